@@ -1,0 +1,29 @@
+//! What this room owns and what it must not do.
+//!
+//! `agentd-agents` owns the definition of the agents themselves: their roles ([`roles`]), their system
+//! prompts ([`prompts`]), the JSON schemas of the tools the models see ([`schema`]), the execution of
+//! those tools confined to a task's workspace ([`workspace`], [`tools`]), and the receipts that record
+//! what each tool call did ([`receipts`]).
+//!
+//! It never talks to providers, never knows a wire format or the socket, and touches the disk only
+//! inside a task's workspace. The tools the runtime dispatches itself (`delegate`, `finish`,
+//! `read_evidence`) are described here but not executed here.
+
+pub mod error;
+pub mod prompts;
+pub mod receipts;
+pub mod roles;
+pub mod schema;
+mod text;
+pub mod tools;
+pub mod workspace;
+
+pub use error::ToolError;
+pub use prompts::system_prompt;
+pub use receipts::Receipt;
+pub use roles::{default_tools, RoleKind, ALL_TOOLS, CODER_TOOLS, LEAD_TOOLS, SPECIALIST_TOOLS};
+pub use schema::{schema, schemas, ToolSchema, UnknownTool};
+pub use tools::{
+    execute, ToolContext, ToolOutcome, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES,
+};
+pub use workspace::Workspace;

@@ -1,0 +1,174 @@
+//! The JSON schemas of the tools, as the models see them. Provider clients wrap these in their own
+//! wire shapes; this module knows nothing of those.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSchema {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object describing the arguments.
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown tool: {0}")]
+pub struct UnknownTool(pub String);
+
+/// The schema of one tool, or `None` for a name that is not a tool.
+pub fn schema(name: &str) -> Option<ToolSchema> {
+    let (description, properties, required): (&str, Value, &[&str]) = match name {
+        "read_file" => (
+            "Read a text file in the workspace. Without offset/limit the whole file is returned.",
+            json!({
+                "path": path_prop("File path, relative to the workspace."),
+                "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)."},
+                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to return."}
+            }),
+            &["path"],
+        ),
+        "list_dir" => (
+            "List a directory of the workspace (not recursive). Directories end with '/'.",
+            json!({"path": path_prop("Directory path, relative to the workspace; \".\" is the root.")}),
+            &["path"],
+        ),
+        "search" => (
+            "Search files for a plain substring (not a regex), recursively. Prints path:line: text.",
+            json!({
+                "pattern": {"type": "string", "description": "The exact text to look for."},
+                "path": path_prop("File or directory to search, relative to the workspace; default \".\".")
+            }),
+            &["pattern"],
+        ),
+        "write_file" => (
+            "Create or replace a file with the given content. Missing parent directories are created.",
+            json!({
+                "path": path_prop("File path, relative to the workspace."),
+                "content": {"type": "string", "description": "The complete new content of the file."}
+            }),
+            &["path", "content"],
+        ),
+        "edit_file" => (
+            "Replace one occurrence of old_text with new_text in a file. old_text must occur exactly once.",
+            json!({
+                "path": path_prop("File path, relative to the workspace."),
+                "old_text": {"type": "string", "description": "The exact text to replace, unique in the file."},
+                "new_text": {"type": "string", "description": "The replacement text."}
+            }),
+            &["path", "old_text", "new_text"],
+        ),
+        "run_command" => (
+            "Run a shell command (sh -c) in the workspace root. Returns the exit code and the output.",
+            json!({
+                "command": {"type": "string", "description": "The shell command line."},
+                "timeout_s": {"type": "integer", "minimum": 1, "description": "Seconds before the command is killed."}
+            }),
+            &["command"],
+        ),
+        "read_evidence" => (
+            "Read archived evidence (earlier tool output or conversation) by its id, a page at a time.",
+            json!({
+                "id": {"type": "string", "description": "The evidence id."},
+                "offset": {"type": "integer", "minimum": 0, "description": "Where to start reading; 0 is the beginning."},
+                "limit": {"type": "integer", "minimum": 1, "description": "How much to return in this page."}
+            }),
+            &["id"],
+        ),
+        "delegate" => (
+            "Hand a piece of work to a teammate and wait for its summary.",
+            json!({
+                "to": {"type": "string", "description": "The teammate: \"coder\" or a specialist's name."},
+                "objective": {"type": "string", "description": "What to do, which files, and how to check it."}
+            }),
+            &["to", "objective"],
+        ),
+        "finish" => (
+            "End your work and report the result.",
+            json!({"summary": {"type": "string", "description": "What was done, and anything left open."}}),
+            &["summary"],
+        ),
+        _ => return None,
+    };
+    Some(ToolSchema {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        }),
+    })
+}
+
+/// The schemas of `names`, in the given order; the first unknown name is an error.
+pub fn schemas(names: &[String]) -> Result<Vec<ToolSchema>, UnknownTool> {
+    names
+        .iter()
+        .map(|n| schema(n).ok_or_else(|| UnknownTool(n.clone())))
+        .collect()
+}
+
+fn path_prop(description: &str) -> Value {
+    json!({"type": "string", "description": description})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::roles::ALL_TOOLS;
+
+    #[test]
+    fn every_tool_has_a_closed_object_schema() {
+        for name in ALL_TOOLS {
+            let s = schema(name).unwrap();
+            assert_eq!(s.name, *name);
+            let p = &s.parameters;
+            assert_eq!(p["type"], "object");
+            assert_eq!(p["additionalProperties"], false);
+            for req in p["required"].as_array().unwrap() {
+                assert!(
+                    p["properties"].get(req.as_str().unwrap()).is_some(),
+                    "{name}: {req}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn required_fields() {
+        let req = |n: &str| schema(n).unwrap().parameters["required"].clone();
+        assert_eq!(req("edit_file"), json!(["path", "old_text", "new_text"]));
+        assert_eq!(req("read_file"), json!(["path"]));
+        assert_eq!(req("search"), json!(["pattern"]));
+        assert_eq!(req("run_command"), json!(["command"]));
+        assert_eq!(req("delegate"), json!(["to", "objective"]));
+        assert!(schema("read_file").unwrap().parameters["properties"]
+            .get("offset")
+            .is_some());
+    }
+
+    #[test]
+    fn schemas_keep_order_and_refuse_unknown() {
+        let names = vec!["finish".to_string(), "read_file".to_string()];
+        let got: Vec<_> = schemas(&names)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(got, names);
+        let bad = vec!["read_file".to_string(), "rm_rf".to_string()];
+        assert_eq!(schemas(&bad), Err(UnknownTool("rm_rf".into())));
+        assert!(schema("nope").is_none());
+    }
+
+    #[test]
+    fn serialises_flat() {
+        let v = serde_json::to_value(schema("finish").unwrap()).unwrap();
+        assert_eq!(v["name"], "finish");
+        assert!(v["description"].is_string());
+        assert_eq!(v["parameters"]["properties"]["summary"]["type"], "string");
+    }
+}

@@ -1,0 +1,247 @@
+//! The file tools: `read_file`, `write_file`, `edit_file`. Blocking; the dispatcher runs them on the
+//! blocking pool.
+
+use super::args::Args;
+use super::{ToolContext, ToolOutcome};
+use crate::error::ToolError;
+use std::fs;
+use std::io::{BufRead, BufReader};
+
+/// The file's text, or the lines `offset..offset+limit` (1-based) of it, as it is: no line numbers.
+/// At most `ctx.max_output_bytes` are returned; a longer result is cut (at a line end when there is
+/// one) and marked incomplete. Invalid UTF-8 is replaced, with a note.
+pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
+    let path = args.str("path")?;
+    let offset = args.opt_u64("offset")?.unwrap_or(1).max(1);
+    let limit = args.opt_u64("limit")?;
+    if limit == Some(0) {
+        return Err(ToolError::InvalidArguments {
+            tool: "read_file".into(),
+            message: "`limit` must be at least 1".into(),
+        });
+    }
+    let abs = ctx.workspace.resolve(path)?;
+    if abs.is_dir() {
+        return Err(ToolError::Failed(format!(
+            "{path} is a directory; use list_dir"
+        )));
+    }
+    let file = fs::File::open(&abs).map_err(|e| ToolError::io(path, &e))?;
+    let lines = read_lines(BufReader::new(file), offset, limit, ctx.max_output_bytes)
+        .map_err(|e| ToolError::io(path, &e))?;
+    if lines.ended_before_offset && offset > 1 {
+        return Err(ToolError::Failed(format!(
+            "offset {offset} is past the end of {path} ({} lines)",
+            lines.total_lines
+        )));
+    }
+    let mut bytes = lines.bytes;
+    if lines.cut {
+        trim_to_char_boundary(&mut bytes);
+    }
+    let mut content = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let mut text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            text.push_str(&format!(
+                "\n[note: {path} is not valid UTF-8; invalid bytes were replaced with U+FFFD]"
+            ));
+            text
+        }
+    };
+    if lines.cut {
+        content.push_str(&format!(
+            "\n[output cut at {} bytes; read the rest with offset/limit]",
+            ctx.max_output_bytes
+        ));
+    }
+    if content.is_empty() && !lines.cut {
+        content = "[empty file]".to_string();
+    }
+    Ok(ToolOutcome {
+        ok: true,
+        content,
+        complete: !lines.cut,
+    })
+}
+
+struct Lines {
+    bytes: Vec<u8>,
+    /// The output hit the byte cap.
+    cut: bool,
+    /// The file ended before line `offset`; `total_lines` is then the file's line count.
+    ended_before_offset: bool,
+    total_lines: u64,
+}
+
+/// Streams the reader, keeping lines `offset..offset+limit` and at most `cap` bytes, without ever
+/// holding more than one buffer of a line that is skipped or too long.
+fn read_lines(
+    mut reader: impl BufRead,
+    offset: u64,
+    limit: Option<u64>,
+    cap: usize,
+) -> std::io::Result<Lines> {
+    let mut out = Vec::new();
+    let mut line = 1u64; // the line the next byte belongs to
+    let mut taken = 0u64;
+    let mut at_line_start = true;
+    let mut cut = false;
+    'read: loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            break;
+        }
+        let mut i = 0;
+        while i < chunk.len() {
+            if line >= offset && limit.is_some_and(|l| taken >= l) {
+                break 'read;
+            }
+            let newline = chunk[i..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map(|p| i + p + 1);
+            let end = newline.unwrap_or(chunk.len());
+            if line >= offset {
+                let segment = &chunk[i..end];
+                let room = cap - out.len();
+                if segment.len() > room {
+                    out.extend_from_slice(&segment[..room]);
+                    cut = true;
+                    break 'read;
+                }
+                out.extend_from_slice(segment);
+            }
+            at_line_start = newline.is_some();
+            if newline.is_some() {
+                if line >= offset {
+                    taken += 1;
+                }
+                line += 1;
+            }
+            i = end;
+        }
+        let consumed = chunk.len();
+        reader.consume(consumed);
+    }
+    let total_lines = if at_line_start { line - 1 } else { line };
+    Ok(Lines {
+        bytes: out,
+        cut,
+        ended_before_offset: !cut && total_lines < offset,
+        total_lines,
+    })
+}
+
+/// After a cut: back to the last line end when there is one, else drop a split trailing character.
+fn trim_to_char_boundary(bytes: &mut Vec<u8>) {
+    if let Some(last_newline) = bytes.iter().rposition(|&b| b == b'\n') {
+        bytes.truncate(last_newline + 1);
+        return;
+    }
+    if let Err(e) = std::str::from_utf8(bytes) {
+        if e.error_len().is_none() {
+            bytes.truncate(e.valid_up_to());
+        }
+    }
+}
+
+pub(crate) fn write_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
+    let path = args.str("path")?;
+    let content = args.str("content")?;
+    let abs = ctx.workspace.resolve_for_write(path)?;
+    if abs.is_dir() {
+        return Err(ToolError::Failed(format!("{path} is a directory")));
+    }
+    let existed = abs.exists();
+    if let Some(parent) = abs.parent() {
+        fs::create_dir_all(parent).map_err(|e| ToolError::io(path, &e))?;
+    }
+    fs::write(&abs, content).map_err(|e| ToolError::io(path, &e))?;
+    let verb = if existed { "replaced" } else { "created" };
+    Ok(ToolOutcome::ok(format!(
+        "{verb} {path}: wrote {} bytes",
+        content.len()
+    )))
+}
+
+pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
+    let path = args.str("path")?;
+    let old_text = args.str("old_text")?;
+    let new_text = args.str("new_text")?;
+    if old_text.is_empty() {
+        return Err(ToolError::InvalidArguments {
+            tool: "edit_file".into(),
+            message: "`old_text` must not be empty".into(),
+        });
+    }
+    let abs = ctx.workspace.resolve(path)?;
+    if abs.is_dir() {
+        return Err(ToolError::Failed(format!("{path} is a directory")));
+    }
+    let bytes = fs::read(&abs).map_err(|e| ToolError::io(path, &e))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        ToolError::Failed(format!(
+            "{path} is not valid UTF-8 text; edit_file cannot change it"
+        ))
+    })?;
+    let at = match text
+        .match_indices(old_text)
+        .map(|(i, _)| i)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] => return Err(ToolError::Failed(format!("old_text not found in {path}"))),
+        [at] => *at,
+        many => {
+            return Err(ToolError::Failed(format!(
+                "old_text occurs {} times in {path}; make it unique",
+                many.len()
+            )))
+        }
+    };
+    let line = text[..at].matches('\n').count() + 1;
+    let mut edited = String::with_capacity(text.len() - old_text.len() + new_text.len());
+    edited.push_str(&text[..at]);
+    edited.push_str(new_text);
+    edited.push_str(&text[at + old_text.len()..]);
+    fs::write(&abs, &edited).map_err(|e| ToolError::io(path, &e))?;
+    Ok(ToolOutcome::ok(format!(
+        "edited {path}: replaced 1 occurrence at line {line}"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str, offset: u64, limit: Option<u64>, cap: usize) -> (String, bool, bool, u64) {
+        let l = read_lines(
+            BufReader::with_capacity(4, text.as_bytes()),
+            offset,
+            limit,
+            cap,
+        )
+        .unwrap();
+        (
+            String::from_utf8(l.bytes).unwrap(),
+            l.cut,
+            l.ended_before_offset,
+            l.total_lines,
+        )
+    }
+
+    #[test]
+    fn line_ranges() {
+        let t = "one\ntwo\nthree\nfour";
+        assert_eq!(lines(t, 1, None, 100).0, t);
+        assert_eq!(lines(t, 2, Some(2), 100).0, "two\nthree\n");
+        assert_eq!(lines(t, 4, Some(9), 100).0, "four");
+        let (text, cut, past, total) = lines(t, 6, None, 100);
+        assert_eq!((text.as_str(), cut, past, total), ("", false, true, 4));
+        let (text, cut, ..) = lines(t, 1, None, 6);
+        assert_eq!((text.as_str(), cut), ("one\ntw", true));
+        assert_eq!(lines("a\n", 1, None, 100).3, 1);
+        assert!(!lines("a\n", 1, None, 100).2);
+    }
+}

@@ -1,0 +1,124 @@
+//! Tool execution, confined to the task's workspace.
+//!
+//! [`execute`] runs the tools that act on the workspace: `read_file`, `list_dir`, `search`,
+//! `write_file`, `edit_file` and `run_command`. `delegate`, `finish` and `read_evidence` belong to the
+//! runtime, which dispatches them itself; here they only get an error. Whatever the model sends,
+//! `execute` answers with a [`ToolOutcome`] — bad arguments and refused paths are outcomes with
+//! `ok: false` and a message naming the fault, never a panic.
+
+mod args;
+mod command;
+mod files;
+mod listing;
+
+use crate::error::ToolError;
+use crate::text::truncate_chars;
+use crate::workspace::Workspace;
+use args::Args;
+use std::time::Duration;
+
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+/// The cap on output held in memory: a command's captured output, or the text `read_file` returns.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
+/// Tools the runtime executes itself.
+pub const RUNTIME_TOOLS: &[&str] = &["read_evidence", "delegate", "finish"];
+
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub workspace: Workspace,
+    /// The `run_command` timeout when the call names none.
+    pub command_timeout: Duration,
+    /// See [`DEFAULT_MAX_OUTPUT_BYTES`].
+    pub max_output_bytes: usize,
+}
+
+impl ToolContext {
+    /// A context with the default timeout and output cap.
+    pub fn new(workspace: Workspace) -> ToolContext {
+        ToolContext {
+            workspace,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub ok: bool,
+    pub content: String,
+    /// False when the output was cut off (a command killed at its timeout, output over the cap).
+    pub complete: bool,
+}
+
+impl ToolOutcome {
+    pub fn ok(content: impl Into<String>) -> ToolOutcome {
+        ToolOutcome {
+            ok: true,
+            content: content.into(),
+            complete: true,
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> ToolOutcome {
+        ToolOutcome {
+            ok: false,
+            content: content.into(),
+            complete: true,
+        }
+    }
+}
+
+impl From<ToolError> for ToolOutcome {
+    fn from(e: ToolError) -> ToolOutcome {
+        ToolOutcome::error(e.to_string())
+    }
+}
+
+/// Runs tool `name` with `arguments` (the JSON text the model produced) in `ctx`'s workspace.
+pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutcome {
+    let result = match name {
+        "read_file" | "list_dir" | "search" | "write_file" | "edit_file" => {
+            blocking(ctx, name, arguments).await
+        }
+        "run_command" => match Args::parse(name, arguments) {
+            Ok(args) => command::run_command(ctx, &args).await,
+            Err(e) => Err(e),
+        },
+        _ if RUNTIME_TOOLS.contains(&name) => Err(ToolError::Failed(format!(
+            "tool {name} is handled by the runtime"
+        ))),
+        _ => Err(ToolError::Failed(format!(
+            "unknown tool {}",
+            truncate_chars(name, 100)
+        ))),
+    };
+    result.unwrap_or_else(ToolOutcome::from)
+}
+
+/// The filesystem tools run on the blocking pool.
+async fn blocking(
+    ctx: &ToolContext,
+    name: &str,
+    arguments: &str,
+) -> Result<ToolOutcome, ToolError> {
+    let ctx = ctx.clone();
+    let tool = name.to_string();
+    let arguments = arguments.to_string();
+    let job = tokio::task::spawn_blocking(move || {
+        let args = Args::parse(&tool, &arguments)?;
+        match tool.as_str() {
+            "read_file" => files::read_file(&ctx, &args),
+            "write_file" => files::write_file(&ctx, &args),
+            "edit_file" => files::edit_file(&ctx, &args),
+            "list_dir" => listing::list_dir(&ctx.workspace, &args),
+            "search" => listing::search(&ctx.workspace, &args),
+            other => Err(ToolError::Failed(format!("unknown tool {other}"))),
+        }
+    });
+    job.await
+        .unwrap_or_else(|e| Err(ToolError::Failed(format!("{name} failed: {e}"))))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,25 @@
+//! agentd's own disk state.
+//!
+//! This room is the only one that touches the daemon's durable state: the sled database under
+//! `<home>/db` (tasks, the per-task append-only log, settings, learned windows) and, later, the
+//! evidence blobs. It knows nothing of providers, actors or the socket: it stores and returns the
+//! plain data of `agentd-policies`.
+//!
+//! Durability rule (design, "Persistence and resume"): a record is flushed before anything that
+//! depends on it is acknowledged. Every mutating method of [`Store`] flushes before it returns, so a
+//! caller may publish or acknowledge as soon as the call succeeds.
+//!
+//! Stored data is never trusted: a value that does not decode is reported as
+//! [`StoreError::Corrupt`] naming its tree and key, never a panic.
+
+mod codec;
+pub mod error;
+mod log;
+mod settings;
+pub mod store;
+pub mod tasks;
+mod windows;
+
+pub use error::StoreError;
+pub use store::Store;
+pub use tasks::TaskMeta;

@@ -1,0 +1,246 @@
+//! The per-task append-only log: tree `log`.
+//!
+//! Keys are `task_id` bytes, `/`, a kind byte and the sequence number as a big-endian `u64`, so a
+//! prefix scan returns one task's entries of one kind in order:
+//!
+//! - `task_id/r<seq>`: a [`Record`] (message, checkpoint, settings snapshot or event), seq from 1;
+//! - `task_id/e<seq>`: an [`Event`], seq from 1, the event index the socket streams from.
+//!
+//! An event is written under both kinds in one atomic batch, so `records` shows it in its place among
+//! the messages and `events` serves subscribers without decoding messages.
+//!
+//! Sequence numbers come from per-task counters kept in memory and loaded lazily from the last key of
+//! the task's prefix, so they continue after a reopen. Allocating a number and inserting under it
+//! happen under the task's lock (numbers are unique and contiguous); the flush happens after the lock
+//! is released, so concurrent appenders' flushes coalesce. Each append returns only after its flush,
+//! but a concurrent reader may see an entry a moment before it is durable, and two concurrent
+//! appenders may return out of seq order: whoever publishes events should publish from the log.
+
+use crate::codec::{decode, encode};
+use crate::error::StoreError;
+use crate::store::{lock, Store, LOG};
+use agentd_policies::record::history_of;
+use agentd_policies::{Event, EventKind, Message, Record};
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const RECORD: u8 = b'r';
+const EVENT: u8 = b'e';
+
+/// The next-free bookkeeping of one task.
+#[derive(Debug, Default)]
+struct Seqs {
+    loaded: bool,
+    /// The last record seq written (0 = none).
+    record: u64,
+    /// The last event seq written (0 = none).
+    event: u64,
+}
+
+/// Per-task counters, each behind its own lock so different tasks append in parallel.
+#[derive(Clone, Default)]
+pub(crate) struct SeqTable(Arc<Mutex<HashMap<String, Arc<Mutex<Seqs>>>>>);
+
+fn prefix(task_id: &str, kind: u8) -> Vec<u8> {
+    let mut p = Vec::with_capacity(task_id.len() + 10);
+    p.extend_from_slice(task_id.as_bytes());
+    p.push(b'/');
+    p.push(kind);
+    p
+}
+
+fn key(task_id: &str, kind: u8, seq: u64) -> Vec<u8> {
+    let mut k = prefix(task_id, kind);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// The seq of a key under a prefix of `prefix_len` bytes; `None` for a key of another shape (a task
+/// whose id merely starts with this one's, e.g. ids containing `/`).
+fn seq_of(prefix_len: usize, key: &[u8]) -> Option<u64> {
+    let tail: [u8; 8] = key.get(prefix_len..)?.try_into().ok()?;
+    Some(u64::from_be_bytes(tail))
+}
+
+fn show(task_id: &str, kind: u8, seq: u64) -> String {
+    format!("{task_id}/{}/{seq}", kind as char)
+}
+
+impl Store {
+    /// Appends a record to a task's log; returns its seq (from 1 per task). Flushed before returning.
+    /// Events go through [`Store::append_event`], which also indexes them; a `Record::Event` appended
+    /// here is only a record.
+    pub fn append(&self, task_id: &str, record: &Record) -> Result<u64, StoreError> {
+        let seq = self.with_seqs(task_id, |seqs| {
+            let seq = seqs.record + 1;
+            let bytes = encode(LOG, || show(task_id, RECORD, seq), record)?;
+            self.log.insert(key(task_id, RECORD, seq), bytes)?;
+            seqs.record = seq;
+            Ok(seq)
+        })?;
+        self.flush()?;
+        Ok(seq)
+    }
+
+    /// Numbers and persists an event: written to the event index and as a `Record::Event` in one
+    /// atomic batch, flushed before returning. The returned event may be published.
+    pub fn append_event(
+        &self,
+        task_id: &str,
+        role: &str,
+        at: &str,
+        kind: EventKind,
+    ) -> Result<Event, StoreError> {
+        let event = self.with_seqs(task_id, |seqs| {
+            let event = Event {
+                seq: seqs.event + 1,
+                task_id: task_id.to_string(),
+                role: role.to_string(),
+                at: at.to_string(),
+                kind,
+            };
+            let record_seq = seqs.record + 1;
+            let event_bytes = encode(LOG, || show(task_id, EVENT, event.seq), &event)?;
+            let record = Record::Event {
+                event: event.clone(),
+            };
+            let record_bytes = encode(LOG, || show(task_id, RECORD, record_seq), &record)?;
+            let mut batch = sled::Batch::default();
+            batch.insert(key(task_id, EVENT, event.seq), event_bytes);
+            batch.insert(key(task_id, RECORD, record_seq), record_bytes);
+            self.log.apply_batch(batch)?;
+            seqs.event = event.seq;
+            seqs.record = record_seq;
+            Ok(event)
+        })?;
+        self.flush()?;
+        Ok(event)
+    }
+
+    /// Up to `limit` events with `seq > after_seq`, ascending.
+    pub fn events(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        Ok(self
+            .read_range::<Event>(task_id, EVENT, after_seq, limit)?
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect())
+    }
+
+    /// Up to `limit` records with `seq > after_seq`, ascending, with their seqs.
+    pub fn records(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Record)>, StoreError> {
+        self.read_range(task_id, RECORD, after_seq, limit)
+    }
+
+    /// The seq of the task's last event, 0 if it has none.
+    pub fn last_event_seq(&self, task_id: &str) -> Result<u64, StoreError> {
+        self.last_seq(task_id, EVENT)
+    }
+
+    /// A role's active history: its latest checkpoint plus every later message record.
+    pub fn history(&self, task_id: &str, role: &str) -> Result<Vec<Message>, StoreError> {
+        let records = self.records(task_id, 0, usize::MAX)?;
+        Ok(history_of(role, records.iter().map(|(_, r)| r)))
+    }
+
+    /// The roles that have a history in the task (message or checkpoint records), in order of first
+    /// appearance.
+    pub fn roles(&self, task_id: &str) -> Result<Vec<String>, StoreError> {
+        let mut roles: Vec<String> = Vec::new();
+        for (_, record) in self.records(task_id, 0, usize::MAX)? {
+            if let Record::Message { role, .. } | Record::Checkpoint { role, .. } = record {
+                if !roles.contains(&role) {
+                    roles.push(role);
+                }
+            }
+        }
+        Ok(roles)
+    }
+
+    /// Runs `f` with the task's counters locked (loading them from disk on first use).
+    fn with_seqs<R>(
+        &self,
+        task_id: &str,
+        f: impl FnOnce(&mut Seqs) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let slot = lock(&self.seqs.0)
+            .entry(task_id.to_string())
+            .or_default()
+            .clone();
+        let mut seqs = lock(&slot);
+        if !seqs.loaded {
+            seqs.record = self.last_seq(task_id, RECORD)?;
+            seqs.event = self.last_seq(task_id, EVENT)?;
+            seqs.loaded = true;
+        }
+        f(&mut seqs)
+    }
+
+    /// The last seq on disk under a task's prefix of one kind, 0 if none.
+    fn last_seq(&self, task_id: &str, kind: u8) -> Result<u64, StoreError> {
+        let prefix = prefix(task_id, kind);
+        for entry in self.log.scan_prefix(&prefix).rev() {
+            let (k, _) = entry?;
+            if let Some(seq) = seq_of(prefix.len(), &k) {
+                return Ok(seq);
+            }
+        }
+        Ok(0)
+    }
+
+    fn read_range<T: DeserializeOwned>(
+        &self,
+        task_id: &str,
+        kind: u8,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, T)>, StoreError> {
+        let mut out = Vec::new();
+        let Some(first) = after_seq.checked_add(1) else {
+            return Ok(out);
+        };
+        if limit == 0 {
+            return Ok(out);
+        }
+        let prefix_len = prefix(task_id, kind).len();
+        for entry in self
+            .log
+            .range(key(task_id, kind, first)..=key(task_id, kind, u64::MAX))
+        {
+            let (k, v) = entry?;
+            let Some(seq) = seq_of(prefix_len, &k) else {
+                continue;
+            };
+            out.push((seq, decode(LOG, || show(task_id, kind, seq), &v)?));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_by_seq_and_parse_back() {
+        let a = key("t", RECORD, 2);
+        let b = key("t", RECORD, 256);
+        assert!(a < b);
+        assert_eq!(seq_of(prefix("t", RECORD).len(), &b), Some(256));
+        assert_eq!(seq_of(prefix("t", RECORD).len(), b"t/r12"), None);
+        assert_eq!(show("t", EVENT, 7), "t/e/7");
+    }
+}

@@ -1,0 +1,21 @@
+//! Settings: tree `settings`, a JSON value per string key.
+
+use crate::codec::{decode, encode};
+use crate::error::StoreError;
+use crate::store::{Store, SETTINGS};
+
+impl Store {
+    pub fn setting(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        match self.settings.get(key.as_bytes())? {
+            Some(bytes) => Ok(Some(decode(SETTINGS, || key.to_string(), &bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Sets (replaces) a setting; flushed before returning.
+    pub fn set_setting(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+        let bytes = encode(SETTINGS, || key.to_string(), value)?;
+        self.settings.insert(key.as_bytes(), bytes)?;
+        self.flush()
+    }
+}

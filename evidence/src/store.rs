@@ -1,0 +1,81 @@
+//! Opening and flushing the database.
+//!
+//! One sled database holds four trees: `tasks` (task metadata by id), `log` (every task's records and
+//! events), `settings` (JSON values by key) and `windows` (learned context windows per server/model).
+//!
+//! sled takes an exclusive file lock on the database: a second process opening the same directory
+//! gets [`StoreError::Open`] naming the path. The lock is an `flock` on a freshly opened file, so a
+//! second [`Store::open`] of the same directory inside one process is refused the same way while the
+//! first is alive; share one [`Store`] by cloning it instead (clones are cheap and share everything).
+
+use crate::error::StoreError;
+use crate::log::SeqTable;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub(crate) const TASKS: &str = "tasks";
+pub(crate) const LOG: &str = "log";
+pub(crate) const SETTINGS: &str = "settings";
+pub(crate) const WINDOWS: &str = "windows";
+
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) db: sled::Db,
+    pub(crate) tasks: sled::Tree,
+    pub(crate) log: sled::Tree,
+    pub(crate) settings: sled::Tree,
+    pub(crate) windows: sled::Tree,
+    /// Per-task sequence counters, loaded lazily from the log's last keys.
+    pub(crate) seqs: SeqTable,
+    /// Serialises read-modify-write of task metadata.
+    pub(crate) task_writes: Arc<Mutex<()>>,
+    path: Arc<PathBuf>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `dir`, normally `<home>/db`.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let db = sled::Config::new().path(dir).open().map_err(open_err)?;
+        let tree = |name: &str| db.open_tree(name).map_err(open_err);
+        Ok(Store {
+            tasks: tree(TASKS)?,
+            log: tree(LOG)?,
+            settings: tree(SETTINGS)?,
+            windows: tree(WINDOWS)?,
+            db,
+            seqs: SeqTable::default(),
+            task_writes: Arc::new(Mutex::new(())),
+            path: Arc::new(dir.to_path_buf()),
+        })
+    }
+
+    /// The directory this store was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes everything written so far durable. Cheap when nothing is dirty, so concurrent writers
+    /// flushing after each other coalesce into one disk sync (group commit).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
+
+/// Locks a mutex, recovering from poisoning: every critical section in this crate leaves its data
+/// consistent at each step (counters advance only after a successful write).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,75 @@
+//! Task metadata: tree `tasks`, keyed by task id.
+
+use crate::codec::{decode, encode, show_key};
+use crate::error::StoreError;
+use crate::store::{lock, Store, TASKS};
+use agentd_policies::TaskState;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskMeta {
+    pub task_id: String,
+    pub objective: String,
+    pub workspace: String,
+    pub team: Option<String>,
+    pub state: TaskState,
+    /// RFC 3339, set by the caller (this crate reads no clock).
+    pub created_at: String,
+    /// RFC 3339, set by the caller (this crate reads no clock).
+    pub updated_at: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+}
+
+impl Store {
+    /// Inserts or replaces a task's metadata; flushed before returning.
+    pub fn put_task(&self, meta: &TaskMeta) -> Result<(), StoreError> {
+        let bytes = encode(TASKS, || meta.task_id.clone(), meta)?;
+        {
+            let _guard = lock(&self.task_writes);
+            self.tasks.insert(meta.task_id.as_bytes(), bytes)?;
+        }
+        self.flush()
+    }
+
+    pub fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StoreError> {
+        match self.tasks.get(task_id.as_bytes())? {
+            Some(bytes) => Ok(Some(decode(TASKS, || task_id.to_string(), &bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every task, ordered by id (UUID v7 ids sort by creation time).
+    pub fn tasks(&self) -> Result<Vec<TaskMeta>, StoreError> {
+        self.tasks
+            .iter()
+            .map(|entry| {
+                let (key, bytes) = entry?;
+                decode(TASKS, || show_key(&key), &bytes)
+            })
+            .collect()
+    }
+
+    /// Read-modify-write of a task's metadata, serialised against other writers of this store, then
+    /// flushed. Returns the new metadata. The id is the key: a change of `task_id` by `f` is undone.
+    /// The caller sets `updated_at`. [`StoreError::UnknownTask`] if the task does not exist.
+    pub fn update_task(
+        &self,
+        task_id: &str,
+        f: impl FnOnce(&mut TaskMeta),
+    ) -> Result<TaskMeta, StoreError> {
+        let meta = {
+            let _guard = lock(&self.task_writes);
+            let mut meta = self
+                .task(task_id)?
+                .ok_or_else(|| StoreError::UnknownTask(task_id.to_string()))?;
+            f(&mut meta);
+            meta.task_id = task_id.to_string();
+            let bytes = encode(TASKS, || task_id.to_string(), &meta)?;
+            self.tasks.insert(task_id.as_bytes(), bytes)?;
+            meta
+        };
+        self.flush()?;
+        Ok(meta)
+    }
+}

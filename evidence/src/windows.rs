@@ -1,0 +1,28 @@
+//! Context windows learned per server and model: tree `windows`, key `"{server}\n{model}"`.
+
+use crate::codec::{decode, encode};
+use crate::error::StoreError;
+use crate::store::{Store, WINDOWS};
+use agentd_policies::Window;
+
+fn key(server: &str, model: &str) -> String {
+    format!("{server}\n{model}")
+}
+
+impl Store {
+    pub fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StoreError> {
+        let key = key(server, model);
+        match self.windows.get(key.as_bytes())? {
+            Some(bytes) => Ok(Some(decode(WINDOWS, || key.clone(), &bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Remembers the window of a server/model pair; flushed before returning.
+    pub fn set_window(&self, server: &str, model: &str, window: Window) -> Result<(), StoreError> {
+        let key = key(server, model);
+        let bytes = encode(WINDOWS, || key.clone(), &window)?;
+        self.windows.insert(key.as_bytes(), bytes)?;
+        self.flush()
+    }
+}

@@ -1,0 +1,176 @@
+//! Events: what happened to a task, persisted before it is published, numbered from 1 per task.
+//! The wire shape is flat: `{seq, task_id, role, at, kind, ...fields}`.
+
+use crate::tokens::Tokens;
+use crate::window::WindowSource;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub task_id: String,
+    pub role: String,
+    /// RFC 3339, milliseconds, UTC.
+    pub at: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Token usage reported by a provider for one response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    TaskStarted {
+        objective: String,
+    },
+    RequestSent {
+        tokens: Tokens,
+        estimated: bool,
+        window: Tokens,
+        window_source: WindowSource,
+        trigger_tokens: Tokens,
+    },
+    ResponseReceived {
+        finish_reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    ToolCalled {
+        tool: String,
+        call_id: String,
+    },
+    ToolFinished {
+        tool: String,
+        call_id: String,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evidence_id: Option<String>,
+    },
+    CompactionStarted {
+        tokens_before: Tokens,
+        trigger_tokens: Tokens,
+        destination_tokens: Tokens,
+        window: Tokens,
+    },
+    CompactionFinished {
+        tokens_before: Tokens,
+        tokens_after: Tokens,
+        archive_id: String,
+        batches: u32,
+    },
+    CompactionFailed {
+        reason: String,
+    },
+    RetryScheduled {
+        reason: String,
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+    },
+    WindowLearned {
+        old_window: Tokens,
+        new_window: Tokens,
+        source: WindowSource,
+    },
+    ThinkingCleared {
+        blocks_removed: u32,
+        tokens_freed: Tokens,
+        idle_ms: u64,
+    },
+    Delegated {
+        to_role: String,
+        objective: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receipts_id: Option<String>,
+    },
+    DelegationReturned {
+        from_role: String,
+        summary: String,
+    },
+    FinishRejected {
+        reason: String,
+    },
+    TaskFinished {
+        summary: String,
+    },
+    TaskFailed {
+        error: String,
+    },
+    TaskCancelled {},
+    TaskInterrupted {},
+    /// An interrupted or failed task was resumed from its log.
+    TaskResumed {},
+}
+
+impl EventKind {
+    /// The event that ends a task's stream (a subscriber stops after it).
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            EventKind::TaskFinished { .. }
+                | EventKind::TaskFailed { .. }
+                | EventKind::TaskCancelled {}
+                | EventKind::TaskInterrupted {}
+        )
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::TaskStarted { .. } => "task_started",
+            EventKind::RequestSent { .. } => "request_sent",
+            EventKind::ResponseReceived { .. } => "response_received",
+            EventKind::ToolCalled { .. } => "tool_called",
+            EventKind::ToolFinished { .. } => "tool_finished",
+            EventKind::CompactionStarted { .. } => "compaction_started",
+            EventKind::CompactionFinished { .. } => "compaction_finished",
+            EventKind::CompactionFailed { .. } => "compaction_failed",
+            EventKind::RetryScheduled { .. } => "retry_scheduled",
+            EventKind::WindowLearned { .. } => "window_learned",
+            EventKind::ThinkingCleared { .. } => "thinking_cleared",
+            EventKind::Delegated { .. } => "delegated",
+            EventKind::DelegationReturned { .. } => "delegation_returned",
+            EventKind::FinishRejected { .. } => "finish_rejected",
+            EventKind::TaskFinished { .. } => "task_finished",
+            EventKind::TaskFailed { .. } => "task_failed",
+            EventKind::TaskCancelled {} => "task_cancelled",
+            EventKind::TaskInterrupted {} => "task_interrupted",
+            EventKind::TaskResumed {} => "task_resumed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_shape_is_flat() {
+        let e = Event {
+            seq: 3,
+            task_id: "t".into(),
+            role: "lead".into(),
+            at: "2026-01-01T00:00:00.000Z".into(),
+            kind: EventKind::ToolCalled { tool: "read_file".into(), call_id: "c1".into() },
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["kind"], "tool_called");
+        assert_eq!(v["tool"], "read_file");
+        assert_eq!(v["seq"], 3);
+        let back: Event = serde_json::from_value(v).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn unit_like_events_round_trip() {
+        let v = serde_json::json!({"seq":1,"task_id":"t","role":"lead","at":"x","kind":"task_cancelled"});
+        let e: Event = serde_json::from_value(v).unwrap();
+        assert!(e.kind.is_terminal());
+        assert_eq!(e.kind.name(), "task_cancelled");
+    }
+}

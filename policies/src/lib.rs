@@ -1,0 +1,24 @@
+//! The conversation model and the pure rules of agentd.
+//!
+//! This room owns the plain data every other crate speaks — messages and their parts, token counts,
+//! windows, task states, events, log records — and the decisions made over them: thresholds, window
+//! learning, history repair. It must not do IO, read a clock or spawn anything: time and counts come in
+//! as parameters, so every rule here is testable with nothing but data.
+
+pub mod budget;
+pub mod event;
+pub mod message;
+pub mod record;
+pub mod repair;
+pub mod retry;
+pub mod task;
+pub mod tokens;
+pub mod window;
+
+pub use budget::Thresholds;
+pub use event::{Event, EventKind, Usage};
+pub use message::{Message, Part, Role};
+pub use record::Record;
+pub use task::TaskState;
+pub use tokens::{Count, Tokens};
+pub use window::{Window, WindowSource};

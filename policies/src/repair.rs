@@ -1,0 +1,140 @@
+//! Repairing a history read back from the log after a crash, so that it is never sent broken:
+//! every tool call gets a result (a synthetic error naming the interruption when none was stored),
+//! results that answer no call are dropped, and consecutive user messages are merged.
+
+use crate::message::{Message, Part, Role};
+use std::collections::HashSet;
+
+/// The text a tool call gets when the daemon stopped before its result was stored.
+pub const INTERRUPTED_RESULT: &str =
+    "interrupted: the daemon stopped before this tool call returned; its effect is unknown, check before relying on it";
+
+/// What [`repair`] changed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Repairs {
+    pub results_added: usize,
+    pub orphan_results_dropped: usize,
+    pub user_messages_merged: usize,
+}
+
+impl Repairs {
+    pub fn any(&self) -> bool {
+        self.results_added + self.orphan_results_dropped + self.user_messages_merged > 0
+    }
+}
+
+/// Returns the repaired history and what was changed.
+pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
+    let mut out: Vec<Message> = Vec::with_capacity(history.len());
+    let mut repairs = Repairs::default();
+    let mut i = 0;
+    while i < history.len() {
+        let msg = &history[i];
+        match msg.role {
+            Role::Assistant => {
+                out.push(msg.clone());
+                let calls: Vec<String> = msg.tool_calls().map(|(id, _, _)| id.to_string()).collect();
+                // Collect the tool messages that follow.
+                let mut answered = HashSet::new();
+                let mut j = i + 1;
+                while j < history.len() && history[j].role == Role::Tool {
+                    let tool_msg = &history[j];
+                    let parts: Vec<Part> = tool_msg
+                        .parts
+                        .iter()
+                        .filter(|p| match p {
+                            Part::ToolResult { call_id, .. } => {
+                                if calls.contains(call_id) && answered.insert(call_id.clone()) {
+                                    true
+                                } else {
+                                    repairs.orphan_results_dropped += 1;
+                                    false
+                                }
+                            }
+                            _ => true,
+                        })
+                        .cloned()
+                        .collect();
+                    if !parts.is_empty() {
+                        out.push(Message::new(Role::Tool, parts));
+                    }
+                    j += 1;
+                }
+                for id in calls.iter().filter(|id| !answered.contains(*id)) {
+                    out.push(Message::tool_result(id.clone(), INTERRUPTED_RESULT, true));
+                    repairs.results_added += 1;
+                }
+                i = j;
+            }
+            Role::Tool => {
+                // A tool message with no assistant call before it.
+                repairs.orphan_results_dropped += msg.tool_result_ids().count();
+                i += 1;
+            }
+            Role::User => {
+                if let Some(last) = out.last_mut() {
+                    if last.role == Role::User {
+                        last.parts.push(Part::Text { text: "\n\n".into() });
+                        last.parts.extend(msg.parts.iter().cloned());
+                        repairs.user_messages_merged += 1;
+                        i += 1;
+                        continue;
+                    }
+                }
+                out.push(msg.clone());
+                i += 1;
+            }
+            Role::System => {
+                out.push(msg.clone());
+                i += 1;
+            }
+        }
+    }
+    (out, repairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> Message {
+        Message::new(
+            Role::Assistant,
+            vec![Part::ToolCall { id: id.into(), name: "read_file".into(), arguments: "{}".into() }],
+        )
+    }
+
+    #[test]
+    fn missing_result_is_added() {
+        let h = vec![Message::user("go"), call("c1")];
+        let (r, rep) = repair(&h);
+        assert_eq!(rep.results_added, 1);
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[2].tool_result_ids().collect::<Vec<_>>(), vec!["c1"]);
+    }
+
+    #[test]
+    fn intact_history_is_unchanged() {
+        let h = vec![Message::user("go"), call("c1"), Message::tool_result("c1", "ok", false)];
+        let (r, rep) = repair(&h);
+        assert!(!rep.any());
+        assert_eq!(r, h);
+    }
+
+    #[test]
+    fn consecutive_users_merge() {
+        let h = vec![Message::user("a"), Message::user("b")];
+        let (r, rep) = repair(&h);
+        assert_eq!(rep.user_messages_merged, 1);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].text(), "a\n\nb");
+    }
+
+    #[test]
+    fn orphan_result_dropped() {
+        let h = vec![Message::user("a"), Message::tool_result("zz", "x", false)];
+        let (r, rep) = repair(&h);
+        assert_eq!(rep.orphan_results_dropped, 1);
+        assert_eq!(r.len(), 1);
+    }
+}

@@ -1,0 +1,129 @@
+//! Retry schedules: which provider failures are retried, how often, and after how long. Pure: the
+//! scheduler executes the waits and the runtime classifies the failures.
+
+use serde::{Deserialize, Serialize};
+
+/// A failure the runtime may retry, as classified from a provider error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// 429 or a provider throttling code; `retry_after_ms` when the server said how long to wait.
+    RateLimit { retry_after_ms: Option<u64> },
+    /// 5xx.
+    ServerError,
+    /// No finish reason, no content and no tool call, a cut stream, an unparseable event.
+    StreamAnomaly,
+}
+
+impl Failure {
+    /// The `reason` of the `retry_scheduled` event.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Failure::RateLimit { .. } => "rate_limit",
+            Failure::ServerError => "server_error",
+            Failure::StreamAnomaly => "stream_anomaly",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// Retries after the first failure (not counting the first attempt).
+    pub attempts: u32,
+    pub delay_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// Fixed delay, or the server's `Retry-After` when it sends one.
+    pub rate_limit: Schedule,
+    /// Incremental: delay, 2×delay, 3×delay, …
+    pub stream_anomaly: Schedule,
+    /// Exponential: delay, 2×delay, 4×delay, …
+    pub server_error: Schedule,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            rate_limit: Schedule { attempts: 10, delay_ms: 60_000 },
+            stream_anomaly: Schedule { attempts: 2, delay_ms: 2_000 },
+            server_error: Schedule { attempts: 3, delay_ms: 2_000 },
+        }
+    }
+}
+
+/// The decision for one failure: wait this long and try again, or give up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Retry { attempt: u32, max_attempts: u32, delay_ms: u64 },
+    GiveUp,
+}
+
+/// Decide what to do after the `attempt`-th failure of this kind in a row (1 for the first).
+pub fn decide(policy: &RetryPolicy, failure: Failure, attempt: u32) -> Decision {
+    let (schedule, delay_ms) = match failure {
+        Failure::RateLimit { retry_after_ms } => {
+            (policy.rate_limit, retry_after_ms.unwrap_or(policy.rate_limit.delay_ms))
+        }
+        Failure::StreamAnomaly => {
+            let s = policy.stream_anomaly;
+            (s, s.delay_ms.saturating_mul(u64::from(attempt)))
+        }
+        Failure::ServerError => {
+            let s = policy.server_error;
+            (s, s.delay_ms.saturating_mul(1u64 << attempt.saturating_sub(1).min(20)))
+        }
+    };
+    if attempt == 0 || attempt > schedule.attempts {
+        return Decision::GiveUp;
+    }
+    Decision::Retry { attempt, max_attempts: schedule.attempts, delay_ms }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn retry_after_wins_for_rate_limits() {
+        let p = RetryPolicy::default();
+        let d = decide(&p, Failure::RateLimit { retry_after_ms: Some(1500) }, 1);
+        assert_eq!(d, Decision::Retry { attempt: 1, max_attempts: 10, delay_ms: 1500 });
+        let d = decide(&p, Failure::RateLimit { retry_after_ms: None }, 3);
+        assert_eq!(d, Decision::Retry { attempt: 3, max_attempts: 10, delay_ms: 60_000 });
+        assert_eq!(decide(&p, Failure::RateLimit { retry_after_ms: None }, 11), Decision::GiveUp);
+    }
+
+    #[test]
+    fn stream_anomalies_grow_and_stop_after_two() {
+        let p = RetryPolicy::default();
+        assert_eq!(
+            decide(&p, Failure::StreamAnomaly, 1),
+            Decision::Retry { attempt: 1, max_attempts: 2, delay_ms: 2000 }
+        );
+        assert_eq!(
+            decide(&p, Failure::StreamAnomaly, 2),
+            Decision::Retry { attempt: 2, max_attempts: 2, delay_ms: 4000 }
+        );
+        assert_eq!(decide(&p, Failure::StreamAnomaly, 3), Decision::GiveUp);
+    }
+
+    proptest! {
+        #[test]
+        fn never_more_than_the_schedule_allows(attempt in 0u32..100, kind in 0u8..3) {
+            let p = RetryPolicy::default();
+            let failure = match kind {
+                0 => Failure::RateLimit { retry_after_ms: None },
+                1 => Failure::ServerError,
+                _ => Failure::StreamAnomaly,
+            };
+            match decide(&p, failure, attempt) {
+                Decision::Retry { attempt: a, max_attempts, .. } => {
+                    prop_assert!(a >= 1 && a <= max_attempts);
+                }
+                Decision::GiveUp => prop_assert!(attempt == 0 || attempt > 1),
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Token quantities. A count always says whether it was measured by the model's own tokenizer (or the
+//! provider) or merely estimated: an estimate may never certify that a request fits.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+
+/// A number of tokens. Never a byte count, never a percentage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Tokens(pub u64);
+
+impl Tokens {
+    pub const ZERO: Tokens = Tokens(0);
+
+    /// `percent` % of this many tokens, rounded down.
+    pub fn percent(self, percent: u8) -> Tokens {
+        Tokens(self.0 * u64::from(percent) / 100)
+    }
+
+    pub fn saturating_sub(self, other: Tokens) -> Tokens {
+        Tokens(self.0.saturating_sub(other.0))
+    }
+}
+
+impl Add for Tokens {
+    type Output = Tokens;
+    fn add(self, rhs: Tokens) -> Tokens {
+        Tokens(self.0 + rhs.0)
+    }
+}
+
+impl AddAssign for Tokens {
+    fn add_assign(&mut self, rhs: Tokens) {
+        self.0 += rhs.0;
+    }
+}
+
+impl Sub for Tokens {
+    type Output = Tokens;
+    fn sub(self, rhs: Tokens) -> Tokens {
+        Tokens(self.0.saturating_sub(rhs.0))
+    }
+}
+
+impl std::iter::Sum for Tokens {
+    fn sum<I: Iterator<Item = Tokens>>(iter: I) -> Tokens {
+        Tokens(iter.map(|t| t.0).sum())
+    }
+}
+
+impl fmt::Display for Tokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A measured or estimated token count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Count {
+    pub tokens: Tokens,
+    /// True when no tokenizer of the model's own measured this; shown as `~` to users.
+    pub estimated: bool,
+}
+
+impl Count {
+    pub fn measured(tokens: u64) -> Count {
+        Count { tokens: Tokens(tokens), estimated: false }
+    }
+
+    pub fn estimated(tokens: u64) -> Count {
+        Count { tokens: Tokens(tokens), estimated: true }
+    }
+
+    /// The conservative estimate for text no tokenizer of ours knows: one token per three bytes,
+    /// rounded up. Real BPE vocabularies average three to four bytes a token on code and prose, so
+    /// this overcounts, which is the safe direction.
+    pub fn estimate_bytes(bytes: usize) -> Count {
+        Count::estimated(bytes.div_ceil(3) as u64)
+    }
+}
+
+impl Add for Count {
+    type Output = Count;
+    fn add(self, rhs: Count) -> Count {
+        Count { tokens: self.tokens + rhs.tokens, estimated: self.estimated || rhs.estimated }
+    }
+}
+
+impl AddAssign for Count {
+    fn add_assign(&mut self, rhs: Count) {
+        *self = *self + rhs;
+    }
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.estimated {
+            write!(f, "~{}", self.tokens)
+        } else {
+            write!(f, "{}", self.tokens)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimate_marks_itself_and_rounds_up() {
+        let c = Count::estimate_bytes(10);
+        assert!(c.estimated);
+        assert_eq!(c.tokens, Tokens(4));
+        assert_eq!(c.to_string(), "~4");
+    }
+
+    #[test]
+    fn adding_an_estimate_taints_the_sum() {
+        let sum = Count::measured(10) + Count::estimated(5);
+        assert!(sum.estimated);
+        assert_eq!(sum.tokens, Tokens(15));
+    }
+
+    #[test]
+    fn percent_rounds_down() {
+        assert_eq!(Tokens(16_384).percent(80), Tokens(13_107));
+    }
+}

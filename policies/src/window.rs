@@ -1,0 +1,136 @@
+//! Context windows are measured, never configured. A window carries where its size came from, and
+//! refusals from providers state the real limit in prose that this module reads.
+
+use crate::tokens::Tokens;
+use serde::{Deserialize, Serialize};
+
+/// What we assume for a server that declares nothing, until a refusal states the limit.
+pub const ASSUMED_WINDOW: Tokens = Tokens(256_000);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowSource {
+    /// The server declared it (`/v1/models`, `/props`, `/api/show`).
+    Declared,
+    /// A refusal stated it.
+    Error,
+    /// A usage report showed the server processing a different amount than we sent.
+    Usage,
+    /// Nothing was known: [`ASSUMED_WINDOW`].
+    Assumed,
+}
+
+impl WindowSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowSource::Declared => "declared",
+            WindowSource::Error => "error",
+            WindowSource::Usage => "usage",
+            WindowSource::Assumed => "assumed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub tokens: Tokens,
+    pub source: WindowSource,
+}
+
+impl Window {
+    pub fn assumed() -> Window {
+        Window { tokens: ASSUMED_WINDOW, source: WindowSource::Assumed }
+    }
+}
+
+/// Reads the context limit out of a provider's refusal text, in the phrasings of OpenAI, vLLM,
+/// llama.cpp and Anthropic. Returns `None` when the text states no limit.
+///
+/// - OpenAI / vLLM: "This model's maximum context length is 16384 tokens. However, you requested …"
+/// - vLLM (newer): "… maximum model length is 16384 …", "max_model_len … (16384)"
+/// - llama.cpp: "the request exceeds the available context size (16384 tokens)",
+///   "request (20000 tokens) exceeds the available context size (16384 tokens)"
+/// - Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
+pub fn parse_refusal_limit(text: &str) -> Option<Tokens> {
+    let lower = text.to_ascii_lowercase();
+    // Phrases after which the first number is the limit.
+    const AFTER: [&str; 6] = [
+        "maximum context length is",
+        "maximum model length is",
+        "max_model_len",
+        "available context size",
+        "context window of",
+        "context length of",
+    ];
+    for phrase in AFTER {
+        if let Some(at) = lower.find(phrase) {
+            if let Some(n) = first_number(&lower[at + phrase.len()..]) {
+                return Some(Tokens(n));
+            }
+        }
+    }
+    // Anthropic: "N tokens > M maximum".
+    if let Some(at) = lower.find("maximum") {
+        let before = &lower[..at];
+        if let Some(gt) = before.rfind('>') {
+            if let Some(n) = first_number(&before[gt + 1..]) {
+                return Some(Tokens(n));
+            }
+        }
+    }
+    None
+}
+
+/// The first run of ASCII digits (commas allowed inside, as in "16,384") within the next 40 bytes.
+fn first_number(s: &str) -> Option<u64> {
+    let window = &s.as_bytes()[..s.len().min(40)];
+    let start = window.iter().position(|b| b.is_ascii_digit())?;
+    let mut value: u64 = 0;
+    for &b in &window[start..] {
+        match b {
+            b'0'..=b'9' => value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?,
+            b',' | b'_' => continue,
+            _ => break,
+        }
+    }
+    (value > 0).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_phrasing() {
+        let t = "This model's maximum context length is 16384 tokens. However, you requested 20012 tokens (19012 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.";
+        assert_eq!(parse_refusal_limit(t), Some(Tokens(16384)));
+    }
+
+    #[test]
+    fn vllm_phrasing() {
+        let t = "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens in the messages, Please reduce the length of the messages.";
+        assert_eq!(parse_refusal_limit(t), Some(Tokens(8192)));
+        let t2 = "The decoder prompt (length 40000) is longer than the maximum model length of 32768. Make sure that `max_model_len` is no smaller than the number of text tokens.";
+        assert_eq!(parse_refusal_limit(t2), Some(Tokens(32768)));
+    }
+
+    #[test]
+    fn llama_cpp_phrasing() {
+        let t = "the request exceeds the available context size (2048 tokens), try increasing it";
+        assert_eq!(parse_refusal_limit(t), Some(Tokens(2048)));
+        let t2 = "request (3000 tokens) exceeds the available context size (2,048 tokens), try increasing it";
+        assert_eq!(parse_refusal_limit(t2), Some(Tokens(2048)));
+    }
+
+    #[test]
+    fn anthropic_phrasing() {
+        let t = "prompt is too long: 210034 tokens > 200000 maximum";
+        assert_eq!(parse_refusal_limit(t), Some(Tokens(200000)));
+    }
+
+    #[test]
+    fn no_limit_stated() {
+        assert_eq!(parse_refusal_limit("Rate limit reached for requests"), None);
+        assert_eq!(parse_refusal_limit(""), None);
+    }
+}

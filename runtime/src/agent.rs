@@ -1,0 +1,396 @@
+//! One agent actor per role per task: it owns that role's history and runs its turns.
+//!
+//! A turn takes a settings snapshot when it starts (a `settings.set` applies from the next turn, never
+//! mid-turn), then loops: build the request, pass it through the fitter, send it, persist the answer,
+//! run the tools it called and persist their results — until the model calls `finish` or answers
+//! without a tool call. Every message is in the task's log before anything depending on it happens.
+
+use crate::fitter::{Fit, FitError, Learn};
+use crate::provider::{ChatRequest, ChatResponse, OpenAiClient, ProviderError, ToolSpec};
+use crate::scheduler::{Wait, Waited};
+use crate::task::TaskCtx;
+use actix::prelude::*;
+use agentd_agents::roles::RoleKind;
+use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
+use agentd_evidence::StoreError;
+use agentd_policies::retry::{decide, Decision, Failure};
+use agentd_policies::{EventKind, Message, Record, Role, TaskState, Window, WindowSource};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A turn may take at most this many model round-trips before it is failed as a runaway loop.
+pub const MAX_STEPS_PER_TURN: usize = 400;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    #[error("{0}")]
+    Fit(#[from] FitError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{role} made {steps} model requests in one turn without finishing")]
+    Runaway { role: String, steps: usize },
+    #[error("{0}")]
+    Team(String),
+}
+
+/// What a finished turn hands back: the `finish` summary (or the final text).
+pub type TurnResult = Result<String, TurnError>;
+
+/// Run one turn. `input` is the new user message (an objective or a delegation); `None` continues
+/// from the history as it stands (resume).
+#[derive(Message)]
+#[rtype(result = "Result<String, TurnError>")]
+pub struct RunTurn {
+    pub input: Option<String>,
+}
+
+pub struct AgentActor {
+    agent: Arc<tokio::sync::Mutex<Agent>>,
+}
+
+impl AgentActor {
+    pub fn new(role: RoleKind, history: Vec<Message>, task: Arc<TaskCtx>) -> AgentActor {
+        AgentActor { agent: Arc::new(tokio::sync::Mutex::new(Agent { role, history, task })) }
+    }
+}
+
+impl Actor for AgentActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<RunTurn> for AgentActor {
+    type Result = ResponseFuture<TurnResult>;
+
+    fn handle(&mut self, msg: RunTurn, _: &mut Context<Self>) -> Self::Result {
+        let agent = self.agent.clone();
+        Box::pin(async move {
+            // The turn runs on the multi-thread runtime, not on the actor's arbiter thread.
+            let handle = tokio::spawn(async move {
+                let mut agent = agent.lock().await;
+                agent.run_turn(msg.input).await
+            });
+            match handle.await {
+                Ok(result) => result,
+                Err(e) => Err(TurnError::Team(format!("the turn stopped unexpectedly: {e}"))),
+            }
+        })
+    }
+}
+
+/// The settings a turn runs with, taken when it starts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Snapshot {
+    pub provider: String,
+    pub server: String,
+    pub model: String,
+    pub compact_at: u8,
+    pub command_timeout_s: u64,
+    pub verify: Option<String>,
+    pub tools: Vec<String>,
+}
+
+struct Agent {
+    role: RoleKind,
+    history: Vec<Message>,
+    task: Arc<TaskCtx>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FinishArgs {
+    summary: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DelegateArgs {
+    to: String,
+    objective: String,
+}
+
+/// What running one tool call produced.
+struct CallOutcome {
+    outcome: ToolOutcome,
+    finished: Option<String>,
+}
+
+impl Agent {
+    fn name(&self) -> &str {
+        self.role.name()
+    }
+
+    fn emit(&self, kind: EventKind) -> Result<(), StoreError> {
+        self.task.shared.bus.emit(&self.task.task_id, self.role.name(), kind).map(|_| ())
+    }
+
+    fn persist(&mut self, message: Message) -> Result<(), StoreError> {
+        let record = Record::Message { role: self.name().to_string(), message: message.clone() };
+        self.task.shared.store.append(&self.task.task_id, &record)?;
+        self.history.push(message);
+        Ok(())
+    }
+
+    async fn run_turn(&mut self, input: Option<String>) -> TurnResult {
+        let snapshot = self.task.snapshot(&self.role)?;
+        let record = Record::Settings {
+            role: self.name().to_string(),
+            settings: serde_json::to_value(&snapshot).unwrap_or_default(),
+        };
+        self.task.shared.store.append(&self.task.task_id, &record)?;
+        if let Some(text) = input {
+            self.persist(Message::user(text))?;
+        }
+        let client = self.task.client(&snapshot.provider)?;
+        let tools: Vec<ToolSpec> = agentd_agents::schema::schemas(&snapshot.tools)
+            .map_err(|e| TurnError::Team(format!("role {}: unknown tool {}", self.name(), e.0)))?
+            .into_iter()
+            .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
+            .collect();
+        let system = self.task.system_prompt(&self.role);
+        let mut learned_once = false;
+        for _step in 0..MAX_STEPS_PER_TURN {
+            if self.task.cancel.is_cancelled() {
+                return Err(TurnError::Cancelled);
+            }
+            if let Some(last) = self.history.last() {
+                if last.role == Role::Assistant && last.tool_calls().next().is_none() {
+                    // Resumed after a final answer was stored: the turn is already over.
+                    return Ok(last.text());
+                }
+            }
+            let request = ChatRequest {
+                model: snapshot.model.clone(),
+                system: system.clone(),
+                messages: self.history.clone(),
+                tools: tools.clone(),
+                tool_choice_none: false,
+                max_tokens: None,
+            };
+            let fitted = self
+                .task
+                .shared
+                .fitter
+                .send(Fit {
+                    task_id: self.task.task_id.clone(),
+                    role: self.name().to_string(),
+                    client: client.clone(),
+                    request: request.clone(),
+                    compact_at: snapshot.compact_at,
+                })
+                .await
+                .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))??;
+            self.emit(EventKind::RequestSent {
+                tokens: fitted.count.total.tokens,
+                estimated: fitted.count.total.estimated,
+                window: fitted.window.tokens,
+                window_source: fitted.window.source,
+                trigger_tokens: fitted.thresholds.trigger,
+            })?;
+            let response = match self.chat(&client, &request).await {
+                Ok(r) => r,
+                Err(TurnError::Provider(ProviderError::ContextOverflow { limit: Some(limit), message }))
+                    if !learned_once && limit != fitted.window.tokens =>
+                {
+                    // The refusal states the real window: remember it and measure again.
+                    learned_once = true;
+                    let window = Window { tokens: limit, source: WindowSource::Error };
+                    let old = self
+                        .task
+                        .shared
+                        .fitter
+                        .send(Learn {
+                            server: client.base_url().to_string(),
+                            model: snapshot.model.clone(),
+                            window,
+                        })
+                        .await
+                        .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))??;
+                    self.emit(EventKind::WindowLearned {
+                        old_window: old.tokens,
+                        new_window: limit,
+                        source: WindowSource::Error,
+                    })?;
+                    tracing::info!(model = %snapshot.model, %limit, %message, "window learned from a refusal");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            self.emit(EventKind::ResponseReceived {
+                finish_reason: response.finish_reason.clone(),
+                usage: response.usage,
+            })?;
+            let message = response.message;
+            let calls: Vec<(String, String, String)> = message
+                .tool_calls()
+                .map(|(id, name, args)| (id.to_string(), name.to_string(), args.to_string()))
+                .collect();
+            self.persist(message.clone())?;
+            if calls.is_empty() {
+                return Ok(message.text());
+            }
+            let mut finished = None;
+            for (call_id, name, arguments) in calls {
+                self.emit(EventKind::ToolCalled { tool: name.clone(), call_id: call_id.clone() })?;
+                let result = self.call_tool(&snapshot, &name, &arguments).await?;
+                self.persist(Message::tool_result(&call_id, &result.outcome.content, !result.outcome.ok))?;
+                self.emit(EventKind::ToolFinished {
+                    tool: name.clone(),
+                    call_id: call_id.clone(),
+                    ok: result.outcome.ok,
+                    evidence_id: None,
+                })?;
+                if result.finished.is_some() {
+                    finished = result.finished;
+                }
+            }
+            if let Some(summary) = finished {
+                return Ok(summary);
+            }
+        }
+        Err(TurnError::Runaway { role: self.name().to_string(), steps: MAX_STEPS_PER_TURN })
+    }
+
+    async fn call_tool(&mut self, snapshot: &Snapshot, name: &str, arguments: &str) -> Result<CallOutcome, TurnError> {
+        let plain = |outcome: ToolOutcome| Ok(CallOutcome { outcome, finished: None });
+        if !snapshot.tools.iter().any(|t| t == name) {
+            return plain(failure(format!(
+                "tool {name:?} is not available to the {} role; available: {}",
+                self.name(),
+                snapshot.tools.join(", ")
+            )));
+        }
+        match name {
+            "finish" => {
+                let args: FinishArgs = match parse_args(name, arguments) {
+                    Ok(a) => a,
+                    Err(outcome) => return plain(outcome),
+                };
+                if let Some(verify) = &snapshot.verify {
+                    let ctx = self.tool_context(snapshot);
+                    let check = serde_json::json!({ "command": verify }).to_string();
+                    let outcome = self.cancellable(agent_tools::execute(&ctx, "run_command", &check)).await?;
+                    if !outcome.ok {
+                        let reason = format!("verification `{verify}` failed");
+                        self.emit(EventKind::FinishRejected { reason: reason.clone() })?;
+                        return plain(failure(format!(
+                            "finish rejected: {reason}; fix it and call finish again.\n{}",
+                            outcome.content
+                        )));
+                    }
+                }
+                Ok(CallOutcome {
+                    outcome: ToolOutcome { ok: true, content: "finished".into(), complete: true },
+                    finished: Some(args.summary),
+                })
+            }
+            "delegate" => {
+                let args: DelegateArgs = match parse_args(name, arguments) {
+                    Ok(a) => a,
+                    Err(outcome) => return plain(outcome),
+                };
+                let Some(target) = self.task.member(&args.to) else {
+                    return plain(failure(format!(
+                        "no team member {:?}; delegate to one of: {}",
+                        args.to,
+                        self.task.delegates().join(", ")
+                    )));
+                };
+                if args.to == self.name() {
+                    return plain(failure("an agent cannot delegate to itself".into()));
+                }
+                self.emit(EventKind::Delegated {
+                    to_role: args.to.clone(),
+                    objective: args.objective.clone(),
+                    receipts_id: None,
+                })?;
+                let summary = target
+                    .send(RunTurn { input: Some(args.objective) })
+                    .await
+                    .map_err(|e| TurnError::Team(format!("{} is gone: {e}", args.to)))??;
+                self.emit(EventKind::DelegationReturned { from_role: args.to.clone(), summary: summary.clone() })?;
+                plain(ToolOutcome { ok: true, content: summary, complete: true })
+            }
+            _ => {
+                let ctx = self.tool_context(snapshot);
+                let outcome = self.cancellable(agent_tools::execute(&ctx, name, arguments)).await?;
+                plain(outcome)
+            }
+        }
+    }
+
+    /// Sends a request, retrying rate limits, server errors and stream anomalies by the retry policy.
+    /// A retry resends the same request: nothing of a failed attempt was stored.
+    async fn chat(&self, client: &OpenAiClient, request: &ChatRequest) -> Result<ChatResponse, TurnError> {
+        let mut failures: HashMap<&'static str, u32> = HashMap::new();
+        loop {
+            let error = match client.chat(request, &self.task.cancel).await {
+                Ok(response) => return Ok(response),
+                Err(_) if self.task.cancel.is_cancelled() => return Err(TurnError::Cancelled),
+                Err(e) => e,
+            };
+            let failure = match &error {
+                ProviderError::RateLimited { retry_after, .. } => {
+                    Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) }
+                }
+                ProviderError::Server { .. } => Failure::ServerError,
+                ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
+                _ => return Err(error.into()),
+            };
+            let attempt = failures.entry(failure.reason()).or_insert(0);
+            *attempt += 1;
+            match decide(&self.task.shared.retry, failure, *attempt) {
+                Decision::GiveUp => return Err(error.into()),
+                Decision::Retry { attempt, max_attempts, delay_ms } => {
+                    tracing::info!(role = self.name(), %error, attempt, delay_ms, "retry scheduled");
+                    self.emit(EventKind::RetryScheduled {
+                        reason: failure.reason().to_string(),
+                        attempt,
+                        max_attempts,
+                        delay_ms,
+                    })?;
+                    self.task.set_state(TaskState::WaitingRetry)?;
+                    let waited = self
+                        .task
+                        .shared
+                        .scheduler
+                        .send(Wait { delay: Duration::from_millis(delay_ms), cancel: self.task.cancel.clone() })
+                        .await
+                        .map_err(|e| TurnError::Team(format!("the scheduler is gone: {e}")))?;
+                    if waited == Waited::Cancelled {
+                        return Err(TurnError::Cancelled);
+                    }
+                    self.task.set_state(TaskState::Running)?;
+                }
+            }
+        }
+    }
+
+    fn tool_context(&self, snapshot: &Snapshot) -> ToolContext {
+        ToolContext {
+            workspace: self.task.workspace.clone(),
+            command_timeout: std::time::Duration::from_secs(snapshot.command_timeout_s),
+            max_output_bytes: 8 << 20,
+        }
+    }
+
+    async fn cancellable<F: std::future::Future<Output = ToolOutcome>>(&self, f: F) -> Result<ToolOutcome, TurnError> {
+        tokio::select! {
+            outcome = f => Ok(outcome),
+            _ = self.task.cancel.cancelled() => Err(TurnError::Cancelled),
+        }
+    }
+}
+
+fn failure(content: String) -> ToolOutcome {
+    ToolOutcome { ok: false, content, complete: true }
+}
+
+fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolOutcome> {
+    serde_json::from_str(arguments).map_err(|e| failure(format!("invalid arguments for {tool}: {e}")))
+}

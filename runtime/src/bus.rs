@@ -1,0 +1,32 @@
+//! The event bus: every event is appended to the task's log (flushed) and only then published to live
+//! subscribers. Subscribers replay from the store and follow the bus, so they see no gap and no repeat.
+
+use crate::clock::now_rfc3339;
+use agentd_evidence::{Store, StoreError};
+use agentd_policies::{Event, EventKind};
+use tokio::sync::broadcast;
+
+#[derive(Clone)]
+pub struct EventBus {
+    store: Store,
+    live: broadcast::Sender<Event>,
+}
+
+impl EventBus {
+    pub fn new(store: Store) -> EventBus {
+        let (live, _) = broadcast::channel(8192);
+        EventBus { store, live }
+    }
+
+    /// Persists the event, then publishes it. The returned event carries its `seq`.
+    pub fn emit(&self, task_id: &str, role: &str, kind: EventKind) -> Result<Event, StoreError> {
+        let event = self.store.append_event(task_id, role, &now_rfc3339(), kind)?;
+        // No receiver is not an error: nobody is watching.
+        let _ = self.live.send(event.clone());
+        Ok(event)
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.live.subscribe()
+    }
+}

@@ -1,0 +1,89 @@
+//! A blocking client of the socket protocol, for the CLI and for tests: one request line out, lines in
+//! until the answer with our id (notifications that arrive meanwhile are kept for `next_event`).
+
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the daemon at {path}: {source}")]
+    Connect { path: PathBuf, source: std::io::Error },
+    #[error("connection to the daemon lost: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the daemon sent an unreadable line: {0}")]
+    Protocol(String),
+    #[error("{message}")]
+    Rpc { code: i64, message: String },
+}
+
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    pending: VecDeque<Value>,
+}
+
+impl Client {
+    pub fn connect(socket: &Path) -> Result<Client, ClientError> {
+        let stream =
+            UnixStream::connect(socket).map_err(|source| ClientError::Connect { path: socket.to_path_buf(), source })?;
+        let writer = stream.try_clone()?;
+        Ok(Client { reader: BufReader::new(stream), writer, next_id: 1, pending: VecDeque::new() })
+    }
+
+    fn read_line(&mut self) -> Result<Value, ClientError> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Err(ClientError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection",
+            )));
+        }
+        serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("{e}: {line}")))
+    }
+
+    /// Calls a method and waits for its answer.
+    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.writer, "{request}")?;
+        loop {
+            let msg = self.read_line()?;
+            if msg.get("id") == Some(&json!(id)) {
+                if let Some(err) = msg.get("error") {
+                    return Err(ClientError::Rpc {
+                        code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+                        message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                    });
+                }
+                return Ok(msg.get("result").cloned().unwrap_or(Value::Null));
+            }
+            self.pending.push_back(msg);
+        }
+    }
+
+    /// The next `task.event` notification's params (an event), blocking until one arrives.
+    pub fn next_event(&mut self) -> Result<Value, ClientError> {
+        loop {
+            let msg = match self.pending.pop_front() {
+                Some(m) => m,
+                None => self.read_line()?,
+            };
+            if msg.get("method").and_then(Value::as_str) == Some("task.event") {
+                return Ok(msg.get("params").cloned().unwrap_or(Value::Null));
+            }
+        }
+    }
+}
+
+/// Whether an event (as JSON) ends a task's stream.
+pub fn is_terminal_event(event: &Value) -> bool {
+    matches!(
+        event.get("kind").and_then(Value::as_str),
+        Some("task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
+    )
+}

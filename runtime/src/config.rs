@@ -1,0 +1,405 @@
+//! `agentd.toml`: the daemon's configuration, parsed strictly. Unknown keys and bad values are errors
+//! that name the key and the file. The context window is deliberately absent: it is measured.
+
+use agentd_agents::roles::ALL_TOOLS;
+use agentd_policies::retry::RetryPolicy;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: key `{key}`: {message}")]
+    Invalid { path: PathBuf, key: String, message: String },
+}
+
+/// The text `agentd init` writes: every key commented, so a user sees what exists.
+pub const DEFAULT_CONFIG: &str = r#"# agentd configuration. The context window is never set here: agentd probes it from the provider,
+# learns it from a refusal's stated limit and corrects it from usage reports.
+
+[providers.local]
+kind = "openai"                     # openai | ollama (OpenAI-compatible endpoints: vLLM, llama.cpp, Ollama)
+base_url = "http://127.0.0.1:8000/v1"
+# api_key_env = "OPENAI_API_KEY"    # optional: the name of an environment variable holding the key
+
+[team.lead]
+provider = "local"
+model = "qwen3-coder"
+# compact_at = 80                   # percent of the window at which a request is rebuilt
+
+[team.coder]
+provider = "local"
+model = "qwen3-coder"
+# verify = "cargo test"             # optional: the coder's finish is rejected while this command fails
+
+# [team.specialists.reviewer]
+# provider = "local"
+# model = "qwen3-coder"
+# prompt = "You review diffs for correctness."
+# tools = ["read_file", "list_dir", "search"]
+
+# [retry]
+# rate_limit = { attempts = 10, delay = "60s" }     # Retry-After wins when the server sends it
+# stream_anomaly = { attempts = 2, delay = "2s" }   # incremental: 2s, then 4s
+# server_error = { attempts = 3, delay = "2s" }     # exponential: 2s, 4s, 8s
+
+[tools]
+command_timeout = "120s"
+"#;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderKind {
+    OpenAi,
+    Ollama,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub base_url: String,
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleConfig {
+    pub provider: String,
+    pub model: String,
+    pub compact_at: Option<u8>,
+    pub verify: Option<String>,
+    pub prompt: Option<String>,
+    pub tools: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub path: PathBuf,
+    pub providers: BTreeMap<String, ProviderConfig>,
+    pub lead: RoleConfig,
+    pub coder: RoleConfig,
+    pub specialists: BTreeMap<String, RoleConfig>,
+    pub command_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl Config {
+    /// The configuration of a role by name: `lead`, `coder` or a specialist.
+    pub fn role(&self, name: &str) -> Option<&RoleConfig> {
+        match name {
+            "lead" => Some(&self.lead),
+            "coder" => Some(&self.coder),
+            other => self.specialists.get(other),
+        }
+    }
+
+    pub fn provider_of(&self, role: &RoleConfig) -> &ProviderConfig {
+        // Validated at load: every role names a configured provider.
+        &self.providers[&role.provider]
+    }
+
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        Config::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().replace('\n', " | "),
+        })?;
+        raw.validate(path)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    providers: BTreeMap<String, RawProvider>,
+    team: RawTeam,
+    #[serde(default)]
+    retry: RawRetry,
+    #[serde(default)]
+    scheduler: Option<RawScheduler>,
+    #[serde(default)]
+    tools: RawTools,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    kind: String,
+    base_url: String,
+    api_key_env: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTeam {
+    lead: RawRole,
+    coder: RawRole,
+    #[serde(default)]
+    specialists: BTreeMap<String, RawRole>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRole {
+    provider: String,
+    model: String,
+    compact_at: Option<i64>,
+    verify: Option<String>,
+    prompt: Option<String>,
+    tools: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    rate_limit: Option<RawSchedule>,
+    stream_anomaly: Option<RawSchedule>,
+    server_error: Option<RawSchedule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSchedule {
+    attempts: Option<u32>,
+    delay: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScheduler {
+    idle_thinking_cleanup_after: Option<String>,
+    jobs: Option<toml::Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTools {
+    command_timeout: Option<String>,
+}
+
+impl RawConfig {
+    fn validate(self, path: &Path) -> Result<Config, ConfigError> {
+        let invalid = |key: String, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key,
+            message,
+        };
+        let mut retry = RetryPolicy::default();
+        for (name, raw, slot) in [
+            ("rate_limit", self.retry.rate_limit, &mut retry.rate_limit),
+            ("stream_anomaly", self.retry.stream_anomaly, &mut retry.stream_anomaly),
+            ("server_error", self.retry.server_error, &mut retry.server_error),
+        ] {
+            let Some(raw) = raw else { continue };
+            if let Some(a) = raw.attempts {
+                slot.attempts = a;
+            }
+            if let Some(d) = raw.delay {
+                let delay = humantime::parse_duration(&d)
+                    .map_err(|e| invalid(format!("retry.{name}.delay"), format!("{e}: {d:?}")))?;
+                slot.delay_ms = delay.as_millis() as u64;
+            }
+        }
+        if let Some(s) = &self.scheduler {
+            if s.jobs.is_some() {
+                return Err(invalid(
+                    "scheduler.jobs".into(),
+                    "cron jobs are not supported by this version yet; remove the table".into(),
+                ));
+            }
+            if let Some(v) = &s.idle_thinking_cleanup_after {
+                humantime::parse_duration(v).map_err(|e| {
+                    invalid("scheduler.idle_thinking_cleanup_after".into(), format!("{e}: {v:?}"))
+                })?;
+            }
+        }
+        let mut providers = BTreeMap::new();
+        for (name, p) in self.providers {
+            let kind = match p.kind.as_str() {
+                "openai" => ProviderKind::OpenAi,
+                "ollama" => ProviderKind::Ollama,
+                "anthropic" => {
+                    return Err(invalid(
+                        format!("providers.{name}.kind"),
+                        "the anthropic provider is not supported by this version yet".into(),
+                    ))
+                }
+                other => {
+                    return Err(invalid(
+                        format!("providers.{name}.kind"),
+                        format!("unknown provider kind {other:?}; expected \"openai\" or \"ollama\""),
+                    ))
+                }
+            };
+            if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
+                return Err(invalid(
+                    format!("providers.{name}.base_url"),
+                    format!("must be an http:// or https:// URL, got {:?}", p.base_url),
+                ));
+            }
+            providers.insert(
+                name.clone(),
+                ProviderConfig {
+                    name,
+                    kind,
+                    base_url: p.base_url.trim_end_matches('/').to_string(),
+                    api_key_env: p.api_key_env,
+                },
+            );
+        }
+        let role = |key: String, r: RawRole, is_specialist: bool| -> Result<RoleConfig, ConfigError> {
+            if !providers.contains_key(&r.provider) {
+                return Err(invalid(
+                    format!("{key}.provider"),
+                    format!("no provider named {:?} in [providers]", r.provider),
+                ));
+            }
+            if r.model.trim().is_empty() {
+                return Err(invalid(format!("{key}.model"), "must not be empty".into()));
+            }
+            let compact_at = match r.compact_at {
+                None => None,
+                Some(v) if (1..=100).contains(&v) => Some(v as u8),
+                Some(v) => {
+                    return Err(invalid(
+                        format!("{key}.compact_at"),
+                        format!("must be a percentage from 1 to 100, got {v}"),
+                    ))
+                }
+            };
+            if let Some(tools) = &r.tools {
+                if !is_specialist {
+                    return Err(invalid(
+                        format!("{key}.tools"),
+                        "only specialists take a tool list; the lead's and coder's are fixed".into(),
+                    ));
+                }
+                for t in tools {
+                    if !ALL_TOOLS.contains(&t.as_str()) || t == "delegate" {
+                        return Err(invalid(
+                            format!("{key}.tools"),
+                            format!("unknown tool {t:?} for a specialist"),
+                        ));
+                    }
+                }
+            }
+            if r.verify.is_some() && key != "team.coder" {
+                return Err(invalid(format!("{key}.verify"), "only the coder takes `verify`".into()));
+            }
+            Ok(RoleConfig {
+                provider: r.provider,
+                model: r.model,
+                compact_at,
+                verify: r.verify,
+                prompt: r.prompt,
+                tools: r.tools,
+            })
+        };
+        let lead = role("team.lead".into(), self.team.lead, false)?;
+        let coder = role("team.coder".into(), self.team.coder, false)?;
+        let mut specialists = BTreeMap::new();
+        for (name, r) in self.team.specialists {
+            if name == "lead" || name == "coder" {
+                return Err(invalid(
+                    format!("team.specialists.{name}"),
+                    "a specialist may not be named lead or coder".into(),
+                ));
+            }
+            let cfg = role(format!("team.specialists.{name}"), r, true)?;
+            specialists.insert(name, cfg);
+        }
+        let command_timeout = match self.tools.command_timeout {
+            None => Duration::from_secs(120),
+            Some(v) => humantime::parse_duration(&v)
+                .map_err(|e| invalid("tools.command_timeout".into(), format!("{e}: {v:?}")))?,
+        };
+        if command_timeout.is_zero() {
+            return Err(invalid("tools.command_timeout".into(), "must be longer than 0s".into()));
+        }
+        Ok(Config {
+            path: path.to_path_buf(),
+            providers,
+            lead,
+            coder,
+            specialists,
+            command_timeout,
+            retry,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/h/agentd.toml"))
+    }
+
+    #[test]
+    fn default_config_parses() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.lead.model, "qwen3-coder");
+        assert_eq!(c.command_timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_the_file() {
+        let text = DEFAULT_CONFIG.replace("[tools]", "[tools]\ncolour = 1");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("/h/agentd.toml"), "{e}");
+        assert!(e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn bad_compact_at_is_named() {
+        let text = DEFAULT_CONFIG.replace("# compact_at = 80", "compact_at = 180");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("team.lead.compact_at"), "{e}");
+    }
+
+    #[test]
+    fn unknown_provider_is_named() {
+        let text = DEFAULT_CONFIG.replacen("provider = \"local\"", "provider = \"nope\"", 1);
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("team.lead.provider"), "{e}");
+    }
+
+    #[test]
+    fn retry_tables_parse_and_bad_delays_are_named() {
+        let text = format!("{DEFAULT_CONFIG}\n[retry]\nrate_limit = {{ attempts = 3, delay = \"100ms\" }}\n");
+        let c = parse(&text).unwrap();
+        assert_eq!(c.retry.rate_limit.attempts, 3);
+        assert_eq!(c.retry.rate_limit.delay_ms, 100);
+        let bad = format!("{DEFAULT_CONFIG}\n[retry]\nstream_anomaly = {{ delay = \"often\" }}\n");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("retry.stream_anomaly.delay"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_is_named() {
+        let text = DEFAULT_CONFIG.replace("\"120s\"", "\"soon\"");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("tools.command_timeout"), "{e}");
+    }
+
+    #[test]
+    fn specialist_unknown_tool_is_named() {
+        let text = format!(
+            "{DEFAULT_CONFIG}\n[team.specialists.rev]\nprovider = \"local\"\nmodel = \"m\"\ntools = [\"read_file\", \"fly\"]\n"
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("team.specialists.rev.tools"), "{e}");
+        assert!(e.contains("fly"), "{e}");
+    }
+}

@@ -1,0 +1,163 @@
+//! `agentd serve`: the home directory, the single-instance lock, the actor system and the socket, and an
+//! orderly stop on SIGINT/SIGTERM (stop accepting, mark running tasks `interrupted`, flush).
+
+use crate::bus::EventBus;
+use crate::config::{Config, ConfigError};
+use crate::fitter::Fitter;
+use crate::provider::OpenAiClient;
+use crate::rpc::Methods;
+use crate::scheduler::Scheduler;
+use crate::supervisor::{Shutdown, Supervisor};
+use crate::task::Shared;
+use actix::prelude::*;
+use agentd_evidence::{Store, StoreError};
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The files of a home directory.
+#[derive(Debug, Clone)]
+pub struct Home {
+    pub dir: PathBuf,
+}
+
+impl Home {
+    pub fn new(dir: impl Into<PathBuf>) -> Home {
+        Home { dir: dir.into() }
+    }
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("agentd.toml")
+    }
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("agentd.sock")
+    }
+    pub fn db(&self) -> PathBuf {
+        self.dir.join("db")
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("agentd.lock")
+    }
+
+    /// Creates the home (mode 0700) if it does not exist; tightens its mode if it does.
+    pub fn ensure(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot prepare the home {path}: {source}")]
+    Home { path: PathBuf, source: std::io::Error },
+    #[error("another agentd is already serving {home} (it holds {lock})")]
+    AlreadyServing { home: PathBuf, lock: PathBuf },
+    #[error("no configuration at {0}; run `agentd init` first")]
+    NoConfig(PathBuf),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {path}: {source}")]
+    Socket { path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// Takes the home's lock, exclusively and without waiting. Held for the daemon's life.
+fn take_lock(home: &Home) -> Result<File, DaemonError> {
+    let path = home.lock();
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| DaemonError::Home { path: path.clone(), source })?;
+    // SAFETY: flock on a valid, owned file descriptor.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(DaemonError::AlreadyServing { home: home.dir.clone(), lock: path });
+    }
+    Ok(file)
+}
+
+/// Runs the daemon until SIGINT/SIGTERM. `ready` is called once the socket accepts connections.
+pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<(), DaemonError> {
+    home.ensure().map_err(|source| DaemonError::Home { path: home.dir.clone(), source })?;
+    let _lock = take_lock(home)?;
+    let config_path = home.config();
+    if !config_path.exists() {
+        return Err(DaemonError::NoConfig(config_path));
+    }
+    let config = Arc::new(Config::load(&config_path)?);
+    let store = Store::open(&home.db())?;
+    let socket_path = home.socket();
+    let system = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime")
+    });
+    let outcome: Result<(), DaemonError> = system.block_on(async move {
+        let bus = EventBus::new(store.clone());
+        let fitter_arbiter = Arbiter::new();
+        let fitter_store = store.clone();
+        let fitter = Fitter::start_in_arbiter(&fitter_arbiter.handle(), move |_| Fitter::new(fitter_store));
+        let scheduler = Scheduler.start();
+        let mut clients = HashMap::new();
+        for (name, p) in &config.providers {
+            let key = p.api_key_env.as_ref().and_then(|var| std::env::var(var).ok());
+            clients.insert(name.clone(), Arc::new(OpenAiClient::new(&p.base_url, key)));
+        }
+        let shared = Arc::new(Shared {
+            store: store.clone(),
+            bus,
+            config: config.clone(),
+            fitter,
+            scheduler,
+            retry: config.retry,
+            clients,
+        });
+        let recovered = Supervisor::recover(&shared)?;
+        if recovered > 0 {
+            tracing::info!(recovered, "tasks left running by a previous daemon are now interrupted");
+        }
+        let supervisor = Supervisor::new(shared.clone()).start();
+        // A socket file left by a daemon that died: the lock proves nobody serves it.
+        let _ = std::fs::remove_file(&socket_path);
+        let listener = tokio::net::UnixListener::bind(&socket_path)
+            .map_err(|source| DaemonError::Socket { path: socket_path.clone(), source })?;
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|source| DaemonError::Socket { path: socket_path.clone(), source })?;
+        let methods = Arc::new(Methods { shared: shared.clone(), supervisor: supervisor.clone(), started: Instant::now() });
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(crate::socket::serve(listener, methods, stop.clone()));
+        tracing::info!(socket = %socket_path.display(), "agentd is serving");
+        ready(&socket_path);
+        wait_for_signal().await;
+        tracing::info!("stopping: no new connections; running tasks become interrupted");
+        stop.cancel();
+        let _ = server.await;
+        let _ = std::fs::remove_file(&socket_path);
+        supervisor.send(Shutdown).await.map_err(|e| DaemonError::Runtime(e.to_string()))?;
+        store.flush()?;
+        fitter_arbiter.stop();
+        System::current().stop();
+        Ok(())
+    });
+    outcome
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; waiting for ctrl-c");
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,112 @@
+//! Model providers: what a chat request and its answer look like to the rest of agentd, and the
+//! errors a provider can answer with, already sorted by what the caller should do about them.
+//!
+//! The only client today speaks the OpenAI chat-completions wire protocol (OpenAI, vLLM, llama.cpp,
+//! Ollama, LM Studio, DeepSeek …), always streaming: see [`OpenAiClient`].
+
+mod openai;
+mod stream;
+
+use agentd_policies::{Message, Tokens, Usage};
+use serde::Serialize;
+use std::fmt;
+use std::time::Duration;
+
+pub use openai::OpenAiClient;
+
+/// A tool the model may call: its name, what it does, and the JSON schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// One request to a chat model, in agentd's terms. [`OpenAiClient::body`] shows it on the wire.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub model: String,
+    /// Sent as the first message (`role: system`); left out when empty.
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    /// Keep the tools (so the cached prompt prefix is reused) but forbid calling them
+    /// (`tool_choice: "none"`), as a summarisation request does.
+    pub tool_choice_none: bool,
+    pub max_tokens: Option<u32>,
+}
+
+/// A complete answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    /// Role `Assistant`. Parts in order: `Thinking` (the provider's reasoning) first if any, then
+    /// `Text` if any, then the `ToolCall`s in the provider's index order.
+    pub message: Message,
+    pub finish_reason: String,
+    /// The provider's own count, when it reported a well-formed one.
+    pub usage: Option<Usage>,
+}
+
+/// What went wrong with a stream that was accepted by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnomalyKind {
+    /// The stream ended (closed or `[DONE]`) after some output but without a finish reason.
+    NoFinishReason,
+    /// Nothing usable came back: no text and no tool call.
+    Empty,
+    /// The connection failed in the middle of the stream.
+    Cut,
+    /// A data line was not valid JSON (or the stream was not valid SSE/UTF-8).
+    Parse,
+}
+
+impl AnomalyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnomalyKind::NoFinishReason => "no_finish_reason",
+            AnomalyKind::Empty => "empty",
+            AnomalyKind::Cut => "cut",
+            AnomalyKind::Parse => "parse",
+        }
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A provider failure, classified by what the caller should do: wait and resend
+/// (`RateLimited`, `Server`, `StreamAnomaly`), compact and resend (`ContextOverflow`), or give up
+/// with the provider's words (`Rejected`, `Transport`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// HTTP 429 (or 529, "overloaded"). `retry_after` is the server's `Retry-After`, when it sent one.
+    #[error("rate limited by the provider: {message}")]
+    RateLimited { retry_after: Option<Duration>, message: String },
+    /// HTTP 5xx, or an error object inside an accepted stream.
+    #[error("provider server error {status}: {message}")]
+    Server { status: u16, message: String },
+    /// The request does not fit the model's window. `limit` is the window the refusal states.
+    #[error("context window exceeded: {message}")]
+    ContextOverflow { limit: Option<Tokens>, message: String },
+    #[error("stream anomaly ({kind}): {message}")]
+    StreamAnomaly { kind: AnomalyKind, message: String },
+    /// Any other 4xx (bad key, unknown model, malformed request …): resending will not help.
+    #[error("provider refused the request ({status}): {message}")]
+    Rejected { status: u16, message: String },
+    /// No answer at all: connection refused, DNS, TLS, timeout — or the caller cancelled
+    /// (`message == "cancelled"`).
+    #[error("cannot reach the provider at {url}: {message}")]
+    Transport { url: String, message: String },
+}
+
+impl ProviderError {
+    /// True for the error [`OpenAiClient::chat`] returns when its cancellation token fired.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, ProviderError::Transport { message, .. } if message == CANCELLED)
+    }
+}
+
+pub(crate) const CANCELLED: &str = "cancelled";

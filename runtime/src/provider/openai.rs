@@ -1,0 +1,829 @@
+//! The OpenAI chat-completions client (also vLLM, llama.cpp, Ollama, LM Studio, DeepSeek …):
+//! the wire mapping of a [`ChatRequest`], the streamed call, the error taxonomy, and the window probe.
+
+use super::stream::{assemble, from_json_body};
+use super::{ChatRequest, ChatResponse, ProviderError, CANCELLED};
+use agentd_policies::window::parse_refusal_limit;
+use agentd_policies::{Message, Part, Role, Tokens};
+use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use serde_json::{json, Map, Value};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Between two reads of a stream: a thinking model can be silent for a while, not for five minutes.
+const READ_TIMEOUT: Duration = Duration::from_secs(300);
+/// Each window probe as a whole.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much of a provider's error text is kept.
+const MAX_ERROR_CHARS: usize = 2000;
+
+/// A client for one OpenAI-compatible server.
+#[derive(Debug, Clone)]
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    /// Without a trailing slash, e.g. `http://127.0.0.1:8000/v1`.
+    base_url: String,
+    api_key: Option<String>,
+}
+
+impl OpenAiClient {
+    /// `base_url` is the API root including its version, e.g. `http://127.0.0.1:8000/v1`.
+    /// Connecting times out after 10 s; a stream may run as long as it keeps sending (a read waits
+    /// at most 300 s).
+    pub fn new(base_url: &str, api_key: Option<String>) -> OpenAiClient {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .build()
+            .expect("the HTTP client (TLS backend) could not be initialised");
+        OpenAiClient {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The server root: the base URL without a trailing `/v1`, where llama.cpp's `/props` and
+    /// Ollama's `/api/show` live.
+    fn server_root(&self) -> &str {
+        self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url)
+    }
+
+    /// The exact JSON that [`chat`](Self::chat) POSTs to `{base}/chat/completions`.
+    pub fn body(&self, req: &ChatRequest) -> Value {
+        let mut messages = Vec::with_capacity(req.messages.len() + 1);
+        if !req.system.is_empty() {
+            messages.push(json!({"role": "system", "content": req.system}));
+        }
+        for message in &req.messages {
+            wire_messages(message, &mut messages);
+        }
+        let mut body = Map::new();
+        body.insert("model".into(), json!(req.model));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        if !req.tools.is_empty() {
+            let tools: Vec<Value> = req
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "type": "function",
+                        "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                    })
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            if req.tool_choice_none {
+                body.insert("tool_choice".into(), json!("none"));
+            }
+        }
+        if let Some(max_tokens) = req.max_tokens {
+            body.insert("max_tokens".into(), json!(max_tokens));
+        }
+        Value::Object(body)
+    }
+
+    /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
+    /// at once with `Transport { message: "cancelled" }`.
+    pub async fn chat(&self, req: &ChatRequest, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(ProviderError::Transport {
+                url: self.chat_url(),
+                message: CANCELLED.to_string(),
+            }),
+            result = self.chat_uncancellable(req) => result,
+        }
+    }
+
+    fn chat_url(&self) -> String {
+        format!("{}/chat/completions", self.base_url)
+    }
+
+    async fn chat_uncancellable(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let url = self.chat_url();
+        let body = self.body(req);
+        let mut request = self.http.post(&url).header(ACCEPT, "text/event-stream").json(&body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|e| transport(&url, &e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers(), SystemTime::now());
+            let text = response.text().await.unwrap_or_default();
+            return Err(classify_http(status.as_u16(), retry_after, &text));
+        }
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json"));
+        if is_json {
+            // The server ignored `stream: true` and answered in one piece.
+            let text = response.text().await.map_err(|e| ProviderError::StreamAnomaly {
+                kind: super::AnomalyKind::Cut,
+                message: format!("the response broke off: {}", error_chain(&e)),
+            })?;
+            return from_json_body(&text);
+        }
+        assemble(response.bytes_stream()).await
+    }
+
+    /// Asks the server for `model`'s context window: `GET {base}/models` (`max_model_len`,
+    /// `context_length`, `context_window`), then llama.cpp's `GET {root}/props` (`n_ctx`), then
+    /// Ollama's `POST {root}/api/show` (`num_ctx`, `*.context_length`). `None` when nothing declares it.
+    pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
+        let url = format!("{}/models", self.base_url);
+        match self.probe(self.http.get(&url), &url).await? {
+            Probe::Json(models) => {
+                if let Some(window) = window_from_models(&models, model) {
+                    return Ok(Some(window));
+                }
+            }
+            // No such endpoint here (or not JSON): the other probes may still answer.
+            Probe::Status { status: 404 | 405, .. } | Probe::NotJson => {}
+            Probe::Status { status, retry_after, body } => return Err(classify_http(status, retry_after, &body)),
+        }
+
+        let root = self.server_root();
+        let url = format!("{root}/props");
+        if let Probe::Json(props) = self.probe(self.http.get(&url), &url).await? {
+            if let Some(window) = window_from_props(&props) {
+                return Ok(Some(window));
+            }
+        }
+
+        let url = format!("{root}/api/show");
+        let request = self.http.post(&url).json(&json!({"model": model, "name": model}));
+        if let Probe::Json(show) = self.probe(request, &url).await? {
+            if let Some(window) = window_from_ollama_show(&show) {
+                return Ok(Some(window));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn probe(&self, mut request: reqwest::RequestBuilder, url: &str) -> Result<Probe, ProviderError> {
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
+        let status = response.status();
+        let retry_after = retry_after(response.headers(), SystemTime::now());
+        let text = response.text().await.map_err(|e| transport(url, &e))?;
+        if !status.is_success() {
+            return Ok(Probe::Status { status: status.as_u16(), retry_after, body: text });
+        }
+        Ok(serde_json::from_str(&text).map_or(Probe::NotJson, Probe::Json))
+    }
+}
+
+enum Probe {
+    Json(Value),
+    NotJson,
+    Status { status: u16, retry_after: Option<Duration>, body: String },
+}
+
+fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
+    ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
+}
+
+/// An error and its sources, `: `-separated (reqwest's own message hides the cause).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire mapping
+
+/// One agentd message as OpenAI chat messages (a tool message holding several results becomes one
+/// `role: tool` message per result).
+fn wire_messages(message: &Message, out: &mut Vec<Value>) {
+    match message.role {
+        Role::System => out.push(json!({"role": "system", "content": message.text()})),
+        Role::Assistant => out.push(wire_assistant(message)),
+        Role::User | Role::Tool => {
+            for part in &message.parts {
+                if let Part::ToolResult { call_id, content, .. } = part {
+                    out.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
+                }
+            }
+            // Whatever else the message says is the user's.
+            if let Some(content) = user_content(message) {
+                out.push(json!({"role": "user", "content": content}));
+            }
+        }
+    }
+}
+
+fn wire_assistant(message: &Message) -> Value {
+    let text = message.text();
+    let tool_calls: Vec<Value> = message
+        .tool_calls()
+        .map(|(id, name, arguments)| {
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+        })
+        .collect();
+    let mut reasoning = String::new();
+    for part in &message.parts {
+        if let Part::Thinking { text, redacted: false, .. } = part {
+            reasoning.push_str(text);
+        }
+    }
+    let mut wire = Map::new();
+    wire.insert("role".into(), json!("assistant"));
+    let content = if text.is_empty() && !tool_calls.is_empty() { Value::Null } else { Value::String(text) };
+    wire.insert("content".into(), content);
+    if !tool_calls.is_empty() {
+        wire.insert("tool_calls".into(), Value::Array(tool_calls));
+    }
+    if !reasoning.is_empty() {
+        wire.insert("reasoning_content".into(), Value::String(reasoning));
+    }
+    Value::Object(wire)
+}
+
+/// A user message's content: a string, or an array of text and image items when it holds an image.
+/// `None` when it has neither text nor image (a message made only of tool results).
+fn user_content(message: &Message) -> Option<Value> {
+    let has_image = message.parts.iter().any(|p| matches!(p, Part::Image { .. }));
+    let has_text = message.parts.iter().any(|p| matches!(p, Part::Text { .. }));
+    if !has_image {
+        return has_text.then(|| Value::String(message.text()));
+    }
+    let mut items: Vec<Value> = Vec::new();
+    let mut pending = String::new();
+    for part in &message.parts {
+        match part {
+            Part::Text { text } => pending.push_str(text),
+            Part::Image { media_type, data } => {
+                if !pending.is_empty() {
+                    items.push(json!({"type": "text", "text": std::mem::take(&mut pending)}));
+                }
+                items.push(json!({
+                    "type": "image_url",
+                    "image_url": {"url": format!("data:{media_type};base64,{data}")},
+                }));
+            }
+            _ => {}
+        }
+    }
+    if !pending.is_empty() {
+        items.push(json!({"type": "text", "text": pending}));
+    }
+    Some(Value::Array(items))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// What an error body says, in any of the shapes servers use.
+#[derive(Debug, Default, PartialEq)]
+struct ErrorInfo {
+    message: String,
+    /// `error.code` as text (OpenAI: `"context_length_exceeded"`, llama.cpp/vLLM: `400`).
+    code: Option<String>,
+    /// `error.type`.
+    kind: Option<String>,
+}
+
+/// `{"error":{"message","code","type"}}`, `{"error":"…"}` (llama.cpp), `{"detail":…}` (FastAPI),
+/// `{"message":…}` (older vLLM), or the raw text.
+fn parse_error_body(body: &str) -> ErrorInfo {
+    if let Ok(value) = serde_json::from_str::<Value>(body) {
+        if let Some(info) = error_info(&value) {
+            return info;
+        }
+    }
+    ErrorInfo { message: truncate_chars(body.trim(), MAX_ERROR_CHARS), code: None, kind: None }
+}
+
+fn error_info(value: &Value) -> Option<ErrorInfo> {
+    if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
+        return Some(error_object_info(error));
+    }
+    if let Some(detail) = value.get("detail").filter(|d| !d.is_null()) {
+        return Some(ErrorInfo { message: truncate_chars(&text_of(detail), MAX_ERROR_CHARS), code: None, kind: None });
+    }
+    if value.get("message").is_some() {
+        return Some(error_object_info(value));
+    }
+    None
+}
+
+/// The inside of `"error"`: an object, or a plain string.
+fn error_object_info(error: &Value) -> ErrorInfo {
+    match error {
+        Value::Object(map) => ErrorInfo {
+            message: truncate_chars(&map.get("message").map_or_else(|| error.to_string(), text_of), MAX_ERROR_CHARS),
+            code: map.get("code").filter(|c| !c.is_null()).map(text_of),
+            kind: map.get("type").filter(|c| !c.is_null()).map(text_of),
+        },
+        other => ErrorInfo { message: truncate_chars(&text_of(other), MAX_ERROR_CHARS), code: None, kind: None },
+    }
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether the refusal is about the size of the request against the model's window.
+fn says_context_overflow(info: &ErrorInfo) -> bool {
+    let tagged = |s: &Option<String>| {
+        s.as_deref().is_some_and(|s| {
+            let s = s.to_ascii_lowercase();
+            s.contains("context_length_exceeded") || s.contains("exceed_context_size")
+        })
+    };
+    if tagged(&info.code) || tagged(&info.kind) {
+        return true;
+    }
+    let m = info.message.to_ascii_lowercase();
+    m.contains("context length")
+        || m.contains("context size")
+        || m.contains("context window")
+        || m.contains("context_length_exceeded")
+        || m.contains("maximum model length")
+        || (m.contains("too long") && (m.contains("prompt") || m.contains("token") || m.contains("input")))
+        || parse_refusal_limit(&m).is_some()
+}
+
+/// Maps a non-2xx answer to the error the caller acts on.
+pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+    let info = parse_error_body(body);
+    let overflow = matches!(status, 400 | 413 | 422) && says_context_overflow(&info);
+    let message = if info.message.is_empty() { format!("HTTP {status} with an empty body") } else { info.message };
+    match status {
+        429 | 529 => ProviderError::RateLimited { retry_after, message },
+        _ if overflow => ProviderError::ContextOverflow { limit: parse_refusal_limit(&message), message },
+        500..=599 => ProviderError::Server { status, message },
+        _ => ProviderError::Rejected { status, message },
+    }
+}
+
+/// Maps an `{"error":{…}}` object that arrived inside an accepted stream.
+pub(crate) fn classify_stream_error(error: &Value) -> ProviderError {
+    let info = error_object_info(error);
+    if says_context_overflow(&info) {
+        let limit = parse_refusal_limit(&info.message);
+        return ProviderError::ContextOverflow { limit, message: info.message };
+    }
+    let numeric = info.code.as_deref().and_then(|c| c.parse::<u16>().ok());
+    let rate_limited = numeric == Some(429)
+        || [&info.code, &info.kind].iter().any(|s| s.as_deref().is_some_and(|s| s.contains("rate_limit")));
+    if rate_limited {
+        return ProviderError::RateLimited { retry_after: None, message: info.message };
+    }
+    let status = numeric.filter(|s| (500..=599).contains(s)).unwrap_or(500);
+    ProviderError::Server { status, message: info.message }
+}
+
+/// At most `max` characters of `s`, with `…` when something was cut.
+pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((at, _)) => format!("{}…", &s[..at]),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retry-After
+
+/// The server's requested delay: `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as an
+/// HTTP date (relative to `now`; a date in the past means "now").
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now))
+}
+
+/// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`.
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let secs = value.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+        return Some(Duration::from_secs_f64(secs));
+    }
+    let at = parse_http_date(value)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// An HTTP date (RFC 9110 §5.6.7): IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete
+/// RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime `Sun Nov  6 08:49:37 1994` forms.
+fn parse_http_date(s: &str) -> Option<SystemTime> {
+    let (year, month, day, clock) = if let Some((_, rest)) = s.split_once(',') {
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        match fields.as_slice() {
+            [day, month, year, clock, zone] if is_gmt(zone) => (year.parse::<i64>().ok()?, *month, *day, *clock),
+            [date, clock, zone] if is_gmt(zone) => {
+                let mut it = date.split('-');
+                let (day, month, yy) = (it.next()?, it.next()?, it.next()?);
+                let yy: i64 = yy.parse().ok()?;
+                let year = match yy {
+                    0..=69 => 2000 + yy,
+                    70..=99 => 1900 + yy,
+                    _ => yy,
+                };
+                (year, month, day, *clock)
+            }
+            _ => return None,
+        }
+    } else {
+        let fields: Vec<&str> = s.split_whitespace().collect();
+        match fields.as_slice() {
+            [_weekday, month, day, clock, year] => (year.parse::<i64>().ok()?, *month, *day, *clock),
+            _ => return None,
+        }
+    };
+    const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
+    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
+    let mut hms = clock.split(':').map(|p| p.parse::<u32>().ok());
+    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
+    if hms.next().is_some() || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(sec);
+    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+}
+
+fn is_gmt(zone: &str) -> bool {
+    zone.eq_ignore_ascii_case("GMT") || zone.eq_ignore_ascii_case("UTC")
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = i64::from((month + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+// ---------------------------------------------------------------------------------------------
+// Window probes
+
+/// A positive integer, given as a number or a string of digits.
+fn positive(value: Option<&Value>) -> Option<Tokens> {
+    let n = match value? {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f > 0.0).map(|f| f as u64)),
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        _ => None,
+    }?;
+    (n > 0).then_some(Tokens(n))
+}
+
+/// `GET /models`: the entry for `model` (or the only entry) and its declared window.
+fn window_from_models(models: &Value, model: &str) -> Option<Tokens> {
+    let entries = models.get("data").or_else(|| models.get("models")).and_then(Value::as_array)?;
+    let entry = entries
+        .iter()
+        .find(|e| e.get("id").and_then(Value::as_str) == Some(model))
+        .or_else(|| if entries.len() == 1 { entries.first() } else { None })?;
+    ["max_model_len", "context_length", "context_window"].iter().find_map(|key| positive(entry.get(*key)))
+}
+
+/// llama.cpp `GET /props`.
+fn window_from_props(props: &Value) -> Option<Tokens> {
+    positive(props.get("default_generation_settings").and_then(|s| s.get("n_ctx"))).or_else(|| positive(props.get("n_ctx")))
+}
+
+/// Ollama `POST /api/show`: the `num_ctx` the model runs with when its parameters set one, else
+/// the model's own `<arch>.context_length`.
+fn window_from_ollama_show(show: &Value) -> Option<Tokens> {
+    let num_ctx = show.get("parameters").and_then(Value::as_str).and_then(|params| {
+        params.lines().find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("num_ctx")).then(|| words.next()?.parse::<u64>().ok().filter(|n| *n > 0)).flatten()
+        })
+    });
+    if let Some(n) = num_ctx {
+        return Some(Tokens(n));
+    }
+    show.get("model_info")
+        .and_then(Value::as_object)?
+        .iter()
+        .find(|(key, _)| key.ends_with(".context_length") || key.as_str() == "context_length")
+        .and_then(|(_, v)| positive(Some(v)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ToolSpec;
+
+    fn request(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            system: "be brief".into(),
+            messages,
+            tools: vec![],
+            tool_choice_none: false,
+            max_tokens: None,
+        }
+    }
+
+    fn client() -> OpenAiClient {
+        OpenAiClient::new("http://127.0.0.1:9/v1/", None)
+    }
+
+    #[test]
+    fn base_url_and_root() {
+        let c = client();
+        assert_eq!(c.base_url(), "http://127.0.0.1:9/v1");
+        assert_eq!(c.server_root(), "http://127.0.0.1:9");
+        let c = OpenAiClient::new("http://h/api", Some(String::new()));
+        assert_eq!(c.server_root(), "http://h/api");
+        assert_eq!(c.api_key, None);
+    }
+
+    #[test]
+    fn body_maps_system_user_and_stream_options() {
+        let body = client().body(&request(vec![Message::user("hi")]));
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "hi"},
+                ],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            })
+        );
+    }
+
+    #[test]
+    fn body_assistant_with_thinking_and_tool_calls() {
+        let assistant = Message::new(
+            Role::Assistant,
+            vec![
+                Part::Thinking { text: "I should look".into(), signature: None, redacted: false },
+                Part::ToolCall { id: "c1".into(), name: "read_file".into(), arguments: r#"{"path":"a"}"#.into() },
+                Part::ToolCall { id: "c2".into(), name: "list_dir".into(), arguments: r#"{"path":"."}"#.into() },
+            ],
+        );
+        let body = client().body(&request(vec![Message::user("go"), assistant]));
+        assert_eq!(
+            body["messages"][2],
+            json!({
+                "role": "assistant",
+                "content": null,
+                "reasoning_content": "I should look",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "list_dir", "arguments": "{\"path\":\".\"}"}},
+                ],
+            })
+        );
+        let plain = client().body(&request(vec![Message::assistant_text("done")]));
+        assert_eq!(plain["messages"][1], json!({"role": "assistant", "content": "done"}));
+    }
+
+    #[test]
+    fn body_splits_tool_results_into_messages() {
+        let results = Message::new(
+            Role::Tool,
+            vec![
+                Part::ToolResult { call_id: "c1".into(), content: "fn main() {}".into(), is_error: false },
+                Part::ToolResult { call_id: "c2".into(), content: "no such dir".into(), is_error: true },
+            ],
+        );
+        let body = client().body(&request(vec![results]));
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[1], json!({"role": "tool", "tool_call_id": "c1", "content": "fn main() {}"}));
+        assert_eq!(messages[2], json!({"role": "tool", "tool_call_id": "c2", "content": "no such dir"}));
+    }
+
+    #[test]
+    fn body_images_and_multi_part_text() {
+        let m = Message::new(
+            Role::User,
+            vec![
+                Part::Text { text: "look".into() },
+                Part::Text { text: " here".into() },
+                Part::Image { media_type: "image/png".into(), data: "AAAA".into() },
+            ],
+        );
+        let body = client().body(&request(vec![m]));
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([
+                {"type": "text", "text": "look here"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ])
+        );
+        let merged = Message::new(
+            Role::User,
+            vec![Part::Text { text: "a".into() }, Part::Text { text: "\n\n".into() }, Part::Text { text: "b".into() }],
+        );
+        assert_eq!(client().body(&request(vec![merged]))["messages"][1]["content"], json!("a\n\nb"));
+    }
+
+    #[test]
+    fn body_tools_choice_none_and_max_tokens() {
+        let mut req = request(vec![Message::user("summarise")]);
+        req.system = String::new();
+        req.tools = vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }];
+        req.tool_choice_none = true;
+        req.max_tokens = Some(512);
+        let body = client().body(&req);
+        assert_eq!(body["messages"].as_array().unwrap().len(), 1, "an empty system prompt is not sent");
+        assert_eq!(body["tool_choice"], json!("none"));
+        assert_eq!(body["max_tokens"], json!(512));
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {
+                "name": "read_file",
+                "description": "Read a file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            }}])
+        );
+        // No tools: neither key.
+        req.tools.clear();
+        let body = client().body(&req);
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 90);
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
+        // 2015-10-21T07:28:00Z is 1445412480.
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(90)));
+        assert_eq!(parse_retry_after("Wednesday, 21-Oct-15 07:28:00 GMT", now), Some(Duration::from_secs(90)));
+        assert_eq!(parse_retry_after("Wed Oct 21 07:28:00 2015", now), Some(Duration::from_secs(90)));
+        // In the past: retry now.
+        let later = UNIX_EPOCH + Duration::from_secs(1_445_412_480 + 5);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", later), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(parse_retry_after("Wed, 32 Oct 2015 07:28:00 GMT", now), None);
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(UNIX_EPOCH + Duration::from_secs(784_111_777))
+        );
+        assert_eq!(parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT"), Some(UNIX_EPOCH + Duration::from_secs(1_709_164_800)));
+    }
+
+    #[test]
+    fn retry_after_headers() {
+        let now = SystemTime::now();
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers, now), None);
+        headers.insert(RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn openai_context_length_exceeded() {
+        let body = r#"{"error":{"message":"This model's maximum context length is 16384 tokens. However, you requested 20012 tokens (19012 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        match classify_http(400, None, body) {
+            ProviderError::ContextOverflow { limit, message } => {
+                assert_eq!(limit, Some(Tokens(16384)));
+                assert!(message.starts_with("This model's maximum context length"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn llama_cpp_exceed_context_size() {
+        let body = r#"{"error":{"code":400,"message":"the request exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3000,"n_ctx":2048}}"#;
+        assert_eq!(
+            classify_http(400, None, body),
+            ProviderError::ContextOverflow {
+                limit: Some(Tokens(2048)),
+                message: "the request exceeds the available context size (2048 tokens), try increasing it".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn other_error_shapes() {
+        // vLLM (older), FastAPI detail, llama.cpp string error, raw text.
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens","type":"BadRequestError","param":null,"code":400}"#;
+        assert!(matches!(classify_http(400, None, vllm), ProviderError::ContextOverflow { limit: Some(Tokens(8192)), .. }));
+        assert_eq!(
+            classify_http(404, None, r#"{"detail":"Not Found"}"#),
+            ProviderError::Rejected { status: 404, message: "Not Found".into() }
+        );
+        assert_eq!(
+            classify_http(500, None, r#"{"error":"model crashed"}"#),
+            ProviderError::Server { status: 500, message: "model crashed".into() }
+        );
+        assert_eq!(
+            classify_http(502, None, "<html>Bad Gateway</html>"),
+            ProviderError::Server { status: 502, message: "<html>Bad Gateway</html>".into() }
+        );
+        assert_eq!(
+            classify_http(503, None, ""),
+            ProviderError::Server { status: 503, message: "HTTP 503 with an empty body".into() }
+        );
+        let unauthorized = r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+        assert_eq!(
+            classify_http(401, None, unauthorized),
+            ProviderError::Rejected { status: 401, message: "Incorrect API key provided".into() }
+        );
+        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210034 tokens > 200000 maximum"}}"#;
+        assert!(matches!(classify_http(400, None, anthropic), ProviderError::ContextOverflow { limit: Some(Tokens(200000)), .. }));
+        // "too long" about something else is not an overflow.
+        let name = r#"{"error":{"message":"Invalid 'tools[0].function.name': string too long. Expected a string with maximum length 64","code":"string_above_max_length"}}"#;
+        assert!(matches!(classify_http(400, None, name), ProviderError::Rejected { status: 400, .. }));
+        // A 413 without any JSON.
+        assert!(matches!(
+            classify_http(413, None, "request body too long: prompt exceeds token limit"),
+            ProviderError::ContextOverflow { limit: None, .. }
+        ));
+    }
+
+    #[test]
+    fn rate_limits_keep_retry_after_and_truncate() {
+        let long = "x".repeat(5000);
+        match classify_http(429, Some(Duration::from_secs(3)), &long) {
+            ProviderError::RateLimited { retry_after, message } => {
+                assert_eq!(retry_after, Some(Duration::from_secs(3)));
+                assert_eq!(message.chars().count(), MAX_ERROR_CHARS + 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(classify_http(529, None, "overloaded"), ProviderError::RateLimited { retry_after: None, .. }));
+        assert_eq!(truncate_chars("héllo", 2), "hé…");
+    }
+
+    #[test]
+    fn stream_error_objects() {
+        assert!(matches!(
+            classify_stream_error(&json!({"message": "Rate limit exceeded", "code": 429})),
+            ProviderError::RateLimited { .. }
+        ));
+        assert!(matches!(
+            classify_stream_error(&json!({"message": "boom", "code": 503})),
+            ProviderError::Server { status: 503, .. }
+        ));
+        assert!(matches!(classify_stream_error(&json!("boom")), ProviderError::Server { status: 500, .. }));
+    }
+
+    #[test]
+    fn window_probes_read_every_shape() {
+        let vllm = json!({"object": "list", "data": [{"id": "qwen", "max_model_len": 32768}]});
+        assert_eq!(window_from_models(&vllm, "qwen"), Some(Tokens(32768)));
+        assert_eq!(window_from_models(&vllm, "other"), Some(Tokens(32768)), "the only entry");
+        let many = json!({"data": [{"id": "a", "context_length": 8192}, {"id": "b", "context_window": 4096}]});
+        assert_eq!(window_from_models(&many, "b"), Some(Tokens(4096)));
+        assert_eq!(window_from_models(&many, "c"), None);
+        let llama = json!({"data": [{"id": "m.gguf", "meta": {"n_ctx_train": 131072}}]});
+        assert_eq!(window_from_models(&llama, "m.gguf"), None, "the training context is not the window");
+        assert_eq!(window_from_props(&json!({"default_generation_settings": {"n_ctx": 4096}})), Some(Tokens(4096)));
+        assert_eq!(window_from_props(&json!({"n_ctx": 2048})), Some(Tokens(2048)));
+        assert_eq!(window_from_props(&json!({"n_ctx": 0})), None);
+        let ollama = json!({
+            "parameters": "stop \"<|im_end|>\"\nnum_ctx                        16384",
+            "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768},
+        });
+        assert_eq!(window_from_ollama_show(&ollama), Some(Tokens(16384)));
+        let ollama = json!({"model_info": {"qwen2.context_length": 32768}});
+        assert_eq!(window_from_ollama_show(&ollama), Some(Tokens(32768)));
+        assert_eq!(window_from_ollama_show(&json!({})), None);
+    }
+}

@@ -1,0 +1,217 @@
+//! The socket server: JSON-RPC 2.0, one object per line, over `<home>/agentd.sock`.
+//!
+//! Each connection has a reader (bounded lines: a line over 8 MiB is answered with -32600 and skipped,
+//! and the connection stays usable) and a writer fed by a channel, so subscriptions can stream
+//! `task.event` notifications while the same connection keeps answering requests. Connections from
+//! another uid are refused.
+
+use crate::rpc::{event_notification, Methods, RpcError, INVALID_REQUEST, PARSE_ERROR};
+use agentd_policies::Event;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+/// The longest request line accepted.
+pub const MAX_LINE: usize = 8 << 20;
+
+pub async fn serve(listener: UnixListener, methods: Arc<Methods>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let methods = methods.clone();
+                    let stop = stop.clone();
+                    tokio::spawn(async move { connection(stream, methods, stop).await });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}
+
+fn same_uid(stream: &UnixStream) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    matches!(stream.peer_cred(), Ok(cred) if cred.uid() == me)
+}
+
+fn error_response(id: Value, e: &RpcError) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}}).to_string()
+}
+
+async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: CancellationToken) {
+    if !same_uid(&stream) {
+        let (_, mut w) = stream.into_split();
+        let e = RpcError::new(INVALID_REQUEST, "connections from another user are refused");
+        let _ = w.write_all(format!("{}\n", error_response(Value::Null, &e)).as_bytes()).await;
+        return;
+    }
+    let (r, mut w) = stream.into_split();
+    let (out, mut rx) = mpsc::channel::<String>(1024);
+    let writer = tokio::spawn(async move {
+        while let Some(mut line) = rx.recv().await {
+            line.push('\n');
+            if w.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut reader = BufReader::with_capacity(64 << 10, r);
+    let mut line: Vec<u8> = Vec::new();
+    let mut oversized = false;
+    loop {
+        let buf = tokio::select! {
+            _ = stop.cancelled() => break,
+            b = reader.fill_buf() => match b { Ok(b) => b, Err(_) => break },
+        };
+        if buf.is_empty() {
+            break;
+        }
+        let (chunk, end, used) = match buf.iter().position(|&b| b == b'\n') {
+            Some(pos) => (&buf[..pos], true, pos + 1),
+            None => (buf, false, buf.len()),
+        };
+        if !oversized {
+            if line.len() + chunk.len() > MAX_LINE {
+                oversized = true;
+                line = Vec::new();
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        reader.consume(used);
+        if !end {
+            continue;
+        }
+        if oversized {
+            let e = RpcError::new(INVALID_REQUEST, format!("request line over {} bytes", MAX_LINE));
+            if out.send(error_response(Value::Null, &e)).await.is_err() {
+                break;
+            }
+            oversized = false;
+            continue;
+        }
+        let text = std::mem::take(&mut line);
+        if text.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        handle_line(&text, &methods, &out).await;
+    }
+    drop(out);
+    let _ = writer.await;
+}
+
+async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<String>) {
+    let request: Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let e = RpcError::new(PARSE_ERROR, format!("parse error: {e}"));
+            let _ = out.send(error_response(Value::Null, &e)).await;
+            return;
+        }
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let method = match (&request, request.get("jsonrpc"), request.get("method")) {
+        (Value::Object(_), Some(Value::String(v)), Some(Value::String(m))) if v == "2.0" => m.clone(),
+        _ => {
+            let e = RpcError::new(
+                INVALID_REQUEST,
+                "invalid request: expected an object with \"jsonrpc\": \"2.0\" and a string \"method\"",
+            );
+            let _ = out.send(error_response(id, &e)).await;
+            return;
+        }
+    };
+    let params = request.get("params").cloned().unwrap_or(Value::Null);
+    // Subscribe before answering, so nothing published in between is missed.
+    let live = (method == "task.subscribe").then(|| methods.shared.bus.subscribe());
+    let result = methods.call(&method, &params).await;
+    let line = match &result {
+        Ok(v) => json!({"jsonrpc": "2.0", "id": id, "result": v}).to_string(),
+        Err(e) => error_response(id, e),
+    };
+    if out.send(line).await.is_err() {
+        return;
+    }
+    if let (Some(live), Ok(_)) = (live, result) {
+        let task_id = params.get("task_id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let after = params.get("after_seq").and_then(Value::as_u64).unwrap_or(0);
+        let methods = methods.clone();
+        let out = out.clone();
+        tokio::spawn(async move { follow(&methods, &task_id, after, live, &out).await });
+    }
+}
+
+/// Streams a task's events after `after`: the stored ones first, then live ones, with no gap and no
+/// repeat, until the terminal event that ends the task (or the connection closes).
+async fn follow(
+    methods: &Methods,
+    task_id: &str,
+    after: u64,
+    mut live: broadcast::Receiver<Event>,
+    out: &mpsc::Sender<String>,
+) {
+    let store = &methods.shared.store;
+    let mut last = after;
+    // Replays stored events after `last`; true when the stream is over.
+    let replay = |last: &mut u64| -> Result<Vec<(Event, bool)>, ()> {
+        let mut sent = Vec::new();
+        loop {
+            let batch = store.events(task_id, *last, 1000).map_err(|_| ())?;
+            let n = batch.len();
+            let newest = store.last_event_seq(task_id).map_err(|_| ())?;
+            for e in batch {
+                *last = e.seq;
+                // A terminal event ends the stream only if nothing followed it (a resume would).
+                let ends = e.kind.is_terminal() && e.seq == newest;
+                sent.push((e, ends));
+                if ends {
+                    return Ok(sent);
+                }
+            }
+            if n < 1000 {
+                return Ok(sent);
+            }
+        }
+    };
+    macro_rules! send_all {
+        ($events:expr) => {
+            match $events {
+                Ok(events) => {
+                    for (e, ends) in events {
+                        if out.send(event_notification(&e).to_string()).await.is_err() || ends {
+                            return;
+                        }
+                    }
+                }
+                Err(()) => return,
+            }
+        };
+    }
+    send_all!(replay(&mut last));
+    loop {
+        match live.recv().await {
+            Ok(e) if e.task_id == task_id && e.seq > last => {
+                if e.seq > last + 1 {
+                    send_all!(replay(&mut last));
+                    continue;
+                }
+                last = e.seq;
+                let ends = e.kind.is_terminal();
+                if out.send(event_notification(&e).to_string()).await.is_err() || ends {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => send_all!(replay(&mut last)),
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The supervisor owns the tasks: it creates them, starts and resumes their teams, cancels them, and on
+//! shutdown marks the running ones `interrupted` so they can be resumed. At start it marks tasks a
+//! crashed daemon left active as `interrupted` too.
+
+use crate::clock::now_rfc3339;
+use crate::rpc::RpcError;
+use crate::task::{launch, Shared, Start};
+use actix::prelude::*;
+use agentd_agents::workspace::Workspace;
+use agentd_evidence::TaskMeta;
+use agentd_policies::{EventKind, TaskState};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+struct Running {
+    cancel: CancellationToken,
+    done: watch::Receiver<Option<TaskState>>,
+}
+
+pub struct Supervisor {
+    shared: Arc<Shared>,
+    running: HashMap<String, Running>,
+    accepting: bool,
+}
+
+impl Supervisor {
+    pub fn new(shared: Arc<Shared>) -> Supervisor {
+        Supervisor { shared, running: HashMap::new(), accepting: true }
+    }
+
+    /// Tasks left active by a daemon that died become `interrupted`, with the event that says so.
+    pub fn recover(shared: &Shared) -> Result<usize, agentd_evidence::StoreError> {
+        let mut n = 0;
+        for meta in shared.store.tasks()? {
+            if meta.state.is_active() {
+                shared.store.update_task(&meta.task_id, |t| {
+                    t.state = TaskState::Interrupted;
+                    t.updated_at = now_rfc3339();
+                })?;
+                shared.bus.emit(&meta.task_id, "lead", EventKind::TaskInterrupted {})?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn start_task(&mut self, task_id: String, workspace: Workspace, start: Start) -> Result<(), RpcError> {
+        let cancel = CancellationToken::new();
+        let (tx, rx) = watch::channel(None);
+        launch(self.shared.clone(), task_id.clone(), workspace, start, cancel.clone(), tx).map_err(RpcError::internal)?;
+        self.running.insert(task_id, Running { cancel, done: rx });
+        Ok(())
+    }
+
+    fn reap(&mut self) {
+        self.running.retain(|_, r| r.done.borrow().is_none());
+    }
+
+    pub fn running_count(&self) -> usize {
+        self.running.values().filter(|r| r.done.borrow().is_none()).count()
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<String, RpcError>")]
+pub struct Submit {
+    pub objective: String,
+    pub workspace: String,
+    pub team: Option<String>,
+}
+
+impl Handler<Submit> for Supervisor {
+    type Result = Result<String, RpcError>;
+
+    fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
+        if !self.accepting {
+            return Err(RpcError::state("the daemon is shutting down"));
+        }
+        self.reap();
+        if msg.objective.trim().is_empty() {
+            return Err(RpcError::invalid_params("objective must not be empty"));
+        }
+        if let Some(team) = &msg.team {
+            if team != "default" {
+                return Err(RpcError::invalid_params(format!(
+                    "unknown team {team:?}; this daemon runs one team, \"default\""
+                )));
+            }
+        }
+        let path = Path::new(&msg.workspace);
+        if !path.is_absolute() {
+            return Err(RpcError::bad_workspace(format!("workspace must be an absolute path: {}", msg.workspace)));
+        }
+        let workspace = Workspace::new(path)
+            .map_err(|e| RpcError::bad_workspace(format!("workspace {}: {e}", msg.workspace)))?;
+        let task_id = uuid::Uuid::now_v7().to_string();
+        let now = now_rfc3339();
+        let meta = TaskMeta {
+            task_id: task_id.clone(),
+            objective: msg.objective.clone(),
+            workspace: workspace.root().display().to_string(),
+            team: msg.team,
+            state: TaskState::Queued,
+            created_at: now.clone(),
+            updated_at: now,
+            result: None,
+            error: None,
+        };
+        self.shared.store.put_task(&meta).map_err(RpcError::internal)?;
+        self.shared
+            .bus
+            .emit(&task_id, "lead", EventKind::TaskStarted { objective: msg.objective.clone() })
+            .map_err(RpcError::internal)?;
+        self.start_task(task_id.clone(), workspace, Start::Fresh { objective: msg.objective })?;
+        Ok(task_id)
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<TaskState, RpcError>")]
+pub struct Cancel {
+    pub task_id: String,
+}
+
+impl Handler<Cancel> for Supervisor {
+    type Result = ResponseFuture<Result<TaskState, RpcError>>;
+
+    fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) -> Self::Result {
+        let store = self.shared.store.clone();
+        let bus = self.shared.bus.clone();
+        let running = self.running.get(&msg.task_id).map(|r| (r.cancel.clone(), r.done.clone()));
+        Box::pin(async move {
+            let meta = store.task(&msg.task_id).map_err(RpcError::internal)?.ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
+            if let Some((cancel, mut done)) = running {
+                if done.borrow().is_none() {
+                    cancel.cancel();
+                    let waited = tokio::time::timeout(Duration::from_secs(30), done.wait_for(|s| s.is_some())).await;
+                    if let Ok(Ok(state)) = waited {
+                        if let Some(state) = *state {
+                            return Ok(state);
+                        }
+                    }
+                    return Err(RpcError::internal("the task did not stop within 30s of being cancelled"));
+                }
+            }
+            match meta.state {
+                s if s.is_terminal() => Err(RpcError::state(format!("task {} is already {s}", msg.task_id))),
+                _ => {
+                    store
+                        .update_task(&msg.task_id, |t| {
+                            t.state = TaskState::Cancelled;
+                            t.updated_at = now_rfc3339();
+                        })
+                        .map_err(RpcError::internal)?;
+                    bus.emit(&msg.task_id, "lead", EventKind::TaskCancelled {}).map_err(RpcError::internal)?;
+                    Ok(TaskState::Cancelled)
+                }
+            }
+        })
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<TaskState, RpcError>")]
+pub struct Resume {
+    pub task_id: String,
+}
+
+impl Handler<Resume> for Supervisor {
+    type Result = Result<TaskState, RpcError>;
+
+    fn handle(&mut self, msg: Resume, _: &mut Context<Self>) -> Self::Result {
+        if !self.accepting {
+            return Err(RpcError::state("the daemon is shutting down"));
+        }
+        self.reap();
+        let meta = self
+            .shared
+            .store
+            .task(&msg.task_id)
+            .map_err(RpcError::internal)?
+            .ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
+        if self.running.contains_key(&msg.task_id) {
+            return Err(RpcError::state(format!("task {} is already running", msg.task_id)));
+        }
+        if !matches!(meta.state, TaskState::Interrupted | TaskState::Failed) {
+            return Err(RpcError::state(format!(
+                "task {} is {}; only interrupted or failed tasks can be resumed",
+                msg.task_id, meta.state
+            )));
+        }
+        let workspace = Workspace::new(Path::new(&meta.workspace))
+            .map_err(|e| RpcError::bad_workspace(format!("workspace {}: {e}", meta.workspace)))?;
+        self.shared
+            .store
+            .update_task(&msg.task_id, |t| {
+                t.error = None;
+                t.updated_at = now_rfc3339();
+            })
+            .map_err(RpcError::internal)?;
+        self.shared.bus.emit(&msg.task_id, "lead", EventKind::TaskResumed {}).map_err(RpcError::internal)?;
+        self.start_task(msg.task_id, workspace, Start::Resume)?;
+        Ok(TaskState::Running)
+    }
+}
+
+/// How many tasks are running now.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct RunningCount;
+
+impl Handler<RunningCount> for Supervisor {
+    type Result = usize;
+
+    fn handle(&mut self, _: RunningCount, _: &mut Context<Self>) -> usize {
+        self.reap();
+        self.running_count()
+    }
+}
+
+/// Stop accepting work; mark every running task `interrupted` (persisted, with its event) and stop it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+impl Handler<Shutdown> for Supervisor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Shutdown, _: &mut Context<Self>) -> Self::Result {
+        self.accepting = false;
+        self.reap();
+        let shared = self.shared.clone();
+        let running: Vec<(String, CancellationToken, watch::Receiver<Option<TaskState>>)> =
+            self.running.drain().map(|(id, r)| (id, r.cancel, r.done)).collect();
+        Box::pin(async move {
+            for (task_id, cancel, _) in &running {
+                let marked = shared.store.update_task(task_id, |t| {
+                    t.state = TaskState::Interrupted;
+                    t.updated_at = now_rfc3339();
+                });
+                if let Err(e) = marked.and_then(|_| shared.bus.emit(task_id, "lead", EventKind::TaskInterrupted {})) {
+                    tracing::error!(task = %task_id, error = %e, "could not mark the task interrupted");
+                }
+                cancel.cancel();
+            }
+            for (_, _, mut done) in running {
+                let _ = tokio::time::timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some())).await;
+            }
+            if let Err(e) = shared.store.flush() {
+                tracing::error!(error = %e, "final flush failed");
+            }
+        })
+    }
+}

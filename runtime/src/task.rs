@@ -1,0 +1,235 @@
+//! A running task: its context (workspace, cancellation, team of agent actors) and the runner that
+//! drives the lead's turn to an end state and records it.
+
+use crate::agent::{AgentActor, RunTurn, Snapshot, TurnError};
+use crate::bus::EventBus;
+use crate::clock::now_rfc3339;
+use crate::config::Config;
+use crate::fitter::Fitter;
+use crate::scheduler::Scheduler;
+use crate::provider::OpenAiClient;
+use actix::prelude::*;
+use agentd_agents::roles::{default_tools, RoleKind};
+use agentd_agents::workspace::Workspace;
+use agentd_evidence::{Store, StoreError};
+use agentd_policies::budget::DEFAULT_COMPACT_AT;
+use agentd_policies::repair::repair;
+use agentd_policies::retry::RetryPolicy;
+use agentd_policies::{EventKind, Record, TaskState};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+use tokio_util::sync::CancellationToken;
+
+/// What every task of the daemon shares.
+pub struct Shared {
+    pub store: Store,
+    pub bus: EventBus,
+    pub config: Arc<Config>,
+    pub fitter: Addr<Fitter>,
+    pub scheduler: Addr<Scheduler>,
+    pub retry: RetryPolicy,
+    pub clients: HashMap<String, Arc<OpenAiClient>>,
+}
+
+impl Shared {
+    pub fn client(&self, provider: &str) -> Option<Arc<OpenAiClient>> {
+        self.clients.get(provider).cloned()
+    }
+}
+
+/// Settings keys: `compact_at` is remembered per role and per role on a server/model pair.
+pub fn compact_at_key(role: &str, pair: Option<(&str, &str)>) -> String {
+    match pair {
+        None => format!("compact_at/{role}"),
+        Some((server, model)) => format!("compact_at/{role}/{server}/{model}"),
+    }
+}
+
+/// The effective `compact_at` of a role: pair-specific setting, then role setting, then config, then 80.
+pub fn effective_compact_at(shared: &Shared, role: &str, server: &str, model: &str) -> Result<u8, StoreError> {
+    for key in [compact_at_key(role, Some((server, model))), compact_at_key(role, None)] {
+        if let Some(v) = shared.store.setting(&key)?.and_then(|v| v.as_u64()) {
+            if (1..=100).contains(&v) {
+                return Ok(v as u8);
+            }
+        }
+    }
+    Ok(shared.config.role(role).and_then(|r| r.compact_at).unwrap_or(DEFAULT_COMPACT_AT))
+}
+
+pub struct TaskCtx {
+    pub task_id: String,
+    pub workspace: Workspace,
+    pub cancel: CancellationToken,
+    pub shared: Arc<Shared>,
+    team: OnceLock<BTreeMap<String, Addr<AgentActor>>>,
+}
+
+impl TaskCtx {
+    pub fn member(&self, name: &str) -> Option<Addr<AgentActor>> {
+        self.team.get().and_then(|t| t.get(name)).cloned()
+    }
+
+    /// Who the lead may delegate to: the coder and the configured specialists.
+    pub fn delegates(&self) -> Vec<String> {
+        let mut names = vec!["coder".to_string()];
+        names.extend(self.shared.config.specialists.keys().cloned());
+        names
+    }
+
+    pub fn client(&self, provider: &str) -> Result<Arc<OpenAiClient>, TurnError> {
+        self.shared
+            .client(provider)
+            .ok_or_else(|| TurnError::Team(format!("no provider named {provider:?} is configured")))
+    }
+
+    pub fn system_prompt(&self, role: &RoleKind) -> String {
+        let custom = self.shared.config.role(role.name()).and_then(|r| r.prompt.as_deref());
+        let delegates = if matches!(role, RoleKind::Lead) { self.delegates() } else { Vec::new() };
+        agentd_agents::prompts::system_prompt(role, custom, self.workspace.root(), &delegates)
+    }
+
+    /// Records a state change of the running task (`running` ⇄ `waiting_retry`).
+    pub fn set_state(&self, state: TaskState) -> Result<(), StoreError> {
+        self.shared
+            .store
+            .update_task(&self.task_id, |t| {
+                // Never overwrite an end state or a shutdown's `interrupted`.
+                if t.state.is_active() {
+                    t.state = state;
+                    t.updated_at = now_rfc3339();
+                }
+            })
+            .map(|_| ())
+    }
+
+    /// The settings a turn of `role` starts with.
+    pub fn snapshot(&self, role: &RoleKind) -> Result<Snapshot, TurnError> {
+        let config = &self.shared.config;
+        let rc = config
+            .role(role.name())
+            .ok_or_else(|| TurnError::Team(format!("no role {:?} in the team", role.name())))?;
+        let provider = config.provider_of(rc);
+        let compact_at = effective_compact_at(&self.shared, role.name(), &provider.base_url, &rc.model)?;
+        // Evidence reading arrives with the evidence store; until then the tool is not offered.
+        let tools = rc
+            .tools
+            .clone()
+            .unwrap_or_else(|| default_tools(role))
+            .into_iter()
+            .filter(|t| t != "read_evidence")
+            .collect();
+        Ok(Snapshot {
+            provider: rc.provider.clone(),
+            server: provider.base_url.clone(),
+            model: rc.model.clone(),
+            compact_at,
+            command_timeout_s: config.command_timeout.as_secs().max(1),
+            verify: rc.verify.clone(),
+            tools,
+        })
+    }
+}
+
+/// How a task starts: fresh with its objective, or resumed from its log.
+pub enum Start {
+    Fresh { objective: String },
+    Resume,
+}
+
+/// Builds the team and runs the task to an end state on the tokio runtime. Returns the final state
+/// through `done`.
+pub fn launch(
+    shared: Arc<Shared>,
+    task_id: String,
+    workspace: Workspace,
+    start: Start,
+    cancel: CancellationToken,
+    done: tokio::sync::watch::Sender<Option<TaskState>>,
+) -> Result<(), StoreError> {
+    let ctx = Arc::new(TaskCtx {
+        task_id: task_id.clone(),
+        workspace,
+        cancel: cancel.clone(),
+        shared: shared.clone(),
+        team: OnceLock::new(),
+    });
+    let mut roles = vec![RoleKind::Lead, RoleKind::Coder];
+    roles.extend(shared.config.specialists.keys().map(|n| RoleKind::Specialist(n.clone())));
+    let mut team = BTreeMap::new();
+    for role in roles {
+        let stored = shared.store.history(&task_id, role.name())?;
+        let (history, repairs) = repair(&stored);
+        if repairs.any() {
+            tracing::info!(task = %task_id, role = role.name(), ?repairs, "repaired history on resume");
+            shared.store.append(
+                &task_id,
+                &Record::Checkpoint {
+                    role: role.name().to_string(),
+                    subtype: "repair".into(),
+                    history: history.clone(),
+                    archive_id: None,
+                },
+            )?;
+        }
+        let name = role.name().to_string();
+        team.insert(name, AgentActor::new(role, history, ctx.clone()).start());
+    }
+    let lead = team["lead"].clone();
+    // Set once, right here, before any turn can look the team up.
+    let _ = ctx.team.set(team);
+    let input = match start {
+        Start::Fresh { objective } => Some(objective),
+        Start::Resume => None,
+    };
+    let store = shared.store.clone();
+    let bus = shared.bus.clone();
+    store.update_task(&task_id, |t| {
+        t.state = TaskState::Running;
+        t.updated_at = now_rfc3339();
+    })?;
+    tokio::spawn(async move {
+        let outcome = match lead.send(RunTurn { input }).await {
+            Ok(r) => r,
+            Err(e) => Err(TurnError::Team(format!("the lead is gone: {e}"))),
+        };
+        let state = finish(&store, &bus, &task_id, &cancel, outcome);
+        let _ = done.send(Some(state));
+    });
+    Ok(())
+}
+
+/// Records the end of a task: its state, result or error, and the terminal event.
+fn finish(
+    store: &Store,
+    bus: &EventBus,
+    task_id: &str,
+    cancel: &CancellationToken,
+    outcome: Result<String, TurnError>,
+) -> TaskState {
+    let (state, kind, result, error) = match outcome {
+        Ok(summary) => (TaskState::Finished, EventKind::TaskFinished { summary: summary.clone() }, Some(summary), None),
+        Err(TurnError::Cancelled) => (TaskState::Cancelled, EventKind::TaskCancelled {}, None, None),
+        Err(_) if cancel.is_cancelled() => (TaskState::Cancelled, EventKind::TaskCancelled {}, None, None),
+        Err(e) => {
+            let error = e.to_string();
+            (TaskState::Failed, EventKind::TaskFailed { error: error.clone() }, None, Some(error))
+        }
+    };
+    // A shutdown marks the task interrupted itself; do not overwrite that with cancelled.
+    if let Ok(Some(meta)) = store.task(task_id) {
+        if meta.state == TaskState::Interrupted {
+            return TaskState::Interrupted;
+        }
+    }
+    let updated = store.update_task(task_id, |t| {
+        t.state = state;
+        t.updated_at = now_rfc3339();
+        t.result = result;
+        t.error = error;
+    });
+    if let Err(e) = updated.and_then(|_| bus.emit(task_id, "lead", kind)) {
+        tracing::error!(task = %task_id, error = %e, "could not record the end of the task");
+    }
+    state
+}

@@ -1,0 +1,250 @@
+//! The real `agentd` binary in a temporary home, for end-to-end tests and demos: writes a config that
+//! points the team at a scripted server, starts `agentd serve`, waits for its socket, and talks to it
+//! with a minimal JSON-RPC line client (the same wire a user's script would use).
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A config for a team whose lead and coder both use one OpenAI-compatible server.
+pub fn team_config(base_url: &str, model: &str, extra: &str) -> String {
+    format!(
+        "[providers.scripted]\nkind = \"openai\"\nbase_url = \"{base_url}\"\n\n\
+         [team.lead]\nprovider = \"scripted\"\nmodel = \"{model}\"\n\n\
+         [team.coder]\nprovider = \"scripted\"\nmodel = \"{model}\"\n\n{extra}"
+    )
+}
+
+pub struct TestDaemon {
+    pub bin: PathBuf,
+    pub home: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl TestDaemon {
+    /// A home holding `config` as its `agentd.toml`, with no daemon yet.
+    pub fn prepare(bin: &Path, config: &str) -> TestDaemon {
+        let home = tempfile::Builder::new().prefix("agentd-home").tempdir().expect("a temp home");
+        std::fs::write(home.path().join("agentd.toml"), config).expect("write the config");
+        TestDaemon { bin: bin.to_path_buf(), home, child: None }
+    }
+
+    /// Prepares a home and starts `agentd serve` in it, waiting until the socket answers.
+    pub fn start(bin: &Path, config: &str) -> TestDaemon {
+        let mut d = TestDaemon::prepare(bin, config);
+        d.serve();
+        d
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.home.path().join("agentd.sock")
+    }
+
+    /// `agentd --home HOME ARGS…`, run to completion.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(&self.bin)
+            .arg("--home")
+            .arg(self.home.path())
+            .args(args)
+            .env_remove("AGENTD_HOME")
+            .output()
+            .expect("run the agentd binary")
+    }
+
+    /// Starts (or restarts) the daemon and waits for its socket to answer.
+    pub fn serve(&mut self) {
+        let log = std::fs::File::create(self.home.path().join("serve.log")).expect("log file");
+        let child = Command::new(&self.bin)
+            .arg("--home")
+            .arg(self.home.path())
+            .arg("serve")
+            .env("RUST_LOG", "info,agentd_runtime=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn agentd serve");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(mut c) = RpcClient::connect(&self.socket()) {
+                if c.call("daemon.status", json!({})).is_ok() {
+                    return;
+                }
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("agentd serve exited with {status}: {}", self.serve_log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("agentd serve did not answer within 30s: {}", self.serve_log());
+    }
+
+    pub fn serve_log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("serve.log")).unwrap_or_default()
+    }
+
+    pub fn client(&self) -> RpcClient {
+        RpcClient::connect(&self.socket()).expect("connect to the daemon")
+    }
+
+    /// SIGTERM, then wait for the daemon to exit. Returns its exit status code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        // SAFETY: signalling our own child process by its pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        child.wait().ok().and_then(|s| s.code())
+    }
+
+    /// SIGKILL: the daemon dies with no chance to flush or mark anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Submits a task over the socket and returns its id.
+    pub fn submit(&self, objective: &str, workspace: &Path) -> String {
+        let r = self
+            .client()
+            .call("task.submit", json!({"objective": objective, "workspace": workspace}))
+            .expect("task.submit");
+        r["task_id"].as_str().expect("a task id").to_string()
+    }
+
+    /// Follows a task's events until its terminal event (or the timeout), returning all of them.
+    pub fn events_until_end(&self, task_id: &str, timeout: Duration) -> Vec<Value> {
+        let mut c = self.client();
+        c.set_timeout(Some(timeout));
+        c.call("task.subscribe", json!({"task_id": task_id})).expect("subscribe");
+        let mut events = Vec::new();
+        loop {
+            match c.next_notification() {
+                Ok(n) => {
+                    let e = n["params"].clone();
+                    let kind = e["kind"].as_str().unwrap_or("").to_string();
+                    events.push(e);
+                    if matches!(kind.as_str(), "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
+                    {
+                        return events;
+                    }
+                }
+                Err(e) => panic!("waiting for the end of {task_id}: {e}; events so far: {events:#?}"),
+            }
+        }
+    }
+
+    /// Polls `task.status` until the state is `state`.
+    pub fn wait_for_state(&self, task_id: &str, state: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            last = self.client().call("task.status", json!({"task_id": task_id})).expect("status");
+            if last["state"] == state {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("task {task_id} did not reach {state}; last status {last}");
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A JSON-RPC 2.0 line client over the daemon's Unix socket.
+pub struct RpcClient {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    pending: Vec<Value>,
+}
+
+/// A JSON-RPC error answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl RpcClient {
+    pub fn connect(socket: &Path) -> std::io::Result<RpcClient> {
+        let s = UnixStream::connect(socket)?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        Ok(RpcClient { reader: BufReader::new(s.try_clone()?), writer: s, next_id: 1, pending: Vec::new() })
+    }
+
+    pub fn set_timeout(&mut self, t: Option<Duration>) {
+        let _ = self.writer.set_read_timeout(t);
+    }
+
+    /// Writes raw bytes (for malformed-input tests).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("write to the socket");
+    }
+
+    /// Reads the next line as JSON.
+    pub fn read_value(&mut self) -> std::io::Result<Value> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+        }
+        serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+
+    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(format!("{line}\n").as_bytes());
+        loop {
+            let v = self.read_value().map_err(|e| RpcError { code: 0, message: e.to_string() })?;
+            if v.get("id") == Some(&json!(id)) {
+                if let Some(e) = v.get("error") {
+                    return Err(RpcError {
+                        code: e["code"].as_i64().unwrap_or(0),
+                        message: e["message"].as_str().unwrap_or("").to_string(),
+                    });
+                }
+                return Ok(v["result"].clone());
+            }
+            self.pending.push(v);
+        }
+    }
+
+    /// The next notification (a line without an id).
+    pub fn next_notification(&mut self) -> std::io::Result<Value> {
+        if !self.pending.is_empty() {
+            return Ok(self.pending.remove(0));
+        }
+        self.read_value()
+    }
+}

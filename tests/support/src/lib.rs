@@ -1,0 +1,183 @@
+//! Test support for agentd: a **scripted model server** that speaks the real
+//! OpenAI chat-completions wire protocol over real HTTP/1.1 on
+//! `127.0.0.1:<random port>`, plus a tiny sample workspace for demos.
+//!
+//! Tests point agentd's model client at [`ScriptedServer::base_url`] and
+//! script what "the model" answers, one [`Step`] per
+//! `POST /v1/chat/completions`:
+//!
+//! ```no_run
+//! use agentd_test_support::*;
+//! use serde_json::json;
+//!
+//! # async fn demo() {
+//! let server = ScriptedServer::start(vec![
+//!     sse(vec![reasoning("look first"), tool_call("read_file", json!({"path": "src/lib.rs"}))]),
+//!     rate_limited(Some("0")),
+//!     sse_with_usage(vec![text("fixed it"), finish("changed - to +")], 1200, 40),
+//! ])
+//! .await;
+//! let base_url = server.base_url(); // "http://127.0.0.1:PORT/v1"
+//! // ... run the code under test against `base_url` ...
+//! assert!(server.wait_for_requests(3, std::time::Duration::from_secs(5)).await);
+//! let bodies = server.chat_requests(); // what the client actually sent
+//! # let _ = (base_url, bodies);
+//! # }
+//! ```
+//!
+//! What the server does:
+//! - `GET /v1/models` lists the configured model (with vLLM's
+//!   `max_model_len` when configured).
+//! - `POST /v1/chat/completions` pops the next step (or asks the
+//!   [responder](ServerBuilder::responder) when the queue is empty) and
+//!   answers it as SSE when the body has `"stream": true`, else as one JSON
+//!   completion. Tool-call arguments are always split across several deltas
+//!   so clients are exercised on reassembly. Faults ([`Fault`]) simulate
+//!   rate limits, 5xx, cut and empty streams, context overflow and hangs.
+//! - Every request is recorded before it is answered
+//!   ([`ScriptedServer::requests`]); an exhausted script answers HTTP 500.
+//! - Malformed HTTP gets a 400; nothing a client sends can panic the server.
+//!
+//! Layout: `script` (steps and shared state), `openai` (step → wire
+//! rendering, pure), `http` (hand-rolled HTTP/1.1 on tokio), `server`
+//! (handle, builder, routing). Other protocols belong in sibling modules of
+//! `openai`.
+
+mod http;
+mod openai;
+mod script;
+mod server;
+pub mod daemon;
+pub mod workspace;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+pub use script::{Chunk, Fault, RecordedRequest, Reply, Responder, Step};
+pub use server::{ScriptedServer, ServerBuilder};
+
+/// Model id served when none is configured.
+pub const DEFAULT_MODEL: &str = "gpt-4o";
+/// Path of the chat-completions endpoint.
+pub const CHAT_PATH: &str = "/v1/chat/completions";
+/// Path of the model-list endpoint.
+pub const MODELS_PATH: &str = "/v1/models";
+
+static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A successful streamed reply with the finish reason inferred
+/// (`"tool_calls"` if any tool call, else `"stop"`) and no usage.
+pub fn sse(chunks: Vec<Chunk>) -> Step {
+    Step::Respond(Reply {
+        chunks,
+        finish_reason: None,
+        usage: None,
+    })
+}
+
+/// Like [`sse`], plus a usage chunk with these token counts.
+pub fn sse_with_usage(chunks: Vec<Chunk>, prompt: u64, completion: u64) -> Step {
+    Step::Respond(Reply {
+        chunks,
+        finish_reason: None,
+        usage: Some((prompt, completion)),
+    })
+}
+
+/// A successful reply with an explicit finish reason (e.g. `"length"`).
+pub fn sse_with_finish(chunks: Vec<Chunk>, finish_reason: &str) -> Step {
+    Step::Respond(Reply {
+        chunks,
+        finish_reason: Some(finish_reason.to_string()),
+        usage: None,
+    })
+}
+
+/// Visible assistant text.
+pub fn text(s: &str) -> Chunk {
+    Chunk::Text(s.to_string())
+}
+
+/// Reasoning text (`reasoning_content`).
+pub fn reasoning(s: &str) -> Chunk {
+    Chunk::Reasoning(s.to_string())
+}
+
+/// A tool call with a fresh unique id (`call_<n>`); `args` is serialized
+/// to JSON text.
+pub fn tool_call(name: &str, args: Value) -> Chunk {
+    let n = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
+    tool_call_with_id(&format!("call_{n}"), name, args)
+}
+
+/// A tool call with an explicit id.
+pub fn tool_call_with_id(id: &str, name: &str, args: Value) -> Chunk {
+    Chunk::ToolCall {
+        id: id.to_string(),
+        name: name.to_string(),
+        arguments: args.to_string(),
+    }
+}
+
+/// A tool call whose arguments text is sent verbatim (e.g. malformed JSON
+/// to exercise argument repair); fresh unique id.
+pub fn tool_call_raw(name: &str, raw_arguments: &str) -> Chunk {
+    let n = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
+    Chunk::ToolCall {
+        id: format!("call_{n}"),
+        name: name.to_string(),
+        arguments: raw_arguments.to_string(),
+    }
+}
+
+/// `tool_call("finish", {"summary": summary})`.
+pub fn finish(summary: &str) -> Chunk {
+    tool_call("finish", json!({ "summary": summary }))
+}
+
+/// `tool_call("delegate", {"to": to, "objective": objective})`.
+pub fn delegate(to: &str, objective: &str) -> Chunk {
+    tool_call("delegate", json!({ "to": to, "objective": objective }))
+}
+
+/// HTTP 429, with `Retry-After` when given.
+pub fn rate_limited(retry_after: Option<&str>) -> Step {
+    Step::Fault(Fault::RateLimited {
+        retry_after: retry_after.map(str::to_string),
+    })
+}
+
+/// An HTTP error status with an OpenAI error body.
+pub fn server_error(status: u16, msg: &str) -> Step {
+    Step::Fault(Fault::ServerError {
+        status,
+        message: msg.to_string(),
+    })
+}
+
+/// A 200 SSE stream that breaks off after these chunks.
+pub fn cut_stream(chunks: Vec<Chunk>) -> Step {
+    Step::Fault(Fault::CutStream(chunks))
+}
+
+/// A 200 SSE stream carrying only `data: [DONE]`.
+pub fn empty_stream() -> Step {
+    Step::Fault(Fault::EmptyStream)
+}
+
+/// HTTP 400 `context_length_exceeded`.
+pub fn context_length_exceeded(limit: u64, requested: u64) -> Step {
+    Step::Fault(Fault::ContextLengthExceeded { limit, requested })
+}
+
+/// Sends the SSE response head, then nothing until the client hangs up.
+pub fn hang() -> Step {
+    Step::Fault(Fault::Hang)
+}
+
+/// Waits `delay` before answering with `step`.
+pub fn delayed(delay: Duration, step: Step) -> Step {
+    Step::Delayed(delay, Box::new(step))
+}

@@ -1,0 +1,231 @@
+//! The script: what the scripted server answers, plus the shared state
+//! (queue of steps, recorded requests, live-connection count).
+//!
+//! Everything here is protocol-agnostic: a [`Step`] describes *what* the
+//! model says (or how it fails); the wire rendering lives in
+//! [`crate::openai`] (and, later, other protocol modules).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// One scripted answer to one `POST /v1/chat/completions` request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// A successful completion (streamed as SSE or as a single JSON body,
+    /// depending on the request's `"stream"` flag).
+    Respond(Reply),
+    /// A failure mode (HTTP error, broken stream, hang, ...).
+    Fault(Fault),
+    /// Wait for the given duration (before anything is written), then
+    /// answer with the inner step.
+    Delayed(Duration, Box<Step>),
+}
+
+/// A successful model reply.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Reply {
+    /// Content in emission order.
+    pub chunks: Vec<Chunk>,
+    /// Explicit finish reason; when `None` it is inferred
+    /// (see [`Reply::effective_finish_reason`]).
+    pub finish_reason: Option<String>,
+    /// `(prompt_tokens, completion_tokens)`; when `Some`, a usage chunk is
+    /// streamed (and `usage` is set in non-stream replies).
+    pub usage: Option<(u64, u64)>,
+}
+
+impl Reply {
+    /// The finish reason actually sent: the explicit one, else
+    /// `"tool_calls"` when the reply contains any tool call, else `"stop"`.
+    pub fn effective_finish_reason(&self) -> String {
+        if let Some(reason) = &self.finish_reason {
+            return reason.clone();
+        }
+        if self
+            .chunks
+            .iter()
+            .any(|c| matches!(c, Chunk::ToolCall { .. }))
+        {
+            "tool_calls".to_string()
+        } else {
+            "stop".to_string()
+        }
+    }
+}
+
+/// A piece of model output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chunk {
+    /// Visible assistant text (`delta.content`).
+    Text(String),
+    /// Reasoning text (`delta.reasoning_content`, vLLM/DeepSeek style).
+    Reasoning(String),
+    /// A function tool call. `arguments` is the raw JSON text sent on the
+    /// wire (split across several deltas when streamed).
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+}
+
+/// Failure modes the server can simulate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// HTTP 429 with an OpenAI `rate_limit_exceeded` body, plus a
+    /// `Retry-After` header when `Some`.
+    RateLimited { retry_after: Option<String> },
+    /// Any HTTP error status (500/502/503, ...) with an OpenAI error body.
+    ServerError { status: u16, message: String },
+    /// HTTP 200 SSE: sends the chunks' deltas, then closes the connection
+    /// without a finish reason, without `[DONE]` and without the terminating
+    /// HTTP chunk (so an HTTP client sees an incomplete body).
+    CutStream(Vec<Chunk>),
+    /// HTTP 200 SSE that only carries `data: [DONE]`.
+    EmptyStream,
+    /// HTTP 400 `context_length_exceeded`, worded like OpenAI/vLLM.
+    ContextLengthExceeded { limit: u64, requested: u64 },
+    /// Streaming: sends the 200 SSE response head, then nothing until the
+    /// client disconnects. Non-streaming: sends nothing at all.
+    Hang,
+}
+
+/// A request as the server received it (recorded before it is answered).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The request target as sent (path plus query string, if any).
+    pub path: String,
+    /// Header names lowercased, values trimmed, in received order.
+    pub headers: Vec<(String, String)>,
+    /// The body parsed as JSON, or `Value::Null` when empty / not JSON.
+    pub body: Value,
+}
+
+impl RecordedRequest {
+    /// The first header with that name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The path without its query string.
+    pub fn path_only(&self) -> &str {
+        strip_query(&self.path)
+    }
+
+    /// Whether this is a `POST /v1/chat/completions`.
+    pub fn is_chat(&self) -> bool {
+        self.method == "POST" && self.path_only() == crate::CHAT_PATH
+    }
+}
+
+pub(crate) fn strip_query(target: &str) -> &str {
+    target.split(['?', '#']).next().unwrap_or(target)
+}
+
+/// Computes a step for a request when the script queue is empty.
+pub type Responder = Arc<dyn Fn(&Value) -> Step + Send + Sync + 'static>;
+
+/// Static server configuration.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub model: String,
+    pub max_model_len: Option<u64>,
+    pub responder: Option<Responder>,
+}
+
+#[derive(Default)]
+struct Inner {
+    queue: VecDeque<Step>,
+    requests: Vec<RecordedRequest>,
+}
+
+/// State shared between the [`crate::ScriptedServer`] handle and the
+/// connection tasks.
+pub(crate) struct State {
+    pub config: Config,
+    inner: Mutex<Inner>,
+    completions: AtomicU64,
+    active: AtomicUsize,
+}
+
+impl State {
+    pub fn new(config: Config, script: Vec<Step>) -> Self {
+        State {
+            config,
+            inner: Mutex::new(Inner {
+                queue: script.into(),
+                requests: Vec::new(),
+            }),
+            completions: AtomicU64::new(0),
+            active: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave `Inner` inconsistent
+        // (all mutations are single push/pop calls), so ignore poisoning.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn push(&self, steps: impl IntoIterator<Item = Step>) {
+        self.lock().queue.extend(steps);
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    pub fn record(&self, request: RecordedRequest) {
+        self.lock().requests.push(request);
+    }
+
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.lock().requests.clone()
+    }
+
+    pub fn chat_request_count(&self) -> usize {
+        self.lock().requests.iter().filter(|r| r.is_chat()).count()
+    }
+
+    /// Pops the next scripted step, falling back to the responder.
+    pub fn next_step(&self, body: &Value) -> Option<Step> {
+        let popped = self.lock().queue.pop_front();
+        // Call the responder outside the lock: it may be slow or re-enter.
+        popped.or_else(|| self.config.responder.as_ref().map(|r| r(body)))
+    }
+
+    /// A fresh completion id: `chatcmpl-1`, `chatcmpl-2`, ...
+    pub fn next_completion_id(&self) -> String {
+        format!(
+            "chatcmpl-{}",
+            self.completions.fetch_add(1, Ordering::Relaxed) + 1
+        )
+    }
+
+    pub fn active_connections(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// Counts a live connection until the guard is dropped.
+    pub fn connection_guard(self: &Arc<Self>) -> ConnectionGuard {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        ConnectionGuard(self.clone())
+    }
+}
+
+pub(crate) struct ConnectionGuard(Arc<State>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,425 @@
+//! The server handle, its builder, the accept loop and request routing.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::http::{Conn, ReadError, Request};
+use crate::openai::{self, Frame};
+use crate::script::{strip_query, Config, Fault, RecordedRequest, Reply, Responder, State, Step};
+use crate::{CHAT_PATH, MODELS_PATH};
+
+/// How long a client may take to send a complete request.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A scripted OpenAI-compatible model server on `127.0.0.1:<random port>`.
+///
+/// Dropping the handle stops the server and aborts every open connection.
+pub struct ScriptedServer {
+    state: Arc<State>,
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for ScriptedServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedServer")
+            .field("addr", &self.addr)
+            .field("model", &self.state.config.model)
+            .field("remaining", &self.remaining())
+            .finish()
+    }
+}
+
+impl ScriptedServer {
+    /// Starts a server with the default configuration and this script.
+    /// Must be called from within a tokio runtime.
+    pub async fn start(script: Vec<Step>) -> ScriptedServer {
+        Self::builder().script(script).start().await
+    }
+
+    /// A builder for model name, `max_model_len`, script and responder.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: the value for an OpenAI `base_url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The bound socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The model id served (and echoed in completions).
+    pub fn model(&self) -> &str {
+        &self.state.config.model
+    }
+
+    /// Appends steps to the script.
+    pub fn push(&self, steps: impl IntoIterator<Item = Step>) {
+        self.state.push(steps);
+    }
+
+    /// Every request received so far (including malformed-JSON ones, but not
+    /// requests whose HTTP framing could not be parsed).
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.state.requests()
+    }
+
+    /// Bodies of the `POST /v1/chat/completions` requests, in order.
+    pub fn chat_requests(&self) -> Vec<Value> {
+        self.state
+            .requests()
+            .into_iter()
+            .filter(RecordedRequest::is_chat)
+            .map(|r| r.body)
+            .collect()
+    }
+
+    /// Scripted steps not yet consumed.
+    pub fn remaining(&self) -> usize {
+        self.state.remaining()
+    }
+
+    /// Connections currently open (useful to assert that a cancelled client
+    /// really hung up on a [`Fault::Hang`]).
+    pub fn active_connections(&self) -> usize {
+        self.state.active_connections()
+    }
+
+    /// Waits until at least `n` chat requests have been received; returns
+    /// `false` on timeout.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.state.chat_request_count() >= n {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits until no connection is open; returns `false` on timeout.
+    pub async fn wait_for_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.state.active_connections() == 0 {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        // Dropping the accept loop drops its JoinSet, aborting connections.
+        self.task.abort();
+    }
+}
+
+/// Configures a [`ScriptedServer`].
+pub struct ServerBuilder {
+    model: String,
+    max_model_len: Option<u64>,
+    script: Vec<Step>,
+    responder: Option<Responder>,
+}
+
+impl Default for ServerBuilder {
+    fn default() -> Self {
+        ServerBuilder {
+            model: crate::DEFAULT_MODEL.to_string(),
+            max_model_len: None,
+            script: Vec::new(),
+            responder: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("model", &self.model)
+            .field("max_model_len", &self.max_model_len)
+            .field("script", &self.script)
+            .field("responder", &self.responder.is_some())
+            .finish()
+    }
+}
+
+impl ServerBuilder {
+    /// Model id reported by `/v1/models` and echoed in completions
+    /// (default `"gpt-4o"`).
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// `max_model_len` reported by `/v1/models` (omitted when `None`).
+    /// Accepts `Some(n)`, `None` or a bare `n`.
+    pub fn max_model_len(mut self, len: impl Into<Option<u64>>) -> Self {
+        self.max_model_len = len.into();
+        self
+    }
+
+    /// Appends steps to the initial script.
+    pub fn script(mut self, steps: impl IntoIterator<Item = Step>) -> Self {
+        self.script.extend(steps);
+        self
+    }
+
+    /// Computes the answer when the script queue is empty.
+    pub fn responder<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Value) -> Step + Send + Sync + 'static,
+    {
+        self.responder = Some(Arc::new(f));
+        self
+    }
+
+    /// Binds `127.0.0.1:0` and spawns the accept loop on the current tokio
+    /// runtime.
+    pub async fn start(self) -> ScriptedServer {
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("scripted server: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("scripted server: local_addr");
+        let config = Config {
+            model: self.model,
+            max_model_len: self.max_model_len,
+            responder: self.responder,
+        };
+        let state = Arc::new(State::new(config, self.script));
+        let task = tokio::spawn(accept_loop(listener, state.clone()));
+        ScriptedServer { state, addr, task }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                connections.spawn(handle_connection(stream, state.clone()));
+            }
+            // E.g. EMFILE: back off instead of spinning.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+async fn handle_connection(stream: TcpStream, state: Arc<State>) {
+    let _guard = state.connection_guard();
+    let mut conn = Conn::new(stream);
+    let request = match tokio::time::timeout(READ_TIMEOUT, conn.read_request()).await {
+        Err(_) | Ok(Err(ReadError::Closed)) => return,
+        Ok(Err(ReadError::Malformed(msg))) => {
+            let _ = conn
+                .send_json(
+                    400,
+                    &[],
+                    &openai::bad_request(&format!("malformed request: {msg}")),
+                )
+                .await;
+            conn.close().await;
+            return;
+        }
+        Ok(Err(ReadError::TooLarge { status, message })) => {
+            let _ = conn
+                .send_json(status, &[], &openai::bad_request(&message))
+                .await;
+            conn.close().await;
+            return;
+        }
+        Ok(Ok(request)) => request,
+    };
+
+    let body: Option<Value> = serde_json::from_slice(&request.body).ok();
+    state.record(RecordedRequest {
+        method: request.method.clone(),
+        path: request.target.clone(),
+        headers: request.headers.clone(),
+        body: body.clone().unwrap_or(Value::Null),
+    });
+
+    route(&mut conn, &state, &request, body).await;
+    conn.close().await;
+}
+
+async fn route(conn: &mut Conn, state: &State, request: &Request, body: Option<Value>) {
+    let path = strip_query(&request.target);
+    let method = request.method.as_str();
+    let result = match (method, path) {
+        ("GET", MODELS_PATH) => {
+            let models = openai::models(&state.config.model, state.config.max_model_len);
+            conn.send_json(200, &[], &models).await
+        }
+        ("POST", CHAT_PATH) => match body {
+            Some(body @ Value::Object(_)) => {
+                chat(conn, state, &body).await;
+                Ok(())
+            }
+            _ => conn.send_json(400, &[], &openai::invalid_json()).await,
+        },
+        (_, MODELS_PATH | CHAT_PATH) => {
+            conn.send_json(405, &[], &openai::method_not_allowed(method, path))
+                .await
+        }
+        _ => {
+            conn.send_json(404, &[], &openai::not_found(method, path))
+                .await
+        }
+    };
+    // A write error means the client is gone: nothing left to do.
+    let _ = result;
+}
+
+/// Answers a chat-completions request from the script.
+async fn chat(conn: &mut Conn, state: &State, body: &Value) {
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let Some(mut step) = state.next_step(body) else {
+        let _ = conn.send_json(500, &[], &openai::script_exhausted()).await;
+        return;
+    };
+    let id = state.next_completion_id();
+    let frame = Frame {
+        id: &id,
+        model: &state.config.model,
+    };
+    loop {
+        match step {
+            Step::Delayed(delay, inner) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => step = *inner,
+                    // The client gave up while we were "thinking".
+                    _ = conn.wait_for_disconnect() => return,
+                }
+            }
+            Step::Respond(reply) => {
+                let _ = respond(conn, &frame, &reply, stream).await;
+                return;
+            }
+            Step::Fault(fault) => {
+                let _ = fault_response(conn, &frame, &fault, stream, body).await;
+                return;
+            }
+        }
+    }
+}
+
+async fn respond(
+    conn: &mut Conn,
+    frame: &Frame<'_>,
+    reply: &Reply,
+    stream: bool,
+) -> std::io::Result<()> {
+    if !stream {
+        return conn
+            .send_json(200, &[], &openai::completion(frame, reply))
+            .await;
+    }
+    start_sse(conn).await?;
+    for event in openai::stream_events(frame, reply) {
+        conn.send_chunk(event.as_bytes()).await?;
+    }
+    conn.end_chunked().await
+}
+
+async fn start_sse(conn: &mut Conn) -> std::io::Result<()> {
+    conn.start_chunked(
+        200,
+        "text/event-stream",
+        &[("Cache-Control", "no-cache".into())],
+    )
+    .await
+}
+
+async fn fault_response(
+    conn: &mut Conn,
+    frame: &Frame<'_>,
+    fault: &Fault,
+    stream: bool,
+    body: &Value,
+) -> std::io::Result<()> {
+    match fault {
+        Fault::RateLimited { retry_after } => {
+            let headers: Vec<(&str, String)> = retry_after
+                .iter()
+                .map(|v| ("Retry-After", v.clone()))
+                .collect();
+            let error = openai::rate_limited(frame.model, retry_after.as_deref());
+            conn.send_json(429, &headers, &error).await
+        }
+        Fault::ServerError { status, message } => {
+            // Keep the status line sane even for odd scripted statuses.
+            let status = if (100..=999).contains(status) {
+                *status
+            } else {
+                500
+            };
+            conn.send_json(status, &[], &openai::server_error(status, message))
+                .await
+        }
+        Fault::ContextLengthExceeded { limit, requested } => {
+            let error = openai::context_length_exceeded(*limit, *requested, body);
+            conn.send_json(400, &[], &error).await
+        }
+        Fault::CutStream(chunks) => {
+            if stream {
+                start_sse(conn).await?;
+                for event in openai::cut_stream_events(frame, chunks) {
+                    conn.send_chunk(event.as_bytes()).await?;
+                }
+            } else {
+                // Announce the full body, send half of it, hang up.
+                let reply = Reply {
+                    chunks: chunks.clone(),
+                    ..Reply::default()
+                };
+                let full =
+                    serde_json::to_vec(&openai::completion(frame, &reply)).unwrap_or_default();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\
+                     Content-Length: {}\r\n\r\n",
+                    full.len()
+                );
+                conn.write_all(head.as_bytes()).await?;
+                conn.write_all(&full[..full.len() / 2]).await?;
+            }
+            // No terminating chunk: the caller closes the connection.
+            Ok(())
+        }
+        Fault::EmptyStream => {
+            if stream {
+                start_sse(conn).await?;
+                conn.send_chunk(openai::DONE.as_bytes()).await?;
+                conn.end_chunked().await
+            } else {
+                conn.send_json(200, &[], &openai::empty_completion(frame))
+                    .await
+            }
+        }
+        Fault::Hang => {
+            if stream {
+                start_sse(conn).await?;
+            }
+            conn.wait_for_disconnect().await;
+            Ok(())
+        }
+    }
+}
