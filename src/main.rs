@@ -323,6 +323,13 @@ fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure>
         }
         let _ = std::io::stdout().flush();
         if is_terminal_event(&event) {
+            // An interruption that was later resumed is history, not the end: keep following.
+            if str_of(&event, "kind") == "task_interrupted" {
+                let status = client.call("task.status", json!({"task_id": task_id}))?;
+                if matches!(str_of(&status, "state"), "queued" | "running" | "waiting_retry") {
+                    continue;
+                }
+            }
             return Ok(if str_of(&event, "kind") == "task_finished" { 0 } else { 1 });
         }
     }

@@ -140,8 +140,14 @@ impl TestDaemon {
                     let e = n["params"].clone();
                     let kind = e["kind"].as_str().unwrap_or("").to_string();
                     events.push(e);
-                    if matches!(kind.as_str(), "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
-                    {
+                    if kind == "task_interrupted" {
+                        // Resumed since? Then the stream goes on.
+                        let status = c.call("task.status", json!({"task_id": task_id})).expect("status");
+                        if !matches!(status["state"].as_str(), Some("queued" | "running" | "waiting_retry")) {
+                            return events;
+                        }
+                    }
+                    if matches!(kind.as_str(), "task_finished" | "task_failed" | "task_cancelled") {
                         return events;
                     }
                 }

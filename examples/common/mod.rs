@@ -1,0 +1,182 @@
+//! Shared by the examples: find (or build) the `agentd` binary, run `agentd serve` in a temporary home,
+//! call its command line, and stop it with SIGTERM. Errors are messages a person can act on.
+
+#![allow(dead_code)] // each example uses a different part of this module
+
+use agentd_test_support::daemon::RpcClient;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+pub type Result<T> = std::result::Result<T, String>;
+
+/// The `agentd` binary of the same cargo profile as this example (`target/<profile>/agentd`; examples live in
+/// `target/<profile>/examples/`). `AGENTD_BIN` overrides it. When the binary is missing or older than
+/// this example, it is (re)built with cargo first, so the demo never runs a stale daemon.
+pub fn agentd_binary() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("AGENTD_BIN") {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(format!("AGENTD_BIN={} is not a file", p.display())) };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this example's executable: {e}"))?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("unexpected example location {}", exe.display()))?;
+    let bin = profile_dir.join("agentd");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+    let stale = !bin.is_file() || modified(&bin) < modified(&exe);
+    if stale {
+        let profile = profile_dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+        let mut cmd = Command::new(&cargo);
+        cmd.args(["build", "--quiet", "--bin", "agentd"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        match profile.as_str() {
+            "debug" => {}
+            "release" => {
+                cmd.arg("--release");
+            }
+            other => {
+                cmd.args(["--profile", other]);
+            }
+        }
+        // Build into the same target directory as this example.
+        if let Some(target) = profile_dir.parent() {
+            cmd.env("CARGO_TARGET_DIR", target);
+        }
+        let missing = !bin.is_file();
+        if missing {
+            eprintln!("agentd binary not found at {}; building it first: cargo build --bin agentd ({profile} profile)…", bin.display());
+        }
+        // When it exists but is older than this example, rebuild quietly (a no-op when nothing changed).
+        match cmd.status() {
+            Ok(s) if s.success() && bin.is_file() => {}
+            Ok(s) if !missing => eprintln!("note: `cargo build --bin agentd` failed ({s}); using the existing {}", bin.display()),
+            Err(e) if !missing => eprintln!("note: cannot run {cargo} ({e}); using the existing {}", bin.display()),
+            Ok(s) => return Err(format!("`cargo build --bin agentd` failed ({s}); build it yourself or set AGENTD_BIN")),
+            Err(e) => return Err(format!("cannot run {cargo} to build agentd: {e}; build it yourself or set AGENTD_BIN")),
+        }
+    }
+    Ok(bin)
+}
+
+/// A config for a team whose lead and coder both use one OpenAI-compatible server.
+pub fn team_config(base_url: &str, model: &str, extra: &str) -> String {
+    agentd_test_support::daemon::team_config(base_url, model, extra)
+}
+
+/// `agentd serve` running in a temporary home (removed when dropped).
+pub struct Daemon {
+    pub bin: PathBuf,
+    pub home: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// Writes `config` into a fresh home and starts the daemon, waiting until its socket answers.
+    pub fn start(bin: &Path, config: &str) -> Result<Daemon> {
+        let home = tempfile::Builder::new()
+            .prefix("agentd-example-home")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary home: {e}"))?;
+        let cfg = home.path().join("agentd.toml");
+        std::fs::write(&cfg, config).map_err(|e| format!("cannot write {}: {e}", cfg.display()))?;
+        let log_path = home.path().join("serve.log");
+        let log = std::fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let child = Command::new(bin)
+            .arg("--home")
+            .arg(home.path())
+            .arg("serve")
+            .env_remove("AGENTD_HOME")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {} serve: {e}", bin.display()))?;
+        let mut d = Daemon { bin: bin.to_path_buf(), home, child: Some(child) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut c) = RpcClient::connect(&d.socket()) {
+                if c.call("daemon.status", json!({})).is_ok() {
+                    return Ok(d);
+                }
+            }
+            if let Some(status) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                d.child = None;
+                return Err(format!("agentd serve exited at start ({status}); its log:\n{}", d.serve_log()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("agentd serve did not answer on {} within 30s; its log:\n{}", d.socket().display(), d.serve_log()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.home.path().join("agentd.sock")
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn serve_log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("serve.log")).unwrap_or_default()
+    }
+
+    pub fn client(&self) -> Result<RpcClient> {
+        RpcClient::connect(&self.socket()).map_err(|e| format!("cannot connect to {}: {e}", self.socket().display()))
+    }
+
+    /// `agentd --home HOME ARGS…`, run to completion.
+    pub fn cli(&self, args: &[&str]) -> Result<Output> {
+        Command::new(&self.bin)
+            .arg("--home")
+            .arg(self.home.path())
+            .args(args)
+            .env_remove("AGENTD_HOME")
+            .output()
+            .map_err(|e| format!("cannot run agentd {}: {e}", args.join(" ")))
+    }
+
+    /// SIGTERM, then wait (up to 15 s, then SIGKILL). Returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        // SAFETY: signalling our own child process by its pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("agentd did not stop within 15s of SIGTERM; killing it");
+        let _ = child.kill();
+        child.wait().ok().and_then(|s| s.code())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The resident set size of a process in KiB (`VmRSS` in `/proc/PID/status`).
+pub fn rss_kib(pid: u32) -> Result<u64> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| format!("no VmRSS line in {path}"))
+}
+
+/// Whether an event ends its task.
+pub fn is_terminal(kind: &str) -> bool {
+    matches!(kind, "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
+}

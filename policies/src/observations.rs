@@ -1,0 +1,231 @@
+//! Unresolved observations: facts a compaction must carry verbatim, wherever in the history they sat.
+//!
+//! - A failing command: a `run_command` call answered with an error. It is resolved when a later
+//!   `run_command` with exactly the same command string succeeds, or when a later `finish` succeeds
+//!   (the task moved past it). Only the latest failure of each command is kept.
+//! - A rejected finish: a `finish` call answered with an error. It is resolved by a later successful
+//!   `finish`. Only the latest rejection is kept: each `finish` is judged afresh, so the latest
+//!   rejection states what is still wrong.
+//!
+//! Comparisons are by exact text only (no case or whitespace normalisation).
+
+use crate::message::{Message, Part};
+use crate::rounds::{round_of_each, rounds};
+use std::collections::HashMap;
+
+pub const RUN_COMMAND: &str = "run_command";
+pub const FINISH: &str = "finish";
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ObservationKind {
+    FailingCommand { command: String },
+    RejectedFinish,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Observation {
+    /// Index into [`rounds`] of the round holding the failed call and its result.
+    pub round: usize,
+    pub kind: ObservationKind,
+    /// Verbatim and self-contained, e.g. "run_command `cargo test` failed:\n<the tool result>".
+    pub text: String,
+}
+
+/// The command string of a `run_command` call: the `command` field of its JSON arguments, or the raw
+/// arguments text when they are not a JSON object with a `command` field.
+pub fn command_of(arguments: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(map)) => match map.get("command") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => arguments.to_string(),
+        },
+        _ => arguments.to_string(),
+    }
+}
+
+/// The observation text of a failed command.
+pub fn failing_command_text(command: &str, result: &str) -> String {
+    format!("{RUN_COMMAND} `{command}` failed:\n{result}")
+}
+
+/// The observation text of a rejected finish.
+pub fn rejected_finish_text(result: &str) -> String {
+    format!("{FINISH} was rejected:\n{result}")
+}
+
+/// The unresolved observations of `history`, oldest first, with distinct texts.
+pub fn unresolved(history: &[Message]) -> Vec<Observation> {
+    let round_of = round_of_each(&rounds(history));
+    // Call id → (tool name, arguments) of the latest call with that id.
+    let mut calls: HashMap<&str, (&str, &str)> = HashMap::new();
+    // (order of the result, observation).
+    let mut failing: Vec<(usize, Observation)> = Vec::new();
+    let mut rejected: Option<(usize, Observation)> = None;
+    let mut seq = 0usize;
+    for (i, msg) in history.iter().enumerate() {
+        for part in &msg.parts {
+            match part {
+                Part::ToolCall { id, name, arguments } => {
+                    calls.insert(id, (name, arguments));
+                }
+                Part::ToolResult { call_id, content, is_error } => {
+                    let Some(&(name, arguments)) = calls.get(call_id.as_str()) else {
+                        continue;
+                    };
+                    seq += 1;
+                    match name {
+                        RUN_COMMAND => {
+                            let command = command_of(arguments);
+                            failing.retain(|(_, o)| {
+                                !matches!(&o.kind, ObservationKind::FailingCommand { command: c } if *c == command)
+                            });
+                            if *is_error {
+                                let text = failing_command_text(&command, content);
+                                let kind = ObservationKind::FailingCommand { command };
+                                failing.push((seq, Observation { round: round_of[i], kind, text }));
+                            }
+                        }
+                        FINISH => {
+                            if *is_error {
+                                let text = rejected_finish_text(content);
+                                let kind = ObservationKind::RejectedFinish;
+                                rejected = Some((seq, Observation { round: round_of[i], kind, text }));
+                            } else {
+                                failing.clear();
+                                rejected = None;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    failing.extend(rejected);
+    failing.sort_by_key(|(seq, _)| *seq);
+    let mut out: Vec<Observation> = Vec::with_capacity(failing.len());
+    for (_, o) in failing {
+        if !out.iter().any(|p| p.text == o.text) {
+            out.push(o);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Role;
+
+    fn call(id: &str, name: &str, arguments: &str) -> Message {
+        Message::new(
+            Role::Assistant,
+            vec![Part::ToolCall { id: id.into(), name: name.into(), arguments: arguments.into() }],
+        )
+    }
+
+    fn run(id: &str, command: &str, ok: bool, out: &str) -> Vec<Message> {
+        let args = serde_json::json!({ "command": command }).to_string();
+        vec![call(id, RUN_COMMAND, &args), Message::tool_result(id, out, !ok)]
+    }
+
+    fn history(steps: Vec<Vec<Message>>) -> Vec<Message> {
+        let mut h = vec![Message::user("fix the build")];
+        h.extend(steps.into_iter().flatten());
+        h
+    }
+
+    #[test]
+    fn a_failing_command_is_unresolved_until_it_succeeds() {
+        let h = history(vec![run("c1", "cargo test", false, "exit code: 101\nboom")]);
+        let obs = unresolved(&h);
+        assert_eq!(obs.len(), 1);
+        assert_eq!(obs[0].round, 1);
+        assert_eq!(obs[0].kind, ObservationKind::FailingCommand { command: "cargo test".into() });
+        assert_eq!(obs[0].text, "run_command `cargo test` failed:\nexit code: 101\nboom");
+
+        let h = history(vec![
+            run("c1", "cargo test", false, "boom"),
+            run("c2", "cargo build", true, "ok"),
+            run("c3", "cargo test", true, "ok"),
+        ]);
+        assert!(unresolved(&h).is_empty());
+    }
+
+    #[test]
+    fn a_different_command_does_not_resolve() {
+        let h = history(vec![
+            run("c1", "cargo test", false, "boom"),
+            run("c2", "cargo  test", true, "ok"),
+        ]);
+        assert_eq!(unresolved(&h).len(), 1);
+    }
+
+    #[test]
+    fn only_the_latest_failure_of_a_command_is_kept() {
+        let h = history(vec![
+            run("c1", "cargo test", false, "first"),
+            run("c2", "ls", false, "nope"),
+            run("c3", "cargo test", false, "second"),
+        ]);
+        let obs = unresolved(&h);
+        let texts: Vec<&str> = obs.iter().map(|o| o.text.as_str()).collect();
+        assert_eq!(texts, vec!["run_command `ls` failed:\nnope", "run_command `cargo test` failed:\nsecond"]);
+        assert_eq!(obs[1].round, 3);
+    }
+
+    #[test]
+    fn a_successful_finish_moves_past_everything() {
+        let finish = |id: &str, ok: bool, out: &str| {
+            vec![call(id, FINISH, r#"{"summary":"done"}"#), Message::tool_result(id, out, !ok)]
+        };
+        let h = history(vec![
+            run("c1", "cargo test", false, "boom"),
+            finish("f1", false, "tests fail"),
+        ]);
+        let obs = unresolved(&h);
+        assert_eq!(obs.len(), 2);
+        assert_eq!(obs[1].kind, ObservationKind::RejectedFinish);
+        assert_eq!(obs[1].text, "finish was rejected:\ntests fail");
+
+        let h = history(vec![
+            run("c1", "cargo test", false, "boom"),
+            finish("f1", false, "tests fail"),
+            finish("f2", false, "still failing"),
+        ]);
+        let obs = unresolved(&h);
+        assert_eq!(obs.len(), 2);
+        assert_eq!(obs[1].text, "finish was rejected:\nstill failing");
+
+        let h = history(vec![
+            run("c1", "cargo test", false, "boom"),
+            finish("f1", false, "tests fail"),
+            finish("f2", true, "accepted"),
+            run("c2", "make", false, "later failure"),
+        ]);
+        let obs = unresolved(&h);
+        assert_eq!(obs.len(), 1);
+        assert_eq!(obs[0].text, "run_command `make` failed:\nlater failure");
+    }
+
+    #[test]
+    fn malformed_arguments_are_the_command() {
+        assert_eq!(command_of("{not json"), "{not json");
+        assert_eq!(command_of(r#"{"cmd":"x"}"#), r#"{"cmd":"x"}"#);
+        assert_eq!(command_of(r#"{"command":["a","b"]}"#), r#"["a","b"]"#);
+        let h = vec![call("c1", RUN_COMMAND, "{oops"), Message::tool_result("c1", "bad arguments", true)];
+        assert_eq!(unresolved(&h)[0].text, "run_command `{oops` failed:\nbad arguments");
+    }
+
+    #[test]
+    fn other_tools_and_orphans_are_ignored() {
+        let h = vec![
+            call("r1", "read_file", r#"{"path":"x"}"#),
+            Message::tool_result("r1", "no such file", true),
+            Message::tool_result("zz", "orphan", true),
+        ];
+        assert!(unresolved(&h).is_empty());
+    }
+}
