@@ -21,7 +21,12 @@ fn tool_results(req: &Value) -> Vec<(String, String)> {
         .unwrap()
         .iter()
         .filter(|m| m["role"] == "tool")
-        .map(|m| (m["tool_call_id"].as_str().unwrap().to_string(), m["content"].as_str().unwrap().to_string()))
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
@@ -35,20 +40,30 @@ async fn path_escapes_are_refused_as_tool_errors_the_model_sees() {
     let server = ScriptedServer::start(vec![
         sse(vec![
             tool_call_with_id("c1", "read_file", json!({"path": "../secret.txt"})),
-            tool_call_with_id("c2", "read_file", json!({"path": outside.path().join("secret.txt")})),
+            tool_call_with_id(
+                "c2",
+                "read_file",
+                json!({"path": outside.path().join("secret.txt")}),
+            ),
             tool_call_with_id("c3", "read_file", json!({"path": "link/secret.txt"})),
             tool_call_with_id("c4", "list_dir", json!({"path": "src/../.."})),
         ]),
         sse(vec![finish("could not read outside the workspace")]),
     ])
     .await;
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let d = TestDaemon::start(
+        Path::new(BIN),
+        &team_config(&server.base_url(), "gpt-4o", ""),
+    );
     let task = d.submit("Try to escape", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(20));
     assert_eq!(events.last().unwrap()["kind"], "task_finished");
     let finished = of_kind(&events, "tool_finished");
     assert_eq!(finished.len(), 5);
-    assert!(finished[..4].iter().all(|e| e["ok"] == false), "{finished:#?}");
+    assert!(
+        finished[..4].iter().all(|e| e["ok"] == false),
+        "{finished:#?}"
+    );
     let results = tool_results(&server.chat_requests()[1]);
     assert_eq!(results.len(), 4);
     for (id, content) in &results {
@@ -71,13 +86,31 @@ async fn faults_are_retried_by_policy_without_duplicating_messages() {
     .await;
     let retry = "[retry]\nrate_limit = { attempts = 3, delay = \"30s\" }\nserver_error = { attempts = 2, delay = \"10ms\" }\nstream_anomaly = { attempts = 2, delay = \"10ms\" }\n";
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", retry));
+    let d = TestDaemon::start(
+        Path::new(BIN),
+        &team_config(&server.base_url(), "gpt-4o", retry),
+    );
     let task = d.submit("Survive the faults", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(30));
-    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
+    assert_eq!(
+        events.last().unwrap()["kind"],
+        "task_finished",
+        "{events:#?}"
+    );
     let retries = of_kind(&events, "retry_scheduled");
-    let reasons: Vec<&str> = retries.iter().map(|e| e["reason"].as_str().unwrap()).collect();
-    assert_eq!(reasons, ["rate_limit", "server_error", "stream_anomaly", "stream_anomaly"]);
+    let reasons: Vec<&str> = retries
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "rate_limit",
+            "server_error",
+            "stream_anomaly",
+            "stream_anomaly"
+        ]
+    );
     // Retry-After (1 s) wins over the configured 30 s; stream anomalies grow: 10 ms, then 20 ms.
     assert_eq!(retries[0]["delay_ms"], 1000);
     assert_eq!(retries[0]["max_attempts"], 3);
@@ -87,8 +120,16 @@ async fn faults_are_retried_by_policy_without_duplicating_messages() {
     let reqs = server.chat_requests();
     assert_eq!(reqs.len(), 5);
     assert!(reqs.iter().all(|r| r["messages"] == reqs[0]["messages"]));
-    let log = d.client().call("log.get", json!({"task_id": task, "role": "lead"})).unwrap();
-    let assistant = log["records"].as_array().unwrap().iter().filter(|r| r["type"] == "message" && r["message"]["role"] == "assistant").count();
+    let log = d
+        .client()
+        .call("log.get", json!({"task_id": task, "role": "lead"}))
+        .unwrap();
+    let assistant = log["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["type"] == "message" && r["message"]["role"] == "assistant")
+        .count();
     assert_eq!(assistant, 1);
 }
 
@@ -97,12 +138,18 @@ async fn exhausted_retries_fail_the_task_with_the_last_provider_error() {
     let server = ScriptedServer::start(vec![empty_stream(), empty_stream(), empty_stream()]).await;
     let retry = "[retry]\nstream_anomaly = { attempts = 2, delay = \"10ms\" }\n";
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", retry));
+    let d = TestDaemon::start(
+        Path::new(BIN),
+        &team_config(&server.base_url(), "gpt-4o", retry),
+    );
     let task = d.submit("Meet a silent model", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(30));
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "task_failed");
-    assert!(last["error"].as_str().unwrap().contains("stream anomaly"), "{last}");
+    assert!(
+        last["error"].as_str().unwrap().contains("stream anomaly"),
+        "{last}"
+    );
     assert_eq!(of_kind(&events, "retry_scheduled").len(), 2);
     assert_eq!(server.chat_requests().len(), 3);
 }
@@ -111,12 +158,21 @@ async fn exhausted_retries_fail_the_task_with_the_last_provider_error() {
 async fn a_provider_refusal_fails_the_task_with_its_message() {
     let server = ScriptedServer::start(vec![server_error(401, "Incorrect API key provided")]).await;
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let d = TestDaemon::start(
+        Path::new(BIN),
+        &team_config(&server.base_url(), "gpt-4o", ""),
+    );
     let task = d.submit("Anything", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(20));
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "task_failed");
-    assert!(last["error"].as_str().unwrap().contains("Incorrect API key provided"), "{last}");
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap()
+            .contains("Incorrect API key provided"),
+        "{last}"
+    );
     let out = d.cli(&["status", &task]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("failed"));
 }
@@ -129,10 +185,17 @@ async fn a_refusal_that_states_the_window_is_learned_and_persisted() {
     ])
     .await;
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let d = TestDaemon::start(
+        Path::new(BIN),
+        &team_config(&server.base_url(), "gpt-4o", ""),
+    );
     let task = d.submit("Learn the window", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(20));
-    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
+    assert_eq!(
+        events.last().unwrap()["kind"],
+        "task_finished",
+        "{events:#?}"
+    );
     let learned = of_kind(&events, "window_learned");
     assert_eq!(learned.len(), 1);
     assert_eq!(learned[0]["old_window"], 256_000);
@@ -150,18 +213,34 @@ async fn a_refusal_that_states_the_window_is_learned_and_persisted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_over_the_declared_window_is_never_sent() {
-    let server = ScriptedServer::builder().max_model_len(Some(1_000)).script(vec![sse(vec![finish("never")])]).start().await;
+    let server = ScriptedServer::builder()
+        .max_model_len(Some(1_000))
+        .script(vec![sse(vec![finish("never")])])
+        .start()
+        .await;
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let d = TestDaemon::start(
+        Path::new(BIN),
+        &team_config(&server.base_url(), "gpt-4o", ""),
+    );
     let huge = "please consider this detail carefully. ".repeat(600);
     let task = d.submit(&huge, ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(20));
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "task_failed");
     let error = last["error"].as_str().unwrap();
-    assert!(error.contains("1000-token window") && error.contains("declared"), "{error}");
-    assert!(server.chat_requests().is_empty(), "nothing over the window reaches the model");
-    let gauge = d.client().call("context.get", json!({"task_id": task, "role": "lead"})).unwrap();
+    assert!(
+        error.contains("1000-token window") && error.contains("declared"),
+        "{error}"
+    );
+    assert!(
+        server.chat_requests().is_empty(),
+        "nothing over the window reaches the model"
+    );
+    let gauge = d
+        .client()
+        .call("context.get", json!({"task_id": task, "role": "lead"}))
+        .unwrap();
     assert_eq!(gauge["window"], 1000);
     assert!(gauge["tokens"].as_u64().unwrap() > 1000);
 }

@@ -6,11 +6,15 @@
 //! as parameters, so every rule here is testable with nothing but data.
 
 pub mod budget;
+pub mod compaction;
 pub mod event;
 pub mod message;
+pub mod observations;
 pub mod record;
 pub mod repair;
 pub mod retry;
+pub mod rounds;
+pub mod summary;
 pub mod task;
 pub mod tokens;
 pub mod window;

@@ -55,7 +55,9 @@ pub fn round_of_each(rounds: &[Range<usize>]) -> Vec<usize> {
 
 fn round_containing(rounds: &[Range<usize>], index: usize) -> usize {
     // Rounds are sorted and contiguous: the last one starting at or before `index`.
-    rounds.partition_point(|r| r.start <= index).saturating_sub(1)
+    rounds
+        .partition_point(|r| r.start <= index)
+        .saturating_sub(1)
 }
 
 #[cfg(test)]

@@ -22,15 +22,19 @@ pub fn render_for_summary(messages: &[Message]) -> String {
                 Part::Text { text } => out.push_str(&format!("[{role}] {text}")),
                 Part::Thinking { redacted: true, .. } => out.push_str("[thinking] (redacted)"),
                 Part::Thinking { text, .. } => out.push_str(&format!("[thinking] {text}")),
-                Part::ToolCall { name, arguments, .. } => {
-                    out.push_str(&format!("[{role} → {name}] {arguments}"))
-                }
-                Part::ToolResult { content, is_error: false, .. } => {
-                    out.push_str(&format!("[tool result] {content}"))
-                }
-                Part::ToolResult { content, is_error: true, .. } => {
-                    out.push_str(&format!("[tool result (error)] {content}"))
-                }
+                Part::ToolCall {
+                    name, arguments, ..
+                } => out.push_str(&format!("[{role} → {name}] {arguments}")),
+                Part::ToolResult {
+                    content,
+                    is_error: false,
+                    ..
+                } => out.push_str(&format!("[tool result] {content}")),
+                Part::ToolResult {
+                    content,
+                    is_error: true,
+                    ..
+                } => out.push_str(&format!("[tool result (error)] {content}")),
                 Part::Image { media_type, data } => out.push_str(&format!(
                     "[{role} image] {media_type}, {} bytes of base64, not shown",
                     data.len()
@@ -66,7 +70,12 @@ fn next_end(text: &str, start: usize, budget: Tokens, count: &dyn Fn(&str) -> To
     let n = text.len();
     let fits = |end: usize| count(&text[start..end]) <= budget;
     // A first guess: tokens rarely span less than a byte.
-    let guess = ceil_boundary(text, start.saturating_add(usize::try_from(budget.0).unwrap_or(n)).min(n));
+    let guess = ceil_boundary(
+        text,
+        start
+            .saturating_add(usize::try_from(budget.0).unwrap_or(n))
+            .min(n),
+    );
     // `lo` fits (or is `start`); `hi` does not fit (or is past the end).
     let (mut lo, mut hi);
     if fits(guess) {
@@ -111,8 +120,13 @@ fn next_end(text: &str, start: usize, budget: Tokens, count: &dyn Fn(&str) -> To
         if hi - lo <= tolerance {
             break;
         }
-        let mid = floor_boundary(text, lo + (hi - lo) / 2);
+        let half = lo + (hi - lo) / 2;
+        let mut mid = floor_boundary(text, half);
         if mid <= lo {
+            mid = ceil_boundary(text, half);
+        }
+        if mid <= lo || mid >= hi {
+            // No char boundary lies strictly between.
             break;
         }
         if fits(mid) {
@@ -183,7 +197,11 @@ pub fn fold_prompt(summary_so_far: Option<&str>, batch: &str, objective: &str) -
     if !batch.ends_with('\n') {
         p.push('\n');
     }
-    p.push_str(if summary_so_far.is_some() { "</next_steps>\n" } else { "</steps>\n" });
+    p.push_str(if summary_so_far.is_some() {
+        "</next_steps>\n"
+    } else {
+        "</steps>\n"
+    });
     p
 }
 
@@ -204,8 +222,14 @@ mod tests {
             Message::new(
                 Role::Assistant,
                 vec![
-                    Part::Thinking { text: "hmm".into(), signature: Some("sig".into()), redacted: false },
-                    Part::Text { text: "running".into() },
+                    Part::Thinking {
+                        text: "hmm".into(),
+                        signature: Some("sig".into()),
+                        redacted: false,
+                    },
+                    Part::Text {
+                        text: "running".into(),
+                    },
                     Part::ToolCall {
                         id: "c1".into(),
                         name: "run_command".into(),
@@ -228,10 +252,10 @@ mod tests {
     #[test]
     fn batches_end_at_lines_when_they_can() {
         let text = "aaa\nbbb\nccc\n";
-        // Each line is 2 tokens: two lines fit a budget of 4.
-        let b = batches(text, Tokens(4), &chars_over_3);
+        // Each line is 3 tokens, two lines 5 tokens.
+        let b = batches(text, Tokens(5), &chars_over_3);
         assert_eq!(b, vec!["aaa\nbbb\n", "ccc\n"]);
-        assert_eq!(batches("", Tokens(4), &chars_over_3), Vec::<String>::new());
+        assert_eq!(batches("", Tokens(5), &chars_over_3), Vec::<String>::new());
         assert_eq!(batches(text, Tokens(100), &chars_over_3), vec![text]);
     }
 
@@ -239,7 +263,8 @@ mod tests {
     fn a_long_line_is_split_inside() {
         let text = "é".repeat(100);
         let b = batches(&text, Tokens(10), &chars_over_3);
-        assert!(b.len() >= 10);
+        // 30 characters are 10 tokens.
+        assert_eq!(b.len(), 4);
         assert_eq!(b.concat(), text);
         assert!(b.iter().all(|p| chars_over_3(p) <= Tokens(10)));
     }
@@ -249,6 +274,19 @@ mod tests {
         let framed = |s: &str| Tokens(s.len() as u64 + 4);
         let b = batches("ab\nc", Tokens(0), &framed);
         assert_eq!(b, vec!["a", "b", "\n", "c"]);
+    }
+
+    #[test]
+    fn bisection_finds_a_boundary_between_wide_characters() {
+        // Found by the property below: a midpoint inside a 4-byte character used to end the search
+        // while a boundary still lay between the fitting and the failing end.
+        let text = " \u{fb38} a\u{1cf00}® 🤀¡a𜰀0A A\na®0🌀a®A\u{b55}𐾰AA \u{1cf00}ቘ 𬺰 a \n𐆐🌀a0 0a𐞀Aa\u{a01}ㄅAA𝟎A®𑦪 🌀\u{1ab0}A𝌀\nA𝔇⭶0𖩠A𞤀0ೝ ¡0aAA𑀀 ";
+        let count = |s: &str| Tokens(chars_over_3(s).0 + 2);
+        let b = batches(text, Tokens(25), &count);
+        assert_eq!(b.concat(), text);
+        assert_eq!(b.len(), 2);
+        assert!(b[0].ends_with("𝌀\n"), "{b:?}");
+        assert!(b.iter().all(|p| count(p) <= Tokens(25)));
     }
 
     #[test]

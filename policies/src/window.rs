@@ -39,7 +39,10 @@ pub struct Window {
 
 impl Window {
     pub fn assumed() -> Window {
-        Window { tokens: ASSUMED_WINDOW, source: WindowSource::Assumed }
+        Window {
+            tokens: ASSUMED_WINDOW,
+            source: WindowSource::Assumed,
+        }
     }
 }
 
@@ -56,7 +59,7 @@ pub fn parse_refusal_limit(text: &str) -> Option<Tokens> {
     // Phrases after which the first number is the limit.
     const AFTER: [&str; 6] = [
         "maximum context length is",
-        "maximum model length is",
+        "maximum model length",
         "max_model_len",
         "available context size",
         "context window of",

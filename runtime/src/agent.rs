@@ -56,7 +56,13 @@ pub struct AgentActor {
 
 impl AgentActor {
     pub fn new(role: RoleKind, history: Vec<Message>, task: Arc<TaskCtx>) -> AgentActor {
-        AgentActor { agent: Arc::new(tokio::sync::Mutex::new(Agent { role, history, task })) }
+        AgentActor {
+            agent: Arc::new(tokio::sync::Mutex::new(Agent {
+                role,
+                history,
+                task,
+            })),
+        }
     }
 }
 
@@ -77,7 +83,9 @@ impl Handler<RunTurn> for AgentActor {
             });
             match handle.await {
                 Ok(result) => result,
-                Err(e) => Err(TurnError::Team(format!("the turn stopped unexpectedly: {e}"))),
+                Err(e) => Err(TurnError::Team(format!(
+                    "the turn stopped unexpectedly: {e}"
+                ))),
             }
         })
     }
@@ -126,11 +134,18 @@ impl Agent {
     }
 
     fn emit(&self, kind: EventKind) -> Result<(), StoreError> {
-        self.task.shared.bus.emit(&self.task.task_id, self.role.name(), kind).map(|_| ())
+        self.task
+            .shared
+            .bus
+            .emit(&self.task.task_id, self.role.name(), kind)
+            .map(|_| ())
     }
 
     fn persist(&mut self, message: Message) -> Result<(), StoreError> {
-        let record = Record::Message { role: self.name().to_string(), message: message.clone() };
+        let record = Record::Message {
+            role: self.name().to_string(),
+            message: message.clone(),
+        };
         self.task.shared.store.append(&self.task.task_id, &record)?;
         self.history.push(message);
         Ok(())
@@ -150,7 +165,11 @@ impl Agent {
         let tools: Vec<ToolSpec> = agentd_agents::schema::schemas(&snapshot.tools)
             .map_err(|e| TurnError::Team(format!("role {}: unknown tool {}", self.name(), e.0)))?
             .into_iter()
-            .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
+            .map(|s| ToolSpec {
+                name: s.name,
+                description: s.description,
+                parameters: s.parameters,
+            })
             .collect();
         let system = self.task.system_prompt(&self.role);
         let mut learned_once = false;
@@ -194,12 +213,16 @@ impl Agent {
             })?;
             let response = match self.chat(&client, &request).await {
                 Ok(r) => r,
-                Err(TurnError::Provider(ProviderError::ContextOverflow { limit: Some(limit), message }))
-                    if !learned_once && limit != fitted.window.tokens =>
-                {
+                Err(TurnError::Provider(ProviderError::ContextOverflow {
+                    limit: Some(limit),
+                    message,
+                })) if !learned_once && limit != fitted.window.tokens => {
                     // The refusal states the real window: remember it and measure again.
                     learned_once = true;
-                    let window = Window { tokens: limit, source: WindowSource::Error };
+                    let window = Window {
+                        tokens: limit,
+                        source: WindowSource::Error,
+                    };
                     let old = self
                         .task
                         .shared
@@ -236,9 +259,16 @@ impl Agent {
             }
             let mut finished = None;
             for (call_id, name, arguments) in calls {
-                self.emit(EventKind::ToolCalled { tool: name.clone(), call_id: call_id.clone() })?;
+                self.emit(EventKind::ToolCalled {
+                    tool: name.clone(),
+                    call_id: call_id.clone(),
+                })?;
                 let result = self.call_tool(&snapshot, &name, &arguments).await?;
-                self.persist(Message::tool_result(&call_id, &result.outcome.content, !result.outcome.ok))?;
+                self.persist(Message::tool_result(
+                    &call_id,
+                    &result.outcome.content,
+                    !result.outcome.ok,
+                ))?;
                 self.emit(EventKind::ToolFinished {
                     tool: name.clone(),
                     call_id: call_id.clone(),
@@ -253,11 +283,24 @@ impl Agent {
                 return Ok(summary);
             }
         }
-        Err(TurnError::Runaway { role: self.name().to_string(), steps: MAX_STEPS_PER_TURN })
+        Err(TurnError::Runaway {
+            role: self.name().to_string(),
+            steps: MAX_STEPS_PER_TURN,
+        })
     }
 
-    async fn call_tool(&mut self, snapshot: &Snapshot, name: &str, arguments: &str) -> Result<CallOutcome, TurnError> {
-        let plain = |outcome: ToolOutcome| Ok(CallOutcome { outcome, finished: None });
+    async fn call_tool(
+        &mut self,
+        snapshot: &Snapshot,
+        name: &str,
+        arguments: &str,
+    ) -> Result<CallOutcome, TurnError> {
+        let plain = |outcome: ToolOutcome| {
+            Ok(CallOutcome {
+                outcome,
+                finished: None,
+            })
+        };
         if !snapshot.tools.iter().any(|t| t == name) {
             return plain(failure(format!(
                 "tool {name:?} is not available to the {} role; available: {}",
@@ -274,10 +317,14 @@ impl Agent {
                 if let Some(verify) = &snapshot.verify {
                     let ctx = self.tool_context(snapshot);
                     let check = serde_json::json!({ "command": verify }).to_string();
-                    let outcome = self.cancellable(agent_tools::execute(&ctx, "run_command", &check)).await?;
+                    let outcome = self
+                        .cancellable(agent_tools::execute(&ctx, "run_command", &check))
+                        .await?;
                     if !outcome.ok {
                         let reason = format!("verification `{verify}` failed");
-                        self.emit(EventKind::FinishRejected { reason: reason.clone() })?;
+                        self.emit(EventKind::FinishRejected {
+                            reason: reason.clone(),
+                        })?;
                         return plain(failure(format!(
                             "finish rejected: {reason}; fix it and call finish again.\n{}",
                             outcome.content
@@ -285,7 +332,11 @@ impl Agent {
                     }
                 }
                 Ok(CallOutcome {
-                    outcome: ToolOutcome { ok: true, content: "finished".into(), complete: true },
+                    outcome: ToolOutcome {
+                        ok: true,
+                        content: "finished".into(),
+                        complete: true,
+                    },
                     finished: Some(args.summary),
                 })
             }
@@ -310,15 +361,26 @@ impl Agent {
                     receipts_id: None,
                 })?;
                 let summary = target
-                    .send(RunTurn { input: Some(args.objective) })
+                    .send(RunTurn {
+                        input: Some(args.objective),
+                    })
                     .await
                     .map_err(|e| TurnError::Team(format!("{} is gone: {e}", args.to)))??;
-                self.emit(EventKind::DelegationReturned { from_role: args.to.clone(), summary: summary.clone() })?;
-                plain(ToolOutcome { ok: true, content: summary, complete: true })
+                self.emit(EventKind::DelegationReturned {
+                    from_role: args.to.clone(),
+                    summary: summary.clone(),
+                })?;
+                plain(ToolOutcome {
+                    ok: true,
+                    content: summary,
+                    complete: true,
+                })
             }
             _ => {
                 let ctx = self.tool_context(snapshot);
-                let outcome = self.cancellable(agent_tools::execute(&ctx, name, arguments)).await?;
+                let outcome = self
+                    .cancellable(agent_tools::execute(&ctx, name, arguments))
+                    .await?;
                 plain(outcome)
             }
         }
@@ -326,7 +388,11 @@ impl Agent {
 
     /// Sends a request, retrying rate limits, server errors and stream anomalies by the retry policy.
     /// A retry resends the same request: nothing of a failed attempt was stored.
-    async fn chat(&self, client: &OpenAiClient, request: &ChatRequest) -> Result<ChatResponse, TurnError> {
+    async fn chat(
+        &self,
+        client: &OpenAiClient,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, TurnError> {
         let mut failures: HashMap<&'static str, u32> = HashMap::new();
         loop {
             let error = match client.chat(request, &self.task.cancel).await {
@@ -335,9 +401,9 @@ impl Agent {
                 Err(e) => e,
             };
             let failure = match &error {
-                ProviderError::RateLimited { retry_after, .. } => {
-                    Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) }
-                }
+                ProviderError::RateLimited { retry_after, .. } => Failure::RateLimit {
+                    retry_after_ms: retry_after.map(|d| d.as_millis() as u64),
+                },
                 ProviderError::Server { .. } => Failure::ServerError,
                 ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
                 _ => return Err(error.into()),
@@ -346,7 +412,11 @@ impl Agent {
             *attempt += 1;
             match decide(&self.task.shared.retry, failure, *attempt) {
                 Decision::GiveUp => return Err(error.into()),
-                Decision::Retry { attempt, max_attempts, delay_ms } => {
+                Decision::Retry {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                } => {
                     tracing::info!(role = self.name(), %error, attempt, delay_ms, "retry scheduled");
                     self.emit(EventKind::RetryScheduled {
                         reason: failure.reason().to_string(),
@@ -359,7 +429,10 @@ impl Agent {
                         .task
                         .shared
                         .scheduler
-                        .send(Wait { delay: Duration::from_millis(delay_ms), cancel: self.task.cancel.clone() })
+                        .send(Wait {
+                            delay: Duration::from_millis(delay_ms),
+                            cancel: self.task.cancel.clone(),
+                        })
                         .await
                         .map_err(|e| TurnError::Team(format!("the scheduler is gone: {e}")))?;
                     if waited == Waited::Cancelled {
@@ -379,7 +452,10 @@ impl Agent {
         }
     }
 
-    async fn cancellable<F: std::future::Future<Output = ToolOutcome>>(&self, f: F) -> Result<ToolOutcome, TurnError> {
+    async fn cancellable<F: std::future::Future<Output = ToolOutcome>>(
+        &self,
+        f: F,
+    ) -> Result<ToolOutcome, TurnError> {
         tokio::select! {
             outcome = f => Ok(outcome),
             _ = self.task.cancel.cancelled() => Err(TurnError::Cancelled),
@@ -388,9 +464,17 @@ impl Agent {
 }
 
 fn failure(content: String) -> ToolOutcome {
-    ToolOutcome { ok: false, content, complete: true }
+    ToolOutcome {
+        ok: false,
+        content,
+        complete: true,
+    }
 }
 
-fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolOutcome> {
-    serde_json::from_str(arguments).map_err(|e| failure(format!("invalid arguments for {tool}: {e}")))
+fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: &str,
+) -> Result<T, ToolOutcome> {
+    serde_json::from_str(arguments)
+        .map_err(|e| failure(format!("invalid arguments for {tool}: {e}")))
 }

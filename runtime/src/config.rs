@@ -11,11 +11,18 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{path}: key `{key}`: {message}")]
-    Invalid { path: PathBuf, key: String, message: String },
+    Invalid {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
 }
 
 /// The text `agentd init` writes: every key commented, so a user sees what exists.
@@ -103,8 +110,10 @@ impl Config {
     }
 
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Config::parse(&text, path)
     }
 
@@ -197,8 +206,16 @@ impl RawConfig {
         let mut retry = RetryPolicy::default();
         for (name, raw, slot) in [
             ("rate_limit", self.retry.rate_limit, &mut retry.rate_limit),
-            ("stream_anomaly", self.retry.stream_anomaly, &mut retry.stream_anomaly),
-            ("server_error", self.retry.server_error, &mut retry.server_error),
+            (
+                "stream_anomaly",
+                self.retry.stream_anomaly,
+                &mut retry.stream_anomaly,
+            ),
+            (
+                "server_error",
+                self.retry.server_error,
+                &mut retry.server_error,
+            ),
         ] {
             let Some(raw) = raw else { continue };
             if let Some(a) = raw.attempts {
@@ -219,28 +236,32 @@ impl RawConfig {
             }
             if let Some(v) = &s.idle_thinking_cleanup_after {
                 humantime::parse_duration(v).map_err(|e| {
-                    invalid("scheduler.idle_thinking_cleanup_after".into(), format!("{e}: {v:?}"))
+                    invalid(
+                        "scheduler.idle_thinking_cleanup_after".into(),
+                        format!("{e}: {v:?}"),
+                    )
                 })?;
             }
         }
         let mut providers = BTreeMap::new();
         for (name, p) in self.providers {
-            let kind = match p.kind.as_str() {
-                "openai" => ProviderKind::OpenAi,
-                "ollama" => ProviderKind::Ollama,
-                "anthropic" => {
-                    return Err(invalid(
+            let kind =
+                match p.kind.as_str() {
+                    "openai" => ProviderKind::OpenAi,
+                    "ollama" => ProviderKind::Ollama,
+                    "anthropic" => {
+                        return Err(invalid(
+                            format!("providers.{name}.kind"),
+                            "the anthropic provider is not supported by this version yet".into(),
+                        ))
+                    }
+                    other => return Err(invalid(
                         format!("providers.{name}.kind"),
-                        "the anthropic provider is not supported by this version yet".into(),
-                    ))
-                }
-                other => {
-                    return Err(invalid(
-                        format!("providers.{name}.kind"),
-                        format!("unknown provider kind {other:?}; expected \"openai\" or \"ollama\""),
-                    ))
-                }
-            };
+                        format!(
+                            "unknown provider kind {other:?}; expected \"openai\" or \"ollama\""
+                        ),
+                    )),
+                };
             if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
                 return Err(invalid(
                     format!("providers.{name}.base_url"),
@@ -257,54 +278,59 @@ impl RawConfig {
                 },
             );
         }
-        let role = |key: String, r: RawRole, is_specialist: bool| -> Result<RoleConfig, ConfigError> {
-            if !providers.contains_key(&r.provider) {
-                return Err(invalid(
-                    format!("{key}.provider"),
-                    format!("no provider named {:?} in [providers]", r.provider),
-                ));
-            }
-            if r.model.trim().is_empty() {
-                return Err(invalid(format!("{key}.model"), "must not be empty".into()));
-            }
-            let compact_at = match r.compact_at {
-                None => None,
-                Some(v) if (1..=100).contains(&v) => Some(v as u8),
-                Some(v) => {
+        let role =
+            |key: String, r: RawRole, is_specialist: bool| -> Result<RoleConfig, ConfigError> {
+                if !providers.contains_key(&r.provider) {
                     return Err(invalid(
-                        format!("{key}.compact_at"),
-                        format!("must be a percentage from 1 to 100, got {v}"),
-                    ))
-                }
-            };
-            if let Some(tools) = &r.tools {
-                if !is_specialist {
-                    return Err(invalid(
-                        format!("{key}.tools"),
-                        "only specialists take a tool list; the lead's and coder's are fixed".into(),
+                        format!("{key}.provider"),
+                        format!("no provider named {:?} in [providers]", r.provider),
                     ));
                 }
-                for t in tools {
-                    if !ALL_TOOLS.contains(&t.as_str()) || t == "delegate" {
+                if r.model.trim().is_empty() {
+                    return Err(invalid(format!("{key}.model"), "must not be empty".into()));
+                }
+                let compact_at = match r.compact_at {
+                    None => None,
+                    Some(v) if (1..=100).contains(&v) => Some(v as u8),
+                    Some(v) => {
+                        return Err(invalid(
+                            format!("{key}.compact_at"),
+                            format!("must be a percentage from 1 to 100, got {v}"),
+                        ))
+                    }
+                };
+                if let Some(tools) = &r.tools {
+                    if !is_specialist {
                         return Err(invalid(
                             format!("{key}.tools"),
-                            format!("unknown tool {t:?} for a specialist"),
+                            "only specialists take a tool list; the lead's and coder's are fixed"
+                                .into(),
                         ));
                     }
+                    for t in tools {
+                        if !ALL_TOOLS.contains(&t.as_str()) || t == "delegate" {
+                            return Err(invalid(
+                                format!("{key}.tools"),
+                                format!("unknown tool {t:?} for a specialist"),
+                            ));
+                        }
+                    }
                 }
-            }
-            if r.verify.is_some() && key != "team.coder" {
-                return Err(invalid(format!("{key}.verify"), "only the coder takes `verify`".into()));
-            }
-            Ok(RoleConfig {
-                provider: r.provider,
-                model: r.model,
-                compact_at,
-                verify: r.verify,
-                prompt: r.prompt,
-                tools: r.tools,
-            })
-        };
+                if r.verify.is_some() && key != "team.coder" {
+                    return Err(invalid(
+                        format!("{key}.verify"),
+                        "only the coder takes `verify`".into(),
+                    ));
+                }
+                Ok(RoleConfig {
+                    provider: r.provider,
+                    model: r.model,
+                    compact_at,
+                    verify: r.verify,
+                    prompt: r.prompt,
+                    tools: r.tools,
+                })
+            };
         let lead = role("team.lead".into(), self.team.lead, false)?;
         let coder = role("team.coder".into(), self.team.coder, false)?;
         let mut specialists = BTreeMap::new();
@@ -324,7 +350,10 @@ impl RawConfig {
                 .map_err(|e| invalid("tools.command_timeout".into(), format!("{e}: {v:?}")))?,
         };
         if command_timeout.is_zero() {
-            return Err(invalid("tools.command_timeout".into(), "must be longer than 0s".into()));
+            return Err(invalid(
+                "tools.command_timeout".into(),
+                "must be longer than 0s".into(),
+            ));
         }
         Ok(Config {
             path: path.to_path_buf(),
@@ -377,7 +406,9 @@ mod tests {
 
     #[test]
     fn retry_tables_parse_and_bad_delays_are_named() {
-        let text = format!("{DEFAULT_CONFIG}\n[retry]\nrate_limit = {{ attempts = 3, delay = \"100ms\" }}\n");
+        let text = format!(
+            "{DEFAULT_CONFIG}\n[retry]\nrate_limit = {{ attempts = 3, delay = \"100ms\" }}\n"
+        );
         let c = parse(&text).unwrap();
         assert_eq!(c.retry.rate_limit.attempts, 3);
         assert_eq!(c.retry.rate_limit.delay_ms, 100);

@@ -21,7 +21,12 @@ pub enum FitError {
         "the request is {count} tokens, over the {window}-token window of {model} ({window_source}); \
          it was not sent"
     )]
-    OverWindow { count: Count, window: Tokens, window_source: &'static str, model: String },
+    OverWindow {
+        count: Count,
+        window: Tokens,
+        window_source: &'static str,
+        model: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -68,7 +73,10 @@ struct State {
 impl State {
     fn counter(&self, model: &str) -> Arc<TokenCounter> {
         let mut counters = lock(&self.counters);
-        counters.entry(model.to_string()).or_insert_with(|| Arc::new(TokenCounter::new(model))).clone()
+        counters
+            .entry(model.to_string())
+            .or_insert_with(|| Arc::new(TokenCounter::new(model)))
+            .clone()
     }
 
     fn known_window(&self, server: &str, model: &str) -> Result<Option<Window>, StoreError> {
@@ -96,7 +104,10 @@ impl State {
             return Ok(w);
         }
         let window = match client.probe_window(model).await {
-            Ok(Some(tokens)) => Window { tokens, source: WindowSource::Declared },
+            Ok(Some(tokens)) => Window {
+                tokens,
+                source: WindowSource::Declared,
+            },
             Ok(None) => Window::assumed(),
             Err(e) => {
                 tracing::warn!(server, model, error = %e, "window probe failed; assuming the default");
@@ -183,7 +194,11 @@ impl Handler<Fit> for Fitter {
                     model: msg.request.model.clone(),
                 });
             }
-            Ok(Fitted { count, window, thresholds })
+            Ok(Fitted {
+                count,
+                window,
+                thresholds,
+            })
         })
     }
 }
@@ -201,7 +216,10 @@ impl Handler<Learn> for Fitter {
     type Result = Result<Window, StoreError>;
 
     fn handle(&mut self, msg: Learn, _: &mut Context<Self>) -> Self::Result {
-        let old = self.state.known_window(&msg.server, &msg.model)?.unwrap_or_else(Window::assumed);
+        let old = self
+            .state
+            .known_window(&msg.server, &msg.model)?
+            .unwrap_or_else(Window::assumed);
         self.state.set_window(&msg.server, &msg.model, msg.window)?;
         Ok(old)
     }
@@ -225,7 +243,10 @@ impl Handler<WindowOf> for Fitter {
         Box::pin(async move {
             if msg.fresh {
                 if let Ok(Some(tokens)) = msg.client.probe_window(&msg.model).await {
-                    let w = Window { tokens, source: WindowSource::Declared };
+                    let w = Window {
+                        tokens,
+                        source: WindowSource::Declared,
+                    };
                     state.set_window(msg.client.base_url(), &msg.model, w)?;
                     return Ok(w);
                 }
@@ -247,6 +268,8 @@ impl Handler<GaugeOf> for Fitter {
     type Result = Option<Gauge>;
 
     fn handle(&mut self, msg: GaugeOf, _: &mut Context<Self>) -> Self::Result {
-        lock(&self.state.gauges).get(&(msg.task_id, msg.role)).cloned()
+        lock(&self.state.gauges)
+            .get(&(msg.task_id, msg.role))
+            .cloned()
     }
 }

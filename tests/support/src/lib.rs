@@ -43,11 +43,11 @@
 //! (handle, builder, routing). Other protocols belong in sibling modules of
 //! `openai`.
 
+pub mod daemon;
 mod http;
 mod openai;
 mod script;
 mod server;
-pub mod daemon;
 pub mod workspace;
 
 use std::sync::atomic::{AtomicU64, Ordering};

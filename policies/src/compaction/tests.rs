@@ -1,0 +1,556 @@
+use super::*;
+use crate::observations::ObservationKind;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+/// A deterministic stand-in for a tokenizer: a quarter token per character plus framing.
+fn count_msg(m: &Message) -> Tokens {
+    let chars: usize = m
+        .parts
+        .iter()
+        .map(|p| match p {
+            Part::Text { text } | Part::Thinking { text, .. } => text.chars().count(),
+            Part::ToolCall {
+                id,
+                name,
+                arguments,
+            } => id.len() + name.len() + arguments.chars().count(),
+            Part::ToolResult {
+                call_id, content, ..
+            } => call_id.len() + content.chars().count(),
+            Part::Image { data, .. } => data.len(),
+        })
+        .sum();
+    Tokens(chars as u64 / 4 + 4)
+}
+
+fn count_all(h: &[Message]) -> Tokens {
+    h.iter().map(count_msg).sum()
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> Message {
+    Message::new(
+        Role::Assistant,
+        vec![Part::ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }],
+    )
+}
+
+fn run(id: &str, command: &str, ok: bool, out: &str) -> Vec<Message> {
+    let args = serde_json::json!({ "command": command }).to_string();
+    vec![
+        call(id, "run_command", &args),
+        Message::tool_result(id, out, !ok),
+    ]
+}
+
+fn filler(seed: &str, len: usize) -> String {
+    let mut s = format!("{seed}:");
+    let words = ["alpha ", "beta\n", "gamma ", "delta ", "é ", "0123456789 "];
+    let mut i = 0;
+    while s.len() < len {
+        s.push_str(words[i % words.len()]);
+        i += 1;
+    }
+    s
+}
+
+fn fake_summariser(calls: &mut Vec<Vec<usize>>) -> impl FnMut(&[usize]) -> Checkpoint + '_ {
+    move |idx: &[usize]| {
+        calls.push(idx.to_vec());
+        Checkpoint {
+            summary: format!("Summary of {} messages.", idx.len()),
+            archive_ref: Some(format!("ev-{}", idx.len())),
+            batches: 1,
+        }
+    }
+}
+
+fn input<'a>(
+    history: &'a [Message],
+    tokens: &'a [Tokens],
+    objective: &'a str,
+    destination: u64,
+    files: &'a [WorkingFile],
+) -> PlanInput<'a> {
+    PlanInput {
+        history,
+        message_tokens: tokens,
+        fixed: Tokens(100),
+        objective,
+        destination: Tokens(destination),
+        working_files: files,
+        keep_rounds_limit: None,
+        summary_reserve: Tokens(50),
+        count: &count_msg,
+    }
+}
+
+/// Objective; a failing `cargo test` (big); a big read; a chat turn; a failing `ls`; a chat turn.
+fn sample() -> Vec<Message> {
+    let mut h = vec![Message::user("make the tests pass")];
+    h.extend(run("c1", "cargo test", false, &filler("test output", 800)));
+    h.push(call("r1", "read_file", r#"{"path":"src/lib.rs"}"#));
+    h.push(Message::tool_result("r1", filler("lib", 4000), false));
+    h.push(Message::assistant_text("I see the problem."));
+    h.extend(run("c2", "ls", false, "ls: cannot access"));
+    h.push(Message::assistant_text("Next I will edit src/lib.rs."));
+    h
+}
+
+#[test]
+fn the_candidate_is_laid_out_in_order() {
+    let h = sample();
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let inp = input(&h, &tokens, "make the tests pass", 600, &[]);
+    let p = plan(&inp);
+    // Rounds: 0 objective, 1 cargo test, 2 read, 3 text, 4 ls, 5 text. The failing `cargo test` output
+    // (~200 tokens) leaves the recent part but stays as an observation; the read goes.
+    assert_eq!(p.keep_from_round, 3);
+    assert_eq!(p.keep_from_message, 5);
+    assert_eq!(p.kept_rounds, 3);
+    assert_eq!(p.summarise, vec![0, 1, 2, 3, 4]);
+    assert_eq!(p.observations.len(), 1);
+    assert_eq!(
+        p.observations[0].kind,
+        ObservationKind::FailingCommand {
+            command: "cargo test".into()
+        }
+    );
+
+    let cp = Checkpoint {
+        summary: "Ran the tests; read src/lib.rs.".into(),
+        archive_ref: Some("ev1".into()),
+        batches: 1,
+    };
+    let out = assemble(&inp, &p, &cp);
+    assert_eq!(out.len(), 3 + 4);
+    assert_eq!(out[0].text(), "Objective: make the tests pass");
+    assert!(is_checkpoint(&out[1]));
+    assert_eq!(
+        out[1].text(),
+        "[checkpoint]\nRan the tests; read src/lib.rs.\n\nThe full text of the steps summarised here is archived \
+         as evidence ev1; read it with read_evidence {\"id\": \"ev1\"}."
+    );
+    assert!(out[2].text().starts_with(
+        "[unresolved observations]\n\nrun_command `cargo test` failed:\ntest output:"
+    ));
+    assert_eq!(&out[3..], &h[5..]);
+    assert!(count_all(&out) + Tokens(100) <= Tokens(600));
+}
+
+#[test]
+fn a_request_that_fits_whole_keeps_the_original_objective_once() {
+    let h = sample();
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let inp = input(&h, &tokens, "make the tests pass", 100_000, &[]);
+    let p = plan(&inp);
+    assert_eq!(p.keep_from_message, 0);
+    assert!(p.summarise.is_empty() && p.observations.is_empty());
+    let out = assemble(&inp, &p, &Checkpoint::default());
+    assert_eq!(out, h);
+}
+
+#[test]
+fn working_files_come_newest_first_up_to_half() {
+    let h = sample();
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let file = |path: &str, len: usize| {
+        let text = filler(path, len);
+        let tokens = Tokens(text.chars().count() as u64 / 4);
+        WorkingFile {
+            path: path.into(),
+            text,
+            tokens,
+        }
+    };
+    // destination - fixed = 1900; half = 950 tokens. 2000 chars = 500 tokens each: two fit, the third
+    // does not, the small fourth does.
+    let files = vec![
+        file("a.rs", 2000),
+        file("b.rs", 1600),
+        file("c.rs", 2000),
+        file("d.rs", 40),
+    ];
+    let inp = input(&h, &tokens, "make the tests pass", 2000, &files);
+    let p = plan(&inp);
+    assert_eq!(p.files, vec![0, 1, 3]);
+    let out = assemble(&inp, &p, &Checkpoint::default());
+    let files_msg = out
+        .iter()
+        .find(|m| m.text().starts_with(FILES_HEADER))
+        .unwrap();
+    let t = files_msg.text();
+    assert!(t.starts_with("[working files]\n\n--- a.rs ---\na.rs:"));
+    assert!(t.find("--- b.rs ---").unwrap() < t.find("--- d.rs ---").unwrap());
+    assert!(!t.contains("--- c.rs ---"));
+    let c = count_all(&out) + Tokens(100);
+    assert!(c <= Tokens(2000), "{c}");
+}
+
+#[test]
+fn a_file_already_present_verbatim_is_not_repeated() {
+    let mut h = sample();
+    let text = filler("kept", 100);
+    h.push(call("r9", "read_file", r#"{"path":"k.rs"}"#));
+    h.push(Message::tool_result("r9", text.clone(), false));
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let files = vec![WorkingFile {
+        path: "k.rs".into(),
+        text,
+        tokens: Tokens(25),
+    }];
+    let inp = input(&h, &tokens, "make the tests pass", 1000, &files);
+    let p = plan(&inp);
+    assert!(p.files.is_empty());
+}
+
+#[test]
+fn judge_rules() {
+    let t = Tokens;
+    assert_eq!(judge(t(50), t(90), t(50), t(80), 3), Verdict::Accept);
+    assert_eq!(judge(t(70), t(90), t(50), t(80), 3), Verdict::Accept);
+    assert_eq!(
+        judge(t(70), t(60), t(50), t(80), 3),
+        Verdict::RetryWithFewerRounds
+    );
+    assert_eq!(
+        judge(t(85), t(90), t(50), t(80), 1),
+        Verdict::RetryWithFewerRounds
+    );
+    assert_eq!(
+        judge(t(85), t(90), t(50), t(80), 0),
+        Verdict::Fail {
+            reason: "compacted request is 85 tokens; destination 50, trigger 80, before 90; nothing more can be removed"
+                .into()
+        }
+    );
+}
+
+#[test]
+fn compact_with_retries_with_fewer_rounds_when_the_full_count_is_larger() {
+    let h = sample();
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let inp = input(&h, &tokens, "make the tests pass", 600, &[]);
+    // The full request costs more than its messages (framing the plan could not see): just enough
+    // to push the first candidate over the destination.
+    let first = plan(&inp);
+    let mut ignore = Vec::new();
+    let first_cp = fake_summariser(&mut ignore)(&first.summarise);
+    let slack = Tokens(600) - (count_all(&assemble(&inp, &first, &first_cp)) + Tokens(100));
+    let full = |m: &[Message]| count_all(m) + slack + Tokens(1);
+    let mut calls = Vec::new();
+    let before = count_all(&h) + Tokens(100);
+    let (out, p) = compact_with(
+        &inp,
+        &mut fake_summariser(&mut calls),
+        &full,
+        before,
+        Tokens(601),
+    )
+    .unwrap();
+    assert!(full(&out) + Tokens(100) <= Tokens(600));
+    assert!(p.kept_rounds < first.kept_rounds);
+    // Each retry summarises a superset, extended at the end.
+    assert!(calls.len() >= 2);
+    for w in calls.windows(2) {
+        assert!(w[1].starts_with(&w[0]) && w[1].len() > w[0].len());
+    }
+}
+
+#[test]
+fn compact_with_fails_with_the_numbers() {
+    let h = sample();
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let objective = filler("huge objective", 4000);
+    let inp = input(&h, &tokens, &objective, 600, &[]);
+    let mut calls = Vec::new();
+    let err = compact_with(
+        &inp,
+        &mut fake_summariser(&mut calls),
+        &count_all,
+        Tokens(2000),
+        Tokens(700),
+    )
+    .unwrap_err();
+    assert!(err.starts_with("compacted request is "), "{err}");
+    assert!(
+        err.contains("destination 600, trigger 700, before 2000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_history_opening_with_a_stray_result_never_opens_the_kept_part_with_it() {
+    let h = vec![
+        Message::tool_result("zz", "orphan", false),
+        Message::assistant_text("hi"),
+    ];
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let inp = input(&h, &tokens, "obj", 100_000, &[]);
+    let p = plan(&inp);
+    assert_eq!(p.keep_from_message, 1);
+    assert_eq!(p.kept_rounds, 1);
+    assert_eq!(p.summarise, vec![0]);
+}
+
+// ---- property tests ------------------------------------------------------------------------------
+
+const TOOLS: [&str; 4] = ["read_file", "run_command", "finish", "edit_file"];
+const COMMANDS: [&str; 3] = ["cargo test", "cargo build", "make lint"];
+
+#[derive(Debug, Clone)]
+enum Step {
+    Say(usize),
+    /// (tool, command, is_error, result length)
+    Calls(Vec<(usize, usize, bool, usize)>),
+    User(usize),
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        2 => (0usize..400).prop_map(Step::Say),
+        5 => prop::collection::vec((0usize..4, 0usize..3, any::<bool>(), 0usize..2000), 1..=3)
+            .prop_map(Step::Calls),
+        1 => (0usize..300).prop_map(Step::User),
+    ]
+}
+
+fn build(objective: &str, steps: &[Step]) -> Vec<Message> {
+    let mut h = vec![Message::user(objective)];
+    let mut next_id = 0;
+    for (n, step) in steps.iter().enumerate() {
+        match step {
+            Step::Say(len) => h.push(Message::assistant_text(filler(&format!("say{n}"), *len))),
+            Step::User(len) => h.push(Message::user(filler(&format!("user{n}"), *len))),
+            Step::Calls(calls) => {
+                let mut parts = vec![Part::Text {
+                    text: format!("step {n}"),
+                }];
+                let mut results = Vec::new();
+                for (tool, cmd, is_error, len) in calls {
+                    next_id += 1;
+                    let id = format!("call{next_id}");
+                    let name = TOOLS[*tool];
+                    let arguments = match name {
+                        "run_command" => {
+                            serde_json::json!({ "command": COMMANDS[*cmd] }).to_string()
+                        }
+                        "finish" => {
+                            serde_json::json!({ "summary": format!("done {n}") }).to_string()
+                        }
+                        _ => serde_json::json!({ "path": format!("src/f{cmd}.rs") }).to_string(),
+                    };
+                    parts.push(Part::ToolCall {
+                        id: id.clone(),
+                        name: name.into(),
+                        arguments,
+                    });
+                    results.push(Message::tool_result(
+                        &id,
+                        filler(&format!("out{next_id}"), *len),
+                        *is_error,
+                    ));
+                }
+                h.push(Message::new(Role::Assistant, parts));
+                h.extend(results);
+            }
+        }
+    }
+    h
+}
+
+fn arb_files() -> impl Strategy<Value = Vec<WorkingFile>> {
+    prop::collection::vec(0usize..3000, 0..3).prop_map(|lens| {
+        lens.into_iter()
+            .enumerate()
+            .map(|(i, len)| {
+                let text = filler(&format!("file{i}"), len);
+                let tokens = Tokens(text.chars().count() as u64 / 4);
+                WorkingFile {
+                    path: format!("src/file{i}.rs"),
+                    text,
+                    tokens,
+                }
+            })
+            .collect()
+    })
+}
+
+/// The checks every accepted compaction must pass.
+fn check_accepted(
+    h: &[Message],
+    objective: &str,
+    out: &[Message],
+    p: &Plan,
+) -> Result<(), TestCaseError> {
+    // The objective comes first.
+    prop_assert_eq!(out[0].role, Role::User);
+    prop_assert!(out[0].text().contains(objective));
+    // The kept part is the history's tail, verbatim (the objective may have been moved to the front).
+    let tail = &h[p.keep_from_message..];
+    if p.keep_from_message == 0 && !h.is_empty() && out[0] == h[0] {
+        prop_assert!(out.ends_with(&h[1..]));
+    } else {
+        prop_assert!(out.ends_with(tail));
+    }
+    prop_assert_eq!(
+        p.summarise.clone(),
+        (0..p.keep_from_message).collect::<Vec<_>>()
+    );
+    // Every unresolved observation of the original history is present verbatim, exactly once.
+    let obs_msgs: Vec<String> = out
+        .iter()
+        .map(|m| m.text())
+        .filter(|t| t.starts_with(OBSERVATIONS_HEADER))
+        .collect();
+    prop_assert!(obs_msgs.len() <= 1);
+    for o in unresolved(h) {
+        if o.round >= p.keep_from_round {
+            prop_assert!(!p.observations.contains(&o));
+        } else {
+            prop_assert_eq!(obs_msgs.len(), 1);
+            prop_assert_eq!(
+                obs_msgs[0].matches(o.text.as_str()).count(),
+                1,
+                "observation {:?}",
+                o.text
+            );
+        }
+    }
+    // Every tool call has its result and every result its call.
+    let mut calls: HashMap<String, usize> = HashMap::new();
+    let mut results: HashMap<String, usize> = HashMap::new();
+    for m in out {
+        for (id, _, _) in m.tool_calls() {
+            *calls.entry(id.to_string()).or_default() += 1;
+        }
+        for id in m.tool_result_ids() {
+            *results.entry(id.to_string()).or_default() += 1;
+        }
+    }
+    prop_assert_eq!(calls, results);
+    // The kept part never opens with a tool result.
+    if let Some(first) = tail.first() {
+        prop_assert!(first.role != Role::Tool);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn compaction_lands_below_the_destination_or_fails_loudly(
+        objective_len in 5usize..300,
+        steps in prop::collection::vec(arb_step(), 0..25),
+        files in arb_files(),
+        fixed in 0u64..500,
+        destination in 50u64..6000,
+        gap in prop_oneof![1u64..50, 50u64..4000],
+        summary_reserve in 20u64..120,
+        request_framing in 0u64..400,
+    ) {
+        // The full count sees framing the per-message counts do not, which forces retries.
+        let count_request = move |m: &[Message]| count_all(m) + Tokens(request_framing);
+        let objective = filler("objective", objective_len);
+        let h = build(&objective, &steps);
+        let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+        let trigger = Tokens(destination + gap);
+        let before = count_request(&h) + Tokens(fixed);
+        let inp = PlanInput {
+            history: &h,
+            message_tokens: &tokens,
+            fixed: Tokens(fixed),
+            objective: &objective,
+            destination: Tokens(destination),
+            working_files: &files,
+            keep_rounds_limit: None,
+            summary_reserve: Tokens(summary_reserve),
+            count: &count_msg,
+        };
+        let mut calls = Vec::new();
+        let result = compact_with(&inp, &mut fake_summariser(&mut calls), &count_request, before, trigger);
+        match result {
+            Ok((out, p)) => {
+                let c = count_request(&out) + Tokens(fixed);
+                prop_assert!(c <= Tokens(destination) || (c < trigger && c < before),
+                    "accepted {} with destination {}, trigger {}, before {}", c, destination, trigger, before);
+                check_accepted(&h, &objective, &out, &p)?;
+            }
+            Err(reason) => {
+                prop_assert!(reason.starts_with("compacted request is "), "{}", reason);
+            }
+        }
+        for w in calls.windows(2) {
+            prop_assert!(w[1].starts_with(&w[0]));
+        }
+    }
+
+    #[test]
+    fn compaction_succeeds_whenever_the_mandatory_parts_fit(
+        objective_len in 5usize..300,
+        steps in prop::collection::vec(arb_step(), 0..25),
+        files in arb_files(),
+        fixed in 0u64..500,
+        room in 0u64..5000,
+        gap in 1u64..4000,
+    ) {
+        let objective = filler("objective", objective_len);
+        let h = build(&objective, &steps);
+        let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+        let summary_reserve = Tokens(40);
+        let skeleton = Checkpoint {
+            summary: String::new(),
+            archive_ref: Some(ARCHIVE_REF_PLACEHOLDER.into()),
+            batches: 0,
+        };
+        let all_obs = unresolved(&h);
+        let mandatory = Tokens(fixed)
+            + count_msg(&objective_message(&objective))
+            + count_msg(&checkpoint_message(&skeleton))
+            + summary_reserve
+            + observations_message(all_obs.iter().map(|o| o.text.as_str())).map_or(Tokens::ZERO, |m| count_msg(&m));
+        let destination = mandatory + Tokens(room);
+        let trigger = destination + Tokens(gap);
+        let before = count_all(&h) + Tokens(fixed);
+        let inp = PlanInput {
+            history: &h,
+            message_tokens: &tokens,
+            fixed: Tokens(fixed),
+            objective: &objective,
+            destination,
+            working_files: &files,
+            keep_rounds_limit: None,
+            summary_reserve,
+            count: &count_msg,
+        };
+        let mut calls = Vec::new();
+        let (out, p) = compact_with(&inp, &mut fake_summariser(&mut calls), &count_all, before, trigger)
+            .map_err(TestCaseError::fail)?;
+        prop_assert!(count_all(&out) + Tokens(fixed) <= destination);
+        // The plan's own estimate was exact: no retry was needed.
+        prop_assert!(calls.len() <= 1);
+        check_accepted(&h, &objective, &out, &p)?;
+    }
+
+    #[test]
+    fn fewer_rounds_only_summarise_more(
+        steps in prop::collection::vec(arb_step(), 0..25),
+        destination in 200u64..20_000,
+    ) {
+        let h = build("objective", &steps);
+        let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+        let inp = input(&h, &tokens, "objective", destination, &[]);
+        let mut previous = plan(&inp);
+        for limit in (0..previous.kept_rounds).rev() {
+            let p = plan(&PlanInput { keep_rounds_limit: Some(limit), ..inp });
+            prop_assert!(p.kept_rounds <= limit);
+            prop_assert!(p.summarise.starts_with(&previous.summarise));
+            previous = p;
+        }
+    }
+}
