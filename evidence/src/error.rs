@@ -1,4 +1,5 @@
-//! The one error type of the store.
+//! The store's error types: [`StoreError`] for the database, [`EvidenceError`] for evidence (which
+//! also touches blob files).
 
 use std::path::PathBuf;
 
@@ -25,4 +26,40 @@ pub enum StoreError {
     },
     #[error("unknown task {0}")]
     UnknownTask(String),
+}
+
+/// An evidence operation that failed. Nothing here is a silent drop: every variant names the
+/// evidence or file concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum EvidenceError {
+    /// No evidence with this id is recorded.
+    #[error("unknown evidence {0}")]
+    UnknownEvidence(String),
+    /// The blob's bytes no longer hash to the recorded sha256: no data is served from it.
+    #[error("evidence {id} is altered on disk: sha256 {actual}, recorded {expected}")]
+    Integrity {
+        id: String,
+        expected: String,
+        actual: String,
+    },
+    /// The blob file of recorded evidence is gone.
+    #[error("evidence {id}: its blob {path} is missing")]
+    Missing { id: String, path: PathBuf },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Neither the store nor the fallback file could take the evidence.
+    #[error("evidence {id} could not be stored ({store}) nor written to {path}: {source}")]
+    NotStored {
+        id: String,
+        /// Why the store refused it.
+        store: Box<EvidenceError>,
+        /// The fallback file (or its directory) that could not be written.
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }

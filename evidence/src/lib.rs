@@ -1,8 +1,9 @@
 //! agentd's own disk state.
 //!
 //! This room is the only one that touches the daemon's durable state: the sled database under
-//! `<home>/db` (tasks, the per-task append-only log, settings, learned windows) and, later, the
-//! evidence blobs. It knows nothing of providers, actors or the socket: it stores and returns the
+//! `<home>/db` (tasks, the per-task append-only log, settings, learned windows, evidence metadata) and
+//! the evidence blobs under `<home>/evidence` (content-addressed files named by sha256; see [`blobs`]
+//! and [`evidence`]). It knows nothing of providers, actors or the socket: it stores and returns the
 //! plain data of `agentd-policies`.
 //!
 //! Durability rule (design, "Persistence and resume"): a record is flushed before anything that
@@ -12,14 +13,21 @@
 //! Stored data is never trusted: a value that does not decode is reported as
 //! [`StoreError::Corrupt`] naming its tree and key, never a panic.
 
+pub mod blobs;
 mod codec;
 pub mod error;
+pub mod evidence;
+mod lines;
 mod log;
+pub mod page;
 mod settings;
 pub mod store;
 pub mod tasks;
 mod windows;
 
-pub use error::StoreError;
+pub use blobs::write_fallback;
+pub use error::{EvidenceError, StoreError};
+pub use evidence::{BlobProblem, EvidenceMeta, NewEvidence, Source, Stored, VerifyProblem};
+pub use page::{Page, Unit};
 pub use store::Store;
 pub use tasks::TaskMeta;

@@ -17,21 +17,35 @@ pub type Result<T> = std::result::Result<T, String>;
 pub fn agentd_binary() -> Result<PathBuf> {
     if let Ok(p) = std::env::var("AGENTD_BIN") {
         let p = PathBuf::from(p);
-        return if p.is_file() { Ok(p) } else { Err(format!("AGENTD_BIN={} is not a file", p.display())) };
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("AGENTD_BIN={} is not a file", p.display()))
+        };
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this example's executable: {e}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot locate this example's executable: {e}"))?;
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .ok_or_else(|| format!("unexpected example location {}", exe.display()))?;
     let bin = profile_dir.join("agentd");
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+    let modified = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    };
     let stale = !bin.is_file() || modified(&bin) < modified(&exe);
     if stale {
-        let profile = profile_dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
+        let profile = profile_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("debug")
+            .to_string();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
         let mut cmd = Command::new(&cargo);
-        cmd.args(["build", "--quiet", "--bin", "agentd"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        cmd.args(["build", "--quiet", "--bin", "agentd"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
         match profile.as_str() {
             "debug" => {}
             "release" => {
@@ -52,10 +66,24 @@ pub fn agentd_binary() -> Result<PathBuf> {
         // When it exists but is older than this example, rebuild quietly (a no-op when nothing changed).
         match cmd.status() {
             Ok(s) if s.success() && bin.is_file() => {}
-            Ok(s) if !missing => eprintln!("note: `cargo build --bin agentd` failed ({s}); using the existing {}", bin.display()),
-            Err(e) if !missing => eprintln!("note: cannot run {cargo} ({e}); using the existing {}", bin.display()),
-            Ok(s) => return Err(format!("`cargo build --bin agentd` failed ({s}); build it yourself or set AGENTD_BIN")),
-            Err(e) => return Err(format!("cannot run {cargo} to build agentd: {e}; build it yourself or set AGENTD_BIN")),
+            Ok(s) if !missing => eprintln!(
+                "note: `cargo build --bin agentd` failed ({s}); using the existing {}",
+                bin.display()
+            ),
+            Err(e) if !missing => eprintln!(
+                "note: cannot run {cargo} ({e}); using the existing {}",
+                bin.display()
+            ),
+            Ok(s) => {
+                return Err(format!(
+                    "`cargo build --bin agentd` failed ({s}); build it yourself or set AGENTD_BIN"
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot run {cargo} to build agentd: {e}; build it yourself or set AGENTD_BIN"
+                ))
+            }
         }
     }
     Ok(bin)
@@ -83,7 +111,8 @@ impl Daemon {
         let cfg = home.path().join("agentd.toml");
         std::fs::write(&cfg, config).map_err(|e| format!("cannot write {}: {e}", cfg.display()))?;
         let log_path = home.path().join("serve.log");
-        let log = std::fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let child = Command::new(bin)
             .arg("--home")
             .arg(home.path())
@@ -95,7 +124,11 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start {} serve: {e}", bin.display()))?;
-        let mut d = Daemon { bin: bin.to_path_buf(), home, child: Some(child) };
+        let mut d = Daemon {
+            bin: bin.to_path_buf(),
+            home,
+            child: Some(child),
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(mut c) = RpcClient::connect(&d.socket()) {
@@ -105,10 +138,17 @@ impl Daemon {
             }
             if let Some(status) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 d.child = None;
-                return Err(format!("agentd serve exited at start ({status}); its log:\n{}", d.serve_log()));
+                return Err(format!(
+                    "agentd serve exited at start ({status}); its log:\n{}",
+                    d.serve_log()
+                ));
             }
             if Instant::now() > deadline {
-                return Err(format!("agentd serve did not answer on {} within 30s; its log:\n{}", d.socket().display(), d.serve_log()));
+                return Err(format!(
+                    "agentd serve did not answer on {} within 30s; its log:\n{}",
+                    d.socket().display(),
+                    d.serve_log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -127,7 +167,8 @@ impl Daemon {
     }
 
     pub fn client(&self) -> Result<RpcClient> {
-        RpcClient::connect(&self.socket()).map_err(|e| format!("cannot connect to {}: {e}", self.socket().display()))
+        RpcClient::connect(&self.socket())
+            .map_err(|e| format!("cannot connect to {}: {e}", self.socket().display()))
     }
 
     /// `agentd --home HOME ARGS…`, run to completion.
@@ -178,5 +219,8 @@ pub fn rss_kib(pid: u32) -> Result<u64> {
 
 /// Whether an event ends its task.
 pub fn is_terminal(kind: &str) -> bool {
-    matches!(kind, "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
+    matches!(
+        kind,
+        "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted"
+    )
 }

@@ -17,6 +17,7 @@ pub mod rounds;
 pub mod summary;
 pub mod task;
 pub mod tokens;
+pub mod usage;
 pub mod window;
 
 pub use budget::Thresholds;

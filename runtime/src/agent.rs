@@ -5,16 +5,20 @@
 //! run the tools it called and persist their results — until the model calls `finish` or answers
 //! without a tool call. Every message is in the task's log before anything depending on it happens.
 
-use crate::fitter::{Fit, FitError, Learn};
+use crate::clock::now_rfc3339;
+use crate::fitter::{Fit, FitError, Learn, Measure, Observe};
 use crate::provider::{ChatRequest, ChatResponse, OpenAiClient, ProviderError, ToolSpec};
 use crate::scheduler::{Wait, Waited};
 use crate::task::TaskCtx;
 use actix::prelude::*;
 use agentd_agents::roles::RoleKind;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
-use agentd_evidence::StoreError;
+use agentd_evidence::{NewEvidence, Source, StoreError, Stored, Unit};
+use agentd_policies::compaction::OBJECTIVE_PREFIX;
 use agentd_policies::retry::{decide, Decision, Failure};
-use agentd_policies::{EventKind, Message, Record, Role, TaskState, Window, WindowSource};
+use agentd_policies::{
+    Count, EventKind, Message, Record, Role, TaskState, Tokens, Window, WindowSource,
+};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,6 +65,8 @@ impl AgentActor {
                 role,
                 history,
                 task,
+                objective: None,
+                last_window: agentd_policies::window::ASSUMED_WINDOW,
             })),
         }
     }
@@ -107,12 +113,24 @@ struct Agent {
     role: RoleKind,
     history: Vec<Message>,
     task: Arc<TaskCtx>,
+    /// The objective of the current turn (the task's, or the delegation's).
+    objective: Option<String>,
+    /// The window of the last request: what tool-result pages are sized against.
+    last_window: Tokens,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FinishArgs {
     summary: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadEvidenceArgs {
+    id: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -131,6 +149,25 @@ struct CallOutcome {
 impl Agent {
     fn name(&self) -> &str {
         self.role.name()
+    }
+
+    /// The current turn's objective; after a resume, the newest plain user message of the history.
+    fn objective(&self) -> String {
+        if let Some(o) = &self.objective {
+            return o.clone();
+        }
+        self.history
+            .iter()
+            .rev()
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.text())
+            .find(|t| !t.starts_with('['))
+            .map(|t| {
+                t.strip_prefix(OBJECTIVE_PREFIX)
+                    .map(str::to_string)
+                    .unwrap_or(t)
+            })
+            .unwrap_or_default()
     }
 
     fn emit(&self, kind: EventKind) -> Result<(), StoreError> {
@@ -159,6 +196,7 @@ impl Agent {
         };
         self.task.shared.store.append(&self.task.task_id, &record)?;
         if let Some(text) = input {
+            self.objective = Some(text.clone());
             self.persist(Message::user(text))?;
         }
         let client = self.task.client(&snapshot.provider)?;
@@ -191,7 +229,7 @@ impl Agent {
                 tool_choice_none: false,
                 max_tokens: None,
             };
-            let fitted = self
+            let fitted = match self
                 .task
                 .shared
                 .fitter
@@ -199,11 +237,34 @@ impl Agent {
                     task_id: self.task.task_id.clone(),
                     role: self.name().to_string(),
                     client: client.clone(),
-                    request: request.clone(),
+                    request,
                     compact_at: snapshot.compact_at,
+                    objective: self.objective(),
+                    workspace: self.task.workspace.clone(),
+                    cancel: self.task.cancel.clone(),
                 })
                 .await
-                .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))??;
+                .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))?
+            {
+                Ok(f) => f,
+                Err(FitError::Cancelled) => return Err(TurnError::Cancelled),
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(done) = &fitted.compacted {
+                // The accepted candidate becomes the active history, recorded as a checkpoint.
+                self.task.shared.store.append(
+                    &self.task.task_id,
+                    &Record::Checkpoint {
+                        role: self.name().to_string(),
+                        subtype: "compaction".into(),
+                        history: done.history.clone(),
+                        archive_id: Some(done.archive_id.clone()),
+                    },
+                )?;
+                self.history = done.history.clone();
+            }
+            let request = fitted.request.clone();
+            self.last_window = fitted.window.tokens;
             self.emit(EventKind::RequestSent {
                 tokens: fitted.count.total.tokens,
                 estimated: fitted.count.total.estimated,
@@ -244,6 +305,28 @@ impl Agent {
                 }
                 Err(e) => return Err(e),
             };
+            if let Some(usage) = response.usage {
+                let observed = self
+                    .task
+                    .shared
+                    .fitter
+                    .send(Observe {
+                        server: client.base_url().to_string(),
+                        model: snapshot.model.clone(),
+                        sent: fitted.count.total,
+                        usage,
+                    })
+                    .await
+                    .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))??;
+                if let Some((old, new)) = observed {
+                    tracing::warn!(model = %snapshot.model, old = %old.tokens, new = %new.tokens, "window corrected from a usage report");
+                    self.emit(EventKind::WindowLearned {
+                        old_window: old.tokens,
+                        new_window: new.tokens,
+                        source: new.source,
+                    })?;
+                }
+            }
             self.emit(EventKind::ResponseReceived {
                 finish_reason: response.finish_reason.clone(),
                 usage: response.usage,
@@ -264,16 +347,22 @@ impl Agent {
                     call_id: call_id.clone(),
                 })?;
                 let result = self.call_tool(&snapshot, &name, &arguments).await?;
-                self.persist(Message::tool_result(
-                    &call_id,
-                    &result.outcome.content,
-                    !result.outcome.ok,
-                ))?;
+                let (content, evidence_id) = self
+                    .bounded(
+                        &snapshot,
+                        fitted.window.tokens,
+                        &name,
+                        &call_id,
+                        &arguments,
+                        &result.outcome,
+                    )
+                    .await?;
+                self.persist(Message::tool_result(&call_id, &content, !result.outcome.ok))?;
                 self.emit(EventKind::ToolFinished {
                     tool: name.clone(),
                     call_id: call_id.clone(),
                     ok: result.outcome.ok,
-                    evidence_id: None,
+                    evidence_id,
                 })?;
                 if result.finished.is_some() {
                     finished = result.finished;
@@ -376,6 +465,32 @@ impl Agent {
                     complete: true,
                 })
             }
+            "read_evidence" => {
+                let args: ReadEvidenceArgs = match parse_args(name, arguments) {
+                    Ok(a) => a,
+                    Err(outcome) => return plain(outcome),
+                };
+                let budget = self.page_budget(self.last_window);
+                plain(
+                    match self
+                        .page(
+                            snapshot,
+                            &args.id,
+                            args.offset.unwrap_or(0),
+                            args.limit,
+                            budget,
+                        )
+                        .await
+                    {
+                        Ok(page) => ToolOutcome {
+                            ok: true,
+                            content: page,
+                            complete: true,
+                        },
+                        Err(e) => failure(e),
+                    },
+                )
+            }
             _ => {
                 let ctx = self.tool_context(snapshot);
                 let outcome = self
@@ -441,6 +556,176 @@ impl Agent {
                     self.task.set_state(TaskState::Running)?;
                 }
             }
+        }
+    }
+
+    /// A tool result's page budget: an eighth of the window, so that no request carries more than a
+    /// quarter of it in one result even with the note around the page.
+    fn page_budget(&self, window: Tokens) -> Tokens {
+        Tokens((window.0 / 8).max(256))
+    }
+
+    async fn measure(&self, model: &str, text: &str) -> Result<Count, TurnError> {
+        self.task
+            .shared
+            .fitter
+            .send(Measure {
+                model: model.to_string(),
+                text: text.to_string(),
+            })
+            .await
+            .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))
+    }
+
+    /// A tool result as the model gets it: whole when it fits the page budget; otherwise stored whole
+    /// as evidence, and the model gets the first page, the id, the size and how to read on.
+    async fn bounded(
+        &self,
+        snapshot: &Snapshot,
+        window: Tokens,
+        tool: &str,
+        call_id: &str,
+        arguments: &str,
+        outcome: &ToolOutcome,
+    ) -> Result<(String, Option<String>), TurnError> {
+        let budget = self.page_budget(window);
+        // Cheap first: text this short cannot exceed the budget whatever the tokenizer.
+        if (outcome.content.len() as u64) <= budget.0 || tool == "read_evidence" {
+            return Ok((outcome.content.clone(), None));
+        }
+        if self
+            .measure(&snapshot.model, &outcome.content)
+            .await?
+            .tokens
+            <= budget
+        {
+            return Ok((outcome.content.clone(), None));
+        }
+        let detail = serde_json::from_str::<serde_json::Value>(arguments)
+            .ok()
+            .and_then(|v| {
+                v.get("path")
+                    .or_else(|| v.get("command"))
+                    .and_then(|p| p.as_str())
+                    .map(str::to_string)
+            });
+        let stored = self
+            .task
+            .shared
+            .store
+            .put_evidence(
+                NewEvidence {
+                    data: outcome.content.as_bytes(),
+                    media_type: "text/plain",
+                    source: Source {
+                        task_id: self.task.task_id.clone(),
+                        role: self.name().to_string(),
+                        tool: tool.to_string(),
+                        call_id: Some(call_id.to_string()),
+                        detail,
+                    },
+                    complete: outcome.complete,
+                    incomplete_reason: (!outcome.complete)
+                        .then(|| "the producer was cut off (see the text)".into()),
+                    created_at: &now_rfc3339(),
+                },
+                &self.task.workspace.root().join(".agentd-evidence"),
+            )
+            .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))?;
+        match stored {
+            Stored::InStore(meta) => {
+                let page = self
+                    .page(snapshot, &meta.id, 0, None, budget)
+                    .await
+                    .map_err(TurnError::Team)?;
+                Ok((page, Some(meta.id)))
+            }
+            Stored::Fallback { path, meta } => {
+                // The database could not hold it: the whole text is in a file the model can read.
+                let rel = path
+                    .strip_prefix(self.task.workspace.root())
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                let mut head = outcome.content.clone();
+                let mut cut = (budget.0 as usize).min(head.len());
+                while !head.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                head.truncate(cut);
+                Ok((
+                    format!(
+                        "[the {tool} result ({} bytes) was too large for one request and the evidence \
+                         database could not take it; it is stored whole in the workspace file {rel} — \
+                         read it with read_file {{\"path\": \"{rel}\", \"offset\": N}}. Its beginning:]\n{head}",
+                        meta.bytes
+                    ),
+                    None,
+                ))
+            }
+        }
+    }
+
+    /// One page of evidence, in lines from `offset`, no larger than `budget` tokens, with a header
+    /// that says where it is and how to read on.
+    async fn page(
+        &self,
+        snapshot: &Snapshot,
+        id: &str,
+        offset: u64,
+        limit: Option<u64>,
+        budget: Tokens,
+    ) -> Result<String, String> {
+        let store = &self.task.shared.store;
+        let meta = store.evidence(id).map_err(|e| e.to_string())?;
+        let mut lines = limit.unwrap_or(400).clamp(1, 100_000);
+        loop {
+            let page = store
+                .read_evidence(id, offset, lines, Unit::Lines)
+                .map_err(|e| e.to_string())?;
+            let fits = (page.data.len() as u64) <= budget.0
+                || self
+                    .measure(&snapshot.model, &page.data)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .tokens
+                    <= budget;
+            if fits || lines == 1 {
+                let mut data = page.data;
+                let mut note = String::new();
+                if !fits {
+                    // One line longer than a page: show its beginning and say so.
+                    let mut cut = ((budget.0 * 3) as usize).min(data.len());
+                    while !data.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    data.truncate(cut);
+                    note = format!(
+                        " Line {} is longer than a page; only its beginning is shown.",
+                        offset + 1
+                    );
+                }
+                let end = page.offset + page.len;
+                let next = match page.next_offset {
+                    Some(n) => format!(
+                        " Read on with read_evidence {{\"id\": \"{id}\", \"offset\": {n}}}."
+                    ),
+                    None => " This is the end.".to_string(),
+                };
+                let complete = if meta.complete {
+                    ""
+                } else {
+                    " The producer was cut off: the evidence is incomplete."
+                };
+                return Ok(format!(
+                    "[evidence {id}: {} bytes, {} lines; lines {}-{} shown.{next}{note}{complete}]\n{data}",
+                    meta.bytes,
+                    meta.lines,
+                    page.offset + 1,
+                    end
+                ));
+            }
+            lines = (lines / 2).max(1);
         }
     }
 

@@ -245,23 +245,24 @@ impl RawConfig {
         }
         let mut providers = BTreeMap::new();
         for (name, p) in self.providers {
-            let kind =
-                match p.kind.as_str() {
-                    "openai" => ProviderKind::OpenAi,
-                    "ollama" => ProviderKind::Ollama,
-                    "anthropic" => {
-                        return Err(invalid(
-                            format!("providers.{name}.kind"),
-                            "the anthropic provider is not supported by this version yet".into(),
-                        ))
-                    }
-                    other => return Err(invalid(
+            let kind = match p.kind.as_str() {
+                "openai" => ProviderKind::OpenAi,
+                "ollama" => ProviderKind::Ollama,
+                "anthropic" => {
+                    return Err(invalid(
+                        format!("providers.{name}.kind"),
+                        "the anthropic provider is not supported by this version yet".into(),
+                    ))
+                }
+                other => {
+                    return Err(invalid(
                         format!("providers.{name}.kind"),
                         format!(
                             "unknown provider kind {other:?}; expected \"openai\" or \"ollama\""
                         ),
-                    )),
-                };
+                    ))
+                }
+            };
             if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
                 return Err(invalid(
                     format!("providers.{name}.base_url"),

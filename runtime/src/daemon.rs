@@ -120,9 +120,10 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
     let outcome: Result<(), DaemonError> = system.block_on(async move {
         let bus = EventBus::new(store.clone());
         let fitter_arbiter = Arbiter::new();
-        let fitter_store = store.clone();
-        let fitter =
-            Fitter::start_in_arbiter(&fitter_arbiter.handle(), move |_| Fitter::new(fitter_store));
+        let (fitter_store, fitter_bus, retry) = (store.clone(), bus.clone(), config.retry);
+        let fitter = Fitter::start_in_arbiter(&fitter_arbiter.handle(), move |_| {
+            Fitter::new(fitter_store, fitter_bus, retry)
+        });
         let scheduler = Scheduler.start();
         let mut clients = HashMap::new();
         for (name, p) in &config.providers {

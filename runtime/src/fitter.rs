@@ -6,14 +6,24 @@
 //! as the gauge that `context` and `status` show — one measurement, one owner, so the events and the
 //! gauge cannot disagree.
 
+use crate::bus::EventBus;
+use crate::clock::now_rfc3339;
+use crate::compactor::{compact, CompactError, Compacted, Job};
 use crate::counter::{RequestCount, TokenCounter};
 use crate::provider::{ChatRequest, OpenAiClient};
 use actix::prelude::*;
+use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, StoreError};
-use agentd_policies::{Count, Thresholds, Tokens, Window, WindowSource};
+use agentd_policies::compaction::{
+    WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX, OBSERVATIONS_HEADER,
+};
+use agentd_policies::retry::RetryPolicy;
+use agentd_policies::usage::{correct_window, Correction};
+use agentd_policies::{Count, EventKind, Role, Thresholds, Tokens, Usage, Window, WindowSource};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FitError {
@@ -27,6 +37,10 @@ pub enum FitError {
         window_source: &'static str,
         model: String,
     },
+    #[error("{0}")]
+    Compaction(String),
+    #[error("cancelled")]
+    Cancelled,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -37,6 +51,10 @@ pub struct Fitted {
     pub count: RequestCount,
     pub window: Window,
     pub thresholds: Thresholds,
+    /// The request to send: the one asked about, or its compacted rebuild.
+    pub request: ChatRequest,
+    /// Set when the history was compacted: the new active history and its archive.
+    pub compacted: Option<Compacted>,
 }
 
 /// The gauge of one role of one task: the last request the fitter measured for it.
@@ -59,12 +77,19 @@ pub struct Gauge {
 pub struct Categories {
     pub system: Tokens,
     pub tools: Tokens,
+    pub objective: Tokens,
+    pub checkpoint: Tokens,
+    pub observations: Tokens,
+    pub files: Tokens,
+    /// Recent messages kept verbatim (thinking excluded).
     pub messages: Tokens,
     pub thinking: Tokens,
 }
 
 struct State {
     store: Store,
+    bus: EventBus,
+    retry: RetryPolicy,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
     windows: Mutex<HashMap<(String, String), Window>>,
     gauges: Mutex<HashMap<(String, String), Gauge>>,
@@ -129,10 +154,12 @@ pub struct Fitter {
 }
 
 impl Fitter {
-    pub fn new(store: Store) -> Fitter {
+    pub fn new(store: Store, bus: EventBus, retry: RetryPolicy) -> Fitter {
         Fitter {
             state: Arc::new(State {
                 store,
+                bus,
+                retry,
                 counters: Mutex::new(HashMap::new()),
                 windows: Mutex::new(HashMap::new()),
                 gauges: Mutex::new(HashMap::new()),
@@ -145,7 +172,7 @@ impl Actor for Fitter {
     type Context = Context<Self>;
 }
 
-/// Measure a request and say whether it may be sent.
+/// Measure a request and say whether it may be sent; past the trigger, compact the history first.
 #[derive(Message)]
 #[rtype(result = "Result<Fitted, FitError>")]
 pub struct Fit {
@@ -154,6 +181,12 @@ pub struct Fit {
     pub client: Arc<OpenAiClient>,
     pub request: ChatRequest,
     pub compact_at: u8,
+    /// The objective of the role's current turn: first in every rebuilt request.
+    pub objective: String,
+    /// The task's workspace: the coder's working files are read from it, and evidence falls back to
+    /// its `.agentd-evidence/` folder when the database cannot take it.
+    pub workspace: Workspace,
+    pub cancel: CancellationToken,
 }
 
 impl Handler<Fit> for Fitter {
@@ -161,46 +194,205 @@ impl Handler<Fit> for Fitter {
 
     fn handle(&mut self, msg: Fit, _: &mut Context<Self>) -> Self::Result {
         let state = self.state.clone();
-        Box::pin(async move {
-            let window = state.window(&msg.client, &msg.request.model).await?;
-            let counter = state.counter(&msg.request.model);
-            let count = counter.count_request(&msg.request);
-            let reserve = Tokens(u64::from(msg.request.max_tokens.unwrap_or(0)));
-            let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
-            let gauge = Gauge {
-                role: msg.role.clone(),
-                model: msg.request.model.clone(),
-                window: window.tokens,
-                window_source: window.source,
-                tokens: count.total.tokens,
-                estimated: count.total.estimated,
-                categories: Categories {
-                    system: count.system.tokens,
-                    tools: count.tools.tokens,
-                    messages: count.messages.tokens.saturating_sub(count.thinking.tokens),
-                    thinking: count.thinking.tokens,
-                },
-                compact_at: msg.compact_at,
-                trigger_tokens: thresholds.trigger,
-                destination_tokens: thresholds.destination,
-                free_tokens: window.tokens.saturating_sub(count.total.tokens),
-            };
-            lock(&state.gauges).insert((msg.task_id.clone(), msg.role.clone()), gauge);
-            if thresholds.over_window(count.total.tokens) {
-                return Err(FitError::OverWindow {
-                    count: count.total,
+        Box::pin(async move { state.fit(msg).await })
+    }
+}
+
+impl State {
+    async fn fit(&self, msg: Fit) -> Result<Fitted, FitError> {
+        let window = self.window(&msg.client, &msg.request.model).await?;
+        let counter = self.counter(&msg.request.model);
+        let mut request = msg.request;
+        let mut count = counter.count_request(&request);
+        let reserve = Tokens(u64::from(request.max_tokens.unwrap_or(0)));
+        let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
+        let mut compacted = None;
+        if thresholds.crosses_trigger(count.total.tokens) {
+            let before = count.total.tokens;
+            self.emit(
+                &msg.task_id,
+                &msg.role,
+                EventKind::CompactionStarted {
+                    tokens_before: before,
+                    trigger_tokens: thresholds.trigger,
+                    destination_tokens: thresholds.destination,
                     window: window.tokens,
-                    window_source: window.source.as_str(),
-                    model: msg.request.model.clone(),
-                });
-            }
-            Ok(Fitted {
-                count,
+                },
+            )?;
+            let fixed = count.system.tokens
+                + count.tools.tokens
+                + (count.total.tokens
+                    - count.system.tokens
+                    - count.tools.tokens
+                    - count.messages.tokens);
+            let working_files = if msg.role == "coder" {
+                working_files(&request.messages, &msg.workspace, &counter)
+            } else {
+                Vec::new()
+            };
+            let job = Job {
+                task_id: &msg.task_id,
+                role: &msg.role,
+                client: &msg.client,
+                model: &request.model,
+                counter: &counter,
+                store: &self.store,
+                history: &request.messages,
+                objective: &msg.objective,
+                fixed,
+                before,
                 window,
                 thresholds,
-            })
+                working_files,
+                fallback_dir: msg.workspace.root().join(".agentd-evidence"),
+                retry: self.retry,
+                cancel: &msg.cancel,
+                at: now_rfc3339(),
+            };
+            match compact(job).await {
+                Ok(done) => {
+                    request.messages = done.history.clone();
+                    count = counter.count_request(&request);
+                    self.emit(
+                        &msg.task_id,
+                        &msg.role,
+                        EventKind::CompactionFinished {
+                            tokens_before: before,
+                            tokens_after: count.total.tokens,
+                            archive_id: done.archive_id.clone(),
+                            batches: done.batches,
+                        },
+                    )?;
+                    compacted = Some(done);
+                }
+                Err(CompactError::Cancelled) => return Err(FitError::Cancelled),
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.emit(
+                        &msg.task_id,
+                        &msg.role,
+                        EventKind::CompactionFailed {
+                            reason: reason.clone(),
+                        },
+                    )?;
+                    return Err(FitError::Compaction(reason));
+                }
+            }
+        }
+        let gauge = Gauge {
+            role: msg.role.clone(),
+            model: request.model.clone(),
+            window: window.tokens,
+            window_source: window.source,
+            tokens: count.total.tokens,
+            estimated: count.total.estimated,
+            categories: categories(&request, &count, &counter),
+            compact_at: msg.compact_at,
+            trigger_tokens: thresholds.trigger,
+            destination_tokens: thresholds.destination,
+            free_tokens: window.tokens.saturating_sub(count.total.tokens),
+        };
+        lock(&self.gauges).insert((msg.task_id.clone(), msg.role.clone()), gauge);
+        if thresholds.over_window(count.total.tokens) {
+            return Err(FitError::OverWindow {
+                count: count.total,
+                window: window.tokens,
+                window_source: window.source.as_str(),
+                model: request.model.clone(),
+            });
+        }
+        Ok(Fitted {
+            count,
+            window,
+            thresholds,
+            request,
+            compacted,
         })
     }
+
+    fn emit(&self, task_id: &str, role: &str, kind: EventKind) -> Result<(), StoreError> {
+        self.bus.emit(task_id, role, kind).map(|_| ())
+    }
+}
+
+/// The gauge's categories: the request's messages sorted by what they are.
+fn categories(request: &ChatRequest, count: &RequestCount, counter: &TokenCounter) -> Categories {
+    let mut c = Categories {
+        system: count.system.tokens,
+        tools: count.tools.tokens,
+        objective: Tokens::ZERO,
+        checkpoint: Tokens::ZERO,
+        observations: Tokens::ZERO,
+        files: Tokens::ZERO,
+        messages: Tokens::ZERO,
+        thinking: count.thinking.tokens,
+    };
+    for (i, m) in request.messages.iter().enumerate() {
+        let tokens = counter.count_message(m).tokens;
+        let text = if m.role == Role::User {
+            m.text()
+        } else {
+            String::new()
+        };
+        let slot = if text.starts_with(CHECKPOINT_HEADER) {
+            &mut c.checkpoint
+        } else if text.starts_with(OBSERVATIONS_HEADER) {
+            &mut c.observations
+        } else if text.starts_with(FILES_HEADER) {
+            &mut c.files
+        } else if text.starts_with(OBJECTIVE_PREFIX) || (i == 0 && m.role == Role::User) {
+            &mut c.objective
+        } else {
+            &mut c.messages
+        };
+        *slot += tokens;
+    }
+    c.messages = c.messages.saturating_sub(c.thinking);
+    c
+}
+
+/// The coder's working files, newest first: what it wrote or edited, then what it read, as they are
+/// in the workspace now.
+fn working_files(
+    history: &[agentd_policies::Message],
+    workspace: &Workspace,
+    counter: &TokenCounter,
+) -> Vec<WorkingFile> {
+    const MAX_FILES: usize = 8;
+    const MAX_BYTES: u64 = 256 << 10;
+    let mut paths: Vec<String> = Vec::new();
+    for pass in [&["write_file", "edit_file"][..], &["read_file"][..]] {
+        for m in history.iter().rev() {
+            for (_, name, args) in m.tool_calls() {
+                if !pass.contains(&name) {
+                    continue;
+                }
+                let path = serde_json::from_str::<serde_json::Value>(args)
+                    .ok()
+                    .and_then(|v| v.get("path").and_then(|p| p.as_str()).map(str::to_string));
+                if let Some(p) = path {
+                    if !paths.contains(&p) {
+                        paths.push(p);
+                    }
+                }
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for path in paths.into_iter().take(MAX_FILES) {
+        let Ok(abs) = workspace.resolve(&path) else {
+            continue;
+        };
+        match std::fs::metadata(&abs) {
+            Ok(meta) if meta.is_file() && meta.len() <= MAX_BYTES => {}
+            _ => continue,
+        }
+        if let Ok(text) = std::fs::read_to_string(&abs) {
+            let tokens = counter.count_text(&text).tokens;
+            files.push(WorkingFile { path, text, tokens });
+        }
+    }
+    files
 }
 
 /// A refusal stated the window: remember it. Returns the window believed before.
@@ -271,5 +463,64 @@ impl Handler<GaugeOf> for Fitter {
         lock(&self.state.gauges)
             .get(&(msg.task_id, msg.role))
             .cloned()
+    }
+}
+
+/// A usage report came back: compare what the server says it processed with what we counted.
+#[derive(Message)]
+#[rtype(result = "Result<Option<(Window, Window)>, StoreError>")]
+pub struct Observe {
+    pub server: String,
+    pub model: String,
+    pub sent: Count,
+    pub usage: Usage,
+}
+
+impl Handler<Observe> for Fitter {
+    type Result = Result<Option<(Window, Window)>, StoreError>;
+
+    fn handle(&mut self, msg: Observe, _: &mut Context<Self>) -> Self::Result {
+        let state = &self.state;
+        let Some(window) = state.known_window(&msg.server, &msg.model)? else {
+            return Ok(None);
+        };
+        let before_key = format!("window_before_clamp/{}/{}", msg.server, msg.model);
+        let before_clamp = state
+            .store
+            .setting(&before_key)?
+            .and_then(|v| serde_json::from_value::<Window>(v).ok());
+        match correct_window(window, before_clamp, msg.sent, msg.usage) {
+            Correction::None => Ok(None),
+            Correction::Clamp(new) => {
+                if window.source != WindowSource::Usage {
+                    state.store.set_setting(
+                        &before_key,
+                        &serde_json::to_value(window).unwrap_or_default(),
+                    )?;
+                }
+                state.set_window(&msg.server, &msg.model, new)?;
+                Ok(Some((window, new)))
+            }
+            Correction::Lift(new) => {
+                state.set_window(&msg.server, &msg.model, new)?;
+                Ok(Some((window, new)))
+            }
+        }
+    }
+}
+
+/// Count a text with a model's tokenizer (tool results, evidence pages).
+#[derive(Message)]
+#[rtype(result = "Count")]
+pub struct Measure {
+    pub model: String,
+    pub text: String,
+}
+
+impl Handler<Measure> for Fitter {
+    type Result = MessageResult<Measure>;
+
+    fn handle(&mut self, msg: Measure, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.state.counter(&msg.model).count_text(&msg.text))
     }
 }

@@ -10,6 +10,7 @@ pub mod agent;
 pub mod bus;
 pub mod client;
 pub mod clock;
+pub mod compactor;
 pub mod config;
 pub mod counter;
 pub mod daemon;

@@ -132,14 +132,7 @@ impl TaskCtx {
         let provider = config.provider_of(rc);
         let compact_at =
             effective_compact_at(&self.shared, role.name(), &provider.base_url, &rc.model)?;
-        // Evidence reading arrives with the evidence store; until then the tool is not offered.
-        let tools = rc
-            .tools
-            .clone()
-            .unwrap_or_else(|| default_tools(role))
-            .into_iter()
-            .filter(|t| t != "read_evidence")
-            .collect();
+        let tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));
         Ok(Snapshot {
             provider: rc.provider.clone(),
             server: provider.base_url.clone(),

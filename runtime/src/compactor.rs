@@ -1,0 +1,258 @@
+//! Compaction, as the fitter runs it: the pure plan from `policies::compaction`, with real summaries
+//! from the model, a real archive in the evidence store and a full recount of every candidate.
+//!
+//! The loop: plan (as many recent rounds as fit), fold what leaves the request into the summary in
+//! batches sized in tokens against the summariser's window (so the summary request always fits, even
+//! when the conversation is already over the window), archive what leaves whole, assemble, count the
+//! candidate in full, judge. On a retry the plan keeps fewer rounds, and only the newly removed
+//! messages are folded into the summary made so far.
+
+use crate::counter::TokenCounter;
+use crate::provider::{ChatRequest, OpenAiClient, ProviderError, ToolSpec};
+use agentd_evidence::{NewEvidence, Source, Store, Stored};
+use agentd_policies::compaction::{
+    assemble, batches, fold_prompt, judge, plan, render_for_summary, Checkpoint, PlanInput,
+    Verdict, WorkingFile,
+};
+use agentd_policies::retry::{decide, Decision, Failure, RetryPolicy};
+use agentd_policies::{Count, Message, Thresholds, Tokens, Window};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The summariser's instruction, as its system prompt.
+pub const SUMMARISER_SYSTEM: &str =
+    "You compact the working history of a software agent into a faithful, self-contained summary. \
+     You never invent facts and never drop exact identifiers, paths, numbers or error messages.";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    /// `compaction_failed`: no candidate could be accepted; the reason names the numbers.
+    #[error("compaction failed: {0}")]
+    Failed(String),
+    #[error("compaction cancelled")]
+    Cancelled,
+    #[error("the summariser failed: {0}")]
+    Provider(#[from] ProviderError),
+    #[error("cannot archive the compacted steps: {0}")]
+    Archive(String),
+}
+
+/// What a compaction needs to know.
+pub struct Job<'a> {
+    pub task_id: &'a str,
+    pub role: &'a str,
+    pub client: &'a OpenAiClient,
+    pub model: &'a str,
+    pub counter: &'a TokenCounter,
+    pub store: &'a Store,
+    pub history: &'a [Message],
+    pub objective: &'a str,
+    /// System prompt + tool schemas + reply priming, as counted for the request.
+    pub fixed: Tokens,
+    pub before: Tokens,
+    pub window: Window,
+    pub thresholds: Thresholds,
+    pub working_files: Vec<WorkingFile>,
+    /// Where evidence goes when the database cannot take it: the workspace's evidence folder.
+    pub fallback_dir: PathBuf,
+    pub retry: RetryPolicy,
+    pub cancel: &'a CancellationToken,
+    pub at: String,
+}
+
+/// An accepted candidate.
+#[derive(Debug, Clone)]
+pub struct Compacted {
+    pub history: Vec<Message>,
+    pub archive_id: String,
+    pub batches: u32,
+    /// The candidate's history, counted in full (without system and tools).
+    pub history_tokens: Count,
+}
+
+/// The summary a role may carry: a tenth of the window, between 256 and 4,096 tokens.
+pub fn summary_reserve(window: Tokens) -> Tokens {
+    Tokens((window.0 / 10).clamp(256, 4096))
+}
+
+pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
+    let counter = job.counter;
+    let message_tokens: Vec<Tokens> = job
+        .history
+        .iter()
+        .map(|m| counter.count_message(m).tokens)
+        .collect();
+    let count_message = |m: &Message| counter.count_message(m).tokens;
+    let count_text = |t: &str| counter.count_text(t).tokens;
+    let reserve = summary_reserve(job.window.tokens);
+    // A folding request: the instruction, the objective, the summary so far (≤ reserve) and a batch,
+    // answered in ≤ reserve tokens, all within half the summariser's window.
+    let overhead = count_text(SUMMARISER_SYSTEM)
+        + count_text(&fold_prompt(None, "", job.objective))
+        + Tokens(64);
+    let half = job.window.tokens.percent(50);
+    let batch_budget = half.saturating_sub(overhead + reserve + reserve);
+    if batch_budget < Tokens(64) {
+        return Err(CompactError::Failed(format!(
+            "the {}-token window leaves no room to summarise: the summary request alone needs {} tokens",
+            job.window.tokens,
+            overhead + reserve + reserve
+        )));
+    }
+    let mut limit = None;
+    let mut summary: Option<String> = None;
+    let mut folded_upto = 0usize;
+    let mut folds = 0u32;
+    loop {
+        let input = PlanInput {
+            history: job.history,
+            message_tokens: &message_tokens,
+            fixed: job.fixed,
+            objective: job.objective,
+            destination: job.thresholds.destination,
+            working_files: &job.working_files,
+            keep_rounds_limit: limit,
+            summary_reserve: reserve,
+            count: &count_message,
+        };
+        let plan = plan(&input);
+        if plan.keep_from_message > folded_upto {
+            let text = render_for_summary(&job.history[folded_upto..plan.keep_from_message]);
+            for batch in batches(&text, batch_budget, &count_text) {
+                summary = Some(fold(&job, summary.as_deref(), &batch, reserve).await?);
+                folds += 1;
+            }
+            folded_upto = plan.keep_from_message;
+        }
+        let archive_id = archive(&job, &job.history[..plan.keep_from_message])?;
+        let checkpoint = Checkpoint {
+            summary: summary.clone().unwrap_or_default(),
+            archive_ref: Some(archive_id.clone()),
+            batches: folds,
+        };
+        let assembled = assemble(&input, &plan, &checkpoint);
+        let mut history_tokens = Count::default();
+        for m in &assembled {
+            history_tokens += counter.count_message(m);
+        }
+        let candidate = job.fixed + history_tokens.tokens;
+        match judge(
+            candidate,
+            job.before,
+            job.thresholds.destination,
+            job.thresholds.trigger,
+            plan.kept_rounds,
+        ) {
+            Verdict::Accept => {
+                return Ok(Compacted {
+                    history: assembled,
+                    archive_id,
+                    batches: folds,
+                    history_tokens,
+                });
+            }
+            Verdict::RetryWithFewerRounds => limit = Some(plan.kept_rounds.saturating_sub(1)),
+            Verdict::Fail { reason } => return Err(CompactError::Failed(reason)),
+        }
+    }
+}
+
+/// One folding step: the summary so far + the next batch → the new summary.
+async fn fold(
+    job: &Job<'_>,
+    so_far: Option<&str>,
+    batch: &str,
+    reserve: Tokens,
+) -> Result<String, CompactError> {
+    let request = ChatRequest {
+        model: job.model.to_string(),
+        system: SUMMARISER_SYSTEM.to_string(),
+        messages: vec![Message::user(fold_prompt(so_far, batch, job.objective))],
+        tools: Vec::<ToolSpec>::new(),
+        tool_choice_none: false,
+        max_tokens: Some(reserve.0.min(u64::from(u32::MAX)) as u32),
+    };
+    // The summariser's request passes the same measurement: it must fit its window.
+    let count = job.counter.count_request(&request);
+    if count.total.tokens + reserve > job.window.tokens {
+        return Err(CompactError::Failed(format!(
+            "a summary request of {} tokens would not fit the {}-token window",
+            count.total, job.window.tokens
+        )));
+    }
+    let mut failures = 0u32;
+    loop {
+        let error = match job.client.chat(&request, job.cancel).await {
+            Ok(response) => {
+                let text = response.message.text();
+                let text = text.trim();
+                // A summariser that says nothing still leaves the archive; say so in the checkpoint.
+                return Ok(if text.is_empty() {
+                    so_far
+                        .map(str::to_string)
+                        .unwrap_or_else(|| "(the summariser returned nothing)".into())
+                } else {
+                    text.to_string()
+                });
+            }
+            Err(_) if job.cancel.is_cancelled() => return Err(CompactError::Cancelled),
+            Err(e) => e,
+        };
+        let failure = match &error {
+            ProviderError::RateLimited { retry_after, .. } => Failure::RateLimit {
+                retry_after_ms: retry_after.map(|d| d.as_millis() as u64),
+            },
+            ProviderError::Server { .. } => Failure::ServerError,
+            ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
+            _ => return Err(error.into()),
+        };
+        failures += 1;
+        match decide(&job.retry, failure, failures) {
+            Decision::GiveUp => return Err(error.into()),
+            Decision::Retry { delay_ms, .. } => {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
+                    _ = job.cancel.cancelled() => return Err(CompactError::Cancelled),
+                }
+            }
+        }
+    }
+}
+
+/// Stores the messages that leave the request, whole, one JSON message per line.
+fn archive(job: &Job<'_>, removed: &[Message]) -> Result<String, CompactError> {
+    let mut data = Vec::new();
+    for m in removed {
+        serde_json::to_writer(&mut data, m).map_err(|e| CompactError::Archive(e.to_string()))?;
+        data.push(b'\n');
+    }
+    let stored = job
+        .store
+        .put_evidence(
+            NewEvidence {
+                data: &data,
+                media_type: "application/x-ndjson",
+                source: Source {
+                    task_id: job.task_id.to_string(),
+                    role: job.role.to_string(),
+                    tool: "compaction".into(),
+                    call_id: None,
+                    detail: Some(format!(
+                        "{} messages compacted out of the {} history",
+                        removed.len(),
+                        job.role
+                    )),
+                },
+                complete: true,
+                incomplete_reason: None,
+                created_at: &job.at,
+            },
+            &job.fallback_dir,
+        )
+        .map_err(|e| CompactError::Archive(e.to_string()))?;
+    Ok(match stored {
+        Stored::InStore(meta) => meta.id,
+        Stored::Fallback { path, .. } => path.display().to_string(),
+    })
+}
