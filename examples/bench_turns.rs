@@ -49,16 +49,10 @@ fn task_marker(body: &Value) -> Option<(u64, usize)> {
     let messages = body["messages"].as_array()?;
     let user = messages.iter().find(|m| m["role"] == "user")?;
     let text = user["content"].to_string();
-    let digits = |s: &str| {
-        s.chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-    };
+    let digits = |s: &str| s.chars().take_while(char::is_ascii_digit).collect::<String>();
     let after = &text[text.find("bench#")? + "bench#".len()..];
     let n = digits(after).parse().ok()?;
-    let k = digits(&after[after.find("turns=")? + "turns=".len()..])
-        .parse()
-        .ok()?;
+    let k = digits(&after[after.find("turns=")? + "turns=".len()..]).parse().ok()?;
     Some((n, k))
 }
 
@@ -68,15 +62,9 @@ fn responder(arrivals: Arrivals) -> impl Fn(&Value) -> Step + Send + Sync + 'sta
         let Some((task, k)) = task_marker(body) else {
             return sse(vec![finish("not a bench task")]);
         };
-        arrivals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(task)
-            .or_default()
-            .push(now);
-        let assistant_turns = body["messages"]
-            .as_array()
-            .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        arrivals.lock().unwrap_or_else(|e| e.into_inner()).entry(task).or_default().push(now);
+        let assistant_turns =
+            body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
         if assistant_turns < k {
             sse(vec![tool_call("list_dir", json!({"path": "."}))])
         } else {
@@ -115,20 +103,11 @@ fn run_tasks(
     let mut ids = Vec::new();
     let t0 = Instant::now();
     for i in 0..count as u64 {
-        let objective = format!(
-            "bench#{} turns={turns}: list the workspace, then finish",
-            first + i
-        );
+        let objective = format!("bench#{} turns={turns}: list the workspace, then finish", first + i);
         let r = submitter
-            .call(
-                "task.submit",
-                json!({"objective": objective, "workspace": ws}),
-            )
+            .call("task.submit", json!({"objective": objective, "workspace": ws}))
             .map_err(|e| format!("task.submit failed: {e}"))?;
-        let id = r["task_id"]
-            .as_str()
-            .ok_or("task.submit returned no task_id")?
-            .to_string();
+        let id = r["task_id"].as_str().ok_or("task.submit returned no task_id")?.to_string();
         ids.push((first + i, id));
     }
     std::thread::scope(|s| {
@@ -142,9 +121,9 @@ fn run_tasks(
                         .map_err(|e| format!("task.subscribe {id}: {e}"))?;
                     let mut request_at_ms = Vec::new();
                     loop {
-                        let n = c.next_notification().map_err(|e| {
-                            format!("task {id}: no event within {TASK_TIMEOUT:?}: {e}")
-                        })?;
+                        let n = c
+                            .next_notification()
+                            .map_err(|e| format!("task {id}: no event within {TASK_TIMEOUT:?}: {e}"))?;
                         let e = &n["params"];
                         let kind = e["kind"].as_str().unwrap_or("");
                         if kind == "request_sent" {
@@ -157,11 +136,7 @@ fn run_tasks(
                             if kind != "task_finished" {
                                 return Err(format!("task {id} ended with {kind}: {e}"));
                             }
-                            return Ok(TaskRun {
-                                number: *number,
-                                request_at_ms,
-                                wall: t0.elapsed(),
-                            });
+                            return Ok(TaskRun { number: *number, request_at_ms, wall: t0.elapsed() });
                         }
                     }
                 })
@@ -169,10 +144,7 @@ fn run_tasks(
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| "a subscriber thread panicked".to_string())?
-            })
+            .map(|h| h.join().map_err(|_| "a subscriber thread panicked".to_string())?)
             .collect()
     })
 }
@@ -211,22 +183,13 @@ fn measure(label: &str, runs: &[TaskRun], arrivals: &Arrivals, turns: usize) -> 
             ));
         }
         server_gaps_us.extend(times.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e6));
-        event_gaps_ms.extend(
-            r.request_at_ms
-                .windows(2)
-                .map(|w| ((w[1] - w[0]).rem_euclid(86_400_000)) as f64),
-        );
+        event_gaps_ms
+            .extend(r.request_at_ms.windows(2).map(|w| ((w[1] - w[0]).rem_euclid(86_400_000)) as f64));
     }
     server_gaps_us.sort_by(f64::total_cmp);
     event_gaps_ms.sort_by(f64::total_cmp);
     let wall = runs.iter().map(|r| r.wall).max().unwrap_or_default();
-    Ok(Row {
-        label: label.to_string(),
-        tasks: runs.len(),
-        server_gaps_us,
-        event_gaps_ms,
-        wall,
-    })
+    Ok(Row { label: label.to_string(), tasks: runs.len(), server_gaps_us, event_gaps_ms, wall })
 }
 
 fn run() -> Result<()> {
@@ -276,12 +239,7 @@ fn run() -> Result<()> {
         next += 1;
     }
     let seq_wall: Duration = sequential.iter().map(|r| r.wall).sum();
-    let mut rows = vec![measure(
-        "1 task at a time",
-        &sequential,
-        &arrivals,
-        TURNS_PER_TASK,
-    )?];
+    let mut rows = vec![measure("1 task at a time", &sequential, &arrivals, TURNS_PER_TASK)?];
     rows[0].wall = seq_wall;
 
     let concurrent = run_tasks(&daemon, ws.path(), next, CONCURRENT_TASKS, TURNS_PER_TASK)?;
@@ -314,23 +272,29 @@ fn run() -> Result<()> {
             (r.tasks * (TURNS_PER_TASK + 1)) as f64 / r.wall.as_secs_f64()
         );
     }
-    println!("  median/p99/max: measured at the scripted server (µs clock); they include its in-memory answer");
-    println!("  and the list_dir tool. events: the same gaps from request_sent `at` stamps (1 ms resolution).");
+    println!(
+        "  median/p99/max: measured at the scripted server (µs clock); they include its in-memory answer"
+    );
+    println!(
+        "  and the list_dir tool. events: the same gaps from request_sent `at` stamps (1 ms resolution)."
+    );
     println!("  turns/s: model requests of those tasks / wall time from submit to the last task_finished.\n");
 
     let per_task = (rss_after as f64 - rss_before as f64) / IDLE_TASKS as f64;
     println!("daemon memory (VmRSS of pid {pid})");
+    println!("  before {IDLE_TASKS} idle tasks  {:>8.1} MiB", rss_before as f64 / 1024.0);
     println!(
-        "  before {IDLE_TASKS} idle tasks  {:>8.1} MiB",
-        rss_before as f64 / 1024.0
+        "  after  {IDLE_TASKS} idle tasks  {:>8.1} MiB   → {per_task:.1} KiB per finished, idle task",
+        rss_after as f64 / 1024.0
     );
-    println!("  after  {IDLE_TASKS} idle tasks  {:>8.1} MiB   → {per_task:.1} KiB per finished, idle task", rss_after as f64 / 1024.0);
     println!(
         "  after the latency runs {:>8.1} MiB   ({} tasks in total)",
         rss_end as f64 / 1024.0,
         next - 1 + CONCURRENT_TASKS as u64
     );
-    println!("  (RSS includes the allocator's and sled's caches, so this is an upper bound, not an exact size)");
+    println!(
+        "  (RSS includes the allocator's and sled's caches, so this is an upper bound, not an exact size)"
+    );
 
     let code = daemon.stop();
     println!(

@@ -93,7 +93,12 @@ fn story() -> (Vec<Step>, HashMap<String, String>) {
         )]),
         // 7. coder: done.
         sse_with_usage(
-            vec![call("coder-4", "finish", json!({"summary": "add() now returns a + b (src/lib.rs line 5)"}), "")],
+            vec![call(
+                "coder-4",
+                "finish",
+                json!({"summary": "add() now returns a + b (src/lib.rs line 5)"}),
+                "",
+            )],
             1702,
             30,
         ),
@@ -124,13 +129,8 @@ fn run() -> Result<bool> {
         .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
     let (steps, call_args) = story();
     let total = steps.len();
-    let server = rt.block_on(
-        ScriptedServer::builder()
-            .model("qwen3-coder")
-            .max_model_len(32_768)
-            .script(steps)
-            .start(),
-    );
+    let server = rt
+        .block_on(ScriptedServer::builder().model("qwen3-coder").max_model_len(32_768).script(steps).start());
 
     // The workspace: a fresh copy of the sample crate, so nothing outside the temp dir is touched.
     let ws = tempfile::Builder::new()
@@ -147,41 +147,26 @@ fn run() -> Result<bool> {
         server.base_url(),
         daemon.home.path().display()
     );
-    println!(
-        "workspace {} (a copy of a tiny crate whose add() subtracts)",
-        ws.path().display()
-    );
+    println!("workspace {} (a copy of a tiny crate whose add() subtracts)", ws.path().display());
 
     let mut client = daemon.client()?;
     let submitted = client
-        .call(
-            "task.submit",
-            json!({"objective": OBJECTIVE, "workspace": ws.path()}),
-        )
+        .call("task.submit", json!({"objective": OBJECTIVE, "workspace": ws.path()}))
         .map_err(|e| format!("task.submit failed: {e}"))?;
-    let task_id = submitted["task_id"]
-        .as_str()
-        .ok_or("task.submit returned no task_id")?
-        .to_string();
+    let task_id = submitted["task_id"].as_str().ok_or("task.submit returned no task_id")?.to_string();
     println!("submitted \"{OBJECTIVE}\" → task {task_id}\n");
 
     // Follow the events: `[model requests so far / scripted] elapsed  seq role what`.
     client.set_timeout(Some(Duration::from_secs(30)));
     client
-        .call(
-            "task.subscribe",
-            json!({"task_id": task_id, "after_seq": 0}),
-        )
+        .call("task.subscribe", json!({"task_id": task_id, "after_seq": 0}))
         .map_err(|e| format!("task.subscribe failed: {e}"))?;
     let started = Instant::now();
     let mut requests = 0;
     let mut last_kind = String::new();
     while !is_terminal(&last_kind) {
         let n = client.next_notification().map_err(|e| {
-            format!(
-                "no event for 30s ({e}); the daemon's log:\n{}",
-                tail(&daemon.serve_log(), 20)
-            )
+            format!("no event for 30s ({e}); the daemon's log:\n{}", tail(&daemon.serve_log(), 20))
         })?;
         let e = &n["params"];
         last_kind = e["kind"].as_str().unwrap_or("").to_string();
@@ -190,22 +175,12 @@ fn run() -> Result<bool> {
         }
         let mut line = event_line(e);
         if last_kind == "tool_called" {
-            if let Some(a) = call_args
-                .get(e["call_id"].as_str().unwrap_or(""))
-                .filter(|a| !a.is_empty())
-            {
+            if let Some(a) = call_args.get(e["call_id"].as_str().unwrap_or("")).filter(|a| !a.is_empty()) {
                 line.push_str(&format!(" {a}"));
             }
         }
-        let spin = if is_terminal(&last_kind) {
-            "done"
-        } else {
-            "…"
-        };
-        println!(
-            "[{requests}/{total} {spin:>4}] {:>5.2}s {line}",
-            started.elapsed().as_secs_f64()
-        );
+        let spin = if is_terminal(&last_kind) { "done" } else { "…" };
+        println!("[{requests}/{total} {spin:>4}] {:>5.2}s {line}", started.elapsed().as_secs_f64());
     }
     let finished = last_kind == "task_finished";
 
@@ -217,21 +192,11 @@ fn run() -> Result<bool> {
     print_diff(&before, &after);
 
     section("agentd context --role lead");
-    print!(
-        "{}",
-        cli_stdout(&daemon, &["context", &task_id, "--role", "lead"])?
-    );
+    print!("{}", cli_stdout(&daemon, &["context", &task_id, "--role", "lead"])?);
 
     section("agentd log (last 12 lines)");
     let log = cli_stdout(&daemon, &["log", &task_id])?;
-    for l in log
-        .lines()
-        .rev()
-        .take(12)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-    {
+    for l in log.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev() {
         println!("{}", one_line(l, 150));
     }
 
@@ -251,10 +216,7 @@ fn read(p: &Path) -> Result<String> {
 }
 
 fn section(title: &str) {
-    println!(
-        "\n── {title} {}",
-        "─".repeat(60usize.saturating_sub(title.chars().count()))
-    );
+    println!("\n── {title} {}", "─".repeat(60usize.saturating_sub(title.chars().count())));
 }
 
 fn cli_stdout(d: &Daemon, args: &[&str]) -> Result<String> {
@@ -282,11 +244,7 @@ fn print_diff(before: &str, after: &str) {
     let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
     for i in (0..a.len()).rev() {
         for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
+            lcs[i][j] = if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
         }
     }
     let (mut i, mut j, mut changed) = (0, 0, false);

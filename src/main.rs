@@ -12,11 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(
-    name = "agentd",
-    version,
-    about = "Runs teams of LLM agents inside measured context windows"
-)]
+#[command(name = "agentd", version, about = "Runs teams of LLM agents inside measured context windows")]
 struct Cli {
     /// The home directory: config, socket, database and evidence.
     #[arg(long, global = true, env = "AGENTD_HOME", default_value = "./.agentd")]
@@ -90,11 +86,7 @@ enum Command {
         command: ModelsCommand,
     },
     /// Read or change a role's setting (compact_at).
-    Settings {
-        role: String,
-        key: String,
-        value: Option<u64>,
-    },
+    Settings { role: String, key: String, value: Option<u64> },
     /// The daemon's version, uptime and running tasks.
     Daemon,
 }
@@ -118,25 +110,15 @@ impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Failure {
         let code = match &e {
             ClientError::Connect { .. } => 3,
-            ClientError::Rpc { code, .. }
-                if (-32602..=-32600).contains(code) || *code == -32004 =>
-            {
-                2
-            }
+            ClientError::Rpc { code, .. } if (-32602..=-32600).contains(code) || *code == -32004 => 2,
             _ => 1,
         };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
+        Failure { code, message: e.to_string() }
     }
 }
 
 fn fail(code: u8, message: impl Into<String>) -> Failure {
-    Failure {
-        code,
-        message: message.into(),
-    }
+    Failure { code, message: message.into() }
 }
 
 fn main() -> ExitCode {
@@ -155,17 +137,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Init => init(&home),
         Command::Serve => serve_command(&home),
-        Command::Submit {
-            objective,
-            workspace,
-            team,
-            wait,
-            json,
-        } => {
+        Command::Submit { objective, workspace, team, wait, json } => {
             let workspace = match workspace {
                 Some(w) => w,
-                None => std::env::current_dir()
-                    .map_err(|e| fail(2, format!("current directory: {e}")))?,
+                None => std::env::current_dir().map_err(|e| fail(2, format!("current directory: {e}")))?,
             };
             let workspace = std::fs::canonicalize(&workspace)
                 .map_err(|e| fail(2, format!("workspace {}: {e}", workspace.display())))?;
@@ -188,10 +163,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Tasks { json } => {
             let tasks = connect(&home)?.call("task.list", json!({}))?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&tasks).unwrap_or_default()
-                );
+                println!("{}", serde_json::to_string_pretty(&tasks).unwrap_or_default());
             } else {
                 for t in tasks.as_array().into_iter().flatten() {
                     println!(
@@ -208,10 +180,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Status { task, json } => {
             let status = connect(&home)?.call("task.status", json!({"task_id": task}))?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&status).unwrap_or_default()
-                );
+                println!("{}", serde_json::to_string_pretty(&status).unwrap_or_default());
             } else {
                 print_status(&status);
             }
@@ -264,9 +233,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
-        Command::Models {
-            command: ModelsCommand::Probe { role },
-        } => {
+        Command::Models { command: ModelsCommand::Probe { role } } => {
             let r = connect(&home)?.call("models.probe", json!({"role": role}))?;
             println!(
                 "{}: {} at {}: window {} tokens ({})",
@@ -281,10 +248,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Settings { role, key, value } => {
             let mut client = connect(&home)?;
             let r = match value {
-                Some(v) => client.call(
-                    "settings.set",
-                    json!({"role": role, "key": key, "value": v}),
-                )?,
+                Some(v) => client.call("settings.set", json!({"role": role, "key": key, "value": v}))?,
                 None => client.call("settings.get", json!({"role": role, "key": key}))?,
             };
             println!("{} {} = {}", role, key, r["value"]);
@@ -299,14 +263,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
 }
 
 fn init(home: &Home) -> Result<u8, Failure> {
-    home.ensure()
-        .map_err(|e| fail(2, format!("cannot create {}: {e}", home.dir.display())))?;
+    home.ensure().map_err(|e| fail(2, format!("cannot create {}: {e}", home.dir.display())))?;
     let path = home.config();
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-    {
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
         Ok(mut f) => {
             f.write_all(DEFAULT_CONFIG.as_bytes())
                 .map_err(|e| fail(2, format!("{}: {e}", path.display())))?;
@@ -334,9 +293,7 @@ fn serve_command(home: &Home) -> Result<u8, Failure> {
     if config.exists() {
         Config::load(&config).map_err(|e| fail(2, e.to_string()))?;
     }
-    match serve(home, |socket| {
-        eprintln!("agentd: serving on {}", socket.display())
-    }) {
+    match serve(home, |socket| eprintln!("agentd: serving on {}", socket.display())) {
         Ok(()) => Ok(0),
         Err(e @ (DaemonError::Config(_) | DaemonError::NoConfig(_))) => Err(fail(2, e.to_string())),
         Err(e) => Err(fail(1, e.to_string())),
@@ -353,10 +310,7 @@ fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
 
 /// Streams a task's events until its terminal event; exit 0 only when it finished.
 fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure> {
-    client.call(
-        "task.subscribe",
-        json!({"task_id": task_id, "after_seq": 0}),
-    )?;
+    client.call("task.subscribe", json!({"task_id": task_id, "after_seq": 0}))?;
     loop {
         let event = client.next_event()?;
         if json {
@@ -369,18 +323,11 @@ fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure>
             // An interruption that was later resumed is history, not the end: keep following.
             if str_of(&event, "kind") == "task_interrupted" {
                 let status = client.call("task.status", json!({"task_id": task_id}))?;
-                if matches!(
-                    str_of(&status, "state"),
-                    "queued" | "running" | "waiting_retry"
-                ) {
+                if matches!(str_of(&status, "state"), "queued" | "running" | "waiting_retry") {
                     continue;
                 }
             }
-            return Ok(if str_of(&event, "kind") == "task_finished" {
-                0
-            } else {
-                1
-            });
+            return Ok(if str_of(&event, "kind") == "task_finished" { 0 } else { 1 });
         }
     }
 }
@@ -392,11 +339,7 @@ fn print_status(s: &Value) {
     println!("workspace  {}", str_of(s, "workspace"));
     if let Some(roles) = s["roles"].as_object() {
         for (role, r) in roles {
-            let est = if r["estimated"].as_bool() == Some(true) {
-                "~"
-            } else {
-                ""
-            };
+            let est = if r["estimated"].as_bool() == Some(true) { "~" } else { "" };
             println!(
                 "{:<10} {est}{} of {} tokens ({})",
                 role,
@@ -419,31 +362,16 @@ fn print_gauge(g: &Value) {
         println!("{}: {}", str_of(g, "role"), str_of(g, "note"));
         return;
     }
-    let est = if g["estimated"].as_bool() == Some(true) {
-        "~"
-    } else {
-        ""
-    };
+    let est = if g["estimated"].as_bool() == Some(true) { "~" } else { "" };
     let window = g["window"].as_u64().unwrap_or(0);
-    println!(
-        "role         {} ({})",
-        str_of(g, "role"),
-        str_of(g, "model")
-    );
-    println!(
-        "window       {} tokens ({})",
-        window,
-        str_of(g, "window_source")
-    );
+    println!("role         {} ({})", str_of(g, "role"), str_of(g, "model"));
+    println!("window       {} tokens ({})", window, str_of(g, "window_source"));
     let c = &g["categories"];
     for cat in ["system", "tools", "messages", "thinking"] {
         println!("  {:<10} {est}{}", cat, c[cat]);
     }
     println!("total        {est}{}", g["tokens"]);
-    println!(
-        "trigger      {} ({}%)",
-        g["trigger_tokens"], g["compact_at"]
-    );
+    println!("trigger      {} ({}%)", g["trigger_tokens"], g["compact_at"]);
     println!("destination  {}", g["destination_tokens"]);
     println!("free         {est}{}", g["free_tokens"]);
 }

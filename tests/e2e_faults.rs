@@ -22,10 +22,7 @@ fn tool_results(req: &Value) -> Vec<(String, String)> {
         .iter()
         .filter(|m| m["role"] == "tool")
         .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap().to_string(),
-            )
+            (m["tool_call_id"].as_str().unwrap().to_string(), m["content"].as_str().unwrap().to_string())
         })
         .collect()
 }
@@ -40,30 +37,20 @@ async fn path_escapes_are_refused_as_tool_errors_the_model_sees() {
     let server = ScriptedServer::start(vec![
         sse(vec![
             tool_call_with_id("c1", "read_file", json!({"path": "../secret.txt"})),
-            tool_call_with_id(
-                "c2",
-                "read_file",
-                json!({"path": outside.path().join("secret.txt")}),
-            ),
+            tool_call_with_id("c2", "read_file", json!({"path": outside.path().join("secret.txt")})),
             tool_call_with_id("c3", "read_file", json!({"path": "link/secret.txt"})),
             tool_call_with_id("c4", "list_dir", json!({"path": "src/../.."})),
         ]),
         sse(vec![finish("could not read outside the workspace")]),
     ])
     .await;
-    let d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", ""),
-    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let task = d.submit("Try to escape", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(20));
     assert_eq!(events.last().unwrap()["kind"], "task_finished");
     let finished = of_kind(&events, "tool_finished");
     assert_eq!(finished.len(), 5);
-    assert!(
-        finished[..4].iter().all(|e| e["ok"] == false),
-        "{finished:#?}"
-    );
+    assert!(finished[..4].iter().all(|e| e["ok"] == false), "{finished:#?}");
     let results = tool_results(&server.chat_requests()[1]);
     assert_eq!(results.len(), 4);
     for (id, content) in &results {
@@ -86,31 +73,13 @@ async fn faults_are_retried_by_policy_without_duplicating_messages() {
     .await;
     let retry = "[retry]\nrate_limit = { attempts = 3, delay = \"30s\" }\nserver_error = { attempts = 2, delay = \"10ms\" }\nstream_anomaly = { attempts = 2, delay = \"10ms\" }\n";
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", retry),
-    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", retry));
     let task = d.submit("Survive the faults", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(30));
-    assert_eq!(
-        events.last().unwrap()["kind"],
-        "task_finished",
-        "{events:#?}"
-    );
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
     let retries = of_kind(&events, "retry_scheduled");
-    let reasons: Vec<&str> = retries
-        .iter()
-        .map(|e| e["reason"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        reasons,
-        [
-            "rate_limit",
-            "server_error",
-            "stream_anomaly",
-            "stream_anomaly"
-        ]
-    );
+    let reasons: Vec<&str> = retries.iter().map(|e| e["reason"].as_str().unwrap()).collect();
+    assert_eq!(reasons, ["rate_limit", "server_error", "stream_anomaly", "stream_anomaly"]);
     // Retry-After (1 s) wins over the configured 30 s; stream anomalies grow: 10 ms, then 20 ms.
     assert_eq!(retries[0]["delay_ms"], 1000);
     assert_eq!(retries[0]["max_attempts"], 3);
@@ -120,10 +89,7 @@ async fn faults_are_retried_by_policy_without_duplicating_messages() {
     let reqs = server.chat_requests();
     assert_eq!(reqs.len(), 5);
     assert!(reqs.iter().all(|r| r["messages"] == reqs[0]["messages"]));
-    let log = d
-        .client()
-        .call("log.get", json!({"task_id": task, "role": "lead"}))
-        .unwrap();
+    let log = d.client().call("log.get", json!({"task_id": task, "role": "lead"})).unwrap();
     let assistant = log["records"]
         .as_array()
         .unwrap()
@@ -138,18 +104,12 @@ async fn exhausted_retries_fail_the_task_with_the_last_provider_error() {
     let server = ScriptedServer::start(vec![empty_stream(), empty_stream(), empty_stream()]).await;
     let retry = "[retry]\nstream_anomaly = { attempts = 2, delay = \"10ms\" }\n";
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", retry),
-    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", retry));
     let task = d.submit("Meet a silent model", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(30));
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "task_failed");
-    assert!(
-        last["error"].as_str().unwrap().contains("stream anomaly"),
-        "{last}"
-    );
+    assert!(last["error"].as_str().unwrap().contains("stream anomaly"), "{last}");
     assert_eq!(of_kind(&events, "retry_scheduled").len(), 2);
     assert_eq!(server.chat_requests().len(), 3);
 }
@@ -158,44 +118,26 @@ async fn exhausted_retries_fail_the_task_with_the_last_provider_error() {
 async fn a_provider_refusal_fails_the_task_with_its_message() {
     let server = ScriptedServer::start(vec![server_error(401, "Incorrect API key provided")]).await;
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", ""),
-    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let task = d.submit("Anything", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(20));
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "task_failed");
-    assert!(
-        last["error"]
-            .as_str()
-            .unwrap()
-            .contains("Incorrect API key provided"),
-        "{last}"
-    );
+    assert!(last["error"].as_str().unwrap().contains("Incorrect API key provided"), "{last}");
     let out = d.cli(&["status", &task]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("failed"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_that_states_the_window_is_learned_and_persisted() {
-    let server = ScriptedServer::start(vec![
-        context_length_exceeded(16_384, 20_000),
-        sse(vec![finish("fits now")]),
-    ])
-    .await;
+    let server =
+        ScriptedServer::start(vec![context_length_exceeded(16_384, 20_000), sse(vec![finish("fits now")])])
+            .await;
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", ""),
-    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let task = d.submit("Learn the window", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(20));
-    assert_eq!(
-        events.last().unwrap()["kind"],
-        "task_finished",
-        "{events:#?}"
-    );
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
     let learned = of_kind(&events, "window_learned");
     assert_eq!(learned.len(), 1);
     assert_eq!(learned[0]["old_window"], 256_000);
@@ -219,28 +161,23 @@ async fn a_request_over_the_declared_window_is_never_sent() {
         .start()
         .await;
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", ""),
-    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let huge = "please consider this detail carefully. ".repeat(600);
     let task = d.submit(&huge, ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(20));
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "task_failed");
     let error = last["error"].as_str().unwrap();
-    assert!(
-        error.contains("1000-token window") && error.contains("declared"),
-        "{error}"
-    );
-    assert!(
-        server.chat_requests().is_empty(),
-        "nothing over the window reaches the model"
-    );
-    let gauge = d
-        .client()
-        .call("context.get", json!({"task_id": task, "role": "lead"}))
-        .unwrap();
+    // The objective alone is over the window: compaction cannot help, and says so with the numbers.
+    assert!(error.contains("compaction failed") && error.contains("1000-token window"), "{error}");
+    let failed = of_kind(&events, "compaction_failed");
+    assert_eq!(failed.len(), 1, "{events:#?}");
+    let started = of_kind(&events, "compaction_started");
+    assert_eq!(started[0]["window"], 1000);
+    assert_eq!(started[0]["trigger_tokens"], 800);
+    assert_eq!(started[0]["destination_tokens"], 500);
+    assert!(server.chat_requests().is_empty(), "nothing over the window reaches the model");
+    let gauge = d.client().call("context.get", json!({"task_id": task, "role": "lead"})).unwrap();
     assert_eq!(gauge["window"], 1000);
     assert!(gauge["tokens"].as_u64().unwrap() > 1000);
 }

@@ -28,19 +28,12 @@ fn init_writes_a_config_and_never_overwrites_one() {
 
 #[test]
 fn a_bad_config_names_the_key_and_the_file() {
-    let bad = team_config(
-        "http://127.0.0.1:9/v1",
-        "gpt-4o",
-        "[tools]\ncommand_timeout = \"whenever\"\n",
-    );
+    let bad = team_config("http://127.0.0.1:9/v1", "gpt-4o", "[tools]\ncommand_timeout = \"whenever\"\n");
     let d = TestDaemon::prepare(Path::new(BIN), &bad);
     let out = d.cli(&["serve"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("tools.command_timeout") && err.contains("agentd.toml"),
-        "{err}"
-    );
+    assert!(err.contains("tools.command_timeout") && err.contains("agentd.toml"), "{err}");
 
     let unknown = team_config("http://127.0.0.1:9/v1", "gpt-4o", "[team.lead]\n");
     let d = TestDaemon::prepare(
@@ -58,10 +51,7 @@ fn a_bad_config_names_the_key_and_the_file() {
 
 #[test]
 fn a_second_serve_on_the_same_home_fails_and_harms_nothing() {
-    let d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config("http://127.0.0.1:9/v1", "gpt-4o", ""),
-    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config("http://127.0.0.1:9/v1", "gpt-4o", ""));
     let out = d.cli(&["serve"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -75,34 +65,20 @@ fn a_second_serve_on_the_same_home_fails_and_harms_nothing() {
 async fn cancel_while_the_model_is_thinking() {
     let server = ScriptedServer::start(vec![hang()]).await;
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", ""),
-    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let task = d.submit("wait forever", ws.path());
     assert!(server.wait_for_requests(1, Duration::from_secs(10)).await);
     let out = d.cli(&["cancel", &task]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "cancelled");
     let events = d.events_until_end(&task, Duration::from_secs(10));
     assert_eq!(events.last().unwrap()["kind"], "task_cancelled");
     // The hung request was abandoned: the connection to the model is closed.
     assert!(server.wait_for_idle(Duration::from_secs(5)).await);
     // A cancelled task cannot be cancelled again or resumed.
-    let e = d
-        .client()
-        .call("task.cancel", json!({"task_id": task}))
-        .unwrap_err();
+    let e = d.client().call("task.cancel", json!({"task_id": task})).unwrap_err();
     assert_eq!(e.code, -32003);
-    let e = d
-        .client()
-        .call("task.resume", json!({"task_id": task}))
-        .unwrap_err();
+    let e = d.client().call("task.resume", json!({"task_id": task})).unwrap_err();
     assert_eq!(e.code, -32003);
     // watch exits 1 on a cancelled task.
     assert_eq!(d.cli(&["watch", &task]).status.code(), Some(1));
@@ -113,48 +89,26 @@ async fn sigterm_marks_running_tasks_interrupted_and_resume_continues() {
     let server = ScriptedServer::start(vec![hang()]).await;
     let ws = tempfile::tempdir().unwrap();
     sample_workspace(ws.path());
-    let mut d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", ""),
-    );
+    let mut d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let task = d.submit("Fix the add function", ws.path());
     assert!(server.wait_for_requests(1, Duration::from_secs(10)).await);
     assert_eq!(d.stop(), Some(0), "{}", d.serve_log());
-    assert!(
-        !d.socket().exists(),
-        "the socket is removed on a clean stop"
-    );
+    assert!(!d.socket().exists(), "the socket is removed on a clean stop");
 
     server.push(vec![sse(vec![finish("resumed and done")])]);
     d.serve();
-    let status = d
-        .client()
-        .call("task.status", json!({"task_id": task}))
-        .unwrap();
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
     assert_eq!(status["state"], "interrupted");
     let out = d.cli(&["resume", &task]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let events = d.events_until_end(&task, Duration::from_secs(20));
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
-    assert!(
-        kinds.contains(&"task_interrupted") && kinds.contains(&"task_resumed"),
-        "{kinds:?}"
-    );
+    assert!(kinds.contains(&"task_interrupted") && kinds.contains(&"task_resumed"), "{kinds:?}");
     assert_eq!(events.last().unwrap()["kind"], "task_finished");
     // The objective was asked once: the resumed request carries the same single user message.
     let reqs = server.chat_requests();
     let last = reqs.last().unwrap();
-    let users = last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .count();
+    let users = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "user").count();
     assert_eq!(users, 1, "{last}");
 }
 
@@ -164,76 +118,43 @@ async fn kill_9_loses_nothing_and_resume_repairs_a_dangling_tool_call() {
     let server = ScriptedServer::start(vec![
         sse(vec![tool_call("list_dir", json!({"path": "."}))]),
         sse(vec![delegate("coder", "run the slow check")]),
-        sse(vec![tool_call(
-            "run_command",
-            json!({"command": "sleep 30"}),
-        )]),
+        sse(vec![tool_call("run_command", json!({"command": "sleep 30"}))]),
     ])
     .await;
     let ws = tempfile::tempdir().unwrap();
     sample_workspace(ws.path());
-    let mut d = TestDaemon::start(
-        Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", ""),
-    );
+    let mut d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let task = d.submit("Check the project", ws.path());
     assert!(server.wait_for_requests(3, Duration::from_secs(20)).await);
     // Give the coder time to persist the tool call and start the command.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let log = d
-            .client()
-            .call("log.get", json!({"task_id": task, "role": "coder"}))
-            .unwrap();
+        let log = d.client().call("log.get", json!({"task_id": task, "role": "coder"})).unwrap();
         if log.to_string().contains("sleep 30") {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the coder never called the command"
-        );
+        assert!(std::time::Instant::now() < deadline, "the coder never called the command");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let before = d
-        .client()
-        .call("log.get", json!({"task_id": task}))
-        .unwrap()["records"]
-        .as_array()
-        .unwrap()
-        .len();
+    let before =
+        d.client().call("log.get", json!({"task_id": task})).unwrap()["records"].as_array().unwrap().len();
     d.kill9();
 
     server.push(vec![
-        sse(vec![finish(
-            "the slow check was interrupted; nothing else to do",
-        )]),
+        sse(vec![finish("the slow check was interrupted; nothing else to do")]),
         sse(vec![finish("checked")]),
     ]);
     d.serve();
     let listed = d.client().call("task.list", json!({})).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert_eq!(listed[0]["state"], "interrupted");
-    let after = d
-        .client()
-        .call("log.get", json!({"task_id": task}))
-        .unwrap()["records"]
-        .as_array()
-        .unwrap()
-        .len();
-    assert!(
-        after > before,
-        "every acknowledged record survived ({before} → {after}, plus the interruption)"
-    );
+    let after =
+        d.client().call("log.get", json!({"task_id": task})).unwrap()["records"].as_array().unwrap().len();
+    assert!(after > before, "every acknowledged record survived ({before} → {after}, plus the interruption)");
 
-    d.client()
-        .call("task.resume", json!({"task_id": task}))
-        .unwrap();
+    d.client().call("task.resume", json!({"task_id": task})).unwrap();
     let events = d.events_until_end(&task, Duration::from_secs(30));
-    assert_eq!(
-        events.last().unwrap()["kind"],
-        "task_finished",
-        "{events:#?}"
-    );
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
     // Every request after the restart is well formed: each tool call has its result.
     for req in server.chat_requests().iter().skip(3) {
         let msgs = req["messages"].as_array().unwrap();
@@ -241,17 +162,12 @@ async fn kill_9_loses_nothing_and_resume_repairs_a_dangling_tool_call() {
             for call in m["tool_calls"].as_array().into_iter().flatten() {
                 let id = &call["id"];
                 assert!(
-                    msgs[i + 1..]
-                        .iter()
-                        .any(|r| r["role"] == "tool" && &r["tool_call_id"] == id),
+                    msgs[i + 1..].iter().any(|r| r["role"] == "tool" && &r["tool_call_id"] == id),
                     "dangling call {id} in {req}"
                 );
             }
         }
     }
     let coder_req = server.chat_requests()[3].to_string();
-    assert!(
-        coder_req.contains("interrupted"),
-        "the repaired result says what happened: {coder_req}"
-    );
+    assert!(coder_req.contains("interrupted"), "the repaired result says what happened: {coder_req}");
 }

@@ -10,16 +10,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_agentd");
 
 fn daemon() -> TestDaemon {
     // No model is ever asked in these tests; the server address only has to parse.
-    TestDaemon::start(
-        Path::new(BIN),
-        &team_config("http://127.0.0.1:9/v1", "gpt-4o", ""),
-    )
+    TestDaemon::start(Path::new(BIN), &team_config("http://127.0.0.1:9/v1", "gpt-4o", ""))
 }
 
 fn error_code(v: &Value) -> i64 {
-    v["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("expected an error: {v}"))
+    v["error"]["code"].as_i64().unwrap_or_else(|| panic!("expected an error: {v}"))
 }
 
 #[test]
@@ -48,37 +43,17 @@ fn bad_input_gets_errors_and_the_connection_stays_usable() {
 
     let e = c.call("task.status", json!({"task_id": 42})).unwrap_err();
     assert_eq!(e.code, -32602);
-    assert!(
-        e.message.contains("task_id") && e.message.contains("string"),
-        "{e}"
-    );
+    assert!(e.message.contains("task_id") && e.message.contains("string"), "{e}");
 
-    let e = c
-        .call(
-            "task.submit",
-            json!({"objective": "x", "workspace": "relative/dir"}),
-        )
-        .unwrap_err();
+    let e = c.call("task.submit", json!({"objective": "x", "workspace": "relative/dir"})).unwrap_err();
     assert_eq!(e.code, -32004, "{e}");
-    let e = c
-        .call("task.submit", json!({"objective": "", "workspace": "/"}))
-        .unwrap_err();
+    let e = c.call("task.submit", json!({"objective": "", "workspace": "/"})).unwrap_err();
     assert_eq!(e.code, -32602, "{e}");
-    let e = c
-        .call(
-            "task.submit",
-            json!({"objective": "x", "workspace": "/no/such/dir"}),
-        )
-        .unwrap_err();
+    let e = c.call("task.submit", json!({"objective": "x", "workspace": "/no/such/dir"})).unwrap_err();
     assert_eq!(e.code, -32004, "{e}");
     assert!(e.message.contains("/no/such/dir"), "{e}");
 
-    let e = c
-        .call(
-            "task.status",
-            json!({"task_id": "0190aaaa-0000-7000-8000-000000000000"}),
-        )
-        .unwrap_err();
+    let e = c.call("task.status", json!({"task_id": "0190aaaa-0000-7000-8000-000000000000"})).unwrap_err();
     assert_eq!(e.code, -32001);
 
     // A line over 8 MiB: refused, and the connection still answers afterwards.
@@ -108,10 +83,7 @@ fn home_and_socket_are_private() {
 
 #[test]
 fn cli_without_a_daemon_exits_3_naming_the_socket() {
-    let d = TestDaemon::prepare(
-        Path::new(BIN),
-        &team_config("http://127.0.0.1:9/v1", "gpt-4o", ""),
-    );
+    let d = TestDaemon::prepare(Path::new(BIN), &team_config("http://127.0.0.1:9/v1", "gpt-4o", ""));
     let out = d.cli(&["tasks"]);
     assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -122,12 +94,7 @@ fn cli_without_a_daemon_exits_3_naming_the_socket() {
 fn cli_unknown_task_and_bad_usage() {
     let d = daemon();
     let out = d.cli(&["status", "nope"]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown task nope"));
     let out = d.cli(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));

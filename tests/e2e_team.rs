@@ -9,10 +9,7 @@ use serde_json::json;
 const BIN: &str = env!("CARGO_BIN_EXE_agentd");
 
 fn kinds(events: &[serde_json::Value]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap_or("").to_string())
-        .collect()
+    events.iter().map(|e| e["kind"].as_str().unwrap_or("").to_string()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,21 +29,14 @@ async fn lead_delegates_and_coder_edits_a_file() {
                 "edit_file",
                 json!({"path": "src/lib.rs", "old_text": "a - b", "new_text": "a + b"}),
             )]),
-            sse_with_usage(
-                vec![finish("changed a - b to a + b in src/lib.rs")],
-                900,
-                12,
-            ),
+            sse_with_usage(vec![finish("changed a - b to a + b in src/lib.rs")], 900, 12),
             sse(vec![finish("add() fixed by the coder")]),
         ])
         .start()
         .await;
     let ws = tempfile::tempdir().unwrap();
     sample_workspace(ws.path());
-    let daemon = TestDaemon::start(
-        std::path::Path::new(BIN),
-        &team_config(&server.base_url(), "gpt-4o", ""),
-    );
+    let daemon = TestDaemon::start(std::path::Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
 
     let out = daemon.cli(&[
         "submit",
@@ -64,10 +54,7 @@ async fn lead_delegates_and_coder_edits_a_file() {
         String::from_utf8_lossy(&out.stderr),
         daemon.serve_log()
     );
-    let events: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
 
     // Ordered and complete: seq 1..=n with no gap, the expected story in order.
     for (i, e) in events.iter().enumerate() {
@@ -103,15 +90,9 @@ async fn lead_delegates_and_coder_edits_a_file() {
     assert_eq!(k, story, "{events:#?}");
     let delegated = events.iter().find(|e| e["kind"] == "delegated").unwrap();
     assert_eq!(delegated["to_role"], "coder");
-    assert_eq!(
-        events.last().unwrap()["summary"],
-        "add() fixed by the coder"
-    );
-    let coder_usage = events
-        .iter()
-        .filter(|e| e["kind"] == "response_received" && e["role"] == "coder")
-        .nth(1)
-        .unwrap();
+    assert_eq!(events.last().unwrap()["summary"], "add() fixed by the coder");
+    let coder_usage =
+        events.iter().filter(|e| e["kind"] == "response_received" && e["role"] == "coder").nth(1).unwrap();
     assert_eq!(coder_usage["usage"]["prompt_tokens"], 900);
 
     // The coder really edited the file.
@@ -123,22 +104,11 @@ async fn lead_delegates_and_coder_edits_a_file() {
     let reqs = server.chat_requests();
     assert_eq!(reqs.len(), 5);
     let coder_first = reqs[2]["messages"].to_string();
-    assert!(
-        coder_first.contains("Make add() return a + b"),
-        "{coder_first}"
-    );
-    assert!(
-        !coder_first.contains("Fix the add function"),
-        "the coder has its own history: {coder_first}"
-    );
+    assert!(coder_first.contains("Make add() return a + b"), "{coder_first}");
+    assert!(!coder_first.contains("Fix the add function"), "the coder has its own history: {coder_first}");
     let lead_last = &reqs[4]["messages"];
-    assert!(lead_last
-        .to_string()
-        .contains("changed a - b to a + b in src/lib.rs"));
-    assert!(
-        lead_last.to_string().contains("look at the code first"),
-        "reasoning kept through the chain"
-    );
+    assert!(lead_last.to_string().contains("changed a - b to a + b in src/lib.rs"));
+    assert!(lead_last.to_string().contains("look at the code first"), "reasoning kept through the chain");
     let lead_tools: Vec<String> = reqs[0]["tools"]
         .as_array()
         .unwrap()
@@ -146,26 +116,18 @@ async fn lead_delegates_and_coder_edits_a_file() {
         .map(|t| t["function"]["name"].as_str().unwrap().to_string())
         .collect();
     assert!(
-        lead_tools.contains(&"delegate".to_string())
-            && !lead_tools.contains(&"edit_file".to_string()),
+        lead_tools.contains(&"delegate".to_string()) && !lead_tools.contains(&"edit_file".to_string()),
         "{lead_tools:?}"
     );
 
     // The task and its log are inspectable.
-    let status = daemon
-        .client()
-        .call("task.status", json!({"task_id": events[0]["task_id"]}))
-        .unwrap();
+    let status = daemon.client().call("task.status", json!({"task_id": events[0]["task_id"]})).unwrap();
     assert_eq!(status["state"], "finished");
     assert_eq!(status["result"], "add() fixed by the coder");
     assert!(status["roles"]["lead"]["tokens"].as_u64().unwrap() > 0);
     let log = daemon.cli(&["log", events[0]["task_id"].as_str().unwrap(), "--jsonl"]);
-    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&log.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert!(records
-        .iter()
-        .any(|r| r["type"] == "message" && r["role"] == "coder"));
+    let records: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&log.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(records.iter().any(|r| r["type"] == "message" && r["role"] == "coder"));
     assert!(records.iter().any(|r| r["type"] == "event"));
 }

@@ -34,10 +34,7 @@ impl ToolError {
         if err.kind() == std::io::ErrorKind::NotFound {
             ToolError::NotFound(path.to_string())
         } else {
-            ToolError::Io {
-                path: path.to_string(),
-                message: err.to_string(),
-            }
+            ToolError::Io { path: path.to_string(), message: err.to_string() }
         }
     }
 }

@@ -30,11 +30,7 @@ pub fn system_prompt(
 }
 
 fn lead(delegates: &[String]) -> String {
-    let team = if delegates.is_empty() {
-        "coder".to_string()
-    } else {
-        delegates.join(", ")
-    };
+    let team = if delegates.is_empty() { "coder".to_string() } else { delegates.join(", ") };
     format!(
         "You are the lead of a small team of software agents. You plan the work, inspect the code, and \
          delegate; you do not edit files yourself.\n\
@@ -52,7 +48,8 @@ fn lead(delegates: &[String]) -> String {
     )
 }
 
-const CODER: &str = "You are the coder of a small team of software agents. You receive an objective and make \
+const CODER: &str =
+    "You are the coder of a small team of software agents. You receive an objective and make \
      the change yourself.\n\
      \n\
      How to work:\n\
@@ -95,24 +92,10 @@ mod tests {
     #[test]
     fn prompts_are_concise_and_deterministic() {
         let ws = Path::new("/srv/project");
-        let roles = [
-            RoleKind::Lead,
-            RoleKind::Coder,
-            RoleKind::Specialist("reviewer".into()),
-        ];
+        let roles = [RoleKind::Lead, RoleKind::Coder, RoleKind::Specialist("reviewer".into())];
         for role in roles {
-            let a = system_prompt(
-                &role,
-                Some("You review diffs."),
-                ws,
-                &["coder".into(), "reviewer".into()],
-            );
-            let b = system_prompt(
-                &role,
-                Some("You review diffs."),
-                ws,
-                &["coder".into(), "reviewer".into()],
-            );
+            let a = system_prompt(&role, Some("You review diffs."), ws, &["coder".into(), "reviewer".into()]);
+            let b = system_prompt(&role, Some("You review diffs."), ws, &["coder".into(), "reviewer".into()]);
             assert_eq!(a, b);
             assert!(words(&a) < 250, "{} prompt has {} words", role, words(&a));
             assert!(a.contains("/srv/project"));
@@ -123,12 +106,7 @@ mod tests {
 
     #[test]
     fn lead_names_its_delegates() {
-        let p = system_prompt(
-            &RoleKind::Lead,
-            None,
-            Path::new("/w"),
-            &["coder".into(), "reviewer".into()],
-        );
+        let p = system_prompt(&RoleKind::Lead, None, Path::new("/w"), &["coder".into(), "reviewer".into()]);
         assert!(p.contains("delegate"));
         assert!(p.contains("coder, reviewer"));
         let p = system_prompt(&RoleKind::Lead, None, Path::new("/w"), &[]);
@@ -147,12 +125,7 @@ mod tests {
     #[test]
     fn specialist_uses_custom_prompt() {
         let role = RoleKind::Specialist("reviewer".into());
-        let p = system_prompt(
-            &role,
-            Some("You review diffs for correctness."),
-            Path::new("/w"),
-            &[],
-        );
+        let p = system_prompt(&role, Some("You review diffs for correctness."), Path::new("/w"), &[]);
         assert!(p.starts_with("You review diffs for correctness."));
         assert!(p.contains("summary"));
         let p = system_prompt(&role, None, Path::new("/w"), &[]);

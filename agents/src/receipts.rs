@@ -29,11 +29,7 @@ impl Receipt {
         evidence_id: Option<String>,
     ) -> Receipt {
         let result = one_line(&outcome.content);
-        let result = if outcome.complete {
-            result
-        } else {
-            format!("(incomplete) {result}")
-        };
+        let result = if outcome.complete { result } else { format!("(incomplete) {result}") };
         Receipt {
             tool: tool.into(),
             arguments: summary(arguments),
@@ -54,17 +50,9 @@ mod tests {
 
     #[test]
     fn summarises_both_sides() {
-        let outcome = ToolOutcome {
-            ok: true,
-            content: "exit code: 0\n--- stdout ---\nok".into(),
-            complete: true,
-        };
-        let r = Receipt::new(
-            "run_command",
-            "{\"command\":\n \"cargo test\"}",
-            &outcome,
-            Some("ev1".into()),
-        );
+        let outcome =
+            ToolOutcome { ok: true, content: "exit code: 0\n--- stdout ---\nok".into(), complete: true };
+        let r = Receipt::new("run_command", "{\"command\":\n \"cargo test\"}", &outcome, Some("ev1".into()));
         assert_eq!(r.tool, "run_command");
         assert_eq!(r.arguments, "{\"command\": \"cargo test\"}");
         assert_eq!(r.outcome, "exit code: 0 --- stdout --- ok");
@@ -75,11 +63,7 @@ mod tests {
     #[test]
     fn truncates_on_char_boundaries() {
         let long = "é".repeat(500);
-        let outcome = ToolOutcome {
-            ok: false,
-            content: long.clone(),
-            complete: false,
-        };
+        let outcome = ToolOutcome { ok: false, content: long.clone(), complete: false };
         let r = Receipt::new("read_file", &long, &outcome, None);
         assert_eq!(r.arguments.chars().count(), SUMMARY_CHARS);
         assert!(r.arguments.ends_with('…'));

@@ -35,29 +35,13 @@ impl fmt::Display for RoleKind {
     }
 }
 
-pub const LEAD_TOOLS: &[&str] = &[
-    "read_file",
-    "list_dir",
-    "search",
-    "read_evidence",
-    "delegate",
-    "finish",
-];
+pub const LEAD_TOOLS: &[&str] = &["read_file", "list_dir", "search", "read_evidence", "delegate", "finish"];
 
-pub const CODER_TOOLS: &[&str] = &[
-    "read_file",
-    "list_dir",
-    "search",
-    "read_evidence",
-    "write_file",
-    "edit_file",
-    "run_command",
-    "finish",
-];
+pub const CODER_TOOLS: &[&str] =
+    &["read_file", "list_dir", "search", "read_evidence", "write_file", "edit_file", "run_command", "finish"];
 
 /// A specialist's tools when its configuration names none: read-only, plus `finish`.
-pub const SPECIALIST_TOOLS: &[&str] =
-    &["read_file", "list_dir", "search", "read_evidence", "finish"];
+pub const SPECIALIST_TOOLS: &[&str] = &["read_file", "list_dir", "search", "read_evidence", "finish"];
 
 /// Every tool a model can be given.
 pub const ALL_TOOLS: &[&str] = &[
@@ -92,20 +76,13 @@ mod tests {
         }
         assert_eq!(RoleKind::parse("lead"), RoleKind::Lead);
         assert_eq!(RoleKind::parse("coder"), RoleKind::Coder);
-        assert_eq!(
-            RoleKind::parse("reviewer"),
-            RoleKind::Specialist("reviewer".into())
-        );
+        assert_eq!(RoleKind::parse("reviewer"), RoleKind::Specialist("reviewer".into()));
         assert_eq!(RoleKind::Coder.to_string(), "coder");
     }
 
     #[test]
     fn default_tools_are_known_and_end_with_finish() {
-        for role in [
-            RoleKind::Lead,
-            RoleKind::Coder,
-            RoleKind::Specialist("x".into()),
-        ] {
+        for role in [RoleKind::Lead, RoleKind::Coder, RoleKind::Specialist("x".into())] {
             let tools = default_tools(&role);
             assert!(tools.iter().all(|t| ALL_TOOLS.contains(&t.as_str())));
             assert_eq!(tools.last().map(String::as_str), Some("finish"));
@@ -113,8 +90,6 @@ mod tests {
         assert!(default_tools(&RoleKind::Lead).contains(&"delegate".to_string()));
         assert!(!default_tools(&RoleKind::Lead).contains(&"write_file".to_string()));
         assert!(default_tools(&RoleKind::Coder).contains(&"run_command".to_string()));
-        assert!(
-            !default_tools(&RoleKind::Specialist("r".into())).contains(&"write_file".to_string())
-        );
+        assert!(!default_tools(&RoleKind::Specialist("r".into())).contains(&"write_file".to_string()));
     }
 }

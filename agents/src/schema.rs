@@ -105,10 +105,7 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
 
 /// The schemas of `names`, in the given order; the first unknown name is an error.
 pub fn schemas(names: &[String]) -> Result<Vec<ToolSchema>, UnknownTool> {
-    names
-        .iter()
-        .map(|n| schema(n).ok_or_else(|| UnknownTool(n.clone())))
-        .collect()
+    names.iter().map(|n| schema(n).ok_or_else(|| UnknownTool(n.clone()))).collect()
 }
 
 fn path_prop(description: &str) -> Value {
@@ -129,10 +126,7 @@ mod tests {
             assert_eq!(p["type"], "object");
             assert_eq!(p["additionalProperties"], false);
             for req in p["required"].as_array().unwrap() {
-                assert!(
-                    p["properties"].get(req.as_str().unwrap()).is_some(),
-                    "{name}: {req}"
-                );
+                assert!(p["properties"].get(req.as_str().unwrap()).is_some(), "{name}: {req}");
             }
         }
     }
@@ -145,19 +139,13 @@ mod tests {
         assert_eq!(req("search"), json!(["pattern"]));
         assert_eq!(req("run_command"), json!(["command"]));
         assert_eq!(req("delegate"), json!(["to", "objective"]));
-        assert!(schema("read_file").unwrap().parameters["properties"]
-            .get("offset")
-            .is_some());
+        assert!(schema("read_file").unwrap().parameters["properties"].get("offset").is_some());
     }
 
     #[test]
     fn schemas_keep_order_and_refuse_unknown() {
         let names = vec!["finish".to_string(), "read_file".to_string()];
-        let got: Vec<_> = schemas(&names)
-            .unwrap()
-            .into_iter()
-            .map(|s| s.name)
-            .collect();
+        let got: Vec<_> = schemas(&names).unwrap().into_iter().map(|s| s.name).collect();
         assert_eq!(got, names);
         let bad = vec!["read_file".to_string(), "rm_rf".to_string()];
         assert_eq!(schemas(&bad), Err(UnknownTool("rm_rf".into())));

@@ -7,11 +7,7 @@ pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
         None => s.to_string(),
         Some(_) if max == 0 => String::new(),
         Some(_) => {
-            let keep = s
-                .char_indices()
-                .nth(max - 1)
-                .map(|(i, _)| i)
-                .unwrap_or(s.len());
+            let keep = s.char_indices().nth(max - 1).map(|(i, _)| i).unwrap_or(s.len());
             let mut out = s[..keep].to_string();
             out.push('…');
             out

@@ -23,10 +23,7 @@ pub struct Workspace {
 impl Workspace {
     /// A workspace rooted at `root`, which must exist and be a directory.
     pub fn new(root: &Path) -> Result<Workspace, ToolError> {
-        let bad = |reason: String| ToolError::BadWorkspace {
-            path: root.display().to_string(),
-            reason,
-        };
+        let bad = |reason: String| ToolError::BadWorkspace { path: root.display().to_string(), reason };
         let canonical = fs::canonicalize(root).map_err(|e| bad(e.to_string()))?;
         if !canonical.is_dir() {
             return Err(bad("not a directory".into()));
@@ -72,11 +69,7 @@ impl Workspace {
 
     /// Follows `parts` from the root while they exist. Returns the canonical path reached and the
     /// components that do not exist (empty when the whole path exists).
-    fn walk<'p>(
-        &self,
-        rel: &str,
-        parts: &'p [OsString],
-    ) -> Result<(PathBuf, &'p [OsString]), ToolError> {
+    fn walk<'p>(&self, rel: &str, parts: &'p [OsString]) -> Result<(PathBuf, &'p [OsString]), ToolError> {
         let mut current = self.root.clone();
         for (i, part) in parts.iter().enumerate() {
             let next = current.join(part);
@@ -87,9 +80,8 @@ impl Workspace {
             };
             if meta.file_type().is_symlink() {
                 let link = shown(&parts[..=i]);
-                let target = fs::read_link(&next)
-                    .map(|t| t.display().to_string())
-                    .unwrap_or_else(|_| "?".into());
+                let target =
+                    fs::read_link(&next).map(|t| t.display().to_string()).unwrap_or_else(|_| "?".into());
                 let resolved = match fs::canonicalize(&next) {
                     Ok(resolved) => resolved,
                     Err(_) => return Err(ToolError::BrokenSymlink { link, target }),
@@ -114,9 +106,7 @@ fn components(rel: &str) -> Result<Vec<OsString>, ToolError> {
     let mut parts = Vec::new();
     for component in Path::new(rel).components() {
         match component {
-            Component::Prefix(_) | Component::RootDir => {
-                return Err(ToolError::Absolute(rel.to_string()))
-            }
+            Component::Prefix(_) | Component::RootDir => return Err(ToolError::Absolute(rel.to_string())),
             Component::ParentDir => return Err(ToolError::Escapes(rel.to_string())),
             Component::CurDir => {}
             Component::Normal(part) => parts.push(part.to_os_string()),
@@ -145,10 +135,7 @@ mod tests {
     #[test]
     fn new_requires_an_existing_dir() {
         let (dir, _) = setup();
-        assert!(matches!(
-            Workspace::new(&dir.path().join("missing")),
-            Err(ToolError::BadWorkspace { .. })
-        ));
+        assert!(matches!(Workspace::new(&dir.path().join("missing")), Err(ToolError::BadWorkspace { .. })));
         assert!(matches!(
             Workspace::new(&dir.path().join("src/main.rs")),
             Err(ToolError::BadWorkspace { .. })
@@ -159,15 +146,9 @@ mod tests {
     fn resolves_inside() {
         let (_dir, ws) = setup();
         assert_eq!(ws.resolve(".").unwrap(), ws.root());
-        assert_eq!(
-            ws.resolve("./src/main.rs").unwrap(),
-            ws.root().join("src/main.rs")
-        );
+        assert_eq!(ws.resolve("./src/main.rs").unwrap(), ws.root().join("src/main.rs"));
         assert_eq!(ws.resolve("src/").unwrap(), ws.root().join("src"));
-        assert_eq!(
-            ws.display_relative(&ws.root().join("src/main.rs")),
-            "src/main.rs"
-        );
+        assert_eq!(ws.display_relative(&ws.root().join("src/main.rs")), "src/main.rs");
         assert_eq!(ws.display_relative(ws.root()), ".");
     }
 
@@ -177,37 +158,19 @@ mod tests {
         assert_eq!(ws.resolve("").unwrap_err(), ToolError::EmptyPath);
         let e = ws.resolve("../x").unwrap_err();
         assert_eq!(e.to_string(), "path escapes the workspace: ../x");
-        assert!(matches!(
-            ws.resolve("src/../src/main.rs"),
-            Err(ToolError::Escapes(_))
-        ));
-        assert!(matches!(
-            ws.resolve_for_write("a/../../b"),
-            Err(ToolError::Escapes(_))
-        ));
+        assert!(matches!(ws.resolve("src/../src/main.rs"), Err(ToolError::Escapes(_))));
+        assert!(matches!(ws.resolve_for_write("a/../../b"), Err(ToolError::Escapes(_))));
         let e = ws.resolve("/etc/passwd").unwrap_err();
         assert_eq!(e.to_string(), "absolute paths are not allowed: /etc/passwd");
-        assert!(matches!(
-            ws.resolve_for_write("/tmp/new"),
-            Err(ToolError::Absolute(_))
-        ));
+        assert!(matches!(ws.resolve_for_write("/tmp/new"), Err(ToolError::Absolute(_))));
     }
 
     #[test]
     fn missing_paths() {
         let (_dir, ws) = setup();
-        assert_eq!(
-            ws.resolve("nope.txt").unwrap_err(),
-            ToolError::NotFound("nope.txt".into())
-        );
-        assert_eq!(
-            ws.resolve_for_write("new/dir/file.txt").unwrap(),
-            ws.root().join("new/dir/file.txt")
-        );
-        assert_eq!(
-            ws.resolve_for_write("src/main.rs").unwrap(),
-            ws.root().join("src/main.rs")
-        );
+        assert_eq!(ws.resolve("nope.txt").unwrap_err(), ToolError::NotFound("nope.txt".into()));
+        assert_eq!(ws.resolve_for_write("new/dir/file.txt").unwrap(), ws.root().join("new/dir/file.txt"));
+        assert_eq!(ws.resolve_for_write("src/main.rs").unwrap(), ws.root().join("src/main.rs"));
     }
 
     #[test]
@@ -219,19 +182,10 @@ mod tests {
         let e = ws.resolve("link").unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!(
-                "symlink leaves the workspace: link -> {}",
-                outside.path().display()
-            )
+            format!("symlink leaves the workspace: link -> {}", outside.path().display())
         );
-        assert!(matches!(
-            ws.resolve("link/secret"),
-            Err(ToolError::SymlinkEscape { .. })
-        ));
-        assert!(matches!(
-            ws.resolve_for_write("link/new.txt"),
-            Err(ToolError::SymlinkEscape { .. })
-        ));
+        assert!(matches!(ws.resolve("link/secret"), Err(ToolError::SymlinkEscape { .. })));
+        assert!(matches!(ws.resolve_for_write("link/new.txt"), Err(ToolError::SymlinkEscape { .. })));
         // A link whose target goes up and out.
         symlink("../../..", ws.root().join("src/up")).unwrap();
         assert!(
@@ -243,29 +197,17 @@ mod tests {
     fn dangling_symlink_is_refused_for_write() {
         let (_dir, ws) = setup();
         symlink("/nonexistent/target", ws.root().join("dangling")).unwrap();
-        assert!(matches!(
-            ws.resolve_for_write("dangling"),
-            Err(ToolError::BrokenSymlink { .. })
-        ));
+        assert!(matches!(ws.resolve_for_write("dangling"), Err(ToolError::BrokenSymlink { .. })));
     }
 
     #[test]
     fn symlink_inside_is_allowed() {
         let (_dir, ws) = setup();
         symlink("src", ws.root().join("alias")).unwrap();
-        assert_eq!(
-            ws.resolve("alias/main.rs").unwrap(),
-            ws.root().join("src/main.rs")
-        );
-        assert_eq!(
-            ws.resolve_for_write("alias/new.rs").unwrap(),
-            ws.root().join("src/new.rs")
-        );
+        assert_eq!(ws.resolve("alias/main.rs").unwrap(), ws.root().join("src/main.rs"));
+        assert_eq!(ws.resolve_for_write("alias/new.rs").unwrap(), ws.root().join("src/new.rs"));
         symlink("../main.rs", ws.root().join("src/inner/m")).unwrap();
-        assert_eq!(
-            ws.resolve("src/inner/m").unwrap(),
-            ws.root().join("src/main.rs")
-        );
+        assert_eq!(ws.resolve("src/inner/m").unwrap(), ws.root().join("src/main.rs"));
     }
 
     #[test]
@@ -275,9 +217,6 @@ mod tests {
         fs::write(dir.path().join("real/a"), "a").unwrap();
         symlink(dir.path().join("real"), dir.path().join("via")).unwrap();
         let ws = Workspace::new(&dir.path().join("via")).unwrap();
-        assert_eq!(
-            ws.resolve("a").unwrap(),
-            fs::canonicalize(dir.path().join("real/a")).unwrap()
-        );
+        assert_eq!(ws.resolve("a").unwrap(), fs::canonicalize(dir.path().join("real/a")).unwrap());
     }
 }

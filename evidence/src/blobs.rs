@@ -56,20 +56,11 @@ impl Fingerprint {
         #[cfg(unix)]
         let unix = {
             use std::os::unix::fs::MetadataExt;
-            [
-                md.dev() as i64,
-                md.ino() as i64,
-                md.ctime(),
-                md.ctime_nsec(),
-            ]
+            [md.dev() as i64, md.ino() as i64, md.ctime(), md.ctime_nsec()]
         };
         #[cfg(not(unix))]
         let unix = [0; 4];
-        Fingerprint {
-            len: md.len(),
-            modified: md.modified().ok(),
-            unix,
-        }
+        Fingerprint { len: md.len(), modified: md.modified().ok(), unix }
     }
 }
 
@@ -168,12 +159,7 @@ fn write_atomically(
 
 /// The file name extension of a media type, for files a person may open: `text/plain` → `txt`.
 fn extension(media_type: &str) -> &'static str {
-    let essence = media_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = media_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     match essence.as_str() {
         "application/json" => "json",
         "application/x-ndjson" | "application/jsonl" | "application/x-jsonlines" => "jsonl",
@@ -204,10 +190,7 @@ pub fn write_fallback(dir: &Path, id: &str, media_type: &str, data: &[u8]) -> io
 
 impl Blobs {
     pub(crate) fn new(dir: PathBuf) -> Blobs {
-        Blobs {
-            dir,
-            verified: Mutex::new(HashMap::new()),
-        }
+        Blobs { dir, verified: Mutex::new(HashMap::new()) }
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -300,10 +283,7 @@ mod tests {
     fn hex_and_sha_names() {
         assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
         let sha = sha256_hex(b"abc");
-        assert_eq!(
-            sha,
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(sha, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert!(is_sha256_hex(&sha));
         assert!(!is_sha256_hex(&sha.to_uppercase()));
         assert!(!is_sha256_hex("../../etc/passwd"));
@@ -327,15 +307,10 @@ mod tests {
         assert_eq!(path, dir.join("ev-1.txt"));
         assert_eq!(fs::read(&path).unwrap(), b"all of it\n");
         // No temporary file is left behind.
-        let names: Vec<_> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("ev-1.txt")]);
         assert_eq!(
-            write_fallback(&dir, "../x", "text/plain", b"")
-                .unwrap_err()
-                .kind(),
+            write_fallback(&dir, "../x", "text/plain", b"").unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
     }
@@ -353,12 +328,7 @@ mod tests {
         // Corrupt it; a fresh put of the same content replaces it.
         fs::remove_file(&path).unwrap();
         fs::write(&path, b"HELLO").unwrap();
-        assert_eq!(
-            blobs.check(&sha, false).unwrap(),
-            Check::Altered {
-                actual: sha256_hex(b"HELLO")
-            }
-        );
+        assert_eq!(blobs.check(&sha, false).unwrap(), Check::Altered { actual: sha256_hex(b"HELLO") });
         blobs.put(&sha, b"hello", "b").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"hello");
         assert_eq!(fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);

@@ -9,11 +9,7 @@ pub(crate) fn encode<T: Serialize>(
     what: impl FnOnce() -> String,
     value: &T,
 ) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(value).map_err(|source| StoreError::Encode {
-        tree,
-        what: what(),
-        source,
-    })
+    serde_json::to_vec(value).map_err(|source| StoreError::Encode { tree, what: what(), source })
 }
 
 pub(crate) fn decode<T: DeserializeOwned>(
@@ -21,11 +17,7 @@ pub(crate) fn decode<T: DeserializeOwned>(
     key: impl FnOnce() -> String,
     bytes: &[u8],
 ) -> Result<T, StoreError> {
-    serde_json::from_slice(bytes).map_err(|source| StoreError::Corrupt {
-        tree,
-        key: key(),
-        source,
-    })
+    serde_json::from_slice(bytes).map_err(|source| StoreError::Corrupt { tree, key: key(), source })
 }
 
 /// A key for error messages: the UTF-8 text, lossily.

@@ -12,18 +12,10 @@ pub enum StoreError {
     Db(#[from] sled::Error),
     /// A stored value that does not decode.
     #[error("corrupt record {key} in {tree}: {source}")]
-    Corrupt {
-        tree: &'static str,
-        key: String,
-        source: serde_json::Error,
-    },
+    Corrupt { tree: &'static str, key: String, source: serde_json::Error },
     /// A value that could not be encoded for storage (should not happen for the crate's own types).
     #[error("cannot encode {what} for {tree}: {source}")]
-    Encode {
-        tree: &'static str,
-        what: String,
-        source: serde_json::Error,
-    },
+    Encode { tree: &'static str, what: String, source: serde_json::Error },
     #[error("unknown task {0}")]
     UnknownTask(String),
 }
@@ -37,19 +29,12 @@ pub enum EvidenceError {
     UnknownEvidence(String),
     /// The blob's bytes no longer hash to the recorded sha256: no data is served from it.
     #[error("evidence {id} is altered on disk: sha256 {actual}, recorded {expected}")]
-    Integrity {
-        id: String,
-        expected: String,
-        actual: String,
-    },
+    Integrity { id: String, expected: String, actual: String },
     /// The blob file of recorded evidence is gone.
     #[error("evidence {id}: its blob {path} is missing")]
     Missing { id: String, path: PathBuf },
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Neither the store nor the fallback file could take the evidence.

@@ -140,12 +140,9 @@ pub enum BlobProblem {
 impl std::fmt::Display for VerifyProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.problem {
-            BlobProblem::Missing => write!(
-                f,
-                "evidence {}: its blob {} is missing",
-                self.id,
-                self.path.display()
-            ),
+            BlobProblem::Missing => {
+                write!(f, "evidence {}: its blob {} is missing", self.id, self.path.display())
+            }
             BlobProblem::Altered { actual } => write!(
                 f,
                 "evidence {} is altered on disk: sha256 {actual}, recorded {} ({})",
@@ -217,11 +214,7 @@ impl Store {
     /// stored, the bytes are written whole to `fallback_dir/<id>.<ext>` (normally the task
     /// workspace's evidence folder) and [`Stored::Fallback`] names it; if that fails too, the error
     /// names both failures.
-    pub fn put_evidence(
-        &self,
-        new: NewEvidence<'_>,
-        fallback_dir: &Path,
-    ) -> Result<Stored, EvidenceError> {
+    pub fn put_evidence(&self, new: NewEvidence<'_>, fallback_dir: &Path) -> Result<Stored, EvidenceError> {
         let (lines, index) = lines::scan(new.data);
         let meta = EvidenceMeta {
             id: new_id(),
@@ -249,12 +242,7 @@ impl Store {
         }
     }
 
-    fn store_evidence(
-        &self,
-        meta: &EvidenceMeta,
-        data: &[u8],
-        index: &[u8],
-    ) -> Result<(), EvidenceError> {
+    fn store_evidence(&self, meta: &EvidenceMeta, data: &[u8], index: &[u8]) -> Result<(), EvidenceError> {
         self.blobs.put(&meta.sha256, data, &meta.id)?;
         if self.fail_evidence_inserts.load(Ordering::SeqCst) {
             return Err(StoreError::Db(sled::Error::Unsupported(
@@ -332,22 +320,12 @@ impl Store {
         self.ensure_intact(&meta, &path)?;
         let io_err = |source: io::Error| {
             if source.kind() == io::ErrorKind::NotFound {
-                EvidenceError::Missing {
-                    id: meta.id.clone(),
-                    path: path.clone(),
-                }
+                EvidenceError::Missing { id: meta.id.clone(), path: path.clone() }
             } else {
-                EvidenceError::Io {
-                    path: path.clone(),
-                    source,
-                }
+                EvidenceError::Io { path: path.clone(), source }
             }
         };
-        let extent = Extent {
-            total_bytes: meta.bytes,
-            total_lines: meta.lines,
-            complete: meta.complete,
-        };
+        let extent = Extent { total_bytes: meta.bytes, total_lines: meta.lines, complete: meta.complete };
         let mut file = File::open(&path).map_err(io_err)?;
         match unit {
             Unit::Bytes => bytes_page(&mut file, extent, offset, limit).map_err(io_err),
@@ -374,12 +352,10 @@ impl Store {
             let check = match checked.get(&meta.sha256) {
                 Some(check) => check.clone(),
                 None => {
-                    let check = self.blobs.check(&meta.sha256, true).map_err(|source| {
-                        EvidenceError::Io {
-                            path: path.clone(),
-                            source,
-                        }
-                    })?;
+                    let check = self
+                        .blobs
+                        .check(&meta.sha256, true)
+                        .map_err(|source| EvidenceError::Io { path: path.clone(), source })?;
                     checked.insert(meta.sha256.clone(), check.clone());
                     check
                 }
@@ -389,12 +365,7 @@ impl Store {
                 Check::Missing => BlobProblem::Missing,
                 Check::Altered { actual } => BlobProblem::Altered { actual },
             };
-            problems.push(VerifyProblem {
-                id: meta.id,
-                sha256: meta.sha256,
-                path,
-                problem,
-            });
+            problems.push(VerifyProblem { id: meta.id, sha256: meta.sha256, path, problem });
         }
         Ok(problems)
     }
@@ -402,19 +373,13 @@ impl Store {
     fn ensure_intact(&self, meta: &EvidenceMeta, path: &Path) -> Result<(), EvidenceError> {
         match self.blobs.check(&meta.sha256, false) {
             Ok(Check::Good) => Ok(()),
-            Ok(Check::Missing) => Err(EvidenceError::Missing {
-                id: meta.id.clone(),
-                path: path.to_path_buf(),
-            }),
-            Ok(Check::Altered { actual }) => Err(EvidenceError::Integrity {
-                id: meta.id.clone(),
-                expected: meta.sha256.clone(),
-                actual,
-            }),
-            Err(source) => Err(EvidenceError::Io {
-                path: path.to_path_buf(),
-                source,
-            }),
+            Ok(Check::Missing) => {
+                Err(EvidenceError::Missing { id: meta.id.clone(), path: path.to_path_buf() })
+            }
+            Ok(Check::Altered { actual }) => {
+                Err(EvidenceError::Integrity { id: meta.id.clone(), expected: meta.sha256.clone(), actual })
+            }
+            Err(source) => Err(EvidenceError::Io { path: path.to_path_buf(), source }),
         }
     }
 
@@ -426,17 +391,11 @@ impl Store {
         path: &Path,
         line: u64,
     ) -> Result<(u64, u64), EvidenceError> {
-        let stored = self
-            .evidence_lines
-            .get(meta.sha256.as_bytes())
-            .map_err(StoreError::from)?;
+        let stored = self.evidence_lines.get(meta.sha256.as_bytes()).map_err(StoreError::from)?;
         if let Some(found) = stored.and_then(|index| lines::checkpoint(&index, line, meta.bytes)) {
             return Ok(found);
         }
-        let io_err = |source| EvidenceError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let io_err = |source| EvidenceError::Io { path: path.to_path_buf(), source };
         let mut file = File::open(path).map_err(io_err)?;
         let mut scanner = LineScanner::default();
         let mut buf = vec![0u8; 1 << 20];
@@ -450,11 +409,7 @@ impl Store {
         }
         let (_, index) = scanner.finish();
         // Best effort: the rebuilt index serves this read either way.
-        if self
-            .evidence_lines
-            .insert(meta.sha256.as_bytes(), index.as_slice())
-            .is_ok()
-        {
+        if self.evidence_lines.insert(meta.sha256.as_bytes(), index.as_slice()).is_ok() {
             let _ = self.flush();
         }
         Ok(lines::checkpoint(&index, line, meta.bytes).unwrap_or((0, 0)))

@@ -139,14 +139,8 @@ mod tests {
         let data = line.repeat(200);
         let (lines, index) = scan(data.as_bytes());
         assert_eq!(lines, 200);
-        assert_eq!(
-            entries(&index),
-            vec![(64, 65536), (128, 131072), (192, 196608)]
-        );
-        assert_eq!(
-            checkpoint(&index, 100, data.len() as u64),
-            Some((64, 65536))
-        );
+        assert_eq!(entries(&index), vec![(64, 65536), (128, 131072), (192, 196608)]);
+        assert_eq!(checkpoint(&index, 100, data.len() as u64), Some((64, 65536)));
     }
 
     #[test]

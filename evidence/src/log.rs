@@ -102,9 +102,7 @@ impl Store {
             };
             let record_seq = seqs.record + 1;
             let event_bytes = encode(LOG, || show(task_id, EVENT, event.seq), &event)?;
-            let record = Record::Event {
-                event: event.clone(),
-            };
+            let record = Record::Event { event: event.clone() };
             let record_bytes = encode(LOG, || show(task_id, RECORD, record_seq), &record)?;
             let mut batch = sled::Batch::default();
             batch.insert(key(task_id, EVENT, event.seq), event_bytes);
@@ -119,17 +117,8 @@ impl Store {
     }
 
     /// Up to `limit` events with `seq > after_seq`, ascending.
-    pub fn events(
-        &self,
-        task_id: &str,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        Ok(self
-            .read_range::<Event>(task_id, EVENT, after_seq, limit)?
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect())
+    pub fn events(&self, task_id: &str, after_seq: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        Ok(self.read_range::<Event>(task_id, EVENT, after_seq, limit)?.into_iter().map(|(_, e)| e).collect())
     }
 
     /// Up to `limit` records with `seq > after_seq`, ascending, with their seqs.
@@ -173,10 +162,7 @@ impl Store {
         task_id: &str,
         f: impl FnOnce(&mut Seqs) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let slot = lock(&self.seqs.0)
-            .entry(task_id.to_string())
-            .or_default()
-            .clone();
+        let slot = lock(&self.seqs.0).entry(task_id.to_string()).or_default().clone();
         let mut seqs = lock(&slot);
         if !seqs.loaded {
             seqs.record = self.last_seq(task_id, RECORD)?;
@@ -213,10 +199,7 @@ impl Store {
             return Ok(out);
         }
         let prefix_len = prefix(task_id, kind).len();
-        for entry in self
-            .log
-            .range(key(task_id, kind, first)..=key(task_id, kind, u64::MAX))
-        {
+        for entry in self.log.range(key(task_id, kind, first)..=key(task_id, kind, u64::MAX)) {
             let (k, v) = entry?;
             let Some(seq) = seq_of(prefix_len, &k) else {
                 continue;

@@ -185,11 +185,7 @@ mod tests {
     use std::io::Cursor;
 
     fn extent(data: &[u8]) -> Extent {
-        Extent {
-            total_bytes: data.len() as u64,
-            total_lines: crate::lines::scan(data).0,
-            complete: true,
-        }
+        Extent { total_bytes: data.len() as u64, total_lines: crate::lines::scan(data).0, complete: true }
     }
 
     fn bytes(data: &[u8], offset: u64, limit: u64) -> Page {
@@ -288,9 +284,7 @@ mod tests {
         let data: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
         for n in [0u64, 4095, 4096, 4097, 12_345, 19_999] {
             let p = lines(data.as_bytes(), n, 2);
-            let want: String = (n..(n + 2).min(20_000))
-                .map(|i| format!("line {i}\n"))
-                .collect();
+            let want: String = (n..(n + 2).min(20_000)).map(|i| format!("line {i}\n")).collect();
             assert_eq!(p.data, want, "from line {n}");
         }
     }

@@ -72,10 +72,7 @@ impl Store {
     /// Opens (creating if needed) the database in `dir`, keeping evidence blobs in `blob_dir`. The
     /// blob directory is created when the first blob is written.
     pub fn open_with_blobs(dir: &Path, blob_dir: &Path) -> Result<Store, StoreError> {
-        let open_err = |source| StoreError::Open {
-            path: dir.to_path_buf(),
-            source,
-        };
+        let open_err = |source| StoreError::Open { path: dir.to_path_buf(), source };
         let db = sled::Config::new().path(dir).open().map_err(open_err)?;
         let tree = |name: &str| db.open_tree(name).map_err(open_err);
         Ok(Store {

@@ -53,16 +53,10 @@ impl Store {
     /// Read-modify-write of a task's metadata, serialised against other writers of this store, then
     /// flushed. Returns the new metadata. The id is the key: a change of `task_id` by `f` is undone.
     /// The caller sets `updated_at`. [`StoreError::UnknownTask`] if the task does not exist.
-    pub fn update_task(
-        &self,
-        task_id: &str,
-        f: impl FnOnce(&mut TaskMeta),
-    ) -> Result<TaskMeta, StoreError> {
+    pub fn update_task(&self, task_id: &str, f: impl FnOnce(&mut TaskMeta)) -> Result<TaskMeta, StoreError> {
         let meta = {
             let _guard = lock(&self.task_writes);
-            let mut meta = self
-                .task(task_id)?
-                .ok_or_else(|| StoreError::UnknownTask(task_id.to_string()))?;
+            let mut meta = self.task(task_id)?.ok_or_else(|| StoreError::UnknownTask(task_id.to_string()))?;
             f(&mut meta);
             meta.task_id = task_id.to_string();
             let bytes = encode(TASKS, || task_id.to_string(), &meta)?;

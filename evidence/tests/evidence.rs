@@ -1,6 +1,5 @@
 use agentd_evidence::{
-    write_fallback, BlobProblem, EvidenceError, EvidenceMeta, NewEvidence, Source, Store, Stored,
-    Unit,
+    write_fallback, BlobProblem, EvidenceError, EvidenceMeta, NewEvidence, Source, Store, Stored, Unit,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,11 +23,7 @@ impl Env {
     }
 
     fn put(&self, task: &str, data: &[u8]) -> EvidenceMeta {
-        match self
-            .store
-            .put_evidence(new(task, data), &self.fallback_dir())
-            .unwrap()
-        {
+        match self.store.put_evidence(new(task, data), &self.fallback_dir()).unwrap() {
             Stored::InStore(meta) => meta,
             other => panic!("not stored: {other:?}"),
         }
@@ -116,20 +111,14 @@ fn put_then_read_back_by_bytes_and_by_lines() {
     assert!(blob.starts_with(env.dir.path().join("evidence")));
     assert_eq!(fs::read(&blob).unwrap(), data);
 
-    let page = env
-        .store
-        .read_evidence(&meta.id, 6, 10, Unit::Bytes)
-        .unwrap();
+    let page = env.store.read_evidence(&meta.id, 6, 10, Unit::Bytes).unwrap();
     assert_eq!(page.data, "line\nsecon");
     assert_eq!((page.offset, page.len), (6, 10));
     assert_eq!(page.total_bytes, data.len() as u64);
     assert_eq!(page.next_offset, Some(16));
     assert!(page.complete);
 
-    let page = env
-        .store
-        .read_evidence(&meta.id, 1, 5, Unit::Lines)
-        .unwrap();
+    let page = env.store.read_evidence(&meta.id, 1, 5, Unit::Lines).unwrap();
     assert_eq!(page.data, "second line\nthird, unterminated");
     assert_eq!((page.offset, page.len, page.next_offset), (1, 2, None));
 
@@ -137,10 +126,7 @@ fn put_then_read_back_by_bytes_and_by_lines() {
     let mut all = String::new();
     let mut at = Some(0);
     while let Some(offset) = at {
-        let page = env
-            .store
-            .read_evidence(&meta.id, offset, 7, Unit::Bytes)
-            .unwrap();
+        let page = env.store.read_evidence(&meta.id, offset, 7, Unit::Bytes).unwrap();
         all.push_str(&page.data);
         at = page.next_offset;
     }
@@ -156,10 +142,7 @@ fn empty_pages_and_unknown_ids() {
         assert_eq!((page.data.as_str(), page.len), ("", 0));
         assert_eq!(page.next_offset, Some(1), "limit 0 at {unit:?}");
         let page = env.store.read_evidence(&meta.id, 100, 10, unit).unwrap();
-        assert_eq!(
-            (page.data.as_str(), page.len, page.next_offset),
-            ("", 0, None)
-        );
+        assert_eq!((page.data.as_str(), page.len, page.next_offset), ("", 0, None));
     }
     match env.store.evidence("ev-nope") {
         Err(EvidenceError::UnknownEvidence(id)) => assert_eq!(id, "ev-nope"),
@@ -176,10 +159,7 @@ fn empty_evidence_is_stored_and_read() {
     let env = Env::new();
     let meta = env.put("t", b"");
     assert_eq!((meta.bytes, meta.lines), (0, 0));
-    let page = env
-        .store
-        .read_evidence(&meta.id, 0, 10, Unit::Lines)
-        .unwrap();
+    let page = env.store.read_evidence(&meta.id, 0, 10, Unit::Lines).unwrap();
     assert_eq!((page.data.as_str(), page.next_offset), ("", None));
     assert!(env.store.verify_evidence().unwrap().is_empty());
 }
@@ -194,19 +174,10 @@ fn identical_content_is_stored_once_with_a_record_per_source() {
     assert_eq!(b.source.task_id, "task-b");
     assert_eq!(files(env.store.blob_dir()), vec![blob_path(&env.store, &a)]);
     for meta in [&a, &b] {
-        let page = env
-            .store
-            .read_evidence(&meta.id, 0, 100, Unit::Bytes)
-            .unwrap();
+        let page = env.store.read_evidence(&meta.id, 0, 100, Unit::Bytes).unwrap();
         assert_eq!(page.data, "same output\n");
     }
-    let ids: Vec<_> = env
-        .store
-        .evidence_list(None)
-        .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
+    let ids: Vec<_> = env.store.evidence_list(None).unwrap().into_iter().map(|m| m.id).collect();
     assert_eq!(ids, vec![a.id, b.id]);
 }
 
@@ -231,10 +202,7 @@ fn records_and_blobs_survive_a_reopen() {
     let meta = env.put("t", b"kept\n");
     let env = env.reopen();
     assert_eq!(env.store.evidence(&meta.id).unwrap(), meta);
-    let page = env
-        .store
-        .read_evidence(&meta.id, 0, 1, Unit::Lines)
-        .unwrap();
+    let page = env.store.read_evidence(&meta.id, 0, 1, Unit::Lines).unwrap();
     assert_eq!(page.data, "kept\n");
 }
 
@@ -255,14 +223,8 @@ fn incomplete_evidence_says_so() {
     let meta = stored.meta().clone();
     assert!(stored.fallback_path().is_none());
     assert!(!meta.complete);
-    assert_eq!(
-        meta.incomplete_reason.as_deref(),
-        Some("killed at its timeout of 30 s")
-    );
-    let page = env
-        .store
-        .read_evidence(&meta.id, 0, 100, Unit::Bytes)
-        .unwrap();
+    assert_eq!(meta.incomplete_reason.as_deref(), Some("killed at its timeout of 30 s"));
+    let page = env.store.read_evidence(&meta.id, 0, 100, Unit::Bytes).unwrap();
     assert!(!page.complete);
 
     // A complete record serialises without the reason; an incomplete one with it.
@@ -288,35 +250,20 @@ fn a_page_deep_in_a_large_blob() {
     let meta = env.put("big", &data);
     assert_eq!(meta.lines, total_lines);
 
-    let page = env
-        .store
-        .read_evidence(&meta.id, total_lines - 3, 10, Unit::Lines)
-        .unwrap();
+    let page = env.store.read_evidence(&meta.id, total_lines - 3, 10, Unit::Lines).unwrap();
     assert_eq!(page.data, "line 01499997\nline 01499998\nline 01499999\n");
-    assert_eq!(
-        (page.offset, page.len, page.next_offset),
-        (1_499_997, 3, None)
-    );
+    assert_eq!((page.offset, page.len, page.next_offset), (1_499_997, 3, None));
 
-    let page = env
-        .store
-        .read_evidence(&meta.id, 1_234_567, 2, Unit::Lines)
-        .unwrap();
+    let page = env.store.read_evidence(&meta.id, 1_234_567, 2, Unit::Lines).unwrap();
     assert_eq!(page.data, "line 01234567\nline 01234568\n");
     assert_eq!(page.next_offset, Some(1_234_569));
 
-    let page = env
-        .store
-        .read_evidence(&meta.id, 14 * 999_999, 14, Unit::Bytes)
-        .unwrap();
+    let page = env.store.read_evidence(&meta.id, 14 * 999_999, 14, Unit::Bytes).unwrap();
     assert_eq!(page.data, "line 00999999\n");
 
     // The same after a restart (the first read in a process re-hashes the blob once).
     let env = env.reopen();
-    let page = env
-        .store
-        .read_evidence(&meta.id, 777_777, 1, Unit::Lines)
-        .unwrap();
+    let page = env.store.read_evidence(&meta.id, 777_777, 1, Unit::Lines).unwrap();
     assert_eq!(page.data, "line 00777777\n");
 }
 
@@ -325,20 +272,14 @@ fn an_altered_blob_is_reported_and_never_served() {
     let env = Env::new();
     let meta = env.put("t", b"the true output\n");
     let other = env.put("t", b"untouched\n");
-    env.store
-        .read_evidence(&meta.id, 0, 4, Unit::Bytes)
-        .unwrap();
+    env.store.read_evidence(&meta.id, 0, 4, Unit::Bytes).unwrap();
 
     let path = blob_path(&env.store, &meta);
     tamper(&path, |b| b[4] = b'T');
 
     // Caught by the very next read of this process (the file was rewritten)...
     match env.store.read_evidence(&meta.id, 0, 4, Unit::Bytes) {
-        Err(EvidenceError::Integrity {
-            id,
-            expected,
-            actual,
-        }) => {
+        Err(EvidenceError::Integrity { id, expected, actual }) => {
             assert_eq!(id, meta.id);
             assert_eq!(expected, meta.sha256);
             assert_ne!(actual, meta.sha256);
@@ -353,16 +294,10 @@ fn an_altered_blob_is_reported_and_never_served() {
     let BlobProblem::Altered { actual } = &problems[0].problem else {
         panic!("{problems:?}");
     };
-    let err = env
-        .store
-        .read_evidence(&meta.id, 0, 4, Unit::Lines)
-        .unwrap_err();
+    let err = env.store.read_evidence(&meta.id, 0, 4, Unit::Lines).unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!(
-            "evidence {} is altered on disk: sha256 {actual}, recorded {}",
-            meta.id, meta.sha256
-        )
+        format!("evidence {} is altered on disk: sha256 {actual}, recorded {}", meta.id, meta.sha256)
     );
     assert!(problems[0].to_string().contains(&meta.id));
 
@@ -377,24 +312,12 @@ fn an_altered_blob_is_reported_and_never_served() {
         env.store.read_evidence(&meta.id, 0, 100, Unit::Lines),
         Err(EvidenceError::Integrity { .. })
     ));
-    assert_eq!(
-        env.store
-            .read_evidence(&other.id, 0, 100, Unit::Bytes)
-            .unwrap()
-            .data,
-        "untouched\n"
-    );
+    assert_eq!(env.store.read_evidence(&other.id, 0, 100, Unit::Bytes).unwrap().data, "untouched\n");
 
     // Storing the same content again repairs the blob.
     env.put("t", b"the true output\n");
     assert!(env.store.verify_evidence().unwrap().is_empty());
-    assert_eq!(
-        env.store
-            .read_evidence(&meta.id, 0, 100, Unit::Bytes)
-            .unwrap()
-            .data,
-        "the true output\n"
-    );
+    assert_eq!(env.store.read_evidence(&meta.id, 0, 100, Unit::Bytes).unwrap().data, "the true output\n");
 }
 
 #[test]
@@ -418,17 +341,8 @@ fn a_missing_blob_is_named() {
     fs::remove_file(&path).unwrap();
 
     let problems = env.store.verify_evidence().unwrap();
-    let named: Vec<_> = problems
-        .iter()
-        .map(|p| (p.id.clone(), p.problem.clone()))
-        .collect();
-    assert_eq!(
-        named,
-        vec![
-            (a.id.clone(), BlobProblem::Missing),
-            (b.id, BlobProblem::Missing)
-        ]
-    );
+    let named: Vec<_> = problems.iter().map(|p| (p.id.clone(), p.problem.clone())).collect();
+    assert_eq!(named, vec![(a.id.clone(), BlobProblem::Missing), (b.id, BlobProblem::Missing)]);
     match env.store.read_evidence(&a.id, 0, 10, Unit::Bytes) {
         Err(EvidenceError::Missing { id, path: p }) => {
             assert_eq!(id, a.id);
@@ -445,13 +359,7 @@ fn a_db_that_cannot_hold_the_record_gets_a_whole_fallback_file() {
     let data = b"{\"output\": \"everything\"}";
     let stored = env
         .store
-        .put_evidence(
-            NewEvidence {
-                media_type: "application/json",
-                ..new("t", data)
-            },
-            &env.fallback_dir(),
-        )
+        .put_evidence(NewEvidence { media_type: "application/json", ..new("t", data) }, &env.fallback_dir())
         .unwrap();
     let Stored::Fallback { path, meta } = stored else {
         panic!("{stored:?}");
@@ -459,10 +367,7 @@ fn a_db_that_cannot_hold_the_record_gets_a_whole_fallback_file() {
     assert_eq!(path, env.fallback_dir().join(format!("{}.json", meta.id)));
     assert_eq!(fs::read(&path).unwrap(), data);
     assert_eq!(meta.bytes, data.len() as u64);
-    assert!(matches!(
-        env.store.evidence(&meta.id),
-        Err(EvidenceError::UnknownEvidence(_))
-    ));
+    assert!(matches!(env.store.evidence(&meta.id), Err(EvidenceError::UnknownEvidence(_))));
     assert!(env.store.evidence_list(None).unwrap().is_empty());
 
     env.store.fail_evidence_inserts(false);
@@ -490,10 +395,7 @@ fn when_the_fallback_fails_too_the_error_names_both_failures() {
     // The fallback "directory" is a file.
     let fallback = env.dir.path().join("blocked");
     fs::write(&fallback, b"").unwrap();
-    let err = env
-        .store
-        .put_evidence(new("t", b"data"), &fallback)
-        .unwrap_err();
+    let err = env.store.put_evidence(new("t", b"data"), &fallback).unwrap_err();
     let EvidenceError::NotStored { path, .. } = &err else {
         panic!("{err:?}");
     };

@@ -11,10 +11,7 @@ fn open() -> (tempfile::TempDir, Store) {
 }
 
 fn msg(role: &str, text: &str) -> Record {
-    Record::Message {
-        role: role.into(),
-        message: Message::user(text),
-    }
+    Record::Message { role: role.into(), message: Message::user(text) }
 }
 
 fn meta(id: &str) -> TaskMeta {
@@ -32,40 +29,26 @@ fn meta(id: &str) -> TaskMeta {
 }
 
 fn started(objective: &str) -> EventKind {
-    EventKind::TaskStarted {
-        objective: objective.into(),
-    }
+    EventKind::TaskStarted { objective: objective.into() }
 }
 
 #[test]
 fn records_are_numbered_from_one_per_task_and_read_in_order() {
     let (_dir, store) = open();
     for i in 1..=5u64 {
-        assert_eq!(
-            store.append("a", &msg("lead", &format!("a{i}"))).unwrap(),
-            i
-        );
+        assert_eq!(store.append("a", &msg("lead", &format!("a{i}"))).unwrap(), i);
     }
     assert_eq!(store.append("b", &msg("lead", "b1")).unwrap(), 1);
     assert_eq!(store.append("a", &msg("lead", "a6")).unwrap(), 6);
 
     let all = store.records("a", 0, usize::MAX).unwrap();
-    assert_eq!(
-        all.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4, 5, 6]
-    );
+    assert_eq!(all.iter().map(|(s, _)| *s).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5, 6]);
     assert_eq!(all[2].1, msg("lead", "a3"));
-    assert_eq!(
-        store.records("b", 0, 100).unwrap(),
-        vec![(1, msg("lead", "b1"))]
-    );
+    assert_eq!(store.records("b", 0, 100).unwrap(), vec![(1, msg("lead", "b1"))]);
     assert!(store.records("nobody", 0, 100).unwrap().is_empty());
 
     let page = store.records("a", 2, 3).unwrap();
-    assert_eq!(
-        page.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
-        vec![3, 4, 5]
-    );
+    assert_eq!(page.iter().map(|(s, _)| *s).collect::<Vec<_>>(), vec![3, 4, 5]);
     assert!(store.records("a", 6, 10).unwrap().is_empty());
     assert!(store.records("a", 0, 0).unwrap().is_empty());
     assert!(store.records("a", u64::MAX, 10).unwrap().is_empty());
@@ -81,10 +64,7 @@ fn events_are_numbered_separately_and_also_logged_as_records() {
             "t",
             "lead",
             AT,
-            EventKind::ToolCalled {
-                tool: "read_file".into(),
-                call_id: "c1".into(),
-            },
+            EventKind::ToolCalled { tool: "read_file".into(), call_id: "c1".into() },
         )
         .unwrap();
     let other = store.append_event("u", "lead", AT, started("y")).unwrap();
@@ -93,10 +73,7 @@ fn events_are_numbered_separately_and_also_logged_as_records() {
     assert_eq!(e1.role, "lead");
     assert_eq!(e1.at, AT);
 
-    assert_eq!(
-        store.events("t", 0, 10).unwrap(),
-        vec![e1.clone(), e2.clone()]
-    );
+    assert_eq!(store.events("t", 0, 10).unwrap(), vec![e1.clone(), e2.clone()]);
     assert_eq!(store.events("t", 1, 10).unwrap(), vec![e2.clone()]);
     assert_eq!(store.events("t", 0, 1).unwrap(), vec![e1.clone()]);
     assert_eq!(store.last_event_seq("t").unwrap(), 2);
@@ -106,11 +83,7 @@ fn events_are_numbered_separately_and_also_logged_as_records() {
     let records = store.records("t", 0, 10).unwrap();
     assert_eq!(
         records,
-        vec![
-            (1, msg("lead", "hello")),
-            (2, Record::Event { event: e1 }),
-            (3, Record::Event { event: e2 })
-        ]
+        vec![(1, msg("lead", "hello")), (2, Record::Event { event: e1 }), (3, Record::Event { event: e2 })]
     );
     assert_eq!(store.append("t", &msg("lead", "after")).unwrap(), 4);
 }
@@ -124,18 +97,9 @@ fn reopen_keeps_everything_and_seqs_continue() {
         store.put_task(&meta("t1")).unwrap();
         store.append("t1", &msg("lead", "one")).unwrap();
         store.append_event("t1", "lead", AT, started("x")).unwrap();
+        store.set_setting("compact_at", &serde_json::json!(75)).unwrap();
         store
-            .set_setting("compact_at", &serde_json::json!(75))
-            .unwrap();
-        store
-            .set_window(
-                "local",
-                "qwen",
-                Window {
-                    tokens: Tokens(16384),
-                    source: WindowSource::Error,
-                },
-            )
+            .set_window("local", "qwen", Window { tokens: Tokens(16384), source: WindowSource::Error })
             .unwrap();
     }
     let store = Store::open(&path).unwrap();
@@ -143,33 +107,16 @@ fn reopen_keeps_everything_and_seqs_continue() {
     assert_eq!(store.records("t1", 0, 10).unwrap().len(), 2);
     assert_eq!(store.events("t1", 0, 10).unwrap().len(), 1);
     assert_eq!(store.last_event_seq("t1").unwrap(), 1);
-    assert_eq!(
-        store.setting("compact_at").unwrap(),
-        Some(serde_json::json!(75))
-    );
+    assert_eq!(store.setting("compact_at").unwrap(), Some(serde_json::json!(75)));
     assert_eq!(
         store.window("local", "qwen").unwrap(),
-        Some(Window {
-            tokens: Tokens(16384),
-            source: WindowSource::Error
-        })
+        Some(Window { tokens: Tokens(16384), source: WindowSource::Error })
     );
 
     assert_eq!(store.append("t1", &msg("lead", "two")).unwrap(), 3);
+    assert_eq!(store.append_event("t1", "lead", AT, started("again")).unwrap().seq, 2);
     assert_eq!(
-        store
-            .append_event("t1", "lead", AT, started("again"))
-            .unwrap()
-            .seq,
-        2
-    );
-    assert_eq!(
-        store
-            .records("t1", 0, 10)
-            .unwrap()
-            .iter()
-            .map(|(s, _)| *s)
-            .collect::<Vec<_>>(),
+        store.records("t1", 0, 10).unwrap().iter().map(|(s, _)| *s).collect::<Vec<_>>(),
         vec![1, 2, 3, 4]
     );
 }
@@ -180,10 +127,7 @@ fn a_second_open_of_the_same_directory_is_refused_with_its_path() {
     let path = dir.path().join("db");
     match Store::open(&path) {
         Err(err @ StoreError::Open { .. }) => {
-            assert!(
-                err.to_string().contains(&path.display().to_string()),
-                "{err}"
-            );
+            assert!(err.to_string().contains(&path.display().to_string()), "{err}");
         }
         other => panic!("expected StoreError::Open, got {other:?}"),
     }
@@ -201,47 +145,26 @@ fn concurrent_appends_to_one_task_get_unique_contiguous_seqs() {
                 let mut got = Vec::new();
                 for i in 0..EACH {
                     if i % 5 == 0 {
-                        let e = store
-                            .append_event("t", &format!("r{t}"), AT, started("x"))
-                            .unwrap();
+                        let e = store.append_event("t", &format!("r{t}"), AT, started("x")).unwrap();
                         got.push(('e', e.seq));
                     } else {
-                        got.push((
-                            'r',
-                            store
-                                .append("t", &msg(&format!("r{t}"), &i.to_string()))
-                                .unwrap(),
-                        ));
+                        got.push(('r', store.append("t", &msg(&format!("r{t}"), &i.to_string())).unwrap()));
                     }
                 }
                 got
             })
         })
         .collect();
-    let got: Vec<(char, u64)> = handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+    let got: Vec<(char, u64)> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     let events = THREADS * EACH / 5;
-    let mut event_seqs: Vec<u64> = got
-        .iter()
-        .filter(|(k, _)| *k == 'e')
-        .map(|(_, s)| *s)
-        .collect();
+    let mut event_seqs: Vec<u64> = got.iter().filter(|(k, _)| *k == 'e').map(|(_, s)| *s).collect();
     event_seqs.sort_unstable();
     assert_eq!(event_seqs, (1..=events).collect::<Vec<_>>());
-    let record_seqs: HashSet<u64> = got
-        .iter()
-        .filter(|(k, _)| *k == 'r')
-        .map(|(_, s)| *s)
-        .collect();
+    let record_seqs: HashSet<u64> = got.iter().filter(|(k, _)| *k == 'r').map(|(_, s)| *s).collect();
     assert_eq!(record_seqs.len() as u64, THREADS * EACH - events);
 
     let records = store.records("t", 0, usize::MAX).unwrap();
-    assert_eq!(
-        records.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
-        (1..=THREADS * EACH).collect::<Vec<_>>()
-    );
+    assert_eq!(records.iter().map(|(s, _)| *s).collect::<Vec<_>>(), (1..=THREADS * EACH).collect::<Vec<_>>());
     // Every event record sits under a record seq no message took, and the event index matches.
     let logged_events: Vec<u64> = records
         .iter()
@@ -251,10 +174,7 @@ fn concurrent_appends_to_one_task_get_unique_contiguous_seqs() {
         })
         .collect();
     assert_eq!(logged_events, (1..=events).collect::<Vec<_>>());
-    assert_eq!(
-        store.events("t", 0, usize::MAX).unwrap().len() as u64,
-        events
-    );
+    assert_eq!(store.events("t", 0, usize::MAX).unwrap().len() as u64, events);
 }
 
 #[test]
@@ -278,26 +198,14 @@ fn history_starts_at_the_latest_checkpoint() {
     store
         .append(
             "t",
-            &Record::Settings {
-                role: "reviewer".into(),
-                settings: serde_json::json!({"compact_at": 80}),
-            },
+            &Record::Settings { role: "reviewer".into(), settings: serde_json::json!({"compact_at": 80}) },
         )
         .unwrap();
 
-    assert_eq!(
-        store.history("t", "lead").unwrap(),
-        vec![Message::user("summary"), Message::user("b")]
-    );
-    assert_eq!(
-        store.history("t", "coder").unwrap(),
-        vec![Message::user("x")]
-    );
+    assert_eq!(store.history("t", "lead").unwrap(), vec![Message::user("summary"), Message::user("b")]);
+    assert_eq!(store.history("t", "coder").unwrap(), vec![Message::user("x")]);
     assert!(store.history("t", "reviewer").unwrap().is_empty());
-    assert_eq!(
-        store.roles("t").unwrap(),
-        vec!["lead".to_string(), "coder".to_string()]
-    );
+    assert_eq!(store.roles("t").unwrap(), vec!["lead".to_string(), "coder".to_string()]);
 }
 
 #[test]
@@ -306,12 +214,7 @@ fn tasks_round_trip_and_update() {
     store.put_task(&meta("0002")).unwrap();
     store.put_task(&meta("0001")).unwrap();
     assert_eq!(store.task("nope").unwrap(), None);
-    let ids: Vec<String> = store
-        .tasks()
-        .unwrap()
-        .into_iter()
-        .map(|m| m.task_id)
-        .collect();
+    let ids: Vec<String> = store.tasks().unwrap().into_iter().map(|m| m.task_id).collect();
     assert_eq!(ids, vec!["0001", "0002"]);
 
     let updated = store
@@ -337,38 +240,16 @@ fn tasks_round_trip_and_update() {
 fn settings_and_windows_round_trip() {
     let (_dir, store) = open();
     assert_eq!(store.setting("k").unwrap(), None);
-    store
-        .set_setting("k", &serde_json::json!({"a": [1, 2]}))
-        .unwrap();
-    assert_eq!(
-        store.setting("k").unwrap(),
-        Some(serde_json::json!({"a": [1, 2]}))
-    );
-    store
-        .set_setting("k", &serde_json::json!("replaced"))
-        .unwrap();
-    assert_eq!(
-        store.setting("k").unwrap(),
-        Some(serde_json::json!("replaced"))
-    );
+    store.set_setting("k", &serde_json::json!({"a": [1, 2]})).unwrap();
+    assert_eq!(store.setting("k").unwrap(), Some(serde_json::json!({"a": [1, 2]})));
+    store.set_setting("k", &serde_json::json!("replaced")).unwrap();
+    assert_eq!(store.setting("k").unwrap(), Some(serde_json::json!("replaced")));
 
     assert_eq!(store.window("s", "m").unwrap(), None);
     store.set_window("s", "m", Window::assumed()).unwrap();
-    store
-        .set_window(
-            "s",
-            "m2",
-            Window {
-                tokens: Tokens(8192),
-                source: WindowSource::Declared,
-            },
-        )
-        .unwrap();
+    store.set_window("s", "m2", Window { tokens: Tokens(8192), source: WindowSource::Declared }).unwrap();
     assert_eq!(store.window("s", "m").unwrap(), Some(Window::assumed()));
-    assert_eq!(
-        store.window("s", "m2").unwrap().map(|w| w.tokens),
-        Some(Tokens(8192))
-    );
+    assert_eq!(store.window("s", "m2").unwrap().map(|w| w.tokens), Some(Tokens(8192)));
     assert_eq!(store.window("s2", "m").unwrap(), None);
 }
 
@@ -384,24 +265,12 @@ fn corrupt_values_are_reported_with_tree_and_key() {
     {
         // Damage the data behind the store's back.
         let db = sled::open(&path).unwrap();
-        db.open_tree("tasks")
-            .unwrap()
-            .insert("bad", &b"{not json"[..])
-            .unwrap();
+        db.open_tree("tasks").unwrap().insert("bad", &b"{not json"[..]).unwrap();
         let mut key = b"t/r".to_vec();
         key.extend_from_slice(&2u64.to_be_bytes());
-        db.open_tree("log")
-            .unwrap()
-            .insert(key, &b"\xff\x00"[..])
-            .unwrap();
-        db.open_tree("settings")
-            .unwrap()
-            .insert("s", &b""[..])
-            .unwrap();
-        db.open_tree("windows")
-            .unwrap()
-            .insert("srv\nm", &b"[1]"[..])
-            .unwrap();
+        db.open_tree("log").unwrap().insert(key, &b"\xff\x00"[..]).unwrap();
+        db.open_tree("settings").unwrap().insert("s", &b""[..]).unwrap();
+        db.open_tree("windows").unwrap().insert("srv\nm", &b"[1]"[..]).unwrap();
         db.flush().unwrap();
     }
     let store = Store::open(&path).unwrap();
@@ -410,32 +279,14 @@ fn corrupt_values_are_reported_with_tree_and_key() {
         Err(other) => panic!("expected Corrupt, got {other}"),
         Ok(_) => panic!("expected Corrupt, got a value"),
     };
-    assert_eq!(
-        corrupt(store.task("bad").map(drop)),
-        ("tasks", "bad".to_string())
-    );
-    assert_eq!(
-        corrupt(store.tasks().map(drop)),
-        ("tasks", "bad".to_string())
-    );
+    assert_eq!(corrupt(store.task("bad").map(drop)), ("tasks", "bad".to_string()));
+    assert_eq!(corrupt(store.tasks().map(drop)), ("tasks", "bad".to_string()));
     assert_eq!(store.task("good").unwrap(), Some(meta("good")));
-    assert_eq!(
-        corrupt(store.records("t", 0, 10).map(drop)),
-        ("log", "t/r/2".to_string())
-    );
+    assert_eq!(corrupt(store.records("t", 0, 10).map(drop)), ("log", "t/r/2".to_string()));
     assert_eq!(store.records("t", 0, 1).unwrap().len(), 1);
-    assert_eq!(
-        corrupt(store.history("t", "lead").map(drop)),
-        ("log", "t/r/2".to_string())
-    );
-    assert_eq!(
-        corrupt(store.setting("s").map(drop)),
-        ("settings", "s".to_string())
-    );
-    assert_eq!(
-        corrupt(store.window("srv", "m").map(drop)),
-        ("windows", "srv\nm".to_string())
-    );
+    assert_eq!(corrupt(store.history("t", "lead").map(drop)), ("log", "t/r/2".to_string()));
+    assert_eq!(corrupt(store.setting("s").map(drop)), ("settings", "s".to_string()));
+    assert_eq!(corrupt(store.window("srv", "m").map(drop)), ("windows", "srv\nm".to_string()));
     let err = store.setting("s").unwrap_err().to_string();
     assert!(err.contains("corrupt record s in settings"), "{err}");
     // Appending continues after the damaged entry rather than overwriting it.

@@ -17,35 +17,22 @@ pub type Result<T> = std::result::Result<T, String>;
 pub fn agentd_binary() -> Result<PathBuf> {
     if let Ok(p) = std::env::var("AGENTD_BIN") {
         let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(format!("AGENTD_BIN={} is not a file", p.display()))
-        };
+        return if p.is_file() { Ok(p) } else { Err(format!("AGENTD_BIN={} is not a file", p.display())) };
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot locate this example's executable: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this example's executable: {e}"))?;
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .ok_or_else(|| format!("unexpected example location {}", exe.display()))?;
     let bin = profile_dir.join("agentd");
-    let modified = |p: &Path| {
-        std::fs::metadata(p)
-            .and_then(|m| m.modified())
-            .unwrap_or(SystemTime::UNIX_EPOCH)
-    };
+    let modified =
+        |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
     let stale = !bin.is_file() || modified(&bin) < modified(&exe);
     if stale {
-        let profile = profile_dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("debug")
-            .to_string();
+        let profile = profile_dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
         let mut cmd = Command::new(&cargo);
-        cmd.args(["build", "--quiet", "--bin", "agentd"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        cmd.args(["build", "--quiet", "--bin", "agentd"]).current_dir(env!("CARGO_MANIFEST_DIR"));
         match profile.as_str() {
             "debug" => {}
             "release" => {
@@ -70,10 +57,9 @@ pub fn agentd_binary() -> Result<PathBuf> {
                 "note: `cargo build --bin agentd` failed ({s}); using the existing {}",
                 bin.display()
             ),
-            Err(e) if !missing => eprintln!(
-                "note: cannot run {cargo} ({e}); using the existing {}",
-                bin.display()
-            ),
+            Err(e) if !missing => {
+                eprintln!("note: cannot run {cargo} ({e}); using the existing {}", bin.display())
+            }
             Ok(s) => {
                 return Err(format!(
                     "`cargo build --bin agentd` failed ({s}); build it yourself or set AGENTD_BIN"
@@ -124,11 +110,7 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start {} serve: {e}", bin.display()))?;
-        let mut d = Daemon {
-            bin: bin.to_path_buf(),
-            home,
-            child: Some(child),
-        };
+        let mut d = Daemon { bin: bin.to_path_buf(), home, child: Some(child) };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(mut c) = RpcClient::connect(&d.socket()) {
@@ -138,10 +120,7 @@ impl Daemon {
             }
             if let Some(status) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 d.child = None;
-                return Err(format!(
-                    "agentd serve exited at start ({status}); its log:\n{}",
-                    d.serve_log()
-                ));
+                return Err(format!("agentd serve exited at start ({status}); its log:\n{}", d.serve_log()));
             }
             if Instant::now() > deadline {
                 return Err(format!(
@@ -219,8 +198,5 @@ pub fn rss_kib(pid: u32) -> Result<u64> {
 
 /// Whether an event ends its task.
 pub fn is_terminal(kind: &str) -> bool {
-    matches!(
-        kind,
-        "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted"
-    )
+    matches!(kind, "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
 }

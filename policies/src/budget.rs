@@ -34,11 +34,7 @@ impl Thresholds {
         if destination + gap > trigger {
             destination = trigger.saturating_sub(gap);
         }
-        Thresholds {
-            window,
-            trigger,
-            destination,
-        }
+        Thresholds { window, trigger, destination }
     }
 
     /// Whether a request of `tokens` must be rebuilt before it is sent.

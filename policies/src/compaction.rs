@@ -31,8 +31,7 @@ pub const FILES_HEADER: &str = "[working files]";
 pub const OBJECTIVE_PREFIX: &str = "Objective: ";
 /// The archive reference the plan budgets for before the real one is known (an evidence id is a
 /// sha256 in hex).
-const ARCHIVE_REF_PLACEHOLDER: &str =
-    "0000000000000000000000000000000000000000000000000000000000000000";
+const ARCHIVE_REF_PLACEHOLDER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// A file the coder is working on, with its current text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,17 +162,9 @@ pub fn plan(input: &PlanInput) -> Plan {
     let count = input.count;
     let rs = rounds(history);
     let observations = unresolved(history);
-    let message_tokens = |i: usize| {
-        input
-            .message_tokens
-            .get(i)
-            .copied()
-            .unwrap_or_else(|| count(&history[i]))
-    };
-    let round_tokens: Vec<Tokens> = rs
-        .iter()
-        .map(|r| r.clone().map(message_tokens).sum())
-        .collect();
+    let message_tokens =
+        |i: usize| input.message_tokens.get(i).copied().unwrap_or_else(|| count(&history[i]));
+    let round_tokens: Vec<Tokens> = rs.iter().map(|r| r.clone().map(message_tokens).sum()).collect();
 
     let objective_cost = count(&objective_message(input.objective));
     let skeleton = Checkpoint {
@@ -184,10 +175,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     let checkpoint_cost = count(&checkpoint_message(&skeleton)) + input.summary_reserve;
     // The observations message when the kept rounds start at `from_round`.
     let observations_cost = |from_round: usize| -> Tokens {
-        let texts = observations
-            .iter()
-            .filter(|o| o.round < from_round)
-            .map(|o| o.text.as_str());
+        let texts = observations.iter().filter(|o| o.round < from_round).map(|o| o.text.as_str());
         observations_message(texts).map_or(Tokens::ZERO, |m| count(&m))
     };
     let mandatory = input.fixed + objective_cost + checkpoint_cost;
@@ -206,8 +194,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         }
     }
     let files_cost = |files: &[usize]| -> Tokens {
-        files_message(files.iter().map(|&i| &input.working_files[i]))
-            .map_or(Tokens::ZERO, |m| count(&m))
+        files_message(files.iter().map(|&i| &input.working_files[i])).map_or(Tokens::ZERO, |m| count(&m))
     };
     let mut files_tokens = files_cost(&files);
     while files_tokens > files_budget && files.pop().is_some() {
@@ -226,11 +213,8 @@ pub fn plan(input: &PlanInput) -> Plan {
             break;
         }
         // Keeping round k moves its observations out of the observations message.
-        let obs_if_kept = if observations.iter().any(|o| o.round == k) {
-            observations_cost(k)
-        } else {
-            obs_tokens
-        };
+        let obs_if_kept =
+            if observations.iter().any(|o| o.round == k) { observations_cost(k) } else { obs_tokens };
         let total = mandatory + files_tokens + obs_if_kept + kept_tokens + round_tokens[k];
         if total > input.destination {
             break;
@@ -258,10 +242,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         keep_from_round: keep_from,
         keep_from_message,
         kept_rounds: rs.len() - keep_from,
-        observations: observations
-            .into_iter()
-            .filter(|o| o.round < keep_from)
-            .collect(),
+        observations: observations.into_iter().filter(|o| o.round < keep_from).collect(),
         files,
     }
 }
@@ -283,14 +264,8 @@ pub fn assemble(input: &PlanInput, plan: &Plan, checkpoint: &Checkpoint) -> Vec<
     if !plan.summarise.is_empty() {
         out.push(checkpoint_message(checkpoint));
     }
-    out.extend(observations_message(
-        plan.observations.iter().map(|o| o.text.as_str()),
-    ));
-    out.extend(files_message(
-        plan.files
-            .iter()
-            .filter_map(|&i| input.working_files.get(i)),
-    ));
+    out.extend(observations_message(plan.observations.iter().map(|o| o.text.as_str())));
+    out.extend(files_message(plan.files.iter().filter_map(|&i| input.working_files.get(i))));
     out.extend(kept.iter().cloned());
     out
 }
@@ -312,9 +287,7 @@ pub fn judge(
     trigger: Tokens,
     kept_rounds: usize,
 ) -> Verdict {
-    if candidate_tokens <= destination
-        || (candidate_tokens < trigger && candidate_tokens < before_tokens)
-    {
+    if candidate_tokens <= destination || (candidate_tokens < trigger && candidate_tokens < before_tokens) {
         Verdict::Accept
     } else if kept_rounds > 0 {
         Verdict::RetryWithFewerRounds
@@ -341,15 +314,9 @@ pub fn compact_with(
 ) -> Result<(Vec<Message>, Plan), String> {
     let mut limit = input.keep_rounds_limit;
     loop {
-        let plan = plan(&PlanInput {
-            keep_rounds_limit: limit,
-            ..*input
-        });
-        let checkpoint = if plan.summarise.is_empty() {
-            Checkpoint::default()
-        } else {
-            summarise(&plan.summarise)
-        };
+        let plan = plan(&PlanInput { keep_rounds_limit: limit, ..*input });
+        let checkpoint =
+            if plan.summarise.is_empty() { Checkpoint::default() } else { summarise(&plan.summarise) };
         let assembled = assemble(input, &plan, &checkpoint);
         let tokens = count_history(&assembled) + input.fixed;
         match judge(tokens, before, input.destination, trigger, plan.kept_rounds) {

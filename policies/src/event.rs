@@ -156,10 +156,7 @@ mod tests {
             task_id: "t".into(),
             role: "lead".into(),
             at: "2026-01-01T00:00:00.000Z".into(),
-            kind: EventKind::ToolCalled {
-                tool: "read_file".into(),
-                call_id: "c1".into(),
-            },
+            kind: EventKind::ToolCalled { tool: "read_file".into(), call_id: "c1".into() },
         };
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["kind"], "tool_called");

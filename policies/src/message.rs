@@ -82,18 +82,10 @@ impl Message {
         Message::new(Role::Assistant, vec![Part::Text { text: text.into() }])
     }
 
-    pub fn tool_result(
-        call_id: impl Into<String>,
-        content: impl Into<String>,
-        is_error: bool,
-    ) -> Message {
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>, is_error: bool) -> Message {
         Message::new(
             Role::Tool,
-            vec![Part::ToolResult {
-                call_id: call_id.into(),
-                content: content.into(),
-                is_error,
-            }],
+            vec![Part::ToolResult { call_id: call_id.into(), content: content.into(), is_error }],
         )
     }
 
@@ -111,11 +103,7 @@ impl Message {
     /// The tool calls this message makes, in order: `(id, name, arguments)`.
     pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &str)> {
         self.parts.iter().filter_map(|p| match p {
-            Part::ToolCall {
-                id,
-                name,
-                arguments,
-            } => Some((id.as_str(), name.as_str(), arguments.as_str())),
+            Part::ToolCall { id, name, arguments } => Some((id.as_str(), name.as_str(), arguments.as_str())),
             _ => None,
         })
     }
@@ -129,8 +117,6 @@ impl Message {
     }
 
     pub fn has_thinking(&self) -> bool {
-        self.parts
-            .iter()
-            .any(|p| matches!(p, Part::Thinking { .. }))
+        self.parts.iter().any(|p| matches!(p, Part::Thinking { .. }))
     }
 }

@@ -66,18 +66,10 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
     for (i, msg) in history.iter().enumerate() {
         for part in &msg.parts {
             match part {
-                Part::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => {
+                Part::ToolCall { id, name, arguments } => {
                     calls.insert(id, (name, arguments));
                 }
-                Part::ToolResult {
-                    call_id,
-                    content,
-                    is_error,
-                } => {
+                Part::ToolResult { call_id, content, is_error } => {
                     let Some(&(name, arguments)) = calls.get(call_id.as_str()) else {
                         continue;
                     };
@@ -91,28 +83,14 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
                             if *is_error {
                                 let text = failing_command_text(&command, content);
                                 let kind = ObservationKind::FailingCommand { command };
-                                failing.push((
-                                    seq,
-                                    Observation {
-                                        round: round_of[i],
-                                        kind,
-                                        text,
-                                    },
-                                ));
+                                failing.push((seq, Observation { round: round_of[i], kind, text }));
                             }
                         }
                         FINISH => {
                             if *is_error {
                                 let text = rejected_finish_text(content);
                                 let kind = ObservationKind::RejectedFinish;
-                                rejected = Some((
-                                    seq,
-                                    Observation {
-                                        round: round_of[i],
-                                        kind,
-                                        text,
-                                    },
-                                ));
+                                rejected = Some((seq, Observation { round: round_of[i], kind, text }));
                             } else {
                                 failing.clear();
                                 rejected = None;
@@ -144,20 +122,13 @@ mod tests {
     fn call(id: &str, name: &str, arguments: &str) -> Message {
         Message::new(
             Role::Assistant,
-            vec![Part::ToolCall {
-                id: id.into(),
-                name: name.into(),
-                arguments: arguments.into(),
-            }],
+            vec![Part::ToolCall { id: id.into(), name: name.into(), arguments: arguments.into() }],
         )
     }
 
     fn run(id: &str, command: &str, ok: bool, out: &str) -> Vec<Message> {
         let args = serde_json::json!({ "command": command }).to_string();
-        vec![
-            call(id, RUN_COMMAND, &args),
-            Message::tool_result(id, out, !ok),
-        ]
+        vec![call(id, RUN_COMMAND, &args), Message::tool_result(id, out, !ok)]
     }
 
     fn history(steps: Vec<Vec<Message>>) -> Vec<Message> {
@@ -172,16 +143,8 @@ mod tests {
         let obs = unresolved(&h);
         assert_eq!(obs.len(), 1);
         assert_eq!(obs[0].round, 1);
-        assert_eq!(
-            obs[0].kind,
-            ObservationKind::FailingCommand {
-                command: "cargo test".into()
-            }
-        );
-        assert_eq!(
-            obs[0].text,
-            "run_command `cargo test` failed:\nexit code: 101\nboom"
-        );
+        assert_eq!(obs[0].kind, ObservationKind::FailingCommand { command: "cargo test".into() });
+        assert_eq!(obs[0].text, "run_command `cargo test` failed:\nexit code: 101\nboom");
 
         let h = history(vec![
             run("c1", "cargo test", false, "boom"),
@@ -193,10 +156,7 @@ mod tests {
 
     #[test]
     fn a_different_command_does_not_resolve() {
-        let h = history(vec![
-            run("c1", "cargo test", false, "boom"),
-            run("c2", "cargo  test", true, "ok"),
-        ]);
+        let h = history(vec![run("c1", "cargo test", false, "boom"), run("c2", "cargo  test", true, "ok")]);
         assert_eq!(unresolved(&h).len(), 1);
     }
 
@@ -209,28 +169,16 @@ mod tests {
         ]);
         let obs = unresolved(&h);
         let texts: Vec<&str> = obs.iter().map(|o| o.text.as_str()).collect();
-        assert_eq!(
-            texts,
-            vec![
-                "run_command `ls` failed:\nnope",
-                "run_command `cargo test` failed:\nsecond"
-            ]
-        );
+        assert_eq!(texts, vec!["run_command `ls` failed:\nnope", "run_command `cargo test` failed:\nsecond"]);
         assert_eq!(obs[1].round, 3);
     }
 
     #[test]
     fn a_successful_finish_moves_past_everything() {
         let finish = |id: &str, ok: bool, out: &str| {
-            vec![
-                call(id, FINISH, r#"{"summary":"done"}"#),
-                Message::tool_result(id, out, !ok),
-            ]
+            vec![call(id, FINISH, r#"{"summary":"done"}"#), Message::tool_result(id, out, !ok)]
         };
-        let h = history(vec![
-            run("c1", "cargo test", false, "boom"),
-            finish("f1", false, "tests fail"),
-        ]);
+        let h = history(vec![run("c1", "cargo test", false, "boom"), finish("f1", false, "tests fail")]);
         let obs = unresolved(&h);
         assert_eq!(obs.len(), 2);
         assert_eq!(obs[1].kind, ObservationKind::RejectedFinish);
@@ -261,14 +209,8 @@ mod tests {
         assert_eq!(command_of("{not json"), "{not json");
         assert_eq!(command_of(r#"{"cmd":"x"}"#), r#"{"cmd":"x"}"#);
         assert_eq!(command_of(r#"{"command":["a","b"]}"#), r#"["a","b"]"#);
-        let h = vec![
-            call("c1", RUN_COMMAND, "{oops"),
-            Message::tool_result("c1", "bad arguments", true),
-        ];
-        assert_eq!(
-            unresolved(&h)[0].text,
-            "run_command `{oops` failed:\nbad arguments"
-        );
+        let h = vec![call("c1", RUN_COMMAND, "{oops"), Message::tool_result("c1", "bad arguments", true)];
+        assert_eq!(unresolved(&h)[0].text, "run_command `{oops` failed:\nbad arguments");
     }
 
     #[test]

@@ -21,10 +21,7 @@ pub enum Record {
         archive_id: Option<String>,
     },
     /// The settings a role's turn started with.
-    Settings {
-        role: String,
-        settings: serde_json::Value,
-    },
+    Settings { role: String, settings: serde_json::Value },
     /// An event, also kept in the event index.
     Event { event: Event },
 }
@@ -46,11 +43,7 @@ pub fn history_of<'a>(role: &str, records: impl IntoIterator<Item = &'a Record>)
     for record in records {
         match record {
             Record::Message { role: r, message } if r == role => history.push(message.clone()),
-            Record::Checkpoint {
-                role: r,
-                history: h,
-                ..
-            } if r == role => history = h.clone(),
+            Record::Checkpoint { role: r, history: h, .. } if r == role => history = h.clone(),
             _ => {}
         }
     }
@@ -64,30 +57,18 @@ mod tests {
     #[test]
     fn checkpoint_replaces_earlier_messages() {
         let records = vec![
-            Record::Message {
-                role: "lead".into(),
-                message: Message::user("a"),
-            },
-            Record::Message {
-                role: "coder".into(),
-                message: Message::user("x"),
-            },
+            Record::Message { role: "lead".into(), message: Message::user("a") },
+            Record::Message { role: "coder".into(), message: Message::user("x") },
             Record::Checkpoint {
                 role: "lead".into(),
                 subtype: "compaction".into(),
                 history: vec![Message::user("summary")],
                 archive_id: None,
             },
-            Record::Message {
-                role: "lead".into(),
-                message: Message::assistant_text("b"),
-            },
+            Record::Message { role: "lead".into(), message: Message::assistant_text("b") },
         ];
         let h = history_of("lead", &records);
-        assert_eq!(
-            h,
-            vec![Message::user("summary"), Message::assistant_text("b")]
-        );
+        assert_eq!(h, vec![Message::user("summary"), Message::assistant_text("b")]);
         assert_eq!(history_of("coder", &records), vec![Message::user("x")]);
     }
 }

@@ -33,8 +33,7 @@ pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
         match msg.role {
             Role::Assistant => {
                 out.push(msg.clone());
-                let calls: Vec<String> =
-                    msg.tool_calls().map(|(id, _, _)| id.to_string()).collect();
+                let calls: Vec<String> = msg.tool_calls().map(|(id, _, _)| id.to_string()).collect();
                 // Collect the tool messages that follow.
                 let mut answered = HashSet::new();
                 let mut j = i + 1;
@@ -75,9 +74,7 @@ pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
             Role::User => {
                 if let Some(last) = out.last_mut() {
                     if last.role == Role::User {
-                        last.parts.push(Part::Text {
-                            text: "\n\n".into(),
-                        });
+                        last.parts.push(Part::Text { text: "\n\n".into() });
                         last.parts.extend(msg.parts.iter().cloned());
                         repairs.user_messages_merged += 1;
                         i += 1;
@@ -103,11 +100,7 @@ mod tests {
     fn call(id: &str) -> Message {
         Message::new(
             Role::Assistant,
-            vec![Part::ToolCall {
-                id: id.into(),
-                name: "read_file".into(),
-                arguments: "{}".into(),
-            }],
+            vec![Part::ToolCall { id: id.into(), name: "read_file".into(), arguments: "{}".into() }],
         )
     }
 
@@ -122,11 +115,7 @@ mod tests {
 
     #[test]
     fn intact_history_is_unchanged() {
-        let h = vec![
-            Message::user("go"),
-            call("c1"),
-            Message::tool_result("c1", "ok", false),
-        ];
+        let h = vec![Message::user("go"), call("c1"), Message::tool_result("c1", "ok", false)];
         let (r, rep) = repair(&h);
         assert!(!rep.any());
         assert_eq!(r, h);

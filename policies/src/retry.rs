@@ -45,18 +45,9 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> RetryPolicy {
         RetryPolicy {
-            rate_limit: Schedule {
-                attempts: 10,
-                delay_ms: 60_000,
-            },
-            stream_anomaly: Schedule {
-                attempts: 2,
-                delay_ms: 2_000,
-            },
-            server_error: Schedule {
-                attempts: 3,
-                delay_ms: 2_000,
-            },
+            rate_limit: Schedule { attempts: 10, delay_ms: 60_000 },
+            stream_anomaly: Schedule { attempts: 2, delay_ms: 2_000 },
+            server_error: Schedule { attempts: 3, delay_ms: 2_000 },
         }
     }
 }
@@ -64,42 +55,29 @@ impl Default for RetryPolicy {
 /// The decision for one failure: wait this long and try again, or give up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    Retry {
-        attempt: u32,
-        max_attempts: u32,
-        delay_ms: u64,
-    },
+    Retry { attempt: u32, max_attempts: u32, delay_ms: u64 },
     GiveUp,
 }
 
 /// Decide what to do after the `attempt`-th failure of this kind in a row (1 for the first).
 pub fn decide(policy: &RetryPolicy, failure: Failure, attempt: u32) -> Decision {
     let (schedule, delay_ms) = match failure {
-        Failure::RateLimit { retry_after_ms } => (
-            policy.rate_limit,
-            retry_after_ms.unwrap_or(policy.rate_limit.delay_ms),
-        ),
+        Failure::RateLimit { retry_after_ms } => {
+            (policy.rate_limit, retry_after_ms.unwrap_or(policy.rate_limit.delay_ms))
+        }
         Failure::StreamAnomaly => {
             let s = policy.stream_anomaly;
             (s, s.delay_ms.saturating_mul(u64::from(attempt)))
         }
         Failure::ServerError => {
             let s = policy.server_error;
-            (
-                s,
-                s.delay_ms
-                    .saturating_mul(1u64 << attempt.saturating_sub(1).min(20)),
-            )
+            (s, s.delay_ms.saturating_mul(1u64 << attempt.saturating_sub(1).min(20)))
         }
     };
     if attempt == 0 || attempt > schedule.attempts {
         return Decision::GiveUp;
     }
-    Decision::Retry {
-        attempt,
-        max_attempts: schedule.attempts,
-        delay_ms,
-    }
+    Decision::Retry { attempt, max_attempts: schedule.attempts, delay_ms }
 }
 
 #[cfg(test)]
@@ -110,46 +88,11 @@ mod tests {
     #[test]
     fn retry_after_wins_for_rate_limits() {
         let p = RetryPolicy::default();
-        let d = decide(
-            &p,
-            Failure::RateLimit {
-                retry_after_ms: Some(1500),
-            },
-            1,
-        );
-        assert_eq!(
-            d,
-            Decision::Retry {
-                attempt: 1,
-                max_attempts: 10,
-                delay_ms: 1500
-            }
-        );
-        let d = decide(
-            &p,
-            Failure::RateLimit {
-                retry_after_ms: None,
-            },
-            3,
-        );
-        assert_eq!(
-            d,
-            Decision::Retry {
-                attempt: 3,
-                max_attempts: 10,
-                delay_ms: 60_000
-            }
-        );
-        assert_eq!(
-            decide(
-                &p,
-                Failure::RateLimit {
-                    retry_after_ms: None
-                },
-                11
-            ),
-            Decision::GiveUp
-        );
+        let d = decide(&p, Failure::RateLimit { retry_after_ms: Some(1500) }, 1);
+        assert_eq!(d, Decision::Retry { attempt: 1, max_attempts: 10, delay_ms: 1500 });
+        let d = decide(&p, Failure::RateLimit { retry_after_ms: None }, 3);
+        assert_eq!(d, Decision::Retry { attempt: 3, max_attempts: 10, delay_ms: 60_000 });
+        assert_eq!(decide(&p, Failure::RateLimit { retry_after_ms: None }, 11), Decision::GiveUp);
     }
 
     #[test]
@@ -157,19 +100,11 @@ mod tests {
         let p = RetryPolicy::default();
         assert_eq!(
             decide(&p, Failure::StreamAnomaly, 1),
-            Decision::Retry {
-                attempt: 1,
-                max_attempts: 2,
-                delay_ms: 2000
-            }
+            Decision::Retry { attempt: 1, max_attempts: 2, delay_ms: 2000 }
         );
         assert_eq!(
             decide(&p, Failure::StreamAnomaly, 2),
-            Decision::Retry {
-                attempt: 2,
-                max_attempts: 2,
-                delay_ms: 4000
-            }
+            Decision::Retry { attempt: 2, max_attempts: 2, delay_ms: 4000 }
         );
         assert_eq!(decide(&p, Failure::StreamAnomaly, 3), Decision::GiveUp);
     }

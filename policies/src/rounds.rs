@@ -26,10 +26,7 @@ pub fn rounds(history: &[Message]) -> Vec<Range<usize>> {
             _ => out.push(i..i + 1),
         }
         // Keep every answered call in the same round as its answer.
-        let earliest_call = msg
-            .tool_result_ids()
-            .filter_map(|id| calls.get(id).copied())
-            .min();
+        let earliest_call = msg.tool_result_ids().filter_map(|id| calls.get(id).copied()).min();
         if let Some(call_at) = earliest_call {
             let r = round_containing(&out, call_at);
             if r + 1 < out.len() {
@@ -55,9 +52,7 @@ pub fn round_of_each(rounds: &[Range<usize>]) -> Vec<usize> {
 
 fn round_containing(rounds: &[Range<usize>], index: usize) -> usize {
     // Rounds are sorted and contiguous: the last one starting at or before `index`.
-    rounds
-        .partition_point(|r| r.start <= index)
-        .saturating_sub(1)
+    rounds.partition_point(|r| r.start <= index).saturating_sub(1)
 }
 
 #[cfg(test)]

@@ -22,19 +22,15 @@ pub fn render_for_summary(messages: &[Message]) -> String {
                 Part::Text { text } => out.push_str(&format!("[{role}] {text}")),
                 Part::Thinking { redacted: true, .. } => out.push_str("[thinking] (redacted)"),
                 Part::Thinking { text, .. } => out.push_str(&format!("[thinking] {text}")),
-                Part::ToolCall {
-                    name, arguments, ..
-                } => out.push_str(&format!("[{role} → {name}] {arguments}")),
-                Part::ToolResult {
-                    content,
-                    is_error: false,
-                    ..
-                } => out.push_str(&format!("[tool result] {content}")),
-                Part::ToolResult {
-                    content,
-                    is_error: true,
-                    ..
-                } => out.push_str(&format!("[tool result (error)] {content}")),
+                Part::ToolCall { name, arguments, .. } => {
+                    out.push_str(&format!("[{role} → {name}] {arguments}"))
+                }
+                Part::ToolResult { content, is_error: false, .. } => {
+                    out.push_str(&format!("[tool result] {content}"))
+                }
+                Part::ToolResult { content, is_error: true, .. } => {
+                    out.push_str(&format!("[tool result (error)] {content}"))
+                }
                 Part::Image { media_type, data } => out.push_str(&format!(
                     "[{role} image] {media_type}, {} bytes of base64, not shown",
                     data.len()
@@ -70,12 +66,7 @@ fn next_end(text: &str, start: usize, budget: Tokens, count: &dyn Fn(&str) -> To
     let n = text.len();
     let fits = |end: usize| count(&text[start..end]) <= budget;
     // A first guess: tokens rarely span less than a byte.
-    let guess = ceil_boundary(
-        text,
-        start
-            .saturating_add(usize::try_from(budget.0).unwrap_or(n))
-            .min(n),
-    );
+    let guess = ceil_boundary(text, start.saturating_add(usize::try_from(budget.0).unwrap_or(n)).min(n));
     // `lo` fits (or is `start`); `hi` does not fit (or is past the end).
     let (mut lo, mut hi);
     if fits(guess) {
@@ -197,11 +188,7 @@ pub fn fold_prompt(summary_so_far: Option<&str>, batch: &str, objective: &str) -
     if !batch.ends_with('\n') {
         p.push('\n');
     }
-    p.push_str(if summary_so_far.is_some() {
-        "</next_steps>\n"
-    } else {
-        "</steps>\n"
-    });
+    p.push_str(if summary_so_far.is_some() { "</next_steps>\n" } else { "</steps>\n" });
     p
 }
 
@@ -222,14 +209,8 @@ mod tests {
             Message::new(
                 Role::Assistant,
                 vec![
-                    Part::Thinking {
-                        text: "hmm".into(),
-                        signature: Some("sig".into()),
-                        redacted: false,
-                    },
-                    Part::Text {
-                        text: "running".into(),
-                    },
+                    Part::Thinking { text: "hmm".into(), signature: Some("sig".into()), redacted: false },
+                    Part::Text { text: "running".into() },
                     Part::ToolCall {
                         id: "c1".into(),
                         name: "run_command".into(),

@@ -17,18 +17,12 @@ pub enum TaskState {
 impl TaskState {
     /// A terminal task never runs again; `interrupted` is not terminal: it can be resumed.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskState::Finished | TaskState::Failed | TaskState::Cancelled
-        )
+        matches!(self, TaskState::Finished | TaskState::Failed | TaskState::Cancelled)
     }
 
     /// Whether a model turn may be under way.
     pub fn is_active(self) -> bool {
-        matches!(
-            self,
-            TaskState::Queued | TaskState::Running | TaskState::WaitingRetry
-        )
+        matches!(self, TaskState::Queued | TaskState::Running | TaskState::WaitingRetry)
     }
 
     pub fn as_str(self) -> &'static str {

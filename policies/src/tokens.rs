@@ -6,9 +6,7 @@ use std::fmt;
 use std::ops::{Add, AddAssign, Sub};
 
 /// A number of tokens. Never a byte count, never a percentage.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Tokens(pub u64);
 
@@ -67,17 +65,11 @@ pub struct Count {
 
 impl Count {
     pub fn measured(tokens: u64) -> Count {
-        Count {
-            tokens: Tokens(tokens),
-            estimated: false,
-        }
+        Count { tokens: Tokens(tokens), estimated: false }
     }
 
     pub fn estimated(tokens: u64) -> Count {
-        Count {
-            tokens: Tokens(tokens),
-            estimated: true,
-        }
+        Count { tokens: Tokens(tokens), estimated: true }
     }
 
     /// The conservative estimate for text no tokenizer of ours knows: one token per three bytes,
@@ -91,10 +83,7 @@ impl Count {
 impl Add for Count {
     type Output = Count;
     fn add(self, rhs: Count) -> Count {
-        Count {
-            tokens: self.tokens + rhs.tokens,
-            estimated: self.estimated || rhs.estimated,
-        }
+        Count { tokens: self.tokens + rhs.tokens, estimated: self.estimated || rhs.estimated }
     }
 }
 

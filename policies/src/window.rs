@@ -39,10 +39,7 @@ pub struct Window {
 
 impl Window {
     pub fn assumed() -> Window {
-        Window {
-            tokens: ASSUMED_WINDOW,
-            source: WindowSource::Assumed,
-        }
+        Window { tokens: ASSUMED_WINDOW, source: WindowSource::Assumed }
     }
 }
 

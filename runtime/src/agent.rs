@@ -16,9 +16,7 @@ use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, StoreError, Stored, Unit};
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
 use agentd_policies::retry::{decide, Decision, Failure};
-use agentd_policies::{
-    Count, EventKind, Message, Record, Role, TaskState, Tokens, Window, WindowSource,
-};
+use agentd_policies::{Count, EventKind, Message, Record, Role, TaskState, Tokens, Window, WindowSource};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -89,9 +87,7 @@ impl Handler<RunTurn> for AgentActor {
             });
             match handle.await {
                 Ok(result) => result,
-                Err(e) => Err(TurnError::Team(format!(
-                    "the turn stopped unexpectedly: {e}"
-                ))),
+                Err(e) => Err(TurnError::Team(format!("the turn stopped unexpectedly: {e}"))),
             }
         })
     }
@@ -162,27 +158,16 @@ impl Agent {
             .filter(|m| m.role == Role::User)
             .map(|m| m.text())
             .find(|t| !t.starts_with('['))
-            .map(|t| {
-                t.strip_prefix(OBJECTIVE_PREFIX)
-                    .map(str::to_string)
-                    .unwrap_or(t)
-            })
+            .map(|t| t.strip_prefix(OBJECTIVE_PREFIX).map(str::to_string).unwrap_or(t))
             .unwrap_or_default()
     }
 
     fn emit(&self, kind: EventKind) -> Result<(), StoreError> {
-        self.task
-            .shared
-            .bus
-            .emit(&self.task.task_id, self.role.name(), kind)
-            .map(|_| ())
+        self.task.shared.bus.emit(&self.task.task_id, self.role.name(), kind).map(|_| ())
     }
 
     fn persist(&mut self, message: Message) -> Result<(), StoreError> {
-        let record = Record::Message {
-            role: self.name().to_string(),
-            message: message.clone(),
-        };
+        let record = Record::Message { role: self.name().to_string(), message: message.clone() };
         self.task.shared.store.append(&self.task.task_id, &record)?;
         self.history.push(message);
         Ok(())
@@ -203,11 +188,7 @@ impl Agent {
         let tools: Vec<ToolSpec> = agentd_agents::schema::schemas(&snapshot.tools)
             .map_err(|e| TurnError::Team(format!("role {}: unknown tool {}", self.name(), e.0)))?
             .into_iter()
-            .map(|s| ToolSpec {
-                name: s.name,
-                description: s.description,
-                parameters: s.parameters,
-            })
+            .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
             .collect();
         let system = self.task.system_prompt(&self.role);
         let mut learned_once = false;
@@ -274,16 +255,12 @@ impl Agent {
             })?;
             let response = match self.chat(&client, &request).await {
                 Ok(r) => r,
-                Err(TurnError::Provider(ProviderError::ContextOverflow {
-                    limit: Some(limit),
-                    message,
-                })) if !learned_once && limit != fitted.window.tokens => {
+                Err(TurnError::Provider(ProviderError::ContextOverflow { limit: Some(limit), message }))
+                    if !learned_once && limit != fitted.window.tokens =>
+                {
                     // The refusal states the real window: remember it and measure again.
                     learned_once = true;
-                    let window = Window {
-                        tokens: limit,
-                        source: WindowSource::Error,
-                    };
+                    let window = Window { tokens: limit, source: WindowSource::Error };
                     let old = self
                         .task
                         .shared
@@ -342,20 +319,10 @@ impl Agent {
             }
             let mut finished = None;
             for (call_id, name, arguments) in calls {
-                self.emit(EventKind::ToolCalled {
-                    tool: name.clone(),
-                    call_id: call_id.clone(),
-                })?;
+                self.emit(EventKind::ToolCalled { tool: name.clone(), call_id: call_id.clone() })?;
                 let result = self.call_tool(&snapshot, &name, &arguments).await?;
                 let (content, evidence_id) = self
-                    .bounded(
-                        &snapshot,
-                        fitted.window.tokens,
-                        &name,
-                        &call_id,
-                        &arguments,
-                        &result.outcome,
-                    )
+                    .bounded(&snapshot, fitted.window.tokens, &name, &call_id, &arguments, &result.outcome)
                     .await?;
                 self.persist(Message::tool_result(&call_id, &content, !result.outcome.ok))?;
                 self.emit(EventKind::ToolFinished {
@@ -372,10 +339,7 @@ impl Agent {
                 return Ok(summary);
             }
         }
-        Err(TurnError::Runaway {
-            role: self.name().to_string(),
-            steps: MAX_STEPS_PER_TURN,
-        })
+        Err(TurnError::Runaway { role: self.name().to_string(), steps: MAX_STEPS_PER_TURN })
     }
 
     async fn call_tool(
@@ -384,12 +348,7 @@ impl Agent {
         name: &str,
         arguments: &str,
     ) -> Result<CallOutcome, TurnError> {
-        let plain = |outcome: ToolOutcome| {
-            Ok(CallOutcome {
-                outcome,
-                finished: None,
-            })
-        };
+        let plain = |outcome: ToolOutcome| Ok(CallOutcome { outcome, finished: None });
         if !snapshot.tools.iter().any(|t| t == name) {
             return plain(failure(format!(
                 "tool {name:?} is not available to the {} role; available: {}",
@@ -406,14 +365,10 @@ impl Agent {
                 if let Some(verify) = &snapshot.verify {
                     let ctx = self.tool_context(snapshot);
                     let check = serde_json::json!({ "command": verify }).to_string();
-                    let outcome = self
-                        .cancellable(agent_tools::execute(&ctx, "run_command", &check))
-                        .await?;
+                    let outcome = self.cancellable(agent_tools::execute(&ctx, "run_command", &check)).await?;
                     if !outcome.ok {
                         let reason = format!("verification `{verify}` failed");
-                        self.emit(EventKind::FinishRejected {
-                            reason: reason.clone(),
-                        })?;
+                        self.emit(EventKind::FinishRejected { reason: reason.clone() })?;
                         return plain(failure(format!(
                             "finish rejected: {reason}; fix it and call finish again.\n{}",
                             outcome.content
@@ -421,11 +376,7 @@ impl Agent {
                     }
                 }
                 Ok(CallOutcome {
-                    outcome: ToolOutcome {
-                        ok: true,
-                        content: "finished".into(),
-                        complete: true,
-                    },
+                    outcome: ToolOutcome { ok: true, content: "finished".into(), complete: true },
                     finished: Some(args.summary),
                 })
             }
@@ -450,20 +401,14 @@ impl Agent {
                     receipts_id: None,
                 })?;
                 let summary = target
-                    .send(RunTurn {
-                        input: Some(args.objective),
-                    })
+                    .send(RunTurn { input: Some(args.objective) })
                     .await
                     .map_err(|e| TurnError::Team(format!("{} is gone: {e}", args.to)))??;
                 self.emit(EventKind::DelegationReturned {
                     from_role: args.to.clone(),
                     summary: summary.clone(),
                 })?;
-                plain(ToolOutcome {
-                    ok: true,
-                    content: summary,
-                    complete: true,
-                })
+                plain(ToolOutcome { ok: true, content: summary, complete: true })
             }
             "read_evidence" => {
                 let args: ReadEvidenceArgs = match parse_args(name, arguments) {
@@ -472,30 +417,15 @@ impl Agent {
                 };
                 let budget = self.page_budget(self.last_window);
                 plain(
-                    match self
-                        .page(
-                            snapshot,
-                            &args.id,
-                            args.offset.unwrap_or(0),
-                            args.limit,
-                            budget,
-                        )
-                        .await
-                    {
-                        Ok(page) => ToolOutcome {
-                            ok: true,
-                            content: page,
-                            complete: true,
-                        },
+                    match self.page(snapshot, &args.id, args.offset.unwrap_or(0), args.limit, budget).await {
+                        Ok(page) => ToolOutcome { ok: true, content: page, complete: true },
                         Err(e) => failure(e),
                     },
                 )
             }
             _ => {
                 let ctx = self.tool_context(snapshot);
-                let outcome = self
-                    .cancellable(agent_tools::execute(&ctx, name, arguments))
-                    .await?;
+                let outcome = self.cancellable(agent_tools::execute(&ctx, name, arguments)).await?;
                 plain(outcome)
             }
         }
@@ -503,11 +433,7 @@ impl Agent {
 
     /// Sends a request, retrying rate limits, server errors and stream anomalies by the retry policy.
     /// A retry resends the same request: nothing of a failed attempt was stored.
-    async fn chat(
-        &self,
-        client: &OpenAiClient,
-        request: &ChatRequest,
-    ) -> Result<ChatResponse, TurnError> {
+    async fn chat(&self, client: &OpenAiClient, request: &ChatRequest) -> Result<ChatResponse, TurnError> {
         let mut failures: HashMap<&'static str, u32> = HashMap::new();
         loop {
             let error = match client.chat(request, &self.task.cancel).await {
@@ -516,9 +442,9 @@ impl Agent {
                 Err(e) => e,
             };
             let failure = match &error {
-                ProviderError::RateLimited { retry_after, .. } => Failure::RateLimit {
-                    retry_after_ms: retry_after.map(|d| d.as_millis() as u64),
-                },
+                ProviderError::RateLimited { retry_after, .. } => {
+                    Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) }
+                }
                 ProviderError::Server { .. } => Failure::ServerError,
                 ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
                 _ => return Err(error.into()),
@@ -527,11 +453,7 @@ impl Agent {
             *attempt += 1;
             match decide(&self.task.shared.retry, failure, *attempt) {
                 Decision::GiveUp => return Err(error.into()),
-                Decision::Retry {
-                    attempt,
-                    max_attempts,
-                    delay_ms,
-                } => {
+                Decision::Retry { attempt, max_attempts, delay_ms } => {
                     tracing::info!(role = self.name(), %error, attempt, delay_ms, "retry scheduled");
                     self.emit(EventKind::RetryScheduled {
                         reason: failure.reason().to_string(),
@@ -569,10 +491,7 @@ impl Agent {
         self.task
             .shared
             .fitter
-            .send(Measure {
-                model: model.to_string(),
-                text: text.to_string(),
-            })
+            .send(Measure { model: model.to_string(), text: text.to_string() })
             .await
             .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))
     }
@@ -593,22 +512,12 @@ impl Agent {
         if (outcome.content.len() as u64) <= budget.0 || tool == "read_evidence" {
             return Ok((outcome.content.clone(), None));
         }
-        if self
-            .measure(&snapshot.model, &outcome.content)
-            .await?
-            .tokens
-            <= budget
-        {
+        if self.measure(&snapshot.model, &outcome.content).await?.tokens <= budget {
             return Ok((outcome.content.clone(), None));
         }
-        let detail = serde_json::from_str::<serde_json::Value>(arguments)
-            .ok()
-            .and_then(|v| {
-                v.get("path")
-                    .or_else(|| v.get("command"))
-                    .and_then(|p| p.as_str())
-                    .map(str::to_string)
-            });
+        let detail = serde_json::from_str::<serde_json::Value>(arguments).ok().and_then(|v| {
+            v.get("path").or_else(|| v.get("command")).and_then(|p| p.as_str()).map(str::to_string)
+        });
         let stored = self
             .task
             .shared
@@ -634,19 +543,13 @@ impl Agent {
             .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))?;
         match stored {
             Stored::InStore(meta) => {
-                let page = self
-                    .page(snapshot, &meta.id, 0, None, budget)
-                    .await
-                    .map_err(TurnError::Team)?;
+                let page = self.page(snapshot, &meta.id, 0, None, budget).await.map_err(TurnError::Team)?;
                 Ok((page, Some(meta.id)))
             }
             Stored::Fallback { path, meta } => {
                 // The database could not hold it: the whole text is in a file the model can read.
-                let rel = path
-                    .strip_prefix(self.task.workspace.root())
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
+                let rel =
+                    path.strip_prefix(self.task.workspace.root()).unwrap_or(&path).display().to_string();
                 let mut head = outcome.content.clone();
                 let mut cut = (budget.0 as usize).min(head.len());
                 while !head.is_char_boundary(cut) {
@@ -680,15 +583,9 @@ impl Agent {
         let meta = store.evidence(id).map_err(|e| e.to_string())?;
         let mut lines = limit.unwrap_or(400).clamp(1, 100_000);
         loop {
-            let page = store
-                .read_evidence(id, offset, lines, Unit::Lines)
-                .map_err(|e| e.to_string())?;
+            let page = store.read_evidence(id, offset, lines, Unit::Lines).map_err(|e| e.to_string())?;
             let fits = (page.data.len() as u64) <= budget.0
-                || self
-                    .measure(&snapshot.model, &page.data)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .tokens
+                || self.measure(&snapshot.model, &page.data).await.map_err(|e| e.to_string())?.tokens
                     <= budget;
             if fits || lines == 1 {
                 let mut data = page.data;
@@ -700,23 +597,16 @@ impl Agent {
                         cut -= 1;
                     }
                     data.truncate(cut);
-                    note = format!(
-                        " Line {} is longer than a page; only its beginning is shown.",
-                        offset + 1
-                    );
+                    note =
+                        format!(" Line {} is longer than a page; only its beginning is shown.", offset + 1);
                 }
                 let end = page.offset + page.len;
                 let next = match page.next_offset {
-                    Some(n) => format!(
-                        " Read on with read_evidence {{\"id\": \"{id}\", \"offset\": {n}}}."
-                    ),
+                    Some(n) => format!(" Read on with read_evidence {{\"id\": \"{id}\", \"offset\": {n}}}."),
                     None => " This is the end.".to_string(),
                 };
-                let complete = if meta.complete {
-                    ""
-                } else {
-                    " The producer was cut off: the evidence is incomplete."
-                };
+                let complete =
+                    if meta.complete { "" } else { " The producer was cut off: the evidence is incomplete." };
                 return Ok(format!(
                     "[evidence {id}: {} bytes, {} lines; lines {}-{} shown.{next}{note}{complete}]\n{data}",
                     meta.bytes,
@@ -749,17 +639,9 @@ impl Agent {
 }
 
 fn failure(content: String) -> ToolOutcome {
-    ToolOutcome {
-        ok: false,
-        content,
-        complete: true,
-    }
+    ToolOutcome { ok: false, content, complete: true }
 }
 
-fn parse_args<T: serde::de::DeserializeOwned>(
-    tool: &str,
-    arguments: &str,
-) -> Result<T, ToolOutcome> {
-    serde_json::from_str(arguments)
-        .map_err(|e| failure(format!("invalid arguments for {tool}: {e}")))
+fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolOutcome> {
+    serde_json::from_str(arguments).map_err(|e| failure(format!("invalid arguments for {tool}: {e}")))
 }

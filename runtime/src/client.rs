@@ -10,10 +10,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("cannot reach the daemon at {path}: {source}")]
-    Connect {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Connect { path: PathBuf, source: std::io::Error },
     #[error("connection to the daemon lost: {0}")]
     Io(#[from] std::io::Error),
     #[error("the daemon sent an unreadable line: {0}")]
@@ -31,17 +28,10 @@ pub struct Client {
 
 impl Client {
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
-            path: socket.to_path_buf(),
-            source,
-        })?;
+        let stream = UnixStream::connect(socket)
+            .map_err(|source| ClientError::Connect { path: socket.to_path_buf(), source })?;
         let writer = stream.try_clone()?;
-        Ok(Client {
-            reader: BufReader::new(stream),
-            writer,
-            next_id: 1,
-            pending: VecDeque::new(),
-        })
+        Ok(Client { reader: BufReader::new(stream), writer, next_id: 1, pending: VecDeque::new() })
     }
 
     fn read_line(&mut self) -> Result<Value, ClientError> {
@@ -67,11 +57,7 @@ impl Client {
                 if let Some(err) = msg.get("error") {
                     return Err(ClientError::Rpc {
                         code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
-                        message: err
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
+                        message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
                     });
                 }
                 return Ok(msg.get("result").cloned().unwrap_or(Value::Null));

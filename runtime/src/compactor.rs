@@ -11,8 +11,8 @@ use crate::counter::TokenCounter;
 use crate::provider::{ChatRequest, OpenAiClient, ProviderError, ToolSpec};
 use agentd_evidence::{NewEvidence, Source, Store, Stored};
 use agentd_policies::compaction::{
-    assemble, batches, fold_prompt, judge, plan, render_for_summary, Checkpoint, PlanInput,
-    Verdict, WorkingFile,
+    assemble, batches, fold_prompt, judge, plan, render_for_summary, Checkpoint, PlanInput, Verdict,
+    WorkingFile,
 };
 use agentd_policies::retry::{decide, Decision, Failure, RetryPolicy};
 use agentd_policies::{Count, Message, Thresholds, Tokens, Window};
@@ -78,19 +78,14 @@ pub fn summary_reserve(window: Tokens) -> Tokens {
 
 pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
     let counter = job.counter;
-    let message_tokens: Vec<Tokens> = job
-        .history
-        .iter()
-        .map(|m| counter.count_message(m).tokens)
-        .collect();
+    let message_tokens: Vec<Tokens> = job.history.iter().map(|m| counter.count_message(m).tokens).collect();
     let count_message = |m: &Message| counter.count_message(m).tokens;
     let count_text = |t: &str| counter.count_text(t).tokens;
     let reserve = summary_reserve(job.window.tokens);
     // A folding request: the instruction, the objective, the summary so far (≤ reserve) and a batch,
     // answered in ≤ reserve tokens, all within half the summariser's window.
-    let overhead = count_text(SUMMARISER_SYSTEM)
-        + count_text(&fold_prompt(None, "", job.objective))
-        + Tokens(64);
+    let overhead =
+        count_text(SUMMARISER_SYSTEM) + count_text(&fold_prompt(None, "", job.objective)) + Tokens(64);
     let half = job.window.tokens.percent(50);
     let batch_budget = half.saturating_sub(overhead + reserve + reserve);
     if batch_budget < Tokens(64) {
@@ -145,12 +140,7 @@ pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
             plan.kept_rounds,
         ) {
             Verdict::Accept => {
-                return Ok(Compacted {
-                    history: assembled,
-                    archive_id,
-                    batches: folds,
-                    history_tokens,
-                });
+                return Ok(Compacted { history: assembled, archive_id, batches: folds, history_tokens });
             }
             Verdict::RetryWithFewerRounds => limit = Some(plan.kept_rounds.saturating_sub(1)),
             Verdict::Fail { reason } => return Err(CompactError::Failed(reason)),
@@ -189,9 +179,7 @@ async fn fold(
                 let text = text.trim();
                 // A summariser that says nothing still leaves the archive; say so in the checkpoint.
                 return Ok(if text.is_empty() {
-                    so_far
-                        .map(str::to_string)
-                        .unwrap_or_else(|| "(the summariser returned nothing)".into())
+                    so_far.map(str::to_string).unwrap_or_else(|| "(the summariser returned nothing)".into())
                 } else {
                     text.to_string()
                 });
@@ -200,9 +188,9 @@ async fn fold(
             Err(e) => e,
         };
         let failure = match &error {
-            ProviderError::RateLimited { retry_after, .. } => Failure::RateLimit {
-                retry_after_ms: retry_after.map(|d| d.as_millis() as u64),
-            },
+            ProviderError::RateLimited { retry_after, .. } => {
+                Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) }
+            }
             ProviderError::Server { .. } => Failure::ServerError,
             ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
             _ => return Err(error.into()),

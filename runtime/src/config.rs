@@ -11,18 +11,11 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{path}: key `{key}`: {message}")]
-    Invalid {
-        path: PathBuf,
-        key: String,
-        message: String,
-    },
+    Invalid { path: PathBuf, key: String, message: String },
 }
 
 /// The text `agentd init` writes: every key commented, so a user sees what exists.
@@ -110,10 +103,8 @@ impl Config {
     }
 
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         Config::parse(&text, path)
     }
 
@@ -198,24 +189,13 @@ struct RawTools {
 
 impl RawConfig {
     fn validate(self, path: &Path) -> Result<Config, ConfigError> {
-        let invalid = |key: String, message: String| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            key,
-            message,
-        };
+        let invalid =
+            |key: String, message: String| ConfigError::Invalid { path: path.to_path_buf(), key, message };
         let mut retry = RetryPolicy::default();
         for (name, raw, slot) in [
             ("rate_limit", self.retry.rate_limit, &mut retry.rate_limit),
-            (
-                "stream_anomaly",
-                self.retry.stream_anomaly,
-                &mut retry.stream_anomaly,
-            ),
-            (
-                "server_error",
-                self.retry.server_error,
-                &mut retry.server_error,
-            ),
+            ("stream_anomaly", self.retry.stream_anomaly, &mut retry.stream_anomaly),
+            ("server_error", self.retry.server_error, &mut retry.server_error),
         ] {
             let Some(raw) = raw else { continue };
             if let Some(a) = raw.attempts {
@@ -236,10 +216,7 @@ impl RawConfig {
             }
             if let Some(v) = &s.idle_thinking_cleanup_after {
                 humantime::parse_duration(v).map_err(|e| {
-                    invalid(
-                        "scheduler.idle_thinking_cleanup_after".into(),
-                        format!("{e}: {v:?}"),
-                    )
+                    invalid("scheduler.idle_thinking_cleanup_after".into(), format!("{e}: {v:?}"))
                 })?;
             }
         }
@@ -257,9 +234,7 @@ impl RawConfig {
                 other => {
                     return Err(invalid(
                         format!("providers.{name}.kind"),
-                        format!(
-                            "unknown provider kind {other:?}; expected \"openai\" or \"ollama\""
-                        ),
+                        format!("unknown provider kind {other:?}; expected \"openai\" or \"ollama\""),
                     ))
                 }
             };
@@ -279,59 +254,54 @@ impl RawConfig {
                 },
             );
         }
-        let role =
-            |key: String, r: RawRole, is_specialist: bool| -> Result<RoleConfig, ConfigError> {
-                if !providers.contains_key(&r.provider) {
+        let role = |key: String, r: RawRole, is_specialist: bool| -> Result<RoleConfig, ConfigError> {
+            if !providers.contains_key(&r.provider) {
+                return Err(invalid(
+                    format!("{key}.provider"),
+                    format!("no provider named {:?} in [providers]", r.provider),
+                ));
+            }
+            if r.model.trim().is_empty() {
+                return Err(invalid(format!("{key}.model"), "must not be empty".into()));
+            }
+            let compact_at = match r.compact_at {
+                None => None,
+                Some(v) if (1..=100).contains(&v) => Some(v as u8),
+                Some(v) => {
                     return Err(invalid(
-                        format!("{key}.provider"),
-                        format!("no provider named {:?} in [providers]", r.provider),
+                        format!("{key}.compact_at"),
+                        format!("must be a percentage from 1 to 100, got {v}"),
+                    ))
+                }
+            };
+            if let Some(tools) = &r.tools {
+                if !is_specialist {
+                    return Err(invalid(
+                        format!("{key}.tools"),
+                        "only specialists take a tool list; the lead's and coder's are fixed".into(),
                     ));
                 }
-                if r.model.trim().is_empty() {
-                    return Err(invalid(format!("{key}.model"), "must not be empty".into()));
-                }
-                let compact_at = match r.compact_at {
-                    None => None,
-                    Some(v) if (1..=100).contains(&v) => Some(v as u8),
-                    Some(v) => {
-                        return Err(invalid(
-                            format!("{key}.compact_at"),
-                            format!("must be a percentage from 1 to 100, got {v}"),
-                        ))
-                    }
-                };
-                if let Some(tools) = &r.tools {
-                    if !is_specialist {
+                for t in tools {
+                    if !ALL_TOOLS.contains(&t.as_str()) || t == "delegate" {
                         return Err(invalid(
                             format!("{key}.tools"),
-                            "only specialists take a tool list; the lead's and coder's are fixed"
-                                .into(),
+                            format!("unknown tool {t:?} for a specialist"),
                         ));
                     }
-                    for t in tools {
-                        if !ALL_TOOLS.contains(&t.as_str()) || t == "delegate" {
-                            return Err(invalid(
-                                format!("{key}.tools"),
-                                format!("unknown tool {t:?} for a specialist"),
-                            ));
-                        }
-                    }
                 }
-                if r.verify.is_some() && key != "team.coder" {
-                    return Err(invalid(
-                        format!("{key}.verify"),
-                        "only the coder takes `verify`".into(),
-                    ));
-                }
-                Ok(RoleConfig {
-                    provider: r.provider,
-                    model: r.model,
-                    compact_at,
-                    verify: r.verify,
-                    prompt: r.prompt,
-                    tools: r.tools,
-                })
-            };
+            }
+            if r.verify.is_some() && key != "team.coder" {
+                return Err(invalid(format!("{key}.verify"), "only the coder takes `verify`".into()));
+            }
+            Ok(RoleConfig {
+                provider: r.provider,
+                model: r.model,
+                compact_at,
+                verify: r.verify,
+                prompt: r.prompt,
+                tools: r.tools,
+            })
+        };
         let lead = role("team.lead".into(), self.team.lead, false)?;
         let coder = role("team.coder".into(), self.team.coder, false)?;
         let mut specialists = BTreeMap::new();
@@ -351,20 +321,9 @@ impl RawConfig {
                 .map_err(|e| invalid("tools.command_timeout".into(), format!("{e}: {v:?}")))?,
         };
         if command_timeout.is_zero() {
-            return Err(invalid(
-                "tools.command_timeout".into(),
-                "must be longer than 0s".into(),
-            ));
+            return Err(invalid("tools.command_timeout".into(), "must be longer than 0s".into()));
         }
-        Ok(Config {
-            path: path.to_path_buf(),
-            providers,
-            lead,
-            coder,
-            specialists,
-            command_timeout,
-            retry,
-        })
+        Ok(Config { path: path.to_path_buf(), providers, lead, coder, specialists, command_timeout, retry })
     }
 }
 
@@ -407,9 +366,7 @@ mod tests {
 
     #[test]
     fn retry_tables_parse_and_bad_delays_are_named() {
-        let text = format!(
-            "{DEFAULT_CONFIG}\n[retry]\nrate_limit = {{ attempts = 3, delay = \"100ms\" }}\n"
-        );
+        let text = format!("{DEFAULT_CONFIG}\n[retry]\nrate_limit = {{ attempts = 3, delay = \"100ms\" }}\n");
         let c = parse(&text).unwrap();
         assert_eq!(c.retry.rate_limit.attempts, 3);
         assert_eq!(c.retry.rate_limit.delay_ms, 100);

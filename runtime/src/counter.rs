@@ -49,16 +49,12 @@ impl Tokenizer {
 
     fn count(self, text: &str) -> Count {
         match self {
-            Tokenizer::O200k => Count::measured(
-                tiktoken_rs::o200k_base_singleton()
-                    .encode_ordinary(text)
-                    .len() as u64,
-            ),
-            Tokenizer::Cl100k => Count::measured(
-                tiktoken_rs::cl100k_base_singleton()
-                    .encode_ordinary(text)
-                    .len() as u64,
-            ),
+            Tokenizer::O200k => {
+                Count::measured(tiktoken_rs::o200k_base_singleton().encode_ordinary(text).len() as u64)
+            }
+            Tokenizer::Cl100k => {
+                Count::measured(tiktoken_rs::cl100k_base_singleton().encode_ordinary(text).len() as u64)
+            }
             Tokenizer::Estimate => Count::estimate_bytes(text.len()),
         }
     }
@@ -76,22 +72,12 @@ impl Tokenizer {
 pub fn tokenizer_for(model: &str) -> Tokenizer {
     let name = model.trim();
     let name = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
-    let o_series = ["o1", "o3", "o4"].iter().any(|p| {
-        name == *p
-            || name
-                .strip_prefix(p)
-                .is_some_and(|rest| rest.starts_with(['-', '.', '_']))
-    });
-    if o_series
-        || ["gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-4o"]
-            .iter()
-            .any(|p| name.starts_with(p))
-    {
-        Tokenizer::O200k
-    } else if ["gpt-4", "gpt-3.5", "text-embedding-3"]
+    let o_series = ["o1", "o3", "o4"]
         .iter()
-        .any(|p| name.starts_with(p))
-    {
+        .any(|p| name == *p || name.strip_prefix(p).is_some_and(|rest| rest.starts_with(['-', '.', '_'])));
+    if o_series || ["gpt-4o", "gpt-4.1", "gpt-5", "chatgpt-4o"].iter().any(|p| name.starts_with(p)) {
+        Tokenizer::O200k
+    } else if ["gpt-4", "gpt-3.5", "text-embedding-3"].iter().any(|p| name.starts_with(p)) {
         Tokenizer::Cl100k
     } else {
         Tokenizer::Estimate
@@ -125,10 +111,7 @@ pub struct TokenCounter {
 
 impl TokenCounter {
     pub fn new(model: &str) -> TokenCounter {
-        TokenCounter {
-            tokenizer: tokenizer_for(model),
-            cache: Mutex::new(HashMap::default()),
-        }
+        TokenCounter { tokenizer: tokenizer_for(model), cache: Mutex::new(HashMap::default()) }
     }
 
     pub fn tokenizer(&self) -> Tokenizer {
@@ -210,16 +193,9 @@ impl TokenCounter {
             thinking += entry.thinking.tokens.0;
             estimated |= entry.total.estimated;
         }
-        count.messages = Count {
-            tokens: agentd_policies::Tokens(sum),
-            estimated,
-        };
-        count.thinking = Count {
-            tokens: agentd_policies::Tokens(thinking),
-            estimated,
-        };
-        count.total =
-            count.system + count.tools + count.messages + self.tokenizer.fixed(REPLY_PRIMING);
+        count.messages = Count { tokens: agentd_policies::Tokens(sum), estimated };
+        count.thinking = Count { tokens: agentd_policies::Tokens(thinking), estimated };
+        count.total = count.system + count.tools + count.messages + self.tokenizer.fixed(REPLY_PRIMING);
         count
     }
 
@@ -230,9 +206,7 @@ impl TokenCounter {
         for part in &m.parts {
             match part {
                 Part::Text { text } => total += t.count(text),
-                Part::Thinking {
-                    text, signature, ..
-                } => {
+                Part::Thinking { text, signature, .. } => {
                     let mut c = t.count(text);
                     if let Some(signature) = signature {
                         c += t.count(signature);
@@ -240,14 +214,10 @@ impl TokenCounter {
                     thinking += c;
                     total += c;
                 }
-                Part::ToolCall {
-                    name, arguments, ..
-                } => {
+                Part::ToolCall { name, arguments, .. } => {
                     total += t.count(name) + t.count(arguments) + t.fixed(TOOL_CALL_FRAMING);
                 }
-                Part::ToolResult {
-                    call_id, content, ..
-                } => {
+                Part::ToolResult { call_id, content, .. } => {
                     total += t.count(call_id) + t.count(content) + t.fixed(TOOL_RESULT_FRAMING);
                 }
                 // The provider's rule, not ours: never a measurement.
@@ -260,27 +230,17 @@ impl TokenCounter {
     fn measure_system(&self, system: &str) -> Entry {
         let t = self.tokenizer;
         let total = t.fixed(MESSAGE_FRAMING) + t.count(Role::System.as_str()) + t.count(system);
-        Entry {
-            total,
-            thinking: t.fixed(0),
-        }
+        Entry { total, thinking: t.fixed(0) }
     }
 
     fn measure_tool(&self, json: &str) -> Entry {
         let t = self.tokenizer;
-        Entry {
-            total: t.count(json) + t.fixed(TOOL_SPEC_FRAMING),
-            thinking: t.fixed(0),
-        }
+        Entry { total: t.count(json) + t.fixed(TOOL_SPEC_FRAMING), thinking: t.fixed(0) }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<u64, Entry, BuildHasherDefault<IdentityHasher>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry, BuildHasherDefault<IdentityHasher>>> {
         // A panic elsewhere cannot leave a half-written count: entries are inserted whole.
-        self.cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn lookup(&self, key: u64) -> Option<Entry> {
@@ -347,9 +307,7 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 
 impl FoldHasher {
     fn new(domain: u64) -> FoldHasher {
-        FoldHasher {
-            state: fold_mul(domain ^ K0, K1),
-        }
+        FoldHasher { state: fold_mul(domain ^ K0, K1) }
     }
 }
 
@@ -466,22 +424,10 @@ mod tests {
         ] {
             assert_eq!(tokenizer_for(m), Tokenizer::O200k, "{m}");
         }
-        for m in [
-            "gpt-4",
-            "gpt-4-turbo",
-            "gpt-3.5-turbo",
-            "text-embedding-3-small",
-        ] {
+        for m in ["gpt-4", "gpt-4-turbo", "gpt-3.5-turbo", "text-embedding-3-small"] {
             assert_eq!(tokenizer_for(m), Tokenizer::Cl100k, "{m}");
         }
-        for m in [
-            "qwen3-coder",
-            "llama3.1:8b",
-            "o1x",
-            "olmo-2",
-            "deepseek-chat",
-            "",
-        ] {
+        for m in ["qwen3-coder", "llama3.1:8b", "o1x", "olmo-2", "deepseek-chat", ""] {
             assert_eq!(tokenizer_for(m), Tokenizer::Estimate, "{m}");
         }
     }
@@ -506,11 +452,7 @@ mod tests {
         assert!(m.estimated);
         // framing 4 + "user" 2 + text 4
         assert_eq!(m.tokens, Tokens(10));
-        assert!(
-            c.count_request(&request(vec![Message::user("x")]))
-                .total
-                .estimated
-        );
+        assert!(c.count_request(&request(vec![Message::user("x")])).total.estimated);
     }
 
     #[test]
@@ -520,14 +462,8 @@ mod tests {
         let m = Message::new(
             Role::Assistant,
             vec![
-                Part::Thinking {
-                    text: "let me look".into(),
-                    signature: Some("sig".into()),
-                    redacted: false,
-                },
-                Part::Text {
-                    text: "Reading it.".into(),
-                },
+                Part::Thinking { text: "let me look".into(), signature: Some("sig".into()), redacted: false },
+                Part::Text { text: "Reading it.".into() },
                 Part::ToolCall {
                     id: "c1".into(),
                     name: "read_file".into(),
@@ -552,10 +488,7 @@ mod tests {
         // Images follow the provider's rule and are estimates.
         let img = Message::new(
             Role::User,
-            vec![Part::Image {
-                media_type: "image/png".into(),
-                data: "AAAA".into(),
-            }],
+            vec![Part::Image { media_type: "image/png".into(), data: "AAAA".into() }],
         );
         let n = c.count_message(&img);
         assert!(n.estimated);
@@ -568,33 +501,19 @@ mod tests {
         let thinking = Message::new(
             Role::Assistant,
             vec![
-                Part::Thinking {
-                    text: "hmm, think".into(),
-                    signature: None,
-                    redacted: false,
-                },
+                Part::Thinking { text: "hmm, think".into(), signature: None, redacted: false },
                 Part::Text { text: "ok".into() },
             ],
         );
         let req = request(vec![Message::user("hi"), thinking.clone()]);
         let n = c.count_request(&req);
-        assert_eq!(
-            n.system,
-            c.count_message(&Message::system("You are terse."))
-        );
-        let tool_tokens = c
-            .count_text(&serde_json::to_string(&req.tools[0]).unwrap())
-            .tokens
-            .0
-            + 8;
+        assert_eq!(n.system, c.count_message(&Message::system("You are terse.")));
+        let tool_tokens = c.count_text(&serde_json::to_string(&req.tools[0]).unwrap()).tokens.0 + 8;
         assert_eq!(n.tools, Count::measured(tool_tokens));
         let messages = c.count_message(&Message::user("hi")) + c.count_message(&thinking);
         assert_eq!(n.messages, messages);
         assert_eq!(n.thinking, c.count_text("hmm, think"));
-        assert_eq!(
-            n.total.tokens,
-            n.system.tokens + n.tools.tokens + n.messages.tokens + Tokens(3)
-        );
+        assert_eq!(n.total.tokens, n.system.tokens + n.tools.tokens + n.messages.tokens + Tokens(3));
         assert!(!n.total.estimated);
         // No system prompt, no tools: nothing counted for them (nothing is sent).
         let mut bare = req.clone();
@@ -608,16 +527,11 @@ mod tests {
     #[test]
     fn appending_one_message_measures_only_it() {
         let c = TokenCounter::new("gpt-4o");
-        let mut history: Vec<Message> = (0..500)
-            .map(|i| Message::user(format!("message number {i}")))
-            .collect();
+        let mut history: Vec<Message> =
+            (0..500).map(|i| Message::user(format!("message number {i}"))).collect();
         let first = c.count_request(&request(history.clone()));
         let cached = c.cached();
-        assert_eq!(
-            cached,
-            500 + 2,
-            "every message, the system prompt and the tool"
-        );
+        assert_eq!(cached, 500 + 2, "every message, the system prompt and the tool");
         history.push(Message::assistant_text("one more"));
         let second = c.count_request(&request(history.clone()));
         assert_eq!(c.cached(), cached + 1, "only the new message was measured");
@@ -626,18 +540,9 @@ mod tests {
             first.total.tokens + c.count_message(&Message::assistant_text("one more")).tokens
         );
         // The same content is the same key; different content is not.
-        assert_eq!(
-            message_key(&Message::user("a")),
-            message_key(&Message::user("a"))
-        );
-        assert_ne!(
-            message_key(&Message::user("a")),
-            message_key(&Message::assistant_text("a"))
-        );
-        assert_ne!(
-            message_key(&Message::user("a")),
-            message_key(&Message::user("a\0"))
-        );
+        assert_eq!(message_key(&Message::user("a")), message_key(&Message::user("a")));
+        assert_ne!(message_key(&Message::user("a")), message_key(&Message::assistant_text("a")));
+        assert_ne!(message_key(&Message::user("a")), message_key(&Message::user("a\0")));
         // Long texts (the four-lane path): one changed byte anywhere changes the key.
         let long = "0123456789abcdef".repeat(40);
         let base = message_key(&Message::user(long.clone()));
@@ -653,15 +558,7 @@ mod tests {
     fn cache_is_bounded() {
         let c = TokenCounter::new("qwen");
         let many: Vec<(u64, Entry)> = (0..CACHE_LIMIT as u64)
-            .map(|k| {
-                (
-                    k,
-                    Entry {
-                        total: Count::default(),
-                        thinking: Count::default(),
-                    },
-                )
-            })
+            .map(|k| (k, Entry { total: Count::default(), thinking: Count::default() }))
             .collect();
         c.store(&many);
         assert_eq!(c.cached(), CACHE_LIMIT);
@@ -672,17 +569,13 @@ mod tests {
     #[test]
     fn hashing_is_fast_enough_for_a_large_history() {
         // ~4 MB (about a million tokens) in 2,000 messages.
-        let history: Vec<Message> = (0..2000)
-            .map(|i| Message::user(format!("{i} {}", "lorem ipsum ".repeat(170))))
-            .collect();
+        let history: Vec<Message> =
+            (0..2000).map(|i| Message::user(format!("{i} {}", "lorem ipsum ".repeat(170)))).collect();
         let start = std::time::Instant::now();
         let keys: Vec<u64> = history.iter().map(message_key).collect();
         let elapsed = start.elapsed();
         assert_eq!(keys.len(), 2000);
         // Generous: unoptimised test builds are far slower than release.
-        assert!(
-            elapsed < std::time::Duration::from_millis(250),
-            "{elapsed:?}"
-        );
+        assert!(elapsed < std::time::Duration::from_millis(250), "{elapsed:?}");
     }
 }

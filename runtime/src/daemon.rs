@@ -53,10 +53,7 @@ impl Home {
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("cannot prepare the home {path}: {source}")]
-    Home {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Home { path: PathBuf, source: std::io::Error },
     #[error("another agentd is already serving {home} (it holds {lock})")]
     AlreadyServing { home: PathBuf, lock: PathBuf },
     #[error("no configuration at {0}; run `agentd init` first")]
@@ -66,10 +63,7 @@ pub enum DaemonError {
     #[error("{0}")]
     Store(#[from] StoreError),
     #[error("cannot listen on {path}: {source}")]
-    Socket {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Socket { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Runtime(String),
 }
@@ -82,27 +76,18 @@ fn take_lock(home: &Home) -> Result<File, DaemonError> {
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|source| DaemonError::Home {
-            path: path.clone(),
-            source,
-        })?;
+        .map_err(|source| DaemonError::Home { path: path.clone(), source })?;
     // SAFETY: flock on a valid, owned file descriptor.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
-        return Err(DaemonError::AlreadyServing {
-            home: home.dir.clone(),
-            lock: path,
-        });
+        return Err(DaemonError::AlreadyServing { home: home.dir.clone(), lock: path });
     }
     Ok(file)
 }
 
 /// Runs the daemon until SIGINT/SIGTERM. `ready` is called once the socket accepts connections.
 pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<(), DaemonError> {
-    home.ensure().map_err(|source| DaemonError::Home {
-        path: home.dir.clone(),
-        source,
-    })?;
+    home.ensure().map_err(|source| DaemonError::Home { path: home.dir.clone(), source })?;
     let _lock = take_lock(home)?;
     let config_path = home.config();
     if !config_path.exists() {
@@ -112,10 +97,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
     let store = Store::open(&home.db())?;
     let socket_path = home.socket();
     let system = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime")
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime")
     });
     let outcome: Result<(), DaemonError> = system.block_on(async move {
         let bus = EventBus::new(store.clone());
@@ -127,10 +109,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         let scheduler = Scheduler.start();
         let mut clients = HashMap::new();
         for (name, p) in &config.providers {
-            let key = p
-                .api_key_env
-                .as_ref()
-                .and_then(|var| std::env::var(var).ok());
+            let key = p.api_key_env.as_ref().and_then(|var| std::env::var(var).ok());
             clients.insert(name.clone(), Arc::new(OpenAiClient::new(&p.base_url, key)));
         }
         let shared = Arc::new(Shared {
@@ -144,25 +123,15 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         });
         let recovered = Supervisor::recover(&shared)?;
         if recovered > 0 {
-            tracing::info!(
-                recovered,
-                "tasks left running by a previous daemon are now interrupted"
-            );
+            tracing::info!(recovered, "tasks left running by a previous daemon are now interrupted");
         }
         let supervisor = Supervisor::new(shared.clone()).start();
         // A socket file left by a daemon that died: the lock proves nobody serves it.
         let _ = std::fs::remove_file(&socket_path);
-        let listener =
-            tokio::net::UnixListener::bind(&socket_path).map_err(|source| DaemonError::Socket {
-                path: socket_path.clone(),
-                source,
-            })?;
-        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600)).map_err(
-            |source| DaemonError::Socket {
-                path: socket_path.clone(),
-                source,
-            },
-        )?;
+        let listener = tokio::net::UnixListener::bind(&socket_path)
+            .map_err(|source| DaemonError::Socket { path: socket_path.clone(), source })?;
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|source| DaemonError::Socket { path: socket_path.clone(), source })?;
         let methods = Arc::new(Methods {
             shared: shared.clone(),
             supervisor: supervisor.clone(),
@@ -177,10 +146,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         stop.cancel();
         let _ = server.await;
         let _ = std::fs::remove_file(&socket_path);
-        supervisor
-            .send(Shutdown)
-            .await
-            .map_err(|e| DaemonError::Runtime(e.to_string()))?;
+        supervisor.send(Shutdown).await.map_err(|e| DaemonError::Runtime(e.to_string()))?;
         store.flush()?;
         fitter_arbiter.stop();
         System::current().stop();
@@ -191,10 +157,8 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
         tracing::error!("cannot install signal handlers; waiting for ctrl-c");
         let _ = tokio::signal::ctrl_c().await;
         return;

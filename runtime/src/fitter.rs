@@ -31,12 +31,7 @@ pub enum FitError {
         "the request is {count} tokens, over the {window}-token window of {model} ({window_source}); \
          it was not sent"
     )]
-    OverWindow {
-        count: Count,
-        window: Tokens,
-        window_source: &'static str,
-        model: String,
-    },
+    OverWindow { count: Count, window: Tokens, window_source: &'static str, model: String },
     #[error("{0}")]
     Compaction(String),
     #[error("cancelled")]
@@ -98,10 +93,7 @@ struct State {
 impl State {
     fn counter(&self, model: &str) -> Arc<TokenCounter> {
         let mut counters = lock(&self.counters);
-        counters
-            .entry(model.to_string())
-            .or_insert_with(|| Arc::new(TokenCounter::new(model)))
-            .clone()
+        counters.entry(model.to_string()).or_insert_with(|| Arc::new(TokenCounter::new(model))).clone()
     }
 
     fn known_window(&self, server: &str, model: &str) -> Result<Option<Window>, StoreError> {
@@ -129,10 +121,7 @@ impl State {
             return Ok(w);
         }
         let window = match client.probe_window(model).await {
-            Ok(Some(tokens)) => Window {
-                tokens,
-                source: WindowSource::Declared,
-            },
+            Ok(Some(tokens)) => Window { tokens, source: WindowSource::Declared },
             Ok(None) => Window::assumed(),
             Err(e) => {
                 tracing::warn!(server, model, error = %e, "window probe failed; assuming the default");
@@ -207,6 +196,16 @@ impl State {
         let reserve = Tokens(u64::from(request.max_tokens.unwrap_or(0)));
         let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
         let mut compacted = None;
+        self.record_gauge(
+            &msg.task_id,
+            &msg.role,
+            &request,
+            &count,
+            &counter,
+            window,
+            thresholds,
+            msg.compact_at,
+        );
         if thresholds.crosses_trigger(count.total.tokens) {
             let before = count.total.tokens;
             self.emit(
@@ -221,10 +220,7 @@ impl State {
             )?;
             let fixed = count.system.tokens
                 + count.tools.tokens
-                + (count.total.tokens
-                    - count.system.tokens
-                    - count.tools.tokens
-                    - count.messages.tokens);
+                + (count.total.tokens - count.system.tokens - count.tools.tokens - count.messages.tokens);
             let working_files = if msg.role == "coder" {
                 working_files(&request.messages, &msg.workspace, &counter)
             } else {
@@ -271,28 +267,22 @@ impl State {
                     self.emit(
                         &msg.task_id,
                         &msg.role,
-                        EventKind::CompactionFailed {
-                            reason: reason.clone(),
-                        },
+                        EventKind::CompactionFailed { reason: reason.clone() },
                     )?;
                     return Err(FitError::Compaction(reason));
                 }
             }
         }
-        let gauge = Gauge {
-            role: msg.role.clone(),
-            model: request.model.clone(),
-            window: window.tokens,
-            window_source: window.source,
-            tokens: count.total.tokens,
-            estimated: count.total.estimated,
-            categories: categories(&request, &count, &counter),
-            compact_at: msg.compact_at,
-            trigger_tokens: thresholds.trigger,
-            destination_tokens: thresholds.destination,
-            free_tokens: window.tokens.saturating_sub(count.total.tokens),
-        };
-        lock(&self.gauges).insert((msg.task_id.clone(), msg.role.clone()), gauge);
+        self.record_gauge(
+            &msg.task_id,
+            &msg.role,
+            &request,
+            &count,
+            &counter,
+            window,
+            thresholds,
+            msg.compact_at,
+        );
         if thresholds.over_window(count.total.tokens) {
             return Err(FitError::OverWindow {
                 count: count.total,
@@ -301,13 +291,36 @@ impl State {
                 model: request.model.clone(),
             });
         }
-        Ok(Fitted {
-            count,
-            window,
-            thresholds,
-            request,
-            compacted,
-        })
+        Ok(Fitted { count, window, thresholds, request, compacted })
+    }
+
+    /// The gauge is the fitter's last measurement of a role: what `context` and `status` show.
+    #[allow(clippy::too_many_arguments)]
+    fn record_gauge(
+        &self,
+        task_id: &str,
+        role: &str,
+        request: &ChatRequest,
+        count: &RequestCount,
+        counter: &TokenCounter,
+        window: Window,
+        thresholds: Thresholds,
+        compact_at: u8,
+    ) {
+        let gauge = Gauge {
+            role: role.to_string(),
+            model: request.model.clone(),
+            window: window.tokens,
+            window_source: window.source,
+            tokens: count.total.tokens,
+            estimated: count.total.estimated,
+            categories: categories(request, count, counter),
+            compact_at,
+            trigger_tokens: thresholds.trigger,
+            destination_tokens: thresholds.destination,
+            free_tokens: window.tokens.saturating_sub(count.total.tokens),
+        };
+        lock(&self.gauges).insert((task_id.to_string(), role.to_string()), gauge);
     }
 
     fn emit(&self, task_id: &str, role: &str, kind: EventKind) -> Result<(), StoreError> {
@@ -329,11 +342,7 @@ fn categories(request: &ChatRequest, count: &RequestCount, counter: &TokenCounte
     };
     for (i, m) in request.messages.iter().enumerate() {
         let tokens = counter.count_message(m).tokens;
-        let text = if m.role == Role::User {
-            m.text()
-        } else {
-            String::new()
-        };
+        let text = if m.role == Role::User { m.text() } else { String::new() };
         let slot = if text.starts_with(CHECKPOINT_HEADER) {
             &mut c.checkpoint
         } else if text.starts_with(OBSERVATIONS_HEADER) {
@@ -408,10 +417,7 @@ impl Handler<Learn> for Fitter {
     type Result = Result<Window, StoreError>;
 
     fn handle(&mut self, msg: Learn, _: &mut Context<Self>) -> Self::Result {
-        let old = self
-            .state
-            .known_window(&msg.server, &msg.model)?
-            .unwrap_or_else(Window::assumed);
+        let old = self.state.known_window(&msg.server, &msg.model)?.unwrap_or_else(Window::assumed);
         self.state.set_window(&msg.server, &msg.model, msg.window)?;
         Ok(old)
     }
@@ -435,10 +441,7 @@ impl Handler<WindowOf> for Fitter {
         Box::pin(async move {
             if msg.fresh {
                 if let Ok(Some(tokens)) = msg.client.probe_window(&msg.model).await {
-                    let w = Window {
-                        tokens,
-                        source: WindowSource::Declared,
-                    };
+                    let w = Window { tokens, source: WindowSource::Declared };
                     state.set_window(msg.client.base_url(), &msg.model, w)?;
                     return Ok(w);
                 }
@@ -460,9 +463,7 @@ impl Handler<GaugeOf> for Fitter {
     type Result = Option<Gauge>;
 
     fn handle(&mut self, msg: GaugeOf, _: &mut Context<Self>) -> Self::Result {
-        lock(&self.state.gauges)
-            .get(&(msg.task_id, msg.role))
-            .cloned()
+        lock(&self.state.gauges).get(&(msg.task_id, msg.role)).cloned()
     }
 }
 
@@ -485,18 +486,15 @@ impl Handler<Observe> for Fitter {
             return Ok(None);
         };
         let before_key = format!("window_before_clamp/{}/{}", msg.server, msg.model);
-        let before_clamp = state
-            .store
-            .setting(&before_key)?
-            .and_then(|v| serde_json::from_value::<Window>(v).ok());
+        let before_clamp =
+            state.store.setting(&before_key)?.and_then(|v| serde_json::from_value::<Window>(v).ok());
         match correct_window(window, before_clamp, msg.sent, msg.usage) {
             Correction::None => Ok(None),
             Correction::Clamp(new) => {
                 if window.source != WindowSource::Usage {
-                    state.store.set_setting(
-                        &before_key,
-                        &serde_json::to_value(window).unwrap_or_default(),
-                    )?;
+                    state
+                        .store
+                        .set_setting(&before_key, &serde_json::to_value(window).unwrap_or_default())?;
                 }
                 state.set_window(&msg.server, &msg.model, new)?;
                 Ok(Some((window, new)))

@@ -60,23 +60,11 @@ pub fn event_line(e: &Value) -> String {
             format!(
                 "← {} {}",
                 s(e, "tool"),
-                if e.get("ok").and_then(Value::as_bool) == Some(true) {
-                    "ok"
-                } else {
-                    "failed"
-                }
+                if e.get("ok").and_then(Value::as_bool) == Some(true) { "ok" } else { "failed" }
             )
         }
-        "delegated" => format!(
-            "delegated to {}: {}",
-            s(e, "to_role"),
-            one_line(s(e, "objective"), 90)
-        ),
-        "delegation_returned" => format!(
-            "{} returned: {}",
-            s(e, "from_role"),
-            one_line(s(e, "summary"), 90)
-        ),
+        "delegated" => format!("delegated to {}: {}", s(e, "to_role"), one_line(s(e, "objective"), 90)),
+        "delegation_returned" => format!("{} returned: {}", s(e, "from_role"), one_line(s(e, "summary"), 90)),
         "retry_scheduled" => format!(
             "retry {}/{} in {} ms ({})",
             n(e, "attempt"),
@@ -85,20 +73,11 @@ pub fn event_line(e: &Value) -> String {
             s(e, "reason")
         ),
         "window_learned" => {
-            format!(
-                "window learned: {} → {} ({})",
-                n(e, "old_window"),
-                n(e, "new_window"),
-                s(e, "source")
-            )
+            format!("window learned: {} → {} ({})", n(e, "old_window"), n(e, "new_window"), s(e, "source"))
         }
         "compaction_started" => format!("compaction started at {} tokens", n(e, "tokens_before")),
         "compaction_finished" => {
-            format!(
-                "compacted {} → {} tokens",
-                n(e, "tokens_before"),
-                n(e, "tokens_after")
-            )
+            format!("compacted {} → {} tokens", n(e, "tokens_before"), n(e, "tokens_after"))
         }
         "compaction_failed" => format!("compaction failed: {}", s(e, "reason")),
         "finish_rejected" => format!("finish rejected: {}", s(e, "reason")),

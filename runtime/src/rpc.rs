@@ -30,10 +30,7 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-        }
+        RpcError { code, message: message.into() }
     }
     pub fn invalid_params(message: impl Into<String>) -> RpcError {
         RpcError::new(INVALID_PARAMS, message)
@@ -64,9 +61,7 @@ impl Params<'_> {
         match self.get(name) {
             None => Err(RpcError::invalid_params(format!("missing param `{name}`"))),
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(RpcError::invalid_params(format!(
-                "param `{name}` must be a string"
-            ))),
+            Some(_) => Err(RpcError::invalid_params(format!("param `{name}` must be a string"))),
         }
     }
 
@@ -106,13 +101,7 @@ impl Methods {
                 let objective = p.str("objective")?;
                 let workspace = p.str("workspace")?;
                 let team = p.opt_str("team")?;
-                let task_id = self
-                    .ask(Submit {
-                        objective,
-                        workspace,
-                        team,
-                    })
-                    .await??;
+                let task_id = self.ask(Submit { objective, workspace, team }).await??;
                 Ok(json!({ "task_id": task_id }))
             }
             "task.list" => {
@@ -163,16 +152,12 @@ impl Methods {
                 let mut out: Vec<Value> = Vec::new();
                 let mut cursor = after;
                 while out.len() < limit {
-                    let page = self
-                        .shared
-                        .store
-                        .records(&task_id, cursor, 1000)
-                        .map_err(RpcError::internal)?;
+                    let page =
+                        self.shared.store.records(&task_id, cursor, 1000).map_err(RpcError::internal)?;
                     let Some((last, _)) = page.last() else { break };
                     cursor = *last;
                     for (seq, r) in &page {
-                        if out.len() < limit && role.as_deref().is_none_or(|want| r.role() == want)
-                        {
+                        if out.len() < limit && role.as_deref().is_none_or(|want| r.role() == want) {
                             out.push(record_json(*seq, r));
                         }
                     }
@@ -182,43 +167,31 @@ impl Methods {
             "settings.get" | "settings.set" => self.settings(method == "settings.set", &p),
             "models.probe" => {
                 let role = p.str("role")?;
-                let rc = self.shared.config.role(&role).ok_or_else(|| {
-                    RpcError::invalid_params(format!("no role {role:?} in the team"))
-                })?;
-                let client = self.shared.client(&rc.provider).ok_or_else(|| {
-                    RpcError::internal(format!("no client for provider {}", rc.provider))
-                })?;
+                let rc = self
+                    .shared
+                    .config
+                    .role(&role)
+                    .ok_or_else(|| RpcError::invalid_params(format!("no role {role:?} in the team")))?;
+                let client = self
+                    .shared
+                    .client(&rc.provider)
+                    .ok_or_else(|| RpcError::internal(format!("no client for provider {}", rc.provider)))?;
                 let window = self
                     .shared
                     .fitter
-                    .send(WindowOf {
-                        client: client.clone(),
-                        model: rc.model.clone(),
-                        fresh: true,
-                    })
+                    .send(WindowOf { client: client.clone(), model: rc.model.clone(), fresh: true })
                     .await
                     .map_err(RpcError::internal)?
                     .map_err(RpcError::internal)?;
-                Ok(
-                    json!({"role": role, "server": client.base_url(), "model": rc.model,
-                          "window": window.tokens, "window_source": window.source}),
-                )
+                Ok(json!({"role": role, "server": client.base_url(), "model": rc.model,
+                          "window": window.tokens, "window_source": window.source}))
             }
             "daemon.status" => {
-                let running = self
-                    .supervisor
-                    .send(RunningCount)
-                    .await
-                    .map_err(RpcError::internal)?;
-                Ok(
-                    json!({"version": env!("CARGO_PKG_VERSION"), "uptime_s": self.started.elapsed().as_secs(),
-                          "tasks_running": running}),
-                )
+                let running = self.supervisor.send(RunningCount).await.map_err(RpcError::internal)?;
+                Ok(json!({"version": env!("CARGO_PKG_VERSION"), "uptime_s": self.started.elapsed().as_secs(),
+                          "tasks_running": running}))
             }
-            other => Err(RpcError::new(
-                METHOD_NOT_FOUND,
-                format!("unknown method {other:?}"),
-            )),
+            other => Err(RpcError::new(METHOD_NOT_FOUND, format!("unknown method {other:?}"))),
         }
     }
 
@@ -248,10 +221,7 @@ impl Methods {
             let gauge = self
                 .shared
                 .fitter
-                .send(GaugeOf {
-                    task_id: task_id.to_string(),
-                    role: role.clone(),
-                })
+                .send(GaugeOf { task_id: task_id.to_string(), role: role.clone() })
                 .await
                 .map_err(RpcError::internal)?;
             if let Some(g) = gauge {
@@ -276,17 +246,12 @@ impl Methods {
 
     async fn context(&self, task_id: &str, role: &str) -> Result<Value, RpcError> {
         if self.shared.config.role(role).is_none() {
-            return Err(RpcError::invalid_params(format!(
-                "no role {role:?} in the team"
-            )));
+            return Err(RpcError::invalid_params(format!("no role {role:?} in the team")));
         }
         let gauge = self
             .shared
             .fitter
-            .send(GaugeOf {
-                task_id: task_id.to_string(),
-                role: role.to_string(),
-            })
+            .send(GaugeOf { task_id: task_id.to_string(), role: role.to_string() })
             .await
             .map_err(RpcError::internal)?;
         match gauge {
@@ -305,35 +270,23 @@ impl Methods {
             .role(&role)
             .ok_or_else(|| RpcError::invalid_params(format!("no role {role:?} in the team")))?;
         if key != "compact_at" {
-            return Err(RpcError::invalid_params(format!(
-                "unknown setting {key:?}; settable: compact_at"
-            )));
+            return Err(RpcError::invalid_params(format!("unknown setting {key:?}; settable: compact_at")));
         }
         let server = &self.shared.config.provider_of(rc).base_url;
         if set {
             let value = match p.0.get("value") {
-                Some(v) => v
-                    .as_u64()
-                    .filter(|v| (1..=100).contains(v))
-                    .ok_or_else(|| {
-                        RpcError::invalid_params(
-                            "param `value` must be an integer percentage from 1 to 100",
-                        )
-                    })?,
+                Some(v) => v.as_u64().filter(|v| (1..=100).contains(v)).ok_or_else(|| {
+                    RpcError::invalid_params("param `value` must be an integer percentage from 1 to 100")
+                })?,
                 None => return Err(RpcError::invalid_params("missing param `value`")),
             };
             let store = &self.shared.store;
-            for k in [
-                compact_at_key(&role, None),
-                compact_at_key(&role, Some((server, &rc.model))),
-            ] {
-                store
-                    .set_setting(&k, &json!(value))
-                    .map_err(RpcError::internal)?;
+            for k in [compact_at_key(&role, None), compact_at_key(&role, Some((server, &rc.model)))] {
+                store.set_setting(&k, &json!(value)).map_err(RpcError::internal)?;
             }
         }
-        let value = effective_compact_at(&self.shared, &role, server, &rc.model)
-            .map_err(RpcError::internal)?;
+        let value =
+            effective_compact_at(&self.shared, &role, server, &rc.model).map_err(RpcError::internal)?;
         Ok(json!({"role": role, "key": key, "value": value, "server": server, "model": rc.model}))
     }
 }
@@ -341,12 +294,7 @@ impl Methods {
 /// A log record as `log.get` and `log --jsonl` show it; checkpoints in the design's shape.
 pub fn record_json(seq: u64, record: &Record) -> Value {
     let mut v = match record {
-        Record::Checkpoint {
-            role,
-            subtype,
-            history,
-            archive_id,
-        } => {
+        Record::Checkpoint { role, subtype, history, archive_id } => {
             json!({"type": "system", "subtype": subtype, "role": role, "history": history, "archive_id": archive_id})
         }
         other => serde_json::to_value(other).unwrap_or(Value::Null),

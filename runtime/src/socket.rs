@@ -50,9 +50,7 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
     if !same_uid(&stream) {
         let (_, mut w) = stream.into_split();
         let e = RpcError::new(INVALID_REQUEST, "connections from another user are refused");
-        let _ = w
-            .write_all(format!("{}\n", error_response(Value::Null, &e)).as_bytes())
-            .await;
+        let _ = w.write_all(format!("{}\n", error_response(Value::Null, &e)).as_bytes()).await;
         return;
     }
     let (r, mut w) = stream.into_split();
@@ -93,10 +91,7 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
             continue;
         }
         if oversized {
-            let e = RpcError::new(
-                INVALID_REQUEST,
-                format!("request line over {} bytes", MAX_LINE),
-            );
+            let e = RpcError::new(INVALID_REQUEST, format!("request line over {} bytes", MAX_LINE));
             if out.send(error_response(Value::Null, &e)).await.is_err() {
                 break;
             }
@@ -124,9 +119,7 @@ async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<Str
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let method = match (&request, request.get("jsonrpc"), request.get("method")) {
-        (Value::Object(_), Some(Value::String(v)), Some(Value::String(m))) if v == "2.0" => {
-            m.clone()
-        }
+        (Value::Object(_), Some(Value::String(v)), Some(Value::String(m))) if v == "2.0" => m.clone(),
         _ => {
             let e = RpcError::new(
                 INVALID_REQUEST,
@@ -148,11 +141,7 @@ async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<Str
         return;
     }
     if let (Some(live), Ok(_)) = (live, result) {
-        let task_id = params
-            .get("task_id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let task_id = params.get("task_id").and_then(Value::as_str).unwrap_or_default().to_string();
         let after = params.get("after_seq").and_then(Value::as_u64).unwrap_or(0);
         let methods = methods.clone();
         let out = out.clone();

@@ -29,11 +29,7 @@ pub struct Supervisor {
 
 impl Supervisor {
     pub fn new(shared: Arc<Shared>) -> Supervisor {
-        Supervisor {
-            shared,
-            running: HashMap::new(),
-            accepting: true,
-        }
+        Supervisor { shared, running: HashMap::new(), accepting: true }
     }
 
     /// Tasks left active by a daemon that died become `interrupted`, with the event that says so.
@@ -45,32 +41,18 @@ impl Supervisor {
                     t.state = TaskState::Interrupted;
                     t.updated_at = now_rfc3339();
                 })?;
-                shared
-                    .bus
-                    .emit(&meta.task_id, "lead", EventKind::TaskInterrupted {})?;
+                shared.bus.emit(&meta.task_id, "lead", EventKind::TaskInterrupted {})?;
                 n += 1;
             }
         }
         Ok(n)
     }
 
-    fn start_task(
-        &mut self,
-        task_id: String,
-        workspace: Workspace,
-        start: Start,
-    ) -> Result<(), RpcError> {
+    fn start_task(&mut self, task_id: String, workspace: Workspace, start: Start) -> Result<(), RpcError> {
         let cancel = CancellationToken::new();
         let (tx, rx) = watch::channel(None);
-        launch(
-            self.shared.clone(),
-            task_id.clone(),
-            workspace,
-            start,
-            cancel.clone(),
-            tx,
-        )
-        .map_err(RpcError::internal)?;
+        launch(self.shared.clone(), task_id.clone(), workspace, start, cancel.clone(), tx)
+            .map_err(RpcError::internal)?;
         self.running.insert(task_id, Running { cancel, done: rx });
         Ok(())
     }
@@ -80,10 +62,7 @@ impl Supervisor {
     }
 
     pub fn running_count(&self) -> usize {
-        self.running
-            .values()
-            .filter(|r| r.done.borrow().is_none())
-            .count()
+        self.running.values().filter(|r| r.done.borrow().is_none()).count()
     }
 }
 
@@ -139,27 +118,12 @@ impl Handler<Submit> for Supervisor {
             result: None,
             error: None,
         };
-        self.shared
-            .store
-            .put_task(&meta)
-            .map_err(RpcError::internal)?;
+        self.shared.store.put_task(&meta).map_err(RpcError::internal)?;
         self.shared
             .bus
-            .emit(
-                &task_id,
-                "lead",
-                EventKind::TaskStarted {
-                    objective: msg.objective.clone(),
-                },
-            )
+            .emit(&task_id, "lead", EventKind::TaskStarted { objective: msg.objective.clone() })
             .map_err(RpcError::internal)?;
-        self.start_task(
-            task_id.clone(),
-            workspace,
-            Start::Fresh {
-                objective: msg.objective,
-            },
-        )?;
+        self.start_task(task_id.clone(), workspace, Start::Fresh { objective: msg.objective })?;
         Ok(task_id)
     }
 }
@@ -176,10 +140,7 @@ impl Handler<Cancel> for Supervisor {
     fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) -> Self::Result {
         let store = self.shared.store.clone();
         let bus = self.shared.bus.clone();
-        let running = self
-            .running
-            .get(&msg.task_id)
-            .map(|r| (r.cancel.clone(), r.done.clone()));
+        let running = self.running.get(&msg.task_id).map(|r| (r.cancel.clone(), r.done.clone()));
         Box::pin(async move {
             let meta = store
                 .task(&msg.task_id)
@@ -188,26 +149,18 @@ impl Handler<Cancel> for Supervisor {
             if let Some((cancel, mut done)) = running {
                 if done.borrow().is_none() {
                     cancel.cancel();
-                    let waited = tokio::time::timeout(
-                        Duration::from_secs(30),
-                        done.wait_for(|s| s.is_some()),
-                    )
-                    .await;
+                    let waited =
+                        tokio::time::timeout(Duration::from_secs(30), done.wait_for(|s| s.is_some())).await;
                     if let Ok(Ok(state)) = waited {
                         if let Some(state) = *state {
                             return Ok(state);
                         }
                     }
-                    return Err(RpcError::internal(
-                        "the task did not stop within 30s of being cancelled",
-                    ));
+                    return Err(RpcError::internal("the task did not stop within 30s of being cancelled"));
                 }
             }
             match meta.state {
-                s if s.is_terminal() => Err(RpcError::state(format!(
-                    "task {} is already {s}",
-                    msg.task_id
-                ))),
+                s if s.is_terminal() => Err(RpcError::state(format!("task {} is already {s}", msg.task_id))),
                 _ => {
                     store
                         .update_task(&msg.task_id, |t| {
@@ -245,10 +198,7 @@ impl Handler<Resume> for Supervisor {
             .map_err(RpcError::internal)?
             .ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
         if self.running.contains_key(&msg.task_id) {
-            return Err(RpcError::state(format!(
-                "task {} is already running",
-                msg.task_id
-            )));
+            return Err(RpcError::state(format!("task {} is already running", msg.task_id)));
         }
         if !matches!(meta.state, TaskState::Interrupted | TaskState::Failed) {
             return Err(RpcError::state(format!(
@@ -265,10 +215,7 @@ impl Handler<Resume> for Supervisor {
                 t.updated_at = now_rfc3339();
             })
             .map_err(RpcError::internal)?;
-        self.shared
-            .bus
-            .emit(&msg.task_id, "lead", EventKind::TaskResumed {})
-            .map_err(RpcError::internal)?;
+        self.shared.bus.emit(&msg.task_id, "lead", EventKind::TaskResumed {}).map_err(RpcError::internal)?;
         self.start_task(msg.task_id, workspace, Start::Resume)?;
         Ok(TaskState::Running)
     }
@@ -300,34 +247,23 @@ impl Handler<Shutdown> for Supervisor {
         self.accepting = false;
         self.reap();
         let shared = self.shared.clone();
-        let running: Vec<(
-            String,
-            CancellationToken,
-            watch::Receiver<Option<TaskState>>,
-        )> = self
-            .running
-            .drain()
-            .map(|(id, r)| (id, r.cancel, r.done))
-            .collect();
+        let running: Vec<(String, CancellationToken, watch::Receiver<Option<TaskState>>)> =
+            self.running.drain().map(|(id, r)| (id, r.cancel, r.done)).collect();
         Box::pin(async move {
             for (task_id, cancel, _) in &running {
                 let marked = shared.store.update_task(task_id, |t| {
                     t.state = TaskState::Interrupted;
                     t.updated_at = now_rfc3339();
                 });
-                if let Err(e) = marked.and_then(|_| {
-                    shared
-                        .bus
-                        .emit(task_id, "lead", EventKind::TaskInterrupted {})
-                }) {
+                if let Err(e) =
+                    marked.and_then(|_| shared.bus.emit(task_id, "lead", EventKind::TaskInterrupted {}))
+                {
                     tracing::error!(task = %task_id, error = %e, "could not mark the task interrupted");
                 }
                 cancel.cancel();
             }
             for (_, _, mut done) in running {
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some()))
-                        .await;
+                let _ = tokio::time::timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some())).await;
             }
             if let Err(e) = shared.store.flush() {
                 tracing::error!(error = %e, "final flush failed");

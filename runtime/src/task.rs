@@ -52,21 +52,14 @@ pub fn effective_compact_at(
     server: &str,
     model: &str,
 ) -> Result<u8, StoreError> {
-    for key in [
-        compact_at_key(role, Some((server, model))),
-        compact_at_key(role, None),
-    ] {
+    for key in [compact_at_key(role, Some((server, model))), compact_at_key(role, None)] {
         if let Some(v) = shared.store.setting(&key)?.and_then(|v| v.as_u64()) {
             if (1..=100).contains(&v) {
                 return Ok(v as u8);
             }
         }
     }
-    Ok(shared
-        .config
-        .role(role)
-        .and_then(|r| r.compact_at)
-        .unwrap_or(DEFAULT_COMPACT_AT))
+    Ok(shared.config.role(role).and_then(|r| r.compact_at).unwrap_or(DEFAULT_COMPACT_AT))
 }
 
 pub struct TaskCtx {
@@ -96,16 +89,8 @@ impl TaskCtx {
     }
 
     pub fn system_prompt(&self, role: &RoleKind) -> String {
-        let custom = self
-            .shared
-            .config
-            .role(role.name())
-            .and_then(|r| r.prompt.as_deref());
-        let delegates = if matches!(role, RoleKind::Lead) {
-            self.delegates()
-        } else {
-            Vec::new()
-        };
+        let custom = self.shared.config.role(role.name()).and_then(|r| r.prompt.as_deref());
+        let delegates = if matches!(role, RoleKind::Lead) { self.delegates() } else { Vec::new() };
         agentd_agents::prompts::system_prompt(role, custom, self.workspace.root(), &delegates)
     }
 
@@ -130,8 +115,7 @@ impl TaskCtx {
             .role(role.name())
             .ok_or_else(|| TurnError::Team(format!("no role {:?} in the team", role.name())))?;
         let provider = config.provider_of(rc);
-        let compact_at =
-            effective_compact_at(&self.shared, role.name(), &provider.base_url, &rc.model)?;
+        let compact_at = effective_compact_at(&self.shared, role.name(), &provider.base_url, &rc.model)?;
         let tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));
         Ok(Snapshot {
             provider: rc.provider.clone(),
@@ -169,13 +153,7 @@ pub fn launch(
         team: OnceLock::new(),
     });
     let mut roles = vec![RoleKind::Lead, RoleKind::Coder];
-    roles.extend(
-        shared
-            .config
-            .specialists
-            .keys()
-            .map(|n| RoleKind::Specialist(n.clone())),
-    );
+    roles.extend(shared.config.specialists.keys().map(|n| RoleKind::Specialist(n.clone())));
     let mut team = BTreeMap::new();
     for role in roles {
         let stored = shared.store.history(&task_id, role.name())?;
@@ -228,36 +206,14 @@ fn finish(
     outcome: Result<String, TurnError>,
 ) -> TaskState {
     let (state, kind, result, error) = match outcome {
-        Ok(summary) => (
-            TaskState::Finished,
-            EventKind::TaskFinished {
-                summary: summary.clone(),
-            },
-            Some(summary),
-            None,
-        ),
-        Err(TurnError::Cancelled) => (
-            TaskState::Cancelled,
-            EventKind::TaskCancelled {},
-            None,
-            None,
-        ),
-        Err(_) if cancel.is_cancelled() => (
-            TaskState::Cancelled,
-            EventKind::TaskCancelled {},
-            None,
-            None,
-        ),
+        Ok(summary) => {
+            (TaskState::Finished, EventKind::TaskFinished { summary: summary.clone() }, Some(summary), None)
+        }
+        Err(TurnError::Cancelled) => (TaskState::Cancelled, EventKind::TaskCancelled {}, None, None),
+        Err(_) if cancel.is_cancelled() => (TaskState::Cancelled, EventKind::TaskCancelled {}, None, None),
         Err(e) => {
             let error = e.to_string();
-            (
-                TaskState::Failed,
-                EventKind::TaskFailed {
-                    error: error.clone(),
-                },
-                None,
-                Some(error),
-            )
+            (TaskState::Failed, EventKind::TaskFailed { error: error.clone() }, None, Some(error))
         }
     };
     // A shutdown marks the task interrupted itself; do not overwrite that with cancelled.

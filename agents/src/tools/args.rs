@@ -26,14 +26,8 @@ impl Args {
             other => other,
         };
         match value {
-            Value::Object(fields) => Ok(Args {
-                tool: tool.to_string(),
-                fields,
-            }),
-            other => Err(invalid(
-                tool,
-                format!("expected a JSON object, got {}", kind(&other)),
-            )),
+            Value::Object(fields) => Ok(Args { tool: tool.to_string(), fields }),
+            other => Err(invalid(tool, format!("expected a JSON object, got {}", kind(&other)))),
         }
     }
 
@@ -46,18 +40,16 @@ impl Args {
     }
 
     pub(crate) fn str(&self, field: &str) -> Result<&str, ToolError> {
-        self.opt_str(field)?
-            .ok_or_else(|| self.invalid(format!("missing field `{field}`")))
+        self.opt_str(field)?.ok_or_else(|| self.invalid(format!("missing field `{field}`")))
     }
 
     pub(crate) fn opt_str(&self, field: &str) -> Result<Option<&str>, ToolError> {
         match self.present(field) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(self.invalid(format!(
-                "field `{field}` must be a string, got {}",
-                kind(other)
-            ))),
+            Some(other) => {
+                Err(self.invalid(format!("field `{field}` must be a string, got {}", kind(other))))
+            }
         }
     }
 
@@ -76,10 +68,7 @@ impl Args {
             _ => None,
         };
         parsed.map(Some).ok_or_else(|| {
-            self.invalid(format!(
-                "field `{field}` must be a non-negative integer, got {}",
-                kind(value)
-            ))
+            self.invalid(format!("field `{field}` must be a non-negative integer, got {}", kind(value)))
         })
     }
 
@@ -98,19 +87,15 @@ impl Args {
                 .map(Some)
                 .map_err(|_| self.invalid(format!("field `{field}` is out of range"))),
             Some(_) => Err(self.invalid(format!("field `{field}` must be positive"))),
-            None => Err(self.invalid(format!(
-                "field `{field}` must be a number of seconds, got {}",
-                kind(value)
-            ))),
+            None => {
+                Err(self.invalid(format!("field `{field}` must be a number of seconds, got {}", kind(value))))
+            }
         }
     }
 }
 
 fn invalid(tool: &str, message: String) -> ToolError {
-    ToolError::InvalidArguments {
-        tool: tool.to_string(),
-        message,
-    }
+    ToolError::InvalidArguments { tool: tool.to_string(), message }
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -130,11 +115,7 @@ mod tests {
 
     #[test]
     fn fields() {
-        let a = Args::parse(
-            "read_file",
-            r#"{"path":"a","offset":"3","limit":2.0,"x":null}"#,
-        )
-        .unwrap();
+        let a = Args::parse("read_file", r#"{"path":"a","offset":"3","limit":2.0,"x":null}"#).unwrap();
         assert_eq!(a.str("path").unwrap(), "a");
         assert_eq!(a.opt_u64("offset").unwrap(), Some(3));
         assert_eq!(a.opt_u64("limit").unwrap(), Some(2));
@@ -153,39 +134,19 @@ mod tests {
             a.str("new_text").unwrap_err().to_string(),
             "invalid arguments for edit_file: field `new_text` must be a string, got a number"
         );
-        assert!(a
-            .opt_u64("path")
-            .unwrap_err()
-            .to_string()
-            .contains("`path`"));
+        assert!(a.opt_u64("path").unwrap_err().to_string().contains("`path`"));
         let a = Args::parse("run_command", r#"{"timeout_s":-1}"#).unwrap();
-        assert!(a
-            .opt_seconds("timeout_s")
-            .unwrap_err()
-            .to_string()
-            .contains("must be positive"));
+        assert!(a.opt_seconds("timeout_s").unwrap_err().to_string().contains("must be positive"));
         let a = Args::parse("run_command", r#"{"timeout_s":1e300}"#).unwrap();
-        assert!(a
-            .opt_seconds("timeout_s")
-            .unwrap_err()
-            .to_string()
-            .contains("out of range"));
+        assert!(a.opt_seconds("timeout_s").unwrap_err().to_string().contains("out of range"));
         let a = Args::parse("run_command", r#"{"timeout_s":1.5}"#).unwrap();
-        assert_eq!(
-            a.opt_seconds("timeout_s").unwrap(),
-            Some(Duration::from_millis(1500))
-        );
+        assert_eq!(a.opt_seconds("timeout_s").unwrap(), Some(Duration::from_millis(1500)));
     }
 
     #[test]
     fn malformed_json() {
-        let e = Args::parse("read_file", r#"{"path": "a""#)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("invalid arguments for read_file: malformed JSON"),
-            "{e}"
-        );
+        let e = Args::parse("read_file", r#"{"path": "a""#).unwrap_err().to_string();
+        assert!(e.starts_with("invalid arguments for read_file: malformed JSON"), "{e}");
         let e = Args::parse("read_file", "[1,2]").unwrap_err().to_string();
         assert!(e.contains("expected a JSON object, got an array"), "{e}");
         assert!(Args::parse("read_file", "").is_ok());

@@ -29,9 +29,7 @@ pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOu
             message: "`command` must not be empty".into(),
         });
     }
-    let timeout = args
-        .opt_seconds("timeout_s")?
-        .unwrap_or(ctx.command_timeout);
+    let timeout = args.opt_seconds("timeout_s")?.unwrap_or(ctx.command_timeout);
 
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
@@ -49,10 +47,8 @@ pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOu
     let mut group = GroupGuard { pgid: child.id() };
 
     let capture = Capture::new(ctx.max_output_bytes);
-    let mut readers = [
-        child.stdout.take().map(|r| capture.drain(r, 0)),
-        child.stderr.take().map(|r| capture.drain(r, 1)),
-    ];
+    let mut readers =
+        [child.stdout.take().map(|r| capture.drain(r, 0)), child.stderr.take().map(|r| capture.drain(r, 1))];
 
     let deadline = Instant::now() + timeout;
     let status = match tokio::time::timeout_at(deadline, child.wait()).await {
@@ -60,11 +56,7 @@ pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOu
             group.disarm();
             Some(status)
         }
-        Ok(Err(e)) => {
-            return Err(ToolError::Failed(format!(
-                "waiting for the command failed: {e}"
-            )))
-        }
+        Ok(Err(e)) => return Err(ToolError::Failed(format!("waiting for the command failed: {e}"))),
         Err(_) => {
             group.kill().await;
             let _ = child.kill().await;
@@ -185,11 +177,7 @@ impl Capture {
         }
     }
 
-    fn drain(
-        &self,
-        mut reader: impl AsyncRead + Unpin + Send + 'static,
-        index: usize,
-    ) -> JoinHandle<()> {
+    fn drain(&self, mut reader: impl AsyncRead + Unpin + Send + 'static, index: usize) -> JoinHandle<()> {
         let buffers = self.buffers.clone();
         let budget = self.budget.clone();
         let overflow = self.overflow.clone();
@@ -200,9 +188,8 @@ impl Capture {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
-                let left = budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-                    Some(left.saturating_sub(n))
-                });
+                let left = budget
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| Some(left.saturating_sub(n)));
                 let keep = left.unwrap_or(0).min(n);
                 if keep > 0 {
                     lock(&buffers[index]).extend_from_slice(&chunk[..keep]);
@@ -215,10 +202,7 @@ impl Capture {
     }
 
     fn take(&self) -> (Vec<u8>, Vec<u8>) {
-        (
-            std::mem::take(&mut *lock(&self.buffers[0])),
-            std::mem::take(&mut *lock(&self.buffers[1])),
-        )
+        (std::mem::take(&mut *lock(&self.buffers[0])), std::mem::take(&mut *lock(&self.buffers[1])))
     }
 }
 

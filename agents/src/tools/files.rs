@@ -22,9 +22,7 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, T
     }
     let abs = ctx.workspace.resolve(path)?;
     if abs.is_dir() {
-        return Err(ToolError::Failed(format!(
-            "{path} is a directory; use list_dir"
-        )));
+        return Err(ToolError::Failed(format!("{path} is a directory; use list_dir")));
     }
     let file = fs::File::open(&abs).map_err(|e| ToolError::io(path, &e))?;
     let lines = read_lines(BufReader::new(file), offset, limit, ctx.max_output_bytes)
@@ -58,11 +56,7 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, T
     if content.is_empty() && !lines.cut {
         content = "[empty file]".to_string();
     }
-    Ok(ToolOutcome {
-        ok: true,
-        content,
-        complete: !lines.cut,
-    })
+    Ok(ToolOutcome { ok: true, content, complete: !lines.cut })
 }
 
 struct Lines {
@@ -97,10 +91,7 @@ fn read_lines(
             if line >= offset && limit.is_some_and(|l| taken >= l) {
                 break 'read;
             }
-            let newline = chunk[i..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map(|p| i + p + 1);
+            let newline = chunk[i..].iter().position(|&b| b == b'\n').map(|p| i + p + 1);
             let end = newline.unwrap_or(chunk.len());
             if line >= offset {
                 let segment = &chunk[i..end];
@@ -125,12 +116,7 @@ fn read_lines(
         reader.consume(consumed);
     }
     let total_lines = if at_line_start { line - 1 } else { line };
-    Ok(Lines {
-        bytes: out,
-        cut,
-        ended_before_offset: !cut && total_lines < offset,
-        total_lines,
-    })
+    Ok(Lines { bytes: out, cut, ended_before_offset: !cut && total_lines < offset, total_lines })
 }
 
 /// After a cut: back to the last line end when there is one, else drop a split trailing character.
@@ -159,10 +145,7 @@ pub(crate) fn write_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, 
     }
     fs::write(&abs, content).map_err(|e| ToolError::io(path, &e))?;
     let verb = if existed { "replaced" } else { "created" };
-    Ok(ToolOutcome::ok(format!(
-        "{verb} {path}: wrote {} bytes",
-        content.len()
-    )))
+    Ok(ToolOutcome::ok(format!("{verb} {path}: wrote {} bytes", content.len())))
 }
 
 pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
@@ -181,16 +164,9 @@ pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, T
     }
     let bytes = fs::read(&abs).map_err(|e| ToolError::io(path, &e))?;
     let text = String::from_utf8(bytes).map_err(|_| {
-        ToolError::Failed(format!(
-            "{path} is not valid UTF-8 text; edit_file cannot change it"
-        ))
+        ToolError::Failed(format!("{path} is not valid UTF-8 text; edit_file cannot change it"))
     })?;
-    let at = match text
-        .match_indices(old_text)
-        .map(|(i, _)| i)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
+    let at = match text.match_indices(old_text).map(|(i, _)| i).collect::<Vec<_>>().as_slice() {
         [] => return Err(ToolError::Failed(format!("old_text not found in {path}"))),
         [at] => *at,
         many => {
@@ -206,9 +182,7 @@ pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, T
     edited.push_str(new_text);
     edited.push_str(&text[at + old_text.len()..]);
     fs::write(&abs, &edited).map_err(|e| ToolError::io(path, &e))?;
-    Ok(ToolOutcome::ok(format!(
-        "edited {path}: replaced 1 occurrence at line {line}"
-    )))
+    Ok(ToolOutcome::ok(format!("edited {path}: replaced 1 occurrence at line {line}")))
 }
 
 #[cfg(test)]
@@ -216,19 +190,8 @@ mod tests {
     use super::*;
 
     fn lines(text: &str, offset: u64, limit: Option<u64>, cap: usize) -> (String, bool, bool, u64) {
-        let l = read_lines(
-            BufReader::with_capacity(4, text.as_bytes()),
-            offset,
-            limit,
-            cap,
-        )
-        .unwrap();
-        (
-            String::from_utf8(l.bytes).unwrap(),
-            l.cut,
-            l.ended_before_offset,
-            l.total_lines,
-        )
+        let l = read_lines(BufReader::with_capacity(4, text.as_bytes()), offset, limit, cap).unwrap();
+        (String::from_utf8(l.bytes).unwrap(), l.cut, l.ended_before_offset, l.total_lines)
     }
 
     #[test]

@@ -27,19 +27,14 @@ pub(crate) fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolE
     let path = args.str("path")?;
     let abs = ws.resolve(path)?;
     if !abs.is_dir() {
-        return Err(ToolError::Failed(format!(
-            "{path} is not a directory; use read_file"
-        )));
+        return Err(ToolError::Failed(format!("{path} is not a directory; use read_file")));
     }
     let mut entries = Vec::new();
     for entry in fs::read_dir(&abs).map_err(|e| ToolError::io(path, &e))? {
         let entry = entry.map_err(|e| ToolError::io(path, &e))?;
         let mut name = entry.file_name().to_string_lossy().into_owned();
         // Follows symlinks, so a link to a directory is shown as one.
-        if fs::metadata(entry.path())
-            .map(|m| m.is_dir())
-            .unwrap_or(false)
-        {
+        if fs::metadata(entry.path()).map(|m| m.is_dir()).unwrap_or(false) {
             name.push('/');
         }
         entries.push(name);
@@ -88,16 +83,11 @@ pub(crate) fn search(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolErr
         }
     }
     if total == 0 {
-        return Ok(ToolOutcome::ok(format!(
-            "no matches for {pattern:?} in {path}"
-        )));
+        return Ok(ToolOutcome::ok(format!("no matches for {pattern:?} in {path}")));
     }
     let mut content = shown.join("\n");
     if total > shown.len() {
-        content.push_str(&format!(
-            "\n... {} more matches not shown",
-            total - shown.len()
-        ));
+        content.push_str(&format!("\n... {} more matches not shown", total - shown.len()));
     }
     Ok(ToolOutcome::ok(content))
 }
@@ -143,11 +133,7 @@ fn searchable_text(file: &Path) -> Option<String> {
         return None;
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    fs::File::open(file)
-        .ok()?
-        .take(MAX_SEARCH_FILE_BYTES)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    fs::File::open(file).ok()?.take(MAX_SEARCH_FILE_BYTES).read_to_end(&mut bytes).ok()?;
     if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
         return None;
     }

@@ -53,19 +53,11 @@ pub struct ToolOutcome {
 
 impl ToolOutcome {
     pub fn ok(content: impl Into<String>) -> ToolOutcome {
-        ToolOutcome {
-            ok: true,
-            content: content.into(),
-            complete: true,
-        }
+        ToolOutcome { ok: true, content: content.into(), complete: true }
     }
 
     pub fn error(content: impl Into<String>) -> ToolOutcome {
-        ToolOutcome {
-            ok: false,
-            content: content.into(),
-            complete: true,
-        }
+        ToolOutcome { ok: false, content: content.into(), complete: true }
     }
 }
 
@@ -85,23 +77,16 @@ pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutc
             Ok(args) => command::run_command(ctx, &args).await,
             Err(e) => Err(e),
         },
-        _ if RUNTIME_TOOLS.contains(&name) => Err(ToolError::Failed(format!(
-            "tool {name} is handled by the runtime"
-        ))),
-        _ => Err(ToolError::Failed(format!(
-            "unknown tool {}",
-            truncate_chars(name, 100)
-        ))),
+        _ if RUNTIME_TOOLS.contains(&name) => {
+            Err(ToolError::Failed(format!("tool {name} is handled by the runtime")))
+        }
+        _ => Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100)))),
     };
     result.unwrap_or_else(ToolOutcome::from)
 }
 
 /// The filesystem tools run on the blocking pool.
-async fn blocking(
-    ctx: &ToolContext,
-    name: &str,
-    arguments: &str,
-) -> Result<ToolOutcome, ToolError> {
+async fn blocking(ctx: &ToolContext, name: &str, arguments: &str) -> Result<ToolOutcome, ToolError> {
     let ctx = ctx.clone();
     let tool = name.to_string();
     let arguments = arguments.to_string();
@@ -116,8 +101,7 @@ async fn blocking(
             other => Err(ToolError::Failed(format!("unknown tool {other}"))),
         }
     });
-    job.await
-        .unwrap_or_else(|e| Err(ToolError::Failed(format!("{name} failed: {e}"))))
+    job.await.unwrap_or_else(|e| Err(ToolError::Failed(format!("{name} failed: {e}"))))
 }
 
 #[cfg(test)]

@@ -9,21 +9,9 @@ use std::time::Instant;
 fn setup() -> (tempfile::TempDir, ToolContext) {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir_all(dir.path().join("src/nested")).unwrap();
-    fs::write(
-        dir.path().join("src/lib.rs"),
-        "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
-    )
-    .unwrap();
-    fs::write(
-        dir.path().join("src/nested/util.rs"),
-        "// add helpers\nfn helper() {}\n",
-    )
-    .unwrap();
-    fs::write(
-        dir.path().join("README.md"),
-        "one\ntwo\nthree\nfour\nfive\n",
-    )
-    .unwrap();
+    fs::write(dir.path().join("src/lib.rs"), "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n").unwrap();
+    fs::write(dir.path().join("src/nested/util.rs"), "// add helpers\nfn helper() {}\n").unwrap();
+    fs::write(dir.path().join("README.md"), "one\ntwo\nthree\nfour\nfive\n").unwrap();
     let ctx = ToolContext::new(Workspace::new(dir.path()).unwrap());
     (dir, ctx)
 }
@@ -37,21 +25,13 @@ async fn read_file_whole_and_ranges() {
     let (_dir, ctx) = setup();
     let out = run(&ctx, "read_file", json!({"path": "README.md"})).await;
     assert_eq!(out, ToolOutcome::ok("one\ntwo\nthree\nfour\nfive\n"));
-    let out = run(
-        &ctx,
-        "read_file",
-        json!({"path": "README.md", "offset": 2, "limit": 2}),
-    )
-    .await;
+    let out = run(&ctx, "read_file", json!({"path": "README.md", "offset": 2, "limit": 2})).await;
     assert_eq!(out.content, "two\nthree\n");
     let out = run(&ctx, "read_file", json!({"path": "README.md", "offset": 4})).await;
     assert_eq!(out.content, "four\nfive\n");
     let out = run(&ctx, "read_file", json!({"path": "README.md", "offset": 9})).await;
     assert!(!out.ok);
-    assert_eq!(
-        out.content,
-        "offset 9 is past the end of README.md (5 lines)"
-    );
+    assert_eq!(out.content, "offset 9 is past the end of README.md (5 lines)");
 }
 
 #[tokio::test]
@@ -60,33 +40,18 @@ async fn read_file_errors() {
     let out = run(&ctx, "read_file", json!({"path": "src"})).await;
     assert!(!out.ok && out.content.contains("is a directory"), "{out:?}");
     let out = run(&ctx, "read_file", json!({"path": "missing.txt"})).await;
-    assert_eq!(
-        out,
-        ToolOutcome::error("no such file or directory: missing.txt")
-    );
+    assert_eq!(out, ToolOutcome::error("no such file or directory: missing.txt"));
     let out = run(&ctx, "read_file", json!({"path": "../etc/passwd"})).await;
-    assert_eq!(
-        out,
-        ToolOutcome::error("path escapes the workspace: ../etc/passwd")
-    );
+    assert_eq!(out, ToolOutcome::error("path escapes the workspace: ../etc/passwd"));
     let out = run(&ctx, "read_file", json!({"path": "/etc/passwd"})).await;
-    assert_eq!(
-        out,
-        ToolOutcome::error("absolute paths are not allowed: /etc/passwd")
-    );
+    assert_eq!(out, ToolOutcome::error("absolute paths are not allowed: /etc/passwd"));
     let out = run(&ctx, "read_file", json!({"path": ""})).await;
     assert!(!out.ok && out.content.contains("empty path"));
     let outside = tempfile::tempdir().unwrap();
     fs::write(outside.path().join("secret"), "s").unwrap();
     symlink(outside.path().join("secret"), dir.path().join("leak")).unwrap();
     let out = run(&ctx, "read_file", json!({"path": "leak"})).await;
-    assert!(
-        !out.ok
-            && out
-                .content
-                .starts_with("symlink leaves the workspace: leak -> "),
-        "{out:?}"
-    );
+    assert!(!out.ok && out.content.starts_with("symlink leaves the workspace: leak -> "), "{out:?}");
     symlink("src/lib.rs", dir.path().join("lib-link")).unwrap();
     let out = run(&ctx, "read_file", json!({"path": "lib-link"})).await;
     assert!(out.ok && out.content.starts_with("pub fn add"));
@@ -101,20 +66,11 @@ async fn read_file_lossy_empty_and_capped() {
     assert!(out.content.starts_with("ok \u{fffd}\u{fffd} end"));
     assert!(out.content.contains("not valid UTF-8"));
     fs::write(dir.path().join("empty"), "").unwrap();
-    assert_eq!(
-        run(&ctx, "read_file", json!({"path": "empty"}))
-            .await
-            .content,
-        "[empty file]"
-    );
+    assert_eq!(run(&ctx, "read_file", json!({"path": "empty"})).await.content, "[empty file]");
     ctx.max_output_bytes = 10;
     let out = run(&ctx, "read_file", json!({"path": "README.md"})).await;
     assert!(out.ok && !out.complete);
-    assert!(
-        out.content
-            .starts_with("one\ntwo\n\n[output cut at 10 bytes"),
-        "{out:?}"
-    );
+    assert!(out.content.starts_with("one\ntwo\n\n[output cut at 10 bytes"), "{out:?}");
 }
 
 #[tokio::test]
@@ -131,10 +87,7 @@ async fn list_dir_sorted_with_dir_suffix() {
     let out = run(&ctx, "list_dir", json!({"path": "src/../.."})).await;
     assert!(!out.ok && out.content.starts_with("path escapes the workspace"));
     fs::create_dir(dir.path().join("void")).unwrap();
-    assert_eq!(
-        run(&ctx, "list_dir", json!({"path": "void"})).await.content,
-        "void is empty"
-    );
+    assert_eq!(run(&ctx, "list_dir", json!({"path": "void"})).await.content, "void is empty");
 }
 
 #[tokio::test]
@@ -153,16 +106,8 @@ async fn search_finds_substrings() {
     );
     let out = run(&ctx, "search", json!({"pattern": "a + b", "path": "src"})).await;
     assert_eq!(out.content, "src/lib.rs:2:     a + b");
-    let out = run(
-        &ctx,
-        "search",
-        json!({"pattern": "(a", "path": "src/lib.rs"}),
-    )
-    .await;
-    assert_eq!(
-        out.content,
-        "src/lib.rs:1: pub fn add(a: i32, b: i32) -> i32 {"
-    );
+    let out = run(&ctx, "search", json!({"pattern": "(a", "path": "src/lib.rs"})).await;
+    assert_eq!(out.content, "src/lib.rs:1: pub fn add(a: i32, b: i32) -> i32 {");
     let out = run(&ctx, "search", json!({"pattern": "zzz"})).await;
     assert!(out.ok && out.content.starts_with("no matches"));
     let out = run(&ctx, "search", json!({"pattern": "add", "path": "target"})).await;
@@ -190,58 +135,23 @@ async fn search_caps_matches() {
 #[tokio::test]
 async fn write_file_creates_parents() {
     let (dir, ctx) = setup();
-    let out = run(
-        &ctx,
-        "write_file",
-        json!({"path": "new/deep/file.txt", "content": "héllo"}),
-    )
-    .await;
-    assert_eq!(
-        out,
-        ToolOutcome::ok("created new/deep/file.txt: wrote 6 bytes")
-    );
-    assert_eq!(
-        fs::read_to_string(dir.path().join("new/deep/file.txt")).unwrap(),
-        "héllo"
-    );
-    let out = run(
-        &ctx,
-        "write_file",
-        json!({"path": "README.md", "content": ""}),
-    )
-    .await;
+    let out = run(&ctx, "write_file", json!({"path": "new/deep/file.txt", "content": "héllo"})).await;
+    assert_eq!(out, ToolOutcome::ok("created new/deep/file.txt: wrote 6 bytes"));
+    assert_eq!(fs::read_to_string(dir.path().join("new/deep/file.txt")).unwrap(), "héllo");
+    let out = run(&ctx, "write_file", json!({"path": "README.md", "content": ""})).await;
     assert_eq!(out.content, "replaced README.md: wrote 0 bytes");
     let out = run(&ctx, "write_file", json!({"path": "src", "content": "x"})).await;
     assert!(!out.ok);
-    let out = run(
-        &ctx,
-        "write_file",
-        json!({"path": "../escape.txt", "content": "x"}),
-    )
-    .await;
+    let out = run(&ctx, "write_file", json!({"path": "../escape.txt", "content": "x"})).await;
     assert!(!out.ok && out.content.starts_with("path escapes the workspace"));
     assert!(!dir.path().parent().unwrap().join("escape.txt").exists());
     let outside = tempfile::tempdir().unwrap();
     symlink(outside.path(), dir.path().join("out")).unwrap();
-    let out = run(
-        &ctx,
-        "write_file",
-        json!({"path": "out/x/planted.txt", "content": "x"}),
-    )
-    .await;
-    assert!(
-        !out.ok
-            && out
-                .content
-                .starts_with("symlink leaves the workspace: out -> "),
-        "{out:?}"
-    );
+    let out = run(&ctx, "write_file", json!({"path": "out/x/planted.txt", "content": "x"})).await;
+    assert!(!out.ok && out.content.starts_with("symlink leaves the workspace: out -> "), "{out:?}");
     assert!(!outside.path().join("x").exists());
     let out = run(&ctx, "write_file", json!({"path": "a.txt"})).await;
-    assert_eq!(
-        out.content,
-        "invalid arguments for write_file: missing field `content`"
-    );
+    assert_eq!(out.content, "invalid arguments for write_file: missing field `content`");
 }
 
 #[tokio::test]
@@ -253,89 +163,41 @@ async fn edit_file_requires_a_unique_match() {
         json!({"path": "src/lib.rs", "old_text": "a + b", "new_text": "a.wrapping_add(b)"}),
     )
     .await;
-    assert_eq!(
-        out,
-        ToolOutcome::ok("edited src/lib.rs: replaced 1 occurrence at line 2")
-    );
-    assert!(fs::read_to_string(dir.path().join("src/lib.rs"))
-        .unwrap()
-        .contains("    a.wrapping_add(b)\n"));
-    let out = run(
-        &ctx,
-        "edit_file",
-        json!({"path": "src/lib.rs", "old_text": "a + b", "new_text": "x"}),
-    )
-    .await;
+    assert_eq!(out, ToolOutcome::ok("edited src/lib.rs: replaced 1 occurrence at line 2"));
+    assert!(fs::read_to_string(dir.path().join("src/lib.rs")).unwrap().contains("    a.wrapping_add(b)\n"));
+    let out =
+        run(&ctx, "edit_file", json!({"path": "src/lib.rs", "old_text": "a + b", "new_text": "x"})).await;
     assert_eq!(out, ToolOutcome::error("old_text not found in src/lib.rs"));
-    let out = run(
-        &ctx,
-        "edit_file",
-        json!({"path": "src/lib.rs", "old_text": "i32", "new_text": "i64"}),
-    )
-    .await;
-    assert_eq!(
-        out,
-        ToolOutcome::error("old_text occurs 3 times in src/lib.rs; make it unique")
-    );
-    let out = run(
-        &ctx,
-        "edit_file",
-        json!({"path": "src/lib.rs", "old_text": "", "new_text": "x"}),
-    )
-    .await;
+    let out =
+        run(&ctx, "edit_file", json!({"path": "src/lib.rs", "old_text": "i32", "new_text": "i64"})).await;
+    assert_eq!(out, ToolOutcome::error("old_text occurs 3 times in src/lib.rs; make it unique"));
+    let out = run(&ctx, "edit_file", json!({"path": "src/lib.rs", "old_text": "", "new_text": "x"})).await;
     assert!(!out.ok);
-    let out = run(
-        &ctx,
-        "edit_file",
-        json!({"path": "nope.rs", "old_text": "a", "new_text": "b"}),
-    )
-    .await;
+    let out = run(&ctx, "edit_file", json!({"path": "nope.rs", "old_text": "a", "new_text": "b"})).await;
     assert_eq!(out.content, "no such file or directory: nope.rs");
     let out = execute(&ctx, "edit_file", r#"{"path":"src/lib.rs","new_text":"x"}"#).await;
-    assert_eq!(
-        out,
-        ToolOutcome::error("invalid arguments for edit_file: missing field `old_text`")
-    );
+    assert_eq!(out, ToolOutcome::error("invalid arguments for edit_file: missing field `old_text`"));
 }
 
 #[tokio::test]
 async fn malformed_arguments_never_panic() {
     let (_dir, ctx) = setup();
-    for tool in [
-        "read_file",
-        "list_dir",
-        "search",
-        "write_file",
-        "edit_file",
-        "run_command",
-    ] {
-        for args in [
-            "{",
-            "not json",
-            "[]",
-            "42",
-            "null",
-            r#"{"path": 7, "pattern": [], "command": {}}"#,
-            "\u{0}",
-        ] {
+    for tool in ["read_file", "list_dir", "search", "write_file", "edit_file", "run_command"] {
+        for args in
+            ["{", "not json", "[]", "42", "null", r#"{"path": 7, "pattern": [], "command": {}}"#, "\u{0}"]
+        {
             let out = execute(&ctx, tool, args).await;
             assert!(!out.ok, "{tool} {args}: {out:?}");
             assert!(
-                out.content
-                    .starts_with(&format!("invalid arguments for {tool}")),
+                out.content.starts_with(&format!("invalid arguments for {tool}")),
                 "{tool} {args}: {out:?}"
             );
         }
     }
     let out = execute(&ctx, "read_file", r#"{"path": 7}"#).await;
-    assert_eq!(
-        out.content,
-        "invalid arguments for read_file: field `path` must be a string, got a number"
-    );
+    assert_eq!(out.content, "invalid arguments for read_file: field `path` must be a string, got a number");
     let out = execute(&ctx, "read_file", r#"{"path": "README.md", "offset": -2}"#).await;
-    assert!(out
-        .content
-        .contains("field `offset` must be a non-negative integer"));
+    assert!(out.content.contains("field `offset` must be a non-negative integer"));
 }
 
 #[tokio::test]
@@ -343,37 +205,19 @@ async fn runtime_and_unknown_tools() {
     let (_dir, ctx) = setup();
     for tool in ["delegate", "finish", "read_evidence"] {
         let out = execute(&ctx, tool, "{}").await;
-        assert_eq!(
-            out,
-            ToolOutcome::error(format!("tool {tool} is handled by the runtime"))
-        );
+        assert_eq!(out, ToolOutcome::error(format!("tool {tool} is handled by the runtime")));
     }
-    assert_eq!(
-        execute(&ctx, "rm_rf", "{}").await,
-        ToolOutcome::error("unknown tool rm_rf")
-    );
+    assert_eq!(execute(&ctx, "rm_rf", "{}").await, ToolOutcome::error("unknown tool rm_rf"));
 }
 
 #[tokio::test]
 async fn run_command_exit_code_and_output() {
     let (_dir, ctx) = setup();
-    let out = run(
-        &ctx,
-        "run_command",
-        json!({"command": "cat README.md | head -n 2; echo oops >&2"}),
-    )
-    .await;
+    let out = run(&ctx, "run_command", json!({"command": "cat README.md | head -n 2; echo oops >&2"})).await;
     assert!(out.ok && out.complete);
-    assert_eq!(
-        out.content,
-        "exit code: 0\n--- stdout ---\none\ntwo\n--- stderr ---\noops"
-    );
+    assert_eq!(out.content, "exit code: 0\n--- stdout ---\none\ntwo\n--- stderr ---\noops");
     let out = run(&ctx, "run_command", json!({"command": "pwd"})).await;
-    assert!(
-        out.content
-            .ends_with(&ctx.workspace.root().display().to_string()),
-        "{out:?}"
-    );
+    assert!(out.content.ends_with(&ctx.workspace.root().display().to_string()), "{out:?}");
     let out = run(&ctx, "run_command", json!({"command": "exit 3"})).await;
     assert_eq!(out, ToolOutcome::error("exit code: 3\n(no output)"));
     let out = run(&ctx, "run_command", json!({"command": "cat"})).await;
@@ -392,16 +236,9 @@ async fn run_command_times_out_and_kills_the_group() {
         json!({"command": "echo started; sleep 5 | cat; touch late", "timeout_s": 1}),
     )
     .await;
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
     assert!(!out.ok && !out.complete);
-    assert_eq!(
-        out.content,
-        "killed after 1s timeout\n--- stdout ---\nstarted"
-    );
+    assert_eq!(out.content, "killed after 1s timeout\n--- stdout ---\nstarted");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!dir.path().join("late").exists());
 }
@@ -410,12 +247,7 @@ async fn run_command_times_out_and_kills_the_group() {
 async fn run_command_caps_output() {
     let (_dir, mut ctx) = setup();
     ctx.max_output_bytes = 100;
-    let out = run(
-        &ctx,
-        "run_command",
-        json!({"command": "yes | head -c 100000"}),
-    )
-    .await;
+    let out = run(&ctx, "run_command", json!({"command": "yes | head -c 100000"})).await;
     assert!(out.ok, "the exit code still decides ok: {out:?}");
     assert!(!out.complete);
     assert!(out.content.ends_with("[output cut at 100 bytes]"));
@@ -427,11 +259,7 @@ async fn run_command_stops_reading_behind_a_background_job() {
     let (_dir, ctx) = setup();
     let started = Instant::now();
     let out = run(&ctx, "run_command", json!({"command": "sleep 3 & echo hi"})).await;
-    assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_millis(2500), "took {:?}", started.elapsed());
     assert!(out.ok && !out.complete, "{out:?}");
     assert!(out.content.starts_with("exit code: 0\n--- stdout ---\nhi"));
 }
@@ -439,24 +267,14 @@ async fn run_command_stops_reading_behind_a_background_job() {
 #[tokio::test]
 async fn dropping_a_running_command_kills_its_group() {
     let (dir, ctx) = setup();
-    let call = run(
-        &ctx,
-        "run_command",
-        json!({"command": "sh -c 'echo $$ > child.pid; exec sleep 30'"}),
-    );
-    assert!(tokio::time::timeout(Duration::from_millis(500), call)
-        .await
-        .is_err());
+    let call = run(&ctx, "run_command", json!({"command": "sh -c 'echo $$ > child.pid; exec sleep 30'"}));
+    assert!(tokio::time::timeout(Duration::from_millis(500), call).await.is_err());
     let pid = fs::read_to_string(dir.path().join("child.pid")).unwrap();
     let stat = format!("/proc/{}/stat", pid.trim());
     let started = Instant::now();
     // Gone, or a zombie waiting to be reaped.
     while fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")) {
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "grandchild {} still runs",
-            pid.trim()
-        );
+        assert!(started.elapsed() < Duration::from_secs(2), "grandchild {} still runs", pid.trim());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

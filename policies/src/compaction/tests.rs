@@ -10,14 +10,8 @@ fn count_msg(m: &Message) -> Tokens {
         .iter()
         .map(|p| match p {
             Part::Text { text } | Part::Thinking { text, .. } => text.chars().count(),
-            Part::ToolCall {
-                id,
-                name,
-                arguments,
-            } => id.len() + name.len() + arguments.chars().count(),
-            Part::ToolResult {
-                call_id, content, ..
-            } => call_id.len() + content.chars().count(),
+            Part::ToolCall { id, name, arguments } => id.len() + name.len() + arguments.chars().count(),
+            Part::ToolResult { call_id, content, .. } => call_id.len() + content.chars().count(),
             Part::Image { data, .. } => data.len(),
         })
         .sum();
@@ -31,20 +25,13 @@ fn count_all(h: &[Message]) -> Tokens {
 fn call(id: &str, name: &str, arguments: &str) -> Message {
     Message::new(
         Role::Assistant,
-        vec![Part::ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }],
+        vec![Part::ToolCall { id: id.into(), name: name.into(), arguments: arguments.into() }],
     )
 }
 
 fn run(id: &str, command: &str, ok: bool, out: &str) -> Vec<Message> {
     let args = serde_json::json!({ "command": command }).to_string();
-    vec![
-        call(id, "run_command", &args),
-        Message::tool_result(id, out, !ok),
-    ]
+    vec![call(id, "run_command", &args), Message::tool_result(id, out, !ok)]
 }
 
 fn filler(seed: &str, len: usize) -> String {
@@ -114,12 +101,7 @@ fn the_candidate_is_laid_out_in_order() {
     assert_eq!(p.kept_rounds, 3);
     assert_eq!(p.summarise, vec![0, 1, 2, 3, 4]);
     assert_eq!(p.observations.len(), 1);
-    assert_eq!(
-        p.observations[0].kind,
-        ObservationKind::FailingCommand {
-            command: "cargo test".into()
-        }
-    );
+    assert_eq!(p.observations[0].kind, ObservationKind::FailingCommand { command: "cargo test".into() });
 
     let cp = Checkpoint {
         summary: "Ran the tests; read src/lib.rs.".into(),
@@ -135,9 +117,9 @@ fn the_candidate_is_laid_out_in_order() {
         "[checkpoint]\nRan the tests; read src/lib.rs.\n\nThe full text of the steps summarised here is archived \
          as evidence ev1; read it with read_evidence {\"id\": \"ev1\"}."
     );
-    assert!(out[2].text().starts_with(
-        "[unresolved observations]\n\nrun_command `cargo test` failed:\ntest output:"
-    ));
+    assert!(out[2]
+        .text()
+        .starts_with("[unresolved observations]\n\nrun_command `cargo test` failed:\ntest output:"));
     assert_eq!(&out[3..], &h[5..]);
     assert!(count_all(&out) + Tokens(100) <= Tokens(600));
 }
@@ -161,28 +143,16 @@ fn working_files_come_newest_first_up_to_half() {
     let file = |path: &str, len: usize| {
         let text = filler(path, len);
         let tokens = Tokens(text.chars().count() as u64 / 4);
-        WorkingFile {
-            path: path.into(),
-            text,
-            tokens,
-        }
+        WorkingFile { path: path.into(), text, tokens }
     };
     // destination - fixed = 1900; half = 950 tokens. 2000 chars = 500 tokens each: two fit, the third
     // does not, the small fourth does.
-    let files = vec![
-        file("a.rs", 2000),
-        file("b.rs", 1600),
-        file("c.rs", 2000),
-        file("d.rs", 40),
-    ];
+    let files = vec![file("a.rs", 2000), file("b.rs", 1600), file("c.rs", 2000), file("d.rs", 40)];
     let inp = input(&h, &tokens, "make the tests pass", 2000, &files);
     let p = plan(&inp);
     assert_eq!(p.files, vec![0, 1, 3]);
     let out = assemble(&inp, &p, &Checkpoint::default());
-    let files_msg = out
-        .iter()
-        .find(|m| m.text().starts_with(FILES_HEADER))
-        .unwrap();
+    let files_msg = out.iter().find(|m| m.text().starts_with(FILES_HEADER)).unwrap();
     let t = files_msg.text();
     assert!(t.starts_with("[working files]\n\n--- a.rs ---\na.rs:"));
     assert!(t.find("--- b.rs ---").unwrap() < t.find("--- d.rs ---").unwrap());
@@ -198,11 +168,7 @@ fn a_file_already_present_verbatim_is_not_repeated() {
     h.push(call("r9", "read_file", r#"{"path":"k.rs"}"#));
     h.push(Message::tool_result("r9", text.clone(), false));
     let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
-    let files = vec![WorkingFile {
-        path: "k.rs".into(),
-        text,
-        tokens: Tokens(25),
-    }];
+    let files = vec![WorkingFile { path: "k.rs".into(), text, tokens: Tokens(25) }];
     let inp = input(&h, &tokens, "make the tests pass", 1000, &files);
     let p = plan(&inp);
     assert!(p.files.is_empty());
@@ -213,14 +179,8 @@ fn judge_rules() {
     let t = Tokens;
     assert_eq!(judge(t(50), t(90), t(50), t(80), 3), Verdict::Accept);
     assert_eq!(judge(t(70), t(90), t(50), t(80), 3), Verdict::Accept);
-    assert_eq!(
-        judge(t(70), t(60), t(50), t(80), 3),
-        Verdict::RetryWithFewerRounds
-    );
-    assert_eq!(
-        judge(t(85), t(90), t(50), t(80), 1),
-        Verdict::RetryWithFewerRounds
-    );
+    assert_eq!(judge(t(70), t(60), t(50), t(80), 3), Verdict::RetryWithFewerRounds);
+    assert_eq!(judge(t(85), t(90), t(50), t(80), 1), Verdict::RetryWithFewerRounds);
     assert_eq!(
         judge(t(85), t(90), t(50), t(80), 0),
         Verdict::Fail {
@@ -244,14 +204,7 @@ fn compact_with_retries_with_fewer_rounds_when_the_full_count_is_larger() {
     let full = |m: &[Message]| count_all(m) + slack + Tokens(1);
     let mut calls = Vec::new();
     let before = count_all(&h) + Tokens(100);
-    let (out, p) = compact_with(
-        &inp,
-        &mut fake_summariser(&mut calls),
-        &full,
-        before,
-        Tokens(601),
-    )
-    .unwrap();
+    let (out, p) = compact_with(&inp, &mut fake_summariser(&mut calls), &full, before, Tokens(601)).unwrap();
     assert!(full(&out) + Tokens(100) <= Tokens(600));
     assert!(p.kept_rounds < first.kept_rounds);
     // Each retry summarises a superset, extended at the end.
@@ -268,27 +221,15 @@ fn compact_with_fails_with_the_numbers() {
     let objective = filler("huge objective", 4000);
     let inp = input(&h, &tokens, &objective, 600, &[]);
     let mut calls = Vec::new();
-    let err = compact_with(
-        &inp,
-        &mut fake_summariser(&mut calls),
-        &count_all,
-        Tokens(2000),
-        Tokens(700),
-    )
-    .unwrap_err();
+    let err = compact_with(&inp, &mut fake_summariser(&mut calls), &count_all, Tokens(2000), Tokens(700))
+        .unwrap_err();
     assert!(err.starts_with("compacted request is "), "{err}");
-    assert!(
-        err.contains("destination 600, trigger 700, before 2000"),
-        "{err}"
-    );
+    assert!(err.contains("destination 600, trigger 700, before 2000"), "{err}");
 }
 
 #[test]
 fn a_history_opening_with_a_stray_result_never_opens_the_kept_part_with_it() {
-    let h = vec![
-        Message::tool_result("zz", "orphan", false),
-        Message::assistant_text("hi"),
-    ];
+    let h = vec![Message::tool_result("zz", "orphan", false), Message::assistant_text("hi")];
     let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
     let inp = input(&h, &tokens, "obj", 100_000, &[]);
     let p = plan(&inp);
@@ -327,28 +268,18 @@ fn build(objective: &str, steps: &[Step]) -> Vec<Message> {
             Step::Say(len) => h.push(Message::assistant_text(filler(&format!("say{n}"), *len))),
             Step::User(len) => h.push(Message::user(filler(&format!("user{n}"), *len))),
             Step::Calls(calls) => {
-                let mut parts = vec![Part::Text {
-                    text: format!("step {n}"),
-                }];
+                let mut parts = vec![Part::Text { text: format!("step {n}") }];
                 let mut results = Vec::new();
                 for (tool, cmd, is_error, len) in calls {
                     next_id += 1;
                     let id = format!("call{next_id}");
                     let name = TOOLS[*tool];
                     let arguments = match name {
-                        "run_command" => {
-                            serde_json::json!({ "command": COMMANDS[*cmd] }).to_string()
-                        }
-                        "finish" => {
-                            serde_json::json!({ "summary": format!("done {n}") }).to_string()
-                        }
+                        "run_command" => serde_json::json!({ "command": COMMANDS[*cmd] }).to_string(),
+                        "finish" => serde_json::json!({ "summary": format!("done {n}") }).to_string(),
                         _ => serde_json::json!({ "path": format!("src/f{cmd}.rs") }).to_string(),
                     };
-                    parts.push(Part::ToolCall {
-                        id: id.clone(),
-                        name: name.into(),
-                        arguments,
-                    });
+                    parts.push(Part::ToolCall { id: id.clone(), name: name.into(), arguments });
                     results.push(Message::tool_result(
                         &id,
                         filler(&format!("out{next_id}"), *len),
@@ -370,23 +301,14 @@ fn arb_files() -> impl Strategy<Value = Vec<WorkingFile>> {
             .map(|(i, len)| {
                 let text = filler(&format!("file{i}"), len);
                 let tokens = Tokens(text.chars().count() as u64 / 4);
-                WorkingFile {
-                    path: format!("src/file{i}.rs"),
-                    text,
-                    tokens,
-                }
+                WorkingFile { path: format!("src/file{i}.rs"), text, tokens }
             })
             .collect()
     })
 }
 
 /// The checks every accepted compaction must pass.
-fn check_accepted(
-    h: &[Message],
-    objective: &str,
-    out: &[Message],
-    p: &Plan,
-) -> Result<(), TestCaseError> {
+fn check_accepted(h: &[Message], objective: &str, out: &[Message], p: &Plan) -> Result<(), TestCaseError> {
     // The objective comes first.
     prop_assert_eq!(out[0].role, Role::User);
     prop_assert!(out[0].text().contains(objective));
@@ -397,28 +319,17 @@ fn check_accepted(
     } else {
         prop_assert!(out.ends_with(tail));
     }
-    prop_assert_eq!(
-        p.summarise.clone(),
-        (0..p.keep_from_message).collect::<Vec<_>>()
-    );
+    prop_assert_eq!(p.summarise.clone(), (0..p.keep_from_message).collect::<Vec<_>>());
     // Every unresolved observation of the original history is present verbatim, exactly once.
-    let obs_msgs: Vec<String> = out
-        .iter()
-        .map(|m| m.text())
-        .filter(|t| t.starts_with(OBSERVATIONS_HEADER))
-        .collect();
+    let obs_msgs: Vec<String> =
+        out.iter().map(|m| m.text()).filter(|t| t.starts_with(OBSERVATIONS_HEADER)).collect();
     prop_assert!(obs_msgs.len() <= 1);
     for o in unresolved(h) {
         if o.round >= p.keep_from_round {
             prop_assert!(!p.observations.contains(&o));
         } else {
             prop_assert_eq!(obs_msgs.len(), 1);
-            prop_assert_eq!(
-                obs_msgs[0].matches(o.text.as_str()).count(),
-                1,
-                "observation {:?}",
-                o.text
-            );
+            prop_assert_eq!(obs_msgs[0].matches(o.text.as_str()).count(), 1, "observation {:?}", o.text);
         }
     }
     // Every tool call has its result and every result its call.

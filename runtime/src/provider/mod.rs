@@ -84,19 +84,13 @@ impl fmt::Display for AnomalyKind {
 pub enum ProviderError {
     /// HTTP 429 (or 529, "overloaded"). `retry_after` is the server's `Retry-After`, when it sent one.
     #[error("rate limited by the provider: {message}")]
-    RateLimited {
-        retry_after: Option<Duration>,
-        message: String,
-    },
+    RateLimited { retry_after: Option<Duration>, message: String },
     /// HTTP 5xx, or an error object inside an accepted stream.
     #[error("provider server error {status}: {message}")]
     Server { status: u16, message: String },
     /// The request does not fit the model's window. `limit` is the window the refusal states.
     #[error("context window exceeded: {message}")]
-    ContextOverflow {
-        limit: Option<Tokens>,
-        message: String,
-    },
+    ContextOverflow { limit: Option<Tokens>, message: String },
     #[error("stream anomaly ({kind}): {message}")]
     StreamAnomaly { kind: AnomalyKind, message: String },
     /// Any other 4xx (bad key, unknown model, malformed request …): resending will not help.

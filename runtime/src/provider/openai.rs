@@ -114,11 +114,7 @@ impl OpenAiClient {
     async fn chat_uncancellable(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let url = self.chat_url();
         let body = self.body(req);
-        let mut request = self
-            .http
-            .post(&url)
-            .header(ACCEPT, "text/event-stream")
-            .json(&body);
+        let mut request = self.http.post(&url).header(ACCEPT, "text/event-stream").json(&body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
@@ -133,20 +129,13 @@ impl OpenAiClient {
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| {
-                ct.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            });
+            .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json"));
         if is_json {
             // The server ignored `stream: true` and answered in one piece.
-            let text = response
-                .text()
-                .await
-                .map_err(|e| ProviderError::StreamAnomaly {
-                    kind: super::AnomalyKind::Cut,
-                    message: format!("the response broke off: {}", error_chain(&e)),
-                })?;
+            let text = response.text().await.map_err(|e| ProviderError::StreamAnomaly {
+                kind: super::AnomalyKind::Cut,
+                message: format!("the response broke off: {}", error_chain(&e)),
+            })?;
             return from_json_body(&text);
         }
         assemble(response.bytes_stream()).await
@@ -164,15 +153,10 @@ impl OpenAiClient {
                 }
             }
             // No such endpoint here (or not JSON): the other probes may still answer.
-            Probe::Status {
-                status: 404 | 405, ..
+            Probe::Status { status: 404 | 405, .. } | Probe::NotJson => {}
+            Probe::Status { status, retry_after, body } => {
+                return Err(classify_http(status, retry_after, &body))
             }
-            | Probe::NotJson => {}
-            Probe::Status {
-                status,
-                retry_after,
-                body,
-            } => return Err(classify_http(status, retry_after, &body)),
         }
 
         let root = self.server_root();
@@ -184,10 +168,7 @@ impl OpenAiClient {
         }
 
         let url = format!("{root}/api/show");
-        let request = self
-            .http
-            .post(&url)
-            .json(&json!({"model": model, "name": model}));
+        let request = self.http.post(&url).json(&json!({"model": model, "name": model}));
         if let Probe::Json(show) = self.probe(request, &url).await? {
             if let Some(window) = window_from_ollama_show(&show) {
                 return Ok(Some(window));
@@ -196,28 +177,16 @@ impl OpenAiClient {
         Ok(None)
     }
 
-    async fn probe(
-        &self,
-        mut request: reqwest::RequestBuilder,
-        url: &str,
-    ) -> Result<Probe, ProviderError> {
+    async fn probe(&self, mut request: reqwest::RequestBuilder, url: &str) -> Result<Probe, ProviderError> {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request
-            .timeout(PROBE_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| transport(url, &e))?;
+        let response = request.timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
         let status = response.status();
         let retry_after = retry_after(response.headers(), SystemTime::now());
         let text = response.text().await.map_err(|e| transport(url, &e))?;
         if !status.is_success() {
-            return Ok(Probe::Status {
-                status: status.as_u16(),
-                retry_after,
-                body: text,
-            });
+            return Ok(Probe::Status { status: status.as_u16(), retry_after, body: text });
         }
         Ok(serde_json::from_str(&text).map_or(Probe::NotJson, Probe::Json))
     }
@@ -226,18 +195,11 @@ impl OpenAiClient {
 enum Probe {
     Json(Value),
     NotJson,
-    Status {
-        status: u16,
-        retry_after: Option<Duration>,
-        body: String,
-    },
+    Status { status: u16, retry_after: Option<Duration>, body: String },
 }
 
 fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
-    ProviderError::Transport {
-        url: url.to_string(),
-        message: error_chain(e),
-    }
+    ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
 }
 
 /// An error and its sources, `: `-separated (reqwest's own message hides the cause).
@@ -266,10 +228,7 @@ fn wire_messages(message: &Message, out: &mut Vec<Value>) {
         Role::Assistant => out.push(wire_assistant(message)),
         Role::User | Role::Tool => {
             for part in &message.parts {
-                if let Part::ToolResult {
-                    call_id, content, ..
-                } = part
-                {
+                if let Part::ToolResult { call_id, content, .. } = part {
                     out.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
                 }
             }
@@ -291,22 +250,13 @@ fn wire_assistant(message: &Message) -> Value {
         .collect();
     let mut reasoning = String::new();
     for part in &message.parts {
-        if let Part::Thinking {
-            text,
-            redacted: false,
-            ..
-        } = part
-        {
+        if let Part::Thinking { text, redacted: false, .. } = part {
             reasoning.push_str(text);
         }
     }
     let mut wire = Map::new();
     wire.insert("role".into(), json!("assistant"));
-    let content = if text.is_empty() && !tool_calls.is_empty() {
-        Value::Null
-    } else {
-        Value::String(text)
-    };
+    let content = if text.is_empty() && !tool_calls.is_empty() { Value::Null } else { Value::String(text) };
     wire.insert("content".into(), content);
     if !tool_calls.is_empty() {
         wire.insert("tool_calls".into(), Value::Array(tool_calls));
@@ -320,10 +270,7 @@ fn wire_assistant(message: &Message) -> Value {
 /// A user message's content: a string, or an array of text and image items when it holds an image.
 /// `None` when it has neither text nor image (a message made only of tool results).
 fn user_content(message: &Message) -> Option<Value> {
-    let has_image = message
-        .parts
-        .iter()
-        .any(|p| matches!(p, Part::Image { .. }));
+    let has_image = message.parts.iter().any(|p| matches!(p, Part::Image { .. }));
     let has_text = message.parts.iter().any(|p| matches!(p, Part::Text { .. }));
     if !has_image {
         return has_text.then(|| Value::String(message.text()));
@@ -372,11 +319,7 @@ fn parse_error_body(body: &str) -> ErrorInfo {
             return info;
         }
     }
-    ErrorInfo {
-        message: truncate_chars(body.trim(), MAX_ERROR_CHARS),
-        code: None,
-        kind: None,
-    }
+    ErrorInfo { message: truncate_chars(body.trim(), MAX_ERROR_CHARS), code: None, kind: None }
 }
 
 fn error_info(value: &Value) -> Option<ErrorInfo> {
@@ -401,18 +344,15 @@ fn error_object_info(error: &Value) -> ErrorInfo {
     match error {
         Value::Object(map) => ErrorInfo {
             message: truncate_chars(
-                &map.get("message")
-                    .map_or_else(|| error.to_string(), text_of),
+                &map.get("message").map_or_else(|| error.to_string(), text_of),
                 MAX_ERROR_CHARS,
             ),
             code: map.get("code").filter(|c| !c.is_null()).map(text_of),
             kind: map.get("type").filter(|c| !c.is_null()).map(text_of),
         },
-        other => ErrorInfo {
-            message: truncate_chars(&text_of(other), MAX_ERROR_CHARS),
-            code: None,
-            kind: None,
-        },
+        other => {
+            ErrorInfo { message: truncate_chars(&text_of(other), MAX_ERROR_CHARS), code: None, kind: None }
+        }
     }
 }
 
@@ -440,33 +380,19 @@ fn says_context_overflow(info: &ErrorInfo) -> bool {
         || m.contains("context window")
         || m.contains("context_length_exceeded")
         || m.contains("maximum model length")
-        || (m.contains("too long")
-            && (m.contains("prompt") || m.contains("token") || m.contains("input")))
+        || (m.contains("too long") && (m.contains("prompt") || m.contains("token") || m.contains("input")))
         || parse_refusal_limit(&m).is_some()
 }
 
 /// Maps a non-2xx answer to the error the caller acts on.
-pub(crate) fn classify_http(
-    status: u16,
-    retry_after: Option<Duration>,
-    body: &str,
-) -> ProviderError {
+pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
     let info = parse_error_body(body);
     let overflow = matches!(status, 400 | 413 | 422) && says_context_overflow(&info);
-    let message = if info.message.is_empty() {
-        format!("HTTP {status} with an empty body")
-    } else {
-        info.message
-    };
+    let message =
+        if info.message.is_empty() { format!("HTTP {status} with an empty body") } else { info.message };
     match status {
-        429 | 529 => ProviderError::RateLimited {
-            retry_after,
-            message,
-        },
-        _ if overflow => ProviderError::ContextOverflow {
-            limit: parse_refusal_limit(&message),
-            message,
-        },
+        429 | 529 => ProviderError::RateLimited { retry_after, message },
+        _ if overflow => ProviderError::ContextOverflow { limit: parse_refusal_limit(&message), message },
         500..=599 => ProviderError::Server { status, message },
         _ => ProviderError::Rejected { status, message },
     }
@@ -477,27 +403,16 @@ pub(crate) fn classify_stream_error(error: &Value) -> ProviderError {
     let info = error_object_info(error);
     if says_context_overflow(&info) {
         let limit = parse_refusal_limit(&info.message);
-        return ProviderError::ContextOverflow {
-            limit,
-            message: info.message,
-        };
+        return ProviderError::ContextOverflow { limit, message: info.message };
     }
     let numeric = info.code.as_deref().and_then(|c| c.parse::<u16>().ok());
     let rate_limited = numeric == Some(429)
-        || [&info.code, &info.kind]
-            .iter()
-            .any(|s| s.as_deref().is_some_and(|s| s.contains("rate_limit")));
+        || [&info.code, &info.kind].iter().any(|s| s.as_deref().is_some_and(|s| s.contains("rate_limit")));
     if rate_limited {
-        return ProviderError::RateLimited {
-            retry_after: None,
-            message: info.message,
-        };
+        return ProviderError::RateLimited { retry_after: None, message: info.message };
     }
     let status = numeric.filter(|s| (500..=599).contains(s)).unwrap_or(500);
-    ProviderError::Server {
-        status,
-        message: info.message,
-    }
+    ProviderError::Server { status, message: info.message }
 }
 
 /// At most `max` characters of `s`, with `…` when something was cut.
@@ -530,10 +445,7 @@ pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration
         return Some(Duration::from_secs(secs));
     }
     if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        let secs = value
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0)?;
+        let secs = value.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
         return Some(Duration::from_secs_f64(secs));
     }
     let at = parse_http_date(value)?;
@@ -565,15 +477,12 @@ fn parse_http_date(s: &str) -> Option<SystemTime> {
     } else {
         let fields: Vec<&str> = s.split_whitespace().collect();
         match fields.as_slice() {
-            [_weekday, month, day, clock, year] => {
-                (year.parse::<i64>().ok()?, *month, *day, *clock)
-            }
+            [_weekday, month, day, clock, year] => (year.parse::<i64>().ok()?, *month, *day, *clock),
             _ => return None,
         }
     };
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
+    const MONTHS: [&str; 12] =
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
     let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
     let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
     let mut hms = clock.split(':').map(|p| p.parse::<u32>().ok());
@@ -607,11 +516,9 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 /// A positive integer, given as a number or a string of digits.
 fn positive(value: Option<&Value>) -> Option<Tokens> {
     let n = match value? {
-        Value::Number(n) => n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f > 0.0)
-                .map(|f| f as u64)
-        }),
+        Value::Number(n) => {
+            n.as_u64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f > 0.0).map(|f| f as u64))
+        }
         Value::String(s) => s.trim().parse::<u64>().ok(),
         _ => None,
     }?;
@@ -620,49 +527,35 @@ fn positive(value: Option<&Value>) -> Option<Tokens> {
 
 /// `GET /models`: the entry for `model` (or the only entry) and its declared window.
 fn window_from_models(models: &Value, model: &str) -> Option<Tokens> {
-    let entries = models
-        .get("data")
-        .or_else(|| models.get("models"))
-        .and_then(Value::as_array)?;
-    let entry = entries
-        .iter()
-        .find(|e| e.get("id").and_then(Value::as_str) == Some(model))
-        .or_else(|| {
+    let entries = models.get("data").or_else(|| models.get("models")).and_then(Value::as_array)?;
+    let entry =
+        entries.iter().find(|e| e.get("id").and_then(Value::as_str) == Some(model)).or_else(|| {
             if entries.len() == 1 {
                 entries.first()
             } else {
                 None
             }
         })?;
-    ["max_model_len", "context_length", "context_window"]
-        .iter()
-        .find_map(|key| positive(entry.get(*key)))
+    ["max_model_len", "context_length", "context_window"].iter().find_map(|key| positive(entry.get(*key)))
 }
 
 /// llama.cpp `GET /props`.
 fn window_from_props(props: &Value) -> Option<Tokens> {
-    positive(
-        props
-            .get("default_generation_settings")
-            .and_then(|s| s.get("n_ctx")),
-    )
-    .or_else(|| positive(props.get("n_ctx")))
+    positive(props.get("default_generation_settings").and_then(|s| s.get("n_ctx")))
+        .or_else(|| positive(props.get("n_ctx")))
 }
 
 /// Ollama `POST /api/show`: the `num_ctx` the model runs with when its parameters set one, else
 /// the model's own `<arch>.context_length`.
 fn window_from_ollama_show(show: &Value) -> Option<Tokens> {
-    let num_ctx = show
-        .get("parameters")
-        .and_then(Value::as_str)
-        .and_then(|params| {
-            params.lines().find_map(|line| {
-                let mut words = line.split_whitespace();
-                (words.next() == Some("num_ctx"))
-                    .then(|| words.next()?.parse::<u64>().ok().filter(|n| *n > 0))
-                    .flatten()
-            })
-        });
+    let num_ctx = show.get("parameters").and_then(Value::as_str).and_then(|params| {
+        params.lines().find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("num_ctx"))
+                .then(|| words.next()?.parse::<u64>().ok().filter(|n| *n > 0))
+                .flatten()
+        })
+    });
     if let Some(n) = num_ctx {
         return Some(Tokens(n));
     }
@@ -725,11 +618,7 @@ mod tests {
         let assistant = Message::new(
             Role::Assistant,
             vec![
-                Part::Thinking {
-                    text: "I should look".into(),
-                    signature: None,
-                    redacted: false,
-                },
+                Part::Thinking { text: "I should look".into(), signature: None, redacted: false },
                 Part::ToolCall {
                     id: "c1".into(),
                     name: "read_file".into(),
@@ -756,10 +645,7 @@ mod tests {
             })
         );
         let plain = client().body(&request(vec![Message::assistant_text("done")]));
-        assert_eq!(
-            plain["messages"][1],
-            json!({"role": "assistant", "content": "done"})
-        );
+        assert_eq!(plain["messages"][1], json!({"role": "assistant", "content": "done"}));
     }
 
     #[test]
@@ -767,29 +653,15 @@ mod tests {
         let results = Message::new(
             Role::Tool,
             vec![
-                Part::ToolResult {
-                    call_id: "c1".into(),
-                    content: "fn main() {}".into(),
-                    is_error: false,
-                },
-                Part::ToolResult {
-                    call_id: "c2".into(),
-                    content: "no such dir".into(),
-                    is_error: true,
-                },
+                Part::ToolResult { call_id: "c1".into(), content: "fn main() {}".into(), is_error: false },
+                Part::ToolResult { call_id: "c2".into(), content: "no such dir".into(), is_error: true },
             ],
         );
         let body = client().body(&request(vec![results]));
         let messages = body["messages"].as_array().unwrap();
         assert_eq!(messages.len(), 3);
-        assert_eq!(
-            messages[1],
-            json!({"role": "tool", "tool_call_id": "c1", "content": "fn main() {}"})
-        );
-        assert_eq!(
-            messages[2],
-            json!({"role": "tool", "tool_call_id": "c2", "content": "no such dir"})
-        );
+        assert_eq!(messages[1], json!({"role": "tool", "tool_call_id": "c1", "content": "fn main() {}"}));
+        assert_eq!(messages[2], json!({"role": "tool", "tool_call_id": "c2", "content": "no such dir"}));
     }
 
     #[test]
@@ -797,16 +669,9 @@ mod tests {
         let m = Message::new(
             Role::User,
             vec![
-                Part::Text {
-                    text: "look".into(),
-                },
-                Part::Text {
-                    text: " here".into(),
-                },
-                Part::Image {
-                    media_type: "image/png".into(),
-                    data: "AAAA".into(),
-                },
+                Part::Text { text: "look".into() },
+                Part::Text { text: " here".into() },
+                Part::Image { media_type: "image/png".into(), data: "AAAA".into() },
             ],
         );
         let body = client().body(&request(vec![m]));
@@ -821,16 +686,11 @@ mod tests {
             Role::User,
             vec![
                 Part::Text { text: "a".into() },
-                Part::Text {
-                    text: "\n\n".into(),
-                },
+                Part::Text { text: "\n\n".into() },
                 Part::Text { text: "b".into() },
             ],
         );
-        assert_eq!(
-            client().body(&request(vec![merged]))["messages"][1]["content"],
-            json!("a\n\nb")
-        );
+        assert_eq!(client().body(&request(vec![merged]))["messages"][1]["content"], json!("a\n\nb"));
     }
 
     #[test]
@@ -845,11 +705,7 @@ mod tests {
         req.tool_choice_none = true;
         req.max_tokens = Some(512);
         let body = client().body(&req);
-        assert_eq!(
-            body["messages"].as_array().unwrap().len(),
-            1,
-            "an empty system prompt is not sent"
-        );
+        assert_eq!(body["messages"].as_array().unwrap().len(), 1, "an empty system prompt is not sent");
         assert_eq!(body["tool_choice"], json!("none"));
         assert_eq!(body["max_tokens"], json!(512));
         assert_eq!(
@@ -869,39 +725,21 @@ mod tests {
     #[test]
     fn retry_after_seconds_and_dates() {
         let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 90);
-        assert_eq!(
-            parse_retry_after("120", now),
-            Some(Duration::from_secs(120))
-        );
-        assert_eq!(
-            parse_retry_after(" 1.5 ", now),
-            Some(Duration::from_millis(1500))
-        );
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
         // 2015-10-21T07:28:00Z is 1445412480.
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now),
-            Some(Duration::from_secs(90))
-        );
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(90)));
         assert_eq!(
             parse_retry_after("Wednesday, 21-Oct-15 07:28:00 GMT", now),
             Some(Duration::from_secs(90))
         );
-        assert_eq!(
-            parse_retry_after("Wed Oct 21 07:28:00 2015", now),
-            Some(Duration::from_secs(90))
-        );
+        assert_eq!(parse_retry_after("Wed Oct 21 07:28:00 2015", now), Some(Duration::from_secs(90)));
         // In the past: retry now.
         let later = UNIX_EPOCH + Duration::from_secs(1_445_412_480 + 5);
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", later),
-            Some(Duration::ZERO)
-        );
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", later), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-1", now), None);
-        assert_eq!(
-            parse_retry_after("Wed, 32 Oct 2015 07:28:00 GMT", now),
-            None
-        );
+        assert_eq!(parse_retry_after("Wed, 32 Oct 2015 07:28:00 GMT", now), None);
         assert_eq!(
             parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
             Some(UNIX_EPOCH + Duration::from_secs(784_111_777))
@@ -942,7 +780,8 @@ mod tests {
             classify_http(400, None, body),
             ProviderError::ContextOverflow {
                 limit: Some(Tokens(2048)),
-                message: "the request exceeds the available context size (2048 tokens), try increasing it".into(),
+                message: "the request exceeds the available context size (2048 tokens), try increasing it"
+                    .into(),
             }
         );
     }
@@ -953,68 +792,40 @@ mod tests {
         let vllm = r#"{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens","type":"BadRequestError","param":null,"code":400}"#;
         assert!(matches!(
             classify_http(400, None, vllm),
-            ProviderError::ContextOverflow {
-                limit: Some(Tokens(8192)),
-                ..
-            }
+            ProviderError::ContextOverflow { limit: Some(Tokens(8192)), .. }
         ));
         assert_eq!(
             classify_http(404, None, r#"{"detail":"Not Found"}"#),
-            ProviderError::Rejected {
-                status: 404,
-                message: "Not Found".into()
-            }
+            ProviderError::Rejected { status: 404, message: "Not Found".into() }
         );
         assert_eq!(
             classify_http(500, None, r#"{"error":"model crashed"}"#),
-            ProviderError::Server {
-                status: 500,
-                message: "model crashed".into()
-            }
+            ProviderError::Server { status: 500, message: "model crashed".into() }
         );
         assert_eq!(
             classify_http(502, None, "<html>Bad Gateway</html>"),
-            ProviderError::Server {
-                status: 502,
-                message: "<html>Bad Gateway</html>".into()
-            }
+            ProviderError::Server { status: 502, message: "<html>Bad Gateway</html>".into() }
         );
         assert_eq!(
             classify_http(503, None, ""),
-            ProviderError::Server {
-                status: 503,
-                message: "HTTP 503 with an empty body".into()
-            }
+            ProviderError::Server { status: 503, message: "HTTP 503 with an empty body".into() }
         );
         let unauthorized = r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#;
         assert_eq!(
             classify_http(401, None, unauthorized),
-            ProviderError::Rejected {
-                status: 401,
-                message: "Incorrect API key provided".into()
-            }
+            ProviderError::Rejected { status: 401, message: "Incorrect API key provided".into() }
         );
         let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210034 tokens > 200000 maximum"}}"#;
         assert!(matches!(
             classify_http(400, None, anthropic),
-            ProviderError::ContextOverflow {
-                limit: Some(Tokens(200000)),
-                ..
-            }
+            ProviderError::ContextOverflow { limit: Some(Tokens(200000)), .. }
         ));
         // "too long" about something else is not an overflow.
         let name = r#"{"error":{"message":"Invalid 'tools[0].function.name': string too long. Expected a string with maximum length 64","code":"string_above_max_length"}}"#;
-        assert!(matches!(
-            classify_http(400, None, name),
-            ProviderError::Rejected { status: 400, .. }
-        ));
+        assert!(matches!(classify_http(400, None, name), ProviderError::Rejected { status: 400, .. }));
         // A 413 without any JSON.
         assert!(matches!(
-            classify_http(
-                413,
-                None,
-                "request body too long: prompt exceeds token limit"
-            ),
+            classify_http(413, None, "request body too long: prompt exceeds token limit"),
             ProviderError::ContextOverflow { limit: None, .. }
         ));
     }
@@ -1023,10 +834,7 @@ mod tests {
     fn rate_limits_keep_retry_after_and_truncate() {
         let long = "x".repeat(5000);
         match classify_http(429, Some(Duration::from_secs(3)), &long) {
-            ProviderError::RateLimited {
-                retry_after,
-                message,
-            } => {
+            ProviderError::RateLimited { retry_after, message } => {
                 assert_eq!(retry_after, Some(Duration::from_secs(3)));
                 assert_eq!(message.chars().count(), MAX_ERROR_CHARS + 1);
             }
@@ -1034,10 +842,7 @@ mod tests {
         }
         assert!(matches!(
             classify_http(529, None, "overloaded"),
-            ProviderError::RateLimited {
-                retry_after: None,
-                ..
-            }
+            ProviderError::RateLimited { retry_after: None, .. }
         ));
         assert_eq!(truncate_chars("héllo", 2), "hé…");
     }
@@ -1052,38 +857,25 @@ mod tests {
             classify_stream_error(&json!({"message": "boom", "code": 503})),
             ProviderError::Server { status: 503, .. }
         ));
-        assert!(matches!(
-            classify_stream_error(&json!("boom")),
-            ProviderError::Server { status: 500, .. }
-        ));
+        assert!(matches!(classify_stream_error(&json!("boom")), ProviderError::Server { status: 500, .. }));
     }
 
     #[test]
     fn window_probes_read_every_shape() {
         let vllm = json!({"object": "list", "data": [{"id": "qwen", "max_model_len": 32768}]});
         assert_eq!(window_from_models(&vllm, "qwen"), Some(Tokens(32768)));
-        assert_eq!(
-            window_from_models(&vllm, "other"),
-            Some(Tokens(32768)),
-            "the only entry"
-        );
-        let many = json!({"data": [{"id": "a", "context_length": 8192}, {"id": "b", "context_window": 4096}]});
+        assert_eq!(window_from_models(&vllm, "other"), Some(Tokens(32768)), "the only entry");
+        let many =
+            json!({"data": [{"id": "a", "context_length": 8192}, {"id": "b", "context_window": 4096}]});
         assert_eq!(window_from_models(&many, "b"), Some(Tokens(4096)));
         assert_eq!(window_from_models(&many, "c"), None);
         let llama = json!({"data": [{"id": "m.gguf", "meta": {"n_ctx_train": 131072}}]});
-        assert_eq!(
-            window_from_models(&llama, "m.gguf"),
-            None,
-            "the training context is not the window"
-        );
+        assert_eq!(window_from_models(&llama, "m.gguf"), None, "the training context is not the window");
         assert_eq!(
             window_from_props(&json!({"default_generation_settings": {"n_ctx": 4096}})),
             Some(Tokens(4096))
         );
-        assert_eq!(
-            window_from_props(&json!({"n_ctx": 2048})),
-            Some(Tokens(2048))
-        );
+        assert_eq!(window_from_props(&json!({"n_ctx": 2048})), Some(Tokens(2048)));
         assert_eq!(window_from_props(&json!({"n_ctx": 0})), None);
         let ollama = json!({
             "parameters": "stop \"<|im_end|>\"\nnum_ctx                        16384",

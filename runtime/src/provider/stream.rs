@@ -33,16 +33,10 @@ where
                     tracing::warn!(error = %message, "stream cut after its finish reason; keeping the answer");
                     break;
                 }
-                return Err(anomaly(
-                    AnomalyKind::Cut,
-                    format!("the stream broke off: {message}"),
-                ));
+                return Err(anomaly(AnomalyKind::Cut, format!("the stream broke off: {message}")));
             }
             Err(EventStreamError::Utf8(e)) => {
-                return Err(anomaly(
-                    AnomalyKind::Parse,
-                    format!("the stream is not valid UTF-8: {e}"),
-                ));
+                return Err(anomaly(AnomalyKind::Parse, format!("the stream is not valid UTF-8: {e}")));
             }
             Err(EventStreamError::Parser(e)) => {
                 return Err(anomaly(
@@ -60,10 +54,7 @@ pub(crate) fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> 
     let value: Value = serde_json::from_str(body).map_err(|e| {
         anomaly(
             AnomalyKind::Parse,
-            format!(
-                "the response is not valid JSON ({e}): {}",
-                truncate_chars(body, 200)
-            ),
+            format!("the response is not valid JSON ({e}): {}", truncate_chars(body, 200)),
         )
     })?;
     let mut asm = Assembler::default();
@@ -115,10 +106,7 @@ impl Assembler {
         let value: Value = serde_json::from_str(data).map_err(|e| {
             anomaly(
                 AnomalyKind::Parse,
-                format!(
-                    "a stream chunk is not valid JSON ({e}): {}",
-                    truncate_chars(data, 200)
-                ),
+                format!("a stream chunk is not valid JSON ({e}): {}", truncate_chars(data, 200)),
             )
         })?;
         self.push_chunk(&value, false)?;
@@ -145,11 +133,7 @@ impl Assembler {
             if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
                 continue;
             }
-            let delta = if whole {
-                choice.get("message")
-            } else {
-                choice.get("delta")
-            };
+            let delta = if whole { choice.get("message") } else { choice.get("delta") };
             if let Some(delta) = delta {
                 self.push_delta(delta, whole);
             }
@@ -183,10 +167,7 @@ impl Assembler {
     }
 
     fn push_tool_call(&mut self, call: &Value, position: Option<u64>) {
-        let id = call
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty());
+        let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
         let index = match call.get("index").and_then(Value::as_u64).or(position) {
             Some(index) => index,
             // No index: a new call when it brings an id we have not seen, else the current one.
@@ -194,12 +175,9 @@ impl Assembler {
                 (Some(id), _) if !self.tool_calls.values().any(|c| c.id == id) => {
                     self.tool_calls.keys().next_back().map_or(0, |k| k + 1)
                 }
-                (Some(id), _) => *self
-                    .tool_calls
-                    .iter()
-                    .find(|(_, c)| c.id == id)
-                    .map(|(k, _)| k)
-                    .unwrap_or(&0),
+                (Some(id), _) => {
+                    *self.tool_calls.iter().find(|(_, c)| c.id == id).map(|(k, _)| k).unwrap_or(&0)
+                }
                 (None, Some(last)) => last,
                 (None, None) => 0,
             },
@@ -260,32 +238,16 @@ impl Assembler {
         }
         let mut parts = Vec::with_capacity(2 + self.tool_calls.len());
         if !self.reasoning.is_empty() {
-            parts.push(Part::Thinking {
-                text: self.reasoning,
-                signature: None,
-                redacted: false,
-            });
+            parts.push(Part::Thinking { text: self.reasoning, signature: None, redacted: false });
         }
         if !self.content.is_empty() {
             parts.push(Part::Text { text: self.content });
         }
         for (index, call) in self.tool_calls {
-            let id = if call.id.is_empty() {
-                format!("call_{index}")
-            } else {
-                call.id
-            };
-            parts.push(Part::ToolCall {
-                id,
-                name: call.name,
-                arguments: call.arguments,
-            });
+            let id = if call.id.is_empty() { format!("call_{index}") } else { call.id };
+            parts.push(Part::ToolCall { id, name: call.name, arguments: call.arguments });
         }
-        Ok(ChatResponse {
-            message: Message::new(Role::Assistant, parts),
-            finish_reason,
-            usage: self.usage,
-        })
+        Ok(ChatResponse { message: Message::new(Role::Assistant, parts), finish_reason, usage: self.usage })
     }
 }
 
@@ -294,10 +256,7 @@ impl Assembler {
 fn parse_usage(usage: &Value) -> Option<Usage> {
     let prompt_tokens = usage.get("prompt_tokens")?.as_u64()?;
     let completion_tokens = usage.get("completion_tokens")?.as_u64()?;
-    Some(Usage {
-        prompt_tokens,
-        completion_tokens,
-    })
+    Some(Usage { prompt_tokens, completion_tokens })
 }
 
 #[cfg(test)]
@@ -309,19 +268,11 @@ mod tests {
     type Chunk = Result<Vec<u8>, std::io::Error>;
 
     fn chunks(parts: &[&str]) -> impl Stream<Item = Chunk> {
-        stream::iter(
-            parts
-                .iter()
-                .map(|p| Ok(p.as_bytes().to_vec()))
-                .collect::<Vec<_>>(),
-        )
+        stream::iter(parts.iter().map(|p| Ok(p.as_bytes().to_vec())).collect::<Vec<_>>())
     }
 
     fn reset() -> std::io::Error {
-        std::io::Error::new(
-            std::io::ErrorKind::ConnectionReset,
-            "connection reset by peer",
-        )
+        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer")
     }
 
     fn data(json: &str) -> String {
@@ -387,11 +338,7 @@ mod tests {
         assert_eq!(
             r.message.parts,
             vec![
-                Part::Thinking {
-                    text: "think more".into(),
-                    signature: None,
-                    redacted: false
-                },
+                Part::Thinking { text: "think more".into(), signature: None, redacted: false },
                 Part::Text { text: "ok".into() },
                 Part::ToolCall {
                     id: "a".into(),
@@ -406,13 +353,7 @@ mod tests {
             ]
         );
         assert_eq!(r.finish_reason, "tool_calls");
-        assert_eq!(
-            r.usage,
-            Some(Usage {
-                prompt_tokens: 120,
-                completion_tokens: 30
-            })
-        );
+        assert_eq!(r.usage, Some(Usage { prompt_tokens: 120, completion_tokens: 30 }));
     }
 
     #[tokio::test]
@@ -463,13 +404,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(r.finish_reason, "length");
-        assert_eq!(
-            r.usage,
-            Some(Usage {
-                prompt_tokens: 5,
-                completion_tokens: 1
-            })
-        );
+        assert_eq!(r.usage, Some(Usage { prompt_tokens: 5, completion_tokens: 1 }));
     }
 
     #[tokio::test]
@@ -487,10 +422,7 @@ mod tests {
     #[tokio::test]
     async fn missing_finish_reason_is_an_anomaly() {
         let only_text = data(r#"{"choices":[{"index":0,"delta":{"content":"partial"}}]}"#);
-        assert_eq!(
-            kind(run(&[&only_text, "data: [DONE]\n\n"]).await),
-            AnomalyKind::NoFinishReason
-        );
+        assert_eq!(kind(run(&[&only_text, "data: [DONE]\n\n"]).await), AnomalyKind::NoFinishReason);
         assert_eq!(kind(run(&[&only_text]).await), AnomalyKind::NoFinishReason);
     }
 
@@ -498,12 +430,8 @@ mod tests {
     async fn nothing_at_all_is_empty() {
         assert_eq!(kind(run(&[]).await), AnomalyKind::Empty);
         assert_eq!(kind(run(&["data: [DONE]\n\n"]).await), AnomalyKind::Empty);
-        let role_only =
-            data(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#);
-        assert_eq!(
-            kind(run(&[&role_only, "data: [DONE]\n\n"]).await),
-            AnomalyKind::Empty
-        );
+        let role_only = data(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#);
+        assert_eq!(kind(run(&[&role_only, "data: [DONE]\n\n"]).await), AnomalyKind::Empty);
     }
 
     #[tokio::test]
@@ -529,16 +457,11 @@ mod tests {
 
     #[tokio::test]
     async fn transport_error_mid_stream_is_cut() {
-        let pieces: Vec<Chunk> = vec![
-            Ok(data(r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#).into_bytes()),
-            Err(reset()),
-        ];
+        let pieces: Vec<Chunk> =
+            vec![Ok(data(r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#).into_bytes()), Err(reset())];
         let r = assemble(stream::iter(pieces)).await;
         match r {
-            Err(ProviderError::StreamAnomaly {
-                kind: AnomalyKind::Cut,
-                message,
-            }) => {
+            Err(ProviderError::StreamAnomaly { kind: AnomalyKind::Cut, message }) => {
                 assert!(message.contains("connection reset"), "{message}")
             }
             other => panic!("{other:?}"),
@@ -548,10 +471,8 @@ mod tests {
     #[tokio::test]
     async fn transport_error_after_finish_keeps_the_answer() {
         let pieces: Vec<Chunk> = vec![
-            Ok(
-                data(r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}"#)
-                    .into_bytes(),
-            ),
+            Ok(data(r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}"#)
+                .into_bytes()),
             Err(reset()),
         ];
         let r = assemble(stream::iter(pieces)).await.unwrap();
@@ -569,13 +490,9 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let other =
-            data(r#"{"error":{"message":"CUDA out of memory","type":"InternalServerError"}}"#);
+        let other = data(r#"{"error":{"message":"CUDA out of memory","type":"InternalServerError"}}"#);
         match run(&[&other]).await {
-            Err(ProviderError::Server {
-                status: 500,
-                message,
-            }) => assert_eq!(message, "CUDA out of memory"),
+            Err(ProviderError::Server { status: 500, message }) => assert_eq!(message, "CUDA out of memory"),
             other => panic!("{other:?}"),
         }
     }
@@ -596,17 +513,8 @@ mod tests {
         let body = r#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"done","reasoning_content":"r","tool_calls":[{"id":"t1","type":"function","function":{"name":"finish","arguments":"{\"summary\":\"s\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}"#;
         let r = from_json_body(body).unwrap();
         assert_eq!(r.message.parts.len(), 3);
-        assert_eq!(
-            r.message.tool_calls().next(),
-            Some(("t1", "finish", r#"{"summary":"s"}"#))
-        );
-        assert_eq!(
-            r.usage,
-            Some(Usage {
-                prompt_tokens: 9,
-                completion_tokens: 4
-            })
-        );
+        assert_eq!(r.message.tool_calls().next(), Some(("t1", "finish", r#"{"summary":"s"}"#)));
+        assert_eq!(r.usage, Some(Usage { prompt_tokens: 9, completion_tokens: 4 }));
         assert_eq!(kind(from_json_body("<html>")), AnomalyKind::Parse);
     }
 }

@@ -27,16 +27,9 @@ pub struct TestDaemon {
 impl TestDaemon {
     /// A home holding `config` as its `agentd.toml`, with no daemon yet.
     pub fn prepare(bin: &Path, config: &str) -> TestDaemon {
-        let home = tempfile::Builder::new()
-            .prefix("agentd-home")
-            .tempdir()
-            .expect("a temp home");
+        let home = tempfile::Builder::new().prefix("agentd-home").tempdir().expect("a temp home");
         std::fs::write(home.path().join("agentd.toml"), config).expect("write the config");
-        TestDaemon {
-            bin: bin.to_path_buf(),
-            home,
-            child: None,
-        }
+        TestDaemon { bin: bin.to_path_buf(), home, child: None }
     }
 
     /// Prepares a home and starts `agentd serve` in it, waiting until the socket answers.
@@ -86,19 +79,12 @@ impl TestDaemon {
                     return;
                 }
             }
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("agentd serve exited with {status}: {}", self.serve_log());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!(
-            "agentd serve did not answer within 30s: {}",
-            self.serve_log()
-        );
+        panic!("agentd serve did not answer within 30s: {}", self.serve_log());
     }
 
     pub fn serve_log(&self) -> String {
@@ -137,10 +123,7 @@ impl TestDaemon {
     pub fn submit(&self, objective: &str, workspace: &Path) -> String {
         let r = self
             .client()
-            .call(
-                "task.submit",
-                json!({"objective": objective, "workspace": workspace}),
-            )
+            .call("task.submit", json!({"objective": objective, "workspace": workspace}))
             .expect("task.submit");
         r["task_id"].as_str().expect("a task id").to_string()
     }
@@ -149,8 +132,7 @@ impl TestDaemon {
     pub fn events_until_end(&self, task_id: &str, timeout: Duration) -> Vec<Value> {
         let mut c = self.client();
         c.set_timeout(Some(timeout));
-        c.call("task.subscribe", json!({"task_id": task_id}))
-            .expect("subscribe");
+        c.call("task.subscribe", json!({"task_id": task_id})).expect("subscribe");
         let mut events = Vec::new();
         loop {
             match c.next_notification() {
@@ -160,20 +142,12 @@ impl TestDaemon {
                     events.push(e);
                     if kind == "task_interrupted" {
                         // Resumed since? Then the stream goes on.
-                        let status = c
-                            .call("task.status", json!({"task_id": task_id}))
-                            .expect("status");
-                        if !matches!(
-                            status["state"].as_str(),
-                            Some("queued" | "running" | "waiting_retry")
-                        ) {
+                        let status = c.call("task.status", json!({"task_id": task_id})).expect("status");
+                        if !matches!(status["state"].as_str(), Some("queued" | "running" | "waiting_retry")) {
                             return events;
                         }
                     }
-                    if matches!(
-                        kind.as_str(),
-                        "task_finished" | "task_failed" | "task_cancelled"
-                    ) {
+                    if matches!(kind.as_str(), "task_finished" | "task_failed" | "task_cancelled") {
                         return events;
                     }
                 }
@@ -189,10 +163,7 @@ impl TestDaemon {
         let deadline = Instant::now() + timeout;
         let mut last = Value::Null;
         while Instant::now() < deadline {
-            last = self
-                .client()
-                .call("task.status", json!({"task_id": task_id}))
-                .expect("status");
+            last = self.client().call("task.status", json!({"task_id": task_id})).expect("status");
             if last["state"] == state {
                 return last;
             }
@@ -236,12 +207,7 @@ impl RpcClient {
     pub fn connect(socket: &Path) -> std::io::Result<RpcClient> {
         let s = UnixStream::connect(socket)?;
         s.set_read_timeout(Some(Duration::from_secs(60)))?;
-        Ok(RpcClient {
-            reader: BufReader::new(s.try_clone()?),
-            writer: s,
-            next_id: 1,
-            pending: Vec::new(),
-        })
+        Ok(RpcClient { reader: BufReader::new(s.try_clone()?), writer: s, next_id: 1, pending: Vec::new() })
     }
 
     pub fn set_timeout(&mut self, t: Option<Duration>) {
@@ -257,13 +223,9 @@ impl RpcClient {
     pub fn read_value(&mut self) -> std::io::Result<Value> {
         let mut line = String::new();
         if self.reader.read_line(&mut line)? == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "connection closed",
-            ));
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
         }
-        serde_json::from_str(&line)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     }
 
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value, RpcError> {
@@ -272,10 +234,7 @@ impl RpcClient {
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_raw(format!("{line}\n").as_bytes());
         loop {
-            let v = self.read_value().map_err(|e| RpcError {
-                code: 0,
-                message: e.to_string(),
-            })?;
+            let v = self.read_value().map_err(|e| RpcError { code: 0, message: e.to_string() })?;
             if v.get("id") == Some(&json!(id)) {
                 if let Some(e) = v.get("error") {
                     return Err(RpcError {

@@ -55,10 +55,7 @@ impl Conn {
     pub fn new(stream: TcpStream) -> Self {
         // Send each SSE event as soon as it is written.
         let _ = stream.set_nodelay(true);
-        Conn {
-            stream,
-            buf: Vec::with_capacity(8 * 1024),
-        }
+        Conn { stream, buf: Vec::with_capacity(8 * 1024) }
     }
 
     /// Reads more bytes into the buffer; `Ok(0)` means EOF.
@@ -78,11 +75,7 @@ impl Conn {
         // Head.
         let (head_len, consumed) = loop {
             // RFC 9112 §2.2: ignore empty lines before the request line.
-            let leading = self
-                .buf
-                .iter()
-                .take_while(|b| **b == b'\r' || **b == b'\n')
-                .count();
+            let leading = self.buf.iter().take_while(|b| **b == b'\r' || **b == b'\n').count();
             if leading > 0 {
                 self.buf.drain(..leading);
             }
@@ -121,11 +114,7 @@ impl Conn {
                 }
             }
         };
-        let content_length = if chunked {
-            None
-        } else {
-            parse_content_length(&headers)?
-        };
+        let content_length = if chunked { None } else { parse_content_length(&headers)? };
         if let Some(len) = content_length {
             if len > MAX_BODY as u64 {
                 return Err(ReadError::TooLarge {
@@ -136,28 +125,19 @@ impl Conn {
         }
 
         let expects_body = chunked || content_length.unwrap_or(0) > 0;
-        let expect_continue = headers
-            .iter()
-            .any(|(k, v)| k == "expect" && v.eq_ignore_ascii_case("100-continue"));
+        let expect_continue =
+            headers.iter().any(|(k, v)| k == "expect" && v.eq_ignore_ascii_case("100-continue"));
         if expects_body && expect_continue && self.buf.is_empty() {
-            self.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .await
-                .map_err(|_| ReadError::Closed)?;
+            self.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.map_err(|_| ReadError::Closed)?;
         }
 
         let body = if chunked {
             self.read_chunked_body().await?
         } else {
-            self.take_exact(content_length.unwrap_or(0) as usize)
-                .await?
+            self.take_exact(content_length.unwrap_or(0) as usize).await?
         };
 
-        Ok(Request {
-            method,
-            target,
-            headers,
-            body,
-        })
+        Ok(Request { method, target, headers, body })
     }
 
     async fn take_exact(&mut self, n: usize) -> Result<Vec<u8>, ReadError> {
@@ -176,8 +156,8 @@ impl Conn {
                     return Err(malformed("chunked body line too long"));
                 }
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
-                let line = String::from_utf8(line)
-                    .map_err(|_| malformed("chunked body line is not UTF-8"))?;
+                let line =
+                    String::from_utf8(line).map_err(|_| malformed("chunked body line is not UTF-8"))?;
                 return Ok(line.trim_end_matches(['\r', '\n']).to_string());
             }
             if self.buf.len() > MAX_LINE {
@@ -249,8 +229,7 @@ impl Conn {
         body: &serde_json::Value,
     ) -> std::io::Result<()> {
         let body = serde_json::to_vec(body).unwrap_or_default();
-        self.send_response(status, "application/json", extra_headers, &body)
-            .await
+        self.send_response(status, "application/json", extra_headers, &body).await
     }
 
     /// Writes a response head announcing a chunked body.
@@ -348,8 +327,7 @@ fn parse_head(head: &str) -> Result<Head, ReadError> {
     if *version != "HTTP/1.1" && *version != "HTTP/1.0" {
         return Err(malformed(format!("unsupported HTTP version: {version:?}")));
     }
-    let target =
-        origin_form(target).ok_or_else(|| malformed(format!("bad request target: {target:?}")))?;
+    let target = origin_form(target).ok_or_else(|| malformed(format!("bad request target: {target:?}")))?;
 
     let mut headers = Vec::new();
     for line in lines {
@@ -379,9 +357,7 @@ fn origin_form(target: &str) -> Option<String> {
     if target == "*" {
         return Some(target.to_string());
     }
-    let rest = target
-        .strip_prefix("http://")
-        .or_else(|| target.strip_prefix("https://"))?;
+    let rest = target.strip_prefix("http://").or_else(|| target.strip_prefix("https://"))?;
     match rest.find(['/', '?']) {
         Some(i) if rest[i..].starts_with('/') => Some(rest[i..].to_string()),
         Some(i) => Some(format!("/{}", &rest[i..])),
@@ -395,11 +371,7 @@ fn is_token_byte(b: u8) -> bool {
 
 /// All values of a header joined with ", " (None when absent).
 fn header_values(headers: &[(String, String)], name: &str) -> Option<String> {
-    let values: Vec<&str> = headers
-        .iter()
-        .filter(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-        .collect();
+    let values: Vec<&str> = headers.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect();
     (!values.is_empty()).then(|| values.join(", "))
 }
 
@@ -411,9 +383,7 @@ fn parse_content_length(headers: &[(String, String)]) -> Result<Option<u64>, Rea
             if piece.is_empty() || !piece.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(malformed(format!("bad content-length: {value:?}")));
             }
-            let len: u64 = piece
-                .parse()
-                .map_err(|_| malformed(format!("bad content-length: {value:?}")))?;
+            let len: u64 = piece.parse().map_err(|_| malformed(format!("bad content-length: {value:?}")))?;
             match found {
                 Some(prev) if prev != len => {
                     return Err(malformed("conflicting content-length headers"));
@@ -463,14 +433,10 @@ mod tests {
 
     #[test]
     fn parses_head() {
-        let (m, t, h) =
-            parse_head("POST http://x:1/v1/models?a=1 HTTP/1.1\r\nX-Thing:  v \r\nB:c").unwrap();
+        let (m, t, h) = parse_head("POST http://x:1/v1/models?a=1 HTTP/1.1\r\nX-Thing:  v \r\nB:c").unwrap();
         assert_eq!(m, "POST");
         assert_eq!(t, "/v1/models?a=1");
-        assert_eq!(
-            h,
-            vec![("x-thing".into(), "v".into()), ("b".into(), "c".into())]
-        );
+        assert_eq!(h, vec![("x-thing".into(), "v".into()), ("b".into(), "c".into())]);
     }
 
     #[test]
@@ -485,10 +451,7 @@ mod tests {
             "GET / HTTP/1.1\r\nbad name: v",
             "GET / HTTP/1.1\r\nA: b\r\n folded",
         ] {
-            assert!(
-                matches!(parse_head(head), Err(ReadError::Malformed(_))),
-                "{head:?}"
-            );
+            assert!(matches!(parse_head(head), Err(ReadError::Malformed(_))), "{head:?}");
         }
     }
 

@@ -70,29 +70,17 @@ static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
 /// A successful streamed reply with the finish reason inferred
 /// (`"tool_calls"` if any tool call, else `"stop"`) and no usage.
 pub fn sse(chunks: Vec<Chunk>) -> Step {
-    Step::Respond(Reply {
-        chunks,
-        finish_reason: None,
-        usage: None,
-    })
+    Step::Respond(Reply { chunks, finish_reason: None, usage: None })
 }
 
 /// Like [`sse`], plus a usage chunk with these token counts.
 pub fn sse_with_usage(chunks: Vec<Chunk>, prompt: u64, completion: u64) -> Step {
-    Step::Respond(Reply {
-        chunks,
-        finish_reason: None,
-        usage: Some((prompt, completion)),
-    })
+    Step::Respond(Reply { chunks, finish_reason: None, usage: Some((prompt, completion)) })
 }
 
 /// A successful reply with an explicit finish reason (e.g. `"length"`).
 pub fn sse_with_finish(chunks: Vec<Chunk>, finish_reason: &str) -> Step {
-    Step::Respond(Reply {
-        chunks,
-        finish_reason: Some(finish_reason.to_string()),
-        usage: None,
-    })
+    Step::Respond(Reply { chunks, finish_reason: Some(finish_reason.to_string()), usage: None })
 }
 
 /// Visible assistant text.
@@ -114,22 +102,14 @@ pub fn tool_call(name: &str, args: Value) -> Chunk {
 
 /// A tool call with an explicit id.
 pub fn tool_call_with_id(id: &str, name: &str, args: Value) -> Chunk {
-    Chunk::ToolCall {
-        id: id.to_string(),
-        name: name.to_string(),
-        arguments: args.to_string(),
-    }
+    Chunk::ToolCall { id: id.to_string(), name: name.to_string(), arguments: args.to_string() }
 }
 
 /// A tool call whose arguments text is sent verbatim (e.g. malformed JSON
 /// to exercise argument repair); fresh unique id.
 pub fn tool_call_raw(name: &str, raw_arguments: &str) -> Chunk {
     let n = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
-    Chunk::ToolCall {
-        id: format!("call_{n}"),
-        name: name.to_string(),
-        arguments: raw_arguments.to_string(),
-    }
+    Chunk::ToolCall { id: format!("call_{n}"), name: name.to_string(), arguments: raw_arguments.to_string() }
 }
 
 /// `tool_call("finish", {"summary": summary})`.
@@ -144,17 +124,12 @@ pub fn delegate(to: &str, objective: &str) -> Chunk {
 
 /// HTTP 429, with `Retry-After` when given.
 pub fn rate_limited(retry_after: Option<&str>) -> Step {
-    Step::Fault(Fault::RateLimited {
-        retry_after: retry_after.map(str::to_string),
-    })
+    Step::Fault(Fault::RateLimited { retry_after: retry_after.map(str::to_string) })
 }
 
 /// An HTTP error status with an OpenAI error body.
 pub fn server_error(status: u16, msg: &str) -> Step {
-    Step::Fault(Fault::ServerError {
-        status,
-        message: msg.to_string(),
-    })
+    Step::Fault(Fault::ServerError { status, message: msg.to_string() })
 }
 
 /// A 200 SSE stream that breaks off after these chunks.

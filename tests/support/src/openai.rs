@@ -38,31 +38,19 @@ pub(crate) fn split_arguments(arguments: &str) -> Vec<String> {
     let chars: Vec<char> = arguments.chars().collect();
     let n = chars.len();
     let parts = n.clamp(2, 3);
-    (0..parts)
-        .map(|i| chars[n * i / parts..n * (i + 1) / parts].iter().collect())
-        .collect()
+    (0..parts).map(|i| chars[n * i / parts..n * (i + 1) / parts].iter().collect()).collect()
 }
 
 /// The content deltas of a stream: an initial `role` delta, then one delta
 /// per text/reasoning chunk and 1 + ≥2 deltas per tool call. No finish.
 pub(crate) fn delta_chunks(frame: &Frame<'_>, chunks: &[Chunk]) -> Vec<Value> {
-    let mut out = vec![chunk(
-        frame,
-        json!({"role": "assistant", "content": ""}),
-        None,
-    )];
+    let mut out = vec![chunk(frame, json!({"role": "assistant", "content": ""}), None)];
     let mut tool_index = 0usize;
     for c in chunks {
         match c {
             Chunk::Text(text) => out.push(chunk(frame, json!({ "content": text }), None)),
-            Chunk::Reasoning(text) => {
-                out.push(chunk(frame, json!({ "reasoning_content": text }), None))
-            }
-            Chunk::ToolCall {
-                id,
-                name,
-                arguments,
-            } => {
+            Chunk::Reasoning(text) => out.push(chunk(frame, json!({ "reasoning_content": text }), None)),
+            Chunk::ToolCall { id, name, arguments } => {
                 out.push(chunk(
                     frame,
                     json!({ "tool_calls": [{
@@ -101,10 +89,7 @@ fn usage(prompt: u64, completion: u64) -> Value {
 /// The full SSE body of a successful reply, as separate events (the last
 /// one is `[DONE]`).
 pub(crate) fn stream_events(frame: &Frame<'_>, reply: &Reply) -> Vec<String> {
-    let mut events: Vec<String> = delta_chunks(frame, &reply.chunks)
-        .iter()
-        .map(sse_event)
-        .collect();
+    let mut events: Vec<String> = delta_chunks(frame, &reply.chunks).iter().map(sse_event).collect();
     let finish = reply.effective_finish_reason();
     events.push(sse_event(&chunk(frame, json!({}), Some(&finish))));
     if let Some((prompt, completion)) = reply.usage {
@@ -135,11 +120,7 @@ fn message(chunks: &[Chunk]) -> Value {
         match c {
             Chunk::Text(t) => content.get_or_insert_with(String::new).push_str(t),
             Chunk::Reasoning(t) => reasoning.get_or_insert_with(String::new).push_str(t),
-            Chunk::ToolCall {
-                id,
-                name,
-                arguments,
-            } => tool_calls.push(json!({
+            Chunk::ToolCall { id, name, arguments } => tool_calls.push(json!({
                 "id": id,
                 "type": "function",
                 "function": { "name": name, "arguments": arguments },
@@ -199,12 +180,7 @@ pub(crate) fn error(message: &str, kind: &str, param: Option<&str>, code: Option
 }
 
 pub(crate) fn script_exhausted() -> Value {
-    error(
-        "scripted server: script exhausted",
-        "server_error",
-        None,
-        None,
-    )
+    error("scripted server: script exhausted", "server_error", None, None)
 }
 
 pub(crate) fn rate_limited(model: &str, retry_after: Option<&str>) -> Value {
@@ -225,11 +201,7 @@ pub(crate) fn rate_limited(model: &str, retry_after: Option<&str>) -> Value {
 }
 
 pub(crate) fn server_error(status: u16, message: &str) -> Value {
-    let kind = if status >= 500 {
-        "server_error"
-    } else {
-        "invalid_request_error"
-    };
+    let kind = if status >= 500 { "server_error" } else { "invalid_request_error" };
     error(message, kind, None, None)
 }
 
@@ -269,12 +241,7 @@ pub(crate) fn bad_request(message: &str) -> Value {
 }
 
 pub(crate) fn not_found(method: &str, path: &str) -> Value {
-    error(
-        &format!("Invalid URL ({method} {path})"),
-        "invalid_request_error",
-        None,
-        Some("unknown_url"),
-    )
+    error(&format!("Invalid URL ({method} {path})"), "invalid_request_error", None, Some("unknown_url"))
 }
 
 pub(crate) fn method_not_allowed(method: &str, path: &str) -> Value {
@@ -318,36 +285,20 @@ mod tests {
     fn context_length_split_uses_max_tokens() {
         let body = context_length_exceeded(100, 150, &json!({"max_tokens": 30}));
         let msg = body["error"]["message"].as_str().unwrap();
-        assert!(
-            msg.contains("(120 in the messages, 30 in the completion)"),
-            "{msg}"
-        );
+        assert!(msg.contains("(120 in the messages, 30 in the completion)"), "{msg}");
         let body = context_length_exceeded(100, 10, &json!({"max_tokens": 30}));
         let msg = body["error"]["message"].as_str().unwrap();
-        assert!(
-            msg.contains("(0 in the messages, 10 in the completion)"),
-            "{msg}"
-        );
+        assert!(msg.contains("(0 in the messages, 10 in the completion)"), "{msg}");
     }
 
     #[test]
     fn non_stream_message_assembly() {
         let reply = Reply {
-            chunks: vec![
-                Chunk::Reasoning("think".into()),
-                Chunk::Text("a".into()),
-                Chunk::Text("b".into()),
-            ],
+            chunks: vec![Chunk::Reasoning("think".into()), Chunk::Text("a".into()), Chunk::Text("b".into())],
             finish_reason: None,
             usage: None,
         };
-        let body = completion(
-            &Frame {
-                id: "x",
-                model: "m",
-            },
-            &reply,
-        );
+        let body = completion(&Frame { id: "x", model: "m" }, &reply);
         let msg = &body["choices"][0]["message"];
         assert_eq!(msg["content"], "ab");
         assert_eq!(msg["reasoning_content"], "think");

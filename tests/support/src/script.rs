@@ -45,11 +45,7 @@ impl Reply {
         if let Some(reason) = &self.finish_reason {
             return reason.clone();
         }
-        if self
-            .chunks
-            .iter()
-            .any(|c| matches!(c, Chunk::ToolCall { .. }))
-        {
+        if self.chunks.iter().any(|c| matches!(c, Chunk::ToolCall { .. })) {
             "tool_calls".to_string()
         } else {
             "stop".to_string()
@@ -66,11 +62,7 @@ pub enum Chunk {
     Reasoning(String),
     /// A function tool call. `arguments` is the raw JSON text sent on the
     /// wire (split across several deltas when streamed).
-    ToolCall {
-        id: String,
-        name: String,
-        arguments: String,
-    },
+    ToolCall { id: String, name: String, arguments: String },
 }
 
 /// Failure modes the server can simulate.
@@ -110,10 +102,7 @@ pub struct RecordedRequest {
 impl RecordedRequest {
     /// The first header with that name (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     /// The path without its query string.
@@ -161,10 +150,7 @@ impl State {
     pub fn new(config: Config, script: Vec<Step>) -> Self {
         State {
             config,
-            inner: Mutex::new(Inner {
-                queue: script.into(),
-                requests: Vec::new(),
-            }),
+            inner: Mutex::new(Inner { queue: script.into(), requests: Vec::new() }),
             completions: AtomicU64::new(0),
             active: AtomicUsize::new(0),
         }
@@ -205,10 +191,7 @@ impl State {
 
     /// A fresh completion id: `chatcmpl-1`, `chatcmpl-2`, ...
     pub fn next_completion_id(&self) -> String {
-        format!(
-            "chatcmpl-{}",
-            self.completions.fetch_add(1, Ordering::Relaxed) + 1
-        )
+        format!("chatcmpl-{}", self.completions.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     pub fn active_connections(&self) -> usize {

@@ -75,12 +75,7 @@ impl ScriptedServer {
 
     /// Bodies of the `POST /v1/chat/completions` requests, in order.
     pub fn chat_requests(&self) -> Vec<Value> {
-        self.state
-            .requests()
-            .into_iter()
-            .filter(RecordedRequest::is_chat)
-            .map(|r| r.body)
-            .collect()
+        self.state.requests().into_iter().filter(RecordedRequest::is_chat).map(|r| r.body).collect()
     }
 
     /// Scripted steps not yet consumed.
@@ -194,15 +189,10 @@ impl ServerBuilder {
     /// Binds `127.0.0.1:0` and spawns the accept loop on the current tokio
     /// runtime.
     pub async fn start(self) -> ScriptedServer {
-        let listener = TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("scripted server: bind 127.0.0.1:0");
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("scripted server: bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("scripted server: local_addr");
-        let config = Config {
-            model: self.model,
-            max_model_len: self.max_model_len,
-            responder: self.responder,
-        };
+        let config =
+            Config { model: self.model, max_model_len: self.max_model_len, responder: self.responder };
         let state = Arc::new(State::new(config, self.script));
         let task = tokio::spawn(accept_loop(listener, state.clone()));
         ScriptedServer { state, addr, task }
@@ -229,20 +219,13 @@ async fn handle_connection(stream: TcpStream, state: Arc<State>) {
     let request = match tokio::time::timeout(READ_TIMEOUT, conn.read_request()).await {
         Err(_) | Ok(Err(ReadError::Closed)) => return,
         Ok(Err(ReadError::Malformed(msg))) => {
-            let _ = conn
-                .send_json(
-                    400,
-                    &[],
-                    &openai::bad_request(&format!("malformed request: {msg}")),
-                )
-                .await;
+            let _ =
+                conn.send_json(400, &[], &openai::bad_request(&format!("malformed request: {msg}"))).await;
             conn.close().await;
             return;
         }
         Ok(Err(ReadError::TooLarge { status, message })) => {
-            let _ = conn
-                .send_json(status, &[], &openai::bad_request(&message))
-                .await;
+            let _ = conn.send_json(status, &[], &openai::bad_request(&message)).await;
             conn.close().await;
             return;
         }
@@ -277,13 +260,9 @@ async fn route(conn: &mut Conn, state: &State, request: &Request, body: Option<V
             _ => conn.send_json(400, &[], &openai::invalid_json()).await,
         },
         (_, MODELS_PATH | CHAT_PATH) => {
-            conn.send_json(405, &[], &openai::method_not_allowed(method, path))
-                .await
+            conn.send_json(405, &[], &openai::method_not_allowed(method, path)).await
         }
-        _ => {
-            conn.send_json(404, &[], &openai::not_found(method, path))
-                .await
-        }
+        _ => conn.send_json(404, &[], &openai::not_found(method, path)).await,
     };
     // A write error means the client is gone: nothing left to do.
     let _ = result;
@@ -297,10 +276,7 @@ async fn chat(conn: &mut Conn, state: &State, body: &Value) {
         return;
     };
     let id = state.next_completion_id();
-    let frame = Frame {
-        id: &id,
-        model: &state.config.model,
-    };
+    let frame = Frame { id: &id, model: &state.config.model };
     loop {
         match step {
             Step::Delayed(delay, inner) => {
@@ -322,16 +298,9 @@ async fn chat(conn: &mut Conn, state: &State, body: &Value) {
     }
 }
 
-async fn respond(
-    conn: &mut Conn,
-    frame: &Frame<'_>,
-    reply: &Reply,
-    stream: bool,
-) -> std::io::Result<()> {
+async fn respond(conn: &mut Conn, frame: &Frame<'_>, reply: &Reply, stream: bool) -> std::io::Result<()> {
     if !stream {
-        return conn
-            .send_json(200, &[], &openai::completion(frame, reply))
-            .await;
+        return conn.send_json(200, &[], &openai::completion(frame, reply)).await;
     }
     start_sse(conn).await?;
     for event in openai::stream_events(frame, reply) {
@@ -341,12 +310,7 @@ async fn respond(
 }
 
 async fn start_sse(conn: &mut Conn) -> std::io::Result<()> {
-    conn.start_chunked(
-        200,
-        "text/event-stream",
-        &[("Cache-Control", "no-cache".into())],
-    )
-    .await
+    conn.start_chunked(200, "text/event-stream", &[("Cache-Control", "no-cache".into())]).await
 }
 
 async fn fault_response(
@@ -358,22 +322,15 @@ async fn fault_response(
 ) -> std::io::Result<()> {
     match fault {
         Fault::RateLimited { retry_after } => {
-            let headers: Vec<(&str, String)> = retry_after
-                .iter()
-                .map(|v| ("Retry-After", v.clone()))
-                .collect();
+            let headers: Vec<(&str, String)> =
+                retry_after.iter().map(|v| ("Retry-After", v.clone())).collect();
             let error = openai::rate_limited(frame.model, retry_after.as_deref());
             conn.send_json(429, &headers, &error).await
         }
         Fault::ServerError { status, message } => {
             // Keep the status line sane even for odd scripted statuses.
-            let status = if (100..=999).contains(status) {
-                *status
-            } else {
-                500
-            };
-            conn.send_json(status, &[], &openai::server_error(status, message))
-                .await
+            let status = if (100..=999).contains(status) { *status } else { 500 };
+            conn.send_json(status, &[], &openai::server_error(status, message)).await
         }
         Fault::ContextLengthExceeded { limit, requested } => {
             let error = openai::context_length_exceeded(*limit, *requested, body);
@@ -387,12 +344,8 @@ async fn fault_response(
                 }
             } else {
                 // Announce the full body, send half of it, hang up.
-                let reply = Reply {
-                    chunks: chunks.clone(),
-                    ..Reply::default()
-                };
-                let full =
-                    serde_json::to_vec(&openai::completion(frame, &reply)).unwrap_or_default();
+                let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
+                let full = serde_json::to_vec(&openai::completion(frame, &reply)).unwrap_or_default();
                 let head = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\
                      Content-Length: {}\r\n\r\n",
@@ -410,8 +363,7 @@ async fn fault_response(
                 conn.send_chunk(openai::DONE.as_bytes()).await?;
                 conn.end_chunked().await
             } else {
-                conn.send_json(200, &[], &openai::empty_completion(frame))
-                    .await
+                conn.send_json(200, &[], &openai::empty_completion(frame)).await
             }
         }
         Fault::Hang => {

@@ -57,8 +57,7 @@ pub fn sample_workspace(dir: &Path) {
     for (rel, contents) in FILES {
         let path = dir.join(rel);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
         }
         std::fs::write(&path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     }
@@ -70,15 +69,12 @@ mod tests {
 
     #[test]
     fn writes_all_files() {
-        let dir =
-            std::env::temp_dir().join(format!("agentd-sample-{}-{}", std::process::id(), line!()));
+        let dir = std::env::temp_dir().join(format!("agentd-sample-{}-{}", std::process::id(), line!()));
         sample_workspace(&dir);
         for (rel, contents) in FILES {
             assert_eq!(std::fs::read_to_string(dir.join(rel)).unwrap(), *contents);
         }
-        assert!(std::fs::read_to_string(dir.join("src/lib.rs"))
-            .unwrap()
-            .contains("a - b"));
+        assert!(std::fs::read_to_string(dir.join("src/lib.rs")).unwrap().contains("a - b"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

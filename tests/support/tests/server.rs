@@ -22,10 +22,7 @@ struct Resp {
 
 impl Resp {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     fn json(&self) -> Value {
@@ -42,20 +39,14 @@ impl Resp {
         text.split("\n\n")
             .filter(|e| !e.is_empty())
             .map(|e| {
-                e.strip_prefix("data: ")
-                    .unwrap_or_else(|| panic!("not an SSE data event: {e:?}"))
-                    .to_string()
+                e.strip_prefix("data: ").unwrap_or_else(|| panic!("not an SSE data event: {e:?}")).to_string()
             })
             .collect()
     }
 
     /// The JSON chunks of an SSE body (everything but `[DONE]`).
     fn sse_chunks(&self) -> Vec<Value> {
-        self.sse_data()
-            .iter()
-            .filter(|d| *d != "[DONE]")
-            .map(|d| serde_json::from_str(d).unwrap())
-            .collect()
+        self.sse_data().iter().filter(|d| *d != "[DONE]").map(|d| serde_json::from_str(d).unwrap()).collect()
     }
 }
 
@@ -76,9 +67,7 @@ fn parse_response(buf: &[u8]) -> Resp {
             (k.to_ascii_lowercase(), v.trim().to_string())
         })
         .collect();
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v == "chunked");
+    let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v == "chunked");
     let (body, complete) = if chunked {
         decode_chunked(rest)
     } else {
@@ -89,12 +78,7 @@ fn parse_response(buf: &[u8]) -> Resp {
             .unwrap_or(rest.len());
         (rest[..len.min(rest.len())].to_vec(), rest.len() == len)
     };
-    Resp {
-        status,
-        headers,
-        body,
-        complete,
-    }
+    Resp { status, headers, body, complete }
 }
 
 fn decode_chunked(mut rest: &[u8]) -> (Vec<u8>, bool) {
@@ -123,10 +107,7 @@ async fn read_all(stream: &mut TcpStream) -> Vec<u8> {
     let mut tmp = [0u8; 4096];
     loop {
         match tokio::time::timeout(T, stream.read(&mut tmp)).await {
-            Err(_) => panic!(
-                "response timed out; got {:?}",
-                String::from_utf8_lossy(&buf)
-            ),
+            Err(_) => panic!("response timed out; got {:?}", String::from_utf8_lossy(&buf)),
             Ok(Ok(0)) | Ok(Err(_)) => return buf,
             Ok(Ok(n)) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -215,10 +196,7 @@ async fn streams_text_deltas() {
         assert_eq!(c["id"], chunks[0]["id"]);
         assert_eq!(c["choices"][0]["index"], 0);
     }
-    let content: String = deltas(&resp)
-        .iter()
-        .filter_map(|d| d["content"].as_str())
-        .collect();
+    let content: String = deltas(&resp).iter().filter_map(|d| d["content"].as_str()).collect();
     assert_eq!(content, "Hello");
     assert_eq!(deltas(&resp)[0]["role"], "assistant");
     assert_eq!(finish_reasons(&resp), vec![json!("stop")]);
@@ -266,10 +244,7 @@ async fn tool_call_arguments_are_split() {
         assert_eq!(mine[0]["type"], "function");
         assert_eq!(mine[0]["function"]["arguments"], "");
         assert!(mine[1..].iter().all(|c| c.get("id").is_none()));
-        let joined: String = mine[1..]
-            .iter()
-            .map(|c| c["function"]["arguments"].as_str().unwrap())
-            .collect();
+        let joined: String = mine[1..].iter().map(|c| c["function"]["arguments"].as_str().unwrap()).collect();
         let parsed: Value = serde_json::from_str(&joined).unwrap();
         if index == 0 {
             assert_eq!(mine[0]["id"], "call_a");
@@ -297,9 +272,7 @@ fn generated_call_ids_are_unique() {
         .collect();
     assert_eq!(ids.len(), 100);
     match delegate("coder", "fix add") {
-        Chunk::ToolCall {
-            name, arguments, ..
-        } => {
+        Chunk::ToolCall { name, arguments, .. } => {
             assert_eq!(name, "delegate");
             assert_eq!(
                 serde_json::from_str::<Value>(&arguments).unwrap(),
@@ -317,10 +290,7 @@ async fn usage_chunk_follows_finish() {
     let chunks = resp.sse_chunks();
     let last = chunks.last().unwrap();
     assert_eq!(last["choices"], json!([]));
-    assert_eq!(
-        last["usage"],
-        json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127})
-    );
+    assert_eq!(last["usage"], json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127}));
     let before = &chunks[chunks.len() - 2];
     assert_eq!(before["choices"][0]["finish_reason"], "stop");
     assert_eq!(resp.sse_data().last().unwrap(), "[DONE]");
@@ -328,11 +298,8 @@ async fn usage_chunk_follows_finish() {
 
 #[tokio::test]
 async fn explicit_finish_reason_wins() {
-    let server = ScriptedServer::start(vec![sse_with_finish(
-        vec![tool_call("x", json!({}))],
-        "length",
-    )])
-    .await;
+    let server =
+        ScriptedServer::start(vec![sse_with_finish(vec![tool_call("x", json!({}))], "length")]).await;
     let resp = chat(&server, true).await;
     assert_eq!(finish_reasons(&resp), vec![json!("length")]);
 }
@@ -366,10 +333,7 @@ async fn non_stream_completion() {
         json!([{"id": "call_z", "type": "function",
                 "function": {"name": "read_file", "arguments": "{\"path\":\"x\"}"}}])
     );
-    assert_eq!(
-        body["usage"],
-        json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
-    );
+    assert_eq!(body["usage"], json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}));
 }
 
 #[tokio::test]
@@ -379,10 +343,7 @@ async fn rate_limited_fault() {
     assert_eq!(resp.status, 429);
     assert_eq!(resp.header("retry-after"), Some("2"));
     let err = &resp.json()["error"];
-    assert!(err["message"]
-        .as_str()
-        .unwrap()
-        .starts_with("Rate limit reached"));
+    assert!(err["message"].as_str().unwrap().starts_with("Rate limit reached"));
     assert_eq!(err["type"], "rate_limit_error");
     assert_eq!(err["code"], "rate_limit_exceeded");
 
@@ -393,11 +354,8 @@ async fn rate_limited_fault() {
 
 #[tokio::test]
 async fn server_error_fault() {
-    let server = ScriptedServer::start(vec![
-        server_error(503, "overloaded"),
-        server_error(502, "bad gateway"),
-    ])
-    .await;
+    let server =
+        ScriptedServer::start(vec![server_error(503, "overloaded"), server_error(502, "bad gateway")]).await;
     let resp = chat(&server, true).await;
     assert_eq!(resp.status, 503);
     assert_eq!(resp.json()["error"]["message"], "overloaded");
@@ -408,10 +366,7 @@ async fn server_error_fault() {
 #[tokio::test]
 async fn cut_stream_fault() {
     let server = ScriptedServer::start(vec![
-        cut_stream(vec![
-            text("partial"),
-            tool_call("read_file", json!({"path": "a"})),
-        ]),
+        cut_stream(vec![text("partial"), tool_call("read_file", json!({"path": "a"}))]),
         cut_stream(vec![text("partial")]),
     ])
     .await;
@@ -463,18 +418,12 @@ async fn hang_fault_until_client_disconnects() {
     let server = ScriptedServer::start(vec![hang()]).await;
     let mut stream = TcpStream::connect(server.addr()).await.unwrap();
     let body = serde_json::to_vec(&chat_body(true)).unwrap();
-    stream
-        .write_all(&request_bytes("POST", "/v1/chat/completions", "", &body))
-        .await
-        .unwrap();
+    stream.write_all(&request_bytes("POST", "/v1/chat/completions", "", &body)).await.unwrap();
     // The head arrives...
     let mut got = Vec::new();
     let mut tmp = [0u8; 1024];
     while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = tokio::time::timeout(T, stream.read(&mut tmp))
-            .await
-            .unwrap()
-            .unwrap();
+        let n = tokio::time::timeout(T, stream.read(&mut tmp)).await.unwrap().unwrap();
         assert!(n > 0);
         got.extend_from_slice(&tmp[..n]);
     }
@@ -492,11 +441,8 @@ async fn hang_fault_until_client_disconnects() {
 
 #[tokio::test]
 async fn delayed_step() {
-    let server = ScriptedServer::start(vec![delayed(
-        Duration::from_millis(150),
-        sse(vec![text("late")]),
-    )])
-    .await;
+    let server =
+        ScriptedServer::start(vec![delayed(Duration::from_millis(150), sse(vec![text("late")]))]).await;
     let start = Instant::now();
     let resp = chat(&server, true).await;
     assert!(start.elapsed() >= Duration::from_millis(150));
@@ -508,10 +454,7 @@ async fn delayed_step_abandoned_by_client() {
     let server = ScriptedServer::start(vec![delayed(Duration::from_secs(60), sse(vec![]))]).await;
     let mut stream = TcpStream::connect(server.addr()).await.unwrap();
     let body = serde_json::to_vec(&chat_body(true)).unwrap();
-    stream
-        .write_all(&request_bytes("POST", "/v1/chat/completions", "", &body))
-        .await
-        .unwrap();
+    stream.write_all(&request_bytes("POST", "/v1/chat/completions", "", &body)).await.unwrap();
     assert!(server.wait_for_requests(1, T).await);
     drop(stream);
     assert!(server.wait_for_idle(T).await);
@@ -529,11 +472,7 @@ async fn models_endpoint() {
     assert_eq!(body["data"][0]["owned_by"], "scripted");
     assert!(body["data"][0].get("max_model_len").is_none());
 
-    let server = ScriptedServer::builder()
-        .model("qwen3-coder")
-        .max_model_len(Some(16384))
-        .start()
-        .await;
+    let server = ScriptedServer::builder().model("qwen3-coder").max_model_len(Some(16384)).start().await;
     let body = get(server.addr(), "/v1/models").await.json();
     assert_eq!(body["data"][0]["id"], "qwen3-coder");
     assert_eq!(body["data"][0]["max_model_len"], 16384);
@@ -551,11 +490,7 @@ async fn records_requests() {
     let server = ScriptedServer::start(vec![sse(vec![text("a")])]).await;
     get(server.addr(), "/v1/models").await;
     chat(&server, true).await;
-    raw(
-        server.addr(),
-        &request_bytes("POST", "/v1/chat/completions", "", b"not json"),
-    )
-    .await;
+    raw(server.addr(), &request_bytes("POST", "/v1/chat/completions", "", b"not json")).await;
 
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
@@ -565,14 +500,8 @@ async fn records_requests() {
     assert_eq!(reqs[1].method, "POST");
     assert_eq!(reqs[1].path, "/v1/chat/completions");
     assert_eq!(reqs[1].header("Authorization"), Some("Bearer sk-test"));
-    assert!(reqs[1]
-        .headers
-        .iter()
-        .any(|(k, v)| k == "content-type" && v == "application/json"));
-    assert!(reqs[1]
-        .headers
-        .iter()
-        .all(|(k, _)| *k == k.to_ascii_lowercase()));
+    assert!(reqs[1].headers.iter().any(|(k, v)| k == "content-type" && v == "application/json"));
+    assert!(reqs[1].headers.iter().all(|(k, _)| *k == k.to_ascii_lowercase()));
     assert_eq!(reqs[1].body, chat_body(true));
     assert_eq!(reqs[2].body, Value::Null);
 
@@ -584,11 +513,7 @@ async fn records_requests() {
 #[tokio::test]
 async fn invalid_json_chat_is_400_and_keeps_the_step() {
     let server = ScriptedServer::start(vec![sse(vec![text("a")])]).await;
-    let resp = raw(
-        server.addr(),
-        &request_bytes("POST", "/v1/chat/completions", "", b"{oops"),
-    )
-    .await;
+    let resp = raw(server.addr(), &request_bytes("POST", "/v1/chat/completions", "", b"{oops")).await;
     assert_eq!(resp.status, 400);
     assert_eq!(resp.json()["error"]["type"], "invalid_request_error");
     assert_eq!(server.remaining(), 1);
@@ -600,10 +525,7 @@ async fn script_exhausted_is_500() {
     assert_eq!(chat(&server, true).await.status, 200);
     let resp = chat(&server, true).await;
     assert_eq!(resp.status, 500);
-    assert_eq!(
-        resp.json()["error"]["message"],
-        "scripted server: script exhausted"
-    );
+    assert_eq!(resp.json()["error"]["message"], "scripted server: script exhausted");
     assert_eq!(resp.json()["error"]["type"], "server_error");
     // Both requests were recorded.
     assert_eq!(server.chat_requests().len(), 2);
@@ -655,21 +577,14 @@ async fn malformed_requests_get_400() {
         b"GET /v1/models HTTP/9.9\r\n\r\n".to_vec(),
         b"GET /v1/models HTTP/1.1\r\nno-colon-here\r\n\r\n".to_vec(),
         b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n".to_vec(),
-        b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"
-            .to_vec(),
+        b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd".to_vec(),
         b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_vec(),
         b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n".to_vec(),
         b"\xff\xfe\x00 / HTTP/1.1\r\n\r\n".to_vec(),
     ];
     for case in cases {
         let resp = raw(server.addr(), &case).await;
-        assert_eq!(
-            resp.status,
-            400,
-            "{:?} -> {}",
-            String::from_utf8_lossy(&case),
-            resp.text()
-        );
+        assert_eq!(resp.status, 400, "{:?} -> {}", String::from_utf8_lossy(&case), resp.text());
         assert!(resp.json()["error"]["message"].is_string());
     }
     // Oversized head.
@@ -690,8 +605,7 @@ async fn chunked_request_body() {
     let body = serde_json::to_vec(&chat_body(true)).unwrap();
     let (a, b) = body.split_at(10);
     let mut req =
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-            .to_vec();
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
     req.extend_from_slice(format!("{:x};ext=1\r\n", a.len()).as_bytes());
     req.extend_from_slice(a);
     req.extend_from_slice(format!("\r\n{:X}\r\n", b.len()).as_bytes());
@@ -716,10 +630,7 @@ async fn request_sent_in_pieces_and_expect_continue() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     stream.write_all(h2).await.unwrap();
     let mut tmp = [0u8; 64];
-    let n = tokio::time::timeout(T, stream.read(&mut tmp))
-        .await
-        .unwrap()
-        .unwrap();
+    let n = tokio::time::timeout(T, stream.read(&mut tmp)).await.unwrap().unwrap();
     assert!(tmp[..n].starts_with(b"HTTP/1.1 100 Continue\r\n\r\n"));
     stream.write_all(&body).await.unwrap();
     let rest = read_all(&mut stream).await;
@@ -730,15 +641,10 @@ async fn request_sent_in_pieces_and_expect_continue() {
 
 #[tokio::test]
 async fn concurrent_requests() {
-    let server = ScriptedServer::builder()
-        .responder(|_| sse(vec![text("r")]))
-        .start()
-        .await;
+    let server = ScriptedServer::builder().responder(|_| sse(vec![text("r")])).start().await;
     let addr = server.addr();
     let tasks: Vec<_> = (0..16)
-        .map(|_| {
-            tokio::spawn(async move { post(addr, "/v1/chat/completions", &chat_body(true)).await })
-        })
+        .map(|_| tokio::spawn(async move { post(addr, "/v1/chat/completions", &chat_body(true)).await }))
         .collect();
     for t in tasks {
         assert_eq!(t.await.unwrap().status, 200);
@@ -752,10 +658,7 @@ async fn drop_stops_the_server() {
     let addr = server.addr();
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let body = serde_json::to_vec(&chat_body(true)).unwrap();
-    stream
-        .write_all(&request_bytes("POST", "/v1/chat/completions", "", &body))
-        .await
-        .unwrap();
+    stream.write_all(&request_bytes("POST", "/v1/chat/completions", "", &body)).await.unwrap();
     assert!(server.wait_for_requests(1, T).await);
     drop(server);
     // The hanging connection is closed by the server going away.
