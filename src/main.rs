@@ -80,6 +80,11 @@ enum Command {
         #[arg(long)]
         jsonl: bool,
     },
+    /// Inspect the evidence archive.
+    Evidence {
+        #[command(subcommand)]
+        command: EvidenceCommand,
+    },
     /// Ask the providers.
     Models {
         #[command(subcommand)]
@@ -89,6 +94,32 @@ enum Command {
     Settings { role: String, key: String, value: Option<u64> },
     /// The daemon's version, uptime and running tasks.
     Daemon,
+}
+
+#[derive(Subcommand)]
+enum EvidenceCommand {
+    /// List evidence, optionally of one task.
+    List {
+        #[arg(long)]
+        task: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one piece of evidence's metadata.
+    Show { id: String },
+    /// Print a page of evidence (bytes by default).
+    Read {
+        id: String,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Count offset and limit in lines instead of bytes.
+        #[arg(long)]
+        lines: bool,
+    },
+    /// Re-hash every blob; exit 1 naming each one missing or altered.
+    Verify,
 }
 
 #[derive(Subcommand)]
@@ -233,6 +264,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(0)
         }
+        Command::Evidence { command } => evidence(&home, command),
         Command::Models { command: ModelsCommand::Probe { role } } => {
             let r = connect(&home)?.call("models.probe", json!({"role": role}))?;
             println!(
@@ -260,6 +292,64 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
     }
+}
+
+fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
+    let mut client = connect(home)?;
+    match command {
+        EvidenceCommand::List { task, json } => {
+            let params = match task {
+                Some(t) => json!({"task_id": t}),
+                None => json!({}),
+            };
+            let list = client.call("evidence.list", params)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+            } else {
+                for e in list.as_array().into_iter().flatten() {
+                    let source = &e["source"];
+                    println!(
+                        "{}  {:>10} bytes  {:<8} {:<12} {}{}",
+                        str_of(e, "id"),
+                        e["bytes"],
+                        str_of(source, "role"),
+                        str_of(source, "tool"),
+                        agentd_runtime::render::one_line(str_of(source, "detail"), 50),
+                        if e["complete"] == json!(false) { "  (incomplete)" } else { "" }
+                    );
+                }
+            }
+        }
+        EvidenceCommand::Show { id } => {
+            let meta = client.call("evidence.get", json!({"id": id}))?;
+            println!("{}", serde_json::to_string_pretty(&meta).unwrap_or_default());
+        }
+        EvidenceCommand::Read { id, offset, limit, lines } => {
+            let mut params =
+                json!({"id": id, "offset": offset, "unit": if lines { "lines" } else { "bytes" }});
+            if let Some(l) = limit {
+                params["limit"] = json!(l);
+            }
+            let page = client.call("evidence.read", params)?;
+            print!("{}", str_of(&page, "data"));
+            let _ = std::io::stdout().flush();
+            if let Some(next) = page["next_offset"].as_u64() {
+                eprintln!("\n(more: --offset {next})");
+            }
+        }
+        EvidenceCommand::Verify => {
+            let r = client.call("evidence.verify", json!({}))?;
+            let problems = r["problems"].as_array().cloned().unwrap_or_default();
+            for p in &problems {
+                println!("{}", str_of(p, "problem"));
+            }
+            println!("{} checked, {} problems", r["checked"], problems.len());
+            if !problems.is_empty() {
+                return Ok(1);
+            }
+        }
+    }
+    Ok(0)
 }
 
 fn init(home: &Home) -> Result<u8, Failure> {
@@ -367,8 +457,17 @@ fn print_gauge(g: &Value) {
     println!("role         {} ({})", str_of(g, "role"), str_of(g, "model"));
     println!("window       {} tokens ({})", window, str_of(g, "window_source"));
     let c = &g["categories"];
-    for cat in ["system", "tools", "messages", "thinking"] {
-        println!("  {:<10} {est}{}", cat, c[cat]);
+    for (cat, label) in [
+        ("system", "system"),
+        ("tools", "tools"),
+        ("objective", "objective"),
+        ("checkpoint", "checkpoint"),
+        ("observations", "observations"),
+        ("files", "files"),
+        ("messages", "recent"),
+        ("thinking", "thinking"),
+    ] {
+        println!("  {label:<12} {est}{}", c[cat]);
     }
     println!("total        {est}{}", g["tokens"]);
     println!("trigger      {} ({}%)", g["trigger_tokens"], g["compact_at"]);

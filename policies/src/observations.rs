@@ -9,7 +9,8 @@
 //!
 //! Comparisons are by exact text only (no case or whitespace normalisation).
 
-use crate::message::{Message, Part};
+use crate::compaction::OBSERVATIONS_HEADER;
+use crate::message::{Message, Part, Role};
 use crate::rounds::{round_of_each, rounds};
 use std::collections::HashMap;
 
@@ -54,6 +55,40 @@ pub fn rejected_finish_text(result: &str) -> String {
     format!("{FINISH} was rejected:\n{result}")
 }
 
+/// The observations an observations message (see `compaction::observations_message`) carries, read
+/// back exactly: blocks joined by blank lines, each starting with a failing command's or a rejected
+/// finish's first line.
+fn carried(text: &str) -> Vec<(ObservationKind, String)> {
+    let Some(body) = text.strip_prefix(OBSERVATIONS_HEADER).and_then(|b| b.strip_prefix("\n\n")) else {
+        return Vec::new();
+    };
+    let finish_head = format!("{FINISH} was rejected:\n");
+    let command_head = format!("{RUN_COMMAND} `");
+    let is_start = |at: usize| {
+        let rest = &body[at..];
+        (at == 0 || body[..at].ends_with("\n\n"))
+            && (rest.starts_with(&finish_head)
+                || (rest.starts_with(&command_head)
+                    && rest.lines().next().is_some_and(|l| l.ends_with("` failed:"))))
+    };
+    let starts: Vec<usize> =
+        (0..body.len()).filter(|&at| body.is_char_boundary(at) && is_start(at)).collect();
+    let mut out = Vec::new();
+    for (k, &start) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).map_or(body.len(), |&next| next - 2);
+        let block = &body[start..end];
+        let kind = if block.starts_with(&finish_head) {
+            ObservationKind::RejectedFinish
+        } else {
+            let first = block.lines().next().unwrap_or("");
+            let command = first[command_head.len()..first.len() - "` failed:".len()].to_string();
+            ObservationKind::FailingCommand { command }
+        };
+        out.push((kind, block.to_string()));
+    }
+    out
+}
+
 /// The unresolved observations of `history`, oldest first, with distinct texts.
 pub fn unresolved(history: &[Message]) -> Vec<Observation> {
     let round_of = round_of_each(&rounds(history));
@@ -64,6 +99,23 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
     let mut rejected: Option<(usize, Observation)> = None;
     let mut seq = 0usize;
     for (i, msg) in history.iter().enumerate() {
+        // Observations carried by an earlier compaction stay unresolved until resolved here.
+        if msg.role == Role::User {
+            let text = msg.text();
+            for (kind, obs_text) in carried(&text) {
+                seq += 1;
+                let o = Observation { round: round_of[i], kind, text: obs_text };
+                match &o.kind {
+                    ObservationKind::FailingCommand { command } => {
+                        failing.retain(|(_, p)| {
+                            !matches!(&p.kind, ObservationKind::FailingCommand { command: c } if c == command)
+                        });
+                        failing.push((seq, o));
+                    }
+                    ObservationKind::RejectedFinish => rejected = Some((seq, o)),
+                }
+            }
+        }
         for part in &msg.parts {
             match part {
                 Part::ToolCall { id, name, arguments } => {
@@ -117,7 +169,7 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Role;
+    use crate::compaction::observations_message;
 
     fn call(id: &str, name: &str, arguments: &str) -> Message {
         Message::new(
@@ -221,5 +273,23 @@ mod tests {
             Message::tool_result("zz", "orphan", true),
         ];
         assert!(unresolved(&h).is_empty());
+    }
+
+    #[test]
+    fn observations_carried_by_a_compaction_stay_until_resolved() {
+        let first = failing_command_text("cargo test", "FAILED: adds\n\nrun_command `x` failed: not a start");
+        let second = rejected_finish_text("verification `make` failed");
+        let carried_msg = observations_message([first.as_str(), second.as_str()]).unwrap();
+        let h = vec![Message::user("objective"), carried_msg.clone()];
+        let found = unresolved(&h);
+        assert_eq!(
+            found.iter().map(|o| o.text.clone()).collect::<Vec<_>>(),
+            vec![first.clone(), second.clone()]
+        );
+        // The same command succeeding later resolves the carried failure.
+        let mut later = h.clone();
+        later.extend(run("c9", "cargo test", true, "ok"));
+        let found = unresolved(&later);
+        assert_eq!(found.iter().map(|o| o.text.clone()).collect::<Vec<_>>(), vec![second]);
     }
 }

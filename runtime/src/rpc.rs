@@ -5,6 +5,7 @@ use crate::fitter::{GaugeOf, WindowOf};
 use crate::supervisor::{Cancel, Resume, RunningCount, Submit, Supervisor};
 use crate::task::{compact_at_key, effective_compact_at, Shared};
 use actix::prelude::*;
+use agentd_evidence::{EvidenceError, Unit};
 use agentd_policies::{Event, Record};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -164,6 +165,39 @@ impl Methods {
                 }
                 Ok(json!({ "records": out }))
             }
+            "evidence.list" => {
+                let task_id = p.opt_str("task_id")?;
+                let list = self.shared.store.evidence_list(task_id.as_deref()).map_err(evidence_error)?;
+                serde_json::to_value(list).map_err(RpcError::internal)
+            }
+            "evidence.get" => {
+                let id = p.str("id")?;
+                let meta = self.shared.store.evidence(&id).map_err(evidence_error)?;
+                serde_json::to_value(meta).map_err(RpcError::internal)
+            }
+            "evidence.read" => {
+                let id = p.str("id")?;
+                let offset = p.opt_u64("offset")?.unwrap_or(0);
+                let limit = p.opt_u64("limit")?.unwrap_or(64 << 10).min(4 << 20);
+                let unit = match p.opt_str("unit")?.as_deref() {
+                    None | Some("bytes") => Unit::Bytes,
+                    Some("lines") => Unit::Lines,
+                    Some(other) => {
+                        return Err(RpcError::invalid_params(format!(
+                            "param `unit` must be \"bytes\" or \"lines\", got {other:?}"
+                        )))
+                    }
+                };
+                let page =
+                    self.shared.store.read_evidence(&id, offset, limit, unit).map_err(evidence_error)?;
+                serde_json::to_value(page).map_err(RpcError::internal)
+            }
+            "evidence.verify" => {
+                let problems = self.shared.store.verify_evidence().map_err(evidence_error)?;
+                let checked = self.shared.store.evidence_list(None).map_err(evidence_error)?.len();
+                Ok(json!({"checked": checked, "problems": problems.iter().map(|p| json!({
+                    "id": p.id, "sha256": p.sha256, "path": p.path, "problem": p.to_string()})).collect::<Vec<_>>()}))
+            }
             "settings.get" | "settings.set" => self.settings(method == "settings.set", &p),
             "models.probe" => {
                 let role = p.str("role")?;
@@ -306,4 +340,14 @@ pub fn record_json(seq: u64, record: &Record) -> Value {
 /// A `task.event` notification.
 pub fn event_notification(event: &Event) -> Value {
     json!({"jsonrpc": "2.0", "method": "task.event", "params": event})
+}
+
+/// Evidence errors as socket errors: an unknown id is -32002; integrity and IO failures name the blob.
+fn evidence_error(e: EvidenceError) -> RpcError {
+    match e {
+        EvidenceError::UnknownEvidence(id) => {
+            RpcError::new(UNKNOWN_EVIDENCE, format!("unknown evidence {id}"))
+        }
+        other => RpcError::internal(other),
+    }
 }

@@ -43,6 +43,7 @@
 //! (handle, builder, routing). Other protocols belong in sibling modules of
 //! `openai`.
 
+mod count;
 pub mod daemon;
 mod http;
 mod openai;
@@ -55,6 +56,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+pub use count::count_request;
 pub use script::{Chunk, Fault, RecordedRequest, Reply, Responder, Step};
 pub use server::{ScriptedServer, ServerBuilder};
 

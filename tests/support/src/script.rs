@@ -129,12 +129,18 @@ pub(crate) struct Config {
     pub model: String,
     pub max_model_len: Option<u64>,
     pub responder: Option<Responder>,
+    /// The window the server enforces with its own count (declared or not).
+    pub window: Option<u64>,
+    /// Like Ollama's default: accept an over-long prompt, keep only this many tokens, say nothing.
+    pub silent_truncation_at: Option<u64>,
 }
 
 #[derive(Default)]
 struct Inner {
     queue: VecDeque<Step>,
     requests: Vec<RecordedRequest>,
+    counted: Vec<u64>,
+    refused: usize,
 }
 
 /// State shared between the [`crate::ScriptedServer`] handle and the
@@ -150,7 +156,12 @@ impl State {
     pub fn new(config: Config, script: Vec<Step>) -> Self {
         State {
             config,
-            inner: Mutex::new(Inner { queue: script.into(), requests: Vec::new() }),
+            inner: Mutex::new(Inner {
+                queue: script.into(),
+                requests: Vec::new(),
+                counted: Vec::new(),
+                refused: 0,
+            }),
             completions: AtomicU64::new(0),
             active: AtomicUsize::new(0),
         }
@@ -172,6 +183,23 @@ impl State {
 
     pub fn record(&self, request: RecordedRequest) {
         self.lock().requests.push(request);
+    }
+
+    /// Records the server's own count of a chat request; `refused` when it was over the window.
+    pub fn record_count(&self, tokens: u64, refused: bool) {
+        let mut inner = self.lock();
+        inner.counted.push(tokens);
+        if refused {
+            inner.refused += 1;
+        }
+    }
+
+    pub fn counted(&self) -> Vec<u64> {
+        self.lock().counted.clone()
+    }
+
+    pub fn refused(&self) -> usize {
+        self.lock().refused
     }
 
     pub fn requests(&self) -> Vec<RecordedRequest> {

@@ -69,6 +69,16 @@ impl ScriptedServer {
 
     /// Every request received so far (including malformed-JSON ones, but not
     /// requests whose HTTP framing could not be parsed).
+    /// The server's own token count of every chat request, in order (refused ones included).
+    pub fn counted(&self) -> Vec<u64> {
+        self.state.counted()
+    }
+
+    /// How many chat requests were refused as over the window.
+    pub fn refused(&self) -> usize {
+        self.state.refused()
+    }
+
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests()
     }
@@ -130,6 +140,8 @@ impl Drop for ScriptedServer {
 pub struct ServerBuilder {
     model: String,
     max_model_len: Option<u64>,
+    window: Option<u64>,
+    silent_truncation_at: Option<u64>,
     script: Vec<Step>,
     responder: Option<Responder>,
 }
@@ -139,6 +151,8 @@ impl Default for ServerBuilder {
         ServerBuilder {
             model: crate::DEFAULT_MODEL.to_string(),
             max_model_len: None,
+            window: None,
+            silent_truncation_at: None,
             script: Vec::new(),
             responder: None,
         }
@@ -171,6 +185,21 @@ impl ServerBuilder {
         self
     }
 
+    /// Enforces a context window with the server's own count (see `count`): a request over it is
+    /// refused with OpenAI's `context_length_exceeded`, stating the limit, and consumes no step.
+    /// Independent of what `/v1/models` declares.
+    pub fn window(mut self, tokens: u64) -> Self {
+        self.window = Some(tokens);
+        self
+    }
+
+    /// Accepts over-long prompts silently, processing only `tokens` of them, and reports that in
+    /// `usage.prompt_tokens` (Ollama's behaviour with its default `num_ctx`).
+    pub fn silent_truncation_at(mut self, tokens: u64) -> Self {
+        self.silent_truncation_at = Some(tokens);
+        self
+    }
+
     /// Appends steps to the initial script.
     pub fn script(mut self, steps: impl IntoIterator<Item = Step>) -> Self {
         self.script.extend(steps);
@@ -191,8 +220,13 @@ impl ServerBuilder {
     pub async fn start(self) -> ScriptedServer {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("scripted server: bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("scripted server: local_addr");
-        let config =
-            Config { model: self.model, max_model_len: self.max_model_len, responder: self.responder };
+        let config = Config {
+            model: self.model,
+            max_model_len: self.max_model_len,
+            responder: self.responder,
+            window: self.window,
+            silent_truncation_at: self.silent_truncation_at,
+        };
         let state = Arc::new(State::new(config, self.script));
         let task = tokio::spawn(accept_loop(listener, state.clone()));
         ScriptedServer { state, addr, task }
@@ -271,6 +305,16 @@ async fn route(conn: &mut Conn, state: &State, request: &Request, body: Option<V
 /// Answers a chat-completions request from the script.
 async fn chat(conn: &mut Conn, state: &State, body: &Value) {
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let counted = crate::count::count_request(body);
+    let over = state.config.window.is_some_and(|w| counted > w);
+    state.record_count(counted, over);
+    if let (true, Some(limit)) = (over, state.config.window) {
+        let step = crate::context_length_exceeded(limit, counted);
+        let Step::Fault(fault) = step else { return };
+        let frame = Frame { id: "chatcmpl-refused", model: &state.config.model };
+        let _ = fault_response(conn, &frame, &fault, stream, body).await;
+        return;
+    }
     let Some(mut step) = state.next_step(body) else {
         let _ = conn.send_json(500, &[], &openai::script_exhausted()).await;
         return;
@@ -286,7 +330,12 @@ async fn chat(conn: &mut Conn, state: &State, body: &Value) {
                     _ = conn.wait_for_disconnect() => return,
                 }
             }
-            Step::Respond(reply) => {
+            Step::Respond(mut reply) => {
+                if let Some(cut) = state.config.silent_truncation_at {
+                    // The prompt was cut to `cut` tokens without a word; usage tells the truth.
+                    let (_, completion) = reply.usage.unwrap_or((0, 8));
+                    reply.usage = Some((counted.min(cut), completion));
+                }
                 let _ = respond(conn, &frame, &reply, stream).await;
                 return;
             }
