@@ -7,7 +7,7 @@
 
 use crate::clock::now_rfc3339;
 use crate::fitter::{Fit, FitError, Learn, Measure, Observe};
-use crate::provider::{ChatRequest, ChatResponse, OpenAiClient, ProviderError, ToolSpec};
+use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError, ToolSpec};
 use crate::scheduler::{Wait, Waited};
 use crate::task::TaskCtx;
 use actix::prelude::*;
@@ -433,7 +433,7 @@ impl Agent {
 
     /// Sends a request, retrying rate limits, server errors and stream anomalies by the retry policy.
     /// A retry resends the same request: nothing of a failed attempt was stored.
-    async fn chat(&self, client: &OpenAiClient, request: &ChatRequest) -> Result<ChatResponse, TurnError> {
+    async fn chat(&self, client: &Client, request: &ChatRequest) -> Result<ChatResponse, TurnError> {
         let mut failures: HashMap<&'static str, u32> = HashMap::new();
         loop {
             let error = match client.chat(request, &self.task.cancel).await {

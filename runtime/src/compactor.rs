@@ -8,7 +8,7 @@
 //! messages are folded into the summary made so far.
 
 use crate::counter::TokenCounter;
-use crate::provider::{ChatRequest, OpenAiClient, ProviderError, ToolSpec};
+use crate::provider::{ChatRequest, Client, ProviderError, ToolSpec};
 use agentd_evidence::{NewEvidence, Source, Store, Stored};
 use agentd_policies::compaction::{
     assemble, batches, fold_prompt, judge, plan, render_for_summary, Checkpoint, PlanInput, Verdict,
@@ -42,7 +42,7 @@ pub enum CompactError {
 pub struct Job<'a> {
     pub task_id: &'a str,
     pub role: &'a str,
-    pub client: &'a OpenAiClient,
+    pub client: &'a Client,
     pub model: &'a str,
     pub counter: &'a TokenCounter,
     pub store: &'a Store,

@@ -4,7 +4,7 @@
 use crate::bus::EventBus;
 use crate::config::{Config, ConfigError};
 use crate::fitter::Fitter;
-use crate::provider::OpenAiClient;
+use crate::provider::{Client, OpenAiClient};
 use crate::rpc::Methods;
 use crate::scheduler::Scheduler;
 use crate::supervisor::{Shutdown, Supervisor};
@@ -110,7 +110,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         let mut clients = HashMap::new();
         for (name, p) in &config.providers {
             let key = p.api_key_env.as_ref().and_then(|var| std::env::var(var).ok());
-            clients.insert(name.clone(), Arc::new(OpenAiClient::new(&p.base_url, key)));
+            clients.insert(name.clone(), Arc::new(Client::OpenAi(OpenAiClient::new(&p.base_url, key))));
         }
         let shared = Arc::new(Shared {
             store: store.clone(),

@@ -10,7 +10,7 @@ use crate::bus::EventBus;
 use crate::clock::now_rfc3339;
 use crate::compactor::{compact, CompactError, Compacted, Job};
 use crate::counter::{RequestCount, TokenCounter};
-use crate::provider::{ChatRequest, OpenAiClient};
+use crate::provider::{ChatRequest, Client};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, StoreError};
@@ -115,7 +115,7 @@ impl State {
     }
 
     /// The window of a server/model: remembered, or probed from the server, or assumed.
-    async fn window(&self, client: &OpenAiClient, model: &str) -> Result<Window, StoreError> {
+    async fn window(&self, client: &Client, model: &str) -> Result<Window, StoreError> {
         let server = client.base_url();
         if let Some(w) = self.known_window(server, model)? {
             return Ok(w);
@@ -167,7 +167,7 @@ impl Actor for Fitter {
 pub struct Fit {
     pub task_id: String,
     pub role: String,
-    pub client: Arc<OpenAiClient>,
+    pub client: Arc<Client>,
     pub request: ChatRequest,
     pub compact_at: u8,
     /// The objective of the role's current turn: first in every rebuilt request.
@@ -427,7 +427,7 @@ impl Handler<Learn> for Fitter {
 #[derive(Message)]
 #[rtype(result = "Result<Window, StoreError>")]
 pub struct WindowOf {
-    pub client: Arc<OpenAiClient>,
+    pub client: Arc<Client>,
     pub model: String,
     /// Ask the server again even when a window is remembered (`models probe`).
     pub fresh: bool,

@@ -6,7 +6,7 @@ use crate::bus::EventBus;
 use crate::clock::now_rfc3339;
 use crate::config::Config;
 use crate::fitter::Fitter;
-use crate::provider::OpenAiClient;
+use crate::provider::Client;
 use crate::scheduler::Scheduler;
 use actix::prelude::*;
 use agentd_agents::roles::{default_tools, RoleKind};
@@ -28,11 +28,11 @@ pub struct Shared {
     pub fitter: Addr<Fitter>,
     pub scheduler: Addr<Scheduler>,
     pub retry: RetryPolicy,
-    pub clients: HashMap<String, Arc<OpenAiClient>>,
+    pub clients: HashMap<String, Arc<Client>>,
 }
 
 impl Shared {
-    pub fn client(&self, provider: &str) -> Option<Arc<OpenAiClient>> {
+    pub fn client(&self, provider: &str) -> Option<Arc<Client>> {
         self.clients.get(provider).cloned()
     }
 }
@@ -82,7 +82,7 @@ impl TaskCtx {
         names
     }
 
-    pub fn client(&self, provider: &str) -> Result<Arc<OpenAiClient>, TurnError> {
+    pub fn client(&self, provider: &str) -> Result<Arc<Client>, TurnError> {
         self.shared
             .client(provider)
             .ok_or_else(|| TurnError::Team(format!("no provider named {provider:?} is configured")))

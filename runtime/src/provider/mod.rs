@@ -4,6 +4,7 @@
 //! The only client today speaks the OpenAI chat-completions wire protocol (OpenAI, vLLM, llama.cpp,
 //! Ollama, LM Studio, DeepSeek …), always streaming: see [`OpenAiClient`].
 
+mod client;
 mod openai;
 mod stream;
 
@@ -12,6 +13,7 @@ use serde::Serialize;
 use std::fmt;
 use std::time::Duration;
 
+pub use client::Client;
 pub use openai::OpenAiClient;
 
 /// A tool the model may call: its name, what it does, and the JSON schema of its arguments.
