@@ -10,6 +10,7 @@
 //! `read_evidence`) are described here but not executed here.
 
 pub mod error;
+pub mod handoff;
 pub mod prompts;
 pub mod receipts;
 pub mod roles;

@@ -24,6 +24,8 @@ pub enum Record {
     Settings { role: String, settings: serde_json::Value },
     /// An event, also kept in the event index.
     Event { event: Event },
+    /// What one operation of a role did (tool, arguments, outcome, evidence): its receipt.
+    Receipt { role: String, receipt: serde_json::Value },
 }
 
 impl Record {
@@ -31,7 +33,8 @@ impl Record {
         match self {
             Record::Message { role, .. }
             | Record::Checkpoint { role, .. }
-            | Record::Settings { role, .. } => role,
+            | Record::Settings { role, .. }
+            | Record::Receipt { role, .. } => role,
             Record::Event { event } => &event.role,
         }
     }

@@ -6,11 +6,13 @@
 //! without a tool call. Every message is in the task's log before anything depending on it happens.
 
 use crate::clock::now_rfc3339;
-use crate::fitter::{Fit, FitError, Learn, Measure, Observe};
+use crate::counter::TokenCounter;
+use crate::fitter::{Fit, FitError, Learn, Measure, Observe, WindowOf};
 use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError, ToolSpec};
 use crate::scheduler::{Wait, Waited};
 use crate::task::TaskCtx;
 use actix::prelude::*;
+use agentd_agents::receipts::Receipt;
 use agentd_agents::roles::RoleKind;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, StoreError, Stored, Unit};
@@ -50,6 +52,8 @@ pub type TurnResult = Result<String, TurnError>;
 #[rtype(result = "Result<String, TurnError>")]
 pub struct RunTurn {
     pub input: Option<String>,
+    /// The caller's receipts, inherited by a delegated agent.
+    pub inherited: Vec<Receipt>,
 }
 
 pub struct AgentActor {
@@ -57,7 +61,12 @@ pub struct AgentActor {
 }
 
 impl AgentActor {
-    pub fn new(role: RoleKind, history: Vec<Message>, task: Arc<TaskCtx>) -> AgentActor {
+    pub fn new(
+        role: RoleKind,
+        history: Vec<Message>,
+        receipts: Vec<Receipt>,
+        task: Arc<TaskCtx>,
+    ) -> AgentActor {
         AgentActor {
             agent: Arc::new(tokio::sync::Mutex::new(Agent {
                 role,
@@ -65,6 +74,8 @@ impl AgentActor {
                 task,
                 objective: None,
                 last_window: agentd_policies::window::ASSUMED_WINDOW,
+                receipts,
+                inherited: Vec::new(),
             })),
         }
     }
@@ -83,6 +94,7 @@ impl Handler<RunTurn> for AgentActor {
             // The turn runs on the multi-thread runtime, not on the actor's arbiter thread.
             let handle = tokio::spawn(async move {
                 let mut agent = agent.lock().await;
+                agent.inherited = msg.inherited;
                 agent.run_turn(msg.input).await
             });
             match handle.await {
@@ -113,6 +125,10 @@ struct Agent {
     objective: Option<String>,
     /// The window of the last request: what tool-result pages are sized against.
     last_window: Tokens,
+    /// This role's own operations in this task, oldest first.
+    receipts: Vec<Receipt>,
+    /// What the delegating agent had done when it handed over.
+    inherited: Vec<Receipt>,
 }
 
 #[derive(Deserialize)]
@@ -325,6 +341,7 @@ impl Agent {
                     .bounded(&snapshot, fitted.window.tokens, &name, &call_id, &arguments, &result.outcome)
                     .await?;
                 self.persist(Message::tool_result(&call_id, &content, !result.outcome.ok))?;
+                self.receipt(Receipt::new(&name, &arguments, &result.outcome, evidence_id.clone()))?;
                 self.emit(EventKind::ToolFinished {
                     tool: name.clone(),
                     call_id: call_id.clone(),
@@ -395,13 +412,16 @@ impl Agent {
                 if args.to == self.name() {
                     return plain(failure("an agent cannot delegate to itself".into()));
                 }
+                let (handoff, receipts_id) = self.handoff(&args.to, &args.objective).await?;
                 self.emit(EventKind::Delegated {
                     to_role: args.to.clone(),
                     objective: args.objective.clone(),
-                    receipts_id: None,
+                    receipts_id,
                 })?;
+                let mut inherited = self.inherited.clone();
+                inherited.extend(self.receipts.iter().cloned());
                 let summary = target
-                    .send(RunTurn { input: Some(args.objective) })
+                    .send(RunTurn { input: Some(handoff), inherited })
                     .await
                     .map_err(|e| TurnError::Team(format!("{} is gone: {e}", args.to)))??;
                 self.emit(EventKind::DelegationReturned {
@@ -479,6 +499,98 @@ impl Agent {
                 }
             }
         }
+    }
+
+    fn receipt(&mut self, receipt: Receipt) -> Result<(), StoreError> {
+        let record = Record::Receipt {
+            role: self.name().to_string(),
+            receipt: serde_json::to_value(&receipt).unwrap_or_default(),
+        };
+        self.task.shared.store.append(&self.task.task_id, &record)?;
+        self.receipts.push(receipt);
+        Ok(())
+    }
+
+    /// The handoff to `to`: the objective and everything this agent knows was done (inherited and
+    /// own receipts), bounded to a tenth of the receiver's window. A list too long for that is
+    /// archived whole as evidence, and read back before the handoff goes: if the archive cannot be
+    /// written or read, the delegation fails loudly rather than drop receipts.
+    async fn handoff(&self, to: &str, objective: &str) -> Result<(String, Option<String>), TurnError> {
+        let mut receipts = self.inherited.clone();
+        receipts.extend(self.receipts.iter().cloned());
+        let rc = self
+            .task
+            .shared
+            .config
+            .role(to)
+            .ok_or_else(|| TurnError::Team(format!("no team member {to:?}")))?;
+        let client = self.task.client(&rc.provider)?;
+        let window = self
+            .task
+            .shared
+            .fitter
+            .send(WindowOf { client, model: rc.model.clone(), fresh: false })
+            .await
+            .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))??;
+        let budget = window.tokens.0 / 10;
+        let counter = TokenCounter::new(&rc.model);
+        let count = |t: &str| counter.count_text(t).tokens.0;
+        let from = self.name().to_string();
+        if agentd_agents::handoff::fits_whole(&from, &receipts, budget, &count) {
+            return Ok((
+                agentd_agents::handoff::handoff(objective, &from, &receipts, budget, &count, None).text,
+                None,
+            ));
+        }
+        let fail = |why: String| {
+            TurnError::Team(format!(
+                "handoff to {to} failed: the {} receipts of {from} exceed the handoff budget of {budget} tokens \
+                 and {why}; refusing to hand over with receipts dropped",
+                receipts.len()
+            ))
+        };
+        let data = agentd_agents::handoff::archive_lines(&receipts);
+        let stored = self
+            .task
+            .shared
+            .store
+            .put_evidence(
+                NewEvidence {
+                    data: data.as_bytes(),
+                    media_type: "application/x-ndjson",
+                    source: Source {
+                        task_id: self.task.task_id.clone(),
+                        role: from.clone(),
+                        tool: "receipts".into(),
+                        call_id: None,
+                        detail: Some(format!("receipts of {from} handed to {to}")),
+                    },
+                    complete: true,
+                    incomplete_reason: None,
+                    created_at: &now_rfc3339(),
+                },
+                &self.task.workspace.root().join(".agentd-evidence"),
+            )
+            .map_err(|e| fail(format!("their archive could not be written: {e}")))?;
+        let id = match stored {
+            Stored::InStore(meta) => {
+                // Read it back: an archive nobody can read is no archive.
+                self.task
+                    .shared
+                    .store
+                    .read_evidence(&meta.id, 0, 1, Unit::Lines)
+                    .map_err(|e| fail(format!("their archive {} cannot be read back: {e}", meta.id)))?;
+                meta.id
+            }
+            Stored::Fallback { path, .. } => {
+                return Err(fail(format!(
+                    "the evidence database could not hold their archive (written whole to {} instead)",
+                    path.display()
+                )))
+            }
+        };
+        let view = agentd_agents::handoff::handoff(objective, &from, &receipts, budget, &count, Some(&id));
+        Ok((view.text, Some(id)))
     }
 
     /// A tool result's page budget: an eighth of the window, so that no request carries more than a

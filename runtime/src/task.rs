@@ -9,6 +9,7 @@ use crate::fitter::Fitter;
 use crate::provider::Client;
 use crate::scheduler::Scheduler;
 use actix::prelude::*;
+use agentd_agents::receipts::Receipt;
 use agentd_agents::roles::{default_tools, RoleKind};
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, StoreError};
@@ -171,7 +172,8 @@ pub fn launch(
             )?;
         }
         let name = role.name().to_string();
-        team.insert(name, AgentActor::new(role, history, ctx.clone()).start());
+        let receipts = receipts_of(&shared.store, &task_id, &name)?;
+        team.insert(name, AgentActor::new(role, history, receipts, ctx.clone()).start());
     }
     let lead = team["lead"].clone();
     // Set once, right here, before any turn can look the team up.
@@ -187,7 +189,7 @@ pub fn launch(
         t.updated_at = now_rfc3339();
     })?;
     tokio::spawn(async move {
-        let outcome = match lead.send(RunTurn { input }).await {
+        let outcome = match lead.send(RunTurn { input, inherited: Vec::new() }).await {
             Ok(r) => r,
             Err(e) => Err(TurnError::Team(format!("the lead is gone: {e}"))),
         };
@@ -195,6 +197,27 @@ pub fn launch(
         let _ = done.send(Some(state));
     });
     Ok(())
+}
+
+/// A role's receipts, read back from the log.
+fn receipts_of(store: &Store, task_id: &str, role: &str) -> Result<Vec<Receipt>, StoreError> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.records(task_id, after, 10_000)?;
+        let Some((last, _)) = page.last() else { break };
+        after = *last;
+        for (_, record) in &page {
+            if let Record::Receipt { role: r, receipt } = record {
+                if r == role {
+                    if let Ok(receipt) = serde_json::from_value::<Receipt>(receipt.clone()) {
+                        out.push(receipt);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Records the end of a task: its state, result or error, and the terminal event.
