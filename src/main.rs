@@ -63,6 +63,16 @@ enum Command {
     Cancel { task: String },
     /// Continue an interrupted or failed task from its log.
     Resume { task: String },
+    /// Send a follow-up request to a task that has stopped; the lead takes it up.
+    Message {
+        task: String,
+        text: String,
+        /// Stream the events until the task stops again.
+        #[arg(long)]
+        wait: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// The context gauge of a task's role.
     Context {
         task: String,
@@ -230,6 +240,15 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             let r = connect(&home)?.call("task.resume", json!({"task_id": task}))?;
             println!("{}", str_of(&r, "state"));
             Ok(0)
+        }
+        Command::Message { task, text, wait, json } => {
+            let mut client = connect(&home)?;
+            let r = client.call("task.message", json!({"task_id": task, "text": text}))?;
+            if !wait {
+                println!("{}", str_of(&r, "state"));
+                return Ok(0);
+            }
+            follow_from(&mut client, &task, json, true)
         }
         Command::Context { task, role, json } => {
             let g = connect(&home)?.call("context.get", json!({"task_id": task, "role": role}))?;
@@ -400,7 +419,21 @@ fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
 
 /// Streams a task's events until its terminal event; exit 0 only when it finished.
 fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure> {
-    client.call("task.subscribe", json!({"task_id": task_id, "after_seq": 0}))?;
+    follow_from(client, task_id, json, false)
+}
+
+/// Like [`follow`]; with `latest`, from the last `task_message` on (a follow-up's own events).
+fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool) -> Result<u8, Failure> {
+    let mut after = 0;
+    if latest {
+        let log = client.call("log.get", json!({"task_id": task_id}))?;
+        for r in log["records"].as_array().into_iter().flatten() {
+            if r["type"] == "event" && r["event"]["kind"] == "task_message" {
+                after = r["event"]["seq"].as_u64().unwrap_or(0).saturating_sub(1);
+            }
+        }
+    }
+    client.call("task.subscribe", json!({"task_id": task_id, "after_seq": after}))?;
     loop {
         let event = client.next_event()?;
         if json {
@@ -410,8 +443,8 @@ fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure>
         }
         let _ = std::io::stdout().flush();
         if is_terminal_event(&event) {
-            // An interruption that was later resumed is history, not the end: keep following.
-            if str_of(&event, "kind") == "task_interrupted" {
+            // An end that was later resumed or followed up is history, not the end: keep following.
+            if str_of(&event, "kind") != "task_cancelled" {
                 let status = client.call("task.status", json!({"task_id": task_id}))?;
                 if matches!(str_of(&status, "state"), "queued" | "running" | "waiting_retry") {
                     continue;

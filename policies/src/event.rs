@@ -106,6 +106,10 @@ pub enum EventKind {
     TaskInterrupted {},
     /// An interrupted or failed task was resumed from its log.
     TaskResumed {},
+    /// A follow-up request for a task that had stopped: the lead takes it as a new user message.
+    TaskMessage {
+        text: String,
+    },
 }
 
 impl EventKind {
@@ -141,6 +145,7 @@ impl EventKind {
             EventKind::TaskCancelled {} => "task_cancelled",
             EventKind::TaskInterrupted {} => "task_interrupted",
             EventKind::TaskResumed {} => "task_resumed",
+            EventKind::TaskMessage { .. } => "task_message",
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod retry;
 pub mod rounds;
 pub mod summary;
 pub mod task;
+pub mod thinking;
 pub mod tokens;
 pub mod usage;
 pub mod window;

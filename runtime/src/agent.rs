@@ -5,7 +5,7 @@
 //! run the tools it called and persist their results — until the model calls `finish` or answers
 //! without a tool call. Every message is in the task's log before anything depending on it happens.
 
-use crate::clock::now_rfc3339;
+use crate::clock::{clock, now_rfc3339};
 use crate::counter::TokenCounter;
 use crate::fitter::{Fit, FitError, Learn, Measure, Observe, WindowOf};
 use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError, ToolSpec};
@@ -18,11 +18,14 @@ use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, StoreError, Stored, Unit};
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
 use agentd_policies::retry::{decide, Decision, Failure};
-use agentd_policies::{Count, EventKind, Message, Record, Role, TaskState, Tokens, Window, WindowSource};
+use agentd_policies::thinking;
+use agentd_policies::{
+    Count, EventKind, Message, Part, Record, Role, TaskState, Tokens, Window, WindowSource,
+};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A turn may take at most this many model round-trips before it is failed as a runaway loop.
 pub const MAX_STEPS_PER_TURN: usize = 400;
@@ -65,6 +68,7 @@ impl AgentActor {
         role: RoleKind,
         history: Vec<Message>,
         receipts: Vec<Receipt>,
+        last_answer_at: Option<SystemTime>,
         task: Arc<TaskCtx>,
     ) -> AgentActor {
         AgentActor {
@@ -76,6 +80,7 @@ impl AgentActor {
                 last_window: agentd_policies::window::ASSUMED_WINDOW,
                 receipts,
                 inherited: Vec::new(),
+                last_answer_at,
             })),
         }
     }
@@ -129,6 +134,8 @@ struct Agent {
     receipts: Vec<Receipt>,
     /// What the delegating agent had done when it handed over.
     inherited: Vec<Receipt>,
+    /// When this agent last answered (by the daemon's clock): idleness is measured from here.
+    last_answer_at: Option<SystemTime>,
 }
 
 #[derive(Deserialize)]
@@ -197,6 +204,7 @@ impl Agent {
         };
         self.task.shared.store.append(&self.task.task_id, &record)?;
         if let Some(text) = input {
+            self.clear_idle_thinking(&snapshot)?;
             self.objective = Some(text.clone());
             self.persist(Message::user(text))?;
         }
@@ -324,6 +332,7 @@ impl Agent {
                 finish_reason: response.finish_reason.clone(),
                 usage: response.usage,
             })?;
+            self.last_answer_at = Some(clock().now());
             let message = response.message;
             let calls: Vec<(String, String, String)> = message
                 .tool_calls()
@@ -499,6 +508,52 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// A new user request after more than the idle threshold since this agent last answered: every
+    /// thinking part but the latest goes, once. The cleaned history becomes the active one through a
+    /// checkpoint (so the cleared blocks never return, through resume and restarts), and a latch in
+    /// the store records it.
+    fn clear_idle_thinking(&mut self, snapshot: &Snapshot) -> Result<(), TurnError> {
+        let Some(last) = self.last_answer_at else { return Ok(()) };
+        let idle = clock().now().duration_since(last).unwrap_or_default();
+        if !thinking::is_due(idle, self.task.shared.config.idle_thinking_cleanup_after) {
+            return Ok(());
+        }
+        let Some((cleaned, removed)) = thinking::clear_outdated(&self.history) else { return Ok(()) };
+        let counter = TokenCounter::new(&snapshot.model);
+        let mut freed = Tokens::ZERO;
+        for part in &removed {
+            if let Part::Thinking { text, signature, .. } = part {
+                freed += counter.count_text(text).tokens;
+                if let Some(sig) = signature {
+                    freed += counter.count_text(sig).tokens;
+                }
+            }
+        }
+        let seq = self.task.shared.store.append(
+            &self.task.task_id,
+            &Record::Checkpoint {
+                role: self.name().to_string(),
+                subtype: "thinking_cleanup".into(),
+                history: cleaned.clone(),
+                archive_id: None,
+            },
+        )?;
+        self.history = cleaned;
+        let latch =
+            serde_json::json!({"checkpoint_seq": seq, "blocks_removed": removed.len(), "at": now_rfc3339()});
+        self.task
+            .shared
+            .store
+            .set_setting(&format!("thinking_latch/{}/{}", self.task.task_id, self.name()), &latch)?;
+        tracing::debug!(role = self.name(), "Context GC: cleared {} outdated thinking blocks", removed.len());
+        self.emit(EventKind::ThinkingCleared {
+            blocks_removed: removed.len() as u32,
+            tokens_freed: freed,
+            idle_ms: idle.as_millis() as u64,
+        })?;
+        Ok(())
     }
 
     fn receipt(&mut self, receipt: Receipt) -> Result<(), StoreError> {

@@ -6,6 +6,7 @@ use agentd_policies::retry::RetryPolicy;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +24,7 @@ pub const DEFAULT_CONFIG: &str = r#"# agentd configuration. The context window i
 # learns it from a refusal's stated limit and corrects it from usage reports.
 
 [providers.local]
-kind = "openai"                     # openai | ollama (OpenAI-compatible endpoints: vLLM, llama.cpp, Ollama)
+kind = "openai"                     # openai | ollama | anthropic (openai: vLLM, llama.cpp, Ollama …)
 base_url = "http://127.0.0.1:8000/v1"
 # api_key_env = "OPENAI_API_KEY"    # optional: the name of an environment variable holding the key
 
@@ -43,6 +44,13 @@ model = "qwen3-coder"
 # prompt = "You review diffs for correctness."
 # tools = ["read_file", "list_dir", "search"]
 
+# [scheduler]
+# idle_thinking_cleanup_after = "1h"   # a new request after this much idleness clears old thinking
+# [[scheduler.jobs]]
+# name = "verify-evidence"
+# cron = "0 0 3 * * *"                 # sec min hour day month weekday
+# action = "evidence.verify"           # or "logs.export"
+
 # [retry]
 # rate_limit = { attempts = 10, delay = "60s" }     # Retry-After wins when the server sends it
 # stream_anomaly = { attempts = 2, delay = "2s" }   # incremental: 2s, then 4s
@@ -56,6 +64,8 @@ command_timeout = "120s"
 pub enum ProviderKind {
     OpenAi,
     Ollama,
+    /// Anthropic Messages: `api_key_env` names the key sent as `x-api-key`.
+    Anthropic,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +95,36 @@ pub struct Config {
     pub specialists: BTreeMap<String, RoleConfig>,
     pub command_timeout: Duration,
     pub retry: RetryPolicy,
+    /// A new user request after this long since an agent's last answer clears its old thinking.
+    pub idle_thinking_cleanup_after: Duration,
+    pub jobs: Vec<JobConfig>,
+}
+
+/// A maintenance job the scheduler runs on a cron schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobConfig {
+    pub name: String,
+    /// The expression as written (6 fields: sec min hour day month weekday).
+    pub cron: String,
+    pub schedule: cron::Schedule,
+    pub action: JobAction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobAction {
+    /// Re-hash every evidence blob.
+    VerifyEvidence,
+    /// Write every task's log as JSON lines under `<home>/exports/`.
+    ExportLogs,
+}
+
+impl JobAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobAction::VerifyEvidence => "evidence.verify",
+            JobAction::ExportLogs => "logs.export",
+        }
+    }
 }
 
 impl Config {
@@ -178,7 +218,16 @@ struct RawSchedule {
 #[serde(deny_unknown_fields)]
 struct RawScheduler {
     idle_thinking_cleanup_after: Option<String>,
-    jobs: Option<toml::Value>,
+    #[serde(default)]
+    jobs: Vec<RawJob>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    name: String,
+    cron: String,
+    action: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -207,17 +256,44 @@ impl RawConfig {
                 slot.delay_ms = delay.as_millis() as u64;
             }
         }
-        if let Some(s) = &self.scheduler {
-            if s.jobs.is_some() {
-                return Err(invalid(
-                    "scheduler.jobs".into(),
-                    "cron jobs are not supported by this version yet; remove the table".into(),
-                ));
-            }
+        let mut idle_thinking_cleanup_after = agentd_policies::thinking::DEFAULT_IDLE_THRESHOLD;
+        let mut jobs = Vec::new();
+        if let Some(s) = self.scheduler {
             if let Some(v) = &s.idle_thinking_cleanup_after {
-                humantime::parse_duration(v).map_err(|e| {
+                idle_thinking_cleanup_after = humantime::parse_duration(v).map_err(|e| {
                     invalid("scheduler.idle_thinking_cleanup_after".into(), format!("{e}: {v:?}"))
                 })?;
+            }
+            for (i, job) in s.jobs.into_iter().enumerate() {
+                let key = format!("scheduler.jobs[{i}] ({:?})", job.name);
+                if job.name.trim().is_empty() {
+                    return Err(invalid(format!("scheduler.jobs[{i}].name"), "must not be empty".into()));
+                }
+                if jobs.iter().any(|j: &JobConfig| j.name == job.name) {
+                    return Err(invalid(format!("{key}.name"), "two jobs share this name".into()));
+                }
+                let schedule = cron::Schedule::from_str(&job.cron).map_err(|e| {
+                    invalid(
+                        format!("{key}.cron"),
+                        format!(
+                            "bad cron expression {:?} (6 fields: sec min hour day month weekday): {e}",
+                            job.cron
+                        ),
+                    )
+                })?;
+                let action = match job.action.as_str() {
+                    "evidence.verify" => JobAction::VerifyEvidence,
+                    "logs.export" => JobAction::ExportLogs,
+                    other => {
+                        return Err(invalid(
+                            format!("{key}.action"),
+                            format!(
+                                "unknown action {other:?}; expected \"evidence.verify\" or \"logs.export\""
+                            ),
+                        ))
+                    }
+                };
+                jobs.push(JobConfig { name: job.name, cron: job.cron, schedule, action });
             }
         }
         let mut providers = BTreeMap::new();
@@ -225,16 +301,13 @@ impl RawConfig {
             let kind = match p.kind.as_str() {
                 "openai" => ProviderKind::OpenAi,
                 "ollama" => ProviderKind::Ollama,
-                "anthropic" => {
-                    return Err(invalid(
-                        format!("providers.{name}.kind"),
-                        "the anthropic provider is not supported by this version yet".into(),
-                    ))
-                }
+                "anthropic" => ProviderKind::Anthropic,
                 other => {
                     return Err(invalid(
                         format!("providers.{name}.kind"),
-                        format!("unknown provider kind {other:?}; expected \"openai\" or \"ollama\""),
+                        format!(
+                        "unknown provider kind {other:?}; expected \"openai\", \"anthropic\" or \"ollama\""
+                    ),
                     ))
                 }
             };
@@ -323,7 +396,17 @@ impl RawConfig {
         if command_timeout.is_zero() {
             return Err(invalid("tools.command_timeout".into(), "must be longer than 0s".into()));
         }
-        Ok(Config { path: path.to_path_buf(), providers, lead, coder, specialists, command_timeout, retry })
+        Ok(Config {
+            path: path.to_path_buf(),
+            providers,
+            lead,
+            coder,
+            specialists,
+            command_timeout,
+            retry,
+            idle_thinking_cleanup_after,
+            jobs,
+        })
     }
 }
 
@@ -376,10 +459,41 @@ mod tests {
     }
 
     #[test]
+    fn jobs_parse_and_bad_ones_are_named() {
+        let ok = format!(
+            "{DEFAULT_CONFIG}\n[scheduler]\nidle_thinking_cleanup_after = \"30m\"\n[[scheduler.jobs]]\nname = \"v\"\ncron = \"0 0 3 * * *\"\naction = \"evidence.verify\"\n"
+        );
+        let c = parse(&ok).unwrap();
+        assert_eq!(c.jobs.len(), 1);
+        assert_eq!(c.idle_thinking_cleanup_after, Duration::from_secs(1800));
+        let bad_cron = ok.replace("0 0 3 * * *", "every night");
+        let e = parse(&bad_cron).unwrap_err().to_string();
+        assert!(e.contains("scheduler.jobs[0]") && e.contains("\"v\"") && e.contains("cron"), "{e}");
+        let bad_action = ok.replace("evidence.verify", "coffee.make");
+        let e = parse(&bad_action).unwrap_err().to_string();
+        assert!(e.contains("action") && e.contains("coffee.make"), "{e}");
+    }
+
+    #[test]
     fn bad_duration_is_named() {
         let text = DEFAULT_CONFIG.replace("\"120s\"", "\"soon\"");
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("tools.command_timeout"), "{e}");
+    }
+
+    #[test]
+    fn anthropic_kind_parses_and_unknown_kinds_are_named() {
+        let text = format!(
+            "{DEFAULT_CONFIG}\n[providers.claude]\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com/v1/\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n"
+        );
+        let c = parse(&text).unwrap();
+        let p = &c.providers["claude"];
+        assert_eq!(p.kind, ProviderKind::Anthropic);
+        assert_eq!(p.base_url, "https://api.anthropic.com/v1");
+        assert_eq!(p.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        let bad = DEFAULT_CONFIG.replace("kind = \"openai\"", "kind = \"gemini\"");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("providers.local.kind") && e.contains("gemini"), "{e}");
     }
 
     #[test]

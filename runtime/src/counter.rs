@@ -1,16 +1,35 @@
 //! Counting a request in tokens, the way the provider will see it: every message with its framing,
 //! thinking that is sent back, tool schemas, images by the provider's rule.
 //!
-//! Known OpenAI models are measured with their own BPE (tiktoken-rs singletons, `encode_ordinary`);
-//! anything else is estimated at one token per three bytes and marked `estimated`, so it can never
-//! certify that a request fits. Each message's count is cached by a hash of its content, so a fit
-//! check after one appended message tokenises only that message.
+//! Where a count comes from ([`CountSource`]), in order of preference:
+//!
+//! - **tiktoken** — known OpenAI models are measured with their own BPE (tiktoken-rs singletons,
+//!   `encode_ordinary`).
+//! - **endpoint** — a model tiktoken does not know, served by a server that counts for us (vLLM and
+//!   llama.cpp `POST /tokenize`; see [`Client::count_text`]). Such a counter
+//!   ([`TokenCounter::with_endpoint`], [`Tokenizer::Endpoint`]) is synchronous like the others: it
+//!   counts each text from what the endpoint has taught it ([`TokenCounter::learn`]), keyed by a
+//!   hash of the text. [`prepare`] asks the endpoint, before a request is counted, for exactly the
+//!   texts the counter has not learned ([`TokenCounter::missing_texts`]: O(new messages), thanks to
+//!   the per-message cache). A text not learned yet is estimated, and the count it is part of is
+//!   marked `estimated`: a guess never certifies that a request fits. Framing is added with the same
+//!   constants as for tiktoken (they overcount slightly: the safe direction). When the server turns
+//!   out to have no counting endpoint, the counter falls back to the estimate for good.
+//! - **estimate** — anything else: one token per three bytes, marked `estimated`, so it can never
+//!   certify that a request fits.
+//!
+//! Each message's count is cached by a hash of its content, so a fit check after one appended message
+//! tokenises only that message. A message counted while one of its texts was still a guess is not
+//! cached: it is measured again once the endpoint has answered.
 
-use crate::provider::{ChatRequest, ToolSpec};
+use crate::provider::{ChatRequest, Client, ToolSpec};
 use agentd_policies::{Count, Message, Part, Role};
-use std::collections::HashMap;
+use futures_util::stream::{self, StreamExt};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// Framing tokens of every message (`<|im_start|>`, role separator, `<|im_end|>` …).
 const MESSAGE_FRAMING: u64 = 4;
@@ -24,8 +43,14 @@ const TOOL_SPEC_FRAMING: u64 = 8;
 const REPLY_PRIMING: u64 = 3;
 /// An image, by OpenAI's high-detail rule for a typical 1024×1024 picture: 85 + 4 tiles × 170.
 const IMAGE_TOKENS: u64 = 765;
-/// The cache is dropped whole when it grows past this many entries.
+/// The cache (and the table of texts the endpoint counted) is dropped whole when it grows past this
+/// many entries.
 const CACHE_LIMIT: usize = 200_000;
+/// How many counting requests [`prepare`] keeps in flight at once.
+const ENDPOINT_CONCURRENCY: usize = 4;
+/// After this many failed [`prepare`] calls in a row (transport errors, 5xx …), the endpoint is given
+/// up for good, as if the server had none.
+const ENDPOINT_MAX_FAILURES: u32 = 3;
 
 /// Which tokenizer measures a model's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,6 +59,9 @@ pub enum Tokenizer {
     O200k,
     /// GPT-4, GPT-3.5, text-embedding-3.
     Cl100k,
+    /// The provider's own counting endpoint: texts it has counted are measured, the others estimated
+    /// (and marked) until [`prepare`] has asked for them.
+    Endpoint,
     /// No tokenizer of ours knows the model: bytes / 3, rounded up, marked estimated.
     Estimate,
 }
@@ -43,10 +71,21 @@ impl Tokenizer {
         match self {
             Tokenizer::O200k => "o200k_base",
             Tokenizer::Cl100k => "cl100k_base",
+            Tokenizer::Endpoint => "endpoint",
             Tokenizer::Estimate => "estimate",
         }
     }
 
+    /// Where this tokenizer's counts come from.
+    pub fn source(self) -> CountSource {
+        match self {
+            Tokenizer::O200k | Tokenizer::Cl100k => CountSource::Tiktoken,
+            Tokenizer::Endpoint => CountSource::Endpoint,
+            Tokenizer::Estimate => CountSource::Estimate,
+        }
+    }
+
+    /// A text by this tokenizer alone. (`Endpoint` needs what the endpoint taught: see [`Texts`].)
     fn count(self, text: &str) -> Count {
         match self {
             Tokenizer::O200k => {
@@ -55,7 +94,7 @@ impl Tokenizer {
             Tokenizer::Cl100k => {
                 Count::measured(tiktoken_rs::cl100k_base_singleton().encode_ordinary(text).len() as u64)
             }
-            Tokenizer::Estimate => Count::estimate_bytes(text.len()),
+            Tokenizer::Endpoint | Tokenizer::Estimate => Count::estimate_bytes(text.len()),
         }
     }
 
@@ -64,6 +103,28 @@ impl Tokenizer {
         match self {
             Tokenizer::Estimate => Count::estimated(tokens),
             _ => Count::measured(tokens),
+        }
+    }
+}
+
+/// Where a request's count came from, as the gauge shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountSource {
+    /// tiktoken-rs: the model's own BPE.
+    Tiktoken,
+    /// The provider's counting endpoint (vLLM / llama.cpp `POST /tokenize`).
+    Endpoint,
+    /// One token per three bytes: marked `estimated`, never certifies a fit.
+    Estimate,
+}
+
+impl CountSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CountSource::Tiktoken => "tiktoken",
+            CountSource::Endpoint => "endpoint",
+            CountSource::Estimate => "estimate",
         }
     }
 }
@@ -102,25 +163,63 @@ struct Entry {
     thinking: Count,
 }
 
+type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
+
 /// Counts requests for one model, caching each message's count by a hash of its content.
 #[derive(Debug)]
 pub struct TokenCounter {
     tokenizer: Tokenizer,
-    cache: Mutex<HashMap<u64, Entry, BuildHasherDefault<IdentityHasher>>>,
+    /// Set once an `Endpoint` counter has given up on its endpoint: it estimates from then on.
+    fell_back: AtomicBool,
+    /// [`prepare`] calls in a row that failed on an error (not on a missing endpoint).
+    endpoint_failures: AtomicU32,
+    cache: Mutex<KeyMap<Entry>>,
+    /// `Endpoint` mode: the tokens of each text the endpoint counted, by [`text_key`].
+    external: Mutex<KeyMap<u64>>,
 }
 
 impl TokenCounter {
+    /// tiktoken when it knows the model, else the estimate.
     pub fn new(model: &str) -> TokenCounter {
-        TokenCounter { tokenizer: tokenizer_for(model), cache: Mutex::new(HashMap::default()) }
+        TokenCounter::with_tokenizer(tokenizer_for(model))
     }
 
+    /// tiktoken when it knows the model; else counts learned from the provider's own counting
+    /// endpoint (see [`prepare`]), falling back to the estimate when the server has none.
+    pub fn with_endpoint(model: &str) -> TokenCounter {
+        match tokenizer_for(model) {
+            Tokenizer::Estimate => TokenCounter::with_tokenizer(Tokenizer::Endpoint),
+            known => TokenCounter::with_tokenizer(known),
+        }
+    }
+
+    fn with_tokenizer(tokenizer: Tokenizer) -> TokenCounter {
+        TokenCounter {
+            tokenizer,
+            fell_back: AtomicBool::new(false),
+            endpoint_failures: AtomicU32::new(0),
+            cache: Mutex::new(HashMap::default()),
+            external: Mutex::new(HashMap::default()),
+        }
+    }
+
+    /// The tokenizer in use now: `Estimate` once an `Endpoint` counter has fallen back.
     pub fn tokenizer(&self) -> Tokenizer {
-        self.tokenizer
+        if self.tokenizer == Tokenizer::Endpoint && self.fell_back.load(Ordering::Acquire) {
+            Tokenizer::Estimate
+        } else {
+            self.tokenizer
+        }
+    }
+
+    /// Where this counter's counts come from now.
+    pub fn source(&self) -> CountSource {
+        self.tokenizer().source()
     }
 
     /// The tokens of a bare text (no framing).
     pub fn count_text(&self, text: &str) -> Count {
-        self.tokenizer.count(text)
+        self.texts(self.tokenizer()).count(text)
     }
 
     /// One message as sent: framing + role + each part. Cached by content.
@@ -129,55 +228,67 @@ impl TokenCounter {
         if let Some(entry) = self.lookup(key) {
             return entry.total;
         }
-        let entry = self.measure_message(m);
-        self.store(&[(key, entry)]);
+        let mode = self.tokenizer();
+        let mut texts = self.texts(mode);
+        let entry = measure_message(mode, m, &mut |s| texts.count(s));
+        let guessed = texts.guessed;
+        drop(texts);
+        if !guessed {
+            self.store(mode, &[(key, entry)]);
+        }
         entry.total
     }
 
     /// The whole request: the system prompt as a message, every message, the tool definitions and
     /// the reply priming. Only messages and tools not seen before are tokenised.
     pub fn count_request(&self, req: &ChatRequest) -> RequestCount {
-        let system_key = (!req.system.is_empty()).then(|| system_key(&req.system));
-        let tool_json: Vec<String> = req.tools.iter().map(tool_json).collect();
-        let tool_keys: Vec<u64> = tool_json.iter().map(|j| tool_key(j)).collect();
-        let message_keys: Vec<u64> = req.messages.iter().map(message_key).collect();
+        let mode = self.tokenizer();
+        let keys = RequestKeys::of(req);
 
         // One pass under the lock for the hits; the misses are measured outside it.
         let (system, mut tools, mut messages) = {
             let cache = self.lock();
             let get = |k: &u64| cache.get(k).copied();
             (
-                system_key.map(|k| get(&k)),
-                tool_keys.iter().map(get).collect::<Vec<_>>(),
-                message_keys.iter().map(get).collect::<Vec<_>>(),
+                keys.system.map(|k| get(&k)),
+                keys.tools.iter().map(get).collect::<Vec<_>>(),
+                keys.messages.iter().map(get).collect::<Vec<_>>(),
             )
         };
         let mut fresh = Vec::new();
-        let system = match (system_key, system) {
+        let mut texts = self.texts(mode);
+        // Measures one miss; it is cached only if no text in it was a guess.
+        let mut measure = |key: u64, f: &mut dyn FnMut(&mut Texts<'_>) -> Entry| {
+            texts.guessed = false;
+            let entry = f(&mut texts);
+            if !texts.guessed {
+                fresh.push((key, entry));
+            }
+            entry
+        };
+        let system = match (keys.system, system) {
             (None, _) => None,
             (Some(_), Some(Some(hit))) => Some(hit),
             (Some(key), _) => {
-                let entry = self.measure_system(&req.system);
-                fresh.push((key, entry));
-                Some(entry)
+                Some(measure(key, &mut |t| measure_system(mode, &req.system, &mut |s| t.count(s))))
             }
         };
         for (i, slot) in tools.iter_mut().enumerate() {
             if slot.is_none() {
-                let entry = self.measure_tool(&tool_json[i]);
-                fresh.push((tool_keys[i], entry));
-                *slot = Some(entry);
+                let json = &keys.tool_json[i];
+                *slot = Some(measure(keys.tools[i], &mut |t| measure_tool(mode, json, &mut |s| t.count(s))));
             }
         }
         for (i, slot) in messages.iter_mut().enumerate() {
             if slot.is_none() {
-                let entry = self.measure_message(&req.messages[i]);
-                fresh.push((message_keys[i], entry));
-                *slot = Some(entry);
+                let m = &req.messages[i];
+                *slot =
+                    Some(measure(keys.messages[i], &mut |t| measure_message(mode, m, &mut |s| t.count(s))));
             }
         }
+        drop(texts);
         if !fresh.is_empty() {
-            self.store(&fresh);
+            self.store(mode, &fresh);
         }
 
         let mut count = RequestCount {
@@ -195,60 +306,104 @@ impl TokenCounter {
         }
         count.messages = Count { tokens: agentd_policies::Tokens(sum), estimated };
         count.thinking = Count { tokens: agentd_policies::Tokens(thinking), estimated };
-        count.total = count.system + count.tools + count.messages + self.tokenizer.fixed(REPLY_PRIMING);
+        count.total = count.system + count.tools + count.messages + mode.fixed(REPLY_PRIMING);
         count
     }
 
-    fn measure_message(&self, m: &Message) -> Entry {
-        let t = self.tokenizer;
-        let mut total = t.fixed(MESSAGE_FRAMING) + t.count(m.role.as_str());
-        let mut thinking = t.fixed(0);
-        for part in &m.parts {
-            match part {
-                Part::Text { text } => total += t.count(text),
-                Part::Thinking { text, signature, .. } => {
-                    let mut c = t.count(text);
-                    if let Some(signature) = signature {
-                        c += t.count(signature);
-                    }
-                    thinking += c;
-                    total += c;
+    /// `Endpoint` mode: every distinct non-empty text [`count_request`](Self::count_request) would
+    /// tokenise for `req` — the system prompt, tool definitions, role names and message parts — that
+    /// the endpoint has not counted yet, in request order. Messages already in the cache are skipped
+    /// whole, so this costs O(new messages). Empty in every other mode.
+    pub fn missing_texts(&self, req: &ChatRequest) -> Vec<String> {
+        let mode = self.tokenizer();
+        if mode != Tokenizer::Endpoint {
+            return Vec::new();
+        }
+        let keys = RequestKeys::of(req);
+        let (system_new, tools_new, messages_new) = {
+            let cache = self.lock();
+            let new = |k: &u64| !cache.contains_key(k);
+            (
+                keys.system.is_some_and(|k| new(&k)),
+                keys.tools.iter().map(new).collect::<Vec<_>>(),
+                keys.messages.iter().map(new).collect::<Vec<_>>(),
+            )
+        };
+        let learned = self.learned();
+        let mut seen = HashSet::new();
+        let mut missing = Vec::new();
+        let mut note = |s: &str| {
+            if !s.is_empty() {
+                let key = text_key(s);
+                if !learned.contains_key(&key) && seen.insert(key) {
+                    missing.push(s.to_string());
                 }
-                Part::ToolCall { name, arguments, .. } => {
-                    total += t.count(name) + t.count(arguments) + t.fixed(TOOL_CALL_FRAMING);
-                }
-                Part::ToolResult { call_id, content, .. } => {
-                    total += t.count(call_id) + t.count(content) + t.fixed(TOOL_RESULT_FRAMING);
-                }
-                // The provider's rule, not ours: never a measurement.
-                Part::Image { .. } => total += Count::estimated(IMAGE_TOKENS),
+            }
+            Count::default()
+        };
+        if system_new {
+            measure_system(mode, &req.system, &mut note);
+        }
+        for (json, new) in keys.tool_json.iter().zip(tools_new) {
+            if new {
+                measure_tool(mode, json, &mut note);
             }
         }
-        Entry { total, thinking }
+        for (m, new) in req.messages.iter().zip(messages_new) {
+            if new {
+                measure_message(mode, m, &mut note);
+            }
+        }
+        missing
     }
 
-    fn measure_system(&self, system: &str) -> Entry {
-        let t = self.tokenizer;
-        let total = t.fixed(MESSAGE_FRAMING) + t.count(Role::System.as_str()) + t.count(system);
-        Entry { total, thinking: t.fixed(0) }
+    /// `Endpoint` mode: the endpoint counted `tokens` for `text` (without special tokens).
+    pub fn learn(&self, text: &str, tokens: u64) {
+        let mut learned = self.learned();
+        if learned.len() >= CACHE_LIMIT {
+            // The cached messages keep their counts; only texts of new messages are asked again.
+            learned.clear();
+        }
+        learned.insert(text_key(text), tokens);
     }
 
-    fn measure_tool(&self, json: &str) -> Entry {
-        let t = self.tokenizer;
-        Entry { total: t.count(json) + t.fixed(TOOL_SPEC_FRAMING), thinking: t.fixed(0) }
+    /// Gives up on the endpoint for good: from now on this counter estimates (and marks) everything.
+    /// What it measured with the endpoint is forgotten, so that its counts do not mix sources.
+    pub fn fall_back_to_estimate(&self) {
+        if self.tokenizer != Tokenizer::Endpoint || self.fell_back.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // After the flag: a measurement racing with this either stores before the clear, or sees the
+        // new mode in `store` and drops its entries.
+        self.lock().clear();
+        self.learned().clear();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry, BuildHasherDefault<IdentityHasher>>> {
+    /// A `Texts` for one measurement in `mode`.
+    fn texts(&self, mode: Tokenizer) -> Texts<'_> {
+        let learned = (mode == Tokenizer::Endpoint).then(|| self.learned());
+        Texts { mode, learned, guessed: false }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, KeyMap<Entry>> {
         // A panic elsewhere cannot leave a half-written count: entries are inserted whole.
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn learned(&self) -> MutexGuard<'_, KeyMap<u64>> {
+        self.external.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn lookup(&self, key: u64) -> Option<Entry> {
         self.lock().get(&key).copied()
     }
 
-    fn store(&self, entries: &[(u64, Entry)]) {
+    /// Caches entries measured in `mode`, unless the counter has changed mode meanwhile.
+    fn store(&self, mode: Tokenizer, entries: &[(u64, Entry)]) {
         let mut cache = self.lock();
+        if self.tokenizer() != mode {
+            return;
+        }
         if cache.len() + entries.len() > CACHE_LIMIT {
             cache.clear();
         }
@@ -259,6 +414,142 @@ impl TokenCounter {
     fn cached(&self) -> usize {
         self.lock().len()
     }
+}
+
+/// Asks the provider's counting endpoint for the texts of `req` the counter has not learned yet, so
+/// that the next [`TokenCounter::count_request`] measures instead of guessing. Call it right before
+/// counting. Up to four requests are in flight at once; what was learned stays learned.
+///
+/// Returns where the count will come from. For an `Endpoint` counter: `Endpoint` when every text is
+/// now known; `Estimate` when the server has no counting endpoint (the counter then falls back to the
+/// estimate for good) or when the endpoint failed (the texts stay unknown, so the count is marked
+/// estimated; after three failed calls in a row the counter falls back for good too).
+pub async fn prepare(counter: &TokenCounter, client: &Client, model: &str, req: &ChatRequest) -> CountSource {
+    if counter.tokenizer() != Tokenizer::Endpoint {
+        return counter.source();
+    }
+    let missing = counter.missing_texts(req);
+    let mut answers = stream::iter(missing)
+        .map(|text| async move {
+            let answer = client.count_text(model, &text).await;
+            (text, answer)
+        })
+        .buffer_unordered(ENDPOINT_CONCURRENCY);
+    while let Some((text, answer)) = answers.next().await {
+        match answer {
+            Ok(Some(tokens)) => counter.learn(&text, tokens),
+            Ok(None) => {
+                tracing::info!(
+                    server = client.base_url(),
+                    model,
+                    "the server has no token-counting endpoint; estimating counts from now on"
+                );
+                counter.fall_back_to_estimate();
+                return CountSource::Estimate;
+            }
+            Err(error) => {
+                let failures = counter.endpoint_failures.fetch_add(1, Ordering::AcqRel) + 1;
+                tracing::warn!(
+                    server = client.base_url(),
+                    model,
+                    %error,
+                    failures,
+                    "the token-counting endpoint failed; this count is an estimate"
+                );
+                if failures >= ENDPOINT_MAX_FAILURES {
+                    counter.fall_back_to_estimate();
+                }
+                return CountSource::Estimate;
+            }
+        }
+    }
+    counter.endpoint_failures.store(0, Ordering::Release);
+    CountSource::Endpoint
+}
+
+/// Counts bare texts during one measurement: with the tokenizer, or (`Endpoint`) from what the
+/// endpoint taught, estimating — and noting — the texts it has not counted.
+struct Texts<'a> {
+    mode: Tokenizer,
+    /// Held for the whole measurement (`Endpoint` only).
+    learned: Option<MutexGuard<'a, KeyMap<u64>>>,
+    /// A text was estimated because the endpoint has not counted it yet.
+    guessed: bool,
+}
+
+impl Texts<'_> {
+    fn count(&mut self, text: &str) -> Count {
+        let Some(learned) = &self.learned else { return self.mode.count(text) };
+        if text.is_empty() {
+            return Count::measured(0);
+        }
+        match learned.get(&text_key(text)) {
+            Some(&tokens) => Count::measured(tokens),
+            None => {
+                self.guessed = true;
+                Count::estimate_bytes(text.len())
+            }
+        }
+    }
+}
+
+/// The cache keys of a request's parts.
+struct RequestKeys {
+    system: Option<u64>,
+    tool_json: Vec<String>,
+    tools: Vec<u64>,
+    messages: Vec<u64>,
+}
+
+impl RequestKeys {
+    fn of(req: &ChatRequest) -> RequestKeys {
+        let tool_json: Vec<String> = req.tools.iter().map(tool_json).collect();
+        RequestKeys {
+            system: (!req.system.is_empty()).then(|| system_key(&req.system)),
+            tools: tool_json.iter().map(|j| tool_key(j)).collect(),
+            tool_json,
+            messages: req.messages.iter().map(message_key).collect(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurement: the one walk over what is sent, shared by counting and by `missing_texts`.
+
+fn measure_message(t: Tokenizer, m: &Message, count: &mut dyn FnMut(&str) -> Count) -> Entry {
+    let mut total = t.fixed(MESSAGE_FRAMING) + count(m.role.as_str());
+    let mut thinking = t.fixed(0);
+    for part in &m.parts {
+        match part {
+            Part::Text { text } => total += count(text),
+            Part::Thinking { text, signature, .. } => {
+                let mut c = count(text);
+                if let Some(signature) = signature {
+                    c += count(signature);
+                }
+                thinking += c;
+                total += c;
+            }
+            Part::ToolCall { name, arguments, .. } => {
+                total += count(name) + count(arguments) + t.fixed(TOOL_CALL_FRAMING);
+            }
+            Part::ToolResult { call_id, content, .. } => {
+                total += count(call_id) + count(content) + t.fixed(TOOL_RESULT_FRAMING);
+            }
+            // The provider's rule, not ours: never a measurement.
+            Part::Image { .. } => total += Count::estimated(IMAGE_TOKENS),
+        }
+    }
+    Entry { total, thinking }
+}
+
+fn measure_system(t: Tokenizer, system: &str, count: &mut dyn FnMut(&str) -> Count) -> Entry {
+    let total = t.fixed(MESSAGE_FRAMING) + count(Role::System.as_str()) + count(system);
+    Entry { total, thinking: t.fixed(0) }
+}
+
+fn measure_tool(t: Tokenizer, json: &str, count: &mut dyn FnMut(&str) -> Count) -> Entry {
+    Entry { total: count(json) + t.fixed(TOOL_SPEC_FRAMING), thinking: t.fixed(0) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -279,6 +570,13 @@ fn system_key(system: &str) -> u64 {
 fn tool_key(json: &str) -> u64 {
     let mut h = FoldHasher::new(2);
     json.hash(&mut h);
+    h.finish()
+}
+
+/// A bare text, as the endpoint counted it.
+fn text_key(text: &str) -> u64 {
+    let mut h = FoldHasher::new(3);
+    text.hash(&mut h);
     h.finish()
 }
 
@@ -554,13 +852,146 @@ mod tests {
         }
     }
 
+    /// Teaches an endpoint counter what the endpoint would answer: here, o200k counts.
+    fn teach(c: &TokenCounter, texts: &[String]) {
+        for t in texts {
+            c.learn(t, tiktoken_rs::o200k_base_singleton().encode_ordinary(t).len() as u64);
+        }
+    }
+
+    #[test]
+    fn endpoint_mode_is_for_models_tiktoken_does_not_know() {
+        assert_eq!(TokenCounter::with_endpoint("qwen3-coder").tokenizer(), Tokenizer::Endpoint);
+        assert_eq!(TokenCounter::with_endpoint("gpt-4o").tokenizer(), Tokenizer::O200k);
+        assert_eq!(TokenCounter::with_endpoint("gpt-4").tokenizer(), Tokenizer::Cl100k);
+        assert_eq!(TokenCounter::new("qwen3-coder").tokenizer(), Tokenizer::Estimate);
+        assert_eq!(TokenCounter::with_endpoint("qwen3-coder").source(), CountSource::Endpoint);
+        assert_eq!(TokenCounter::new("gpt-4o").source(), CountSource::Tiktoken);
+        assert_eq!(serde_json::to_value(CountSource::Tiktoken).unwrap(), json!("tiktoken"));
+        assert_eq!(serde_json::to_value(CountSource::Endpoint).unwrap(), json!("endpoint"));
+        assert_eq!(serde_json::to_value(CountSource::Estimate).unwrap(), json!("estimate"));
+        // Only an endpoint counter asks for anything.
+        let req = request(vec![Message::user("hi")]);
+        assert!(TokenCounter::new("gpt-4o").missing_texts(&req).is_empty());
+        assert!(TokenCounter::new("qwen3-coder").missing_texts(&req).is_empty());
+    }
+
+    #[test]
+    fn missing_texts_then_learn_then_measured() {
+        let c = TokenCounter::with_endpoint("qwen3-coder");
+        let call = Message::new(
+            Role::Assistant,
+            vec![
+                Part::Thinking { text: "look".into(), signature: Some("sig".into()), redacted: false },
+                Part::ToolCall {
+                    id: "c1".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path":"a"}"#.into(),
+                },
+            ],
+        );
+        let result = Message::tool_result("c1", "fn main() {}", false);
+        let req = request(vec![Message::user("hi"), Message::user("hi"), call, result]);
+        let missing = c.missing_texts(&req);
+        let tool = serde_json::to_string(&req.tools[0]).unwrap();
+        let expected = [
+            "system",
+            "You are terse.",
+            tool.as_str(),
+            "user",
+            "hi",
+            "assistant",
+            "look",
+            "sig",
+            "read_file",
+            r#"{"path":"a"}"#,
+            "tool",
+            "c1",
+            "fn main() {}",
+        ];
+        assert_eq!(missing, expected, "every distinct text, once, in request order");
+
+        // Not learned yet: a guess, marked, and not cached (it is measured again once learned).
+        let guessed = c.count_request(&req);
+        assert!(guessed.total.estimated && guessed.messages.estimated && guessed.system.estimated);
+        assert_eq!(c.cached(), 0);
+        assert!(c.count_text("hi").estimated);
+        assert!(c.count_message(&Message::user("hi")).estimated);
+
+        teach(&c, &missing);
+        assert!(c.missing_texts(&req).is_empty(), "nothing left to ask");
+        let measured = c.count_request(&req);
+        assert!(!measured.total.estimated);
+        assert_eq!(c.count_text("hi"), Count::measured(1));
+        // With o200k as the endpoint's tokenizer, the same numbers as tiktoken's own counter.
+        assert_eq!(measured, TokenCounter::new("gpt-4o").count_request(&req));
+        assert_eq!(c.cached(), 1 + 1 + 3, "system, tool, three distinct messages");
+
+        // One appended message: only its new texts are asked for.
+        let mut longer = req.clone();
+        longer.messages.push(Message::assistant_text("one more"));
+        assert_eq!(c.missing_texts(&longer), ["one more"]);
+        // A text learned before the message was cached is not asked again either.
+        c.learn("one more", 2);
+        assert!(c.missing_texts(&longer).is_empty());
+        let n = c.count_request(&longer);
+        assert!(!n.total.estimated);
+        assert_eq!(n.total.tokens, measured.total.tokens + Tokens(4 + 1 + 2));
+    }
+
+    #[test]
+    fn one_unknown_text_makes_the_whole_count_an_estimate() {
+        let c = TokenCounter::with_endpoint("qwen3-coder");
+        let req = request(vec![Message::user("hi")]);
+        teach(&c, &c.missing_texts(&req));
+        assert!(!c.count_request(&req).total.estimated);
+        let mut more = req.clone();
+        more.messages.push(Message::user("something new"));
+        let n = c.count_request(&more);
+        assert!(n.total.estimated && n.messages.estimated);
+        assert!(!n.system.estimated && !n.tools.estimated, "the categories that were measured stay so");
+        // An image is the provider's rule, never a measurement, whatever the texts.
+        let img = Message::new(
+            Role::User,
+            vec![Part::Image { media_type: "image/png".into(), data: "AAAA".into() }],
+        );
+        let n = c.count_message(&img);
+        assert!(n.estimated);
+        assert_eq!(n.tokens, Tokens(4 + 1 + 765));
+    }
+
+    #[test]
+    fn falling_back_estimates_everything_for_good() {
+        let c = TokenCounter::with_endpoint("qwen3-coder");
+        let req = request(vec![Message::user("hello world")]);
+        teach(&c, &c.missing_texts(&req));
+        let measured = c.count_request(&req);
+        assert!(!measured.total.estimated);
+        assert!(c.cached() > 0);
+        c.fall_back_to_estimate();
+        assert_eq!(c.tokenizer(), Tokenizer::Estimate);
+        assert_eq!(c.source(), CountSource::Estimate);
+        assert_eq!(c.cached(), 0, "endpoint counts are not mixed with estimates");
+        assert!(c.missing_texts(&req).is_empty());
+        let n = c.count_request(&req);
+        assert!(n.total.estimated && n.system.estimated && n.tools.estimated && n.messages.estimated);
+        assert_eq!(n, TokenCounter::new("qwen3-coder").count_request(&req));
+        // Learning after the fall-back changes nothing.
+        c.learn("hello world", 1);
+        assert_eq!(c.count_text("hello world"), Count::estimate_bytes(11));
+        // A tiktoken counter has nothing to fall back from.
+        let t = TokenCounter::with_endpoint("gpt-4o");
+        t.fall_back_to_estimate();
+        assert_eq!(t.tokenizer(), Tokenizer::O200k);
+    }
+
     #[test]
     fn cache_is_bounded() {
         let c = TokenCounter::new("qwen");
         let many: Vec<(u64, Entry)> = (0..CACHE_LIMIT as u64)
             .map(|k| (k, Entry { total: Count::default(), thinking: Count::default() }))
             .collect();
-        c.store(&many);
+        c.store(c.tokenizer(), &many);
         assert_eq!(c.cached(), CACHE_LIMIT);
         c.count_message(&Message::user("x"));
         assert_eq!(c.cached(), 1);

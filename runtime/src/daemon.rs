@@ -2,9 +2,9 @@
 //! orderly stop on SIGINT/SIGTERM (stop accepting, mark running tasks `interrupted`, flush).
 
 use crate::bus::EventBus;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, ProviderKind};
 use crate::fitter::Fitter;
-use crate::provider::{Client, OpenAiClient};
+use crate::provider::{AnthropicClient, Client, OpenAiClient};
 use crate::rpc::Methods;
 use crate::scheduler::Scheduler;
 use crate::supervisor::{Shutdown, Supervisor};
@@ -96,6 +96,11 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
     let config = Arc::new(Config::load(&config_path)?);
     let store = Store::open(&home.db())?;
     let socket_path = home.socket();
+    let home_dir = home.dir.clone();
+    // Tests drive time over the socket instead of sleeping; users run on the system clock.
+    if std::env::var("AGENTD_CLOCK").as_deref() == Ok("manual") {
+        crate::clock::install(crate::clock::Clock::manual());
+    }
     let system = actix::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime")
     });
@@ -106,11 +111,17 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         let fitter = Fitter::start_in_arbiter(&fitter_arbiter.handle(), move |_| {
             Fitter::new(fitter_store, fitter_bus, retry)
         });
-        let scheduler = Scheduler.start();
+        let scheduler = Scheduler::new(config.jobs.clone(), store.clone(), home_dir.clone()).start();
         let mut clients = HashMap::new();
         for (name, p) in &config.providers {
             let key = p.api_key_env.as_ref().and_then(|var| std::env::var(var).ok());
-            clients.insert(name.clone(), Arc::new(Client::OpenAi(OpenAiClient::new(&p.base_url, key))));
+            let client = match p.kind {
+                ProviderKind::Anthropic => Client::Anthropic(AnthropicClient::new(&p.base_url, key)),
+                ProviderKind::OpenAi | ProviderKind::Ollama => {
+                    Client::OpenAi(OpenAiClient::new(&p.base_url, key))
+                }
+            };
+            clients.insert(name.clone(), Arc::new(client));
         }
         let shared = Arc::new(Shared {
             store: store.clone(),

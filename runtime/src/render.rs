@@ -86,6 +86,13 @@ pub fn event_line(e: &Value) -> String {
         "task_cancelled" => "task cancelled".to_string(),
         "task_interrupted" => "task interrupted (resumable)".to_string(),
         "task_resumed" => "task resumed".to_string(),
+        "task_message" => format!("follow-up: {}", one_line(s(e, "text"), 100)),
+        "thinking_cleared" => format!(
+            "cleared {} old thinking blocks ({} tokens) after {} s idle",
+            n(e, "blocks_removed"),
+            n(e, "tokens_freed"),
+            n(e, "idle_ms") / 1000
+        ),
         other => other.to_string(),
     };
     format!("{:>4}  {:<8} {}", n(e, "seq"), s(e, "role"), what)

@@ -2,7 +2,8 @@
 //! errors that name the parameter, and dispatch to the supervisor, the fitter and the store.
 
 use crate::fitter::{GaugeOf, WindowOf};
-use crate::supervisor::{Cancel, Resume, RunningCount, Submit, Supervisor};
+use crate::scheduler::Jobs;
+use crate::supervisor::{Cancel, Followup, Resume, RunningCount, Submit, Supervisor};
 use crate::task::{compact_at_key, effective_compact_at, Shared};
 use actix::prelude::*;
 use agentd_evidence::{EvidenceError, Unit};
@@ -131,6 +132,12 @@ impl Methods {
                 let state = self.ask(Resume { task_id }).await??;
                 Ok(json!({ "state": state }))
             }
+            "task.message" => {
+                let task_id = p.str("task_id")?;
+                let text = p.str("text")?;
+                let state = self.ask(Followup { task_id, text }).await??;
+                Ok(json!({ "state": state }))
+            }
             "task.subscribe" => {
                 let task_id = p.str("task_id")?;
                 p.opt_u64("after_seq")?;
@@ -222,8 +229,19 @@ impl Methods {
             }
             "daemon.status" => {
                 let running = self.supervisor.send(RunningCount).await.map_err(RpcError::internal)?;
+                let jobs = self.shared.scheduler.send(Jobs).await.map_err(RpcError::internal)?;
                 Ok(json!({"version": env!("CARGO_PKG_VERSION"), "uptime_s": self.started.elapsed().as_secs(),
-                          "tasks_running": running}))
+                          "tasks_running": running, "jobs": jobs, "clock": crate::clock::now_rfc3339()}))
+            }
+            "clock.advance" => {
+                let ms = p.opt_u64("ms")?.ok_or_else(|| RpcError::invalid_params("missing param `ms`"))?;
+                let clock = crate::clock::clock();
+                if !clock.advance(std::time::Duration::from_millis(ms)) {
+                    return Err(RpcError::state(
+                        "the clock can only be advanced when the daemon runs with AGENTD_CLOCK=manual",
+                    ));
+                }
+                Ok(json!({"now": crate::clock::now_rfc3339()}))
             }
             other => Err(RpcError::new(METHOD_NOT_FOUND, format!("unknown method {other:?}"))),
         }

@@ -221,6 +221,61 @@ impl Handler<Resume> for Supervisor {
     }
 }
 
+/// A follow-up request to a task that has stopped (finished, failed or interrupted): the lead takes
+/// it as a new user message, with the team's histories as they are.
+#[derive(Message)]
+#[rtype(result = "Result<TaskState, RpcError>")]
+pub struct Followup {
+    pub task_id: String,
+    pub text: String,
+}
+
+impl Handler<Followup> for Supervisor {
+    type Result = Result<TaskState, RpcError>;
+
+    fn handle(&mut self, msg: Followup, _: &mut Context<Self>) -> Self::Result {
+        if !self.accepting {
+            return Err(RpcError::state("the daemon is shutting down"));
+        }
+        if msg.text.trim().is_empty() {
+            return Err(RpcError::invalid_params("text must not be empty"));
+        }
+        self.reap();
+        let meta = self
+            .shared
+            .store
+            .task(&msg.task_id)
+            .map_err(RpcError::internal)?
+            .ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
+        if self.running.contains_key(&msg.task_id) || meta.state.is_active() {
+            return Err(RpcError::state(format!(
+                "task {} is {}; wait for it to stop",
+                msg.task_id, meta.state
+            )));
+        }
+        if meta.state == TaskState::Cancelled {
+            return Err(RpcError::state(format!("task {} was cancelled", msg.task_id)));
+        }
+        let workspace = Workspace::new(Path::new(&meta.workspace))
+            .map_err(|e| RpcError::bad_workspace(format!("workspace {}: {e}", meta.workspace)))?;
+        self.shared
+            .store
+            .update_task(&msg.task_id, |t| {
+                t.state = TaskState::Queued;
+                t.error = None;
+                t.result = None;
+                t.updated_at = now_rfc3339();
+            })
+            .map_err(RpcError::internal)?;
+        self.shared
+            .bus
+            .emit(&msg.task_id, "lead", EventKind::TaskMessage { text: msg.text.clone() })
+            .map_err(RpcError::internal)?;
+        self.start_task(msg.task_id, workspace, Start::Followup { text: msg.text })?;
+        Ok(TaskState::Running)
+    }
+}
+
 /// How many tasks are running now.
 #[derive(Message)]
 #[rtype(result = "usize")]

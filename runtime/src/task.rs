@@ -132,8 +132,14 @@ impl TaskCtx {
 
 /// How a task starts: fresh with its objective, or resumed from its log.
 pub enum Start {
-    Fresh { objective: String },
+    Fresh {
+        objective: String,
+    },
     Resume,
+    /// A follow-up user request to a task that had stopped.
+    Followup {
+        text: String,
+    },
 }
 
 /// Builds the team and runs the task to an end state on the tokio runtime. Returns the final state
@@ -173,7 +179,8 @@ pub fn launch(
         }
         let name = role.name().to_string();
         let receipts = receipts_of(&shared.store, &task_id, &name)?;
-        team.insert(name, AgentActor::new(role, history, receipts, ctx.clone()).start());
+        let last_answer = last_answer_at(&shared.store, &task_id, &name)?;
+        team.insert(name, AgentActor::new(role, history, receipts, last_answer, ctx.clone()).start());
     }
     let lead = team["lead"].clone();
     // Set once, right here, before any turn can look the team up.
@@ -181,6 +188,7 @@ pub fn launch(
     let input = match start {
         Start::Fresh { objective } => Some(objective),
         Start::Resume => None,
+        Start::Followup { text } => Some(text),
     };
     let store = shared.store.clone();
     let bus = shared.bus.clone();
@@ -197,6 +205,27 @@ pub fn launch(
         let _ = done.send(Some(state));
     });
     Ok(())
+}
+
+/// When a role last answered: the `at` of its last `response_received` event.
+fn last_answer_at(
+    store: &Store,
+    task_id: &str,
+    role: &str,
+) -> Result<Option<std::time::SystemTime>, StoreError> {
+    let mut last = None;
+    let mut after = 0;
+    loop {
+        let page = store.events(task_id, after, 10_000)?;
+        let Some(e) = page.last() else { break };
+        after = e.seq;
+        for e in &page {
+            if e.role == role && matches!(e.kind, EventKind::ResponseReceived { .. }) {
+                last = crate::clock::parse_rfc3339(&e.at);
+            }
+        }
+    }
+    Ok(last)
 }
 
 /// A role's receipts, read back from the log.

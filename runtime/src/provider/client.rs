@@ -1,13 +1,15 @@
 //! The provider a role talks to, whatever its wire protocol: one type the rest of the runtime holds,
 //! dispatching to the protocol's client.
 
-use super::{ChatRequest, ChatResponse, OpenAiClient, ProviderError};
+use super::{AnthropicClient, ChatRequest, ChatResponse, OpenAiClient, ProviderError};
 use agentd_policies::Tokens;
 use tokio_util::sync::CancellationToken;
 
 pub enum Client {
     /// OpenAI chat completions: OpenAI, vLLM, llama.cpp, Ollama, LM Studio …
     OpenAi(OpenAiClient),
+    /// Anthropic Messages (`x-api-key`, `anthropic-version: 2023-06-01`).
+    Anthropic(AnthropicClient),
 }
 
 impl Client {
@@ -15,6 +17,7 @@ impl Client {
     pub fn base_url(&self) -> &str {
         match self {
             Client::OpenAi(c) => c.base_url(),
+            Client::Anthropic(c) => c.base_url(),
         }
     }
 
@@ -25,6 +28,7 @@ impl Client {
     ) -> Result<ChatResponse, ProviderError> {
         match self {
             Client::OpenAi(c) => c.chat(req, cancel).await,
+            Client::Anthropic(c) => c.chat(req, cancel).await,
         }
     }
 
@@ -32,6 +36,19 @@ impl Client {
     pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
         match self {
             Client::OpenAi(c) => c.probe_window(model).await,
+            Client::Anthropic(c) => c.probe_window(model).await,
+        }
+    }
+
+    /// The tokens of `text` for `model`, counted by the server's own tokenizer (no special tokens),
+    /// when the server offers a counting endpoint; `None` when it has none.
+    pub async fn count_text(&self, model: &str, text: &str) -> Result<Option<u64>, ProviderError> {
+        match self {
+            // vLLM and llama.cpp `POST /tokenize`.
+            Client::OpenAi(c) => c.tokenize(model, text).await,
+            // Anthropic `POST /v1/messages/count_tokens`: a user message of the text, less its
+            // framing.
+            Client::Anthropic(c) => c.count_text(model, text).await,
         }
     }
 }

@@ -1,9 +1,12 @@
 //! Model providers: what a chat request and its answer look like to the rest of agentd, and the
 //! errors a provider can answer with, already sorted by what the caller should do about them.
 //!
-//! The only client today speaks the OpenAI chat-completions wire protocol (OpenAI, vLLM, llama.cpp,
-//! Ollama, LM Studio, DeepSeek …), always streaming: see [`OpenAiClient`].
+//! Two wire protocols, both always streaming: OpenAI chat completions (OpenAI, vLLM, llama.cpp,
+//! Ollama, LM Studio, DeepSeek …, see [`OpenAiClient`]) and Anthropic Messages (see
+//! [`AnthropicClient`]). [`Client`] is the one type the runtime holds.
 
+mod anthropic;
+mod anthropic_stream;
 mod client;
 mod openai;
 mod stream;
@@ -13,6 +16,7 @@ use serde::Serialize;
 use std::fmt;
 use std::time::Duration;
 
+pub use anthropic::AnthropicClient;
 pub use client::Client;
 pub use openai::OpenAiClient;
 
@@ -45,8 +49,13 @@ pub struct ChatResponse {
     /// `Text` if any, then the `ToolCall`s in the provider's index order.
     pub message: Message,
     pub finish_reason: String,
-    /// The provider's own count, when it reported a well-formed one.
+    /// The provider's own count, when it reported a well-formed one. `prompt_tokens` is everything
+    /// the model processed, cached or not (Anthropic: input + cache read + cache creation).
     pub usage: Option<Usage>,
+    /// Prompt tokens read from the provider's prompt cache, when it reports them (Anthropic).
+    pub cache_read_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's prompt cache, when it reports them (Anthropic).
+    pub cache_creation_tokens: Option<u64>,
 }
 
 /// What went wrong with a stream that was accepted by the server.

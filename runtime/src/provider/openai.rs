@@ -7,6 +7,8 @@ use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +27,9 @@ pub struct OpenAiClient {
     /// Without a trailing slash, e.g. `http://127.0.0.1:8000/v1`.
     base_url: String,
     api_key: Option<String>,
+    /// `/tokenize` refused the body meant for both vLLM and llama.cpp and accepted vLLM's own: send
+    /// only that from now on (shared by clones).
+    tokenize_vllm_only: Arc<AtomicBool>,
 }
 
 impl OpenAiClient {
@@ -41,6 +46,7 @@ impl OpenAiClient {
             http,
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key: api_key.filter(|k| !k.is_empty()),
+            tokenize_vllm_only: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -175,6 +181,48 @@ impl OpenAiClient {
             }
         }
         Ok(None)
+    }
+
+    /// The tokens of `text` for `model` by the server's own tokenizer, without special tokens:
+    /// `POST {root}/tokenize`, as vLLM and llama.cpp serve it. `None` when the server has no such
+    /// endpoint (404, 405, 501, or an answer that is not a count).
+    ///
+    /// One body serves both: vLLM reads `model`, `prompt`, `add_special_tokens` (and answers
+    /// `count`, `tokens`, `max_model_len`); llama.cpp reads `content`, `add_special` (and answers
+    /// `tokens`). Each ignores the other's fields — except vLLM versions whose request models forbid
+    /// extra fields: on a 400 or 422 the vLLM body alone is sent, and remembered. (Sending vLLM's body
+    /// alone first would not do: llama.cpp answers a body without `content` with no tokens, 200 OK.)
+    /// A count of zero for a non-empty text is not a count.
+    pub async fn tokenize(&self, model: &str, text: &str) -> Result<Option<u64>, ProviderError> {
+        if text.is_empty() {
+            return Ok(Some(0));
+        }
+        let url = format!("{}/tokenize", self.server_root());
+        let vllm = json!({"model": model, "prompt": text, "add_special_tokens": false});
+        let vllm_only = self.tokenize_vllm_only.load(Ordering::Relaxed);
+        let body = if vllm_only {
+            vllm.clone()
+        } else {
+            json!({
+                "model": model,
+                "prompt": text,
+                "add_special_tokens": false,
+                "content": text,
+                "add_special": false,
+            })
+        };
+        let mut answer = self.probe(self.http.post(&url).json(&body), &url).await?;
+        if !vllm_only && matches!(answer, Probe::Status { status: 400 | 422, .. }) {
+            answer = self.probe(self.http.post(&url).json(&vllm), &url).await?;
+            if matches!(answer, Probe::Json(_)) {
+                self.tokenize_vllm_only.store(true, Ordering::Relaxed);
+            }
+        }
+        match answer {
+            Probe::Json(value) => Ok(token_count(&value).filter(|n| *n > 0)),
+            Probe::NotJson | Probe::Status { status: 404 | 405 | 501, .. } => Ok(None),
+            Probe::Status { status, retry_after, body } => Err(classify_http(status, retry_after, &body)),
+        }
     }
 
     async fn probe(&self, mut request: reqwest::RequestBuilder, url: &str) -> Result<Probe, ProviderError> {
@@ -539,6 +587,14 @@ fn window_from_models(models: &Value, model: &str) -> Option<Tokens> {
     ["max_model_len", "context_length", "context_window"].iter().find_map(|key| positive(entry.get(*key)))
 }
 
+/// A `/tokenize` answer: vLLM's `count`, else the length of `tokens` (vLLM, llama.cpp).
+fn token_count(answer: &Value) -> Option<u64> {
+    answer
+        .get("count")
+        .and_then(Value::as_u64)
+        .or_else(|| answer.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64))
+}
+
 /// llama.cpp `GET /props`.
 fn window_from_props(props: &Value) -> Option<Tokens> {
     positive(props.get("default_generation_settings").and_then(|s| s.get("n_ctx")))
@@ -885,5 +941,16 @@ mod tests {
         let ollama = json!({"model_info": {"qwen2.context_length": 32768}});
         assert_eq!(window_from_ollama_show(&ollama), Some(Tokens(32768)));
         assert_eq!(window_from_ollama_show(&json!({})), None);
+    }
+
+    #[test]
+    fn tokenize_answers_of_vllm_and_llama_cpp() {
+        let vllm = json!({"count": 3, "tokens": [9707, 1879, 0], "max_model_len": 32768});
+        assert_eq!(token_count(&vllm), Some(3));
+        assert_eq!(token_count(&json!({"tokens": [1, 2]})), Some(2), "llama.cpp");
+        let pieces = json!({"tokens": [{"id": 1, "piece": "a"}, {"id": 2, "piece": "b"}]});
+        assert_eq!(token_count(&pieces), Some(2), "llama.cpp with_pieces");
+        assert_eq!(token_count(&json!({"count": -1})), None);
+        assert_eq!(token_count(&json!({"error": "Unexpected endpoint or method"})), None);
     }
 }

@@ -247,7 +247,13 @@ impl Assembler {
             let id = if call.id.is_empty() { format!("call_{index}") } else { call.id };
             parts.push(Part::ToolCall { id, name: call.name, arguments: call.arguments });
         }
-        Ok(ChatResponse { message: Message::new(Role::Assistant, parts), finish_reason, usage: self.usage })
+        Ok(ChatResponse {
+            message: Message::new(Role::Assistant, parts),
+            finish_reason,
+            usage: self.usage,
+            cache_read_tokens: None,
+            cache_creation_tokens: None,
+        })
     }
 }
 

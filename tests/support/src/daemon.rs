@@ -22,6 +22,7 @@ pub struct TestDaemon {
     pub bin: PathBuf,
     pub home: tempfile::TempDir,
     child: Option<Child>,
+    env: Vec<(String, String)>,
 }
 
 impl TestDaemon {
@@ -29,7 +30,7 @@ impl TestDaemon {
     pub fn prepare(bin: &Path, config: &str) -> TestDaemon {
         let home = tempfile::Builder::new().prefix("agentd-home").tempdir().expect("a temp home");
         std::fs::write(home.path().join("agentd.toml"), config).expect("write the config");
-        TestDaemon { bin: bin.to_path_buf(), home, child: None }
+        TestDaemon { bin: bin.to_path_buf(), home, child: None, env: Vec::new() }
     }
 
     /// Prepares a home and starts `agentd serve` in it, waiting until the socket answers.
@@ -66,6 +67,7 @@ impl TestDaemon {
             .arg(self.home.path())
             .arg("serve")
             .env("RUST_LOG", "info,agentd_runtime=debug")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -130,9 +132,15 @@ impl TestDaemon {
 
     /// Follows a task's events until its terminal event (or the timeout), returning all of them.
     pub fn events_until_end(&self, task_id: &str, timeout: Duration) -> Vec<Value> {
+        self.events_after(task_id, 0, timeout)
+    }
+
+    /// Follows a task's events after `after_seq` until a terminal event that nothing follows: an end
+    /// the task has since been resumed or followed up from is passed over.
+    pub fn events_after(&self, task_id: &str, after_seq: u64, timeout: Duration) -> Vec<Value> {
         let mut c = self.client();
         c.set_timeout(Some(timeout));
-        c.call("task.subscribe", json!({"task_id": task_id})).expect("subscribe");
+        c.call("task.subscribe", json!({"task_id": task_id, "after_seq": after_seq})).expect("subscribe");
         let mut events = Vec::new();
         loop {
             match c.next_notification() {
@@ -140,22 +148,30 @@ impl TestDaemon {
                     let e = n["params"].clone();
                     let kind = e["kind"].as_str().unwrap_or("").to_string();
                     events.push(e);
-                    if kind == "task_interrupted" {
-                        // Resumed since? Then the stream goes on.
+                    if matches!(
+                        kind.as_str(),
+                        "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted"
+                    ) {
                         let status = c.call("task.status", json!({"task_id": task_id})).expect("status");
-                        if !matches!(status["state"].as_str(), Some("queued" | "running" | "waiting_retry")) {
+                        if kind == "task_cancelled"
+                            || !matches!(
+                                status["state"].as_str(),
+                                Some("queued" | "running" | "waiting_retry")
+                            )
+                        {
                             return events;
                         }
                     }
-                    if matches!(kind.as_str(), "task_finished" | "task_failed" | "task_cancelled") {
-                        return events;
-                    }
                 }
-                Err(e) => {
-                    panic!("waiting for the end of {task_id}: {e}; events so far: {events:#?}")
-                }
+                Err(e) => panic!("waiting for the end of {task_id}: {e}; events so far: {events:#?}"),
             }
         }
+    }
+
+    /// Starts the daemon with extra environment variables (e.g. `AGENTD_CLOCK=manual`).
+    pub fn serve_with_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        self.serve();
     }
 
     /// Polls `task.status` until the state is `state`.

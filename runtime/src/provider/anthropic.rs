@@ -1,0 +1,807 @@
+//! The Anthropic Messages client: the wire mapping of a [`ChatRequest`] (thinking blocks and their
+//! signatures sent back byte-identical, tool results merged into the user turn that follows the
+//! tool calls), the streamed call, the error taxonomy (429, 529 overloaded, "prompt is too long"),
+//! the window probe and `count_tokens`.
+
+use super::anthropic_stream::{assemble, from_json_body};
+use super::openai::{classify_http, error_chain, retry_after, truncate_chars};
+use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError, CANCELLED};
+use agentd_policies::window::parse_refusal_limit;
+use agentd_policies::{Message, Part, Role, Tokens};
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// The API version every request names (`anthropic-version`).
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// `max_tokens` is required by the Messages API; this is sent when the request names none.
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Between two reads of a stream: a thinking model can be silent for a while, not for five minutes.
+const READ_TIMEOUT: Duration = Duration::from_secs(300);
+/// A window probe or a count, as a whole.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much of a provider's error text is kept.
+const MAX_ERROR_CHARS: usize = 2000;
+
+/// A client for the Anthropic Messages API (or a server speaking it).
+#[derive(Debug, Clone)]
+pub struct AnthropicClient {
+    http: reqwest::Client,
+    /// Without a trailing slash, e.g. `https://api.anthropic.com/v1`.
+    base_url: String,
+    api_key: Option<String>,
+    /// Per model: the tokens `count_tokens` reports around a one-token user text (the message
+    /// framing), subtracted by [`count_text`](Self::count_text). Shared by clones.
+    text_overhead: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+impl AnthropicClient {
+    /// `base_url` is the API root including its version, e.g. `https://api.anthropic.com/v1`. The
+    /// key is sent as `x-api-key`. Connecting times out after 10 s; a stream may run as long as it
+    /// keeps sending (a read waits at most 300 s).
+    pub fn new(base_url: &str, api_key: Option<String>) -> AnthropicClient {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .build()
+            .expect("the HTTP client (TLS backend) could not be initialised");
+        AnthropicClient {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+            text_overhead: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The exact JSON that [`chat`](Self::chat) POSTs to `{base}/messages`.
+    pub fn body(&self, req: &ChatRequest) -> Value {
+        let mut body = self.count_body(req);
+        body.insert("max_tokens".into(), json!(req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+        body.insert("stream".into(), json!(true));
+        Value::Object(body)
+    }
+
+    /// The JSON that [`count_tokens`](Self::count_tokens) POSTs to `{base}/messages/count_tokens`:
+    /// the message body without `max_tokens` and `stream`.
+    pub fn count_tokens_body(&self, req: &ChatRequest) -> Value {
+        Value::Object(self.count_body(req))
+    }
+
+    fn count_body(&self, req: &ChatRequest) -> Map<String, Value> {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(req.model));
+        if !req.system.is_empty() {
+            body.insert("system".into(), json!(req.system));
+        }
+        body.insert("messages".into(), Value::Array(wire_messages(&req.messages)));
+        if !req.tools.is_empty() {
+            let tools: Vec<Value> = req
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            if req.tool_choice_none {
+                body.insert("tool_choice".into(), json!({"type": "none"}));
+            }
+        }
+        body
+    }
+
+    fn request(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let builder = builder.header("anthropic-version", ANTHROPIC_VERSION);
+        match &self.api_key {
+            Some(key) => builder.header("x-api-key", key),
+            None => builder,
+        }
+    }
+
+    fn chat_url(&self) -> String {
+        format!("{}/messages", self.base_url)
+    }
+
+    /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
+    /// at once with `Transport { message: "cancelled" }`.
+    pub async fn chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(ProviderError::Transport {
+                url: self.chat_url(),
+                message: CANCELLED.to_string(),
+            }),
+            result = self.chat_uncancellable(req) => result,
+        }
+    }
+
+    async fn chat_uncancellable(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let url = self.chat_url();
+        let request =
+            self.request(self.http.post(&url)).header(ACCEPT, "text/event-stream").json(&self.body(req));
+        let response = request.send().await.map_err(|e| transport(&url, &e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers(), SystemTime::now());
+            let text = response.text().await.unwrap_or_default();
+            return Err(classify_anthropic_http(status.as_u16(), retry_after, &text));
+        }
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json"));
+        if is_json {
+            // The server ignored `stream: true` and answered in one piece.
+            let text = response.text().await.map_err(|e| ProviderError::StreamAnomaly {
+                kind: AnomalyKind::Cut,
+                message: format!("the response broke off: {}", error_chain(&e)),
+            })?;
+            return from_json_body(&text);
+        }
+        assemble(response.bytes_stream()).await
+    }
+
+    /// The window the server declares for `model`: `GET {base}/models/{model}`, its
+    /// `max_input_tokens` or `context_window` when present. Anthropic's own API may declare none:
+    /// then `None` (as for an unknown model or a server without the endpoint).
+    pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
+        let url = format!("{}/models/{}", self.base_url, encode_path_segment(model));
+        let response = self
+            .request(self.http.get(&url))
+            .timeout(PROBE_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| transport(&url, &e))?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers(), SystemTime::now());
+        let text = response.text().await.map_err(|e| transport(&url, &e))?;
+        match status {
+            200..=299 => Ok(serde_json::from_str::<Value>(&text).ok().and_then(|v| window_from_model(&v))),
+            404 | 405 => Ok(None),
+            _ => Err(classify_anthropic_http(status, retry_after, &text)),
+        }
+    }
+
+    /// The input tokens of `req` by the provider's own count: `POST {base}/messages/count_tokens`
+    /// with [`count_tokens_body`](Self::count_tokens_body), answered with `{"input_tokens": n}`.
+    pub async fn count_tokens(&self, req: &ChatRequest) -> Result<u64, ProviderError> {
+        self.count_body_tokens(&self.count_tokens_body(req)).await
+    }
+
+    async fn count_body_tokens(&self, body: &Value) -> Result<u64, ProviderError> {
+        let url = format!("{}/messages/count_tokens", self.base_url);
+        let response = self
+            .request(self.http.post(&url))
+            .timeout(PROBE_TIMEOUT)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| transport(&url, &e))?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers(), SystemTime::now());
+        let text = response.text().await.map_err(|e| transport(&url, &e))?;
+        if !(200..=299).contains(&status) {
+            return Err(classify_anthropic_http(status, retry_after, &text));
+        }
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v.get("input_tokens").and_then(Value::as_u64))
+            .ok_or_else(|| ProviderError::StreamAnomaly {
+                kind: AnomalyKind::Parse,
+                message: format!(
+                    "count_tokens answered without `input_tokens`: {}",
+                    truncate_chars(&text, 200)
+                ),
+            })
+    }
+
+    /// The tokens of a bare `text` for `model`, by `count_tokens`: the count of a user message made
+    /// of the text, less the message's framing (measured once per model around a one-token text).
+    /// `None` when the server has no counting endpoint (404, 405, 501). A whitespace-only text —
+    /// which the API refuses as a message — is counted as its bytes (an overcount: the safe side).
+    pub async fn count_text(&self, model: &str, text: &str) -> Result<Option<u64>, ProviderError> {
+        if text.is_empty() {
+            return Ok(Some(0));
+        }
+        if text.trim().is_empty() {
+            return Ok(Some(text.len() as u64));
+        }
+        let count = |text: &str| {
+            let body = json!({"model": model, "messages": [{"role": "user", "content": text}]});
+            async move { self.count_body_tokens(&body).await }
+        };
+        let known = self.text_overhead.lock().unwrap_or_else(|e| e.into_inner()).get(model).copied();
+        let overhead = match known {
+            Some(n) => n,
+            None => match count("a").await {
+                Ok(n) => {
+                    let n = n.saturating_sub(1);
+                    self.text_overhead.lock().unwrap_or_else(|e| e.into_inner()).insert(model.to_string(), n);
+                    n
+                }
+                Err(e) if no_endpoint(&e) => return Ok(None),
+                Err(e) => return Err(e),
+            },
+        };
+        match count(text).await {
+            Ok(n) => Ok(Some(n.saturating_sub(overhead).max(1))),
+            Err(e) if no_endpoint(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A refusal that says the server has no such endpoint (an Anthropic-compatible proxy without
+/// `count_tokens`).
+fn no_endpoint(e: &ProviderError) -> bool {
+    matches!(
+        e,
+        ProviderError::Rejected { status: 404 | 405 | 501, .. } | ProviderError::Server { status: 501, .. }
+    )
+}
+
+fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
+    ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
+}
+
+/// A model id as one URL path segment (ids are plain, but a `/` or space must not change the path).
+fn encode_path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b':' | b'@') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `GET /models/{id}`: the declared input window, when there is one.
+fn window_from_model(model: &Value) -> Option<Tokens> {
+    let entry = model.get("data").and_then(|d| d.as_array()?.first()).unwrap_or(model);
+    ["max_input_tokens", "context_window", "context_length", "max_model_len"].iter().find_map(|key| {
+        let n = match entry.get(*key)? {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.trim().parse::<u64>().ok(),
+            _ => None,
+        }?;
+        (n > 0).then_some(Tokens(n))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire mapping
+
+/// One turn on the wire while it is built: blocks that must come first (tool results in a user
+/// turn, thinking in an assistant turn), then the rest in order.
+struct Turn {
+    role: &'static str,
+    first: Vec<Value>,
+    rest: Vec<Value>,
+}
+
+/// agentd messages as Anthropic messages: roles alternate (consecutive user-side messages — user,
+/// tool results, a mid-history system note — merge into one user turn, tool results first;
+/// consecutive assistant messages merge too), and messages with nothing to send are left out.
+fn wire_messages(messages: &[Message]) -> Vec<Value> {
+    let mut turns: Vec<Turn> = Vec::with_capacity(messages.len());
+    for message in messages {
+        let turn = match message.role {
+            Role::Assistant => assistant_turn(message),
+            Role::User | Role::Tool | Role::System => user_turn(message),
+        };
+        if turn.first.is_empty() && turn.rest.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(last) if last.role == turn.role => {
+                last.first.extend(turn.first);
+                last.rest.extend(turn.rest);
+            }
+            _ => turns.push(turn),
+        }
+    }
+    turns
+        .into_iter()
+        .map(|t| {
+            let mut content = t.first;
+            content.extend(t.rest);
+            json!({"role": t.role, "content": content})
+        })
+        .collect()
+}
+
+/// Thinking blocks first, in their order (a signed thought byte-identical with its signature, a
+/// redacted one as its `data`; an unsigned thought — another provider's reasoning — cannot be
+/// verified by Anthropic and is not sent), then the text, then the tool calls.
+fn assistant_turn(message: &Message) -> Turn {
+    let mut first = Vec::new();
+    let mut rest = Vec::new();
+    for part in &message.parts {
+        match part {
+            Part::Thinking { text, redacted: true, .. } => {
+                first.push(json!({"type": "redacted_thinking", "data": text}));
+            }
+            Part::Thinking { text, signature: Some(signature), redacted: false } => {
+                first.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
+            }
+            _ => {}
+        }
+    }
+    let text = message.text();
+    if !text.is_empty() {
+        rest.push(json!({"type": "text", "text": text}));
+    }
+    for (id, name, arguments) in message.tool_calls() {
+        rest.push(json!({"type": "tool_use", "id": id, "name": name, "input": tool_input(arguments)}));
+    }
+    Turn { role: "assistant", first, rest }
+}
+
+/// The `input` object of a tool call: its arguments parsed, or `{}` when they are not a JSON object
+/// (the message keeps the raw text; the tool's answer tells the model what was wrong).
+fn tool_input(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => json!({}),
+    }
+}
+
+/// Tool results first, then the text (consecutive text parts joined) and images in order. Empty
+/// texts are left out: the API refuses them.
+fn user_turn(message: &Message) -> Turn {
+    let mut first = Vec::new();
+    let mut rest = Vec::new();
+    let mut pending = String::new();
+    let flush = |pending: &mut String, rest: &mut Vec<Value>| {
+        if !pending.is_empty() {
+            rest.push(json!({"type": "text", "text": std::mem::take(pending)}));
+        }
+    };
+    for part in &message.parts {
+        match part {
+            Part::ToolResult { call_id, content, is_error } => {
+                let mut block = Map::new();
+                block.insert("type".into(), json!("tool_result"));
+                block.insert("tool_use_id".into(), json!(call_id));
+                if !content.is_empty() {
+                    block.insert("content".into(), json!(content));
+                }
+                block.insert("is_error".into(), json!(is_error));
+                first.push(Value::Object(block));
+            }
+            Part::Text { text } => pending.push_str(text),
+            Part::Image { media_type, data } => {
+                flush(&mut pending, &mut rest);
+                rest.push(json!({
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": media_type, "data": data},
+                }));
+            }
+            Part::Thinking { .. } | Part::ToolCall { .. } => {}
+        }
+    }
+    flush(&mut pending, &mut rest);
+    Turn { role: "user", first, rest }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Whether a refusal is about the request's size against the window, and the limit it states:
+/// "prompt is too long: 210034 tokens > 200000 maximum", or "input length and `max_tokens` exceed
+/// context limit: 188240 + 21333 > 200000".
+fn overflow_limit(message: &str) -> Option<Option<Tokens>> {
+    let m = message.to_ascii_lowercase();
+    if m.contains("prompt is too long") {
+        return Some(parse_refusal_limit(message));
+    }
+    if m.contains("context limit") || m.contains("context window") {
+        let limit = parse_refusal_limit(message).or_else(|| {
+            let after = &m[m.rfind('>')? + 1..];
+            let digits: String =
+                after.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();
+            digits.replace(',', "").parse::<u64>().ok().filter(|n| *n > 0).map(Tokens)
+        });
+        return Some(limit);
+    }
+    None
+}
+
+/// `{"type":"error","error":{"type","message"}}`: the error object's type and message.
+fn anthropic_error(body: &str) -> Option<(String, String)> {
+    let value: Value = serde_json::from_str(body).ok()?;
+    let error = value.get("error")?;
+    let message = error.get("message")?.as_str()?;
+    let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
+    Some((kind.to_string(), truncate_chars(message, MAX_ERROR_CHARS)))
+}
+
+/// Maps a non-2xx answer: 429 and 529 (overloaded) wait and resend, honouring `retry-after`; a 400
+/// or 413 about the prompt's size is an overflow with the stated limit; any other 4xx is a
+/// rejection (so "max_tokens: 8192 > 4096, which is the maximum allowed …" is not mistaken for a
+/// window); 5xx is a server error. Bodies in another shape are classified as OpenAI's are.
+pub(crate) fn classify_anthropic_http(
+    status: u16,
+    retry_after: Option<Duration>,
+    body: &str,
+) -> ProviderError {
+    let Some((_, message)) = anthropic_error(body) else {
+        return classify_http(status, retry_after, body);
+    };
+    match status {
+        429 | 529 => ProviderError::RateLimited { retry_after, message },
+        400 | 413 | 422 => match overflow_limit(&message) {
+            Some(limit) => ProviderError::ContextOverflow { limit, message },
+            None => ProviderError::Rejected { status, message },
+        },
+        500..=599 => ProviderError::Server { status, message },
+        _ => ProviderError::Rejected { status, message },
+    }
+}
+
+/// Maps an error object that arrived inside an accepted stream (`event: error`) or as a 200 body:
+/// `overloaded_error` and `rate_limit_error` wait and resend, an overflow compacts, the request
+/// errors are rejections, anything else (`api_error` …) is a server error.
+pub(crate) fn classify_anthropic_error(error: &Value) -> ProviderError {
+    let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
+    let message = match error.get("message") {
+        Some(Value::String(s)) => truncate_chars(s, MAX_ERROR_CHARS),
+        _ => truncate_chars(&error.to_string(), MAX_ERROR_CHARS),
+    };
+    if let Some(limit) = overflow_limit(&message) {
+        return ProviderError::ContextOverflow { limit, message };
+    }
+    match kind {
+        "overloaded_error" | "rate_limit_error" => ProviderError::RateLimited { retry_after: None, message },
+        "invalid_request_error" => ProviderError::Rejected { status: 400, message },
+        "authentication_error" => ProviderError::Rejected { status: 401, message },
+        "permission_error" => ProviderError::Rejected { status: 403, message },
+        "not_found_error" => ProviderError::Rejected { status: 404, message },
+        "request_too_large" => ProviderError::Rejected { status: 413, message },
+        _ => ProviderError::Server { status: 500, message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ToolSpec;
+
+    fn request(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            model: "claude-x".into(),
+            system: "be brief".into(),
+            messages,
+            tools: vec![],
+            tool_choice_none: false,
+            max_tokens: None,
+        }
+    }
+
+    fn client() -> AnthropicClient {
+        AnthropicClient::new("http://127.0.0.1:9/v1/", Some(String::new()))
+    }
+
+    fn thinking(text: &str, signature: &str) -> Part {
+        Part::Thinking { text: text.into(), signature: Some(signature.into()), redacted: false }
+    }
+
+    #[test]
+    fn base_url_and_empty_key() {
+        let c = client();
+        assert_eq!(c.base_url(), "http://127.0.0.1:9/v1");
+        assert_eq!(c.api_key, None);
+    }
+
+    #[test]
+    fn body_system_user_max_tokens_stream() {
+        let body = client().body(&request(vec![Message::user("hi")]));
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude-x",
+                "system": "be brief",
+                "max_tokens": 8192,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                "stream": true,
+            })
+        );
+        let mut req = request(vec![Message::user("hi")]);
+        req.system.clear();
+        req.max_tokens = Some(100);
+        let body = client().body(&req);
+        assert!(body.get("system").is_none());
+        assert_eq!(body["max_tokens"], json!(100));
+        let count = client().count_tokens_body(&req);
+        assert!(count.get("stream").is_none() && count.get("max_tokens").is_none());
+        assert_eq!(count["messages"], body["messages"]);
+    }
+
+    #[test]
+    fn assistant_thinking_first_then_text_then_tool_use() {
+        let assistant = Message::new(
+            Role::Assistant,
+            vec![
+                Part::Text { text: "Reading.".into() },
+                thinking("first", "sig1"),
+                Part::ToolCall {
+                    id: "toolu_1".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path":"a"}"#.into(),
+                },
+                Part::Thinking { text: "ZW5jcnlwdGVk".into(), signature: None, redacted: true },
+                Part::Thinking { text: "unsigned, from elsewhere".into(), signature: None, redacted: false },
+                Part::ToolCall {
+                    id: "toolu_2".into(),
+                    name: "list_dir".into(),
+                    arguments: "{not json".into(),
+                },
+            ],
+        );
+        let body = client().body(&request(vec![Message::user("go"), assistant]));
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "first", "signature": "sig1"},
+                {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
+                {"type": "text", "text": "Reading."},
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "list_dir", "input": {}},
+            ]})
+        );
+    }
+
+    #[test]
+    fn thinking_round_trips_byte_identical() {
+        // What a stream delivered, stored as parts, goes back out exactly.
+        let text = "Let me think \"carefully\"\n  about 2 + 2…  \u{1F600}\\n";
+        let signature = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/==";
+        let events = [
+            format!(
+                "event: content_block_start\ndata: {}\n\n",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})
+            ),
+            format!(
+                "event: content_block_delta\ndata: {}\n\n",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": &text[..10]}})
+            ),
+            format!(
+                "event: content_block_delta\ndata: {}\n\n",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": &text[10..]}})
+            ),
+            format!(
+                "event: content_block_delta\ndata: {}\n\n",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": signature}})
+            ),
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_9\",\"name\":\"finish\",\"input\":{}}}\n\n".into(),
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"summary\\\":\\\"4\\\"}\"}}\n\n".into(),
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n".into(),
+        ];
+        let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
+            events.iter().map(|e| Ok(e.clone().into_bytes())).collect();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let response = runtime.block_on(assemble(futures_util::stream::iter(pieces))).unwrap();
+        // Stored and read back as the log does.
+        let stored: Message =
+            serde_json::from_str(&serde_json::to_string(&response.message).unwrap()).unwrap();
+        let results = Message::tool_result("toolu_9", "ok", false);
+        let body = client().body(&request(vec![Message::user("2+2?"), stored, results]));
+        let block = &body["messages"][1]["content"][0];
+        assert_eq!(block["type"], "thinking");
+        assert_eq!(block["thinking"].as_str().unwrap().as_bytes(), text.as_bytes());
+        assert_eq!(block["signature"].as_str().unwrap().as_bytes(), signature.as_bytes());
+        // And on the wire, as bytes: the JSON escapes decode to the same text.
+        let wire = serde_json::to_string(&body).unwrap();
+        let back: Value = serde_json::from_str(&wire).unwrap();
+        assert_eq!(back["messages"][1]["content"][0]["thinking"].as_str(), Some(text));
+    }
+
+    #[test]
+    fn tool_results_merge_into_one_user_turn_first() {
+        let assistant = Message::new(
+            Role::Assistant,
+            vec![
+                Part::ToolCall { id: "a".into(), name: "read_file".into(), arguments: "{}".into() },
+                Part::ToolCall { id: "b".into(), name: "list_dir".into(), arguments: "{}".into() },
+            ],
+        );
+        let messages = vec![
+            Message::user("objective"),
+            Message::user("checkpoint"),
+            assistant,
+            Message::tool_result("a", "fn main() {}", false),
+            Message::user("also: the user says hurry"),
+            Message::tool_result("b", "", true),
+            Message::system("a note"),
+            Message::assistant_text("done"),
+        ];
+        let body = client().body(&request(messages));
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [
+                    {"type": "text", "text": "objective"},
+                    {"type": "text", "text": "checkpoint"},
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "a", "name": "read_file", "input": {}},
+                    {"type": "tool_use", "id": "b", "name": "list_dir", "input": {}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "a", "content": "fn main() {}", "is_error": false},
+                    {"type": "tool_result", "tool_use_id": "b", "is_error": true},
+                    {"type": "text", "text": "also: the user says hurry"},
+                    {"type": "text", "text": "a note"},
+                ]},
+                {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+            ])
+        );
+    }
+
+    #[test]
+    fn roles_alternate_and_empty_messages_are_left_out() {
+        let messages = vec![
+            Message::user("a"),
+            Message::new(Role::User, vec![Part::Text { text: String::new() }]),
+            Message::assistant_text("b"),
+            Message::new(Role::Assistant, vec![]),
+            Message::new(
+                Role::Assistant,
+                vec![
+                    thinking("t", "s"),
+                    Part::ToolCall { id: "c".into(), name: "n".into(), arguments: "{}".into() },
+                ],
+            ),
+            Message::tool_result("c", "r", false),
+        ];
+        let body = client().body(&request(messages));
+        let turns = body["messages"].as_array().unwrap();
+        let roles: Vec<&str> = turns.iter().map(|t| t["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        // Merged assistant turn: thinking first.
+        assert_eq!(turns[1]["content"][0]["type"], "thinking");
+        assert_eq!(turns[1]["content"][1], json!({"type": "text", "text": "b"}));
+        for turn in turns {
+            assert!(!turn["content"].as_array().unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn images_and_joined_text() {
+        let m = Message::new(
+            Role::User,
+            vec![
+                Part::Text { text: "look".into() },
+                Part::Text { text: " here".into() },
+                Part::Image { media_type: "image/png".into(), data: "AAAA".into() },
+                Part::Text { text: "and say".into() },
+            ],
+        );
+        let body = client().body(&request(vec![m]));
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "look here"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+                {"type": "text", "text": "and say"},
+            ])
+        );
+    }
+
+    #[test]
+    fn tools_and_tool_choice_none() {
+        let mut req = request(vec![Message::user("summarise")]);
+        req.tools = vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }];
+        req.tool_choice_none = true;
+        let body = client().body(&req);
+        assert_eq!(
+            body["tools"],
+            json!([{
+                "name": "read_file",
+                "description": "Read a file",
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            }])
+        );
+        assert_eq!(body["tool_choice"], json!({"type": "none"}));
+        req.tools.clear();
+        let body = client().body(&req);
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn prompt_too_long_is_an_overflow_with_its_limit() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210034 tokens > 200000 maximum"}}"#;
+        assert_eq!(
+            classify_anthropic_http(400, None, body),
+            ProviderError::ContextOverflow {
+                limit: Some(Tokens(200000)),
+                message: "prompt is too long: 210034 tokens > 200000 maximum".into()
+            }
+        );
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again"}}"#;
+        assert!(matches!(
+            classify_anthropic_http(400, None, body),
+            ProviderError::ContextOverflow { limit: Some(Tokens(200000)), .. }
+        ));
+        // About the output limit, not the window.
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-opus-4"}}"#;
+        assert!(matches!(
+            classify_anthropic_http(400, None, body),
+            ProviderError::Rejected { status: 400, .. }
+        ));
+    }
+
+    #[test]
+    fn http_statuses() {
+        let overloaded = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(
+            classify_anthropic_http(529, None, overloaded),
+            ProviderError::RateLimited { retry_after: None, message: "Overloaded".into() }
+        );
+        let limited = r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#;
+        assert!(matches!(
+            classify_anthropic_http(429, Some(Duration::from_secs(7)), limited),
+            ProviderError::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(7)
+        ));
+        let auth =
+            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+        assert_eq!(
+            classify_anthropic_http(401, None, auth),
+            ProviderError::Rejected { status: 401, message: "invalid x-api-key".into() }
+        );
+        let api = r#"{"type":"error","error":{"type":"api_error","message":"Internal server error"}}"#;
+        assert!(matches!(classify_anthropic_http(500, None, api), ProviderError::Server { status: 500, .. }));
+        assert!(matches!(
+            classify_anthropic_http(502, None, "<html>"),
+            ProviderError::Server { status: 502, .. }
+        ));
+        assert!(matches!(classify_anthropic_http(529, None, ""), ProviderError::RateLimited { .. }));
+    }
+
+    #[test]
+    fn stream_error_objects() {
+        assert!(matches!(
+            classify_anthropic_error(&json!({"type": "rate_limit_error", "message": "slow down"})),
+            ProviderError::RateLimited { .. }
+        ));
+        assert!(matches!(
+            classify_anthropic_error(&json!({"type": "invalid_request_error", "message": "bad"})),
+            ProviderError::Rejected { status: 400, .. }
+        ));
+        assert!(matches!(
+            classify_anthropic_error(&json!("boom")),
+            ProviderError::Server { status: 500, .. }
+        ));
+    }
+
+    #[test]
+    fn model_windows_and_path_encoding() {
+        assert_eq!(window_from_model(&json!({"id": "c", "max_input_tokens": 200000})), Some(Tokens(200000)));
+        assert_eq!(
+            window_from_model(&json!({"id": "c", "context_window": "1000000"})),
+            Some(Tokens(1_000_000))
+        );
+        assert_eq!(window_from_model(&json!({"id": "c", "display_name": "Claude"})), None);
+        assert_eq!(window_from_model(&json!({"id": "c", "context_window": 0})), None);
+        assert_eq!(encode_path_segment("claude-sonnet-4-5@20250929"), "claude-sonnet-4-5@20250929");
+        assert_eq!(encode_path_segment("a/b c"), "a%2Fb%20c");
+    }
+}
