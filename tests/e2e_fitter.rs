@@ -144,7 +144,7 @@ async fn a_long_tool_loop_never_sends_a_request_over_the_window() {
 
     // One measurement, one owner: the gauge shows what the last request_sent said.
     let last_sent =
-        of_kind(&events, "request_sent").into_iter().filter(|e| e["role"] == "coder").last().unwrap().clone();
+        of_kind(&events, "request_sent").into_iter().rfind(|e| e["role"] == "coder").unwrap().clone();
     let gauge = d.client().call("context.get", json!({"task_id": task, "role": "coder"})).unwrap();
     assert_eq!(gauge["tokens"], last_sent["tokens"]);
     assert_eq!(gauge["window"], 16_384);
@@ -215,6 +215,37 @@ async fn a_silent_truncation_is_detected_from_usage() {
     for e in of_kind(&events, "request_sent") {
         if e["seq"].as_u64().unwrap() > seqs[0] {
             assert!(e["tokens"].as_u64().unwrap() <= new, "{e}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_tiktoken_does_not_know_is_counted_by_the_servers_endpoint_or_marked_estimated() {
+    for (endpoint, source, estimated) in [(true, "endpoint", false), (false, "estimate", true)] {
+        let server = ScriptedServer::builder()
+            .model("qwen3-coder")
+            .tokenize_endpoint(endpoint)
+            .script(vec![sse(vec![tool_call("list_dir", json!({"path": "."}))]), sse(vec![finish("done")])])
+            .start()
+            .await;
+        let ws = tempfile::tempdir().unwrap();
+        let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "qwen3-coder", ""));
+        let task = d.submit("List the workspace", ws.path());
+        let events = d.events_until_end(&task, Duration::from_secs(20));
+        assert_eq!(events.last().unwrap()["kind"], "task_finished");
+        for e in of_kind(&events, "request_sent") {
+            assert_eq!(e["estimated"], estimated, "{e}");
+        }
+        let gauge = d.client().call("context.get", json!({"task_id": task, "role": "lead"})).unwrap();
+        assert_eq!(gauge["count_source"], source);
+        assert_eq!(gauge["estimated"], estimated);
+        let shown = String::from_utf8_lossy(&d.cli(&["context", &task]).stdout).to_string();
+        assert_eq!(shown.contains('~'), estimated, "{shown}");
+        if endpoint {
+            // Measured by the server's own tokenizer: within framing of its count of the request.
+            let ours = of_kind(&events, "request_sent")[0]["tokens"].as_u64().unwrap();
+            let theirs = server.counted()[0];
+            assert!(ours >= theirs && ours <= theirs + theirs / 5, "ours {ours}, server {theirs}");
         }
     }
 }

@@ -654,11 +654,15 @@ impl Agent {
         Tokens((window.0 / 8).max(256))
     }
 
-    async fn measure(&self, model: &str, text: &str) -> Result<Count, TurnError> {
+    async fn measure(&self, snapshot: &Snapshot, text: &str) -> Result<Count, TurnError> {
         self.task
             .shared
             .fitter
-            .send(Measure { model: model.to_string(), text: text.to_string() })
+            .send(Measure {
+                server: snapshot.server.clone(),
+                model: snapshot.model.clone(),
+                text: text.to_string(),
+            })
             .await
             .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))
     }
@@ -679,7 +683,7 @@ impl Agent {
         if (outcome.content.len() as u64) <= budget.0 || tool == "read_evidence" {
             return Ok((outcome.content.clone(), None));
         }
-        if self.measure(&snapshot.model, &outcome.content).await?.tokens <= budget {
+        if self.measure(snapshot, &outcome.content).await?.tokens <= budget {
             return Ok((outcome.content.clone(), None));
         }
         let detail = serde_json::from_str::<serde_json::Value>(arguments).ok().and_then(|v| {
@@ -752,8 +756,7 @@ impl Agent {
         loop {
             let page = store.read_evidence(id, offset, lines, Unit::Lines).map_err(|e| e.to_string())?;
             let fits = (page.data.len() as u64) <= budget.0
-                || self.measure(&snapshot.model, &page.data).await.map_err(|e| e.to_string())?.tokens
-                    <= budget;
+                || self.measure(snapshot, &page.data).await.map_err(|e| e.to_string())?.tokens <= budget;
             if fits || lines == 1 {
                 let mut data = page.data;
                 let mut note = String::new();

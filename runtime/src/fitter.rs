@@ -9,7 +9,7 @@
 use crate::bus::EventBus;
 use crate::clock::now_rfc3339;
 use crate::compactor::{compact, CompactError, Compacted, Job};
-use crate::counter::{RequestCount, TokenCounter};
+use crate::counter::{prepare, CountSource, RequestCount, TokenCounter};
 use crate::provider::{ChatRequest, Client};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
@@ -57,6 +57,8 @@ pub struct Fitted {
 pub struct Gauge {
     pub role: String,
     pub model: String,
+    /// What measured the request: the model's tokenizer, the server's counting endpoint, or an estimate.
+    pub count_source: CountSource,
     pub window: Tokens,
     pub window_source: WindowSource,
     pub tokens: Tokens,
@@ -91,9 +93,15 @@ struct State {
 }
 
 impl State {
-    fn counter(&self, model: &str) -> Arc<TokenCounter> {
+    /// The counter of a model on a server: tiktoken when it knows the model, else the server's own
+    /// counting endpoint, else a marked estimate. Keyed by server too: one server's missing endpoint
+    /// says nothing about another's.
+    fn counter(&self, server: &str, model: &str) -> Arc<TokenCounter> {
         let mut counters = lock(&self.counters);
-        counters.entry(model.to_string()).or_insert_with(|| Arc::new(TokenCounter::new(model))).clone()
+        counters
+            .entry(format!("{server}\n{model}"))
+            .or_insert_with(|| Arc::new(TokenCounter::with_endpoint(model)))
+            .clone()
     }
 
     fn known_window(&self, server: &str, model: &str) -> Result<Option<Window>, StoreError> {
@@ -190,8 +198,12 @@ impl Handler<Fit> for Fitter {
 impl State {
     async fn fit(&self, msg: Fit) -> Result<Fitted, FitError> {
         let window = self.window(&msg.client, &msg.request.model).await?;
-        let counter = self.counter(&msg.request.model);
+        let counter = self.counter(msg.client.base_url(), &msg.request.model);
         let mut request = msg.request;
+        tokio::select! {
+            _ = prepare(&counter, &msg.client, &request.model, &request) => {}
+            _ = msg.cancel.cancelled() => return Err(FitError::Cancelled),
+        }
         let mut count = counter.count_request(&request);
         let reserve = Tokens(u64::from(request.max_tokens.unwrap_or(0)));
         let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
@@ -248,6 +260,7 @@ impl State {
             match compact(job).await {
                 Ok(done) => {
                     request.messages = done.history.clone();
+                    prepare(&counter, &msg.client, &request.model, &request).await;
                     count = counter.count_request(&request);
                     self.emit(
                         &msg.task_id,
@@ -310,6 +323,7 @@ impl State {
         let gauge = Gauge {
             role: role.to_string(),
             model: request.model.clone(),
+            count_source: counter.source(),
             window: window.tokens,
             window_source: window.source,
             tokens: count.total.tokens,
@@ -511,6 +525,7 @@ impl Handler<Observe> for Fitter {
 #[derive(Message)]
 #[rtype(result = "Count")]
 pub struct Measure {
+    pub server: String,
     pub model: String,
     pub text: String,
 }
@@ -519,6 +534,6 @@ impl Handler<Measure> for Fitter {
     type Result = MessageResult<Measure>;
 
     fn handle(&mut self, msg: Measure, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.state.counter(&msg.model).count_text(&msg.text))
+        MessageResult(self.state.counter(&msg.server, &msg.model).count_text(&msg.text))
     }
 }
