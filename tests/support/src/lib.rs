@@ -28,21 +28,33 @@
 //! What the server does:
 //! - `GET /v1/models` lists the configured model (with vLLM's
 //!   `max_model_len` when configured).
+//! - `POST /tokenize` (vLLM's counting endpoint) answers the o200k count of
+//!   `prompt`, when [`ServerBuilder::tokenize_endpoint`] is on; else 404.
 //! - `POST /v1/chat/completions` pops the next step (or asks the
 //!   [responder](ServerBuilder::responder) when the queue is empty) and
 //!   answers it as SSE when the body has `"stream": true`, else as one JSON
 //!   completion. Tool-call arguments are always split across several deltas
 //!   so clients are exercised on reassembly. Faults ([`Fault`]) simulate
 //!   rate limits, 5xx, cut and empty streams, context overflow and hangs.
+//! - `POST /v1/messages` (Anthropic Messages; needs an `anthropic-version`
+//!   header) answers the same steps in Anthropic's wire format: SSE events
+//!   with `text`, `thinking` (+ `signature_delta`), `redacted_thinking` and
+//!   `tool_use` blocks, or one `message` body; faults in Anthropic's shapes
+//!   (429 `rate_limit_error` + `retry-after`, 529 `overloaded_error`, 400
+//!   "prompt is too long: N tokens > M maximum"). `POST
+//!   /v1/messages/count_tokens` answers `{"input_tokens": n}` by the server's
+//!   own count, and `GET /v1/models/{id}` Anthropic's model object (with
+//!   `context_window` when `max_model_len` is set). The window and silent
+//!   truncation apply to both chat endpoints.
 //! - Every request is recorded before it is answered
 //!   ([`ScriptedServer::requests`]); an exhausted script answers HTTP 500.
 //! - Malformed HTTP gets a 400; nothing a client sends can panic the server.
 //!
-//! Layout: `script` (steps and shared state), `openai` (step → wire
-//! rendering, pure), `http` (hand-rolled HTTP/1.1 on tokio), `server`
-//! (handle, builder, routing). Other protocols belong in sibling modules of
-//! `openai`.
+//! Layout: `script` (steps and shared state), `openai` and `anthropic`
+//! (step → wire rendering, pure), `http` (hand-rolled HTTP/1.1 on tokio),
+//! `server` (handle, builder, routing).
 
+mod anthropic;
 mod count;
 pub mod daemon;
 mod http;
@@ -56,7 +68,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-pub use count::count_request;
+pub use count::{count_request, tokens as count_text_tokens};
 pub use script::{Chunk, Fault, RecordedRequest, Reply, Responder, Step};
 pub use server::{ScriptedServer, ServerBuilder};
 
@@ -66,6 +78,13 @@ pub const DEFAULT_MODEL: &str = "gpt-4o";
 pub const CHAT_PATH: &str = "/v1/chat/completions";
 /// Path of the model-list endpoint.
 pub const MODELS_PATH: &str = "/v1/models";
+/// Path of Anthropic's Messages endpoint.
+pub const MESSAGES_PATH: &str = "/v1/messages";
+/// Path of Anthropic's token-counting endpoint.
+pub const COUNT_TOKENS_PATH: &str = "/v1/messages/count_tokens";
+/// Path of vLLM's (and llama.cpp's) token-counting endpoint, at the server root; served only when
+/// [`ServerBuilder::tokenize_endpoint`] is on.
+pub const TOKENIZE_PATH: &str = "/tokenize";
 
 static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -93,6 +112,17 @@ pub fn text(s: &str) -> Chunk {
 /// Reasoning text (`reasoning_content`).
 pub fn reasoning(s: &str) -> Chunk {
     Chunk::Reasoning(s.to_string())
+}
+
+/// An Anthropic `thinking` block with its signature (reasoning text on the
+/// OpenAI endpoint).
+pub fn thinking(text: &str, signature: &str) -> Chunk {
+    Chunk::Thinking { text: text.to_string(), signature: signature.to_string() }
+}
+
+/// An Anthropic `redacted_thinking` block (nothing on the OpenAI endpoint).
+pub fn redacted_thinking(data: &str) -> Chunk {
+    Chunk::RedactedThinking(data.to_string())
 }
 
 /// A tool call with a fresh unique id (`call_<n>`); `args` is serialized
@@ -132,6 +162,11 @@ pub fn rate_limited(retry_after: Option<&str>) -> Step {
 /// An HTTP error status with an OpenAI error body.
 pub fn server_error(status: u16, msg: &str) -> Step {
     Step::Fault(Fault::ServerError { status, message: msg.to_string() })
+}
+
+/// HTTP 529 with Anthropic's `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`.
+pub fn overloaded() -> Step {
+    Step::Fault(Fault::ServerError { status: 529, message: "Overloaded".to_string() })
 }
 
 /// A 200 SSE stream that breaks off after these chunks.

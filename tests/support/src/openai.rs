@@ -49,7 +49,10 @@ pub(crate) fn delta_chunks(frame: &Frame<'_>, chunks: &[Chunk]) -> Vec<Value> {
     for c in chunks {
         match c {
             Chunk::Text(text) => out.push(chunk(frame, json!({ "content": text }), None)),
-            Chunk::Reasoning(text) => out.push(chunk(frame, json!({ "reasoning_content": text }), None)),
+            Chunk::Reasoning(text) | Chunk::Thinking { text, .. } => {
+                out.push(chunk(frame, json!({ "reasoning_content": text }), None))
+            }
+            Chunk::RedactedThinking(_) => {}
             Chunk::ToolCall { id, name, arguments } => {
                 out.push(chunk(
                     frame,
@@ -119,7 +122,10 @@ fn message(chunks: &[Chunk]) -> Value {
     for c in chunks {
         match c {
             Chunk::Text(t) => content.get_or_insert_with(String::new).push_str(t),
-            Chunk::Reasoning(t) => reasoning.get_or_insert_with(String::new).push_str(t),
+            Chunk::Reasoning(t) | Chunk::Thinking { text: t, .. } => {
+                reasoning.get_or_insert_with(String::new).push_str(t)
+            }
+            Chunk::RedactedThinking(_) => {}
             Chunk::ToolCall { id, name, arguments } => tool_calls.push(json!({
                 "id": id,
                 "type": "function",

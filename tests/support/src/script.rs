@@ -58,8 +58,16 @@ impl Reply {
 pub enum Chunk {
     /// Visible assistant text (`delta.content`).
     Text(String),
-    /// Reasoning text (`delta.reasoning_content`, vLLM/DeepSeek style).
+    /// Reasoning text (`delta.reasoning_content`, vLLM/DeepSeek style). On
+    /// `/v1/messages`, consecutive ones form one `thinking` block, signed by
+    /// the server.
     Reasoning(String),
+    /// An Anthropic `thinking` block with its `signature` (on the OpenAI
+    /// endpoint: reasoning text, no signature).
+    Thinking { text: String, signature: String },
+    /// An Anthropic `redacted_thinking` block's `data` (not rendered on the
+    /// OpenAI endpoint).
+    RedactedThinking(String),
     /// A function tool call. `arguments` is the raw JSON text sent on the
     /// wire (split across several deltas when streamed).
     ToolCall { id: String, name: String, arguments: String },
@@ -110,9 +118,10 @@ impl RecordedRequest {
         strip_query(&self.path)
     }
 
-    /// Whether this is a `POST /v1/chat/completions`.
+    /// Whether this is a chat request: `POST /v1/chat/completions` or
+    /// Anthropic's `POST /v1/messages`.
     pub fn is_chat(&self) -> bool {
-        self.method == "POST" && self.path_only() == crate::CHAT_PATH
+        self.method == "POST" && matches!(self.path_only(), crate::CHAT_PATH | crate::MESSAGES_PATH)
     }
 }
 
@@ -133,6 +142,8 @@ pub(crate) struct Config {
     pub window: Option<u64>,
     /// Like Ollama's default: accept an over-long prompt, keep only this many tokens, say nothing.
     pub silent_truncation_at: Option<u64>,
+    /// Serve vLLM's `POST /tokenize` (else it is a 404, as on a server without one).
+    pub tokenize_endpoint: bool,
 }
 
 #[derive(Default)]

@@ -8,10 +8,11 @@ use serde_json::Value;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::anthropic;
 use crate::http::{Conn, ReadError, Request};
 use crate::openai::{self, Frame};
 use crate::script::{strip_query, Config, Fault, RecordedRequest, Reply, Responder, State, Step};
-use crate::{CHAT_PATH, MODELS_PATH};
+use crate::{CHAT_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, MODELS_PATH, TOKENIZE_PATH};
 
 /// How long a client may take to send a complete request.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -83,7 +84,7 @@ impl ScriptedServer {
         self.state.requests()
     }
 
-    /// Bodies of the `POST /v1/chat/completions` requests, in order.
+    /// Bodies of the chat requests (`POST /v1/chat/completions` and `POST /v1/messages`), in order.
     pub fn chat_requests(&self) -> Vec<Value> {
         self.state.requests().into_iter().filter(RecordedRequest::is_chat).map(|r| r.body).collect()
     }
@@ -142,6 +143,7 @@ pub struct ServerBuilder {
     max_model_len: Option<u64>,
     window: Option<u64>,
     silent_truncation_at: Option<u64>,
+    tokenize_endpoint: bool,
     script: Vec<Step>,
     responder: Option<Responder>,
 }
@@ -153,6 +155,7 @@ impl Default for ServerBuilder {
             max_model_len: None,
             window: None,
             silent_truncation_at: None,
+            tokenize_endpoint: false,
             script: Vec::new(),
             responder: None,
         }
@@ -200,6 +203,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves vLLM's `POST /tokenize` (default off: a 404, as on a server without one). It answers
+    /// `{"count": n, "tokens": [0, 1, …], "max_model_len": …}` with `n` the o200k tokens of `prompt`
+    /// (or llama.cpp's `content`), as [`count_text_tokens`](crate::count_text_tokens) counts them.
+    pub fn tokenize_endpoint(mut self, on: bool) -> Self {
+        self.tokenize_endpoint = on;
+        self
+    }
+
     /// Appends steps to the initial script.
     pub fn script(mut self, steps: impl IntoIterator<Item = Step>) -> Self {
         self.script.extend(steps);
@@ -226,6 +237,7 @@ impl ServerBuilder {
             responder: self.responder,
             window: self.window,
             silent_truncation_at: self.silent_truncation_at,
+            tokenize_endpoint: self.tokenize_endpoint,
         };
         let state = Arc::new(State::new(config, self.script));
         let task = tokio::spawn(accept_loop(listener, state.clone()));
@@ -288,11 +300,47 @@ async fn route(conn: &mut Conn, state: &State, request: &Request, body: Option<V
         }
         ("POST", CHAT_PATH) => match body {
             Some(body @ Value::Object(_)) => {
-                chat(conn, state, &body).await;
+                chat(conn, state, &body, Protocol::OpenAi).await;
                 Ok(())
             }
             _ => conn.send_json(400, &[], &openai::invalid_json()).await,
         },
+        ("POST", MESSAGES_PATH | COUNT_TOKENS_PATH)
+            if !request.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("anthropic-version")) =>
+        {
+            conn.send_json(400, &[], &anthropic::missing_version()).await
+        }
+        ("POST", MESSAGES_PATH) => match body {
+            Some(body @ Value::Object(_)) => {
+                chat(conn, state, &body, Protocol::Anthropic).await;
+                Ok(())
+            }
+            _ => conn.send_json(400, &[], &anthropic::invalid_json()).await,
+        },
+        ("POST", COUNT_TOKENS_PATH) => match body {
+            // The server's own count, as the window is enforced with (never refused, never scripted).
+            Some(body @ Value::Object(_)) => {
+                let n = crate::count::count_request(&body);
+                conn.send_json(200, &[], &serde_json::json!({ "input_tokens": n })).await
+            }
+            _ => conn.send_json(400, &[], &anthropic::invalid_json()).await,
+        },
+        (_, MESSAGES_PATH | COUNT_TOKENS_PATH) => {
+            conn.send_json(405, &[], &anthropic::method_not_allowed(method, path)).await
+        }
+        ("GET", p) if p.strip_prefix(MODELS_PATH).is_some_and(|id| id.len() > 1 && id.starts_with('/')) => {
+            let id = &p[MODELS_PATH.len() + 1..];
+            if id == state.config.model {
+                let model = anthropic::model(&state.config.model, state.config.max_model_len);
+                conn.send_json(200, &[], &model).await
+            } else {
+                conn.send_json(404, &[], &anthropic::not_found(method, path)).await
+            }
+        }
+        ("POST", TOKENIZE_PATH) if state.config.tokenize_endpoint => {
+            let (status, answer) = tokenize(state, body.as_ref());
+            conn.send_json(status, &[], &answer).await
+        }
         (_, MODELS_PATH | CHAT_PATH) => {
             conn.send_json(405, &[], &openai::method_not_allowed(method, path)).await
         }
@@ -302,8 +350,31 @@ async fn route(conn: &mut Conn, state: &State, request: &Request, body: Option<V
     let _ = result;
 }
 
-/// Answers a chat-completions request from the script.
-async fn chat(conn: &mut Conn, state: &State, body: &Value) {
+/// vLLM's `POST /tokenize`: the o200k count of `prompt` (or llama.cpp's `content`).
+fn tokenize(state: &State, body: Option<&Value>) -> (u16, Value) {
+    let text = body.and_then(|b| b.get("prompt").or_else(|| b.get("content"))).and_then(Value::as_str);
+    let Some(text) = text else {
+        return (400, openai::bad_request("tokenize: `prompt` (a string) is required"));
+    };
+    let n = crate::count::tokens(text);
+    let max_model_len = state.config.max_model_len.or(state.config.window);
+    (
+        200,
+        serde_json::json!({"count": n, "tokens": (0..n).collect::<Vec<u64>>(), "max_model_len": max_model_len}),
+    )
+}
+
+/// The wire protocol of a chat request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// `POST /v1/chat/completions`.
+    OpenAi,
+    /// `POST /v1/messages`.
+    Anthropic,
+}
+
+/// Answers a chat request (either protocol) from the script.
+async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol: Protocol) {
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let counted = crate::count::count_request(body);
     let over = state.config.window.is_some_and(|w| counted > w);
@@ -312,14 +383,21 @@ async fn chat(conn: &mut Conn, state: &State, body: &Value) {
         let step = crate::context_length_exceeded(limit, counted);
         let Step::Fault(fault) = step else { return };
         let frame = Frame { id: "chatcmpl-refused", model: &state.config.model };
-        let _ = fault_response(conn, &frame, &fault, stream, body).await;
+        let _ = fault_response(conn, &frame, &fault, stream, body, protocol).await;
         return;
     }
     let Some(mut step) = state.next_step(body) else {
-        let _ = conn.send_json(500, &[], &openai::script_exhausted()).await;
+        let exhausted = match protocol {
+            Protocol::OpenAi => openai::script_exhausted(),
+            Protocol::Anthropic => anthropic::script_exhausted(),
+        };
+        let _ = conn.send_json(500, &[], &exhausted).await;
         return;
     };
-    let id = state.next_completion_id();
+    let mut id = state.next_completion_id();
+    if protocol == Protocol::Anthropic {
+        id = id.replacen("chatcmpl-", "msg_scripted_", 1);
+    }
     let frame = Frame { id: &id, model: &state.config.model };
     loop {
         match step {
@@ -336,18 +414,34 @@ async fn chat(conn: &mut Conn, state: &State, body: &Value) {
                     let (_, completion) = reply.usage.unwrap_or((0, 8));
                     reply.usage = Some((counted.min(cut), completion));
                 }
-                let _ = respond(conn, &frame, &reply, stream).await;
+                let _ = respond(conn, &frame, &reply, stream, protocol).await;
                 return;
             }
             Step::Fault(fault) => {
-                let _ = fault_response(conn, &frame, &fault, stream, body).await;
+                let _ = fault_response(conn, &frame, &fault, stream, body, protocol).await;
                 return;
             }
         }
     }
 }
 
-async fn respond(conn: &mut Conn, frame: &Frame<'_>, reply: &Reply, stream: bool) -> std::io::Result<()> {
+async fn respond(
+    conn: &mut Conn,
+    frame: &Frame<'_>,
+    reply: &Reply,
+    stream: bool,
+    protocol: Protocol,
+) -> std::io::Result<()> {
+    if protocol == Protocol::Anthropic {
+        if !stream {
+            return conn.send_json(200, &[], &anthropic::message(frame, reply)).await;
+        }
+        start_sse(conn).await?;
+        for event in anthropic::stream_events(frame, reply) {
+            conn.send_chunk(event.as_bytes()).await?;
+        }
+        return conn.end_chunked().await;
+    }
     if !stream {
         return conn.send_json(200, &[], &openai::completion(frame, reply)).await;
     }
@@ -368,7 +462,11 @@ async fn fault_response(
     fault: &Fault,
     stream: bool,
     body: &Value,
+    protocol: Protocol,
 ) -> std::io::Result<()> {
+    if protocol == Protocol::Anthropic {
+        return anthropic_fault(conn, frame, fault, stream).await;
+    }
     match fault {
         Fault::RateLimited { retry_after } => {
             let headers: Vec<(&str, String)> =
@@ -413,6 +511,67 @@ async fn fault_response(
                 conn.end_chunked().await
             } else {
                 conn.send_json(200, &[], &openai::empty_completion(frame)).await
+            }
+        }
+        Fault::Hang => {
+            if stream {
+                start_sse(conn).await?;
+            }
+            conn.wait_for_disconnect().await;
+            Ok(())
+        }
+    }
+}
+
+/// A fault in Anthropic's shapes: `{"type":"error","error":{…}}` bodies, `retry-after` on a 429, a
+/// 529 `overloaded_error`, "prompt is too long", and streams cut or empty as Anthropic's would be.
+async fn anthropic_fault(
+    conn: &mut Conn,
+    frame: &Frame<'_>,
+    fault: &Fault,
+    stream: bool,
+) -> std::io::Result<()> {
+    match fault {
+        Fault::RateLimited { retry_after } => {
+            let headers: Vec<(&str, String)> =
+                retry_after.iter().map(|v| ("retry-after", v.clone())).collect();
+            conn.send_json(429, &headers, &anthropic::rate_limited()).await
+        }
+        Fault::ServerError { status, message } => {
+            let status = if (100..=999).contains(status) { *status } else { 500 };
+            conn.send_json(status, &[], &anthropic::server_error(status, message)).await
+        }
+        Fault::ContextLengthExceeded { limit, requested } => {
+            conn.send_json(400, &[], &anthropic::prompt_too_long(*limit, *requested)).await
+        }
+        Fault::CutStream(chunks) => {
+            if stream {
+                start_sse(conn).await?;
+                for event in anthropic::cut_stream_events(frame, chunks) {
+                    conn.send_chunk(event.as_bytes()).await?;
+                }
+            } else {
+                let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
+                let full = serde_json::to_vec(&anthropic::message(frame, &reply)).unwrap_or_default();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\
+                     Content-Length: {}\r\n\r\n",
+                    full.len()
+                );
+                conn.write_all(head.as_bytes()).await?;
+                conn.write_all(&full[..full.len() / 2]).await?;
+            }
+            Ok(())
+        }
+        Fault::EmptyStream => {
+            if stream {
+                start_sse(conn).await?;
+                for event in anthropic::empty_stream_events(frame) {
+                    conn.send_chunk(event.as_bytes()).await?;
+                }
+                conn.end_chunked().await
+            } else {
+                conn.send_json(200, &[], &anthropic::empty_message(frame)).await
             }
         }
         Fault::Hang => {

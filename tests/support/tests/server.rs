@@ -666,3 +666,28 @@ async fn drop_stops_the_server() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(TcpStream::connect(addr).await.is_err());
 }
+
+#[tokio::test]
+async fn tokenize_endpoint_only_when_asked_for() {
+    let server = ScriptedServer::builder()
+        .model("qwen3-coder")
+        .max_model_len(32768)
+        .tokenize_endpoint(true)
+        .start()
+        .await;
+    let resp =
+        post(server.addr(), "/tokenize", &json!({"model": "qwen3-coder", "prompt": "hello world"})).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.json(), json!({"count": 2, "tokens": [0, 1], "max_model_len": 32768}));
+    assert_eq!(count_text_tokens("hello world"), 2);
+    // llama.cpp's field works too; neither is an error.
+    let resp = post(server.addr(), "/tokenize", &json!({"content": "hello", "add_special": false})).await;
+    assert_eq!(resp.json()["count"], 1);
+    assert_eq!(post(server.addr(), "/tokenize", &json!({"model": "x"})).await.status, 400);
+    assert_eq!(server.requests().iter().filter(|r| r.path == "/tokenize").count(), 3);
+    assert!(server.chat_requests().is_empty());
+
+    let off = ScriptedServer::builder().model("qwen3-coder").start().await;
+    let resp = post(off.addr(), "/tokenize", &json!({"prompt": "hello world"})).await;
+    assert_eq!(resp.status, 404);
+}
