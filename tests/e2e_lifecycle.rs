@@ -168,6 +168,19 @@ async fn kill_9_loses_nothing_and_resume_repairs_a_dangling_tool_call() {
             }
         }
     }
-    let coder_req = server.chat_requests()[3].to_string();
-    assert!(coder_req.contains("interrupted"), "the repaired result says what happened: {coder_req}");
+    // The coder picked up where it was stopped (its repaired history says what happened), and its
+    // summary went back to the lead as the delegation's result.
+    let reqs = server.chat_requests();
+    let coder_req = &reqs[3];
+    let names: Vec<&str> = coder_req["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.contains(&"delegate"), "the resumed request is the coder's");
+    assert!(coder_req.to_string().contains("interrupted"), "the repaired result says what happened");
+    let lead_last = reqs[4].to_string();
+    assert!(lead_last.contains("the slow check was interrupted; nothing else to do"), "{lead_last}");
+    assert!(events.iter().any(|e| e["kind"] == "delegation_returned"));
 }

@@ -110,6 +110,38 @@ impl Handler<RunTurn> for AgentActor {
     }
 }
 
+/// A delegation the lead was waiting on when the daemon stopped has returned after a resume: store
+/// its summary as the `delegate` call's result.
+#[derive(Message)]
+#[rtype(result = "Result<(), StoreError>")]
+pub struct CompleteDelegation {
+    pub call_id: String,
+    pub from: String,
+    pub summary: String,
+}
+
+impl Handler<CompleteDelegation> for AgentActor {
+    type Result = ResponseFuture<Result<(), StoreError>>;
+
+    fn handle(&mut self, msg: CompleteDelegation, _: &mut Context<Self>) -> Self::Result {
+        let agent = self.agent.clone();
+        Box::pin(async move {
+            let mut agent = agent.lock().await;
+            agent.emit(EventKind::DelegationReturned {
+                from_role: msg.from.clone(),
+                summary: msg.summary.clone(),
+            })?;
+            agent.persist(Message::tool_result(&msg.call_id, &msg.summary, false))?;
+            agent.emit(EventKind::ToolFinished {
+                tool: "delegate".into(),
+                call_id: msg.call_id,
+                ok: true,
+                evidence_id: None,
+            })
+        })
+    }
+}
+
 /// The settings a turn runs with, taken when it starts.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Snapshot {
@@ -170,6 +202,25 @@ impl Agent {
         self.role.name()
     }
 
+    /// The summary of a turn whose end is already in the history: a final answer with no tool call,
+    /// or a `finish` call that was accepted.
+    fn already_finished(&self) -> Option<String> {
+        let (i, last) = self.history.iter().enumerate().rev().find(|(_, m)| m.role == Role::Assistant)?;
+        if i + 1 == self.history.len() && last.tool_calls().next().is_none() {
+            return Some(last.text());
+        }
+        let (id, _, args) = last.tool_calls().find(|(_, name, _)| *name == "finish")?;
+        let accepted = self.history[i + 1..]
+            .iter()
+            .flat_map(|m| &m.parts)
+            .any(|p| matches!(p, Part::ToolResult { call_id, is_error: false, .. } if call_id == id));
+        if !accepted {
+            return None;
+        }
+        let args: FinishArgs = serde_json::from_str(args).ok()?;
+        Some(args.summary)
+    }
+
     /// The current turn's objective; after a resume, the newest plain user message of the history.
     fn objective(&self) -> String {
         if let Some(o) = &self.objective {
@@ -220,11 +271,9 @@ impl Agent {
             if self.task.cancel.is_cancelled() {
                 return Err(TurnError::Cancelled);
             }
-            if let Some(last) = self.history.last() {
-                if last.role == Role::Assistant && last.tool_calls().next().is_none() {
-                    // Resumed after a final answer was stored: the turn is already over.
-                    return Ok(last.text());
-                }
+            if let Some(summary) = self.already_finished() {
+                // Resumed after the turn's end was stored: it is over.
+                return Ok(summary);
             }
             let request = ChatRequest {
                 model: snapshot.model.clone(),

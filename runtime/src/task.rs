@@ -1,7 +1,7 @@
 //! A running task: its context (workspace, cancellation, team of agent actors) and the runner that
 //! drives the lead's turn to an end state and records it.
 
-use crate::agent::{AgentActor, RunTurn, Snapshot, TurnError};
+use crate::agent::{AgentActor, CompleteDelegation, RunTurn, Snapshot, TurnError};
 use crate::bus::EventBus;
 use crate::clock::now_rfc3339;
 use crate::config::Config;
@@ -162,9 +162,21 @@ pub fn launch(
     let mut roles = vec![RoleKind::Lead, RoleKind::Coder];
     roles.extend(shared.config.specialists.keys().map(|n| RoleKind::Specialist(n.clone())));
     let mut team = BTreeMap::new();
+    let mut pending = None;
     for role in roles {
         let stored = shared.store.history(&task_id, role.name())?;
-        let (history, repairs) = repair(&stored);
+        let (mut history, mut repairs) = repair(&stored);
+        if matches!(start, Start::Resume) && matches!(role, RoleKind::Lead) {
+            // The lead was waiting on a delegation: resume the delegate's turn instead of telling the
+            // lead it was interrupted, and hand its summary back as the result.
+            if let Some(p) = pending_delegation(&stored) {
+                if history.last().is_some_and(|m| m.tool_result_ids().any(|id| id == p.call_id)) {
+                    history.pop();
+                    repairs.results_added -= 1;
+                }
+                pending = Some(p);
+            }
+        }
         if repairs.any() {
             tracing::info!(task = %task_id, role = role.name(), ?repairs, "repaired history on resume");
             shared.store.append(
@@ -196,7 +208,27 @@ pub fn launch(
         t.state = TaskState::Running;
         t.updated_at = now_rfc3339();
     })?;
+    let delegate = pending.as_ref().and_then(|p| ctx.member(&p.to));
     tokio::spawn(async move {
+        if let (Some(p), Some(target)) = (pending, delegate) {
+            let returned = match target.send(RunTurn { input: None, inherited: Vec::new() }).await {
+                Ok(r) => r,
+                Err(e) => Err(TurnError::Team(format!("{} is gone: {e}", p.to))),
+            };
+            let completed = match returned {
+                Ok(summary) => lead
+                    .send(CompleteDelegation { call_id: p.call_id, from: p.to, summary })
+                    .await
+                    .map_err(|e| TurnError::Team(format!("the lead is gone: {e}")))
+                    .and_then(|r| r.map_err(TurnError::from)),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = completed {
+                let state = finish(&store, &bus, &task_id, &cancel, Err(e));
+                let _ = done.send(Some(state));
+                return;
+            }
+        }
         let outcome = match lead.send(RunTurn { input, inherited: Vec::new() }).await {
             Ok(r) => r,
             Err(e) => Err(TurnError::Team(format!("the lead is gone: {e}"))),
@@ -205,6 +237,28 @@ pub fn launch(
         let _ = done.send(Some(state));
     });
     Ok(())
+}
+
+/// A delegation the lead was waiting on when the daemon stopped.
+struct PendingDelegation {
+    call_id: String,
+    to: String,
+}
+
+/// The lead's last message is a `delegate` call with no result (and nothing else unanswered).
+fn pending_delegation(history: &[agentd_policies::Message]) -> Option<PendingDelegation> {
+    let last = history.last()?;
+    if last.role != agentd_policies::Role::Assistant {
+        return None;
+    }
+    let calls: Vec<(&str, &str, &str)> = last.tool_calls().collect();
+    match calls.as_slice() {
+        [(id, "delegate", args)] => {
+            let to = serde_json::from_str::<serde_json::Value>(args).ok()?.get("to")?.as_str()?.to_string();
+            Some(PendingDelegation { call_id: id.to_string(), to })
+        }
+        _ => None,
+    }
 }
 
 /// When a role last answered: the `at` of its last `response_received` event.
