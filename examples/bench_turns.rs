@@ -17,7 +17,7 @@ mod common;
 
 use agentd_test_support::daemon::RpcClient;
 use agentd_test_support::*;
-use common::{agentd_binary, is_terminal, rss_kib, team_config, Daemon, Result};
+use common::{agentd_binary, cpu_ms, is_terminal, rss_kib, team_config, Daemon, Result};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 /// Model requests answered with `list_dir` per measured task (then one `finish`): K turns per task.
 const TURNS_PER_TASK: usize = 20;
-const SEQUENTIAL_TASKS: usize = 5;
+const SEQUENTIAL_TASKS: usize = 10;
 const CONCURRENT_TASKS: usize = 50;
 const IDLE_TASKS: usize = 200;
 const TASK_TIMEOUT: Duration = Duration::from_secs(90);
@@ -155,6 +155,8 @@ struct Row {
     server_gaps_us: Vec<f64>,
     event_gaps_ms: Vec<f64>,
     wall: Duration,
+    /// The daemon's CPU time (user + system) during the run, in ms.
+    daemon_cpu_ms: f64,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -189,7 +191,14 @@ fn measure(label: &str, runs: &[TaskRun], arrivals: &Arrivals, turns: usize) -> 
     server_gaps_us.sort_by(f64::total_cmp);
     event_gaps_ms.sort_by(f64::total_cmp);
     let wall = runs.iter().map(|r| r.wall).max().unwrap_or_default();
-    Ok(Row { label: label.to_string(), tasks: runs.len(), server_gaps_us, event_gaps_ms, wall })
+    Ok(Row {
+        label: label.to_string(),
+        tasks: runs.len(),
+        server_gaps_us,
+        event_gaps_ms,
+        wall,
+        daemon_cpu_ms: 0.0,
+    })
 }
 
 fn run() -> Result<()> {
@@ -233,6 +242,7 @@ fn run() -> Result<()> {
     std::thread::sleep(Duration::from_millis(500));
     let rss_after = rss_kib(pid)?;
 
+    let cpu0 = cpu_ms(pid)?;
     let mut sequential = Vec::new();
     for _ in 0..SEQUENTIAL_TASKS {
         sequential.extend(run_tasks(&daemon, ws.path(), next, 1, TURNS_PER_TASK)?);
@@ -241,6 +251,8 @@ fn run() -> Result<()> {
     let seq_wall: Duration = sequential.iter().map(|r| r.wall).sum();
     let mut rows = vec![measure("1 task at a time", &sequential, &arrivals, TURNS_PER_TASK)?];
     rows[0].wall = seq_wall;
+    let cpu1 = cpu_ms(pid)?;
+    rows[0].daemon_cpu_ms = cpu1 - cpu0;
 
     let concurrent = run_tasks(&daemon, ws.path(), next, CONCURRENT_TASKS, TURNS_PER_TASK)?;
     rows.push(measure(
@@ -249,18 +261,19 @@ fn run() -> Result<()> {
         &arrivals,
         TURNS_PER_TASK,
     )?);
+    rows[1].daemon_cpu_ms = cpu_ms(pid)? - cpu1;
     let rss_end = rss_kib(pid)?;
 
     println!("time per turn (gap between consecutive model requests of one task)");
     println!(
-        "{:<20} {:>5} {:>6} | {:>10} {:>10} {:>10} | {:>11} {:>9} | {:>11}",
-        "", "tasks", "turns", "median", "p99", "max", "events: med", "p99", "turns/s"
+        "{:<20} {:>5} {:>6} | {:>9} {:>9} {:>9} | {:>11} {:>6} | {:>7} {:>8}",
+        "", "tasks", "turns", "median", "p99", "max", "events: med", "p99", "turns/s", "CPU/req"
     );
     for r in &rows {
         let s = &r.server_gaps_us;
         let ms = |us: f64| format!("{:.2} ms", us / 1000.0);
         println!(
-            "{:<20} {:>5} {:>6} | {:>10} {:>10} {:>10} | {:>8.0} ms {:>6.0} ms | {:>11.0}",
+            "{:<20} {:>5} {:>6} | {:>9} {:>9} {:>9} | {:>8.0} ms {:>3.0} ms | {:>7.0} {:>5.2} ms",
             r.label,
             r.tasks,
             s.len(),
@@ -269,7 +282,8 @@ fn run() -> Result<()> {
             ms(s.last().copied().unwrap_or(f64::NAN)),
             percentile(&r.event_gaps_ms, 50.0),
             percentile(&r.event_gaps_ms, 99.0),
-            (r.tasks * (TURNS_PER_TASK + 1)) as f64 / r.wall.as_secs_f64()
+            (r.tasks * (TURNS_PER_TASK + 1)) as f64 / r.wall.as_secs_f64(),
+            r.daemon_cpu_ms / (r.tasks * (TURNS_PER_TASK + 1)) as f64
         );
     }
     println!(
@@ -278,7 +292,10 @@ fn run() -> Result<()> {
     println!(
         "  and the list_dir tool. events: the same gaps from request_sent `at` stamps (1 ms resolution)."
     );
-    println!("  turns/s: model requests of those tasks / wall time from submit to the last task_finished.\n");
+    println!("  turns/s: model requests of those tasks / wall time from submit to the last task_finished.");
+    println!(
+        "  CPU/req: the daemon's user+system CPU time during the run / its model requests (10 ms ticks).\n"
+    );
 
     let per_task = (rss_after as f64 - rss_before as f64) / IDLE_TASKS as f64;
     println!("daemon memory (VmRSS of pid {pid})");

@@ -49,26 +49,28 @@ pub fn agentd_binary() -> Result<PathBuf> {
         let missing = !bin.is_file();
         if missing {
             eprintln!("agentd binary not found at {}; building it first: cargo build --bin agentd ({profile} profile)…", bin.display());
-        }
-        // When it exists but is older than this example, rebuild quietly (a no-op when nothing changed).
-        match cmd.status() {
-            Ok(s) if s.success() && bin.is_file() => {}
-            Ok(s) if !missing => eprintln!(
-                "note: `cargo build --bin agentd` failed ({s}); using the existing {}",
-                bin.display()
-            ),
-            Err(e) if !missing => {
-                eprintln!("note: cannot run {cargo} ({e}); using the existing {}", bin.display())
-            }
-            Ok(s) => {
+            let status = cmd
+                .status()
+                .map_err(|e| format!("cannot run {cargo} to build agentd: {e}; set AGENTD_BIN"))?;
+            if !status.success() || !bin.is_file() {
                 return Err(format!(
-                    "`cargo build --bin agentd` failed ({s}); build it yourself or set AGENTD_BIN"
-                ))
+                    "`cargo build --bin agentd` failed ({status}); build it yourself or set AGENTD_BIN"
+                ));
             }
-            Err(e) => {
-                return Err(format!(
-                    "cannot run {cargo} to build agentd: {e}; build it yourself or set AGENTD_BIN"
-                ))
+        } else {
+            // It exists but is older than this example: rebuild quietly (a no-op when nothing changed),
+            // and keep the existing binary if that fails.
+            match cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output() {
+                Ok(out) if out.status.success() => {}
+                Ok(out) => {
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    let first = stderr.lines().find(|l| l.starts_with("error")).unwrap_or("").to_string();
+                    eprintln!(
+                        "note: rebuilding agentd failed ({first}); using the existing {}",
+                        bin.display()
+                    );
+                }
+                Err(e) => eprintln!("note: cannot run {cargo} ({e}); using the existing {}", bin.display()),
             }
         }
     }
@@ -194,6 +196,20 @@ pub fn rss_kib(pid: u32) -> Result<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .ok_or_else(|| format!("no VmRSS line in {path}"))
+}
+
+/// The CPU time (user + system) a process has used, in ms (`/proc/PID/stat`, clock-tick resolution).
+pub fn cpu_ms(pid: u32) -> Result<f64> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    // Fields after the parenthesised command name start at field 3 (state); utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| format!("unexpected {path}"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    let (utime, stime) = ticks(11).zip(ticks(12)).ok_or_else(|| format!("no utime/stime in {path}"))?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok((utime + stime) as f64 * 1000.0 / hz)
 }
 
 /// Whether an event ends its task.

@@ -254,6 +254,12 @@ impl Agent {
             settings: serde_json::to_value(&snapshot).unwrap_or_default(),
         };
         self.task.shared.store.append(&self.task.task_id, &record)?;
+        if input.is_none() {
+            if let Some(summary) = self.already_finished() {
+                // Resumed after the turn's end was stored: it is over.
+                return Ok(summary);
+            }
+        }
         if let Some(text) = input {
             self.clear_idle_thinking(&snapshot)?;
             self.objective = Some(text.clone());
@@ -271,10 +277,7 @@ impl Agent {
             if self.task.cancel.is_cancelled() {
                 return Err(TurnError::Cancelled);
             }
-            if let Some(summary) = self.already_finished() {
-                // Resumed after the turn's end was stored: it is over.
-                return Ok(summary);
-            }
+
             let request = ChatRequest {
                 model: snapshot.model.clone(),
                 system: system.clone(),
