@@ -181,3 +181,62 @@ async fn a_request_over_the_declared_window_is_never_sent() {
     assert_eq!(gauge["window"], 1000);
     assert!(gauge["tokens"].as_u64().unwrap() > 1000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_during_a_retry_wait_ends_it_at_once() {
+    let server = ScriptedServer::start(vec![rate_limited(Some("600"))]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let task = d.submit("Wait for the rate limit", ws.path());
+    let status = d.wait_for_state(&task, "waiting_retry", Duration::from_secs(10));
+    assert_eq!(status["state"], "waiting_retry");
+    let started = std::time::Instant::now();
+    let r = d.client().call("task.cancel", json!({"task_id": task})).unwrap();
+    assert_eq!(r["state"], "cancelled");
+    assert!(started.elapsed() < Duration::from_secs(5), "the 600 s wait was not sat out");
+    let events = d.events_until_end(&task, Duration::from_secs(10));
+    let retry = of_kind(&events, "retry_scheduled");
+    assert_eq!(retry[0]["delay_ms"], 600_000);
+    assert_eq!(events.last().unwrap()["kind"], "task_cancelled");
+    assert_eq!(server.chat_requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_at_is_remembered_per_role_and_applies_from_the_next_turn() {
+    let server = ScriptedServer::builder()
+        .max_model_len(Some(10_000))
+        .script(vec![sse(vec![finish("one")]), sse(vec![finish("two")])])
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let mut d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let first = d.submit("First", ws.path());
+    let events = d.events_until_end(&first, Duration::from_secs(20));
+    assert_eq!(of_kind(&events, "request_sent")[0]["trigger_tokens"], 8_000);
+
+    let out = d.cli(&["settings", "lead", "compact_at", "40"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let e = d
+        .client()
+        .call("settings.set", json!({"role": "lead", "key": "compact_at", "value": 400}))
+        .unwrap_err();
+    assert_eq!(e.code, -32602);
+    let e = d
+        .client()
+        .call("settings.set", json!({"role": "nobody", "key": "compact_at", "value": 40}))
+        .unwrap_err();
+    assert!(e.message.contains("nobody"), "{e}");
+    // Remembered through a restart, per role and per server/model.
+    d.stop();
+    d.serve();
+    let got = d.client().call("settings.get", json!({"role": "lead", "key": "compact_at"})).unwrap();
+    assert_eq!(got["value"], 40);
+    assert_eq!(got["model"], "gpt-4o");
+    let second = d.submit("Second", ws.path());
+    let events = d.events_until_end(&second, Duration::from_secs(20));
+    let sent = of_kind(&events, "request_sent");
+    assert_eq!(sent[0]["trigger_tokens"], 4_000);
+    let gauge = d.client().call("context.get", json!({"task_id": second, "role": "lead"})).unwrap();
+    assert_eq!(gauge["compact_at"], 40);
+    assert_eq!(gauge["destination_tokens"], 3_500, "at least 5 points below a lower trigger");
+}
