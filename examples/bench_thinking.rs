@@ -33,7 +33,9 @@ fn thinking(day: usize, step: usize) -> String {
 fn tool_result(day: usize, step: usize) -> String {
     let mut t = String::new();
     for line in 0..40 {
-        t.push_str(&format!("src/module_{step}.rs:{line}: fn item_{day}_{step}_{line}() -> Result<(), Error> {{ todo }}\n"));
+        t.push_str(&format!(
+            "src/module_{step}.rs:{line}: fn item_{day}_{step}_{line}() -> Result<(), Error> {{ todo }}\n"
+        ));
     }
     t
 }
@@ -92,8 +94,16 @@ fn run(strategy: Strategy, counter: &TokenCounter) -> Tally {
             history.push(Message::new(
                 Role::Assistant,
                 vec![
-                    Part::Thinking { text: thinking(day, step), signature: Some(format!("sig{day}{step}")), redacted: false },
-                    Part::ToolCall { id: id.clone(), name: "read_file".into(), arguments: format!("{{\"path\":\"src/module_{step}.rs\"}}") },
+                    Part::Thinking {
+                        text: thinking(day, step),
+                        signature: Some(format!("sig{day}{step}")),
+                        redacted: false,
+                    },
+                    Part::ToolCall {
+                        id: id.clone(),
+                        name: "read_file".into(),
+                        arguments: format!("{{\"path\":\"src/module_{step}.rs\"}}"),
+                    },
                 ],
             ));
             history.push(Message::tool_result(id, tool_result(day, step), false));
@@ -106,7 +116,10 @@ fn main() {
     let counter = TokenCounter::new("gpt-4o");
     println!("idle thinking cleanup — {DAYS} days, a request each morning after a night idle, {CHAIN} tool calls a day,");
     println!("each answer with a ~1,100-token thinking block; cached prefix billed at {CACHE_PRICE}×\n");
-    println!("{:<32} {:>10} {:>16} {:>16} {:>12}", "strategy", "requests", "prompt tokens", "billed tokens", "vs keep all");
+    println!(
+        "{:<32} {:>10} {:>16} {:>16} {:>12}",
+        "strategy", "requests", "prompt tokens", "billed tokens", "vs keep all"
+    );
     let keep = run(Strategy::KeepAll, &counter);
     for (name, s) in [
         ("keep all thinking", Strategy::KeepAll),
@@ -124,5 +137,7 @@ fn main() {
         );
     }
     println!("\n(drop-after-each-call also sends the chain no reasoning at all, which the design rejects: the model");
-    println!(" forgets why it called its tools; idle cleanup keeps the chain intact and the prefix cacheable)");
+    println!(
+        " forgets why it called its tools; idle cleanup keeps the chain intact and the prefix cacheable)"
+    );
 }

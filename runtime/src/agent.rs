@@ -152,6 +152,8 @@ pub struct Snapshot {
     pub command_timeout_s: u64,
     pub verify: Option<String>,
     pub tools: Vec<String>,
+    /// Extended thinking's budget (the role's `thinking_budget`), sent only to Anthropic.
+    pub thinking_budget: Option<u32>,
 }
 
 struct Agent {
@@ -285,6 +287,7 @@ impl Agent {
                 tools: tools.clone(),
                 tool_choice_none: false,
                 max_tokens: None,
+                thinking_budget: snapshot.thinking_budget,
             };
             let fitted = match self
                 .task

@@ -162,6 +162,7 @@ async fn fold(
         tools: Vec::<ToolSpec>::new(),
         tool_choice_none: false,
         max_tokens: Some(reserve.0.min(u64::from(u32::MAX)) as u32),
+        thinking_budget: None,
     };
     // The summariser's request passes the same measurement: it must fit its window.
     let count = job.counter.count_request(&request);

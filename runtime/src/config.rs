@@ -32,6 +32,7 @@ base_url = "http://127.0.0.1:8000/v1"
 provider = "local"
 model = "qwen3-coder"
 # compact_at = 80                   # percent of the window at which a request is rebuilt
+# thinking_budget = 4096            # optional, >= 1024: extended thinking tokens (sent only to anthropic)
 
 [team.coder]
 provider = "local"
@@ -60,6 +61,9 @@ model = "qwen3-coder"
 command_timeout = "120s"
 "#;
 
+/// The smallest extended-thinking budget Anthropic accepts.
+pub const MIN_THINKING_BUDGET: i64 = 1024;
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProviderKind {
     OpenAi,
@@ -84,6 +88,9 @@ pub struct RoleConfig {
     pub verify: Option<String>,
     pub prompt: Option<String>,
     pub tools: Option<Vec<String>>,
+    /// Extended thinking's token budget (at least 1024). Accepted for any provider, sent only to
+    /// Anthropic: the OpenAI wire has no such field.
+    pub thinking_budget: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -197,6 +204,7 @@ struct RawRole {
     verify: Option<String>,
     prompt: Option<String>,
     tools: Option<Vec<String>>,
+    thinking_budget: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -347,6 +355,16 @@ impl RawConfig {
                     ))
                 }
             };
+            let thinking_budget = match r.thinking_budget {
+                None => None,
+                Some(v) if (MIN_THINKING_BUDGET..=i64::from(u32::MAX)).contains(&v) => Some(v as u32),
+                Some(v) => {
+                    return Err(invalid(
+                        format!("{key}.thinking_budget"),
+                        format!("must be a token count of at least {MIN_THINKING_BUDGET}, got {v}"),
+                    ))
+                }
+            };
             if let Some(tools) = &r.tools {
                 if !is_specialist {
                     return Err(invalid(
@@ -373,6 +391,7 @@ impl RawConfig {
                 verify: r.verify,
                 prompt: r.prompt,
                 tools: r.tools,
+                thinking_budget,
             })
         };
         let lead = role("team.lead".into(), self.team.lead, false)?;
@@ -494,6 +513,26 @@ mod tests {
         let bad = DEFAULT_CONFIG.replace("kind = \"openai\"", "kind = \"gemini\"");
         let e = parse(&bad).unwrap_err().to_string();
         assert!(e.contains("providers.local.kind") && e.contains("gemini"), "{e}");
+    }
+
+    #[test]
+    fn thinking_budget_parses_and_a_small_one_is_named() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.lead.thinking_budget, None);
+        let text = DEFAULT_CONFIG.replace("# thinking_budget = 4096", "thinking_budget = 2048");
+        let c = parse(&text).unwrap();
+        assert_eq!(c.lead.thinking_budget, Some(2048));
+        assert_eq!(c.coder.thinking_budget, None);
+        for bad in ["1023", "0", "-5", "5000000000"] {
+            let text =
+                DEFAULT_CONFIG.replace("# thinking_budget = 4096", &format!("thinking_budget = {bad}"));
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains("team.lead.thinking_budget") && e.contains(bad), "{e}");
+        }
+        let specialist = format!(
+            "{DEFAULT_CONFIG}\n[team.specialists.rev]\nprovider = \"local\"\nmodel = \"m\"\nthinking_budget = 1024\n"
+        );
+        assert_eq!(parse(&specialist).unwrap().specialists["rev"].thinking_budget, Some(1024));
     }
 
     #[test]

@@ -126,6 +126,7 @@ impl TaskCtx {
             command_timeout_s: config.command_timeout.as_secs().max(1),
             verify: rc.verify.clone(),
             tools,
+            thinking_budget: rc.thinking_budget,
         })
     }
 }

@@ -24,6 +24,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
         }],
         tool_choice_none: false,
         max_tokens: Some(256),
+        thinking_budget: None,
     }
 }
 

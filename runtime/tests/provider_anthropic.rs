@@ -28,6 +28,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
         }],
         tool_choice_none: false,
         max_tokens: Some(256),
+        thinking_budget: None,
     }
 }
 
@@ -59,8 +60,13 @@ async fn text_reply_with_usage_headers_and_the_exact_body_posted() {
     assert_eq!(sent[0], client.body(&req), "what was counted is what was sent");
     assert_eq!(sent[0]["stream"], json!(true));
     assert_eq!(sent[0]["max_tokens"], json!(256));
-    assert_eq!(sent[0]["system"], json!("You are terse."));
+    assert_eq!(
+        sent[0]["system"],
+        json!([{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}])
+    );
     assert_eq!(sent[0]["tools"][0]["input_schema"]["type"], json!("object"));
+    assert_eq!(sent[0]["tools"][0]["cache_control"], json!({"type": "ephemeral"}), "the last tool");
+    assert!(sent[0].get("thinking").is_none());
     let recorded = server.requests();
     let chat = recorded.iter().find(|r| r.is_chat()).unwrap();
     assert_eq!(chat.path_only(), "/v1/messages");
@@ -127,7 +133,8 @@ async fn thinking_and_signatures_go_back_byte_identical() {
     assert_eq!(
         sent["messages"][2],
         json!({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "pub fn f() {}", "is_error": false},
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "pub fn f() {}", "is_error": false,
+             "cache_control": {"type": "ephemeral"}},
         ]})
     );
 }
@@ -184,7 +191,7 @@ async fn parallel_tool_use_is_reassembled_and_a_chain_merges_into_one_user_turn(
         json!([
             {"type": "tool_result", "tool_use_id": "toolu_a", "content": "A", "is_error": false},
             {"type": "tool_result", "tool_use_id": "toolu_b", "content": "no such file", "is_error": true},
-            {"type": "text", "text": "and hurry"},
+            {"type": "text", "text": "and hurry", "cache_control": {"type": "ephemeral"}},
         ])
     );
     assert_eq!(sent["tool_choice"], json!({"type": "none"}));

@@ -22,6 +22,7 @@ fn request(model: &str, messages: Vec<Message>) -> ChatRequest {
         }],
         tool_choice_none: false,
         max_tokens: Some(256),
+        thinking_budget: None,
     }
 }
 

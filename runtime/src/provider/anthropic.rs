@@ -1,7 +1,7 @@
 //! The Anthropic Messages client: the wire mapping of a [`ChatRequest`] (thinking blocks and their
 //! signatures sent back byte-identical, tool results merged into the user turn that follows the
-//! tool calls), the streamed call, the error taxonomy (429, 529 overloaded, "prompt is too long"),
-//! the window probe and `count_tokens`.
+//! tool calls, prompt-cache breakpoints, the thinking budget), the streamed call, the error taxonomy
+//! (429, 529 overloaded, "prompt is too long"), the window probe and `count_tokens`.
 
 use super::anthropic_stream::{assemble, from_json_body};
 use super::openai::{classify_http, error_chain, retry_after, truncate_chars};
@@ -19,6 +19,11 @@ use tokio_util::sync::CancellationToken;
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` is required by the Messages API; this is sent when the request names none.
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+/// With extended thinking, `max_tokens` (which includes the thinking) is at least the budget plus
+/// this much room for the answer itself.
+pub const THINKING_ANSWER_ROOM: u32 = 4096;
+/// Anthropic accepts at most this many `cache_control` breakpoints in one request.
+pub const MAX_CACHE_BREAKPOINTS: usize = 4;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Between two reads of a stream: a thinking model can be silent for a while, not for five minutes.
@@ -62,10 +67,16 @@ impl AnthropicClient {
         &self.base_url
     }
 
-    /// The exact JSON that [`chat`](Self::chat) POSTs to `{base}/messages`.
+    /// The exact JSON that [`chat`](Self::chat) POSTs to `{base}/messages`. With a thinking
+    /// budget, `max_tokens` is at least the budget plus [`THINKING_ANSWER_ROOM`] (it must exceed
+    /// the budget).
     pub fn body(&self, req: &ChatRequest) -> Value {
         let mut body = self.count_body(req);
-        body.insert("max_tokens".into(), json!(req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+        let mut max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        if let Some(budget) = req.thinking_budget {
+            max_tokens = max_tokens.max(budget.saturating_add(THINKING_ANSWER_ROOM));
+        }
+        body.insert("max_tokens".into(), json!(max_tokens));
         body.insert("stream".into(), json!(true));
         Value::Object(body)
     }
@@ -76,24 +87,42 @@ impl AnthropicClient {
         Value::Object(self.count_body(req))
     }
 
+    /// Everything but `max_tokens` and `stream`. Prompt caching: a `cache_control` breakpoint on
+    /// the last tool, on the system block and on the last block of the last message (three, within
+    /// Anthropic's [`MAX_CACHE_BREAKPOINTS`]), so an append-only conversation reuses its prefix.
     fn count_body(&self, req: &ChatRequest) -> Map<String, Value> {
         let mut body = Map::new();
+        let mut breakpoints = 0;
         body.insert("model".into(), json!(req.model));
         if !req.system.is_empty() {
-            body.insert("system".into(), json!(req.system));
+            breakpoints += 1;
+            body.insert(
+                "system".into(),
+                json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}]),
+            );
         }
-        body.insert("messages".into(), Value::Array(wire_messages(&req.messages)));
+        let mut messages = wire_messages(&req.messages);
+        breakpoints += usize::from(mark_last_block(&mut messages));
+        body.insert("messages".into(), Value::Array(messages));
         if !req.tools.is_empty() {
-            let tools: Vec<Value> = req
+            let mut tools: Vec<Value> = req
                 .tools
                 .iter()
                 .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
                 .collect();
+            if let Some(Value::Object(last)) = tools.last_mut() {
+                breakpoints += 1;
+                last.insert("cache_control".into(), ephemeral());
+            }
             body.insert("tools".into(), Value::Array(tools));
             if req.tool_choice_none {
                 body.insert("tool_choice".into(), json!({"type": "none"}));
             }
         }
+        if let Some(budget) = req.thinking_budget {
+            body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
+        }
+        debug_assert!(breakpoints <= MAX_CACHE_BREAKPOINTS);
         body
     }
 
@@ -284,6 +313,30 @@ fn window_from_model(model: &Value) -> Option<Tokens> {
 
 // ---------------------------------------------------------------------------------------------
 // Wire mapping
+
+/// A prompt-cache breakpoint: the prefix up to and including the marked block is cached.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Puts a cache breakpoint on the last content block of the last message that may carry one
+/// (thinking blocks cannot: the one before them is marked instead). True when one was marked.
+fn mark_last_block(messages: &mut [Value]) -> bool {
+    let Some(Value::Array(content)) = messages.last_mut().and_then(|m| m.get_mut("content")) else {
+        return false;
+    };
+    let block = content
+        .iter_mut()
+        .rev()
+        .find(|b| !matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking")));
+    match block {
+        Some(Value::Object(block)) => {
+            block.insert("cache_control".into(), ephemeral());
+            true
+        }
+        _ => false,
+    }
+}
 
 /// One turn on the wire while it is built: blocks that must come first (tool results in a user
 /// turn, thinking in an assistant turn), then the rest in order.
@@ -489,6 +542,7 @@ mod tests {
             tools: vec![],
             tool_choice_none: false,
             max_tokens: None,
+            thinking_budget: None,
         }
     }
 
@@ -514,9 +568,11 @@ mod tests {
             body,
             json!({
                 "model": "claude-x",
-                "system": "be brief",
+                "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
                 "max_tokens": 8192,
-                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                "messages": [{"role": "user", "content": [
+                    {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}},
+                ]}],
                 "stream": true,
             })
         );
@@ -560,7 +616,8 @@ mod tests {
                 {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
                 {"type": "text", "text": "Reading."},
                 {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a"}},
-                {"type": "tool_use", "id": "toolu_2", "name": "list_dir", "input": {}},
+                {"type": "tool_use", "id": "toolu_2", "name": "list_dir", "input": {},
+                 "cache_control": {"type": "ephemeral"}},
             ]})
         );
     }
@@ -647,7 +704,9 @@ mod tests {
                     {"type": "text", "text": "also: the user says hurry"},
                     {"type": "text", "text": "a note"},
                 ]},
-                {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "done", "cache_control": {"type": "ephemeral"}},
+                ]},
             ])
         );
     }
@@ -697,7 +756,7 @@ mod tests {
             json!([
                 {"type": "text", "text": "look here"},
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
-                {"type": "text", "text": "and say"},
+                {"type": "text", "text": "and say", "cache_control": {"type": "ephemeral"}},
             ])
         );
     }
@@ -718,12 +777,95 @@ mod tests {
                 "name": "read_file",
                 "description": "Read a file",
                 "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+                "cache_control": {"type": "ephemeral"},
             }])
         );
         assert_eq!(body["tool_choice"], json!({"type": "none"}));
         req.tools.clear();
         let body = client().body(&req);
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn a_thinking_budget_enables_thinking_and_raises_max_tokens_above_it() {
+        let mut req = request(vec![Message::user("think")]);
+        req.thinking_budget = Some(2048);
+        let body = client().body(&req);
+        assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+        assert_eq!(body["max_tokens"], json!(8192), "the default already exceeds 2048 + 4096");
+        req.thinking_budget = Some(16_000);
+        assert_eq!(client().body(&req)["max_tokens"], json!(20_096));
+        req.max_tokens = Some(32_000);
+        assert_eq!(client().body(&req)["max_tokens"], json!(32_000), "a larger max_tokens is kept");
+        req.max_tokens = Some(100);
+        req.thinking_budget = Some(1024);
+        assert_eq!(client().body(&req)["max_tokens"], json!(5120));
+        // The count sees the same thinking configuration; without a budget there is none.
+        assert_eq!(
+            client().count_tokens_body(&req)["thinking"],
+            json!({"type": "enabled", "budget_tokens": 1024})
+        );
+        req.thinking_budget = None;
+        assert!(client().body(&req).get("thinking").is_none());
+        assert_eq!(client().body(&req)["max_tokens"], json!(100));
+    }
+
+    #[test]
+    fn cache_breakpoints_on_tools_system_and_the_last_block_at_most_four() {
+        let tool = |name: &str| ToolSpec {
+            name: name.into(),
+            description: "d".into(),
+            parameters: json!({"type": "object"}),
+        };
+        let assistant = Message::new(
+            Role::Assistant,
+            vec![
+                thinking("hm", "sig"),
+                Part::ToolCall { id: "t1".into(), name: "read_file".into(), arguments: "{}".into() },
+            ],
+        );
+        let mut req = request(vec![
+            Message::user("go"),
+            assistant,
+            Message::tool_result("t1", "contents", false),
+            Message::user("and then"),
+        ]);
+        req.tools = vec![tool("read_file"), tool("list_dir"), tool("finish")];
+        let body = client().body(&req);
+        let marked = serde_json::to_string(&body).unwrap().matches("\"cache_control\"").count();
+        assert_eq!(marked, 3);
+        assert!(marked <= MAX_CACHE_BREAKPOINTS);
+        let tools = body["tools"].as_array().unwrap();
+        assert!(tools[..2].iter().all(|t| t.get("cache_control").is_none()));
+        assert_eq!(tools[2]["cache_control"], json!({"type": "ephemeral"}));
+        assert_eq!(body["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+        let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(
+            last["content"],
+            json!([
+                {"type": "tool_result", "tool_use_id": "t1", "content": "contents", "is_error": false},
+                {"type": "text", "text": "and then", "cache_control": {"type": "ephemeral"}},
+            ])
+        );
+        // Earlier turns are not marked: the breakpoint moves with the end of the request.
+        assert!(body["messages"][1]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|b| b.get("cache_control").is_none()));
+        // A last turn ending in thinking marks the block before it; no system, no tools: one mark.
+        let only =
+            Message::new(Role::Assistant, vec![Part::Text { text: "so".into() }, thinking("then", "s2")]);
+        let mut req = request(vec![only]);
+        req.system.clear();
+        let body = client().body(&req);
+        assert_eq!(serde_json::to_string(&body).unwrap().matches("cache_control").count(), 1);
+        assert_eq!(body["messages"][0]["content"][0]["type"], "thinking");
+        assert!(body["messages"][0]["content"][0].get("cache_control").is_none());
+        assert_eq!(body["messages"][0]["content"][1]["cache_control"], json!({"type": "ephemeral"}));
+        // Nothing to send: no messages, nothing marked, no panic.
+        let body = client().body(&request(vec![]));
+        assert_eq!(body["messages"], json!([]));
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub struct ChatRequest {
     /// (`tool_choice: "none"`), as a summarisation request does.
     pub tool_choice_none: bool,
     pub max_tokens: Option<u32>,
+    /// Extended thinking's token budget (the role's `thinking_budget`). Sent only to Anthropic
+    /// (`thinking: {type: enabled, budget_tokens}`, with `max_tokens` raised above it); the
+    /// OpenAI wire has no such field and ignores it.
+    pub thinking_budget: Option<u32>,
 }
 
 /// A complete answer.

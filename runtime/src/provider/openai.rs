@@ -30,6 +30,8 @@ pub struct OpenAiClient {
     /// `/tokenize` refused the body meant for both vLLM and llama.cpp and accepted vLLM's own: send
     /// only that from now on (shared by clones).
     tokenize_vllm_only: Arc<AtomicBool>,
+    /// The server counts at llama-cpp-python's `/extras/tokenize/count` rather than `/tokenize`.
+    tokenize_extras: Arc<AtomicBool>,
 }
 
 impl OpenAiClient {
@@ -47,6 +49,7 @@ impl OpenAiClient {
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key: api_key.filter(|k| !k.is_empty()),
             tokenize_vllm_only: Arc::new(AtomicBool::new(false)),
+            tokenize_extras: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -197,6 +200,9 @@ impl OpenAiClient {
         if text.is_empty() {
             return Ok(Some(0));
         }
+        if self.tokenize_extras.load(Ordering::Relaxed) {
+            return self.tokenize_extras(model, text).await;
+        }
         let url = format!("{}/tokenize", self.server_root());
         let vllm = json!({"model": model, "prompt": text, "add_special_tokens": false});
         let vllm_only = self.tokenize_vllm_only.load(Ordering::Relaxed);
@@ -220,7 +226,26 @@ impl OpenAiClient {
         }
         match answer {
             Probe::Json(value) => Ok(token_count(&value).filter(|n| *n > 0)),
-            Probe::NotJson | Probe::Status { status: 404 | 405 | 501, .. } => Ok(None),
+            Probe::NotJson | Probe::Status { status: 404 | 405 | 501, .. } => {
+                // llama-cpp-python's server counts elsewhere.
+                let counted = self.tokenize_extras(model, text).await?;
+                if counted.is_some() {
+                    self.tokenize_extras.store(true, Ordering::Relaxed);
+                }
+                Ok(counted)
+            }
+            Probe::Status { status, retry_after, body } => Err(classify_http(status, retry_after, &body)),
+        }
+    }
+
+    /// llama-cpp-python: `POST /extras/tokenize/count {"input", "model"}` → `{"count"}`. Its count
+    /// includes the BOS token, one more than the text alone: the safe direction.
+    async fn tokenize_extras(&self, model: &str, text: &str) -> Result<Option<u64>, ProviderError> {
+        let url = format!("{}/extras/tokenize/count", self.server_root());
+        let body = json!({"input": text, "model": model});
+        match self.probe(self.http.post(&url).json(&body), &url).await? {
+            Probe::Json(value) => Ok(token_count(&value).filter(|n| *n > 0)),
+            Probe::NotJson | Probe::Status { status: 400 | 404 | 405 | 422 | 501, .. } => Ok(None),
             Probe::Status { status, retry_after, body } => Err(classify_http(status, retry_after, &body)),
         }
     }
@@ -635,6 +660,7 @@ mod tests {
             tools: vec![],
             tool_choice_none: false,
             max_tokens: None,
+            thinking_budget: None,
         }
     }
 
@@ -776,6 +802,9 @@ mod tests {
         req.tools.clear();
         let body = client().body(&req);
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+        // A thinking budget is Anthropic's: the OpenAI body is the same without it.
+        req.thinking_budget = Some(4096);
+        assert_eq!(client().body(&req), body);
     }
 
     #[test]

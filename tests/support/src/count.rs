@@ -6,6 +6,7 @@
 //! An Anthropic Messages body is counted the same way: its top-level `system` (a string or text
 //! blocks) as a system message, and in each message's content blocks the text, `thinking` text,
 //! `redacted_thinking` data, `tool_use` (3 + name + input JSON) and `tool_result` (3 + its content).
+//! Prompt-cache marks (`cache_control`) are request metadata, not prompt: they count nothing.
 
 use serde_json::Value;
 
@@ -67,6 +68,12 @@ pub fn count_request(body: &Value) -> u64 {
         }
     }
     if let Some(tools) = body.get("tools") {
+        let mut tools = tools.clone();
+        for tool in tools.as_array_mut().into_iter().flatten() {
+            if let Some(tool) = tool.as_object_mut() {
+                tool.remove("cache_control");
+            }
+        }
         total += tokens(&tools.to_string());
     }
     total
@@ -88,6 +95,31 @@ mod tests {
             "messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}],
         });
         assert_eq!(count_request(&openai), count_request(&anthropic));
+    }
+
+    #[test]
+    fn system_blocks_and_cache_marks_count_as_the_plain_request() {
+        let plain = json!({
+            "system": "be brief",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}],
+            "tools": [{"name": "read_file", "description": "Read", "input_schema": {"type": "object"}}],
+        });
+        let ephemeral = json!({"type": "ephemeral"});
+        let cached = json!({
+            "system": [{"type": "text", "text": "be brief", "cache_control": ephemeral}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "hello there", "cache_control": ephemeral},
+            ]}],
+            "tools": [{"name": "read_file", "description": "Read", "input_schema": {"type": "object"},
+                       "cache_control": ephemeral}],
+        });
+        assert_eq!(count_request(&cached), count_request(&plain));
+        let two_blocks = json!({
+            "system": [{"type": "text", "text": "be "}, {"type": "text", "text": "brief"}],
+            "messages": plain["messages"],
+            "tools": plain["tools"],
+        });
+        assert_eq!(count_request(&two_blocks), count_request(&plain));
     }
 
     #[test]
