@@ -240,3 +240,24 @@ async fn compact_at_is_remembered_per_role_and_applies_from_the_next_turn() {
     assert_eq!(gauge["compact_at"], 40);
     assert_eq!(gauge["destination_tokens"], 3_500, "at least 5 points below a lower trigger");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_known_output_requirement_lowers_the_trigger() {
+    let server = ScriptedServer::builder()
+        .max_model_len(Some(10_000))
+        .script(vec![sse(vec![finish("one")])])
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let config = team_config(&server.base_url(), "gpt-4o", "").replacen(
+        "model = \"gpt-4o\"\n",
+        "model = \"gpt-4o\"\nmax_output_tokens = 4000\n",
+        1,
+    );
+    let d = TestDaemon::start(Path::new(BIN), &config);
+    let task = d.submit("Answer briefly", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(20));
+    let sent = of_kind(&events, "request_sent");
+    assert_eq!(sent[0]["trigger_tokens"], 6_000, "80% would leave the 4,000-token answer no room");
+    assert_eq!(server.chat_requests()[0]["max_tokens"], 4000);
+}

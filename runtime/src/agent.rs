@@ -154,6 +154,8 @@ pub struct Snapshot {
     pub tools: Vec<String>,
     /// Extended thinking's budget (the role's `thinking_budget`), sent only to Anthropic.
     pub thinking_budget: Option<u32>,
+    /// The role's `max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
 }
 
 struct Agent {
@@ -286,7 +288,7 @@ impl Agent {
                 messages: self.history.clone(),
                 tools: tools.clone(),
                 tool_choice_none: false,
-                max_tokens: None,
+                max_tokens: snapshot.max_output_tokens,
                 thinking_budget: snapshot.thinking_budget,
             };
             let fitted = match self

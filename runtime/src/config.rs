@@ -32,6 +32,7 @@ base_url = "http://127.0.0.1:8000/v1"
 provider = "local"
 model = "qwen3-coder"
 # compact_at = 80                   # percent of the window at which a request is rebuilt
+# max_output_tokens = 4096          # optional: the most an answer may take; the trigger makes room for it
 # thinking_budget = 4096            # optional, >= 1024: extended thinking tokens (sent only to anthropic)
 
 [team.coder]
@@ -91,6 +92,8 @@ pub struct RoleConfig {
     /// Extended thinking's token budget (at least 1024). Accepted for any provider, sent only to
     /// Anthropic: the OpenAI wire has no such field.
     pub thinking_budget: Option<u32>,
+    /// The most tokens an answer may take (`max_tokens` on the wire); the trigger is lowered so it fits.
+    pub max_output_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -205,6 +208,7 @@ struct RawRole {
     prompt: Option<String>,
     tools: Option<Vec<String>>,
     thinking_budget: Option<i64>,
+    max_output_tokens: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -365,6 +369,16 @@ impl RawConfig {
                     ))
                 }
             };
+            let max_output_tokens = match r.max_output_tokens {
+                None => None,
+                Some(v) if (1..=i64::from(u32::MAX)).contains(&v) => Some(v as u32),
+                Some(v) => {
+                    return Err(invalid(
+                        format!("{key}.max_output_tokens"),
+                        format!("must be a positive token count, got {v}"),
+                    ))
+                }
+            };
             if let Some(tools) = &r.tools {
                 if !is_specialist {
                     return Err(invalid(
@@ -392,6 +406,7 @@ impl RawConfig {
                 prompt: r.prompt,
                 tools: r.tools,
                 thinking_budget,
+                max_output_tokens,
             })
         };
         let lead = role("team.lead".into(), self.team.lead, false)?;

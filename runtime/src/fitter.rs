@@ -205,7 +205,7 @@ impl State {
             _ = msg.cancel.cancelled() => return Err(FitError::Cancelled),
         }
         let mut count = counter.count_request(&request);
-        let reserve = Tokens(u64::from(request.max_tokens.unwrap_or(0)));
+        let reserve = msg.client.output_reserve(&request);
         let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
         let mut compacted = None;
         self.record_gauge(

@@ -127,6 +127,7 @@ impl TaskCtx {
             verify: rc.verify.clone(),
             tools,
             thinking_budget: rc.thinking_budget,
+            max_output_tokens: rc.max_output_tokens,
         })
     }
 }

@@ -67,16 +67,21 @@ impl AnthropicClient {
         &self.base_url
     }
 
+    /// The `max_tokens` sent: Anthropic requires one, and with thinking it must exceed the budget.
+    pub fn max_tokens(req: &ChatRequest) -> u32 {
+        let mut max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        if let Some(budget) = req.thinking_budget {
+            max_tokens = max_tokens.max(budget.saturating_add(THINKING_ANSWER_ROOM));
+        }
+        max_tokens
+    }
+
     /// The exact JSON that [`chat`](Self::chat) POSTs to `{base}/messages`. With a thinking
     /// budget, `max_tokens` is at least the budget plus [`THINKING_ANSWER_ROOM`] (it must exceed
     /// the budget).
     pub fn body(&self, req: &ChatRequest) -> Value {
         let mut body = self.count_body(req);
-        let mut max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-        if let Some(budget) = req.thinking_budget {
-            max_tokens = max_tokens.max(budget.saturating_add(THINKING_ANSWER_ROOM));
-        }
-        body.insert("max_tokens".into(), json!(max_tokens));
+        body.insert("max_tokens".into(), json!(Self::max_tokens(req)));
         body.insert("stream".into(), json!(true));
         Value::Object(body)
     }

@@ -32,6 +32,15 @@ impl Client {
         }
     }
 
+    /// The output room a request claims inside the window: what the wire says the answer may take.
+    /// The fitter lowers the trigger so that this still fits above it.
+    pub fn output_reserve(&self, req: &ChatRequest) -> Tokens {
+        match self {
+            Client::OpenAi(_) => Tokens(u64::from(req.max_tokens.unwrap_or(0))),
+            Client::Anthropic(_) => Tokens(u64::from(AnthropicClient::max_tokens(req))),
+        }
+    }
+
     /// The window the server declares for `model`, if it declares one.
     pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
         match self {
