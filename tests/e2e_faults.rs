@@ -261,3 +261,26 @@ async fn the_known_output_requirement_lowers_the_trigger() {
     assert_eq!(sent[0]["trigger_tokens"], 6_000, "80% would leave the 4,000-token answer no room");
     assert_eq!(server.chat_requests()[0]["max_tokens"], 4000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_stream_is_asked_again_without_streaming_and_its_real_error_learned() {
+    // llama-cpp-python streams nothing at all for a prompt over its context; the same request
+    // without streaming carries the real refusal, which states the limit.
+    let server = ScriptedServer::start(vec![
+        silent_stream(),
+        context_length_exceeded(2_048, 3_031),
+        sse(vec![finish("fits now")]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let task = d.submit("Learn from silence", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(20));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
+    let learned = of_kind(&events, "window_learned");
+    assert_eq!(learned[0]["new_window"], 2048);
+    assert!(of_kind(&events, "retry_scheduled").is_empty(), "no blind retry of the silence");
+    let reqs = server.chat_requests();
+    assert_eq!(reqs[0]["stream"], true);
+    assert_eq!(reqs[1]["stream"], false, "asked again without streaming");
+}

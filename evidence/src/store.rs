@@ -73,7 +73,7 @@ impl Store {
     /// blob directory is created when the first blob is written.
     pub fn open_with_blobs(dir: &Path, blob_dir: &Path) -> Result<Store, StoreError> {
         let open_err = |source| StoreError::Open { path: dir.to_path_buf(), source };
-        let db = sled::Config::new().path(dir).open().map_err(open_err)?;
+        let db = open_db(dir).map_err(open_err)?;
         let tree = |name: &str| db.open_tree(name).map_err(open_err);
         Ok(Store {
             tasks: tree(TASKS)?,
@@ -109,4 +109,24 @@ impl Store {
 /// consistent at each step (counters advance only after a successful write).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Opens the database, waiting up to two seconds for a lock that the same process is still releasing
+/// (sled's background flusher outlives a dropped handle briefly). Another process's lock is still an
+/// error after the wait.
+fn open_db(dir: &Path) -> Result<sled::Db, sled::Error> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match sled::Config::new().path(dir).open() {
+            Err(sled::Error::Io(e)) if is_lock_held(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// sled reports a held lock as `Other` with the OS error in its text.
+fn is_lock_held(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
 }

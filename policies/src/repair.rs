@@ -1,6 +1,8 @@
 //! Repairing a history read back from the log after a crash, so that it is never sent broken:
 //! every tool call gets a result (a synthetic error naming the interruption when none was stored),
-//! results that answer no call are dropped, and consecutive user messages are merged.
+//! and results that answer no call are dropped. Consecutive user messages are left as they are: they
+//! are legal on the wire (a provider that needs alternation merges them when it serialises), and the
+//! objective, checkpoint and observations messages a compaction writes must stay apart.
 
 use crate::message::{Message, Part, Role};
 use std::collections::HashSet;
@@ -14,12 +16,11 @@ pub const INTERRUPTED_RESULT: &str =
 pub struct Repairs {
     pub results_added: usize,
     pub orphan_results_dropped: usize,
-    pub user_messages_merged: usize,
 }
 
 impl Repairs {
     pub fn any(&self) -> bool {
-        self.results_added + self.orphan_results_dropped + self.user_messages_merged > 0
+        self.results_added + self.orphan_results_dropped > 0
     }
 }
 
@@ -72,15 +73,6 @@ pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
                 i += 1;
             }
             Role::User => {
-                if let Some(last) = out.last_mut() {
-                    if last.role == Role::User {
-                        last.parts.push(Part::Text { text: "\n\n".into() });
-                        last.parts.extend(msg.parts.iter().cloned());
-                        repairs.user_messages_merged += 1;
-                        i += 1;
-                        continue;
-                    }
-                }
                 out.push(msg.clone());
                 i += 1;
             }
@@ -122,12 +114,11 @@ mod tests {
     }
 
     #[test]
-    fn consecutive_users_merge() {
-        let h = vec![Message::user("a"), Message::user("b")];
+    fn consecutive_users_stay_apart() {
+        let h = vec![Message::user("Objective: a"), Message::user("[checkpoint]\nb")];
         let (r, rep) = repair(&h);
-        assert_eq!(rep.user_messages_merged, 1);
-        assert_eq!(r.len(), 1);
-        assert_eq!(r[0].text(), "a\n\nb");
+        assert!(!rep.any());
+        assert_eq!(r, h);
     }
 
     #[test]

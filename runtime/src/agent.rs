@@ -531,7 +531,8 @@ impl Agent {
                 ProviderError::RateLimited { retry_after, .. } => {
                     Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) }
                 }
-                ProviderError::Server { .. } => Failure::ServerError,
+                // A connection that broke or was refused is retried like a server error.
+                ProviderError::Server { .. } | ProviderError::Transport { .. } => Failure::ServerError,
                 ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
                 _ => return Err(error.into()),
             };

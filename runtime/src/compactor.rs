@@ -11,8 +11,8 @@ use crate::counter::TokenCounter;
 use crate::provider::{ChatRequest, Client, ProviderError, ToolSpec};
 use agentd_evidence::{NewEvidence, Source, Store, Stored};
 use agentd_policies::compaction::{
-    assemble, batches, fold_prompt, judge, plan, render_for_summary, Checkpoint, PlanInput, Verdict,
-    WorkingFile,
+    assemble, batches, fold_prompt, judge, objective_message, plan, render_for_summary, Checkpoint,
+    PlanInput, Verdict, WorkingFile,
 };
 use agentd_policies::retry::{decide, Decision, Failure, RetryPolicy};
 use agentd_policies::{Count, Message, Thresholds, Tokens, Window};
@@ -71,6 +71,20 @@ pub struct Compacted {
     pub history_tokens: Count,
 }
 
+/// The objective as the summariser sees it: at most a sixteenth of the window (about three bytes a
+/// token), cut at a character boundary and marked.
+fn objective_for_prompt(objective: &str, window: Tokens) -> String {
+    let max_bytes = (window.0 / 16 * 3) as usize;
+    if objective.len() <= max_bytes {
+        return objective.to_string();
+    }
+    let mut cut = max_bytes;
+    while !objective.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… (cut)", &objective[..cut])
+}
+
 /// The summary a role may carry: a tenth of the window, between 256 and 4,096 tokens.
 pub fn summary_reserve(window: Tokens) -> Tokens {
     Tokens((window.0 / 10).clamp(256, 4096))
@@ -84,10 +98,24 @@ pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
     let reserve = summary_reserve(job.window.tokens);
     // A folding request: the instruction, the objective, the summary so far (≤ reserve) and a batch,
     // answered in ≤ reserve tokens, all within half the summariser's window.
+    // What no compaction can remove: system, tools and the objective. Over the trigger, summarising
+    // would only spend tokens.
+    let floor = job.fixed + count_message(&objective_message(job.objective));
+    if floor >= job.thresholds.trigger {
+        return Err(CompactError::Failed(format!(
+            "the system prompt, tools and objective alone are {floor} tokens, over the trigger of {} in the \
+             {}-token window; nothing that can be compacted away would make the request fit",
+            job.thresholds.trigger, job.window.tokens
+        )));
+    }
+    // The objective is context for the summariser, not the thing summarised: a long one is cut.
+    let objective = objective_for_prompt(job.objective, job.window.tokens);
     let overhead =
-        count_text(SUMMARISER_SYSTEM) + count_text(&fold_prompt(None, "", job.objective)) + Tokens(64);
-    let half = job.window.tokens.percent(50);
-    let batch_budget = half.saturating_sub(overhead + reserve + reserve);
+        count_text(SUMMARISER_SYSTEM) + count_text(&fold_prompt(None, "", &objective)) + Tokens(64);
+    // A folding request carries the summary so far (≤ reserve) and a batch, and its answer takes
+    // ≤ reserve: all of it within 90 % of the summariser's window.
+    let usable = job.window.tokens.percent(90);
+    let batch_budget = usable.saturating_sub(overhead + reserve + reserve);
     if batch_budget < Tokens(64) {
         return Err(CompactError::Failed(format!(
             "the {}-token window leaves no room to summarise: the summary request alone needs {} tokens",
@@ -115,7 +143,7 @@ pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
         if plan.keep_from_message > folded_upto {
             let text = render_for_summary(&job.history[folded_upto..plan.keep_from_message]);
             for batch in batches(&text, batch_budget, &count_text) {
-                summary = Some(fold(&job, summary.as_deref(), &batch, reserve).await?);
+                summary = Some(fold(&job, &objective, summary.as_deref(), &batch, reserve).await?);
                 folds += 1;
             }
             folded_upto = plan.keep_from_message;
@@ -151,6 +179,7 @@ pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
 /// One folding step: the summary so far + the next batch → the new summary.
 async fn fold(
     job: &Job<'_>,
+    objective: &str,
     so_far: Option<&str>,
     batch: &str,
     reserve: Tokens,
@@ -158,7 +187,7 @@ async fn fold(
     let request = ChatRequest {
         model: job.model.to_string(),
         system: SUMMARISER_SYSTEM.to_string(),
-        messages: vec![Message::user(fold_prompt(so_far, batch, job.objective))],
+        messages: vec![Message::user(fold_prompt(so_far, batch, objective))],
         tools: Vec::<ToolSpec>::new(),
         tool_choice_none: false,
         max_tokens: Some(reserve.0.min(u64::from(u32::MAX)) as u32),
@@ -192,7 +221,7 @@ async fn fold(
             ProviderError::RateLimited { retry_after, .. } => {
                 Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) }
             }
-            ProviderError::Server { .. } => Failure::ServerError,
+            ProviderError::Server { .. } | ProviderError::Transport { .. } => Failure::ServerError,
             ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
             _ => return Err(error.into()),
         };

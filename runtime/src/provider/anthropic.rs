@@ -53,6 +53,9 @@ impl AnthropicClient {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
+            // Servers close idle keep-alive connections after a few seconds (uvicorn: 5 s); reusing
+            // one then fails with "connection closed before message completed".
+            .pool_idle_timeout(std::time::Duration::from_secs(4))
             .build()
             .expect("the HTTP client (TLS backend) could not be initialised");
         AnthropicClient {

@@ -5,6 +5,7 @@ use super::stream::{assemble, from_json_body};
 use super::{ChatRequest, ChatResponse, ProviderError, CANCELLED};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
+use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +43,9 @@ impl OpenAiClient {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
+            // Servers close idle keep-alive connections after a few seconds (uvicorn: 5 s); reusing
+            // one then fails with "connection closed before message completed".
+            .pool_idle_timeout(std::time::Duration::from_secs(4))
             .build()
             .expect("the HTTP client (TLS backend) could not be initialised");
         OpenAiClient {
@@ -147,7 +151,40 @@ impl OpenAiClient {
             })?;
             return from_json_body(&text);
         }
-        assemble(response.bytes_stream()).await
+        let mut bytes = response.bytes_stream();
+        match bytes.next().await {
+            // An accepted stream with no byte in it: llama-cpp-python answers an over-long prompt this
+            // way (its error is raised after the headers went out). Ask once more without streaming,
+            // which carries the server's real answer or its real error.
+            None => self.chat_once_unstreamed(req).await,
+            Some(first) => assemble(futures_util::stream::iter([first]).chain(bytes)).await,
+        }
+    }
+
+    /// The same request without streaming: one JSON answer, or the server's error with its status.
+    async fn chat_once_unstreamed(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let url = self.chat_url();
+        let mut body = self.body(req);
+        if let Some(o) = body.as_object_mut() {
+            o.insert("stream".into(), Value::Bool(false));
+            o.remove("stream_options");
+        }
+        tracing::debug!(%url, "empty stream; asking again without streaming");
+        let mut request = self.http.post(&url).json(&body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|e| transport(&url, &e))?;
+        let status = response.status();
+        let retry_after = retry_after(response.headers(), SystemTime::now());
+        let text = response.text().await.map_err(|e| ProviderError::StreamAnomaly {
+            kind: super::AnomalyKind::Cut,
+            message: format!("the response broke off: {}", error_chain(&e)),
+        })?;
+        if !status.is_success() {
+            return Err(classify_http(status.as_u16(), retry_after, &text));
+        }
+        from_json_body(&text)
     }
 
     /// Asks the server for `model`'s context window: `GET {base}/models` (`max_model_len`,

@@ -179,6 +179,11 @@ pub fn empty_stream() -> Step {
     Step::Fault(Fault::EmptyStream)
 }
 
+/// HTTP 200 SSE with no body at all (llama-cpp-python's over-long prompt while streaming).
+pub fn silent_stream() -> Step {
+    Step::Fault(Fault::SilentStream)
+}
+
 /// HTTP 400 `context_length_exceeded`.
 pub fn context_length_exceeded(limit: u64, requested: u64) -> Step {
     Step::Fault(Fault::ContextLengthExceeded { limit, requested })

@@ -87,6 +87,9 @@ pub enum Fault {
     CutStream(Vec<Chunk>),
     /// HTTP 200 SSE that only carries `data: [DONE]`.
     EmptyStream,
+    /// HTTP 200 SSE with no body at all: llama-cpp-python's answer, when streaming, to a prompt over
+    /// its context (the error is raised after the headers went out). Non-streaming: as `EmptyStream`.
+    SilentStream,
     /// HTTP 400 `context_length_exceeded`, worded like OpenAI/vLLM.
     ContextLengthExceeded { limit: u64, requested: u64 },
     /// Streaming: sends the 200 SSE response head, then nothing until the

@@ -513,6 +513,14 @@ async fn fault_response(
                 conn.send_json(200, &[], &openai::empty_completion(frame)).await
             }
         }
+        Fault::SilentStream => {
+            if stream {
+                start_sse(conn).await?;
+                conn.end_chunked().await
+            } else {
+                conn.send_json(200, &[], &openai::empty_completion(frame)).await
+            }
+        }
         Fault::Hang => {
             if stream {
                 start_sse(conn).await?;
@@ -563,7 +571,11 @@ async fn anthropic_fault(
             }
             Ok(())
         }
-        Fault::EmptyStream => {
+        Fault::SilentStream if stream => {
+            start_sse(conn).await?;
+            conn.end_chunked().await
+        }
+        Fault::EmptyStream | Fault::SilentStream => {
             if stream {
                 start_sse(conn).await?;
                 for event in anthropic::empty_stream_events(frame) {
