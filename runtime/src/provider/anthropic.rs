@@ -4,6 +4,7 @@
 //! (429, 529 overloaded, "prompt is too long"), the window probe and `count_tokens`.
 
 use super::anthropic_stream::{assemble, from_json_body};
+use super::http::http_client;
 use super::openai::{classify_http, error_chain, retry_after, truncate_chars};
 use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError, CANCELLED};
 use agentd_policies::window::parse_refusal_limit;
@@ -25,9 +26,6 @@ pub const THINKING_ANSWER_ROOM: u32 = 4096;
 /// Anthropic accepts at most this many `cache_control` breakpoints in one request.
 pub const MAX_CACHE_BREAKPOINTS: usize = 4;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Between two reads of a stream: a thinking model can be silent for a while, not for five minutes.
-const READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// A window probe or a count, as a whole.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of a provider's error text is kept.
@@ -50,16 +48,8 @@ impl AnthropicClient {
     /// key is sent as `x-api-key`. Connecting times out after 10 s; a stream may run as long as it
     /// keeps sending (a read waits at most 300 s).
     pub fn new(base_url: &str, api_key: Option<String>) -> AnthropicClient {
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(READ_TIMEOUT)
-            // Servers close idle keep-alive connections after a few seconds (uvicorn: 5 s); reusing
-            // one then fails with "connection closed before message completed".
-            .pool_idle_timeout(std::time::Duration::from_secs(4))
-            .build()
-            .expect("the HTTP client (TLS backend) could not be initialised");
         AnthropicClient {
-            http,
+            http: http_client(),
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key: api_key.filter(|k| !k.is_empty()),
             text_overhead: Arc::new(Mutex::new(HashMap::new())),

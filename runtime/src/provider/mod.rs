@@ -8,6 +8,7 @@
 mod anthropic;
 mod anthropic_stream;
 mod client;
+mod http;
 mod openai;
 mod stream;
 

@@ -1,6 +1,7 @@
 //! The OpenAI chat-completions client (also vLLM, llama.cpp, Ollama, LM Studio, DeepSeek …):
 //! the wire mapping of a [`ChatRequest`], the streamed call, the error taxonomy, and the window probe.
 
+use super::http::http_client;
 use super::stream::{assemble, from_json_body};
 use super::{ChatRequest, ChatResponse, ProviderError, CANCELLED};
 use agentd_policies::window::parse_refusal_limit;
@@ -13,9 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Between two reads of a stream: a thinking model can be silent for a while, not for five minutes.
-const READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// Each window probe as a whole.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How much of a provider's error text is kept.
@@ -40,16 +38,8 @@ impl OpenAiClient {
     /// Connecting times out after 10 s; a stream may run as long as it keeps sending (a read waits
     /// at most 300 s).
     pub fn new(base_url: &str, api_key: Option<String>) -> OpenAiClient {
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(READ_TIMEOUT)
-            // Servers close idle keep-alive connections after a few seconds (uvicorn: 5 s); reusing
-            // one then fails with "connection closed before message completed".
-            .pool_idle_timeout(std::time::Duration::from_secs(4))
-            .build()
-            .expect("the HTTP client (TLS backend) could not be initialised");
         OpenAiClient {
-            http,
+            http: http_client(),
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key: api_key.filter(|k| !k.is_empty()),
             tokenize_vllm_only: Arc::new(AtomicBool::new(false)),
