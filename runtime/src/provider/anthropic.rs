@@ -3,9 +3,10 @@
 //! tool calls, prompt-cache breakpoints, the thinking budget), the streamed call, the error taxonomy
 //! (429, 529 overloaded, "prompt is too long"), the window probe and `count_tokens`.
 
-use super::anthropic_stream::{assemble, from_json_body};
+use super::anthropic_stream::{from_json_body, Assembler};
 use super::http::http_client;
 use super::openai::{classify_http, error_chain, retry_after, truncate_chars};
+use super::sse::drive;
 use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError, CANCELLED};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
@@ -177,7 +178,7 @@ impl AnthropicClient {
             })?;
             return from_json_body(&text);
         }
-        assemble(response.bytes_stream()).await
+        drive(response.bytes_stream(), Assembler::default()).await
     }
 
     /// The window the server declares for `model`: `GET {base}/models/{model}`, its
@@ -649,7 +650,8 @@ mod tests {
         let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
             events.iter().map(|e| Ok(e.clone().into_bytes())).collect();
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let response = runtime.block_on(assemble(futures_util::stream::iter(pieces))).unwrap();
+        let response =
+            runtime.block_on(drive(futures_util::stream::iter(pieces), Assembler::default())).unwrap();
         // Stored and read back as the log does.
         let stored: Message =
             serde_json::from_str(&serde_json::to_string(&response.message).unwrap()).unwrap();

@@ -6,62 +6,15 @@
 //! trimming), so they can be sent back byte-identical; `redacted_thinking` keeps its `data`.
 
 use super::anthropic::classify_anthropic_error;
-use super::openai::{error_chain, truncate_chars};
+use super::sse::{anomaly, parse_json, Assemble, Flow};
 use super::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_policies::{Message, Part, Role, Usage};
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Reads an SSE byte stream to `message_stop` (or until the connection closes) and assembles it.
-pub(crate) async fn assemble<S, B, E>(bytes: S) -> Result<ChatResponse, ProviderError>
-where
-    S: Stream<Item = Result<B, E>>,
-    B: AsRef<[u8]>,
-    E: std::error::Error + 'static,
-{
-    let events = bytes.eventsource();
-    futures_util::pin_mut!(events);
-    let mut asm = Assembler::default();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(event) => {
-                if asm.push_event(&event.event, &event.data)? == Flow::Done {
-                    break;
-                }
-            }
-            Err(EventStreamError::Transport(e)) => {
-                let message = error_chain(&e);
-                if asm.stop_reason.is_some() {
-                    // The answer is complete; only `message_stop` was lost.
-                    tracing::warn!(error = %message, "stream cut after its stop reason; keeping the answer");
-                    break;
-                }
-                return Err(anomaly(AnomalyKind::Cut, format!("the stream broke off: {message}")));
-            }
-            Err(EventStreamError::Utf8(e)) => {
-                return Err(anomaly(AnomalyKind::Parse, format!("the stream is not valid UTF-8: {e}")));
-            }
-            Err(EventStreamError::Parser(e)) => {
-                return Err(anomaly(
-                    AnomalyKind::Parse,
-                    format!("the stream is not valid server-sent events: {e}"),
-                ));
-            }
-        }
-    }
-    asm.finish()
-}
-
 /// A server that ignored `stream: true` and answered with one `message` object.
 pub(crate) fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
-    let value: Value = serde_json::from_str(body).map_err(|e| {
-        anomaly(
-            AnomalyKind::Parse,
-            format!("the response is not valid JSON ({e}): {}", truncate_chars(body, 200)),
-        )
-    })?;
+    let value = parse_json("the response", body)?;
     if value.get("type").and_then(Value::as_str) == Some("error") {
         return Err(classify_anthropic_error(value.get("error").unwrap_or(&Value::Null)));
     }
@@ -74,16 +27,6 @@ pub(crate) fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> 
         asm.push_usage(usage);
     }
     asm.finish()
-}
-
-fn anomaly(kind: AnomalyKind, message: String) -> ProviderError {
-    ProviderError::StreamAnomaly { kind, message }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
-    More,
-    Done,
 }
 
 /// One content block as it is being streamed.
@@ -108,7 +51,8 @@ enum Block {
     Other,
 }
 
-/// The state of one streamed answer.
+/// The state of one streamed answer, fed by [`drive`](super::sse::drive) to `message_stop` (or
+/// until the connection closes).
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
     /// By the provider's `index`.
@@ -124,50 +68,6 @@ pub(crate) struct Assembler {
 }
 
 impl Assembler {
-    /// One SSE event: its `event:` name and its `data:` payload.
-    pub(crate) fn push_event(&mut self, name: &str, data: &str) -> Result<Flow, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Flow::More);
-        }
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            anomaly(
-                AnomalyKind::Parse,
-                format!("a stream event is not valid JSON ({e}): {}", truncate_chars(data, 200)),
-            )
-        })?;
-        self.events += 1;
-        let kind = value.get("type").and_then(Value::as_str).unwrap_or(name);
-        match kind {
-            "message_start" => {
-                if let Some(usage) = value.get("message").and_then(|m| m.get("usage")) {
-                    self.push_usage(usage);
-                }
-            }
-            "content_block_start" => {
-                let index = index_of(&value);
-                self.start_block(index, value.get("content_block").unwrap_or(&Value::Null));
-            }
-            "content_block_delta" => {
-                let index = index_of(&value);
-                self.push_delta(index, value.get("delta").unwrap_or(&Value::Null));
-            }
-            "message_delta" => {
-                if let Some(delta) = value.get("delta") {
-                    self.push_message_delta(delta);
-                }
-                if let Some(usage) = value.get("usage") {
-                    self.push_usage(usage);
-                }
-            }
-            "message_stop" => return Ok(Flow::Done),
-            "error" => return Err(classify_anthropic_error(value.get("error").unwrap_or(&value))),
-            // `content_block_stop`, `ping`, and event types added later.
-            _ => {}
-        }
-        Ok(Flow::More)
-    }
-
     fn start_block(&mut self, index: u64, block: &Value) {
         let str_of = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("").to_string();
         let new = match block.get("type").and_then(Value::as_str).unwrap_or("") {
@@ -243,9 +143,53 @@ impl Assembler {
             }
         }
     }
+}
 
-    /// The stream ended: the answer, or the anomaly that makes it unusable.
-    pub(crate) fn finish(self) -> Result<ChatResponse, ProviderError> {
+impl Assemble for Assembler {
+    fn push(&mut self, name: &str, data: &str) -> Result<Flow, ProviderError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        let value = parse_json("a stream event", data)?;
+        self.events += 1;
+        let kind = value.get("type").and_then(Value::as_str).unwrap_or(name);
+        match kind {
+            "message_start" => {
+                if let Some(usage) = value.get("message").and_then(|m| m.get("usage")) {
+                    self.push_usage(usage);
+                }
+            }
+            "content_block_start" => {
+                let index = index_of(&value);
+                self.start_block(index, value.get("content_block").unwrap_or(&Value::Null));
+            }
+            "content_block_delta" => {
+                let index = index_of(&value);
+                self.push_delta(index, value.get("delta").unwrap_or(&Value::Null));
+            }
+            "message_delta" => {
+                if let Some(delta) = value.get("delta") {
+                    self.push_message_delta(delta);
+                }
+                if let Some(usage) = value.get("usage") {
+                    self.push_usage(usage);
+                }
+            }
+            "message_stop" => return Ok(Flow::Done),
+            "error" => return Err(classify_anthropic_error(value.get("error").unwrap_or(&value))),
+            // `content_block_stop`, `ping`, and event types added later.
+            _ => {}
+        }
+        Ok(Flow::More)
+    }
+
+    /// The stop reason came: only `message_stop` can still be lost.
+    fn complete(&self) -> bool {
+        self.stop_reason.is_some()
+    }
+
+    fn finish(self) -> Result<ChatResponse, ProviderError> {
         let mut thinking = Vec::new();
         let mut text = String::new();
         let mut calls = Vec::new();
@@ -348,11 +292,11 @@ pub(crate) fn finish_reason(stop_reason: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sse::drive;
+    use super::super::sse::testing::{cut, kind, reset, Chunk};
     use super::*;
     use agentd_policies::Tokens;
-    use futures_util::stream;
-
-    type Chunk = Result<Vec<u8>, std::io::Error>;
+    use futures_util::{stream, Stream};
 
     fn ev(name: &str, json: &str) -> String {
         format!("event: {name}\ndata: {json}\n\n")
@@ -398,16 +342,13 @@ mod tests {
         ev("message_stop", r#"{"type":"message_stop"}"#)
     }
 
+    async fn assemble(bytes: impl Stream<Item = Chunk>) -> Result<ChatResponse, ProviderError> {
+        drive(bytes, Assembler::default()).await
+    }
+
     async fn run(parts: &[String]) -> Result<ChatResponse, ProviderError> {
         let pieces: Vec<Chunk> = parts.iter().map(|p| Ok(p.clone().into_bytes())).collect();
         assemble(stream::iter(pieces)).await
-    }
-
-    fn kind(r: Result<ChatResponse, ProviderError>) -> AnomalyKind {
-        match r {
-            Err(ProviderError::StreamAnomaly { kind, .. }) => kind,
-            other => panic!("expected an anomaly, got {other:?}"),
-        }
     }
 
     #[tokio::test]
@@ -430,13 +371,7 @@ mod tests {
         cuts.dedup();
         cuts.retain(|c| *c < bytes.len());
         cuts.push(bytes.len());
-        let mut pieces = Vec::new();
-        let mut from = 0;
-        for to in cuts {
-            pieces.push(Chunk::Ok(bytes[from..to].to_vec()));
-            from = to;
-        }
-        let r = assemble(stream::iter(pieces)).await.unwrap();
+        let r = assemble(stream::iter(cut(bytes, cuts))).await.unwrap();
         assert_eq!(r.message, Message::assistant_text("Hello ✓"));
         assert_eq!(r.finish_reason, "stop");
         assert_eq!(r.usage, Some(Usage { prompt_tokens: 25, completion_tokens: 15 }));
@@ -630,7 +565,6 @@ mod tests {
 
     #[tokio::test]
     async fn transport_error_mid_stream_is_cut_but_after_the_stop_reason_keeps_the_answer() {
-        let reset = || std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer");
         let pieces: Vec<Chunk> = vec![
             Ok(start(5, 0, 0).into_bytes()),
             Ok(delta(0, r#"{"type":"text_delta","text":"a"}"#).into_bytes()),

@@ -10,6 +10,7 @@ mod anthropic_stream;
 mod client;
 mod http;
 mod openai;
+mod sse;
 mod stream;
 
 use agentd_policies::{Message, Tokens, Usage};

@@ -2,7 +2,8 @@
 //! the wire mapping of a [`ChatRequest`], the streamed call, the error taxonomy, and the window probe.
 
 use super::http::http_client;
-use super::stream::{assemble, from_json_body};
+use super::sse::drive;
+use super::stream::{from_json_body, Assembler};
 use super::{ChatRequest, ChatResponse, ProviderError, CANCELLED};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
@@ -147,7 +148,9 @@ impl OpenAiClient {
             // way (its error is raised after the headers went out). Ask once more without streaming,
             // which carries the server's real answer or its real error.
             None => self.chat_once_unstreamed(req).await,
-            Some(first) => assemble(futures_util::stream::iter([first]).chain(bytes)).await,
+            Some(first) => {
+                drive(futures_util::stream::iter([first]).chain(bytes), Assembler::default()).await
+            }
         }
     }
 

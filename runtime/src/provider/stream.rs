@@ -1,75 +1,19 @@
 //! Assembling a streamed chat completion (OpenAI SSE chunks) into one [`ChatResponse`], and telling
 //! a complete answer from a stream that went wrong.
 
-use super::openai::{classify_stream_error, truncate_chars};
+use super::openai::classify_stream_error;
+use super::sse::{anomaly, parse_json, Assemble, Flow};
 use super::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_policies::{Message, Part, Role, Usage};
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Reads an SSE byte stream to its end (connection closed or `data: [DONE]`) and assembles it.
-pub(crate) async fn assemble<S, B, E>(bytes: S) -> Result<ChatResponse, ProviderError>
-where
-    S: Stream<Item = Result<B, E>>,
-    B: AsRef<[u8]>,
-    E: std::error::Error + 'static,
-{
-    let events = bytes.eventsource();
-    futures_util::pin_mut!(events);
-    let mut asm = Assembler::default();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(event) => {
-                if asm.push_data(&event.data)? == Flow::Done {
-                    break;
-                }
-            }
-            Err(EventStreamError::Transport(e)) => {
-                let message = super::openai::error_chain(&e);
-                if asm.finish_reason.is_some() {
-                    // The answer is complete; only the trailer (usage, [DONE]) was lost.
-                    tracing::warn!(error = %message, "stream cut after its finish reason; keeping the answer");
-                    break;
-                }
-                return Err(anomaly(AnomalyKind::Cut, format!("the stream broke off: {message}")));
-            }
-            Err(EventStreamError::Utf8(e)) => {
-                return Err(anomaly(AnomalyKind::Parse, format!("the stream is not valid UTF-8: {e}")));
-            }
-            Err(EventStreamError::Parser(e)) => {
-                return Err(anomaly(
-                    AnomalyKind::Parse,
-                    format!("the stream is not valid server-sent events: {e}"),
-                ));
-            }
-        }
-    }
-    asm.finish()
-}
-
 /// A server that ignored `stream: true` and answered with one JSON body.
 pub(crate) fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
-    let value: Value = serde_json::from_str(body).map_err(|e| {
-        anomaly(
-            AnomalyKind::Parse,
-            format!("the response is not valid JSON ({e}): {}", truncate_chars(body, 200)),
-        )
-    })?;
+    let value = parse_json("the response", body)?;
     let mut asm = Assembler::default();
     asm.push_chunk(&value, true)?;
     asm.finish()
-}
-
-fn anomaly(kind: AnomalyKind, message: String) -> ProviderError {
-    ProviderError::StreamAnomaly { kind, message }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
-    More,
-    Done,
 }
 
 #[derive(Debug, Default)]
@@ -79,7 +23,8 @@ struct ToolCallAcc {
     arguments: String,
 }
 
-/// The state of one streamed answer.
+/// The state of one streamed answer, fed by [`drive`](super::sse::drive) to its end (connection
+/// closed or `data: [DONE]`).
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
     content: String,
@@ -94,25 +39,6 @@ pub(crate) struct Assembler {
 }
 
 impl Assembler {
-    /// One SSE `data:` payload.
-    pub(crate) fn push_data(&mut self, data: &str) -> Result<Flow, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Flow::More);
-        }
-        if data == "[DONE]" {
-            return Ok(Flow::Done);
-        }
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            anomaly(
-                AnomalyKind::Parse,
-                format!("a stream chunk is not valid JSON ({e}): {}", truncate_chars(data, 200)),
-            )
-        })?;
-        self.push_chunk(&value, false)?;
-        Ok(Flow::More)
-    }
-
     /// One chunk (`chat.completion.chunk`), or with `whole` a complete `chat.completion` whose
     /// choices carry `message` instead of `delta`.
     pub(crate) fn push_chunk(&mut self, chunk: &Value, whole: bool) -> Result<(), ProviderError> {
@@ -203,9 +129,29 @@ impl Assembler {
             }
         }
     }
+}
 
-    /// The stream ended: the answer, or the anomaly that makes it unusable.
-    pub(crate) fn finish(self) -> Result<ChatResponse, ProviderError> {
+impl Assemble for Assembler {
+    /// One SSE `data:` payload (the event name is not used).
+    fn push(&mut self, _event: &str, data: &str) -> Result<Flow, ProviderError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        if data == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        let value = parse_json("a stream chunk", data)?;
+        self.push_chunk(&value, false)?;
+        Ok(Flow::More)
+    }
+
+    /// The finish reason came: only the trailer (usage, `[DONE]`) can still be lost.
+    fn complete(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
+    fn finish(self) -> Result<ChatResponse, ProviderError> {
         let has_output = !self.content.is_empty() || !self.tool_calls.is_empty();
         let Some(finish_reason) = self.finish_reason else {
             if has_output || !self.reasoning.is_empty() {
@@ -267,33 +213,26 @@ fn parse_usage(usage: &Value) -> Option<Usage> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sse::drive;
+    use super::super::sse::testing::{cut, kind, reset, Chunk};
     use super::*;
     use agentd_policies::Tokens;
-    use futures_util::stream;
-
-    type Chunk = Result<Vec<u8>, std::io::Error>;
+    use futures_util::{stream, Stream};
 
     fn chunks(parts: &[&str]) -> impl Stream<Item = Chunk> {
         stream::iter(parts.iter().map(|p| Ok(p.as_bytes().to_vec())).collect::<Vec<_>>())
-    }
-
-    fn reset() -> std::io::Error {
-        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer")
     }
 
     fn data(json: &str) -> String {
         format!("data: {json}\n\n")
     }
 
-    async fn run(parts: &[&str]) -> Result<ChatResponse, ProviderError> {
-        assemble(chunks(parts)).await
+    async fn assemble(bytes: impl Stream<Item = Chunk>) -> Result<ChatResponse, ProviderError> {
+        drive(bytes, Assembler::default()).await
     }
 
-    fn kind(r: Result<ChatResponse, ProviderError>) -> AnomalyKind {
-        match r {
-            Err(ProviderError::StreamAnomaly { kind, .. }) => kind,
-            other => panic!("expected an anomaly, got {other:?}"),
-        }
+    async fn run(parts: &[&str]) -> Result<ChatResponse, ProviderError> {
+        assemble(chunks(parts)).await
     }
 
     #[tokio::test]
@@ -308,13 +247,7 @@ mod tests {
         // Cut the bytes at awkward places, including inside the multi-byte ✓.
         let bytes = body.as_bytes();
         let tick = body.find('✓').unwrap() + 1;
-        let cuts = [7, 30, tick, tick + 1, 150, bytes.len()];
-        let mut pieces = Vec::new();
-        let mut from = 0;
-        for to in cuts {
-            pieces.push(Chunk::Ok(bytes[from..to].to_vec()));
-            from = to;
-        }
+        let pieces = cut(bytes, [7, 30, tick, tick + 1, 150, bytes.len()]);
         let r = assemble(stream::iter(pieces)).await.unwrap();
         assert_eq!(r.message, Message::assistant_text("Hello ✓"));
         assert_eq!(r.finish_reason, "stop");
