@@ -17,7 +17,7 @@ use agentd_agents::roles::RoleKind;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, StoreError, Stored, Unit};
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
-use agentd_policies::retry::{decide, Decision, Failure};
+use agentd_policies::retry::{decide, Decision};
 use agentd_policies::thinking;
 use agentd_policies::{
     Count, EventKind, Message, Part, Record, Role, TaskState, Tokens, Window, WindowSource,
@@ -527,15 +527,7 @@ impl Agent {
                 Err(_) if self.task.cancel.is_cancelled() => return Err(TurnError::Cancelled),
                 Err(e) => e,
             };
-            let failure = match &error {
-                ProviderError::RateLimited { retry_after, .. } => {
-                    Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) }
-                }
-                // A connection that broke or was refused is retried like a server error.
-                ProviderError::Server { .. } | ProviderError::Transport { .. } => Failure::ServerError,
-                ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
-                _ => return Err(error.into()),
-            };
+            let Some(failure) = error.retry_failure() else { return Err(error.into()) };
             let attempt = failures.entry(failure.reason()).or_insert(0);
             *attempt += 1;
             match decide(&self.task.shared.retry, failure, *attempt) {

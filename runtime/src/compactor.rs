@@ -14,7 +14,7 @@ use agentd_policies::compaction::{
     assemble, batches, fold_prompt, judge, objective_message, plan, render_for_summary, Checkpoint,
     PlanInput, Verdict, WorkingFile,
 };
-use agentd_policies::retry::{decide, Decision, Failure, RetryPolicy};
+use agentd_policies::retry::{decide, Decision, RetryPolicy};
 use agentd_policies::{Count, Message, Thresholds, Tokens, Window};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -217,14 +217,7 @@ async fn fold(
             Err(_) if job.cancel.is_cancelled() => return Err(CompactError::Cancelled),
             Err(e) => e,
         };
-        let failure = match &error {
-            ProviderError::RateLimited { retry_after, .. } => {
-                Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) }
-            }
-            ProviderError::Server { .. } | ProviderError::Transport { .. } => Failure::ServerError,
-            ProviderError::StreamAnomaly { .. } => Failure::StreamAnomaly,
-            _ => return Err(error.into()),
-        };
+        let Some(failure) = error.retry_failure() else { return Err(error.into()) };
         failures += 1;
         match decide(&job.retry, failure, failures) {
             Decision::GiveUp => return Err(error.into()),

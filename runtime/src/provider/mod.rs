@@ -13,6 +13,7 @@ mod openai;
 mod sse;
 mod stream;
 
+use agentd_policies::retry::Failure;
 use agentd_policies::{Message, Tokens, Usage};
 use serde::Serialize;
 use std::fmt;
@@ -124,6 +125,46 @@ impl ProviderError {
     pub fn is_cancelled(&self) -> bool {
         matches!(self, ProviderError::Transport { message, .. } if message == CANCELLED)
     }
+
+    /// The failure the retry policy weighs, when waiting and resending may help: a rate limit (with
+    /// the server's `Retry-After`), a server error, or a stream anomaly. A connection that broke or
+    /// was refused is retried like a server error, but not a cancelled call. `None`: give up.
+    pub fn retry_failure(&self) -> Option<Failure> {
+        match self {
+            ProviderError::RateLimited { retry_after, .. } => {
+                Some(Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
+            }
+            ProviderError::Transport { .. } if self.is_cancelled() => None,
+            ProviderError::Server { .. } | ProviderError::Transport { .. } => Some(Failure::ServerError),
+            ProviderError::StreamAnomaly { .. } => Some(Failure::StreamAnomaly),
+            ProviderError::ContextOverflow { .. } | ProviderError::Rejected { .. } => None,
+        }
+    }
 }
 
 pub(crate) const CANCELLED: &str = "cancelled";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_failures() {
+        let transport = |message: &str| ProviderError::Transport { url: "u".into(), message: message.into() };
+        let rate_limited = |retry_after| ProviderError::RateLimited { retry_after, message: "m".into() };
+        assert_eq!(
+            rate_limited(Some(Duration::from_millis(1500))).retry_failure(),
+            Some(Failure::RateLimit { retry_after_ms: Some(1500) })
+        );
+        assert_eq!(rate_limited(None).retry_failure(), Some(Failure::RateLimit { retry_after_ms: None }));
+        let server = ProviderError::Server { status: 503, message: "m".into() };
+        assert_eq!(server.retry_failure(), Some(Failure::ServerError));
+        assert_eq!(transport("connection refused").retry_failure(), Some(Failure::ServerError));
+        assert_eq!(transport(CANCELLED).retry_failure(), None);
+        let anomaly = ProviderError::StreamAnomaly { kind: AnomalyKind::Cut, message: "m".into() };
+        assert_eq!(anomaly.retry_failure(), Some(Failure::StreamAnomaly));
+        let overflow = ProviderError::ContextOverflow { limit: None, message: "m".into() };
+        assert_eq!(overflow.retry_failure(), None);
+        assert_eq!(ProviderError::Rejected { status: 401, message: "m".into() }.retry_failure(), None);
+    }
+}
