@@ -1,32 +1,19 @@
 // Counting with the provider's own endpoint (vLLM / llama.cpp `POST /tokenize`) for a model tiktoken
 // does not know, against the scripted server over real HTTP.
 
+mod common;
+
 use agentd_policies::{Count, Message};
 use agentd_runtime::counter::{prepare, CountSource, TokenCounter, Tokenizer};
-use agentd_runtime::provider::{ChatRequest, Client, OpenAiClient, ToolSpec};
+use agentd_runtime::provider::{Client, OpenAiClient};
 use agentd_test_support::{count_text_tokens, ScriptedServer};
+use common::request;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 const MODEL: &str = "qwen3-coder";
-
-fn request(messages: Vec<Message>) -> ChatRequest {
-    ChatRequest {
-        model: MODEL.to_string(),
-        system: "You are terse.".into(),
-        messages,
-        tools: vec![ToolSpec {
-            name: "read_file".into(),
-            description: "Read a file".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
-        tool_choice_none: false,
-        max_tokens: Some(256),
-        thinking_budget: None,
-    }
-}
 
 fn client(base_url: &str) -> Client {
     Client::OpenAi(OpenAiClient::new(base_url, None))
@@ -62,7 +49,8 @@ async fn the_servers_counts_are_measurements() {
 
     let counter = TokenCounter::with_endpoint(MODEL);
     assert_eq!(counter.tokenizer(), Tokenizer::Endpoint);
-    let mut req = request(vec![Message::user(text), Message::assistant_text("Done."), Message::user(text)]);
+    let mut req =
+        request(MODEL, vec![Message::user(text), Message::assistant_text("Done."), Message::user(text)]);
     let guess = counter.count_request(&req);
     assert!(guess.total.estimated, "before the endpoint has answered, a count is a guess");
 
@@ -99,7 +87,7 @@ async fn without_an_endpoint_the_count_is_an_estimate_for_good() {
     assert_eq!(client.count_text(MODEL, "hello").await.unwrap(), None);
 
     let counter = TokenCounter::with_endpoint(MODEL);
-    let req = request(vec![Message::user("hello world")]);
+    let req = request(MODEL, vec![Message::user("hello world")]);
     assert_eq!(prepare(&counter, &client, MODEL, &req).await, CountSource::Estimate);
     assert_eq!(counter.tokenizer(), Tokenizer::Estimate);
     let n = counter.count_request(&req);
@@ -224,7 +212,7 @@ async fn a_failing_endpoint_estimates_then_gives_up_after_three() {
     assert!(client.count_text(MODEL, "hello").await.is_err());
 
     let counter = TokenCounter::with_endpoint(MODEL);
-    let req = request(vec![Message::user("hello world")]);
+    let req = request(MODEL, vec![Message::user("hello world")]);
     for _ in 0..2 {
         assert_eq!(prepare(&counter, &client, MODEL, &req).await, CountSource::Estimate);
         assert_eq!(counter.tokenizer(), Tokenizer::Endpoint, "an error may pass: still asking");

@@ -1,36 +1,23 @@
 // The Anthropic Messages client against the scripted server's /v1/messages: real HTTP, real SSE,
 // Anthropic's faults.
 
+mod common;
+
 use agentd_policies::{Message, Part, Role, Tokens, Usage};
 use agentd_runtime::provider::{
-    AnomalyKind, AnthropicClient, ChatRequest, ChatResponse, Client, ProviderError, ToolSpec,
+    AnomalyKind, AnthropicClient, ChatRequest, ChatResponse, Client, ProviderError,
 };
 use agentd_test_support::{
     context_length_exceeded, count_request, cut_stream, empty_stream, hang, overloaded, rate_limited,
     reasoning, redacted_thinking, server_error, sse, sse_with_finish, sse_with_usage, text, thinking,
     tool_call_with_id, ScriptedServer,
 };
+use common::{cancel_after, request};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 const MODEL: &str = "claude-test";
-
-fn request(messages: Vec<Message>) -> ChatRequest {
-    ChatRequest {
-        model: MODEL.to_string(),
-        system: "You are terse.".into(),
-        messages,
-        tools: vec![ToolSpec {
-            name: "read_file".into(),
-            description: "Read a file".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
-        tool_choice_none: false,
-        max_tokens: Some(256),
-        thinking_budget: None,
-    }
-}
 
 async fn start(script: Vec<agentd_test_support::Step>) -> ScriptedServer {
     ScriptedServer::builder().model(MODEL).script(script).start().await
@@ -48,7 +35,7 @@ async fn chat(server: &ScriptedServer, req: &ChatRequest) -> Result<ChatResponse
 async fn text_reply_with_usage_headers_and_the_exact_body_posted() {
     let server = start(vec![sse_with_usage(vec![text("hel"), text("lo")], 42, 2)]).await;
     let client = client(&server);
-    let req = request(vec![Message::user("hi")]);
+    let req = request(MODEL, vec![Message::user("hi")]);
     let r = client.chat(&req, &CancellationToken::new()).await.unwrap();
     assert_eq!(r.message, Message::assistant_text("hello"));
     assert_eq!(r.finish_reason, "stop");
@@ -89,7 +76,7 @@ async fn thinking_and_signatures_go_back_byte_identical() {
         sse(vec![text("done")]),
     ])
     .await;
-    let first = chat(&server, &request(vec![Message::user("go")])).await.unwrap();
+    let first = chat(&server, &request(MODEL, vec![Message::user("go")])).await.unwrap();
     assert_eq!(first.finish_reason, "tool_calls");
     assert_eq!(
         first.message.parts,
@@ -113,7 +100,7 @@ async fn thinking_and_signatures_go_back_byte_identical() {
     // Stored as the log stores it, then sent back with the tool's result.
     let stored: Message = serde_json::from_str(&serde_json::to_string(&first.message).unwrap()).unwrap();
     let history = vec![Message::user("go"), stored, Message::tool_result("toolu_1", "pub fn f() {}", false)];
-    chat(&server, &request(history)).await.unwrap();
+    chat(&server, &request(MODEL, history)).await.unwrap();
     let sent = &server.chat_requests()[1];
     let assistant = &sent["messages"][1];
     assert_eq!(assistant["role"], "assistant");
@@ -142,7 +129,7 @@ async fn thinking_and_signatures_go_back_byte_identical() {
 #[tokio::test]
 async fn unsigned_reasoning_is_signed_by_the_server_and_kept() {
     let server = start(vec![sse(vec![reasoning("hmm "), reasoning("ok"), text("4")])]).await;
-    let r = chat(&server, &request(vec![Message::user("2+2")])).await.unwrap();
+    let r = chat(&server, &request(MODEL, vec![Message::user("2+2")])).await.unwrap();
     match &r.message.parts[0] {
         Part::Thinking { text, signature: Some(sig), redacted: false } => {
             assert_eq!(text, "hmm ok");
@@ -162,7 +149,7 @@ async fn parallel_tool_use_is_reassembled_and_a_chain_merges_into_one_user_turn(
         sse_with_finish(vec![text("cut short")], "length"),
     ])
     .await;
-    let r = chat(&server, &request(vec![Message::user("go")])).await.unwrap();
+    let r = chat(&server, &request(MODEL, vec![Message::user("go")])).await.unwrap();
     assert_eq!(r.finish_reason, "tool_calls");
     let calls: Vec<_> = r.message.tool_calls().collect();
     assert_eq!(
@@ -179,7 +166,7 @@ async fn parallel_tool_use_is_reassembled_and_a_chain_merges_into_one_user_turn(
             Part::ToolResult { call_id: "toolu_b".into(), content: "no such file".into(), is_error: true },
         ],
     );
-    let mut req = request(vec![Message::user("go"), r.message, results, Message::user("and hurry")]);
+    let mut req = request(MODEL, vec![Message::user("go"), r.message, results, Message::user("and hurry")]);
     req.tool_choice_none = true;
     let r = chat(&server, &req).await.unwrap();
     assert_eq!(r.finish_reason, "length");
@@ -207,7 +194,7 @@ async fn http_errors_are_classified() {
         context_length_exceeded(200000, 210034),
     ])
     .await;
-    let req = request(vec![Message::user("hi")]);
+    let req = request(MODEL, vec![Message::user("hi")]);
     match chat(&server, &req).await {
         Err(ProviderError::RateLimited { retry_after, message }) => {
             assert_eq!(retry_after, Some(Duration::from_secs(7)));
@@ -240,7 +227,7 @@ async fn http_errors_are_classified() {
 async fn the_servers_window_refuses_with_the_limit_and_count_tokens_agrees() {
     let server = ScriptedServer::builder().model(MODEL).window(60).start().await;
     let client = client(&server);
-    let req = request(vec![Message::user("a long question ".repeat(20))]);
+    let req = request(MODEL, vec![Message::user("a long question ".repeat(20))]);
     let counted = client.count_tokens(&req).await.unwrap();
     assert_eq!(counted, count_request(&client.count_tokens_body(&req)));
     assert!(counted > 60, "{counted}");
@@ -275,14 +262,14 @@ async fn silent_truncation_shows_in_usage() {
         .script(vec![sse(vec![text("ok")])])
         .start()
         .await;
-    let r = chat(&server, &request(vec![Message::user("a long question ".repeat(20))])).await.unwrap();
+    let r = chat(&server, &request(MODEL, vec![Message::user("a long question ".repeat(20))])).await.unwrap();
     assert_eq!(r.usage.map(|u| u.prompt_tokens), Some(10));
 }
 
 #[tokio::test]
 async fn broken_streams_are_anomalies() {
     let server = start(vec![cut_stream(vec![thinking("hm", "s"), text("partial")]), empty_stream()]).await;
-    let req = request(vec![Message::user("hi")]);
+    let req = request(MODEL, vec![Message::user("hi")]);
     match chat(&server, &req).await {
         Err(ProviderError::StreamAnomaly { kind: AnomalyKind::Cut, message }) => {
             assert!(message.contains("broke off"), "{message}")
@@ -299,14 +286,9 @@ async fn broken_streams_are_anomalies() {
 async fn cancelling_aborts_a_hung_stream_promptly() {
     let server = start(vec![hang()]).await;
     let client = client(&server);
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
+    let cancel = cancel_after(Duration::from_millis(200));
     let start = Instant::now();
-    let err = client.chat(&request(vec![Message::user("hi")]), &cancel).await.unwrap_err();
+    let err = client.chat(&request(MODEL, vec![Message::user("hi")]), &cancel).await.unwrap_err();
     assert!(err.is_cancelled(), "{err:?}");
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     assert!(server.wait_for_idle(Duration::from_secs(5)).await, "the connection was dropped");
@@ -331,7 +313,7 @@ async fn an_unreachable_server_is_a_transport_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let base = format!("http://127.0.0.1:{port}/v1");
     let client = AnthropicClient::new(&base, None);
-    match client.chat(&request(vec![Message::user("hi")]), &CancellationToken::new()).await {
+    match client.chat(&request(MODEL, vec![Message::user("hi")]), &CancellationToken::new()).await {
         Err(ProviderError::Transport { url, message }) => {
             assert_eq!(url, format!("{base}/messages"));
             assert!(!message.is_empty());

@@ -1,30 +1,17 @@
 // The OpenAI client against the scripted server: real HTTP, real SSE, scripted faults.
 
+mod common;
+
 use agentd_policies::{Message, Part, Role, Tokens, Usage};
-use agentd_runtime::provider::{AnomalyKind, ChatRequest, OpenAiClient, ProviderError, ToolSpec};
+use agentd_runtime::provider::{AnomalyKind, ChatRequest, OpenAiClient, ProviderError};
 use agentd_test_support::{
     context_length_exceeded, cut_stream, empty_stream, hang, rate_limited, reasoning, server_error, sse,
     sse_with_usage, text, tool_call_with_id, ScriptedServer,
 };
+use common::{cancel_after, request};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-fn request(model: &str, messages: Vec<Message>) -> ChatRequest {
-    ChatRequest {
-        model: model.to_string(),
-        system: "You are terse.".into(),
-        messages,
-        tools: vec![ToolSpec {
-            name: "read_file".into(),
-            description: "Read a file".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
-        tool_choice_none: false,
-        max_tokens: Some(256),
-        thinking_budget: None,
-    }
-}
 
 async fn chat(
     server: &ScriptedServer,
@@ -173,12 +160,7 @@ async fn cancelling_aborts_a_hung_stream_promptly() {
     let server = ScriptedServer::start(vec![hang()]).await;
     let client = OpenAiClient::new(&server.base_url(), None);
     let req = request(server.model(), vec![Message::user("hi")]);
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
+    let cancel = cancel_after(Duration::from_millis(200));
     let start = Instant::now();
     let err = client.chat(&req, &cancel).await.unwrap_err();
     assert!(err.is_cancelled(), "{err:?}");
