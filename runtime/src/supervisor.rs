@@ -61,6 +61,35 @@ impl Supervisor {
         self.running.retain(|_, r| r.done.borrow().is_none());
     }
 
+    /// New work is refused once shutdown has begun.
+    fn ensure_accepting(&self) -> Result<(), RpcError> {
+        if !self.accepting {
+            return Err(RpcError::state("the daemon is shutting down"));
+        }
+        Ok(())
+    }
+
+    /// A stored task about to be started again (resumed, or given a follow-up): its meta and its
+    /// re-opened workspace. `check` sees the meta and whether the task is running now, and refuses
+    /// what the caller cannot restart; it runs before the workspace is opened.
+    fn restartable(
+        &mut self,
+        task_id: &str,
+        check: impl FnOnce(&TaskMeta, bool) -> Result<(), RpcError>,
+    ) -> Result<(TaskMeta, Workspace), RpcError> {
+        self.reap();
+        let meta = self
+            .shared
+            .store
+            .task(task_id)
+            .map_err(RpcError::internal)?
+            .ok_or_else(|| RpcError::unknown_task(task_id))?;
+        check(&meta, self.running.contains_key(task_id))?;
+        let workspace = Workspace::new(Path::new(&meta.workspace))
+            .map_err(|e| RpcError::bad_workspace(format!("workspace {}: {e}", meta.workspace)))?;
+        Ok((meta, workspace))
+    }
+
     pub fn running_count(&self) -> usize {
         self.running.values().filter(|r| r.done.borrow().is_none()).count()
     }
@@ -82,9 +111,7 @@ impl Handler<Submit> for Supervisor {
     type Result = Result<String, RpcError>;
 
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
-        if !self.accepting {
-            return Err(RpcError::state("the daemon is shutting down"));
-        }
+        self.ensure_accepting()?;
         self.reap();
         if msg.objective.trim().is_empty() {
             return Err(RpcError::invalid_params("objective must not be empty"));
@@ -187,27 +214,19 @@ impl Handler<Resume> for Supervisor {
     type Result = Result<TaskState, RpcError>;
 
     fn handle(&mut self, msg: Resume, _: &mut Context<Self>) -> Self::Result {
-        if !self.accepting {
-            return Err(RpcError::state("the daemon is shutting down"));
-        }
-        self.reap();
-        let meta = self
-            .shared
-            .store
-            .task(&msg.task_id)
-            .map_err(RpcError::internal)?
-            .ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
-        if self.running.contains_key(&msg.task_id) {
-            return Err(RpcError::state(format!("task {} is already running", msg.task_id)));
-        }
-        if !matches!(meta.state, TaskState::Interrupted | TaskState::Failed) {
-            return Err(RpcError::state(format!(
-                "task {} is {}; only interrupted or failed tasks can be resumed",
-                msg.task_id, meta.state
-            )));
-        }
-        let workspace = Workspace::new(Path::new(&meta.workspace))
-            .map_err(|e| RpcError::bad_workspace(format!("workspace {}: {e}", meta.workspace)))?;
+        self.ensure_accepting()?;
+        let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
+            if running {
+                return Err(RpcError::state(format!("task {} is already running", msg.task_id)));
+            }
+            if !matches!(meta.state, TaskState::Interrupted | TaskState::Failed) {
+                return Err(RpcError::state(format!(
+                    "task {} is {}; only interrupted or failed tasks can be resumed",
+                    msg.task_id, meta.state
+                )));
+            }
+            Ok(())
+        })?;
         self.shared
             .store
             .update_task(&msg.task_id, |t| {
@@ -234,30 +253,22 @@ impl Handler<Followup> for Supervisor {
     type Result = Result<TaskState, RpcError>;
 
     fn handle(&mut self, msg: Followup, _: &mut Context<Self>) -> Self::Result {
-        if !self.accepting {
-            return Err(RpcError::state("the daemon is shutting down"));
-        }
+        self.ensure_accepting()?;
         if msg.text.trim().is_empty() {
             return Err(RpcError::invalid_params("text must not be empty"));
         }
-        self.reap();
-        let meta = self
-            .shared
-            .store
-            .task(&msg.task_id)
-            .map_err(RpcError::internal)?
-            .ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
-        if self.running.contains_key(&msg.task_id) || meta.state.is_active() {
-            return Err(RpcError::state(format!(
-                "task {} is {}; wait for it to stop",
-                msg.task_id, meta.state
-            )));
-        }
-        if meta.state == TaskState::Cancelled {
-            return Err(RpcError::state(format!("task {} was cancelled", msg.task_id)));
-        }
-        let workspace = Workspace::new(Path::new(&meta.workspace))
-            .map_err(|e| RpcError::bad_workspace(format!("workspace {}: {e}", meta.workspace)))?;
+        let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
+            if running || meta.state.is_active() {
+                return Err(RpcError::state(format!(
+                    "task {} is {}; wait for it to stop",
+                    msg.task_id, meta.state
+                )));
+            }
+            if meta.state == TaskState::Cancelled {
+                return Err(RpcError::state(format!("task {} was cancelled", msg.task_id)));
+            }
+            Ok(())
+        })?;
         self.shared
             .store
             .update_task(&msg.task_id, |t| {
