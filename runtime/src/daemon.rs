@@ -102,7 +102,14 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         crate::clock::install(crate::clock::Clock::manual());
     }
     let system = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime")
+        // More workers than cores: an append waits for its fsync (group commit) on the thread that
+        // made it, and with one worker per core two waiting appends would stall every other task.
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2) * 4;
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
     });
     let outcome: Result<(), DaemonError> = system.block_on(async move {
         let bus = EventBus::new(store.clone());
