@@ -130,8 +130,15 @@ fn run() -> Result<bool> {
     let (steps, call_args) = story();
     // Model turns the story has (the 429 is a fault, not a turn): the progress denominator.
     let total = steps.iter().filter(|s| matches!(s, Step::Respond(_))).count();
-    let server = rt
-        .block_on(ScriptedServer::builder().model("qwen3-coder").max_model_len(32_768).script(steps).start());
+    let server = rt.block_on(
+        ScriptedServer::builder()
+            .model("qwen3-coder")
+            .max_model_len(32_768)
+            // Like vLLM and llama.cpp: the server counts with the model's own tokenizer.
+            .tokenize_endpoint(true)
+            .script(steps)
+            .start(),
+    );
 
     // The workspace: a fresh copy of the sample crate, so nothing outside the temp dir is touched.
     let ws = tempfile::Builder::new()

@@ -540,6 +540,16 @@ fn print_record(r: &Value) {
             r["history"].as_array().map_or(0, Vec::len)
         ),
         "settings" => println!("#{seq} {} settings {}", str_of(r, "role"), r["settings"]),
+        "receipt" => {
+            let rc = &r["receipt"];
+            println!(
+                "#{seq} {} receipt: {} {} → {}",
+                str_of(r, "role"),
+                str_of(rc, "tool"),
+                agentd_runtime::render::one_line(str_of(rc, "arguments"), 60),
+                if rc["ok"] == json!(true) { "ok" } else { "failed" }
+            );
+        }
         other => println!("#{seq} {other}"),
     }
 }
