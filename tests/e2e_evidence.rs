@@ -545,3 +545,62 @@ async fn an_unknown_evidence_id_is_error_32002_and_exit_code_1() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(stdout(&out).contains("0 checked, 0 problems"), "{}", stdout(&out));
 }
+
+// ---------------------------------------------------------------------------------------------
+// 6. The evidence store cannot take it: the whole result goes to the workspace
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_store_cannot_take_a_large_result_it_is_written_whole_to_the_workspace() {
+    const SMALL_WINDOW: u64 = 16_384;
+    let server = ScriptedServer::builder()
+        .max_model_len(Some(SMALL_WINDOW))
+        .window(SMALL_WINDOW)
+        .script(vec![
+            sse(vec![tool_call("read_file", json!({"path": "big.txt"}))]),
+            sse(vec![finish("read it from the workspace file")]),
+        ])
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let file = numbered_text(100_000);
+    std::fs::write(ws.path().join("big.txt"), &file).unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+
+    // The blob directory becomes a plain file: every blob write now fails.
+    let blobs = d.home().join("evidence");
+    if blobs.is_dir() {
+        std::fs::remove_dir_all(&blobs).unwrap();
+    }
+    std::fs::write(&blobs, "not a directory").unwrap();
+
+    let (_task, events) = run_task(&d, "Read big.txt", ws.path());
+
+    // The whole result is one file in the workspace's evidence folder.
+    let folder = ws.path().join(".agentd-evidence");
+    let files: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", folder.display(), d.serve_log()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(std::fs::read(&files[0]).unwrap(), file.as_bytes(), "written whole, byte for byte");
+
+    // The model got the path and the beginning, not the end.
+    let reqs = server.chat_requests();
+    assert_eq!(reqs.len(), 2, "{reqs:#?}");
+    let results = tool_messages(&reqs[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    let content = results[0];
+    let name = files[0].file_name().unwrap().to_str().unwrap();
+    assert!(content.contains(&format!(".agentd-evidence/{name}")), "{content}");
+    assert!(content.contains(file.lines().next().unwrap()), "{content}");
+    assert!(!content.contains(file.lines().last().unwrap()), "{content}");
+    assert!(content.len() < file.len() / 4, "only the beginning: {} bytes", content.len());
+
+    let reads: Vec<&Value> =
+        of_kind(&events, "tool_finished").into_iter().filter(|e| e["tool"] == "read_file").collect();
+    assert_eq!(reads.len(), 1, "{events:#?}");
+    assert_eq!(reads[0]["ok"], true, "{}", reads[0]);
+    assert!(reads[0].get("evidence_id").is_none_or(Value::is_null), "{}", reads[0]);
+    assert_eq!(server.refused(), 0);
+}

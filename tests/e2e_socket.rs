@@ -99,3 +99,124 @@ fn cli_unknown_task_and_bad_usage() {
     let out = d.cli(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+const NOBODY: u32 = 65534;
+
+/// Root is needed to act as another user; without it the tests below are skipped with a note.
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipped: acting as another user needs root (to setuid to {NOBODY})");
+    }
+    root
+}
+
+/// The home (0700) and socket (0600) keep other users out before the daemon is even asked; root
+/// bypasses them but others do not, so open both: then the peer-credential check is all that is left.
+fn open_to_everyone(d: &TestDaemon) {
+    std::fs::set_permissions(d.home(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(d.socket(), std::fs::Permissions::from_mode(0o666)).unwrap();
+}
+
+/// `program` run as uid/gid 65534 with no supplementary groups.
+fn as_nobody(program: &Path) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(program);
+    // SAFETY: only async-signal-safe calls between fork and exec; a failure aborts the spawn.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(NOBODY) != 0
+                || libc::setuid(NOBODY) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+fn assert_still_serves_its_own_user(d: &TestDaemon) {
+    let status = d.client().call("daemon.status", json!({})).unwrap();
+    assert_eq!(status["tasks_running"], 0);
+    let out = d.cli(&["tasks"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+const RAW_SOCKET_ENV: &str = "AGENTD_TEST_RAW_SOCKET";
+const REFUSAL_MARK: &str = "refusal line: ";
+
+/// Not a test of its own: run by `another_users_connection_gets_the_refusal_and_is_closed` (as
+/// another user, in a child process of this test binary), it connects to the socket named by
+/// `AGENTD_TEST_RAW_SOCKET`, sends nothing, and prints the first line the daemon sends and whether
+/// the daemon then closed the connection.
+#[test]
+#[ignore = "a helper, run as another user by another_users_connection_gets_the_refusal_and_is_closed"]
+fn raw_connection_helper() {
+    use std::io::{BufRead, BufReader};
+    let Some(path) = std::env::var_os(RAW_SOCKET_ENV) else { return };
+    let stream = std::os::unix::net::UnixStream::connect(path).expect("connect as another user");
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("a line from the daemon");
+    println!("{REFUSAL_MARK}{}", line.trim_end());
+    let mut rest = String::new();
+    let closed = matches!(reader.read_line(&mut rest), Ok(0));
+    println!("closed: {closed}");
+}
+
+#[test]
+fn another_users_connection_gets_the_refusal_and_is_closed() {
+    if !is_root() {
+        return;
+    }
+    let d = daemon();
+    open_to_everyone(&d);
+    let me = std::env::current_exe().unwrap();
+    let out = as_nobody(&me)
+        .args(["--exact", "raw_connection_helper", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(RAW_SOCKET_ENV, d.socket())
+        .output()
+        .expect("run this test binary as uid 65534");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{printed}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line = printed
+        .lines()
+        .find_map(|l| l.split_once(REFUSAL_MARK).map(|(_, line)| line))
+        .unwrap_or_else(|| panic!("the helper printed no refusal: {printed}"));
+    let v: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(error_code(&v), -32600, "{v}");
+    assert_eq!(v["error"]["message"], "connections from another user are refused", "{v}");
+    assert_eq!(v["id"], Value::Null, "{v}");
+    assert!(printed.contains("closed: true"), "the daemon closes the connection: {printed}");
+    assert_still_serves_its_own_user(&d);
+}
+
+#[test]
+#[ignore = "bug: the CLI never shows the refusal. The daemon writes the error line and closes at once \
+            (socket.rs `connection`), while client.rs `Client::call` first writes its request: that \
+            write fails with EPIPE, or the read fails with ECONNRESET, and the CLI prints \
+            `connection to the daemon lost: Broken pipe` / `Connection reset by peer`. Had it read the \
+            line, its `id: null` would not match the call's id, so it would be queued as a \
+            notification and the CLI would report the closed connection instead"]
+fn the_cli_of_another_user_is_refused_by_peer_credentials() {
+    if !is_root() {
+        return;
+    }
+    let d = daemon();
+    open_to_everyone(&d);
+    let out = as_nobody(Path::new(BIN))
+        .arg("--home")
+        .arg(d.home())
+        .arg("tasks")
+        .env_remove("AGENTD_HOME")
+        .output()
+        .expect("run the agentd CLI as uid 65534");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "another user's CLI must not succeed: {err}");
+    assert!(err.contains("connections from another user are refused"), "{err}");
+    assert_still_serves_its_own_user(&d);
+}

@@ -30,6 +30,9 @@
 //!   `max_model_len` when configured).
 //! - `POST /tokenize` (vLLM's counting endpoint) answers the o200k count of
 //!   `prompt`, when [`ServerBuilder::tokenize_endpoint`] is on; else 404.
+//! - `POST /api/show` (Ollama) and `GET /props` (llama.cpp) declare a
+//!   context window when [`ServerBuilder::ollama_num_ctx`] /
+//!   [`ServerBuilder::props_n_ctx`] set one; else 404.
 //! - `POST /v1/chat/completions` pops the next step (or asks the
 //!   [responder](ServerBuilder::responder) when the queue is empty) and
 //!   answers it as SSE when the body has `"stream": true`, else as one JSON
@@ -85,6 +88,12 @@ pub const COUNT_TOKENS_PATH: &str = "/v1/messages/count_tokens";
 /// Path of vLLM's (and llama.cpp's) token-counting endpoint, at the server root; served only when
 /// [`ServerBuilder::tokenize_endpoint`] is on.
 pub const TOKENIZE_PATH: &str = "/tokenize";
+/// Path of Ollama's model-details endpoint, at the server root; served only when
+/// [`ServerBuilder::ollama_num_ctx`] is set.
+pub const OLLAMA_SHOW_PATH: &str = "/api/show";
+/// Path of llama.cpp's server-properties endpoint, at the server root; served only when
+/// [`ServerBuilder::props_n_ctx`] is set.
+pub const PROPS_PATH: &str = "/props";
 
 static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
 

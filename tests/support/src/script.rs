@@ -147,6 +147,10 @@ pub(crate) struct Config {
     pub silent_truncation_at: Option<u64>,
     /// Serve vLLM's `POST /tokenize` (else it is a 404, as on a server without one).
     pub tokenize_endpoint: bool,
+    /// Serve Ollama's `POST /api/show` with this `num_ctx` (else a 404).
+    pub ollama_num_ctx: Option<u64>,
+    /// Serve llama.cpp's `GET /props` with this `n_ctx` (else a 404).
+    pub props_n_ctx: Option<u64>,
 }
 
 #[derive(Default)]

@@ -12,7 +12,9 @@ use crate::anthropic;
 use crate::http::{Conn, ReadError, Request};
 use crate::openai::{self, Frame};
 use crate::script::{strip_query, Config, Fault, RecordedRequest, Reply, Responder, State, Step};
-use crate::{CHAT_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, MODELS_PATH, TOKENIZE_PATH};
+use crate::{
+    CHAT_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, MODELS_PATH, OLLAMA_SHOW_PATH, PROPS_PATH, TOKENIZE_PATH,
+};
 
 /// How long a client may take to send a complete request.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -144,6 +146,8 @@ pub struct ServerBuilder {
     window: Option<u64>,
     silent_truncation_at: Option<u64>,
     tokenize_endpoint: bool,
+    ollama_num_ctx: Option<u64>,
+    props_n_ctx: Option<u64>,
     script: Vec<Step>,
     responder: Option<Responder>,
 }
@@ -156,6 +160,8 @@ impl Default for ServerBuilder {
             window: None,
             silent_truncation_at: None,
             tokenize_endpoint: false,
+            ollama_num_ctx: None,
+            props_n_ctx: None,
             script: Vec::new(),
             responder: None,
         }
@@ -211,6 +217,21 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves Ollama's `POST /api/show` (default off: a 404), answering
+    /// `{"parameters": "num_ctx {n}", "model_info": {"llama.context_length": 131072}}`: the model
+    /// runs with `num_ctx` `n`, below what the model itself could take.
+    pub fn ollama_num_ctx(mut self, n: u64) -> Self {
+        self.ollama_num_ctx = Some(n);
+        self
+    }
+
+    /// Serves llama.cpp's `GET /props` (default off: a 404), answering
+    /// `{"default_generation_settings": {"n_ctx": n}}`.
+    pub fn props_n_ctx(mut self, n: u64) -> Self {
+        self.props_n_ctx = Some(n);
+        self
+    }
+
     /// Appends steps to the initial script.
     pub fn script(mut self, steps: impl IntoIterator<Item = Step>) -> Self {
         self.script.extend(steps);
@@ -238,6 +259,8 @@ impl ServerBuilder {
             window: self.window,
             silent_truncation_at: self.silent_truncation_at,
             tokenize_endpoint: self.tokenize_endpoint,
+            ollama_num_ctx: self.ollama_num_ctx,
+            props_n_ctx: self.props_n_ctx,
         };
         let state = Arc::new(State::new(config, self.script));
         let task = tokio::spawn(accept_loop(listener, state.clone()));
@@ -340,6 +363,18 @@ async fn route(conn: &mut Conn, state: &State, request: &Request, body: Option<V
         ("POST", TOKENIZE_PATH) if state.config.tokenize_endpoint => {
             let (status, answer) = tokenize(state, body.as_ref());
             conn.send_json(status, &[], &answer).await
+        }
+        ("POST", OLLAMA_SHOW_PATH) if state.config.ollama_num_ctx.is_some() => {
+            let show = serde_json::json!({
+                "parameters": format!("num_ctx {}", state.config.ollama_num_ctx.unwrap_or_default()),
+                "model_info": {"llama.context_length": 131072},
+            });
+            conn.send_json(200, &[], &show).await
+        }
+        ("GET", PROPS_PATH) if state.config.props_n_ctx.is_some() => {
+            let props =
+                serde_json::json!({"default_generation_settings": {"n_ctx": state.config.props_n_ctx}});
+            conn.send_json(200, &[], &props).await
         }
         (_, MODELS_PATH | CHAT_PATH) => {
             conn.send_json(405, &[], &openai::method_not_allowed(method, path)).await

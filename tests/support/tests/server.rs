@@ -691,3 +691,27 @@ async fn tokenize_endpoint_only_when_asked_for() {
     let resp = post(off.addr(), "/tokenize", &json!({"prompt": "hello world"})).await;
     assert_eq!(resp.status, 404);
 }
+
+#[tokio::test]
+async fn window_probes_of_ollama_and_llama_cpp_only_when_asked_for() {
+    let server =
+        ScriptedServer::builder().model("qwen3-coder").ollama_num_ctx(8192).props_n_ctx(4096).start().await;
+    let resp =
+        post(server.addr(), "/api/show", &json!({"model": "qwen3-coder", "name": "qwen3-coder"})).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        resp.json(),
+        json!({"parameters": "num_ctx 8192", "model_info": {"llama.context_length": 131072}})
+    );
+    let resp = get(server.addr(), "/props").await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.json(), json!({"default_generation_settings": {"n_ctx": 4096}}));
+    // The model list still declares nothing.
+    let models = get(server.addr(), "/v1/models").await.json();
+    assert!(models["data"][0].get("max_model_len").is_none(), "{models}");
+    assert_eq!(server.requests().iter().filter(|r| r.path == "/api/show" || r.path == "/props").count(), 2);
+
+    let off = ScriptedServer::builder().model("qwen3-coder").start().await;
+    assert_eq!(post(off.addr(), "/api/show", &json!({"model": "qwen3-coder"})).await.status, 404);
+    assert_eq!(get(off.addr(), "/props").await.status, 404);
+}
