@@ -196,12 +196,6 @@ fn another_users_connection_gets_the_refusal_and_is_closed() {
 }
 
 #[test]
-#[ignore = "bug: the CLI never shows the refusal. The daemon writes the error line and closes at once \
-            (socket.rs `connection`), while client.rs `Client::call` first writes its request: that \
-            write fails with EPIPE, or the read fails with ECONNRESET, and the CLI prints \
-            `connection to the daemon lost: Broken pipe` / `Connection reset by peer`. Had it read the \
-            line, its `id: null` would not match the call's id, so it would be queued as a \
-            notification and the CLI would report the closed connection instead"]
 fn the_cli_of_another_user_is_refused_by_peer_credentials() {
     if !is_root() {
         return;

@@ -50,15 +50,22 @@ impl Client {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.writer, "{request}")?;
+        if let Err(e) = writeln!(self.writer, "{request}") {
+            // The daemon may have answered before we wrote (a refused connection): say what it said.
+            return Err(match self.read_line() {
+                Ok(msg) if msg.get("error").is_some() => rpc_error(&msg),
+                _ => e.into(),
+            });
+        }
         loop {
             let msg = self.read_line()?;
-            if msg.get("id") == Some(&json!(id)) {
-                if let Some(err) = msg.get("error") {
-                    return Err(ClientError::Rpc {
-                        code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
-                        message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
-                    });
+            let answers_us = msg.get("id") == Some(&json!(id));
+            // An error that answers no request (`id: null`) is the daemon refusing this connection
+            // or a line it could not parse: either way it is the answer to this call.
+            let refuses = msg.get("id").is_none_or(Value::is_null) && msg.get("error").is_some();
+            if answers_us || refuses {
+                if msg.get("error").is_some() {
+                    return Err(rpc_error(&msg));
                 }
                 return Ok(msg.get("result").cloned().unwrap_or(Value::Null));
             }
@@ -77,6 +84,14 @@ impl Client {
                 return Ok(msg.get("params").cloned().unwrap_or(Value::Null));
             }
         }
+    }
+}
+
+fn rpc_error(msg: &Value) -> ClientError {
+    let err = msg.get("error").cloned().unwrap_or(Value::Null);
+    ClientError::Rpc {
+        code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+        message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
     }
 }
 

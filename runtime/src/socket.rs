@@ -48,9 +48,23 @@ fn error_response(id: Value, e: &RpcError) -> String {
 
 async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: CancellationToken) {
     if !same_uid(&stream) {
-        let (_, mut w) = stream.into_split();
+        let (mut r, mut w) = stream.into_split();
         let e = RpcError::new(INVALID_REQUEST, "connections from another user are refused");
         let _ = w.write_all(format!("{}\n", error_response(Value::Null, &e)).as_bytes()).await;
+        let _ = w.shutdown().await;
+        // Take what the client already sent before closing, so the close is not a reset that would
+        // throw away the refusal before the client reads it. Bounded in bytes and time.
+        let mut sink = [0u8; 4096];
+        let drain = async {
+            let mut taken = 0usize;
+            while taken < (64 << 10) {
+                match tokio::io::AsyncReadExt::read(&mut r, &mut sink).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => taken += n,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
         return;
     }
     let (r, mut w) = stream.into_split();
