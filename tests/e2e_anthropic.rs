@@ -41,7 +41,10 @@ fn tool_names(body: &Value) -> Vec<&str> {
 }
 
 fn is_summariser(body: &Value) -> bool {
-    body["system"][0]["text"].as_str().is_some_and(|s| s.starts_with("You compact the working history"))
+    body["tool_choice"]["type"] == "none"
+        || body["system"][0]["text"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("You compact the working history"))
 }
 
 fn is_lead(body: &Value) -> bool {

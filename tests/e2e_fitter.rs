@@ -32,8 +32,13 @@ fn workspace() -> tempfile::TempDir {
     ws
 }
 
+/// A summary request: folding a batch (the summariser's own system prompt), or in place (the role's
+/// own request with tools forbidden, so the cached prefix is reused).
 fn is_summariser(body: &Value) -> bool {
-    body["messages"][0]["content"].as_str().is_some_and(|s| s.starts_with("You compact the working history"))
+    body["tool_choice"] == "none"
+        || body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("You compact the working history"))
 }
 
 fn is_lead(body: &Value) -> bool {
@@ -130,6 +135,25 @@ async fn a_long_tool_loop_never_sends_a_request_over_the_window() {
         failing_seen |= text.contains(FAILING_LINE);
     }
     assert!(failing_seen);
+    // The first summary of a compaction continues the request itself (same system, tools and
+    // messages, tools forbidden), so a provider's prompt cache serves its prefix.
+    let in_place: Vec<&Value> = reqs.iter().filter(|b| b["tool_choice"] == "none").collect();
+    assert!(!in_place.is_empty(), "no in-place summary request");
+    for summary_req in &in_place {
+        let msgs = summary_req["messages"].as_array().unwrap();
+        let prefix = &msgs[..msgs.len() - 1];
+        // The request that crossed the trigger was never sent; the one before it was, and the
+        // summary request starts with exactly its messages (the part a prompt cache holds).
+        let continued = reqs.iter().any(|b| {
+            b["tool_choice"] != "none"
+                && b["messages"]
+                    .as_array()
+                    .is_some_and(|m| m.len() + 3 >= prefix.len() && prefix.starts_with(m))
+        });
+        assert!(continued, "an in-place summary request starts with the last sent request's messages");
+        assert!(msgs.last().unwrap()["content"].as_str().unwrap().starts_with("[compaction]"));
+        assert!(summary_req["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    }
     // Summaries were folded in batches that fit, and what left the request is archived and readable.
     let archive = finished[0]["archive_id"].as_str().unwrap();
     let meta = d.client().call("evidence.get", json!({"id": archive})).unwrap();

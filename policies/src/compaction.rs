@@ -19,7 +19,7 @@ use crate::observations::{unresolved, Observation};
 use crate::rounds::rounds;
 use crate::tokens::{Count, Tokens};
 
-pub use crate::summary::{batches, fold_prompt, render_for_summary};
+pub use crate::summary::{batches, fold_prompt, prefix_prompt, render_for_summary};
 
 /// The first line of the checkpoint message, so the runtime and tests can recognise it.
 pub const CHECKPOINT_HEADER: &str = "[checkpoint]";

@@ -192,6 +192,30 @@ pub fn fold_prompt(summary_so_far: Option<&str>, batch: &str, objective: &str) -
     p
 }
 
+/// The instruction that ends an in-place summary request: the conversation above is the request
+/// being compacted (so a provider's prompt cache serves it), and everything but its last `kept`
+/// messages will be replaced by the answer.
+pub fn prefix_prompt(kept: usize, objective: &str) -> String {
+    let scope = match kept {
+        0 => "everything above".to_string(),
+        1 => "everything above except the last message, which stays verbatim".to_string(),
+        n => format!("everything above except the last {n} messages, which stay verbatim"),
+    };
+    format!(
+        "[compaction] This conversation is being compacted so the work can continue in a shorter context. \
+         Write a summary that replaces {scope}. It must be self-contained: the agent will see only the \
+         objective, this summary and the messages kept.\n\n\
+         Cover, in this order:\n\
+         1. Facts learned (about the code, the environment, the data).\n\
+         2. Files read, created or changed, and their current state.\n\
+         3. Commands run and their outcomes, including failures that are not yet fixed.\n\
+         4. Decisions taken and the reasons for them.\n\
+         5. What remains to be done.\n\n\
+         Keep exact identifiers, file paths, numbers, command lines and error messages verbatim. Do not \
+         call tools. Answer with the summary only.\n\n<objective>\n{objective}\n</objective>"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

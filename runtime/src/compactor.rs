@@ -11,8 +11,8 @@ use crate::counter::TokenCounter;
 use crate::provider::{ChatRequest, Client, ProviderError, ToolSpec};
 use agentd_evidence::{NewEvidence, Source, Store, Stored};
 use agentd_policies::compaction::{
-    assemble, batches, fold_prompt, judge, objective_message, plan, render_for_summary, Checkpoint,
-    PlanInput, Verdict, WorkingFile,
+    assemble, batches, fold_prompt, judge, objective_message, plan, prefix_prompt, render_for_summary,
+    Checkpoint, PlanInput, Verdict, WorkingFile,
 };
 use agentd_policies::retry::{decide, Decision, RetryPolicy};
 use agentd_policies::{Count, Message, Thresholds, Tokens, Window};
@@ -47,6 +47,9 @@ pub struct Job<'a> {
     pub counter: &'a TokenCounter,
     pub store: &'a Store,
     pub history: &'a [Message],
+    /// The role's system prompt and tools: the first summary reuses them as the cached prefix.
+    pub system: &'a str,
+    pub tools: &'a [ToolSpec],
     pub objective: &'a str,
     /// System prompt + tool schemas + reply priming, as counted for the request.
     pub fixed: Tokens,
@@ -141,10 +144,21 @@ pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
         };
         let plan = plan(&input);
         if plan.keep_from_message > folded_upto {
-            let text = render_for_summary(&job.history[folded_upto..plan.keep_from_message]);
-            for batch in batches(&text, batch_budget, &count_text) {
-                summary = Some(fold(&job, &objective, summary.as_deref(), &batch, reserve).await?);
+            // First, in place when it fits (the cached prefix is reused); else, and on every later
+            // retry, by folding token-sized batches of what newly leaves into the summary so far.
+            let in_place = match folded_upto {
+                0 => summarise_in_place(&job, &objective, plan.keep_from_message, reserve).await?,
+                _ => None,
+            };
+            if let Some(text) = in_place {
+                summary = Some(text);
                 folds += 1;
+            } else {
+                let text = render_for_summary(&job.history[folded_upto..plan.keep_from_message]);
+                for batch in batches(&text, batch_budget, &count_text) {
+                    summary = Some(fold(&job, &objective, summary.as_deref(), &batch, reserve).await?);
+                    folds += 1;
+                }
             }
             folded_upto = plan.keep_from_message;
         }
@@ -201,19 +215,53 @@ async fn fold(
             count.total, job.window.tokens
         )));
     }
+    let text = summarise(job, &request).await?;
+    // A summariser that says nothing still leaves the archive; say so in the checkpoint.
+    Ok(match (text.is_empty(), so_far) {
+        (false, _) => text,
+        (true, Some(before)) => before.to_string(),
+        (true, None) => "(the summariser returned nothing)".into(),
+    })
+}
+
+/// The first summary as a continuation of the request itself: the same system prompt, tools and
+/// messages (so a provider's prompt cache serves them), then the instruction, with tools forbidden.
+/// `None` when that request would not fit comfortably (the conversation is already at or over the
+/// window): then the batches do the work.
+async fn summarise_in_place(
+    job: &Job<'_>,
+    objective: &str,
+    leaving: usize,
+    reserve: Tokens,
+) -> Result<Option<String>, CompactError> {
+    let kept = job.history.len() - leaving;
+    let mut messages = job.history.to_vec();
+    messages.push(Message::user(prefix_prompt(kept, objective)));
+    let request = ChatRequest {
+        model: job.model.to_string(),
+        system: job.system.to_string(),
+        messages,
+        tools: job.tools.to_vec(),
+        tool_choice_none: true,
+        max_tokens: Some(reserve.0.min(u64::from(u32::MAX)) as u32),
+        thinking_budget: None,
+    };
+    let count = job.counter.count_request(&request);
+    // Measured, never estimated: the request is the one just judged to cross the trigger, so it
+    // fits when the instruction and the answer still fit in the window above it.
+    if count.total.estimated || count.total.tokens + reserve > job.window.tokens.percent(98) {
+        return Ok(None);
+    }
+    let text = summarise(job, &request).await?;
+    Ok((!text.is_empty()).then_some(text))
+}
+
+/// Sends a summary request, retrying by the retry policy on the daemon's clock; the answer's text.
+async fn summarise(job: &Job<'_>, request: &ChatRequest) -> Result<String, CompactError> {
     let mut failures = 0u32;
     loop {
-        let error = match job.client.chat(&request, job.cancel).await {
-            Ok(response) => {
-                let text = response.message.text();
-                let text = text.trim();
-                // A summariser that says nothing still leaves the archive; say so in the checkpoint.
-                return Ok(if text.is_empty() {
-                    so_far.map(str::to_string).unwrap_or_else(|| "(the summariser returned nothing)".into())
-                } else {
-                    text.to_string()
-                });
-            }
+        let error = match job.client.chat(request, job.cancel).await {
+            Ok(response) => return Ok(response.message.text().trim().to_string()),
             Err(_) if job.cancel.is_cancelled() => return Err(CompactError::Cancelled),
             Err(e) => e,
         };
@@ -222,8 +270,9 @@ async fn fold(
         match decide(&job.retry, failure, failures) {
             Decision::GiveUp => return Err(error.into()),
             Decision::Retry { delay_ms, .. } => {
+                let clock = crate::clock::clock();
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
+                    _ = clock.sleep(Duration::from_millis(delay_ms)) => {}
                     _ = job.cancel.cancelled() => return Err(CompactError::Cancelled),
                 }
             }

@@ -246,6 +246,8 @@ impl State {
                 counter: &counter,
                 store: &self.store,
                 history: &request.messages,
+                system: &request.system,
+                tools: &request.tools,
                 objective: &msg.objective,
                 fixed,
                 before,
