@@ -99,6 +99,10 @@ async fn sigterm_marks_running_tasks_interrupted_and_resume_continues() {
     d.serve();
     let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
     assert_eq!(status["state"], "interrupted");
+    assert!(
+        status["roles"]["lead"]["tokens"].as_u64().unwrap() > 0,
+        "the gauge survives a restart: {status}"
+    );
     let out = d.cli(&["resume", &task]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let events = d.events_until_end(&task, Duration::from_secs(20));

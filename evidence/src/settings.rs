@@ -18,4 +18,12 @@ impl Store {
         self.settings.insert(key.as_bytes(), bytes)?;
         self.flush()
     }
+
+    /// Sets a value that is only a cache of something recomputable (a gauge): written, not flushed,
+    /// so it costs no fsync; the next flush of anything else makes it durable too.
+    pub fn cache_setting(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+        let bytes = encode(SETTINGS, || key.to_string(), value)?;
+        self.settings.insert(key.as_bytes(), bytes)?;
+        Ok(())
+    }
 }

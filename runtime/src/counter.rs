@@ -108,7 +108,7 @@ impl Tokenizer {
 }
 
 /// Where a request's count came from, as the gauge shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CountSource {
     /// tiktoken-rs: the model's own BPE.

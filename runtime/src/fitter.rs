@@ -20,7 +20,7 @@ use agentd_policies::compaction::{
 use agentd_policies::retry::RetryPolicy;
 use agentd_policies::usage::{correct_window, Correction};
 use agentd_policies::{Count, EventKind, Role, Thresholds, Tokens, Usage, Window, WindowSource};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -53,7 +53,7 @@ pub struct Fitted {
 }
 
 /// The gauge of one role of one task: the last request the fitter measured for it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Gauge {
     pub role: String,
     pub model: String,
@@ -70,7 +70,7 @@ pub struct Gauge {
     pub free_tokens: Tokens,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Categories {
     pub system: Tokens,
     pub tools: Tokens,
@@ -336,6 +336,13 @@ impl State {
             destination_tokens: thresholds.destination,
             free_tokens: window.tokens.saturating_sub(count.total.tokens),
         };
+        // The gauge survives a restart: `status` and `context` show the last measurement until the
+        // role measures again.
+        if let Ok(value) = serde_json::to_value(&gauge) {
+            if let Err(e) = self.store.cache_setting(&gauge_key(task_id, role), &value) {
+                tracing::warn!(error = %e, "could not keep the gauge");
+            }
+        }
         lock(&self.gauges).insert((task_id.to_string(), role.to_string()), gauge);
     }
 
@@ -467,6 +474,10 @@ impl Handler<WindowOf> for Fitter {
     }
 }
 
+fn gauge_key(task_id: &str, role: &str) -> String {
+    format!("gauge/{task_id}/{role}")
+}
+
 /// The last measurement of a task's role, if it has made a request.
 #[derive(Message)]
 #[rtype(result = "Option<Gauge>")]
@@ -479,7 +490,13 @@ impl Handler<GaugeOf> for Fitter {
     type Result = Option<Gauge>;
 
     fn handle(&mut self, msg: GaugeOf, _: &mut Context<Self>) -> Self::Result {
-        lock(&self.state.gauges).get(&(msg.task_id, msg.role)).cloned()
+        if let Some(g) = lock(&self.state.gauges).get(&(msg.task_id.clone(), msg.role.clone())) {
+            return Some(g.clone());
+        }
+        let stored = self.state.store.setting(&gauge_key(&msg.task_id, &msg.role)).ok().flatten()?;
+        let gauge: Gauge = serde_json::from_value(stored).ok()?;
+        lock(&self.state.gauges).insert((msg.task_id, msg.role), gauge.clone());
+        Some(gauge)
     }
 }
 
