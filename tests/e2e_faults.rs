@@ -284,3 +284,33 @@ async fn a_silent_stream_is_asked_again_without_streaming_and_its_real_error_lea
     assert_eq!(reqs[0]["stream"], true);
     assert_eq!(reqs[1]["stream"], false, "asked again without streaming");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_change_applies_from_the_next_turn_never_mid_turn() {
+    let server = ScriptedServer::builder()
+        .max_model_len(Some(10_000))
+        .script(vec![
+            delayed(Duration::from_millis(800), sse(vec![tool_call("list_dir", json!({"path": "."}))])),
+            sse(vec![finish("first turn done")]),
+            sse(vec![finish("second task done")]),
+        ])
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let first = d.submit("First", ws.path());
+    assert!(server.wait_for_requests(1, Duration::from_secs(10)).await);
+    // Mid-turn: the model is still answering the first request.
+    d.client().call("settings.set", json!({"role": "lead", "key": "compact_at", "value": 40})).unwrap();
+    let events = d.events_until_end(&first, Duration::from_secs(20));
+    let triggers: Vec<u64> =
+        of_kind(&events, "request_sent").iter().map(|e| e["trigger_tokens"].as_u64().unwrap()).collect();
+    assert_eq!(triggers, [8_000, 8_000], "the running turn keeps its snapshot");
+    let second = d.submit("Second", ws.path());
+    let events = d.events_until_end(&second, Duration::from_secs(20));
+    assert_eq!(
+        of_kind(&events, "request_sent")[0]["trigger_tokens"],
+        4_000,
+        "the next turn takes the change"
+    );
+}
