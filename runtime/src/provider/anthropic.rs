@@ -4,13 +4,13 @@
 //! (429, 529 overloaded, "prompt is too long"), the window probe and `count_tokens`.
 
 use super::anthropic_stream::{from_json_body, Assembler};
-use super::http::http_client;
-use super::openai::{classify_http, error_chain, retry_after, truncate_chars};
+use super::http::{cancellable, http_client, send_streaming, transport, Answer};
+use super::openai::{classify_http, retry_after, truncate_chars};
 use super::sse::drive;
-use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError, CANCELLED};
+use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::ACCEPT;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -144,41 +144,17 @@ impl AnthropicClient {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => Err(ProviderError::Transport {
-                url: self.chat_url(),
-                message: CANCELLED.to_string(),
-            }),
-            result = self.chat_uncancellable(req) => result,
-        }
+        cancellable(self.chat_url(), cancel, self.chat_uncancellable(req)).await
     }
 
     async fn chat_uncancellable(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let url = self.chat_url();
         let request =
             self.request(self.http.post(&url)).header(ACCEPT, "text/event-stream").json(&self.body(req));
-        let response = request.send().await.map_err(|e| transport(&url, &e))?;
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry_after(response.headers(), SystemTime::now());
-            let text = response.text().await.unwrap_or_default();
-            return Err(classify_anthropic_http(status.as_u16(), retry_after, &text));
+        match send_streaming(request, &url, classify_anthropic_http).await? {
+            Answer::Whole(text) => from_json_body(&text),
+            Answer::Stream(response) => drive(response.bytes_stream(), Assembler::default()).await,
         }
-        let is_json = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json"));
-        if is_json {
-            // The server ignored `stream: true` and answered in one piece.
-            let text = response.text().await.map_err(|e| ProviderError::StreamAnomaly {
-                kind: AnomalyKind::Cut,
-                message: format!("the response broke off: {}", error_chain(&e)),
-            })?;
-            return from_json_body(&text);
-        }
-        drive(response.bytes_stream(), Assembler::default()).await
     }
 
     /// The window the server declares for `model`: `GET {base}/models/{model}`, its
@@ -278,10 +254,6 @@ fn no_endpoint(e: &ProviderError) -> bool {
         e,
         ProviderError::Rejected { status: 404 | 405 | 501, .. } | ProviderError::Server { status: 501, .. }
     )
-}
-
-fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
-    ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
 }
 
 /// A model id as one URL path segment (ids are plain, but a `/` or space must not change the path).

@@ -1,6 +1,12 @@
-//! The HTTP client both wire protocols send with.
+//! The HTTP client both wire protocols send with, and the parts of a chat call they share: its
+//! cancellation, its refusals, and a server that answers a streaming request in one JSON piece.
 
-use std::time::Duration;
+use super::openai::{error_chain, retry_after};
+use super::{AnomalyKind, ChatResponse, ProviderError, CANCELLED};
+use reqwest::header::CONTENT_TYPE;
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Between two reads of a stream: a thinking model can be silent for a while, not for five minutes.
@@ -18,4 +24,64 @@ pub(crate) fn http_client() -> reqwest::Client {
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .build()
         .expect("the HTTP client (TLS backend) could not be initialised")
+}
+
+/// A request to `url` that got no answer (connection refused, DNS, TLS, timeout, a broken read).
+pub(crate) fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
+    ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
+}
+
+/// Runs `call` to its end, unless `cancel` fires first: then `call` is dropped at once and the
+/// answer is `Transport { url, message: "cancelled" }`.
+pub(crate) async fn cancellable(
+    url: String,
+    cancel: &CancellationToken,
+    call: impl Future<Output = Result<ChatResponse, ProviderError>>,
+) -> Result<ChatResponse, ProviderError> {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(ProviderError::Transport { url, message: CANCELLED.to_string() }),
+        result = call => result,
+    }
+}
+
+/// What a server accepted a streaming chat request with.
+pub(crate) enum Answer {
+    /// The server ignored `stream: true` and answered in one JSON piece: its text.
+    Whole(String),
+    /// A stream, not read yet.
+    Stream(reqwest::Response),
+}
+
+/// Sends a chat request that asks for a stream. A non-2xx answer is the error `classify` makes of
+/// its status, `Retry-After` and body; an `application/json` answer is read whole.
+pub(crate) async fn send_streaming(
+    request: reqwest::RequestBuilder,
+    url: &str,
+    classify: fn(u16, Option<Duration>, &str) -> ProviderError,
+) -> Result<Answer, ProviderError> {
+    let response = request.send().await.map_err(|e| transport(url, &e))?;
+    let status = response.status();
+    if !status.is_success() {
+        let retry_after = retry_after(response.headers(), SystemTime::now());
+        let text = response.text().await.unwrap_or_default();
+        return Err(classify(status.as_u16(), retry_after, &text));
+    }
+    let is_json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json"));
+    if is_json {
+        return Ok(Answer::Whole(whole_body(response).await?));
+    }
+    Ok(Answer::Stream(response))
+}
+
+/// A chat answer's whole body; a body that breaks off is a `Cut` anomaly.
+pub(crate) async fn whole_body(response: reqwest::Response) -> Result<String, ProviderError> {
+    response.text().await.map_err(|e| ProviderError::StreamAnomaly {
+        kind: AnomalyKind::Cut,
+        message: format!("the response broke off: {}", error_chain(&e)),
+    })
 }

@@ -1,14 +1,14 @@
 //! The OpenAI chat-completions client (also vLLM, llama.cpp, Ollama, LM Studio, DeepSeek …):
 //! the wire mapping of a [`ChatRequest`], the streamed call, the error taxonomy, and the window probe.
 
-use super::http::http_client;
+use super::http::{cancellable, http_client, send_streaming, transport, whole_body, Answer};
 use super::sse::drive;
 use super::stream::{from_json_body, Assembler};
-use super::{ChatRequest, ChatResponse, ProviderError, CANCELLED};
+use super::{ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
 use futures_util::StreamExt;
-use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{HeaderMap, ACCEPT, RETRY_AFTER};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -101,14 +101,7 @@ impl OpenAiClient {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => Err(ProviderError::Transport {
-                url: self.chat_url(),
-                message: CANCELLED.to_string(),
-            }),
-            result = self.chat_uncancellable(req) => result,
-        }
+        cancellable(self.chat_url(), cancel, self.chat_uncancellable(req)).await
     }
 
     fn chat_url(&self) -> String {
@@ -122,26 +115,10 @@ impl OpenAiClient {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.map_err(|e| transport(&url, &e))?;
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry_after(response.headers(), SystemTime::now());
-            let text = response.text().await.unwrap_or_default();
-            return Err(classify_http(status.as_u16(), retry_after, &text));
-        }
-        let is_json = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json"));
-        if is_json {
-            // The server ignored `stream: true` and answered in one piece.
-            let text = response.text().await.map_err(|e| ProviderError::StreamAnomaly {
-                kind: super::AnomalyKind::Cut,
-                message: format!("the response broke off: {}", error_chain(&e)),
-            })?;
-            return from_json_body(&text);
-        }
+        let response = match send_streaming(request, &url, classify_http).await? {
+            Answer::Whole(text) => return from_json_body(&text),
+            Answer::Stream(response) => response,
+        };
         let mut bytes = response.bytes_stream();
         match bytes.next().await {
             // An accepted stream with no byte in it: llama-cpp-python answers an over-long prompt this
@@ -170,10 +147,7 @@ impl OpenAiClient {
         let response = request.send().await.map_err(|e| transport(&url, &e))?;
         let status = response.status();
         let retry_after = retry_after(response.headers(), SystemTime::now());
-        let text = response.text().await.map_err(|e| ProviderError::StreamAnomaly {
-            kind: super::AnomalyKind::Cut,
-            message: format!("the response broke off: {}", error_chain(&e)),
-        })?;
+        let text = whole_body(response).await?;
         if !status.is_success() {
             return Err(classify_http(status.as_u16(), retry_after, &text));
         }
@@ -299,10 +273,6 @@ enum Probe {
     Json(Value),
     NotJson,
     Status { status: u16, retry_after: Option<Duration>, body: String },
-}
-
-fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
-    ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
 }
 
 /// An error and its sources, `: `-separated (reqwest's own message hides the cause).
