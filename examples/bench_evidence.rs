@@ -17,7 +17,10 @@
 //! Files live in a temporary directory (under `$TMPDIR`, normally /tmp), removed at the end.
 //! Sizes: KB/MB in the row labels are powers of two (KiB/MiB); throughput MB/s is 10^6 bytes/s.
 
+mod common;
+
 use agentd_evidence::{NewEvidence, Page, Source, Store, Stored, Unit};
+use common::{group, mb, median, ms, percentile, ratio, us};
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::Write as _;
@@ -396,47 +399,4 @@ fn log_text(bytes: usize) -> Vec<u8> {
         *last = b'\n';
     }
     v
-}
-
-// ---------------------------------------------------------------------------------------------
-// Figures
-
-fn median(xs: &mut [Duration]) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
-
-/// Nearest-rank percentile.
-fn percentile(xs: &mut [Duration], p: f64) -> Duration {
-    xs.sort();
-    let rank = ((p / 100.0) * xs.len() as f64).ceil() as usize;
-    xs[rank.clamp(1, xs.len()) - 1]
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64()
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
-}
-
-fn mb(bytes: usize) -> f64 {
-    bytes as f64 / 1e6
-}
-
-fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

@@ -18,10 +18,13 @@
 //!
 //! All text is generated from a fixed seed, so runs are comparable.
 
+mod common;
+
 use agentd_policies::compaction::{plan, PlanInput, WorkingFile};
 use agentd_policies::{Message, Part, Role, Thresholds, Tokens};
 use agentd_runtime::counter::TokenCounter;
 use agentd_runtime::provider::{ChatRequest, ToolSpec};
+use common::{group, mb, median, ms, percentile, ratio, us};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -1144,47 +1147,6 @@ fn thread_cpu() -> Duration {
     // SAFETY: a valid out-pointer; CLOCK_THREAD_CPUTIME_ID is always available on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-fn median(xs: &mut [Duration]) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
-
-/// Nearest-rank percentile.
-fn percentile(xs: &mut [Duration], p: f64) -> Duration {
-    xs.sort();
-    let rank = ((p / 100.0) * xs.len() as f64).ceil() as usize;
-    xs[rank.clamp(1, xs.len()) - 1]
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64()
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
-}
-
-fn mb(bytes: usize) -> f64 {
-    bytes as f64 / 1e6
-}
-
-/// 1234567 → "1,234,567".
-fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn table(rows: &[(&str, String)]) {

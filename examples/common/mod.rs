@@ -1,5 +1,6 @@
 //! Shared by the examples: find (or build) the `agentd` binary, run `agentd serve` in a temporary home,
-//! call its command line, and stop it with SIGTERM. Errors are messages a person can act on.
+//! call its command line, and stop it with SIGTERM; and the benchmarks' figures (medians, percentiles,
+//! durations and sizes as text). Errors are messages a person can act on.
 
 #![allow(dead_code)] // each example uses a different part of this module
 
@@ -215,4 +216,53 @@ pub fn cpu_ms(pid: u32) -> Result<f64> {
 /// Whether an event ends its task.
 pub fn is_terminal(kind: &str) -> bool {
     matches!(kind, "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Figures
+
+/// The middle value (the upper one of an even count); sorts `xs`.
+pub fn median(xs: &mut [Duration]) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+/// Nearest-rank percentile; sorts `xs`.
+pub fn percentile(xs: &mut [Duration], p: f64) -> Duration {
+    xs.sort();
+    let rank = ((p / 100.0) * xs.len() as f64).ceil() as usize;
+    xs[rank.clamp(1, xs.len()) - 1]
+}
+
+/// `a / b`.
+pub fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
+
+/// `1.23 ms`.
+pub fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+/// `12.3 µs`.
+pub fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Bytes in MB (10^6 bytes).
+pub fn mb(bytes: usize) -> f64 {
+    bytes as f64 / 1e6
+}
+
+/// 1234567 → "1,234,567".
+pub fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
