@@ -153,7 +153,7 @@ fn run() -> Result<bool> {
     println!(
         "agentd team demo — scripted model at {}, daemon home {}\nworkspace: a copy of a tiny crate whose add() subtracts (path in `status` below)",
         server.base_url(),
-        daemon.home.path().display()
+        daemon.home().display()
     );
 
     let mut client = daemon.client()?;

@@ -4,11 +4,10 @@
 
 #![allow(dead_code)] // each example uses a different part of this module
 
-use agentd_test_support::daemon::RpcClient;
-use serde_json::json;
+use agentd_test_support::daemon::{RpcClient, TestDaemon};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
 
 pub type Result<T> = std::result::Result<T, String>;
 
@@ -83,12 +82,9 @@ pub fn team_config(base_url: &str, model: &str, extra: &str) -> String {
     agentd_test_support::daemon::team_config(base_url, model, extra)
 }
 
-/// `agentd serve` running in a temporary home (removed when dropped).
-pub struct Daemon {
-    pub bin: PathBuf,
-    pub home: tempfile::TempDir,
-    child: Option<Child>,
-}
+/// `agentd serve` running in a temporary home (removed when dropped): a [`TestDaemon`] whose
+/// failures are messages rather than panics, and which is stopped with SIGTERM when dropped.
+pub struct Daemon(TestDaemon);
 
 impl Daemon {
     /// Writes `config` into a fresh home and starts the daemon, waiting until its socket answers.
@@ -99,53 +95,26 @@ impl Daemon {
             .map_err(|e| format!("cannot create a temporary home: {e}"))?;
         let cfg = home.path().join("agentd.toml");
         std::fs::write(&cfg, config).map_err(|e| format!("cannot write {}: {e}", cfg.display()))?;
-        let log_path = home.path().join("serve.log");
-        let log = std::fs::File::create(&log_path)
-            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
-        let child = Command::new(bin)
-            .arg("--home")
-            .arg(home.path())
-            .arg("serve")
-            .env_remove("AGENTD_HOME")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start {} serve: {e}", bin.display()))?;
-        let mut d = Daemon { bin: bin.to_path_buf(), home, child: Some(child) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(mut c) = RpcClient::connect(&d.socket()) {
-                if c.call("daemon.status", json!({})).is_ok() {
-                    return Ok(d);
-                }
-            }
-            if let Some(status) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                d.child = None;
-                return Err(format!("agentd serve exited at start ({status}); its log:\n{}", d.serve_log()));
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "agentd serve did not answer on {} within 30s; its log:\n{}",
-                    d.socket().display(),
-                    d.serve_log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut d = Daemon(TestDaemon::in_home(bin, home));
+        d.0.set_env(&[("RUST_LOG", "info")]);
+        d.0.try_serve()?;
+        Ok(d)
+    }
+
+    pub fn home(&self) -> &Path {
+        self.0.home()
     }
 
     pub fn socket(&self) -> PathBuf {
-        self.home.path().join("agentd.sock")
+        self.0.socket()
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.0.pid()
     }
 
     pub fn serve_log(&self) -> String {
-        std::fs::read_to_string(self.home.path().join("serve.log")).unwrap_or_default()
+        self.0.serve_log()
     }
 
     pub fn client(&self) -> Result<RpcClient> {
@@ -155,30 +124,12 @@ impl Daemon {
 
     /// `agentd --home HOME ARGS…`, run to completion.
     pub fn cli(&self, args: &[&str]) -> Result<Output> {
-        Command::new(&self.bin)
-            .arg("--home")
-            .arg(self.home.path())
-            .args(args)
-            .env_remove("AGENTD_HOME")
-            .output()
-            .map_err(|e| format!("cannot run agentd {}: {e}", args.join(" ")))
+        self.0.command(args).output().map_err(|e| format!("cannot run agentd {}: {e}", args.join(" ")))
     }
 
     /// SIGTERM, then wait (up to 15 s, then SIGKILL). Returns the exit code.
     pub fn stop(&mut self) -> Option<i32> {
-        let mut child = self.child.take()?;
-        // SAFETY: signalling our own child process by its pid.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("agentd did not stop within 15s of SIGTERM; killing it");
-        let _ = child.kill();
-        child.wait().ok().and_then(|s| s.code())
+        self.0.stop_within(Duration::from_secs(15))
     }
 }
 

@@ -30,6 +30,11 @@ impl TestDaemon {
     pub fn prepare(bin: &Path, config: &str) -> TestDaemon {
         let home = tempfile::Builder::new().prefix("agentd-home").tempdir().expect("a temp home");
         std::fs::write(home.path().join("agentd.toml"), config).expect("write the config");
+        TestDaemon::in_home(bin, home)
+    }
+
+    /// A daemon of `bin` for a home made by the caller, not started yet.
+    pub fn in_home(bin: &Path, home: tempfile::TempDir) -> TestDaemon {
         TestDaemon { bin: bin.to_path_buf(), home, child: None, env: Vec::new() }
     }
 
@@ -48,45 +53,73 @@ impl TestDaemon {
         self.home.path().join("agentd.sock")
     }
 
+    /// The daemon's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `agentd --home HOME ARGS…`, run to completion.
     pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(&self.bin)
-            .arg("--home")
-            .arg(self.home.path())
-            .args(args)
-            .env_remove("AGENTD_HOME")
-            .output()
-            .expect("run the agentd binary")
+        self.command(args).output().expect("run the agentd binary")
+    }
+
+    /// The command `agentd --home HOME ARGS…`, not run yet.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.bin);
+        command.arg("--home").arg(self.home.path()).args(args).env_remove("AGENTD_HOME");
+        command
     }
 
     /// Starts (or restarts) the daemon and waits for its socket to answer.
     pub fn serve(&mut self) {
-        let log = std::fs::File::create(self.home.path().join("serve.log")).expect("log file");
+        if let Err(e) = self.try_serve() {
+            panic!("{e}");
+        }
+    }
+
+    /// [`serve`](Self::serve), answering what went wrong (with the daemon's log) instead of
+    /// panicking. `RUST_LOG` is `info,agentd_runtime=debug` unless [`set_env`](Self::set_env)
+    /// names another.
+    pub fn try_serve(&mut self) -> Result<(), String> {
+        let log_path = self.home.path().join("serve.log");
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let child = Command::new(&self.bin)
             .arg("--home")
             .arg(self.home.path())
             .arg("serve")
+            .env_remove("AGENTD_HOME")
             .env("RUST_LOG", "info,agentd_runtime=debug")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("spawn agentd serve");
+            .map_err(|e| format!("cannot start {} serve: {e}", self.bin.display()))?;
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
+        loop {
             if let Ok(mut c) = RpcClient::connect(&self.socket()) {
                 if c.call("daemon.status", json!({})).is_ok() {
-                    return;
+                    return Ok(());
                 }
             }
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("agentd serve exited with {status}: {}", self.serve_log());
+                self.child = None;
+                return Err(format!(
+                    "agentd serve exited at start ({status}); its log:\n{}",
+                    self.serve_log()
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "agentd serve did not answer on {} within 30s; its log:\n{}",
+                    self.socket().display(),
+                    self.serve_log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("agentd serve did not answer within 30s: {}", self.serve_log());
     }
 
     pub fn serve_log(&self) -> String {
@@ -97,18 +130,26 @@ impl TestDaemon {
         RpcClient::connect(&self.socket()).expect("connect to the daemon")
     }
 
-    /// SIGTERM, then wait for the daemon to exit. Returns its exit status code.
+    /// SIGTERM, then wait for the daemon to exit (up to 30 s, then SIGKILL). Returns its exit
+    /// status code.
     pub fn stop(&mut self) -> Option<i32> {
+        self.stop_within(Duration::from_secs(30))
+    }
+
+    /// SIGTERM, then wait up to `grace` for the daemon to exit; then SIGKILL, saying so on stderr.
+    /// Returns its exit status code.
+    pub fn stop_within(&mut self, grace: Duration) -> Option<i32> {
         let mut child = self.child.take()?;
         // SAFETY: signalling our own child process by its pid.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
                 return status.code();
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        eprintln!("agentd did not stop within {grace:?} of SIGTERM; killing it");
         let _ = child.kill();
         child.wait().ok().and_then(|s| s.code())
     }
@@ -170,8 +211,13 @@ impl TestDaemon {
 
     /// Starts the daemon with extra environment variables (e.g. `AGENTD_CLOCK=manual`).
     pub fn serve_with_env(&mut self, env: &[(&str, &str)]) {
-        self.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        self.set_env(env);
         self.serve();
+    }
+
+    /// The extra environment variables every later start of the daemon gets (replacing earlier ones).
+    pub fn set_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     }
 
     /// Polls `task.status` until the state is `state`.
