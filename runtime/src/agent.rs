@@ -7,7 +7,7 @@
 
 use crate::clock::{clock, now_rfc3339};
 use crate::counter::TokenCounter;
-use crate::fitter::{Fit, FitError, Learn, Measure, Observe, WindowOf};
+use crate::fitter::{Fit, FitError, Fitter, Learn, Measure, Observe, WindowOf};
 use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError, ToolSpec};
 use crate::scheduler::{Wait, Waited};
 use crate::task::TaskCtx;
@@ -292,10 +292,7 @@ impl Agent {
                 thinking_budget: snapshot.thinking_budget,
             };
             let fitted = match self
-                .task
-                .shared
-                .fitter
-                .send(Fit {
+                .ask_fitter(Fit {
                     task_id: self.task.task_id.clone(),
                     role: self.name().to_string(),
                     client: client.clone(),
@@ -305,8 +302,7 @@ impl Agent {
                     workspace: self.task.workspace.clone(),
                     cancel: self.task.cancel.clone(),
                 })
-                .await
-                .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))?
+                .await?
             {
                 Ok(f) => f,
                 Err(FitError::Cancelled) => return Err(TurnError::Cancelled),
@@ -343,16 +339,12 @@ impl Agent {
                     learned_once = true;
                     let window = Window { tokens: limit, source: WindowSource::Error };
                     let old = self
-                        .task
-                        .shared
-                        .fitter
-                        .send(Learn {
+                        .ask_fitter(Learn {
                             server: client.base_url().to_string(),
                             model: snapshot.model.clone(),
                             window,
                         })
-                        .await
-                        .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))??;
+                        .await??;
                     self.emit(EventKind::WindowLearned {
                         old_window: old.tokens,
                         new_window: limit,
@@ -365,17 +357,13 @@ impl Agent {
             };
             if let Some(usage) = response.usage {
                 let observed = self
-                    .task
-                    .shared
-                    .fitter
-                    .send(Observe {
+                    .ask_fitter(Observe {
                         server: client.base_url().to_string(),
                         model: snapshot.model.clone(),
                         sent: fitted.count.total,
                         usage,
                     })
-                    .await
-                    .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))??;
+                    .await??;
                 if let Some((old, new)) = observed {
                     tracing::warn!(model = %snapshot.model, old = %old.tokens, new = %new.tokens, "window corrected from a usage report");
                     self.emit(EventKind::WindowLearned {
@@ -630,13 +618,7 @@ impl Agent {
             .role(to)
             .ok_or_else(|| TurnError::Team(format!("no team member {to:?}")))?;
         let client = self.task.client(&rc.provider)?;
-        let window = self
-            .task
-            .shared
-            .fitter
-            .send(WindowOf { client, model: rc.model.clone(), fresh: false })
-            .await
-            .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))??;
+        let window = self.ask_fitter(WindowOf { client, model: rc.model.clone(), fresh: false }).await??;
         let budget = window.tokens.0 / 10;
         let counter = TokenCounter::new(&rc.model);
         let count = |t: &str| counter.count_text(t).tokens.0;
@@ -704,17 +686,28 @@ impl Agent {
         Tokens((window.0 / 8).max(256))
     }
 
-    async fn measure(&self, snapshot: &Snapshot, text: &str) -> Result<Count, TurnError> {
+    /// Sends `msg` to the fitter and waits for its answer; a fitter that is gone is a team error.
+    async fn ask_fitter<M>(&self, msg: M) -> Result<M::Result, TurnError>
+    where
+        M: actix::Message + Send + 'static,
+        M::Result: Send,
+        Fitter: Handler<M>,
+    {
         self.task
             .shared
             .fitter
-            .send(Measure {
-                server: snapshot.server.clone(),
-                model: snapshot.model.clone(),
-                text: text.to_string(),
-            })
+            .send(msg)
             .await
             .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))
+    }
+
+    async fn measure(&self, snapshot: &Snapshot, text: &str) -> Result<Count, TurnError> {
+        self.ask_fitter(Measure {
+            server: snapshot.server.clone(),
+            model: snapshot.model.clone(),
+            text: text.to_string(),
+        })
+        .await
     }
 
     /// A tool result as the model gets it: whole when it fits the page budget; otherwise stored whole
