@@ -471,24 +471,62 @@ async fn respond(
         if !stream {
             return conn.send_json(200, &[], &anthropic::message(frame, reply)).await;
         }
-        start_sse(conn).await?;
-        for event in anthropic::stream_events(frame, reply) {
-            conn.send_chunk(event.as_bytes()).await?;
-        }
-        return conn.end_chunked().await;
+        return send_stream(conn, anthropic::stream_events(frame, reply)).await;
     }
     if !stream {
         return conn.send_json(200, &[], &openai::completion(frame, reply)).await;
     }
-    start_sse(conn).await?;
-    for event in openai::stream_events(frame, reply) {
-        conn.send_chunk(event.as_bytes()).await?;
-    }
-    conn.end_chunked().await
+    send_stream(conn, openai::stream_events(frame, reply)).await
 }
 
 async fn start_sse(conn: &mut Conn) -> std::io::Result<()> {
     conn.start_chunked(200, "text/event-stream", &[("Cache-Control", "no-cache".into())]).await
+}
+
+/// Starts an SSE stream and sends `events`, leaving the stream open.
+async fn send_events(conn: &mut Conn, events: Vec<String>) -> std::io::Result<()> {
+    start_sse(conn).await?;
+    for event in events {
+        conn.send_chunk(event.as_bytes()).await?;
+    }
+    Ok(())
+}
+
+/// A whole SSE stream of `events`.
+async fn send_stream(conn: &mut Conn, events: Vec<String>) -> std::io::Result<()> {
+    send_events(conn, events).await?;
+    conn.end_chunked().await
+}
+
+/// Announces `body` whole as a 200 JSON answer, sends half of it and stops: the caller hangs up.
+async fn send_half_json(conn: &mut Conn, body: &Value) -> std::io::Result<()> {
+    let full = serde_json::to_vec(body).unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n",
+        full.len()
+    );
+    conn.write_all(head.as_bytes()).await?;
+    conn.write_all(&full[..full.len() / 2]).await
+}
+
+/// Accepts the request (starting an SSE stream when it asked for one) and never answers, until
+/// the client hangs up.
+async fn hang(conn: &mut Conn, stream: bool) -> std::io::Result<()> {
+    if stream {
+        start_sse(conn).await?;
+    }
+    conn.wait_for_disconnect().await;
+    Ok(())
+}
+
+/// The status line keeps a sane status even for odd scripted ones.
+fn sane_status(status: u16) -> u16 {
+    if (100..=999).contains(&status) {
+        status
+    } else {
+        500
+    }
 }
 
 async fn fault_response(
@@ -510,59 +548,27 @@ async fn fault_response(
             conn.send_json(429, &headers, &error).await
         }
         Fault::ServerError { status, message } => {
-            // Keep the status line sane even for odd scripted statuses.
-            let status = if (100..=999).contains(status) { *status } else { 500 };
+            let status = sane_status(*status);
             conn.send_json(status, &[], &openai::server_error(status, message)).await
         }
         Fault::ContextLengthExceeded { limit, requested } => {
             let error = openai::context_length_exceeded(*limit, *requested, body);
             conn.send_json(400, &[], &error).await
         }
+        // No terminating chunk: the caller closes the connection.
+        Fault::CutStream(chunks) if stream => {
+            send_events(conn, openai::cut_stream_events(frame, chunks)).await
+        }
         Fault::CutStream(chunks) => {
-            if stream {
-                start_sse(conn).await?;
-                for event in openai::cut_stream_events(frame, chunks) {
-                    conn.send_chunk(event.as_bytes()).await?;
-                }
-            } else {
-                // Announce the full body, send half of it, hang up.
-                let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
-                let full = serde_json::to_vec(&openai::completion(frame, &reply)).unwrap_or_default();
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\
-                     Content-Length: {}\r\n\r\n",
-                    full.len()
-                );
-                conn.write_all(head.as_bytes()).await?;
-                conn.write_all(&full[..full.len() / 2]).await?;
-            }
-            // No terminating chunk: the caller closes the connection.
-            Ok(())
+            let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
+            send_half_json(conn, &openai::completion(frame, &reply)).await
         }
-        Fault::EmptyStream => {
-            if stream {
-                start_sse(conn).await?;
-                conn.send_chunk(openai::DONE.as_bytes()).await?;
-                conn.end_chunked().await
-            } else {
-                conn.send_json(200, &[], &openai::empty_completion(frame)).await
-            }
+        Fault::EmptyStream if stream => send_stream(conn, vec![openai::DONE.to_string()]).await,
+        Fault::SilentStream if stream => send_stream(conn, Vec::new()).await,
+        Fault::EmptyStream | Fault::SilentStream => {
+            conn.send_json(200, &[], &openai::empty_completion(frame)).await
         }
-        Fault::SilentStream => {
-            if stream {
-                start_sse(conn).await?;
-                conn.end_chunked().await
-            } else {
-                conn.send_json(200, &[], &openai::empty_completion(frame)).await
-            }
-        }
-        Fault::Hang => {
-            if stream {
-                start_sse(conn).await?;
-            }
-            conn.wait_for_disconnect().await;
-            Ok(())
-        }
+        Fault::Hang => hang(conn, stream).await,
     }
 }
 
@@ -581,52 +587,25 @@ async fn anthropic_fault(
             conn.send_json(429, &headers, &anthropic::rate_limited()).await
         }
         Fault::ServerError { status, message } => {
-            let status = if (100..=999).contains(status) { *status } else { 500 };
+            let status = sane_status(*status);
             conn.send_json(status, &[], &anthropic::server_error(status, message)).await
         }
         Fault::ContextLengthExceeded { limit, requested } => {
             conn.send_json(400, &[], &anthropic::prompt_too_long(*limit, *requested)).await
         }
+        // No terminating chunk: the caller closes the connection.
+        Fault::CutStream(chunks) if stream => {
+            send_events(conn, anthropic::cut_stream_events(frame, chunks)).await
+        }
         Fault::CutStream(chunks) => {
-            if stream {
-                start_sse(conn).await?;
-                for event in anthropic::cut_stream_events(frame, chunks) {
-                    conn.send_chunk(event.as_bytes()).await?;
-                }
-            } else {
-                let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
-                let full = serde_json::to_vec(&anthropic::message(frame, &reply)).unwrap_or_default();
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\
-                     Content-Length: {}\r\n\r\n",
-                    full.len()
-                );
-                conn.write_all(head.as_bytes()).await?;
-                conn.write_all(&full[..full.len() / 2]).await?;
-            }
-            Ok(())
+            let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
+            send_half_json(conn, &anthropic::message(frame, &reply)).await
         }
-        Fault::SilentStream if stream => {
-            start_sse(conn).await?;
-            conn.end_chunked().await
-        }
+        Fault::SilentStream if stream => send_stream(conn, Vec::new()).await,
+        Fault::EmptyStream if stream => send_stream(conn, anthropic::empty_stream_events(frame)).await,
         Fault::EmptyStream | Fault::SilentStream => {
-            if stream {
-                start_sse(conn).await?;
-                for event in anthropic::empty_stream_events(frame) {
-                    conn.send_chunk(event.as_bytes()).await?;
-                }
-                conn.end_chunked().await
-            } else {
-                conn.send_json(200, &[], &anthropic::empty_message(frame)).await
-            }
+            conn.send_json(200, &[], &anthropic::empty_message(frame)).await
         }
-        Fault::Hang => {
-            if stream {
-                start_sse(conn).await?;
-            }
-            conn.wait_for_disconnect().await;
-            Ok(())
-        }
+        Fault::Hang => hang(conn, stream).await,
     }
 }
