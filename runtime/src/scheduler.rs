@@ -124,6 +124,9 @@ async fn run_job(
             s.last_run_at = Some(at);
             s.last_ok = Some(ok);
             s.last_outcome = Some(text);
+            // The next run is known now: a reader never sees this run with the previous next time.
+            s.next_run_at =
+                next_after(&job, clock.now()).map(|t| humantime::format_rfc3339_millis(t).to_string());
             s.clone()
         };
         if let Err(e) = store
