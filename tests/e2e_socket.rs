@@ -120,9 +120,27 @@ fn open_to_everyone(d: &TestDaemon) {
 }
 
 /// `program` run as uid/gid 65534 with no supplementary groups.
+/// A copy of `program` that another user can run: the build may live under a home only root can
+/// enter (CI sets CARGO_TARGET_DIR under ~/.cache).
+fn runnable_by_anyone(program: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("agentd-as-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory for the copy");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod the directory");
+    let copy = dir.join(program.file_name().expect("a program file name"));
+    if !copy.exists() {
+        let tmp =
+            dir.join(format!(".{}.{:?}.tmp", copy.display().to_string().len(), std::thread::current().id()));
+        std::fs::copy(program, &tmp).expect("copy the program");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod the copy");
+        std::fs::rename(&tmp, &copy).expect("put the copy in place");
+    }
+    copy
+}
+
 fn as_nobody(program: &Path) -> std::process::Command {
     use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new(program);
+    let mut cmd = std::process::Command::new(runnable_by_anyone(program));
     // SAFETY: only async-signal-safe calls between fork and exec; a failure aborts the spawn.
     unsafe {
         cmd.pre_exec(|| {
