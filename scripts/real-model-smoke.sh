@@ -35,7 +35,8 @@ say "starting llama-cpp-python on 127.0.0.1:$PORT (n_ctx 2048)"
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
 for _ in $(seq 1 120); do
-  curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null 2>&1 && break
+  "$PY" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/v1/models', timeout=2)" \
+    >/dev/null 2>&1 && break
   if ! kill -0 $SERVER 2>/dev/null; then
     echo "real-model smoke: SKIPPED — the model server did not start (exit 3); its log:"; tail -20 "$LOG"; exit 3
   fi
