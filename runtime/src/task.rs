@@ -165,8 +165,12 @@ pub fn launch(
     roles.extend(shared.config.specialists.keys().map(|n| RoleKind::Specialist(n.clone())));
     let mut team = BTreeMap::new();
     let mut pending = None;
+    let mut lead_empty = false;
     for role in roles {
         let stored = shared.store.history(&task_id, role.name())?;
+        if matches!(role, RoleKind::Lead) {
+            lead_empty = stored.is_empty();
+        }
         let (mut history, mut repairs) = repair(&stored);
         if matches!(start, Start::Resume) && matches!(role, RoleKind::Lead) {
             // The lead was waiting on a delegation: resume the delegate's turn instead of telling the
@@ -201,6 +205,9 @@ pub fn launch(
     let _ = ctx.team.set(team);
     let input = match start {
         Start::Fresh { objective } => Some(objective),
+        // A task acknowledged but stopped before its lead wrote anything starts over from its
+        // objective; otherwise the lead continues from its log.
+        Start::Resume if lead_empty => shared.store.task(&task_id)?.map(|t| t.objective),
         Start::Resume => None,
         Start::Followup { text } => Some(text),
     };
