@@ -314,3 +314,42 @@ async fn a_settings_change_applies_from_the_next_turn_never_mid_turn() {
         "the next turn takes the change"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_states_no_limit_still_bounds_the_window() {
+    // A 400 that says the input is too long but names no number: what was sent did not fit, so the
+    // window is learned just below it, and the request is compacted and resent.
+    let agent_requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = agent_requests.clone();
+    let server = ScriptedServer::builder()
+        .responder(move |body: &Value| {
+            let summariser = body["tool_choice"] == "none"
+                || body["messages"][0]["content"].as_str().is_some_and(|s| s.starts_with("You compact"));
+            if summariser {
+                return sse(vec![text("Summary: the files were read one by one.")]);
+            }
+            match counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                n @ 0..=7 => sse(vec![tool_call("read_file", json!({"path": format!("f{n}.txt")}))]),
+                8 => server_error(400, "The input is too long for this model."),
+                _ => sse(vec![finish("read them all")]),
+            }
+        })
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    for i in 0..8 {
+        std::fs::write(ws.path().join(format!("f{i}.txt")), format!("file {i}: {}\n", "data ".repeat(300)))
+            .unwrap();
+    }
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let task = d.submit("Read the eight files", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(30));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
+    let learned = of_kind(&events, "window_learned");
+    assert_eq!(learned.len(), 1, "{learned:#?}");
+    let refused_at = of_kind(&events, "request_sent")[8]["tokens"].as_u64().unwrap();
+    assert_eq!(learned[0]["new_window"].as_u64().unwrap(), refused_at * 95 / 100);
+    assert_eq!(of_kind(&events, "compaction_finished").len(), 1);
+    let last_sent = of_kind(&events, "request_sent").last().unwrap()["tokens"].as_u64().unwrap();
+    assert!(last_sent < refused_at * 95 / 100, "{last_sent} vs {refused_at}");
+}

@@ -332,11 +332,13 @@ impl Agent {
             })?;
             let response = match self.chat(&client, &request).await {
                 Ok(r) => r,
-                Err(TurnError::Provider(ProviderError::ContextOverflow { limit: Some(limit), message }))
-                    if !learned_once && limit != fitted.window.tokens =>
+                Err(TurnError::Provider(ProviderError::ContextOverflow { limit, message }))
+                    if !learned_once && limit != Some(fitted.window.tokens) =>
                 {
-                    // The refusal states the real window: remember it and measure again.
+                    // The refusal states the real window: remember it and measure again. One that
+                    // states none still proves this request did not fit: just below it is the bound.
                     learned_once = true;
+                    let limit = limit.unwrap_or_else(|| fitted.count.total.tokens.percent(95));
                     let window = Window { tokens: limit, source: WindowSource::Error };
                     let old = self
                         .ask_fitter(Learn {
@@ -373,6 +375,8 @@ impl Agent {
                     })?;
                 }
             }
+            // A later refusal in this turn may teach a new limit again.
+            learned_once = false;
             self.emit(EventKind::ResponseReceived {
                 finish_reason: response.finish_reason.clone(),
                 usage: response.usage,
