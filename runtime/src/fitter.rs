@@ -287,17 +287,18 @@ impl State {
                     return Err(FitError::Compaction(reason));
                 }
             }
+            // The rebuilt request is what is sent: it is the gauge now.
+            self.record_gauge(
+                &msg.task_id,
+                &msg.role,
+                &request,
+                &count,
+                &counter,
+                window,
+                thresholds,
+                msg.compact_at,
+            );
         }
-        self.record_gauge(
-            &msg.task_id,
-            &msg.role,
-            &request,
-            &count,
-            &counter,
-            window,
-            thresholds,
-            msg.compact_at,
-        );
         if thresholds.over_window(count.total.tokens) {
             return Err(FitError::OverWindow {
                 count: count.total,
