@@ -4,7 +4,9 @@
 //! (429, 529 overloaded, "prompt is too long"), the window probe and `count_tokens`.
 
 use super::anthropic_stream::{from_json_body, Assembler};
-use super::http::{cancellable, http_client, send_streaming, transport, Answer};
+use super::http::{
+    cancellable, http_client, send_streaming, transport, Answer, MAX_ERROR_CHARS, PROBE_TIMEOUT,
+};
 use super::openai::{classify_http, retry_after, truncate_chars};
 use super::sse::drive;
 use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
@@ -26,11 +28,6 @@ pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 pub const THINKING_ANSWER_ROOM: u32 = 4096;
 /// Anthropic accepts at most this many `cache_control` breakpoints in one request.
 pub const MAX_CACHE_BREAKPOINTS: usize = 4;
-
-/// A window probe or a count, as a whole.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How much of a provider's error text is kept.
-const MAX_ERROR_CHARS: usize = 2000;
 
 /// A client for the Anthropic Messages API (or a server speaking it).
 #[derive(Debug, Clone)]

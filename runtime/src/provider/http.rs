@@ -14,6 +14,10 @@ const READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// Servers close idle keep-alive connections after a few seconds (uvicorn: 5 s); reusing one then
 /// fails with "connection closed before message completed".
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+/// Each window probe or count request, as a whole.
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much of a provider's error text is kept.
+pub(crate) const MAX_ERROR_CHARS: usize = 2000;
 
 /// A client whose connecting times out after 10 s and whose stream may run as long as it keeps
 /// sending (a read waits at most 300 s); idle pooled connections are dropped after 4 s.

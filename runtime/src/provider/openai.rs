@@ -1,7 +1,9 @@
 //! The OpenAI chat-completions client (also vLLM, llama.cpp, Ollama, LM Studio, DeepSeek …):
 //! the wire mapping of a [`ChatRequest`], the streamed call, the error taxonomy, and the window probe.
 
-use super::http::{cancellable, http_client, send_streaming, transport, whole_body, Answer};
+use super::http::{
+    cancellable, http_client, send_streaming, transport, whole_body, Answer, MAX_ERROR_CHARS, PROBE_TIMEOUT,
+};
 use super::sse::drive;
 use super::stream::{from_json_body, Assembler};
 use super::{ChatRequest, ChatResponse, ProviderError};
@@ -14,11 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
-
-/// Each window probe as a whole.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How much of a provider's error text is kept.
-const MAX_ERROR_CHARS: usize = 2000;
 
 /// A client for one OpenAI-compatible server.
 #[derive(Debug, Clone)]
