@@ -164,6 +164,7 @@ pub fn launch(
     let mut roles = vec![RoleKind::Lead, RoleKind::Coder];
     roles.extend(shared.config.specialists.keys().map(|n| RoleKind::Specialist(n.clone())));
     let mut team = BTreeMap::new();
+    let mut states = role_states(&shared.store, &task_id)?;
     let mut pending = None;
     let mut lead_empty = false;
     for role in roles {
@@ -196,9 +197,11 @@ pub fn launch(
             )?;
         }
         let name = role.name().to_string();
-        let receipts = receipts_of(&shared.store, &task_id, &name)?;
-        let last_answer = last_answer_at(&shared.store, &task_id, &name)?;
-        team.insert(name, AgentActor::new(role, history, receipts, last_answer, ctx.clone()).start());
+        let state = states.remove(&name).unwrap_or_default();
+        team.insert(
+            name,
+            AgentActor::new(role, history, state.receipts, state.last_answer_at, ctx.clone()).start(),
+        );
     }
     let lead = team["lead"].clone();
     // Set once, right here, before any turn can look the team up.
@@ -270,46 +273,37 @@ fn pending_delegation(history: &[agentd_policies::Message]) -> Option<PendingDel
     }
 }
 
-/// When a role last answered: the `at` of its last `response_received` event.
-fn last_answer_at(
-    store: &Store,
-    task_id: &str,
-    role: &str,
-) -> Result<Option<std::time::SystemTime>, StoreError> {
-    let mut last = None;
-    let mut after = 0;
-    loop {
-        let page = store.events(task_id, after, 10_000)?;
-        let Some(e) = page.last() else { break };
-        after = e.seq;
-        for e in &page {
-            if e.role == role && matches!(e.kind, EventKind::ResponseReceived { .. }) {
-                last = crate::clock::parse_rfc3339(&e.at);
-            }
-        }
-    }
-    Ok(last)
+/// What each role's agent resumes with besides its history: its receipts and when it last answered
+/// (the `at` of its last `response_received`). One pass over the log serves every role.
+#[derive(Default)]
+struct RoleState {
+    receipts: Vec<Receipt>,
+    last_answer_at: Option<std::time::SystemTime>,
 }
 
-/// A role's receipts, read back from the log.
-fn receipts_of(store: &Store, task_id: &str, role: &str) -> Result<Vec<Receipt>, StoreError> {
-    let mut out = Vec::new();
+fn role_states(store: &Store, task_id: &str) -> Result<HashMap<String, RoleState>, StoreError> {
+    let mut states: HashMap<String, RoleState> = HashMap::new();
     let mut after = 0;
     loop {
         let page = store.records(task_id, after, 10_000)?;
         let Some((last, _)) = page.last() else { break };
         after = *last;
-        for (_, record) in &page {
-            if let Record::Receipt { role: r, receipt } = record {
-                if r == role {
-                    if let Ok(receipt) = serde_json::from_value::<Receipt>(receipt.clone()) {
-                        out.push(receipt);
+        for (_, record) in page {
+            match record {
+                Record::Receipt { role, receipt } => {
+                    if let Ok(receipt) = serde_json::from_value::<Receipt>(receipt) {
+                        states.entry(role).or_default().receipts.push(receipt);
                     }
                 }
+                Record::Event { event } if matches!(event.kind, EventKind::ResponseReceived { .. }) => {
+                    states.entry(event.role).or_default().last_answer_at =
+                        crate::clock::parse_rfc3339(&event.at);
+                }
+                _ => {}
             }
         }
     }
-    Ok(out)
+    Ok(states)
 }
 
 /// Records the end of a task: its state, result or error, and the terminal event.
