@@ -208,16 +208,19 @@ impl State {
         let reserve = msg.client.output_reserve(&request);
         let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
         let mut compacted = None;
-        self.record_gauge(
-            &msg.task_id,
-            &msg.role,
-            &request,
-            &count,
-            &counter,
-            window,
-            thresholds,
-            msg.compact_at,
-        );
+        let gauge = |request: &ChatRequest, count: &RequestCount| {
+            self.record_gauge(
+                &msg.task_id,
+                &msg.role,
+                request,
+                count,
+                &counter,
+                window,
+                thresholds,
+                msg.compact_at,
+            )
+        };
+        gauge(&request, &count);
         if thresholds.crosses_trigger(count.total.tokens) {
             let before = count.total.tokens;
             self.emit(
@@ -288,16 +291,7 @@ impl State {
                 }
             }
             // The rebuilt request is what is sent: it is the gauge now.
-            self.record_gauge(
-                &msg.task_id,
-                &msg.role,
-                &request,
-                &count,
-                &counter,
-                window,
-                thresholds,
-                msg.compact_at,
-            );
+            gauge(&request, &count);
         }
         if thresholds.over_window(count.total.tokens) {
             return Err(FitError::OverWindow {
