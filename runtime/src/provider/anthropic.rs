@@ -159,15 +159,7 @@ impl AnthropicClient {
     /// then `None` (as for an unknown model or a server without the endpoint).
     pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
         let url = format!("{}/models/{}", self.base_url, encode_path_segment(model));
-        let response = self
-            .request(self.http.get(&url))
-            .timeout(PROBE_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| transport(&url, &e))?;
-        let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers(), SystemTime::now());
-        let text = response.text().await.map_err(|e| transport(&url, &e))?;
+        let (status, retry_after, text) = self.exchange(self.http.get(&url), &url).await?;
         match status {
             200..=299 => Ok(serde_json::from_str::<Value>(&text).ok().and_then(|v| window_from_model(&v))),
             404 | 405 => Ok(None),
@@ -181,18 +173,24 @@ impl AnthropicClient {
         self.count_body_tokens(&self.count_tokens_body(req)).await
     }
 
-    async fn count_body_tokens(&self, body: &Value) -> Result<u64, ProviderError> {
-        let url = format!("{}/messages/count_tokens", self.base_url);
-        let response = self
-            .request(self.http.post(&url))
-            .timeout(PROBE_TIMEOUT)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| transport(&url, &e))?;
+    /// A short request (probe or count) with the API headers and the probe timeout: its status,
+    /// `retry-after` and body text.
+    async fn exchange(
+        &self,
+        builder: reqwest::RequestBuilder,
+        url: &str,
+    ) -> Result<(u16, Option<Duration>, String), ProviderError> {
+        let response =
+            self.request(builder).timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers(), SystemTime::now());
-        let text = response.text().await.map_err(|e| transport(&url, &e))?;
+        let text = response.text().await.map_err(|e| transport(url, &e))?;
+        Ok((status, retry_after, text))
+    }
+
+    async fn count_body_tokens(&self, body: &Value) -> Result<u64, ProviderError> {
+        let url = format!("{}/messages/count_tokens", self.base_url);
+        let (status, retry_after, text) = self.exchange(self.http.post(&url).json(body), &url).await?;
         if !(200..=299).contains(&status) {
             return Err(classify_anthropic_http(status, retry_after, &text));
         }
