@@ -372,7 +372,8 @@ async fn task_with_evidence(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_lists_shows_reads_and_verifies_evidence() {
-    let file = numbered_text(60_000);
+    // Larger than the window: a result that cannot stay whole in any request.
+    let file = numbered_text(160_000);
     let (_server, d, _ws, task, ids) = task_with_evidence(&[("data.txt", &file)]).await;
     let id = &ids[0];
 
@@ -433,7 +434,7 @@ async fn the_cli_lists_shows_reads_and_verifies_evidence() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_altered_or_deleted_blob_is_named_by_verify_and_never_served() {
-    let a = numbered_text(60_000);
+    let a = numbered_text(160_000);
     let b: String =
         (1..=4000).map(|n| format!("record {n}: another file, another blob {}\n", n * 31)).collect();
     let (_server, mut d, _ws, _task, ids) = task_with_evidence(&[("a.txt", &a), ("b.txt", &b)]).await;

@@ -46,6 +46,52 @@ impl Thresholds {
     pub fn over_window(&self, tokens: Tokens) -> bool {
         tokens > self.window
     }
+
+    /// The largest tool result (or evidence page) that goes into the request whole, when the request
+    /// it answers is `current` tokens: whatever still leaves the next request at or under the
+    /// trigger — it is read without a compaction in between — and never less than half the
+    /// destination, the most a compaction can keep verbatim beside its checkpoint. Larger results are
+    /// stored whole as evidence and shown a page of this size at a time. (A page costs a whole request
+    /// each: paging what would fit only spends tokens.)
+    pub fn whole_result_limit(&self, current: Tokens) -> Tokens {
+        let room = self.trigger.saturating_sub(current);
+        room.max(Tokens(self.destination.0 / 2)).max(MIN_RESULT_LIMIT)
+    }
+}
+
+/// No result limit is smaller than this, however small the window.
+pub const MIN_RESULT_LIMIT: Tokens = Tokens(256);
+
+/// The summary a checkpoint may carry: a tenth of the window, between 256 and 4,096 tokens. It is both
+/// the room the plan reserves for the summary and the summariser's `max_tokens`.
+pub fn summary_reserve(window: Tokens) -> Tokens {
+    Tokens((window.0 / 10).clamp(256, 4096))
+}
+
+/// A folding summary request (instruction, objective, summary so far, batch) and its answer fill at
+/// most this share of the summariser's window.
+pub const FOLD_REQUEST_PERCENT: u8 = 90;
+
+/// A summary that continues the role's own request (the cached prefix, then the instruction) is
+/// made only when that request, the instruction and the answer fill at most this share of the window.
+pub const IN_PLACE_PERCENT: u8 = 98;
+
+/// The objective as the summariser sees it is cut to a sixteenth of the window (about three bytes a
+/// token): context for the summary, not the thing summarised.
+pub fn objective_bytes_for_summary(window: Tokens) -> usize {
+    usize::try_from(window.0 / 16 * 3).unwrap_or(usize::MAX)
+}
+
+/// Receipts are handed to a delegated agent whole when they fit a tenth of its window; otherwise as a
+/// bounded view of that size naming the archive of the complete list.
+pub fn handoff_budget(window: Tokens) -> Tokens {
+    Tokens(window.0 / 10)
+}
+
+/// A refusal that states no limit still proves the request did not fit: the window is bounded just
+/// below what was sent.
+pub fn refusal_bound(sent: Tokens) -> Tokens {
+    sent.percent(95)
 }
 
 #[cfg(test)]
@@ -64,6 +110,30 @@ mod tests {
         let t = Thresholds::new(Tokens(100_000), 40, Tokens(0));
         assert_eq!(t.trigger, Tokens(40_000));
         assert_eq!(t.destination, Tokens(35_000));
+    }
+
+    #[test]
+    fn results_stay_whole_while_they_fit_under_the_trigger() {
+        let t = Thresholds::new(Tokens(32_768), 80, Tokens(0));
+        // Early on, the room under the trigger decides: a 20K result of a 3K request is whole.
+        assert_eq!(t.whole_result_limit(Tokens(3_000)), Tokens(26_214 - 3_000));
+        // Near the trigger, half the destination: what a compaction can still keep verbatim.
+        assert_eq!(t.whole_result_limit(Tokens(25_000)), Tokens(8_192));
+        assert_eq!(t.whole_result_limit(Tokens(40_000)), Tokens(8_192));
+        // A 3,000-token file is never paged at this window.
+        assert!((0..26_214).step_by(997).all(|c| t.whole_result_limit(Tokens(c)) >= Tokens(3_000)));
+        let tiny = Thresholds::new(Tokens(600), 80, Tokens(0));
+        assert_eq!(tiny.whole_result_limit(Tokens(600)), MIN_RESULT_LIMIT);
+    }
+
+    #[test]
+    fn fractions() {
+        assert_eq!(summary_reserve(Tokens(1_000)), Tokens(256));
+        assert_eq!(summary_reserve(Tokens(32_768)), Tokens(3_276));
+        assert_eq!(summary_reserve(Tokens(1_000_000)), Tokens(4_096));
+        assert_eq!(handoff_budget(Tokens(32_768)), Tokens(3_276));
+        assert_eq!(refusal_bound(Tokens(10_000)), Tokens(9_500));
+        assert_eq!(objective_bytes_for_summary(Tokens(16_384)), 3_072);
     }
 
     #[test]

@@ -10,16 +10,20 @@
 //! its result. Dedup is by exact text only.
 //!
 //! The candidate is counted again in full and judged ([`judge`]); when it is not accepted, the plan is
-//! rebuilt with fewer recent rounds, down to none, and then compaction fails with the numbers.
-//! [`compact_with`] is that loop over a synchronous summariser, for tests; the runtime runs the same
-//! loop with its asynchronous one.
+//! rebuilt with fewer recent rounds, down to none, and then compaction fails with the numbers. That
+//! loop — with the summaries and the archive it needs — is the state machine in [`machine`], which the
+//! runtime drives with real IO; [`compact_with`] drives the same machine with a synchronous
+//! summariser, for tests.
 
 use crate::message::{Message, Part, Role};
 use crate::observations::{unresolved, Observation};
 use crate::rounds::rounds;
 use crate::tokens::{Count, Tokens};
 
-pub use crate::summary::{batches, fold_prompt, prefix_prompt, render_for_summary};
+pub use crate::summary::{batches, fold_prompt, prefix_prompt, render_for_summary, SUMMARISER_SYSTEM};
+pub use machine::{Answer, Compacted, Compaction, Measure, Need, SentPrefix, Setup};
+
+pub mod machine;
 
 /// The first line of the checkpoint message, so the runtime and tests can recognise it.
 pub const CHECKPOINT_HEADER: &str = "[checkpoint]";
@@ -301,29 +305,26 @@ pub fn judge(
     }
 }
 
-/// The whole compaction loop over a synchronous summariser: plan (starting from
-/// `input.keep_rounds_limit`, normally `None`), summarise what leaves (not called when nothing
-/// does), assemble, count in full (`count_history(assembled) + fixed`), judge; retry with one round
-/// fewer than the last plan kept, down to none; else `Err` with the reason for `compaction_failed`.
+/// The whole compaction machine driven to its end with a synchronous `respond` (summaries and
+/// archives): the accepted candidate, or the reason for `compaction_failed`.
 pub fn compact_with(
-    input: &PlanInput,
-    summarise: &mut dyn FnMut(&[usize]) -> Checkpoint,
-    count_history: &dyn Fn(&[Message]) -> Tokens,
-    before: Tokens,
-    trigger: Tokens,
-) -> Result<(Vec<Message>, Plan), String> {
-    let mut limit = input.keep_rounds_limit;
+    history: &[Message],
+    objective: &str,
+    working_files: &[WorkingFile],
+    setup: Setup,
+    measure: &dyn Measure,
+    respond: &mut dyn FnMut(&Need) -> Answer,
+) -> Result<Compacted, String> {
+    let (mut machine, mut need) = Compaction::start(history, objective, working_files, setup, measure);
     loop {
-        let plan = plan(&PlanInput { keep_rounds_limit: limit, ..*input });
-        let checkpoint =
-            if plan.summarise.is_empty() { Checkpoint::default() } else { summarise(&plan.summarise) };
-        let assembled = assemble(input, &plan, &checkpoint);
-        let tokens = count_history(&assembled) + input.fixed;
-        match judge(tokens, before, input.destination, trigger, plan.kept_rounds) {
-            Verdict::Accept => return Ok((assembled, plan)),
-            Verdict::RetryWithFewerRounds => limit = Some(plan.kept_rounds - 1),
-            Verdict::Fail { reason } => return Err(reason),
-        }
+        need = match need {
+            Need::Done(done) => return Ok(done),
+            Need::Failed(reason) => return Err(reason),
+            other => {
+                let answer = respond(&other);
+                machine.answer(answer, measure)
+            }
+        };
     }
 }
 

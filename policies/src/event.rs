@@ -1,7 +1,7 @@
 //! Events: what happened to a task, persisted before it is published, numbered from 1 per task.
 //! The wire shape is flat: `{seq, task_id, role, at, kind, ...fields}`.
 
-use crate::tokens::Tokens;
+use crate::tokens::{Measured, Tokens};
 use crate::window::WindowSource;
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +35,9 @@ pub enum EventKind {
         window: Tokens,
         window_source: WindowSource,
         trigger_tokens: Tokens,
+        /// The measure: the counter's source and how many usage reports calibrated it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        measured_by: Option<Measured>,
     },
     ResponseReceived {
         finish_reason: String,
@@ -51,6 +54,14 @@ pub enum EventKind {
         ok: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         evidence_id: Option<String>,
+        /// The result's size and the limit it was kept whole under (or paged above), by the measure
+        /// named, when it was measured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result_tokens: Option<Tokens>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        whole_limit: Option<Tokens>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        measured_by: Option<Measured>,
     },
     CompactionStarted {
         tokens_before: Tokens,
@@ -63,6 +74,8 @@ pub enum EventKind {
         tokens_after: Tokens,
         archive_id: String,
         batches: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        measured_by: Option<Measured>,
     },
     CompactionFailed {
         reason: String,
@@ -88,6 +101,11 @@ pub enum EventKind {
         objective: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         receipts_id: Option<String>,
+        /// The handoff's bound and the measure it was checked with.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget_tokens: Option<Tokens>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        measured_by: Option<Measured>,
     },
     DelegationReturned {
         from_role: String,

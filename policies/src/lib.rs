@@ -6,6 +6,7 @@
 //! as parameters, so every rule here is testable with nothing but data.
 
 pub mod budget;
+pub mod calibration;
 pub mod compaction;
 pub mod event;
 pub mod message;
@@ -26,5 +27,5 @@ pub use event::{Event, EventKind, Usage};
 pub use message::{Message, Part, Role};
 pub use record::Record;
 pub use task::TaskState;
-pub use tokens::{Count, Tokens};
+pub use tokens::{Count, CountSource, Measured, Tokens};
 pub use window::{Window, WindowSource};

@@ -8,6 +8,11 @@
 use crate::message::{Message, Part};
 use crate::tokens::Tokens;
 
+/// The summariser's system prompt for folding requests (requests of their own, without tools).
+pub const SUMMARISER_SYSTEM: &str =
+    "You compact the working history of a software agent into a faithful, self-contained summary. \
+     You never invent facts and never drop exact identifiers, paths, numbers or error messages.";
+
 /// A plain-text transcript of `messages` for the summariser: one tagged line (or block) per part,
 /// a blank line between messages. Thinking signatures and image data are left out.
 pub fn render_for_summary(messages: &[Message]) -> String {

@@ -5,9 +5,20 @@
 //! checkpoint), so the removed blocks never return and the prompt prefix is stable again afterwards.
 
 use crate::message::{Message, Part};
+use crate::tokens::Tokens;
 use std::time::Duration;
 
 pub const DEFAULT_IDLE_THRESHOLD: Duration = Duration::from_secs(3600);
+
+/// A cleanup frees at least this many tokens or is skipped: every cleanup rewrites the history, so the
+/// provider's cached prefix is lost and the next request is billed in full (Anthropic's
+/// `clear_at_least` makes the same trade).
+pub const DEFAULT_CLEAR_AT_LEAST: Tokens = Tokens(512);
+
+/// Whether a cleanup that frees `freed` tokens is worth the cache it throws away.
+pub fn worth_clearing(freed: Tokens, at_least: Tokens) -> bool {
+    freed >= at_least
+}
 
 /// Whether a new user request after `idle` should clean up thinking.
 pub fn is_due(idle: Duration, threshold: Duration) -> bool {

@@ -103,6 +103,48 @@ impl fmt::Display for Count {
     }
 }
 
+/// Where a count came from: the model's own tokenizer, the provider's counting endpoint, or an
+/// estimate (one token per three bytes, marked `estimated`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountSource {
+    /// tiktoken-rs: the model's own BPE.
+    Tiktoken,
+    /// The provider's counting endpoint (vLLM / llama.cpp `POST /tokenize`, Anthropic `count_tokens`).
+    Endpoint,
+    /// One token per three bytes: marked `estimated`, never certifies a fit.
+    Estimate,
+}
+
+impl CountSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CountSource::Tiktoken => "tiktoken",
+            CountSource::Endpoint => "endpoint",
+            CountSource::Estimate => "estimate",
+        }
+    }
+}
+
+/// Which measure a size decision used, as its event says: the counter's source, and how many usage
+/// reports had calibrated it (0: the raw count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Measured {
+    pub source: CountSource,
+    #[serde(default)]
+    pub calibrated_by: u64,
+}
+
+impl fmt::Display for Measured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.calibrated_by {
+            0 => write!(f, "{}", self.source.as_str()),
+            1 => write!(f, "{}, calibrated by 1 usage report", self.source.as_str()),
+            n => write!(f, "{}, calibrated by {n} usage reports", self.source.as_str()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,8 @@
 //! without a tool call. Every message is in the task's log before anything depending on it happens.
 
 use crate::clock::{clock, now_rfc3339};
-use crate::counter::TokenCounter;
-use crate::fitter::{Fit, FitError, Fitter, Learn, Measure, Observe, WindowOf};
+use crate::fitter::{Fit, FitError, Fitter, Learn, MeterOf, Observe, Underestimated, WindowOf};
+use crate::meter::Meter;
 use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError, ToolSpec};
 use crate::scheduler::{Wait, Waited};
 use crate::task::TaskCtx;
@@ -16,11 +16,12 @@ use agentd_agents::receipts::Receipt;
 use agentd_agents::roles::RoleKind;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, StoreError, Stored, Unit};
+use agentd_policies::budget::{handoff_budget, refusal_bound};
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
 use agentd_policies::retry::{decide, Decision};
 use agentd_policies::thinking;
 use agentd_policies::{
-    Count, EventKind, Message, Part, Record, Role, TaskState, Tokens, Window, WindowSource,
+    EventKind, Measured, Message, Part, Record, Role, TaskState, Thresholds, Tokens, Window, WindowSource,
 };
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -77,7 +78,7 @@ impl AgentActor {
                 history,
                 task,
                 objective: None,
-                last_window: agentd_policies::window::ASSUMED_WINDOW,
+                last_fit: None,
                 receipts,
                 inherited: Vec::new(),
                 last_answer_at,
@@ -137,6 +138,9 @@ impl Handler<CompleteDelegation> for AgentActor {
                 call_id: msg.call_id,
                 ok: true,
                 evidence_id: None,
+                result_tokens: None,
+                whole_limit: None,
+                measured_by: None,
             })
         })
     }
@@ -164,8 +168,9 @@ struct Agent {
     task: Arc<TaskCtx>,
     /// The objective of the current turn (the task's, or the delegation's).
     objective: Option<String>,
-    /// The window of the last request: what tool-result pages are sized against.
-    last_window: Tokens,
+    /// The last request's thresholds, size and measure: what a result or an evidence page is kept
+    /// whole against.
+    last_fit: Option<LastFit>,
     /// This role's own operations in this task, oldest first.
     receipts: Vec<Receipt>,
     /// What the delegating agent had done when it handed over.
@@ -193,6 +198,31 @@ struct ReadEvidenceArgs {
 struct DelegateArgs {
     to: String,
     objective: String,
+}
+
+/// What a result is sized against: the thresholds of the request it answers, that request's size and
+/// the measure it was counted with.
+#[derive(Clone)]
+struct LastFit {
+    thresholds: Thresholds,
+    tokens: Tokens,
+    meter: Meter,
+}
+
+/// A tool result as it goes into the history.
+struct Bounded {
+    content: String,
+    evidence_id: Option<String>,
+    /// `content`, by the role's measure.
+    tokens: Tokens,
+}
+
+/// A delegation's first message, and how it was bounded.
+struct Handoff {
+    text: String,
+    receipts_id: Option<String>,
+    budget: Tokens,
+    measured_by: Measured,
 }
 
 /// What running one tool call produced.
@@ -265,7 +295,7 @@ impl Agent {
             }
         }
         if let Some(text) = input {
-            self.clear_idle_thinking(&snapshot)?;
+            self.clear_idle_thinking(&snapshot).await?;
             self.objective = Some(text.clone());
             self.persist(Message::user(text))?;
         }
@@ -277,6 +307,7 @@ impl Agent {
             .collect();
         let system = self.task.system_prompt(&self.role);
         let mut learned_once = false;
+        let mut underestimated_once = false;
         for _step in 0..MAX_STEPS_PER_TURN {
             if self.task.cancel.is_cancelled() {
                 return Err(TurnError::Cancelled);
@@ -322,13 +353,18 @@ impl Agent {
                 self.history = done.history.clone();
             }
             let request = fitted.request.clone();
-            self.last_window = fitted.window.tokens;
+            self.last_fit = Some(LastFit {
+                thresholds: fitted.thresholds,
+                tokens: fitted.count.total.tokens,
+                meter: fitted.meter.clone(),
+            });
             self.emit(EventKind::RequestSent {
                 tokens: fitted.count.total.tokens,
                 estimated: fitted.count.total.estimated,
                 window: fitted.window.tokens,
                 window_source: fitted.window.source,
                 trigger_tokens: fitted.thresholds.trigger,
+                measured_by: Some(fitted.meter.measured()),
             })?;
             let response = match self.chat(&client, &request).await {
                 Ok(r) => r,
@@ -338,7 +374,7 @@ impl Agent {
                     // The refusal states the real window: remember it and measure again. One that
                     // states none still proves this request did not fit: just below it is the bound.
                     learned_once = true;
-                    let limit = limit.unwrap_or_else(|| fitted.count.total.tokens.percent(95));
+                    let limit = limit.unwrap_or_else(|| refusal_bound(fitted.count.total.tokens));
                     let window = Window { tokens: limit, source: WindowSource::Error };
                     let old = self
                         .ask_fitter(Learn {
@@ -355,28 +391,43 @@ impl Agent {
                     tracing::info!(model = %snapshot.model, %limit, %message, "window learned from a refusal");
                     continue;
                 }
+                Err(TurnError::Provider(ProviderError::ContextOverflow { message, .. }))
+                    if !underestimated_once && fitted.meter.calibration().is_calibrated() =>
+                {
+                    // Refused at the window we know: the calibrated count was too low. The
+                    // calibration widens its margin; measured again, the request is compacted.
+                    underestimated_once = true;
+                    self.ask_fitter(Underestimated {
+                        task_id: self.task.task_id.clone(),
+                        role: self.name().to_string(),
+                        window: fitted.window.tokens,
+                    })
+                    .await?;
+                    tracing::warn!(model = %snapshot.model, %message, "refused although counted as fitting; measuring again");
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
-            if let Some(usage) = response.usage {
-                let observed = self
-                    .ask_fitter(Observe {
-                        server: client.base_url().to_string(),
-                        model: snapshot.model.clone(),
-                        sent: fitted.count.total,
-                        usage,
-                    })
-                    .await??;
-                if let Some((old, new)) = observed {
-                    tracing::warn!(model = %snapshot.model, old = %old.tokens, new = %new.tokens, "window corrected from a usage report");
-                    self.emit(EventKind::WindowLearned {
-                        old_window: old.tokens,
-                        new_window: new.tokens,
-                        source: new.source,
-                    })?;
-                }
+            // The server took the request: its usage report calibrates the count, and it is the
+            // basis of the next request.
+            let observed = self
+                .ask_fitter(Observe {
+                    task_id: self.task.task_id.clone(),
+                    role: self.name().to_string(),
+                    usage: response.usage,
+                })
+                .await??;
+            if let Some((old, new)) = observed {
+                tracing::warn!(model = %snapshot.model, old = %old.tokens, new = %new.tokens, "window corrected from a usage report");
+                self.emit(EventKind::WindowLearned {
+                    old_window: old.tokens,
+                    new_window: new.tokens,
+                    source: new.source,
+                })?;
             }
             // A later refusal in this turn may teach a new limit again.
             learned_once = false;
+            underestimated_once = false;
             self.emit(EventKind::ResponseReceived {
                 finish_reason: response.finish_reason.clone(),
                 usage: response.usage,
@@ -392,19 +443,35 @@ impl Agent {
                 return Ok(message.text());
             }
             let mut finished = None;
+            // What the next request carries before the results: this one and the answer.
+            let mut carried = fitted.count.total.tokens + fitted.meter.count_message(&message).tokens;
             for (call_id, name, arguments) in calls {
                 self.emit(EventKind::ToolCalled { tool: name.clone(), call_id: call_id.clone() })?;
                 let result = self.call_tool(&snapshot, &name, &arguments).await?;
-                let (content, evidence_id) = self
-                    .bounded(&snapshot, fitted.window.tokens, &name, &call_id, &arguments, &result.outcome)
+                let limit = fitted.thresholds.whole_result_limit(carried);
+                let bounded = self
+                    .bounded(
+                        &snapshot,
+                        &client,
+                        &fitted.meter,
+                        limit,
+                        &name,
+                        &call_id,
+                        &arguments,
+                        &result.outcome,
+                    )
                     .await?;
-                self.persist(Message::tool_result(&call_id, &content, !result.outcome.ok))?;
-                self.receipt(Receipt::new(&name, &arguments, &result.outcome, evidence_id.clone()))?;
+                carried += bounded.tokens;
+                self.persist(Message::tool_result(&call_id, &bounded.content, !result.outcome.ok))?;
+                self.receipt(Receipt::new(&name, &arguments, &result.outcome, bounded.evidence_id.clone()))?;
                 self.emit(EventKind::ToolFinished {
                     tool: name.clone(),
                     call_id: call_id.clone(),
                     ok: result.outcome.ok,
-                    evidence_id,
+                    evidence_id: bounded.evidence_id,
+                    result_tokens: Some(bounded.tokens),
+                    whole_limit: Some(limit),
+                    measured_by: Some(fitted.meter.measured()),
                 })?;
                 if result.finished.is_some() {
                     finished = result.finished;
@@ -470,16 +537,18 @@ impl Agent {
                 if args.to == self.name() {
                     return plain(failure("an agent cannot delegate to itself".into()));
                 }
-                let (handoff, receipts_id) = self.handoff(&args.to, &args.objective).await?;
+                let handoff = self.handoff(&args.to, &args.objective).await?;
                 self.emit(EventKind::Delegated {
                     to_role: args.to.clone(),
                     objective: args.objective.clone(),
-                    receipts_id,
+                    receipts_id: handoff.receipts_id,
+                    budget_tokens: Some(handoff.budget),
+                    measured_by: Some(handoff.measured_by),
                 })?;
                 let mut inherited = self.inherited.clone();
                 inherited.extend(self.receipts.iter().cloned());
                 let summary = target
-                    .send(RunTurn { input: Some(handoff), inherited })
+                    .send(RunTurn { input: Some(handoff.text), inherited })
                     .await
                     .map_err(|e| TurnError::Team(format!("{} is gone: {e}", args.to)))??;
                 self.emit(EventKind::DelegationReturned {
@@ -493,9 +562,25 @@ impl Agent {
                     Ok(a) => a,
                     Err(outcome) => return plain(outcome),
                 };
-                let budget = self.page_budget(self.last_window);
+                let Some(last) = self.last_fit.clone() else {
+                    return plain(failure("read_evidence before any request was measured".into()));
+                };
+                // A page is sized by the same rule as a whole result.
+                let budget = last.thresholds.whole_result_limit(last.tokens);
+                let client = self.task.client(&snapshot.provider)?;
                 plain(
-                    match self.page(snapshot, &args.id, args.offset.unwrap_or(0), args.limit, budget).await {
+                    match self
+                        .page(
+                            snapshot,
+                            &client,
+                            &last.meter,
+                            &args.id,
+                            args.offset.unwrap_or(0),
+                            args.limit,
+                            budget,
+                        )
+                        .await
+                    {
                         Ok(page) => ToolOutcome { ok: true, content: page, complete: true },
                         Err(e) => failure(e),
                     },
@@ -556,22 +641,27 @@ impl Agent {
     /// thinking part but the latest goes, once. The cleaned history becomes the active one through a
     /// checkpoint (so the cleared blocks never return, through resume and restarts), and a latch in
     /// the store records it.
-    fn clear_idle_thinking(&mut self, snapshot: &Snapshot) -> Result<(), TurnError> {
+    async fn clear_idle_thinking(&mut self, snapshot: &Snapshot) -> Result<(), TurnError> {
         let Some(last) = self.last_answer_at else { return Ok(()) };
         let idle = clock().now().duration_since(last).unwrap_or_default();
         if !thinking::is_due(idle, self.task.shared.config.idle_thinking_cleanup_after) {
             return Ok(());
         }
         let Some((cleaned, removed)) = thinking::clear_outdated(&self.history) else { return Ok(()) };
-        let counter = TokenCounter::new(&snapshot.model);
+        let meter = self.meter(snapshot).await?;
         let mut freed = Tokens::ZERO;
         for part in &removed {
             if let Part::Thinking { text, signature, .. } = part {
-                freed += counter.count_text(text).tokens;
+                freed += meter.count_text(text).tokens;
                 if let Some(sig) = signature {
-                    freed += counter.count_text(sig).tokens;
+                    freed += meter.count_text(sig).tokens;
                 }
             }
+        }
+        let at_least = self.task.shared.config.idle_thinking_clear_at_least;
+        if !thinking::worth_clearing(freed, at_least) {
+            tracing::debug!(role = self.name(), %freed, %at_least, "Context GC: skipped, it would free too little");
+            return Ok(());
         }
         let seq = self.task.shared.store.append(
             &self.task.task_id,
@@ -609,10 +699,10 @@ impl Agent {
     }
 
     /// The handoff to `to`: the objective and everything this agent knows was done (inherited and
-    /// own receipts), bounded to a tenth of the receiver's window. A list too long for that is
-    /// archived whole as evidence, and read back before the handoff goes: if the archive cannot be
-    /// written or read, the delegation fails loudly rather than drop receipts.
-    async fn handoff(&self, to: &str, objective: &str) -> Result<(String, Option<String>), TurnError> {
+    /// own receipts), bounded to a tenth of the receiver's window by the receiver's measure. A list too
+    /// long for that is archived whole as evidence, and read back before the handoff goes: if the
+    /// archive cannot be written or read, the delegation fails loudly rather than drop receipts.
+    async fn handoff(&self, to: &str, objective: &str) -> Result<Handoff, TurnError> {
         let mut receipts = self.inherited.clone();
         receipts.extend(self.receipts.iter().cloned());
         let rc = self
@@ -622,16 +712,21 @@ impl Agent {
             .role(to)
             .ok_or_else(|| TurnError::Team(format!("no team member {to:?}")))?;
         let client = self.task.client(&rc.provider)?;
+        let server = client.base_url().to_string();
         let window = self.ask_fitter(WindowOf { client, model: rc.model.clone(), fresh: false }).await??;
-        let budget = window.tokens.0 / 10;
-        let counter = TokenCounter::new(&rc.model);
-        let count = |t: &str| counter.count_text(t).tokens.0;
+        let budget = handoff_budget(window.tokens);
+        let meter = self.ask_fitter(MeterOf { server, model: rc.model.clone() }).await?;
+        let measured_by = meter.measured();
+        let count = |t: &str| meter.count_text(t).tokens.0;
         let from = self.name().to_string();
-        if agentd_agents::handoff::fits_whole(&from, &receipts, budget, &count) {
-            return Ok((
-                agentd_agents::handoff::handoff(objective, &from, &receipts, budget, &count, None).text,
-                None,
-            ));
+        if agentd_agents::handoff::fits_whole(&from, &receipts, budget.0, &count) {
+            return Ok(Handoff {
+                text: agentd_agents::handoff::handoff(objective, &from, &receipts, budget.0, &count, None)
+                    .text,
+                receipts_id: None,
+                budget,
+                measured_by,
+            });
         }
         let fail = |why: String| {
             TurnError::Team(format!(
@@ -680,14 +775,13 @@ impl Agent {
                 )))
             }
         };
-        let view = agentd_agents::handoff::handoff(objective, &from, &receipts, budget, &count, Some(&id));
-        Ok((view.text, Some(id)))
+        let view = agentd_agents::handoff::handoff(objective, &from, &receipts, budget.0, &count, Some(&id));
+        Ok(Handoff { text: view.text, receipts_id: Some(id), budget, measured_by })
     }
 
-    /// A tool result's page budget: an eighth of the window, so that no request carries more than a
-    /// quarter of it in one result even with the note around the page.
-    fn page_budget(&self, window: Tokens) -> Tokens {
-        Tokens((window.0 / 8).max(256))
+    /// The measure of this role's model (the fitter's: the same one every size decision uses).
+    async fn meter(&self, snapshot: &Snapshot) -> Result<Meter, TurnError> {
+        self.ask_fitter(MeterOf { server: snapshot.server.clone(), model: snapshot.model.clone() }).await
     }
 
     /// Sends `msg` to the fitter and waits for its answer; a fitter that is gone is a team error.
@@ -705,33 +799,29 @@ impl Agent {
             .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))
     }
 
-    async fn measure(&self, snapshot: &Snapshot, text: &str) -> Result<Count, TurnError> {
-        self.ask_fitter(Measure {
-            server: snapshot.server.clone(),
-            model: snapshot.model.clone(),
-            text: text.to_string(),
-        })
-        .await
-    }
-
-    /// A tool result as the model gets it: whole when it fits the page budget; otherwise stored whole
-    /// as evidence, and the model gets the first page, the id, the size and how to read on.
+    /// A tool result as the model gets it: whole when it is within `limit` (by the role's measure;
+    /// see `Thresholds::whole_result_limit`); otherwise stored whole as evidence, and the model gets
+    /// the first page, the id, the size and how to read on.
+    #[allow(clippy::too_many_arguments)]
     async fn bounded(
         &self,
         snapshot: &Snapshot,
-        window: Tokens,
+        client: &Client,
+        meter: &Meter,
+        limit: Tokens,
         tool: &str,
         call_id: &str,
         arguments: &str,
         outcome: &ToolOutcome,
-    ) -> Result<(String, Option<String>), TurnError> {
-        let budget = self.page_budget(window);
-        // Cheap first: text this short cannot exceed the budget whatever the tokenizer.
-        if (outcome.content.len() as u64) <= budget.0 || tool == "read_evidence" {
-            return Ok((outcome.content.clone(), None));
+    ) -> Result<Bounded, TurnError> {
+        let whole = |tokens: Tokens| Bounded { content: outcome.content.clone(), evidence_id: None, tokens };
+        // An evidence page was sized when it was read.
+        if tool == "read_evidence" {
+            return Ok(whole(meter.count_text(&outcome.content).tokens));
         }
-        if self.measure(snapshot, &outcome.content).await?.tokens <= budget {
-            return Ok((outcome.content.clone(), None));
+        let tokens = meter.measure_text(client, &snapshot.model, &outcome.content).await.tokens;
+        if tokens <= limit {
+            return Ok(whole(tokens));
         }
         let detail = serde_json::from_str::<serde_json::Value>(arguments).ok().and_then(|v| {
             v.get("path").or_else(|| v.get("command")).and_then(|p| p.as_str()).map(str::to_string)
@@ -761,37 +851,43 @@ impl Agent {
             .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))?;
         match stored {
             Stored::InStore(meta) => {
-                let page = self.page(snapshot, &meta.id, 0, None, budget).await.map_err(TurnError::Team)?;
-                Ok((page, Some(meta.id)))
+                let page = self
+                    .page(snapshot, client, meter, &meta.id, 0, None, limit)
+                    .await
+                    .map_err(TurnError::Team)?;
+                let tokens = meter.count_text(&page).tokens;
+                Ok(Bounded { content: page, evidence_id: Some(meta.id), tokens })
             }
             Stored::Fallback { path, meta } => {
                 // The database could not hold it: the whole text is in a file the model can read.
                 let rel =
                     path.strip_prefix(self.task.workspace.root()).unwrap_or(&path).display().to_string();
                 let mut head = outcome.content.clone();
-                let mut cut = (budget.0 as usize).min(head.len());
+                let mut cut = (limit.0 as usize).min(head.len());
                 while !head.is_char_boundary(cut) {
                     cut -= 1;
                 }
                 head.truncate(cut);
-                Ok((
-                    format!(
-                        "[the {tool} result ({} bytes) was too large for one request and the evidence \
-                         database could not take it; it is stored whole in the workspace file {rel} — \
-                         read it with read_file {{\"path\": \"{rel}\", \"offset\": N}}. Its beginning:]\n{head}",
-                        meta.bytes
-                    ),
-                    None,
-                ))
+                let content = format!(
+                    "[the {tool} result ({} bytes) was too large for one request and the evidence \
+                     database could not take it; it is stored whole in the workspace file {rel} — \
+                     read it with read_file {{\"path\": \"{rel}\", \"offset\": N}}. Its beginning:]\n{head}",
+                    meta.bytes
+                );
+                let tokens = meter.count_text(&content).tokens;
+                Ok(Bounded { content, evidence_id: None, tokens })
             }
         }
     }
 
     /// One page of evidence, in lines from `offset`, no larger than `budget` tokens, with a header
     /// that says where it is and how to read on.
+    #[allow(clippy::too_many_arguments)]
     async fn page(
         &self,
         snapshot: &Snapshot,
+        client: &Client,
+        meter: &Meter,
         id: &str,
         offset: u64,
         limit: Option<u64>,
@@ -802,8 +898,7 @@ impl Agent {
         let mut lines = limit.unwrap_or(400).clamp(1, 100_000);
         loop {
             let page = store.read_evidence(id, offset, lines, Unit::Lines).map_err(|e| e.to_string())?;
-            let fits = (page.data.len() as u64) <= budget.0
-                || self.measure(snapshot, &page.data).await.map_err(|e| e.to_string())?.tokens <= budget;
+            let fits = meter.measure_text(client, &snapshot.model, &page.data).await.tokens <= budget;
             if fits || lines == 1 {
                 let mut data = page.data;
                 let mut note = String::new();

@@ -48,6 +48,8 @@ model = "qwen3-coder"
 
 # [scheduler]
 # idle_thinking_cleanup_after = "1h"   # a new request after this much idleness clears old thinking
+# idle_thinking_clear_at_least = 512   # tokens: a cleanup that would free fewer is skipped (it would
+#                                      # throw the provider's prompt cache away for little)
 # [[scheduler.jobs]]
 # name = "verify-evidence"
 # cron = "0 0 3 * * *"                 # sec min hour day month weekday
@@ -107,6 +109,8 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// A new user request after this long since an agent's last answer clears its old thinking.
     pub idle_thinking_cleanup_after: Duration,
+    /// A thinking cleanup that would free fewer tokens than this is skipped.
+    pub idle_thinking_clear_at_least: agentd_policies::Tokens,
     pub jobs: Vec<JobConfig>,
 }
 
@@ -230,6 +234,7 @@ struct RawSchedule {
 #[serde(deny_unknown_fields)]
 struct RawScheduler {
     idle_thinking_cleanup_after: Option<String>,
+    idle_thinking_clear_at_least: Option<u64>,
     #[serde(default)]
     jobs: Vec<RawJob>,
 }
@@ -269,8 +274,12 @@ impl RawConfig {
             }
         }
         let mut idle_thinking_cleanup_after = agentd_policies::thinking::DEFAULT_IDLE_THRESHOLD;
+        let mut idle_thinking_clear_at_least = agentd_policies::thinking::DEFAULT_CLEAR_AT_LEAST;
         let mut jobs = Vec::new();
         if let Some(s) = self.scheduler {
+            if let Some(v) = s.idle_thinking_clear_at_least {
+                idle_thinking_clear_at_least = agentd_policies::Tokens(v);
+            }
             if let Some(v) = &s.idle_thinking_cleanup_after {
                 idle_thinking_cleanup_after = humantime::parse_duration(v).map_err(|e| {
                     invalid("scheduler.idle_thinking_cleanup_after".into(), format!("{e}: {v:?}"))
@@ -439,6 +448,7 @@ impl RawConfig {
             command_timeout,
             retry,
             idle_thinking_cleanup_after,
+            idle_thinking_clear_at_least,
             jobs,
         })
     }

@@ -25,7 +25,6 @@
 use crate::provider::{ChatRequest, Client, ToolSpec};
 use agentd_policies::{Count, Message, Part, Role};
 use futures_util::stream::{self, StreamExt};
-use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -107,27 +106,7 @@ impl Tokenizer {
     }
 }
 
-/// Where a request's count came from, as the gauge shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CountSource {
-    /// tiktoken-rs: the model's own BPE.
-    Tiktoken,
-    /// The provider's counting endpoint (vLLM / llama.cpp `POST /tokenize`).
-    Endpoint,
-    /// One token per three bytes: marked `estimated`, never certifies a fit.
-    Estimate,
-}
-
-impl CountSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CountSource::Tiktoken => "tiktoken",
-            CountSource::Endpoint => "endpoint",
-            CountSource::Estimate => "estimate",
-        }
-    }
-}
+pub use agentd_policies::CountSource;
 
 /// The tokenizer for a model name (a `provider/` prefix, as in `openai/gpt-4o`, is ignored).
 pub fn tokenizer_for(model: &str) -> Tokenizer {
@@ -429,6 +408,29 @@ pub async fn prepare(counter: &TokenCounter, client: &Client, model: &str, req: 
         return counter.source();
     }
     let missing = counter.missing_texts(req);
+    learn_from_endpoint(counter, client, model, missing).await
+}
+
+/// Like [`prepare`], for one bare text (a tool result, an evidence page): asks the endpoint for it
+/// unless it is learned already, so that [`TokenCounter::count_text`] measures it.
+pub async fn prepare_text(counter: &TokenCounter, client: &Client, model: &str, text: &str) -> CountSource {
+    if counter.tokenizer() != Tokenizer::Endpoint {
+        return counter.source();
+    }
+    let missing = if text.is_empty() || counter.learned().contains_key(&text_key(text)) {
+        Vec::new()
+    } else {
+        vec![text.to_string()]
+    };
+    learn_from_endpoint(counter, client, model, missing).await
+}
+
+async fn learn_from_endpoint(
+    counter: &TokenCounter,
+    client: &Client,
+    model: &str,
+    missing: Vec<String>,
+) -> CountSource {
     let mut answers = stream::iter(missing)
         .map(|text| async move {
             let answer = client.count_text(model, &text).await;
@@ -490,6 +492,32 @@ impl Texts<'_> {
                 Count::estimate_bytes(text.len())
             }
         }
+    }
+}
+
+/// What identifies a request's content: its system prompt and tools (`head`), and each message, by
+/// the counter's content hashes. One request extends another when the heads are equal and the
+/// other's messages are the start of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub head: u64,
+    pub messages: Vec<u64>,
+}
+
+impl Fingerprint {
+    pub fn of(req: &ChatRequest) -> Fingerprint {
+        let keys = RequestKeys::of(req);
+        let mut head = keys.system.unwrap_or(0) ^ 0x9e37_79b9_7f4a_7c15;
+        for k in &keys.tools {
+            head = head.rotate_left(5) ^ k;
+        }
+        head ^= u64::from(req.tool_choice_none);
+        Fingerprint { head, messages: keys.messages }
+    }
+
+    /// Whether `self` (a later request) starts with everything `earlier` carried.
+    pub fn extends(&self, earlier: &Fingerprint) -> bool {
+        self.head == earlier.head && self.messages.starts_with(&earlier.messages)
     }
 }
 

@@ -2,24 +2,34 @@
 //!
 //! Every request of every agent passes through this actor. It knows the window of each server/model
 //! (probed on first use, learned from refusals, persisted), counts the fully materialised request with
-//! the model's tokenizer (or a marked estimate), and keeps the last measurement of each task and role
-//! as the gauge that `context` and `status` show — one measurement, one owner, so the events and the
-//! gauge cannot disagree.
+//! the model's tokenizer (or a marked estimate) calibrated by that server's usage reports
+//! ([`crate::meter`]), and keeps the last measurement of each task and role as the gauge that
+//! `context` and `status` show — one measurement, one owner, so the events and the gauge cannot
+//! disagree.
+//!
+//! Calibration: the fitter remembers, per task and role, the request it last measured (its content
+//! fingerprint and raw count). When the usage report for it comes back ([`Observe`]), the pair teaches
+//! the server/model's calibration (persisted), and the request becomes the basis of the next one: a
+//! request that extends it is counted as the server's figure plus a calibrated count of what was
+//! appended. The same remembered request is what a compaction's first summary continues, so the
+//! provider's cached prefix serves it.
 
 use crate::bus::EventBus;
 use crate::clock::now_rfc3339;
 use crate::compactor::{compact, CompactError, Compacted, Job};
-use crate::counter::{prepare, CountSource, RequestCount, TokenCounter};
+use crate::counter::{prepare, CountSource, Fingerprint, RequestCount, TokenCounter};
+use crate::meter::Meter;
 use crate::provider::{ChatRequest, Client};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, StoreError};
+use agentd_policies::calibration::{Basis, Calibration, Observed, Standing};
 use agentd_policies::compaction::{
-    WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX, OBSERVATIONS_HEADER,
+    SentPrefix, WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX, OBSERVATIONS_HEADER,
 };
 use agentd_policies::retry::RetryPolicy;
 use agentd_policies::usage::{correct_window, Correction};
-use agentd_policies::{Count, EventKind, Role, Thresholds, Tokens, Usage, Window, WindowSource};
+use agentd_policies::{Count, EventKind, Message, Role, Thresholds, Tokens, Usage, Window, WindowSource};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,7 +53,10 @@ pub enum FitError {
 /// A measured request that may be sent.
 #[derive(Debug, Clone)]
 pub struct Fitted {
+    /// Calibrated: what every decision about this request uses.
     pub count: RequestCount,
+    /// The measure it was made with (the same one pages and handoffs use).
+    pub meter: Meter,
     pub window: Window,
     pub thresholds: Thresholds,
     /// The request to send: the one asked about, or its compacted rebuild.
@@ -59,6 +72,12 @@ pub struct Gauge {
     pub model: String,
     /// What measured the request: the model's tokenizer, the server's counting endpoint, or an estimate.
     pub count_source: CountSource,
+    /// How the server's usage reports have calibrated that count, once they have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Standing>,
+    /// The measure in words: `estimate, calibrated from 12 usage reports, ±1.4 %`.
+    #[serde(default)]
+    pub measured_by: String,
     pub window: Tokens,
     pub window_source: WindowSource,
     pub tokens: Tokens,
@@ -83,13 +102,41 @@ pub struct Categories {
     pub thinking: Tokens,
 }
 
+/// The request the fitter last measured for a task's role: what its usage report is paired with, and
+/// what the next request may extend.
+#[derive(Debug, Clone)]
+struct LastRequest {
+    server: String,
+    model: String,
+    fingerprint: Fingerprint,
+    /// The counter's raw count of it.
+    raw: Count,
+    /// The basis it was counted from, if it extended an earlier reported request.
+    basis: Option<Basis>,
+    /// Its calibrated count.
+    counted: Tokens,
+    /// The server's count, once its usage report came back.
+    reported: Option<Tokens>,
+}
+
+type RoleKey = (String, String);
+
 struct State {
     store: Store,
     bus: EventBus,
     retry: RetryPolicy,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
+    calibrations: Mutex<HashMap<String, Calibration>>,
     windows: Mutex<HashMap<(String, String), Window>>,
-    gauges: Mutex<HashMap<(String, String), Gauge>>,
+    gauges: Mutex<HashMap<RoleKey, Gauge>>,
+    /// Per task and role: the request last measured, waiting for its answer.
+    pending: Mutex<HashMap<RoleKey, LastRequest>>,
+    /// Per task and role: the last request the server answered.
+    answered: Mutex<HashMap<RoleKey, LastRequest>>,
+}
+
+fn calibration_key(server: &str, model: &str) -> String {
+    format!("calibration/{server}/{model}")
 }
 
 impl State {
@@ -102,6 +149,46 @@ impl State {
             .entry(format!("{server}\n{model}"))
             .or_insert_with(|| Arc::new(TokenCounter::with_endpoint(model)))
             .clone()
+    }
+
+    /// The calibration of a server/model: in memory, else as persisted, else none yet.
+    fn calibration(&self, server: &str, model: &str) -> Calibration {
+        let key = format!("{server}\n{model}");
+        if let Some(c) = lock(&self.calibrations).get(&key) {
+            return c.clone();
+        }
+        let stored = self
+            .store
+            .setting(&calibration_key(server, model))
+            .ok()
+            .flatten()
+            .and_then(|v| serde_json::from_value::<Calibration>(v).ok())
+            .unwrap_or_default();
+        lock(&self.calibrations).entry(key).or_insert(stored).clone()
+    }
+
+    /// Applies `update` to a server/model's calibration and keeps the result (persisted: a restarted
+    /// daemon starts calibrated).
+    fn update_calibration<R>(
+        &self,
+        server: &str,
+        model: &str,
+        update: impl FnOnce(&mut Calibration) -> R,
+    ) -> R {
+        let mut c = self.calibration(server, model);
+        let out = update(&mut c);
+        if let Ok(value) = serde_json::to_value(&c) {
+            if let Err(e) = self.store.cache_setting(&calibration_key(server, model), &value) {
+                tracing::warn!(error = %e, "could not keep the calibration");
+            }
+        }
+        lock(&self.calibrations).insert(format!("{server}\n{model}"), c);
+        out
+    }
+
+    /// The measure of a server/model: its counter under its calibration as it stands.
+    fn meter(&self, server: &str, model: &str) -> Meter {
+        Meter::new(self.counter(server, model), self.calibration(server, model))
     }
 
     fn known_window(&self, server: &str, model: &str) -> Result<Option<Window>, StoreError> {
@@ -158,8 +245,11 @@ impl Fitter {
                 bus,
                 retry,
                 counters: Mutex::new(HashMap::new()),
+                calibrations: Mutex::new(HashMap::new()),
                 windows: Mutex::new(HashMap::new()),
                 gauges: Mutex::new(HashMap::new()),
+                pending: Mutex::new(HashMap::new()),
+                answered: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -198,13 +288,25 @@ impl Handler<Fit> for Fitter {
 impl State {
     async fn fit(&self, msg: Fit) -> Result<Fitted, FitError> {
         let window = self.window(&msg.client, &msg.request.model).await?;
-        let counter = self.counter(msg.client.base_url(), &msg.request.model);
+        let server = msg.client.base_url().to_string();
+        let model = msg.request.model.clone();
+        let counter = self.counter(&server, &model);
         let mut request = msg.request;
         tokio::select! {
             _ = prepare(&counter, &msg.client, &request.model, &request) => {}
             _ = msg.cancel.cancelled() => return Err(FitError::Cancelled),
         }
-        let mut count = counter.count_request(&request);
+        let meter = self.meter(&server, &model);
+        let key = (msg.task_id.clone(), msg.role.clone());
+        // The last request of this role the server answered, if this one extends it.
+        let extended = lock(&self.answered)
+            .get(&key)
+            .filter(|l| l.server == server && l.model == model)
+            .filter(|l| Fingerprint::of(&request).extends(&l.fingerprint))
+            .cloned();
+        let mut basis =
+            extended.as_ref().and_then(|l| l.reported.map(|actual| Basis { raw: l.raw.tokens, actual }));
+        let mut measurement = meter.count_request(&request, basis);
         let reserve = msg.client.output_reserve(&request);
         let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
         let mut compacted = None;
@@ -214,14 +316,15 @@ impl State {
                 &msg.role,
                 request,
                 count,
-                &counter,
+                &meter,
                 window,
                 thresholds,
                 msg.compact_at,
             )
         };
-        gauge(&request, &count);
-        if thresholds.crosses_trigger(count.total.tokens) {
+        gauge(&request, &measurement.count);
+        if thresholds.crosses_trigger(measurement.count.total.tokens) {
+            let count = measurement.count;
             let before = count.total.tokens;
             self.emit(
                 &msg.task_id,
@@ -233,28 +336,29 @@ impl State {
                     window: window.tokens,
                 },
             )?;
-            let fixed = count.system.tokens
-                + count.tools.tokens
-                + (count.total.tokens - count.system.tokens - count.tools.tokens - count.messages.tokens);
+            // System prompt + tool schemas + reply priming.
+            let fixed = count.total.tokens.saturating_sub(count.messages.tokens);
             let working_files = if msg.role == "coder" {
-                working_files(&request.messages, &msg.workspace, &counter)
+                working_files(&request.messages, &msg.workspace, &meter)
             } else {
                 Vec::new()
             };
+            let sent_prefix = extended.as_ref().map(|l| SentPrefix {
+                messages: l.fingerprint.messages.len(),
+                tokens: l.reported.unwrap_or(l.counted),
+            });
             let job = Job {
                 task_id: &msg.task_id,
                 role: &msg.role,
                 client: &msg.client,
-                model: &request.model,
-                counter: &counter,
+                meter: &meter,
                 store: &self.store,
-                history: &request.messages,
-                system: &request.system,
-                tools: &request.tools,
+                request: &request,
                 objective: &msg.objective,
                 fixed,
                 before,
-                window,
+                before_estimated: count.total.estimated,
+                sent_prefix,
                 thresholds,
                 working_files,
                 fallback_dir: msg.workspace.root().join(".agentd-evidence"),
@@ -266,15 +370,18 @@ impl State {
                 Ok(done) => {
                     request.messages = done.history.clone();
                     prepare(&counter, &msg.client, &request.model, &request).await;
-                    count = counter.count_request(&request);
+                    // A rebuilt request extends nothing the server has seen.
+                    basis = None;
+                    measurement = meter.count_request(&request, None);
                     self.emit(
                         &msg.task_id,
                         &msg.role,
                         EventKind::CompactionFinished {
                             tokens_before: before,
-                            tokens_after: count.total.tokens,
+                            tokens_after: measurement.count.total.tokens,
                             archive_id: done.archive_id.clone(),
                             batches: done.batches,
+                            measured_by: Some(meter.measured()),
                         },
                     )?;
                     compacted = Some(done);
@@ -291,17 +398,29 @@ impl State {
                 }
             }
             // The rebuilt request is what is sent: it is the gauge now.
-            gauge(&request, &count);
+            gauge(&request, &measurement.count);
         }
-        if thresholds.over_window(count.total.tokens) {
+        if thresholds.over_window(measurement.count.total.tokens) {
             return Err(FitError::OverWindow {
-                count: count.total,
+                count: measurement.count.total,
                 window: window.tokens,
                 window_source: window.source.as_str(),
                 model: request.model.clone(),
             });
         }
-        Ok(Fitted { count, window, thresholds, request, compacted })
+        lock(&self.pending).insert(
+            key,
+            LastRequest {
+                server,
+                model,
+                fingerprint: Fingerprint::of(&request),
+                raw: measurement.raw,
+                basis,
+                counted: measurement.count.total.tokens,
+                reported: None,
+            },
+        );
+        Ok(Fitted { count: measurement.count, meter, window, thresholds, request, compacted })
     }
 
     /// The gauge is the fitter's last measurement of a role: what `context` and `status` show.
@@ -312,7 +431,7 @@ impl State {
         role: &str,
         request: &ChatRequest,
         count: &RequestCount,
-        counter: &TokenCounter,
+        meter: &Meter,
         window: Window,
         thresholds: Thresholds,
         compact_at: u8,
@@ -320,12 +439,14 @@ impl State {
         let gauge = Gauge {
             role: role.to_string(),
             model: request.model.clone(),
-            count_source: counter.source(),
+            count_source: meter.source(),
+            calibration: meter.standing(),
+            measured_by: meter.describe(),
             window: window.tokens,
             window_source: window.source,
             tokens: count.total.tokens,
             estimated: count.total.estimated,
-            categories: categories(request, count, counter),
+            categories: categories(request, count, meter),
             compact_at,
             trigger_tokens: thresholds.trigger,
             destination_tokens: thresholds.destination,
@@ -346,8 +467,9 @@ impl State {
     }
 }
 
-/// The gauge's categories: the request's messages sorted by what they are.
-fn categories(request: &ChatRequest, count: &RequestCount, counter: &TokenCounter) -> Categories {
+/// The gauge's categories: the request's messages sorted by what they are, scaled so that they add
+/// up to the (calibrated) count of the messages.
+fn categories(request: &ChatRequest, count: &RequestCount, meter: &Meter) -> Categories {
     let mut c = Categories {
         system: count.system.tokens,
         tools: count.tools.tokens,
@@ -358,8 +480,10 @@ fn categories(request: &ChatRequest, count: &RequestCount, counter: &TokenCounte
         messages: Tokens::ZERO,
         thinking: count.thinking.tokens,
     };
-    for (i, m) in request.messages.iter().enumerate() {
-        let tokens = counter.count_message(m).tokens;
+    let each: Vec<Tokens> = request.messages.iter().map(|m| meter.count_message(m).tokens).collect();
+    let sum: Tokens = each.iter().copied().sum();
+    let factor = if sum.0 == 0 { 1.0 } else { count.messages.tokens.0 as f64 / sum.0 as f64 };
+    for (i, (m, tokens)) in request.messages.iter().zip(each).enumerate() {
         let text = if m.role == Role::User { m.text() } else { String::new() };
         let slot = if text.starts_with(CHECKPOINT_HEADER) {
             &mut c.checkpoint
@@ -370,37 +494,33 @@ fn categories(request: &ChatRequest, count: &RequestCount, counter: &TokenCounte
         } else if text.starts_with(OBJECTIVE_PREFIX) || (i == 0 && m.role == Role::User) {
             &mut c.objective
         } else {
-            &mut c.messages
+            continue;
         };
-        *slot += tokens;
+        *slot += Tokens((tokens.0 as f64 * factor).round() as u64);
     }
-    c.messages = c.messages.saturating_sub(c.thinking);
+    let named = c.objective + c.checkpoint + c.observations + c.files + c.thinking;
+    c.messages = count.messages.tokens.saturating_sub(named);
     c
 }
 
-/// The coder's working files, newest first: what it wrote or edited, then what it read, as they are
-/// in the workspace now.
-fn working_files(
-    history: &[agentd_policies::Message],
-    workspace: &Workspace,
-    counter: &TokenCounter,
-) -> Vec<WorkingFile> {
+/// The coder's working files, newest first: the files it wrote or edited, as they are in the
+/// workspace now. (A file it only read is reference, not work: it stays in the rounds that read it,
+/// or in the summary and the archive.)
+fn working_files(history: &[Message], workspace: &Workspace, meter: &Meter) -> Vec<WorkingFile> {
     const MAX_FILES: usize = 8;
     const MAX_BYTES: u64 = 256 << 10;
     let mut paths: Vec<String> = Vec::new();
-    for pass in [&["write_file", "edit_file"][..], &["read_file"][..]] {
-        for m in history.iter().rev() {
-            for (_, name, args) in m.tool_calls() {
-                if !pass.contains(&name) {
-                    continue;
-                }
-                let path = serde_json::from_str::<serde_json::Value>(args)
-                    .ok()
-                    .and_then(|v| v.get("path").and_then(|p| p.as_str()).map(str::to_string));
-                if let Some(p) = path {
-                    if !paths.contains(&p) {
-                        paths.push(p);
-                    }
+    for m in history.iter().rev() {
+        for (_, name, args) in m.tool_calls() {
+            if !["write_file", "edit_file"].contains(&name) {
+                continue;
+            }
+            let path = serde_json::from_str::<serde_json::Value>(args)
+                .ok()
+                .and_then(|v| v.get("path").and_then(|p| p.as_str()).map(str::to_string));
+            if let Some(p) = path {
+                if !paths.contains(&p) {
+                    paths.push(p);
                 }
             }
         }
@@ -415,7 +535,7 @@ fn working_files(
             _ => continue,
         }
         if let Ok(text) = std::fs::read_to_string(&abs) {
-            let tokens = counter.count_text(&text).tokens;
+            let tokens = meter.count_text(&text).tokens;
             files.push(WorkingFile { path, text, tokens });
         }
     }
@@ -495,14 +615,16 @@ impl Handler<GaugeOf> for Fitter {
     }
 }
 
-/// A usage report came back: compare what the server says it processed with what we counted.
+/// The server answered the request last fitted for a task's role (with its usage report, when it
+/// sent one). The report corrects the window when it shows a silent truncation, and otherwise teaches
+/// the server/model's calibration; the answered request becomes the basis of the next one. Returns
+/// the window correction, if any.
 #[derive(Message)]
 #[rtype(result = "Result<Option<(Window, Window)>, StoreError>")]
 pub struct Observe {
-    pub server: String,
-    pub model: String,
-    pub sent: Count,
-    pub usage: Usage,
+    pub task_id: String,
+    pub role: String,
+    pub usage: Option<Usage>,
 }
 
 impl Handler<Observe> for Fitter {
@@ -510,44 +632,90 @@ impl Handler<Observe> for Fitter {
 
     fn handle(&mut self, msg: Observe, _: &mut Context<Self>) -> Self::Result {
         let state = &self.state;
-        let Some(window) = state.known_window(&msg.server, &msg.model)? else {
-            return Ok(None);
-        };
-        let before_key = format!("window_before_clamp/{}/{}", msg.server, msg.model);
-        let before_clamp =
-            state.store.setting(&before_key)?.and_then(|v| serde_json::from_value::<Window>(v).ok());
-        match correct_window(window, before_clamp, msg.sent, msg.usage) {
-            Correction::None => Ok(None),
-            Correction::Clamp(new) => {
-                if window.source != WindowSource::Usage {
-                    state
-                        .store
-                        .set_setting(&before_key, &serde_json::to_value(window).unwrap_or_default())?;
+        let key = (msg.task_id, msg.role);
+        let Some(mut last) = lock(&state.pending).remove(&key) else { return Ok(None) };
+        let (server, model) = (last.server.clone(), last.model.clone());
+        let mut corrected = None;
+        if let Some(usage) = msg.usage {
+            if let Some(window) = state.known_window(&server, &model)? {
+                let before_key = format!("window_before_clamp/{server}/{model}");
+                let before_clamp =
+                    state.store.setting(&before_key)?.and_then(|v| serde_json::from_value::<Window>(v).ok());
+                // Truncation is judged on the raw count: a calibrated one carries a margin.
+                match correct_window(window, before_clamp, last.raw, usage) {
+                    Correction::None => {}
+                    Correction::Clamp(new) => {
+                        if window.source != WindowSource::Usage {
+                            state.store.set_setting(
+                                &before_key,
+                                &serde_json::to_value(window).unwrap_or_default(),
+                            )?;
+                        }
+                        state.set_window(&server, &model, new)?;
+                        corrected = Some((window, new));
+                    }
+                    Correction::Lift(new) => {
+                        state.set_window(&server, &model, new)?;
+                        corrected = Some((window, new));
+                    }
                 }
-                state.set_window(&msg.server, &msg.model, new)?;
-                Ok(Some((window, new)))
             }
-            Correction::Lift(new) => {
-                state.set_window(&msg.server, &msg.model, new)?;
-                Ok(Some((window, new)))
+            let clamped = matches!(corrected, Some((old, new)) if new.tokens < old.tokens);
+            // A truncated prompt's report measures what the server kept, not what was sent.
+            if !clamped && usage.prompt_tokens > 0 {
+                let actual = Tokens(usage.prompt_tokens);
+                let observed = state
+                    .update_calibration(&server, &model, |c| c.observe(last.raw.tokens, last.basis, actual));
+                if let Observed::Learned { error: Some(error) } = observed {
+                    tracing::debug!(
+                        server = %server, model = %model, counted = %last.counted, reported = %actual,
+                        error = format!("{:+.2}%", error * 100.0), "usage report"
+                    );
+                }
+                last.reported = Some(actual);
             }
         }
+        lock(&state.answered).insert(key, last);
+        Ok(corrected)
     }
 }
 
-/// Count a text with a model's tokenizer (tool results, evidence pages).
+/// The server refused as too long a request the fitter had measured as fitting its known window: the
+/// calibrated count was too low. The calibration records an error of that size (its margin grows and
+/// it is no longer confirmed), so the request measured again is compacted before it is resent.
 #[derive(Message)]
-#[rtype(result = "Count")]
-pub struct Measure {
-    pub server: String,
-    pub model: String,
-    pub text: String,
+#[rtype(result = "()")]
+pub struct Underestimated {
+    pub task_id: String,
+    pub role: String,
+    pub window: Tokens,
 }
 
-impl Handler<Measure> for Fitter {
-    type Result = MessageResult<Measure>;
+impl Handler<Underestimated> for Fitter {
+    type Result = ();
 
-    fn handle(&mut self, msg: Measure, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.state.counter(&msg.server, &msg.model).count_text(&msg.text))
+    fn handle(&mut self, msg: Underestimated, _: &mut Context<Self>) {
+        let key = (msg.task_id, msg.role);
+        let Some(last) = lock(&self.state.pending).remove(&key) else { return };
+        // The real size was over the window: at least that far above what was counted.
+        let under = msg.window.0.saturating_sub(last.counted.0) as f64 / msg.window.0.max(1) as f64 + 0.02;
+        self.state.update_calibration(&last.server, &last.model, |c| c.refused(under));
+    }
+}
+
+/// The measure of a server/model, for size decisions outside a fit (tool results, evidence pages,
+/// handoffs, thinking cleanup): the same counter and calibration the fitter uses.
+#[derive(Message)]
+#[rtype(result = "Meter")]
+pub struct MeterOf {
+    pub server: String,
+    pub model: String,
+}
+
+impl Handler<MeterOf> for Fitter {
+    type Result = MessageResult<MeterOf>;
+
+    fn handle(&mut self, msg: MeterOf, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.state.meter(&msg.server, &msg.model))
     }
 }

@@ -15,6 +15,7 @@ pub mod config;
 pub mod counter;
 pub mod daemon;
 pub mod fitter;
+pub mod meter;
 pub mod provider;
 pub mod render;
 pub mod rpc;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::budget::Thresholds;
 use crate::observations::ObservationKind;
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -45,14 +46,59 @@ fn filler(seed: &str, len: usize) -> String {
     s
 }
 
-fn fake_summariser(calls: &mut Vec<Vec<usize>>) -> impl FnMut(&[usize]) -> Checkpoint + '_ {
-    move |idx: &[usize]| {
-        calls.push(idx.to_vec());
-        Checkpoint {
-            summary: format!("Summary of {} messages.", idx.len()),
-            archive_ref: Some(format!("ev-{}", idx.len())),
-            batches: 1,
+/// The machine's measurements in tests: [`count_msg`] per message, a quarter token per character of
+/// text, and `framing` more for a whole history than its messages add up to (what the plan cannot see,
+/// which forces retries).
+struct TestMeasure {
+    framing: Tokens,
+}
+
+impl Measure for TestMeasure {
+    fn text(&self, text: &str) -> Tokens {
+        Tokens(text.chars().count() as u64 / 4)
+    }
+    fn message(&self, m: &Message) -> Tokens {
+        count_msg(m)
+    }
+    fn summary_request(&self, system: &str, messages: &[Message]) -> Tokens {
+        self.text(system) + count_all(messages)
+    }
+    fn history(&self, h: &[Message]) -> Tokens {
+        count_all(h) + self.framing
+    }
+}
+
+const SUMMARY: &str = "Summary.";
+
+/// A synchronous stand-in for the summariser and the archive: a fixed summary, archives named by
+/// how much they hold. Every need is logged.
+fn fake_summariser(log: &mut Vec<Need>) -> impl FnMut(&Need) -> Answer + '_ {
+    move |need: &Need| {
+        log.push(need.clone());
+        match need {
+            Need::Archive { upto } => Answer::Archived(format!("ev-{upto}")),
+            _ => Answer::Summary(Some(SUMMARY.into())),
         }
+    }
+}
+
+/// The archives written, in order: each holds `history[..upto]`.
+fn archived(log: &[Need]) -> Vec<usize> {
+    log.iter().filter_map(|n| if let Need::Archive { upto } = n { Some(*upto) } else { None }).collect()
+}
+
+fn setup(fixed: u64, destination: u64, trigger: u64, before: Tokens, reserve: u64) -> Setup {
+    Setup {
+        thresholds: Thresholds {
+            window: Tokens(trigger * 2 + 20_000),
+            trigger: Tokens(trigger),
+            destination: Tokens(destination),
+        },
+        fixed: Tokens(fixed),
+        before,
+        before_estimated: false,
+        summary_reserve: Tokens(reserve),
+        sent_prefix: None,
     }
 }
 
@@ -198,33 +244,145 @@ fn compact_with_retries_with_fewer_rounds_when_the_full_count_is_larger() {
     // The full request costs more than its messages (framing the plan could not see): just enough
     // to push the first candidate over the destination.
     let first = plan(&inp);
-    let mut ignore = Vec::new();
-    let first_cp = fake_summariser(&mut ignore)(&first.summarise);
+    let first_cp = Checkpoint {
+        summary: SUMMARY.into(),
+        archive_ref: Some(format!("ev-{}", first.keep_from_message)),
+        batches: 1,
+    };
     let slack = Tokens(600) - (count_all(&assemble(&inp, &first, &first_cp)) + Tokens(100));
-    let full = |m: &[Message]| count_all(m) + slack + Tokens(1);
-    let mut calls = Vec::new();
+    let measure = TestMeasure { framing: slack + Tokens(1) };
+    let mut log = Vec::new();
     let before = count_all(&h) + Tokens(100);
-    let (out, p) = compact_with(&inp, &mut fake_summariser(&mut calls), &full, before, Tokens(601)).unwrap();
-    assert!(full(&out) + Tokens(100) <= Tokens(600));
-    assert!(p.kept_rounds < first.kept_rounds);
-    // Each retry summarises a superset, extended at the end.
-    assert!(calls.len() >= 2);
-    for w in calls.windows(2) {
-        assert!(w[1].starts_with(&w[0]) && w[1].len() > w[0].len());
+    let done = compact_with(
+        &h,
+        "make the tests pass",
+        &[],
+        setup(100, 600, 601, before, 50),
+        &measure,
+        &mut fake_summariser(&mut log),
+    )
+    .unwrap();
+    assert!(measure.history(&done.history) + Tokens(100) <= Tokens(600));
+    assert_eq!(done.tokens, measure.history(&done.history) + Tokens(100), "counted in full");
+    assert!(done.plan.kept_rounds < first.kept_rounds);
+    // Each retry summarises and archives a superset, extended at the end.
+    let archives = archived(&log);
+    assert!(archives.len() >= 2, "{log:#?}");
+    for w in archives.windows(2) {
+        assert!(w[1] > w[0]);
     }
+    // The first summary continued the request in place; what later retries removed was folded.
+    assert!(matches!(log[0], Need::InPlace { messages, .. } if messages == h.len()));
+    assert!(done.in_place);
+    assert!(log.iter().any(|n| matches!(n, Need::Fold { prompt, .. } if prompt.contains(SUMMARY))));
 }
 
 #[test]
 fn compact_with_fails_with_the_numbers() {
     let h = sample();
-    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
-    let objective = filler("huge objective", 4000);
-    let inp = input(&h, &tokens, &objective, 600, &[]);
-    let mut calls = Vec::new();
-    let err = compact_with(&inp, &mut fake_summariser(&mut calls), &count_all, Tokens(2000), Tokens(700))
-        .unwrap_err();
+    let measure = TestMeasure { framing: Tokens::ZERO };
+    let mut log = Vec::new();
+    // Nothing but the checkpoint fits below the trigger: every retry is tried, then the numbers.
+    let err = compact_with(
+        &h,
+        "make the tests pass",
+        &[],
+        setup(100, 100, 150, Tokens(2000), 50),
+        &measure,
+        &mut fake_summariser(&mut log),
+    )
+    .unwrap_err();
     assert!(err.starts_with("compacted request is "), "{err}");
-    assert!(err.contains("destination 600, trigger 700, before 2000"), "{err}");
+    assert!(err.contains("destination 100, trigger 150, before 2000"), "{err}");
+    // The objective alone over the trigger: refused before anything is summarised.
+    let objective = filler("huge objective", 4000);
+    let mut log = Vec::new();
+    let err = compact_with(
+        &h,
+        &objective,
+        &[],
+        setup(100, 600, 700, Tokens(2000), 50),
+        &measure,
+        &mut fake_summariser(&mut log),
+    )
+    .unwrap_err();
+    let floor = Tokens(100) + count_msg(&objective_message(&objective));
+    assert!(
+        err.starts_with(&format!(
+            "the system prompt, tools and objective alone are {floor} tokens, over the trigger of 700"
+        )),
+        "{err}"
+    );
+    assert!(log.is_empty(), "nothing was summarised: {log:?}");
+}
+
+#[test]
+fn the_first_summary_continues_the_request_last_sent() {
+    let h = sample();
+    let measure = TestMeasure { framing: Tokens::ZERO };
+    let before = count_all(&h) + Tokens(100);
+    // The last request sent carried all but the last message (the new answer).
+    let sent = SentPrefix { messages: h.len() - 1, tokens: count_all(&h[..h.len() - 1]) + Tokens(100) };
+    for (prefix, estimated) in [(Some(sent), true), (Some(sent), false), (None, false), (None, true)] {
+        let mut log = Vec::new();
+        let s =
+            Setup { sent_prefix: prefix, before_estimated: estimated, ..setup(100, 600, 601, before, 50) };
+        let done = compact_with(&h, "make the tests pass", &[], s, &measure, &mut fake_summariser(&mut log))
+            .unwrap();
+        match (prefix, estimated) {
+            // The sent request, exactly: its prefix is what a provider has cached.
+            (Some(sent), _) => {
+                let Need::InPlace { messages, instruction, .. } = &log[0] else { panic!("{log:?}") };
+                assert_eq!(*messages, sent.messages);
+                let kept_of_prefix = sent.messages - done.plan.keep_from_message.min(sent.messages);
+                assert_eq!(*instruction, prefix_prompt(kept_of_prefix, "make the tests pass"));
+                assert!(done.in_place);
+            }
+            // Nothing was sent, but the history is measured: the history itself.
+            (None, false) => {
+                assert!(matches!(log[0], Need::InPlace { messages, .. } if messages == h.len()));
+            }
+            // An estimate never certifies that the history fits: folded batches.
+            (None, true) => {
+                assert!(matches!(log[0], Need::Fold { .. }), "{log:?}");
+                assert!(!done.in_place);
+            }
+        }
+    }
+    // A sent request too large for the instruction and the answer: folded instead.
+    let mut log = Vec::new();
+    let mut s = setup(100, 600, 601, before, 50);
+    s.sent_prefix = Some(SentPrefix { messages: 3, tokens: s.thresholds.window });
+    compact_with(&h, "make the tests pass", &[], s, &measure, &mut fake_summariser(&mut log)).unwrap();
+    assert!(matches!(log[0], Need::Fold { .. }), "{log:?}");
+}
+
+#[test]
+fn an_empty_in_place_answer_falls_back_to_folding() {
+    let h = sample();
+    let measure = TestMeasure { framing: Tokens::ZERO };
+    let before = count_all(&h) + Tokens(100);
+    let mut log = Vec::new();
+    let mut respond = |need: &Need| {
+        log.push(need.clone());
+        match need {
+            Need::Archive { upto } => Answer::Archived(format!("ev-{upto}")),
+            Need::InPlace { .. } => Answer::Summary(Some("   ".into())),
+            _ => Answer::Summary(Some(SUMMARY.into())),
+        }
+    };
+    let done = compact_with(
+        &h,
+        "make the tests pass",
+        &[],
+        setup(100, 600, 601, before, 50),
+        &measure,
+        &mut respond,
+    )
+    .unwrap();
+    assert!(!done.in_place);
+    assert!(matches!(log[1], Need::Fold { .. }), "{log:?}");
+    assert!(done.history[1].text().contains(SUMMARY));
 }
 
 #[test]
@@ -364,40 +522,56 @@ proptest! {
         gap in prop_oneof![1u64..50, 50u64..4000],
         summary_reserve in 20u64..120,
         request_framing in 0u64..400,
+        sent in prop::option::of(0usize..60),
+        estimated in any::<bool>(),
     ) {
         // The full count sees framing the per-message counts do not, which forces retries.
         let count_request = move |m: &[Message]| count_all(m) + Tokens(request_framing);
         let objective = filler("objective", objective_len);
         let h = build(&objective, &steps);
-        let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
         let trigger = Tokens(destination + gap);
         let before = count_request(&h) + Tokens(fixed);
-        let inp = PlanInput {
-            history: &h,
-            message_tokens: &tokens,
-            fixed: Tokens(fixed),
-            objective: &objective,
-            destination: Tokens(destination),
-            working_files: &files,
-            keep_rounds_limit: None,
-            summary_reserve: Tokens(summary_reserve),
-            count: &count_msg,
-        };
-        let mut calls = Vec::new();
-        let result = compact_with(&inp, &mut fake_summariser(&mut calls), &count_request, before, trigger);
+        let measure = TestMeasure { framing: Tokens(request_framing) };
+        let sent_prefix = sent.map(|n| {
+            let n = n.min(h.len());
+            SentPrefix { messages: n, tokens: count_all(&h[..n]) + Tokens(fixed) }
+        }).filter(|s| s.messages > 0);
+        let s = Setup { sent_prefix, before_estimated: estimated, ..setup(fixed, destination, destination + gap, before, summary_reserve) };
+        let mut log = Vec::new();
+        let result = compact_with(&h, &objective, &files, s, &measure, &mut fake_summariser(&mut log));
         match result {
-            Ok((out, p)) => {
-                let c = count_request(&out) + Tokens(fixed);
+            Ok(done) => {
+                let c = measure.history(&done.history) + Tokens(fixed);
+                prop_assert_eq!(c, done.tokens);
                 prop_assert!(c <= Tokens(destination) || (c < trigger && c < before),
                     "accepted {} with destination {}, trigger {}, before {}", c, destination, trigger, before);
-                check_accepted(&h, &objective, &out, &p)?;
+                check_accepted(&h, &objective, &done.history, &done.plan)?;
+                // What left the request is archived whole, last as the checkpoint names it.
+                let archives = archived(&log);
+                if done.plan.keep_from_message > 0 {
+                    prop_assert_eq!(archives.last().copied(), Some(done.plan.keep_from_message));
+                    prop_assert_eq!(done.archive_ref.clone(), format!("ev-{}", done.plan.keep_from_message));
+                }
             }
             Err(reason) => {
-                prop_assert!(reason.starts_with("compacted request is "), "{}", reason);
+                let floor = Tokens(fixed) + count_msg(&objective_message(&objective));
+                if floor >= trigger {
+                    prop_assert!(reason.starts_with("the system prompt, tools and objective alone"), "{}", reason);
+                } else {
+                    prop_assert!(reason.starts_with("compacted request is "), "{}", reason);
+                }
             }
         }
-        for w in calls.windows(2) {
-            prop_assert!(w[1].starts_with(&w[0]));
+        for w in archived(&log).windows(2) {
+            prop_assert!(w[1] > w[0]);
+        }
+        // A first summary in place continues exactly the request that was sent, when one was.
+        if let (Some(Need::InPlace { messages, .. }), Some(sent)) = (log.first(), sent_prefix) {
+            prop_assert_eq!(*messages, sent.messages);
+        }
+        if let (Some(Need::InPlace { messages, .. }), None) = (log.first(), sent_prefix) {
+            prop_assert!(!estimated);
+            prop_assert_eq!(*messages, h.len());
         }
     }
 
@@ -412,7 +586,6 @@ proptest! {
     ) {
         let objective = filler("objective", objective_len);
         let h = build(&objective, &steps);
-        let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
         let summary_reserve = Tokens(40);
         let skeleton = Checkpoint {
             summary: String::new(),
@@ -428,24 +601,15 @@ proptest! {
         let destination = mandatory + Tokens(room);
         let trigger = destination + Tokens(gap);
         let before = count_all(&h) + Tokens(fixed);
-        let inp = PlanInput {
-            history: &h,
-            message_tokens: &tokens,
-            fixed: Tokens(fixed),
-            objective: &objective,
-            destination,
-            working_files: &files,
-            keep_rounds_limit: None,
-            summary_reserve,
-            count: &count_msg,
-        };
-        let mut calls = Vec::new();
-        let (out, p) = compact_with(&inp, &mut fake_summariser(&mut calls), &count_all, before, trigger)
+        let measure = TestMeasure { framing: Tokens::ZERO };
+        let s = setup(fixed, destination.0, trigger.0, before, summary_reserve.0);
+        let mut log = Vec::new();
+        let done = compact_with(&h, &objective, &files, s, &measure, &mut fake_summariser(&mut log))
             .map_err(TestCaseError::fail)?;
-        prop_assert!(count_all(&out) + Tokens(fixed) <= destination);
+        prop_assert!(count_all(&done.history) + Tokens(fixed) <= destination);
         // The plan's own estimate was exact: no retry was needed.
-        prop_assert!(calls.len() <= 1);
-        check_accepted(&h, &objective, &out, &p)?;
+        prop_assert!(archived(&log).len() <= 1);
+        check_accepted(&h, &objective, &done.history, &done.plan)?;
     }
 
     #[test]
