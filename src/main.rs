@@ -464,11 +464,12 @@ fn print_status(s: &Value) {
         for (role, r) in roles {
             let est = if r["estimated"].as_bool() == Some(true) { "~" } else { "" };
             println!(
-                "{:<10} {est}{} of {} tokens ({})",
+                "{:<10} {est}{} of {} tokens ({}); counted by {}",
                 role,
                 r["tokens"],
                 r["window"],
-                r["window_source"].as_str().unwrap_or("")
+                r["window_source"].as_str().unwrap_or(""),
+                measure_of(r)
             );
         }
     }
@@ -477,6 +478,14 @@ fn print_status(s: &Value) {
     }
     if let Some(e) = s["error"].as_str() {
         println!("error      {e}");
+    }
+}
+
+/// How a role's count was measured, in words (`estimate, calibrated from 12 usage reports, ±1.4 %`).
+fn measure_of(g: &Value) -> String {
+    match g["measured_by"].as_str() {
+        Some(m) if !m.is_empty() => m.to_string(),
+        _ => str_of(g, "count_source").to_string(),
     }
 }
 
@@ -489,6 +498,7 @@ fn print_gauge(g: &Value) {
     let window = g["window"].as_u64().unwrap_or(0);
     println!("role         {} ({})", str_of(g, "role"), str_of(g, "model"));
     println!("window       {} tokens ({})", window, str_of(g, "window_source"));
+    println!("counted by   {}", measure_of(g));
     let c = &g["categories"];
     for (cat, label) in [
         ("system", "system"),

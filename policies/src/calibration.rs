@@ -8,8 +8,11 @@
 //!   messages) is what the server said of that one; only what was appended since is ours to count,
 //!   scaled by the ratio the reports have shown between the server's tokens and our raw count of
 //!   appended text ([`Calibration::predict`]);
-//! - a request that does not extend it (a rebuilt one, another role's first) is our raw count scaled
-//!   by the ratio seen on whole requests;
+//! - a request that does not extend it (a rebuilt one, another role's first) is predicted in two
+//!   parts: its messages by the ratio of appended text, and its fixed part (system prompt, tool
+//!   schemas, priming) by what the server's reports leave for the fixed parts once their messages are
+//!   accounted for — a chat template that drops the tool schemas shows up there, not as an error in
+//!   every message (before any appended part was measured: the whole-request ratio);
 //! - every prediction is checked against the report that follows it; the worst recent
 //!   under-prediction becomes the **margin** added on top, so a calibrated count stays on the safe
 //!   side of the server's (never under-count), and the spread of those errors is what the gauge shows
@@ -26,8 +29,11 @@ use serde::{Deserialize, Serialize};
 /// How many recent samples a ratio is taken over: recent enough to follow what the conversation is
 /// made of now (code, prose, JSON), long enough to be steady.
 pub const RATIO_SAMPLES: usize = 8;
-/// How many recent prediction errors the margin and the spread are taken over.
+/// How many recent prediction errors the spread is taken over.
 pub const RESIDUAL_SAMPLES: usize = 8;
+/// How many recent prediction errors the margin is taken over: few, so that one poor early
+/// prediction (made from a single report) does not inflate every count for long.
+pub const MARGIN_SAMPLES: usize = 4;
 /// A calibration is confirmed when this many predictions in a row were close to the reports.
 pub const CONFIRM_REPORTS: usize = 3;
 /// "Close": within this fraction of the server's count.
@@ -41,6 +47,14 @@ const MIN_DELTA_RAW: u64 = 64;
 /// A report whose ratio to our raw count falls outside these bounds is not a measurement of the same
 /// request (a truncating server, a proxy that adds or drops a prompt): it is not learned from.
 const RATIO_BOUNDS: (f64, f64) = (0.2, 5.0);
+
+/// Our raw count of a request: the whole, and its fixed part (system prompt, tool schemas, reply
+/// priming); the rest is its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Raw {
+    pub total: Tokens,
+    pub fixed: Tokens,
+}
 
 /// What the server reported for the last request of a role, with our raw count of that request: the
 /// basis of the next request when that one extends it.
@@ -65,8 +79,9 @@ pub enum Observed {
 /// The calibration of one server/model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
-    /// Recent whole requests: (our raw count, the server's count), oldest first.
-    whole: Vec<(u64, u64)>,
+    /// Recent whole requests: (our raw count, the server's count, our raw count of the fixed part),
+    /// oldest first.
+    whole: Vec<(u64, u64, u64)>,
     /// Recent appended parts (a request minus its basis): (raw, server's), oldest first.
     delta: Vec<(u64, u64)>,
     /// Recent prediction errors, `(server's - predicted) / server's`, oldest first: positive means
@@ -144,10 +159,11 @@ impl Calibration {
         &self.residuals[self.residuals.len().saturating_sub(RESIDUAL_SAMPLES)..]
     }
 
-    /// The fraction added on top of a prediction: the worst recent under-prediction, at least
-    /// [`MIN_MARGIN`]; [`FIRST_MARGIN`] while no prediction has been checked.
+    /// The fraction added on top of a prediction: the worst under-prediction of the last
+    /// [`MARGIN_SAMPLES`], at least [`MIN_MARGIN`]; [`FIRST_MARGIN`] while no prediction has been
+    /// checked.
     pub fn margin(&self) -> f64 {
-        let recent = self.recent_residuals();
+        let recent = &self.residuals[self.residuals.len().saturating_sub(MARGIN_SAMPLES)..];
         if recent.is_empty() {
             return FIRST_MARGIN;
         }
@@ -170,7 +186,21 @@ impl Calibration {
 
     /// Server tokens per raw token of whole requests.
     pub fn whole_ratio(&self) -> Option<f64> {
-        ratio_of(&self.whole)
+        let pairs: Vec<(u64, u64)> = self.whole.iter().map(|w| (w.0, w.1)).collect();
+        ratio_of(&pairs)
+    }
+
+    /// Server tokens per raw token of the fixed parts (system, tools, priming): what the recent
+    /// reports leave once their messages are counted at the text ratio.
+    pub fn fixed_ratio(&self) -> Option<f64> {
+        let text = ratio_of(&self.delta)?;
+        let recent = &self.whole[self.whole.len().saturating_sub(RATIO_SAMPLES)..];
+        let fixed: u64 = recent.iter().map(|w| w.2).sum();
+        if fixed == 0 {
+            return None;
+        }
+        let left: f64 = recent.iter().map(|w| (w.1 as f64 - text * w.0.saturating_sub(w.2) as f64).max(0.0)).sum();
+        Some(left / fixed as f64)
     }
 
     /// Server tokens per raw token of appended text (tool results, answers): the ratio for pieces of
@@ -181,21 +211,26 @@ impl Calibration {
 
     /// The best prediction of the server's count of a request whose raw count is `raw`, margin
     /// excluded; `basis` is the last reported request when this one extends it.
-    pub fn best(&self, raw: Tokens, basis: Option<Basis>) -> Option<f64> {
+    pub fn best(&self, raw: Raw, basis: Option<Basis>) -> Option<f64> {
         match basis {
-            Some(b) if raw >= b.raw => {
+            Some(b) if raw.total >= b.raw => {
                 let ratio = self.text_ratio()?;
-                Some(b.actual.0 as f64 + ratio * (raw - b.raw).0 as f64)
+                Some(b.actual.0 as f64 + ratio * (raw.total - b.raw).0 as f64)
             }
-            _ => Some(self.whole_ratio()? * raw.0 as f64),
+            _ => match (self.fixed_ratio(), ratio_of(&self.delta)) {
+                (Some(fixed), Some(text)) => {
+                    Some(fixed * raw.fixed.0 as f64 + text * raw.total.saturating_sub(raw.fixed).0 as f64)
+                }
+                _ => Some(self.whole_ratio()? * raw.total.0 as f64),
+            },
         }
     }
 
     /// A request's count for every decision: the best prediction plus the margin; the raw count
     /// itself before any report. Marked `estimated` while the raw count was an estimate and the
     /// calibration is not confirmed.
-    pub fn predict(&self, raw: Count, basis: Option<Basis>) -> Count {
-        match self.best(raw.tokens, basis) {
+    pub fn predict(&self, raw: Count, fixed: Tokens, basis: Option<Basis>) -> Count {
+        match self.best(Raw { total: raw.tokens, fixed }, basis) {
             None => raw,
             Some(best) => Count {
                 tokens: ceil_tokens(best * (1.0 + self.margin())),
@@ -218,13 +253,13 @@ impl Calibration {
     }
 
     /// Learns from a report: the server counted `actual` for a request we counted `raw` (raw,
-    /// uncalibrated), whose basis was `basis`. The error of the prediction that was made for it (by
+    /// uncalibrated; its fixed part too), whose basis was `basis`. The error of the prediction that was made for it (by
     /// this calibration as it stood) is recorded first.
-    pub fn observe(&mut self, raw: Tokens, basis: Option<Basis>, actual: Tokens) -> Observed {
-        if raw == Tokens::ZERO || actual == Tokens::ZERO {
+    pub fn observe(&mut self, raw: Raw, basis: Option<Basis>, actual: Tokens) -> Observed {
+        if raw.total == Tokens::ZERO || actual == Tokens::ZERO {
             return Observed::Rejected;
         }
-        let ratio = actual.0 as f64 / raw.0 as f64;
+        let ratio = actual.0 as f64 / raw.total.0 as f64;
         if !(RATIO_BOUNDS.0..=RATIO_BOUNDS.1).contains(&ratio) {
             return Observed::Rejected;
         }
@@ -233,9 +268,9 @@ impl Calibration {
             push_bounded(&mut self.residuals, residual, RESIDUAL_SAMPLES);
             -residual
         });
-        push_bounded(&mut self.whole, (raw.0, actual.0), RATIO_SAMPLES);
+        push_bounded(&mut self.whole, (raw.total.0, actual.0, raw.fixed.0.min(raw.total.0)), RATIO_SAMPLES);
         if let Some(b) = basis {
-            let raw_delta = raw.saturating_sub(b.raw).0;
+            let raw_delta = raw.total.saturating_sub(b.raw).0;
             let actual_delta = actual.saturating_sub(b.actual).0;
             let delta_ratio = actual_delta as f64 / raw_delta.max(1) as f64;
             if raw_delta >= MIN_DELTA_RAW && (RATIO_BOUNDS.0..=RATIO_BOUNDS.1).contains(&delta_ratio) {
@@ -261,11 +296,37 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A raw count whose fixed part is a tenth of it.
+    fn raw(total: u64) -> Raw {
+        Raw { total: Tokens(total), fixed: Tokens(total / 10) }
+    }
+
+    #[test]
+    fn a_template_that_drops_the_tool_schemas_is_learned_as_the_fixed_part() {
+        // The server counts messages 1:1 with us but its template drops our 900-token fixed part
+        // (tool schemas) almost entirely: 100 of them.
+        let mut c = Calibration::default();
+        let mut basis = None;
+        let mut messages = 500u64;
+        for _ in 0..6 {
+            let r = Raw { total: Tokens(900 + messages), fixed: Tokens(900) };
+            let actual = Tokens(100 + messages);
+            c.observe(r, basis, actual);
+            basis = Some(Basis { raw: r.total, actual });
+            messages += 700;
+        }
+        // A rebuilt request with 2,000 tokens of messages: about 2,100 by the server.
+        let p = c.predict(Count::measured(2_900), Tokens(900), None).tokens.0;
+        assert!((2_100..2_200).contains(&p), "{p}");
+        let fixed = c.fixed_ratio().unwrap();
+        assert!((fixed - 100.0 / 900.0).abs() < 0.01, "{fixed}");
+    }
+
     #[test]
     fn uncalibrated_counts_pass_through() {
         let c = Calibration::default();
         assert!(!c.is_calibrated());
-        assert_eq!(c.predict(Count::estimated(1000), None), Count::estimated(1000));
+        assert_eq!(c.predict(Count::estimated(1000), Tokens(100), None), Count::estimated(1000));
         assert_eq!(c.scale(Count::measured(10)), Count::measured(10));
     }
 
@@ -273,9 +334,9 @@ mod tests {
     fn a_basis_makes_only_the_appended_part_an_estimate() {
         let mut c = Calibration::default();
         // Our estimate is 1.7× the server's count.
-        assert_eq!(c.observe(Tokens(17_000), None, Tokens(10_000)), Observed::Learned { error: None });
+        assert_eq!(c.observe(raw(17_000), None, Tokens(10_000)), Observed::Learned { error: None });
         let basis = Basis { raw: Tokens(17_000), actual: Tokens(10_000) };
-        let p = c.predict(Count::estimated(22_100), Some(basis));
+        let p = c.predict(Count::estimated(22_100), Tokens(1_000), Some(basis));
         // 10,000 + 5,100 / 1.7 = 13,000, plus the first margin of 5 %.
         assert_eq!(p.tokens, Tokens(13_650));
         assert!(p.estimated, "not confirmed after one report");
@@ -288,13 +349,13 @@ mod tests {
         let mut raw = 5_000u64;
         for _ in 0..5 {
             let actual = raw * 10 / 17;
-            c.observe(Tokens(raw), basis, Tokens(actual));
+            c.observe(Raw { total: Tokens(raw), fixed: Tokens(1_000) }, basis, Tokens(actual));
             basis = Some(Basis { raw: Tokens(raw), actual: Tokens(actual) });
             raw += 5_100;
         }
         assert!(c.confirmed(), "{c:?}");
         assert!(c.margin() < 0.01, "{}", c.margin());
-        let p = c.predict(Count::estimated(raw), basis);
+        let p = c.predict(Count::estimated(raw), Tokens(1_000), basis);
         assert!(!p.estimated);
         let truth = raw * 10 / 17;
         assert!(p.tokens.0 >= truth && p.tokens.0 <= truth + truth / 50, "{} vs {truth}", p.tokens);
@@ -305,17 +366,17 @@ mod tests {
     #[test]
     fn absurd_reports_are_not_learned() {
         let mut c = Calibration::default();
-        assert_eq!(c.observe(Tokens(10_000), None, Tokens(100)), Observed::Rejected);
-        assert_eq!(c.observe(Tokens(0), None, Tokens(100)), Observed::Rejected);
-        assert_eq!(c.observe(Tokens(100), None, Tokens(0)), Observed::Rejected);
+        assert_eq!(c.observe(raw(10_000), None, Tokens(100)), Observed::Rejected);
+        assert_eq!(c.observe(raw(0), None, Tokens(100)), Observed::Rejected);
+        assert_eq!(c.observe(raw(100), None, Tokens(0)), Observed::Rejected);
         assert!(!c.is_calibrated());
     }
 
     #[test]
     fn a_refusal_widens_the_margin_and_withdraws_confirmation() {
         let mut c = Calibration::default();
-        for raw in [1_000u64, 2_000, 3_000, 4_000] {
-            c.observe(Tokens(raw), None, Tokens(raw / 2));
+        for n in [1_000u64, 2_000, 3_000, 4_000] {
+            c.observe(raw(n), None, Tokens(n / 2));
         }
         assert!(c.confirmed());
         c.refused(0.04);
@@ -326,7 +387,7 @@ mod tests {
     #[test]
     fn it_survives_serialisation() {
         let mut c = Calibration::default();
-        c.observe(Tokens(3_000), None, Tokens(2_000));
+        c.observe(raw(3_000), None, Tokens(2_000));
         let back: Calibration = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
         assert_eq!(back, c);
     }
@@ -344,18 +405,19 @@ mod tests {
             let mut c = Calibration::default();
             let fixed = 1_500u64;
             let (mut raw, mut actual) = (fixed, (fixed as f64 * ratio) as u64);
-            c.observe(Tokens(raw), None, Tokens(actual));
+            let r = |total: u64| Raw { total: Tokens(total), fixed: Tokens(fixed) };
+            c.observe(r(raw), None, Tokens(actual));
             let mut basis = Basis { raw: Tokens(raw), actual: Tokens(actual) };
             for (i, (part, noise)) in parts.iter().enumerate() {
                 raw += part;
                 actual += (*part as f64 * ratio * (1.0 + noise)) as u64;
-                let predicted = c.predict(Count::estimated(raw), Some(basis)).tokens.0 as f64;
+                let predicted = c.predict(Count::estimated(raw), Tokens(fixed), Some(basis)).tokens.0 as f64;
                 if i >= 4 {
                     let err = (predicted - actual as f64) / actual as f64;
                     prop_assert!(err > -0.02, "under by {err} at {i}");
                     prop_assert!(err < 0.05, "over by {err} at {i}");
                 }
-                c.observe(Tokens(raw), Some(basis), Tokens(actual));
+                c.observe(r(raw), Some(basis), Tokens(actual));
                 basis = Basis { raw: Tokens(raw), actual: Tokens(actual) };
             }
         }

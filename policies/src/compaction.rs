@@ -229,17 +229,10 @@ pub fn plan(input: &PlanInput) -> Plan {
     }
     let keep_from_message = rs.get(keep_from).map_or(history.len(), |r| r.start);
 
-    // Dedup by exact text: a file whose text is already present verbatim in the kept part is not
-    // repeated.
+    // Dedup by exact text: a file whose current text is already verbatim in the kept part — in a
+    // result that shows it, or in the write that made it — is not repeated.
     let kept = &history[keep_from_message..];
-    files.retain(|&i| {
-        let text = input.working_files[i].text.as_str();
-        !kept.iter().flat_map(|m| &m.parts).any(|p| match p {
-            Part::Text { text: t } => t == text,
-            Part::ToolResult { content, .. } => content == text,
-            _ => false,
-        })
-    });
+    files.retain(|&i| !present_verbatim(kept, &input.working_files[i].text));
 
     Plan {
         summarise: (0..keep_from_message).collect(),
@@ -249,6 +242,23 @@ pub fn plan(input: &PlanInput) -> Plan {
         observations: observations.into_iter().filter(|o| o.round < keep_from).collect(),
         files,
     }
+}
+
+/// Whether `text` stands verbatim in `messages`: inside a text or a tool result, or as the `content`
+/// a tool call wrote.
+fn present_verbatim(messages: &[Message], text: &str) -> bool {
+    if text.is_empty() {
+        return true;
+    }
+    messages.iter().flat_map(|m| &m.parts).any(|p| match p {
+        Part::Text { text: t } => t.contains(text),
+        Part::ToolResult { content, .. } => content.contains(text),
+        Part::ToolCall { arguments, .. } => serde_json::from_str::<serde_json::Value>(arguments)
+            .ok()
+            .and_then(|v| v.get("content").and_then(|c| c.as_str()).map(|c| c == text))
+            .unwrap_or(false),
+        _ => false,
+    })
 }
 
 /// The rebuilt history, in order: the objective (the original message when it opens the kept part,

@@ -23,7 +23,7 @@ use crate::provider::{ChatRequest, Client};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, StoreError};
-use agentd_policies::calibration::{Basis, Calibration, Observed, Standing};
+use agentd_policies::calibration::{Basis, Calibration, Observed, Raw, Standing};
 use agentd_policies::compaction::{
     SentPrefix, WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX, OBSERVATIONS_HEADER,
 };
@@ -111,6 +111,8 @@ struct LastRequest {
     fingerprint: Fingerprint,
     /// The counter's raw count of it.
     raw: Count,
+    /// The raw count of its fixed part (system prompt, tools, priming).
+    raw_fixed: Tokens,
     /// The basis it was counted from, if it extended an earlier reported request.
     basis: Option<Basis>,
     /// Its calibrated count.
@@ -415,6 +417,7 @@ impl State {
                 model,
                 fingerprint: Fingerprint::of(&request),
                 raw: measurement.raw,
+                raw_fixed: measurement.raw_fixed,
                 basis,
                 counted: measurement.count.total.tokens,
                 reported: None,
@@ -665,7 +668,7 @@ impl Handler<Observe> for Fitter {
             if !clamped && usage.prompt_tokens > 0 {
                 let actual = Tokens(usage.prompt_tokens);
                 let observed = state
-                    .update_calibration(&server, &model, |c| c.observe(last.raw.tokens, last.basis, actual));
+                    .update_calibration(&server, &model, |c| c.observe(Raw { total: last.raw.tokens, fixed: last.raw_fixed }, last.basis, actual));
                 if let Observed::Learned { error: Some(error) } = observed {
                     tracing::debug!(
                         server = %server, model = %model, counted = %last.counted, reported = %actual,

@@ -28,6 +28,8 @@ pub struct Measurement {
     pub count: RequestCount,
     /// The counter's own count of the whole request.
     pub raw: Count,
+    /// The counter's own count of its fixed part (system prompt, tools, priming).
+    pub raw_fixed: Tokens,
 }
 
 impl Meter {
@@ -87,9 +89,14 @@ impl Meter {
     /// A whole request; `basis` is the server's report of the last request this one extends.
     pub fn count_request(&self, request: &ChatRequest, basis: Option<Basis>) -> Measurement {
         let raw = self.counter.count_request(request);
-        let total = self.calibration.predict(raw.total, basis);
-        Measurement { count: scaled(raw, total), raw: raw.total }
+        let total = self.calibration.predict(raw.total, fixed_part(&raw), basis);
+        Measurement { count: scaled(raw, total), raw: raw.total, raw_fixed: fixed_part(&raw) }
     }
+}
+
+/// The fixed part of a request's count: system prompt, tool schemas and the reply's priming.
+pub fn fixed_part(count: &RequestCount) -> Tokens {
+    count.total.tokens.saturating_sub(count.messages.tokens)
 }
 
 /// `raw`'s categories scaled to add up to `total` (rounding goes to the messages).
@@ -131,7 +138,7 @@ fn scaled(raw: RequestCount, total: Count) -> RequestCount {
 mod tests {
     use super::*;
     use crate::provider::ToolSpec;
-    use agentd_policies::calibration::Basis;
+    use agentd_policies::calibration::{Basis, Raw};
 
     fn request(messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
@@ -157,6 +164,7 @@ mod tests {
         let m = meter.count_request(&req, None);
         assert_eq!(m.count, counter.count_request(&req));
         assert_eq!(m.raw, counter.count_request(&req).total);
+        assert_eq!(m.raw_fixed, fixed_part(&counter.count_request(&req)));
         assert_eq!(meter.describe(), "estimate");
         assert_eq!(meter.measured(), Measured { source: CountSource::Estimate, calibrated_by: 0 });
     }
@@ -168,7 +176,8 @@ mod tests {
         let req = request(vec![Message::user(text.clone())]);
         let raw = counter.count_request(&req);
         let mut calibration = Calibration::default();
-        calibration.observe(raw.total.tokens, None, Tokens(raw.total.tokens.0 / 2));
+        let fixed = fixed_part(&raw);
+        calibration.observe(Raw { total: raw.total.tokens, fixed }, None, Tokens(raw.total.tokens.0 / 2));
         let meter = Meter::new(counter.clone(), calibration);
         let m = meter.count_request(&req, None);
         // Half, plus the first margin of 5 %.

@@ -36,8 +36,15 @@ pub fn event_line(e: &Value) -> String {
         "request_sent" => {
             let tokens = n(e, "tokens");
             let window = n(e, "window").max(1);
+            let measure = match e.get("measured_by") {
+                Some(m) if n(m, "calibrated_by") > 0 => {
+                    format!(", {} calibrated by {}", s(m, "source"), n(m, "calibrated_by"))
+                }
+                Some(m) if m.is_object() => format!(", {}", s(m, "source")),
+                _ => String::new(),
+            };
             format!(
-                "request sent: {}{} tokens, {:.0}% of the {} window ({}), trigger {}",
+                "request sent: {}{} tokens, {:.0}% of the {} window ({}), trigger {}{measure}",
                 est(e),
                 tokens,
                 tokens as f64 * 100.0 / window as f64,
@@ -57,8 +64,15 @@ pub fn event_line(e: &Value) -> String {
         },
         "tool_called" => format!("→ {} ({})", s(e, "tool"), s(e, "call_id")),
         "tool_finished" => {
+            let size = match (e.get("result_tokens").and_then(Value::as_u64), e.get("evidence_id")) {
+                (Some(t), Some(id)) if id.is_string() => {
+                    format!(", paged: {t} tokens shown of evidence {}", s(e, "evidence_id"))
+                }
+                (Some(t), _) => format!(", {t} tokens whole"),
+                _ => String::new(),
+            };
             format!(
-                "← {} {}",
+                "← {} {}{size}",
                 s(e, "tool"),
                 if e.get("ok").and_then(Value::as_bool) == Some(true) { "ok" } else { "failed" }
             )

@@ -280,7 +280,8 @@ impl Methods {
                 roles.insert(
                     role,
                     json!({"tokens": g.tokens, "estimated": g.estimated, "window": g.window,
-                           "window_source": g.window_source, "count_source": g.count_source}),
+                           "window_source": g.window_source, "count_source": g.count_source,
+                           "calibration": g.calibration, "measured_by": g.measured_by}),
                 );
             }
         }

@@ -218,6 +218,23 @@ fn a_file_already_present_verbatim_is_not_repeated() {
     let inp = input(&h, &tokens, "make the tests pass", 1000, &files);
     let p = plan(&inp);
     assert!(p.files.is_empty());
+    // Inside a longer result (an evidence page's header before it), or as what a kept write wrote.
+    let mut h = sample();
+    let text = filler("kept", 100);
+    h.push(call("r9", "read_file", r#"{"path":"k.rs"}"#));
+    h.push(Message::tool_result("r9", format!("[evidence e: 1 line]\n{text}"), false));
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let files = vec![WorkingFile { path: "k.rs".into(), text: text.clone(), tokens: Tokens(25) }];
+    assert!(plan(&input(&h, &tokens, "make the tests pass", 1000, &files)).files.is_empty());
+    let mut h = sample();
+    let write = serde_json::json!({"path": "k.rs", "content": text}).to_string();
+    h.push(call("w1", "write_file", &write));
+    h.push(Message::tool_result("w1", "wrote k.rs", false));
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    assert!(plan(&input(&h, &tokens, "make the tests pass", 1000, &files)).files.is_empty());
+    // A file changed since: its current text is not in the history, so it is carried.
+    let changed = vec![WorkingFile { path: "k.rs".into(), text: format!("{text} changed"), tokens: Tokens(27) }];
+    assert_eq!(plan(&input(&h, &tokens, "make the tests pass", 1000, &changed)).files, vec![0]);
 }
 
 #[test]
