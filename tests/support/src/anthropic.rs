@@ -13,7 +13,7 @@
 use serde_json::{json, Value};
 
 use crate::openai::{split_arguments, Frame};
-use crate::script::{Chunk, Reply};
+use crate::script::{Chunk, Reply, Usage};
 
 /// One content block of a reply, grouped from the chunks.
 #[derive(Debug, PartialEq)]
@@ -82,7 +82,19 @@ pub(crate) fn stop_reason(reply: &Reply) -> String {
     }
 }
 
-fn message_start(frame: &Frame<'_>, usage: Option<(u64, u64)>) -> String {
+/// Anthropic's `usage` object: `input_tokens` is the uncached rest of the prompt,
+/// `cache_read_input_tokens` what the cache served (nothing is reported as written to it).
+fn usage_json(usage: Usage, output_tokens: u64) -> Value {
+    let cached = usage.cached.unwrap_or(0).min(usage.prompt);
+    json!({
+        "input_tokens": usage.prompt - cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": output_tokens,
+    })
+}
+
+fn message_start(frame: &Frame<'_>, usage: Option<Usage>) -> String {
     let mut message = json!({
         "id": frame.id,
         "type": "message",
@@ -92,13 +104,8 @@ fn message_start(frame: &Frame<'_>, usage: Option<(u64, u64)>) -> String {
         "stop_reason": null,
         "stop_sequence": null,
     });
-    if let Some((prompt, _)) = usage {
-        message["usage"] = json!({
-            "input_tokens": prompt,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "output_tokens": 1,
-        });
+    if let Some(usage) = usage {
+        message["usage"] = usage_json(usage, 1);
     }
     event("message_start", &json!({"type": "message_start", "message": message}))
 }
@@ -145,9 +152,9 @@ fn block_events(index: usize, block: &Block, close: bool) -> Vec<String> {
 }
 
 /// The full SSE body of a successful reply, as separate events. Usage figures are sent only when
-/// the reply scripts them (`input_tokens` = the prompt, no cache).
-pub(crate) fn stream_events(frame: &Frame<'_>, reply: &Reply) -> Vec<String> {
-    let mut events = vec![message_start(frame, reply.usage), event("ping", &json!({"type": "ping"}))];
+/// `usage` is given (`input_tokens` = the uncached prompt).
+pub(crate) fn stream_events(frame: &Frame<'_>, reply: &Reply, usage: Option<Usage>) -> Vec<String> {
+    let mut events = vec![message_start(frame, usage), event("ping", &json!({"type": "ping"}))];
     for (index, block) in blocks(&reply.chunks).iter().enumerate() {
         events.extend(block_events(index, block, true));
     }
@@ -155,8 +162,8 @@ pub(crate) fn stream_events(frame: &Frame<'_>, reply: &Reply) -> Vec<String> {
         "type": "message_delta",
         "delta": {"stop_reason": stop_reason(reply), "stop_sequence": null},
     });
-    if let Some((_, completion)) = reply.usage {
-        delta["usage"] = json!({"output_tokens": completion});
+    if let Some(usage) = usage {
+        delta["usage"] = json!({"output_tokens": usage.completion});
     }
     events.push(event("message_delta", &delta));
     events.push(event("message_stop", &json!({"type": "message_stop"})));
@@ -179,8 +186,8 @@ pub(crate) fn empty_stream_events(frame: &Frame<'_>) -> Vec<String> {
     vec![message_start(frame, None), event("message_stop", &json!({"type": "message_stop"}))]
 }
 
-/// A non-stream `message` body.
-pub(crate) fn message(frame: &Frame<'_>, reply: &Reply) -> Value {
+/// A non-stream `message` body, with `usage` when given.
+pub(crate) fn message(frame: &Frame<'_>, reply: &Reply, usage: Option<Usage>) -> Value {
     let content: Vec<Value> = blocks(&reply.chunks)
         .into_iter()
         .map(|b| match b {
@@ -206,13 +213,8 @@ pub(crate) fn message(frame: &Frame<'_>, reply: &Reply) -> Value {
         "stop_reason": stop_reason(reply),
         "stop_sequence": null,
     });
-    if let Some((prompt, completion)) = reply.usage {
-        body["usage"] = json!({
-            "input_tokens": prompt,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "output_tokens": completion,
-        });
+    if let Some(usage) = usage {
+        body["usage"] = usage_json(usage, usage.completion);
     }
     body
 }
@@ -355,7 +357,7 @@ mod tests {
             finish_reason: None,
             usage: Some((100, 7)),
         };
-        let p = payloads(&stream_events(&FRAME, &reply));
+        let p = payloads(&stream_events(&FRAME, &reply, Usage::scripted(&reply)));
         let kinds: Vec<&str> = p.iter().map(|v| v["type"].as_str().unwrap()).collect();
         assert_eq!(kinds[..2], ["message_start", "ping"]);
         assert_eq!(kinds[kinds.len() - 2..], ["message_delta", "message_stop"]);
@@ -373,7 +375,7 @@ mod tests {
         assert_eq!(json, r#"{"summary":"s"}"#);
         // Without scripted usage, no usage at all.
         let reply = Reply { chunks: vec![Chunk::Text("x".into())], ..Reply::default() };
-        let p = payloads(&stream_events(&FRAME, &reply));
+        let p = payloads(&stream_events(&FRAME, &reply, Usage::scripted(&reply)));
         assert!(p[0]["message"].get("usage").is_none());
         assert_eq!(p[p.len() - 2]["delta"]["stop_reason"], "end_turn");
     }
@@ -394,7 +396,7 @@ mod tests {
             finish_reason: Some("length".into()),
             usage: None,
         };
-        let body = message(&FRAME, &reply);
+        let body = message(&FRAME, &reply, Usage::scripted(&reply));
         assert_eq!(body["content"][0]["signature"], signature_of("r"));
         assert_eq!(body["content"][1], json!({"type": "text", "text": "ab"}));
         assert_eq!(body["stop_reason"], "max_tokens");

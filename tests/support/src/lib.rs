@@ -49,15 +49,22 @@
 //!   own count, and `GET /v1/models/{id}` Anthropic's model object (with
 //!   `context_window` when `max_model_len` is set). The window and silent
 //!   truncation apply to both chat endpoints.
+//! - With [`ServerBuilder::report_usage`], every successful chat reply reports
+//!   usage like a real provider: the prompt as the server counted it, and the
+//!   part its prompt cache served (the longest message-level prefix shared
+//!   with an earlier request, 0 under [`MIN_CACHED_PREFIX`]), recorded per
+//!   request in [`ScriptedServer::cached`] beside [`ScriptedServer::counted`].
 //! - Every request is recorded before it is answered
 //!   ([`ScriptedServer::requests`]); an exhausted script answers HTTP 500.
 //! - Malformed HTTP gets a 400; nothing a client sends can panic the server.
 //!
 //! Layout: `script` (steps and shared state), `openai` and `anthropic`
-//! (step → wire rendering, pure), `http` (hand-rolled HTTP/1.1 on tokio),
+//! (step → wire rendering, pure), `count` (the server's token count) and
+//! `cache` (its prompt cache), `http` (hand-rolled HTTP/1.1 on tokio),
 //! `server` (handle, builder, routing).
 
 mod anthropic;
+mod cache;
 mod count;
 pub mod daemon;
 mod http;
@@ -71,6 +78,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+pub use cache::MIN_CACHED_PREFIX;
 pub use count::{count_request, tokens as count_text_tokens};
 pub use script::{Chunk, Fault, RecordedRequest, Reply, Responder, Step};
 pub use server::{ScriptedServer, ServerBuilder};

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::script::{Chunk, Reply};
+use crate::script::{Chunk, Reply, Usage};
 
 /// Identity shared by every chunk of one completion.
 pub(crate) struct Frame<'a> {
@@ -81,28 +81,33 @@ pub(crate) fn delta_chunks(frame: &Frame<'_>, chunks: &[Chunk]) -> Vec<Value> {
     out
 }
 
-fn usage(prompt: u64, completion: u64) -> Value {
-    json!({
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    })
+/// OpenAI's `usage` object; a cache figure goes in `prompt_tokens_details.cached_tokens`.
+fn usage_json(usage: Usage) -> Value {
+    let mut body = json!({
+        "prompt_tokens": usage.prompt,
+        "completion_tokens": usage.completion,
+        "total_tokens": usage.prompt + usage.completion,
+    });
+    if let Some(cached) = usage.cached {
+        body["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+    }
+    body
 }
 
 /// The full SSE body of a successful reply, as separate events (the last
-/// one is `[DONE]`).
-pub(crate) fn stream_events(frame: &Frame<'_>, reply: &Reply) -> Vec<String> {
+/// one is `[DONE]`), with a usage chunk when `usage` is given.
+pub(crate) fn stream_events(frame: &Frame<'_>, reply: &Reply, usage: Option<Usage>) -> Vec<String> {
     let mut events: Vec<String> = delta_chunks(frame, &reply.chunks).iter().map(sse_event).collect();
     let finish = reply.effective_finish_reason();
     events.push(sse_event(&chunk(frame, json!({}), Some(&finish))));
-    if let Some((prompt, completion)) = reply.usage {
+    if let Some(usage) = usage {
         events.push(sse_event(&json!({
             "id": frame.id,
             "object": "chat.completion.chunk",
             "created": 0,
             "model": frame.model,
             "choices": [],
-            "usage": usage(prompt, completion),
+            "usage": usage_json(usage),
         })));
     }
     events.push(DONE.to_string());
@@ -143,8 +148,8 @@ fn message(chunks: &[Chunk]) -> Value {
     msg
 }
 
-/// A non-stream `chat.completion` body.
-pub(crate) fn completion(frame: &Frame<'_>, reply: &Reply) -> Value {
+/// A non-stream `chat.completion` body, with `usage` when given.
+pub(crate) fn completion(frame: &Frame<'_>, reply: &Reply, usage: Option<Usage>) -> Value {
     let mut body = json!({
         "id": frame.id,
         "object": "chat.completion",
@@ -157,8 +162,8 @@ pub(crate) fn completion(frame: &Frame<'_>, reply: &Reply) -> Value {
             "finish_reason": reply.effective_finish_reason(),
         }],
     });
-    if let Some((prompt, completion)) = reply.usage {
-        body["usage"] = usage(prompt, completion);
+    if let Some(usage) = usage {
+        body["usage"] = usage_json(usage);
     }
     body
 }
@@ -304,7 +309,7 @@ mod tests {
             finish_reason: None,
             usage: None,
         };
-        let body = completion(&Frame { id: "x", model: "m" }, &reply);
+        let body = completion(&Frame { id: "x", model: "m" }, &reply, Usage::scripted(&reply));
         let msg = &body["choices"][0]["message"];
         assert_eq!(msg["content"], "ab");
         assert_eq!(msg["reasoning_content"], "think");

@@ -12,6 +12,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::cache::{self, Prompt};
+use crate::count::Parts;
+
 /// One scripted answer to one `POST /v1/chat/completions` request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
@@ -50,6 +53,22 @@ impl Reply {
         } else {
             "stop".to_string()
         }
+    }
+}
+
+/// A usage report as a reply carries it on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Usage {
+    pub prompt: u64,
+    pub completion: u64,
+    /// Of `prompt`, the tokens read from the prompt cache; `None`: no cache figure on the wire.
+    pub cached: Option<u64>,
+}
+
+impl Usage {
+    /// The usage the reply scripts, if any (no cache figure).
+    pub fn scripted(reply: &Reply) -> Option<Usage> {
+        reply.usage.map(|(prompt, completion)| Usage { prompt, completion, cached: None })
     }
 }
 
@@ -151,6 +170,8 @@ pub(crate) struct Config {
     pub ollama_num_ctx: Option<u64>,
     /// Serve llama.cpp's `GET /props` with this `n_ctx` (else a 404).
     pub props_n_ctx: Option<u64>,
+    /// Every successful reply reports usage: the server's own count and cache of the prompt.
+    pub report_usage: bool,
 }
 
 #[derive(Default)]
@@ -158,7 +179,10 @@ struct Inner {
     queue: VecDeque<Step>,
     requests: Vec<RecordedRequest>,
     counted: Vec<u64>,
+    cached: Vec<u64>,
     refused: usize,
+    /// The prompts of the chat requests accepted so far: what the prompt cache holds.
+    prompts: Vec<Prompt>,
 }
 
 /// State shared between the [`crate::ScriptedServer`] handle and the
@@ -178,7 +202,9 @@ impl State {
                 queue: script.into(),
                 requests: Vec::new(),
                 counted: Vec::new(),
+                cached: Vec::new(),
                 refused: 0,
+                prompts: Vec::new(),
             }),
             completions: AtomicU64::new(0),
             active: AtomicUsize::new(0),
@@ -203,17 +229,28 @@ impl State {
         self.lock().requests.push(request);
     }
 
-    /// Records the server's own count of a chat request; `refused` when it was over the window.
-    pub fn record_count(&self, tokens: u64, refused: bool) {
+    /// Records the server's own count of a chat request (`parts`) and answers how much of it the
+    /// prompt cache serves; `refused` when it was over the window (it then reads nothing from the
+    /// cache and adds nothing to it).
+    pub fn record_count(&self, parts: &Parts, prompt: Prompt, refused: bool) -> u64 {
         let mut inner = self.lock();
-        inner.counted.push(tokens);
+        let cached = if refused { 0 } else { cache::cached_tokens(&prompt, parts, &inner.prompts) };
+        inner.counted.push(parts.total());
+        inner.cached.push(cached);
         if refused {
             inner.refused += 1;
+        } else {
+            inner.prompts.push(prompt);
         }
+        cached
     }
 
     pub fn counted(&self) -> Vec<u64> {
         self.lock().counted.clone()
+    }
+
+    pub fn cached(&self) -> Vec<u64> {
+        self.lock().cached.clone()
     }
 
     pub fn refused(&self) -> usize {

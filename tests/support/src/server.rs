@@ -11,7 +11,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::anthropic;
 use crate::http::{Conn, ReadError, Request};
 use crate::openai::{self, Frame};
-use crate::script::{strip_query, Config, Fault, RecordedRequest, Reply, Responder, State, Step};
+use crate::script::{strip_query, Config, Fault, RecordedRequest, Reply, Responder, State, Step, Usage};
 use crate::{
     CHAT_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, MODELS_PATH, OLLAMA_SHOW_PATH, PROPS_PATH, TOKENIZE_PATH,
 };
@@ -70,11 +70,18 @@ impl ScriptedServer {
         self.state.push(steps);
     }
 
-    /// Every request received so far (including malformed-JSON ones, but not
-    /// requests whose HTTP framing could not be parsed).
     /// The server's own token count of every chat request, in order (refused ones included).
     pub fn counted(&self) -> Vec<u64> {
         self.state.counted()
+    }
+
+    /// The prompt tokens the server's prompt cache served for every chat request, parallel to
+    /// [`counted`](Self::counted) (0 for a refused one): the longest prefix shared with an earlier
+    /// accepted request — tools, system, then the leading JSON-equal messages — or 0 when that is
+    /// under [`MIN_CACHED_PREFIX`](crate::MIN_CACHED_PREFIX) tokens. Recorded whether or not
+    /// [`report_usage`](ServerBuilder::report_usage) puts it on the wire.
+    pub fn cached(&self) -> Vec<u64> {
+        self.state.cached()
     }
 
     /// How many chat requests were refused as over the window.
@@ -82,6 +89,8 @@ impl ScriptedServer {
         self.state.refused()
     }
 
+    /// Every request received so far (including malformed-JSON ones, but not
+    /// requests whose HTTP framing could not be parsed).
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests()
     }
@@ -148,6 +157,7 @@ pub struct ServerBuilder {
     tokenize_endpoint: bool,
     ollama_num_ctx: Option<u64>,
     props_n_ctx: Option<u64>,
+    report_usage: bool,
     script: Vec<Step>,
     responder: Option<Responder>,
 }
@@ -162,6 +172,7 @@ impl Default for ServerBuilder {
             tokenize_endpoint: false,
             ollama_num_ctx: None,
             props_n_ctx: None,
+            report_usage: false,
             script: Vec::new(),
             responder: None,
         }
@@ -232,6 +243,18 @@ impl ServerBuilder {
         self
     }
 
+    /// Reports usage on every successful chat reply, as a real provider does (default off: only a
+    /// scripted [`sse_with_usage`](crate::sse_with_usage) reports any). The prompt figure is the
+    /// server's own count of the request ([`count_request`](crate::count_request), the count the
+    /// window is enforced with), overriding a scripted one; the completion figure is the scripted one,
+    /// else the o200k tokens of the reply's text, reasoning and tool calls. The prompt-cache figure
+    /// ([`ScriptedServer::cached`]) goes in OpenAI's `usage.prompt_tokens_details.cached_tokens`, and
+    /// on `/v1/messages` in `cache_read_input_tokens`, with `input_tokens` the uncached rest.
+    pub fn report_usage(mut self, on: bool) -> Self {
+        self.report_usage = on;
+        self
+    }
+
     /// Appends steps to the initial script.
     pub fn script(mut self, steps: impl IntoIterator<Item = Step>) -> Self {
         self.script.extend(steps);
@@ -261,6 +284,7 @@ impl ServerBuilder {
             tokenize_endpoint: self.tokenize_endpoint,
             ollama_num_ctx: self.ollama_num_ctx,
             props_n_ctx: self.props_n_ctx,
+            report_usage: self.report_usage,
         };
         let state = Arc::new(State::new(config, self.script));
         let task = tokio::spawn(accept_loop(listener, state.clone()));
@@ -411,9 +435,10 @@ enum Protocol {
 /// Answers a chat request (either protocol) from the script.
 async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol: Protocol) {
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let counted = crate::count::count_request(body);
+    let parts = crate::count::Parts::of(body);
+    let counted = parts.total();
     let over = state.config.window.is_some_and(|w| counted > w);
-    state.record_count(counted, over);
+    let cached = state.record_count(&parts, crate::cache::Prompt::of(body), over);
     if let (true, Some(limit)) = (over, state.config.window) {
         let step = crate::context_length_exceeded(limit, counted);
         let Step::Fault(fault) = step else { return };
@@ -443,13 +468,9 @@ async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol: Protocol) 
                     _ = conn.wait_for_disconnect() => return,
                 }
             }
-            Step::Respond(mut reply) => {
-                if let Some(cut) = state.config.silent_truncation_at {
-                    // The prompt was cut to `cut` tokens without a word; usage tells the truth.
-                    let (_, completion) = reply.usage.unwrap_or((0, 8));
-                    reply.usage = Some((counted.min(cut), completion));
-                }
-                let _ = respond(conn, &frame, &reply, stream, protocol).await;
+            Step::Respond(reply) => {
+                let usage = usage_of(&state.config, &reply, counted, cached);
+                let _ = respond(conn, &frame, &reply, usage, stream, protocol).await;
                 return;
             }
             Step::Fault(fault) => {
@@ -460,23 +481,43 @@ async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol: Protocol) 
     }
 }
 
+/// The usage a reply reports: the scripted one; with `report_usage`, the server's own count of the
+/// prompt and what its cache served, with the scripted completion figure (else the reply's own
+/// tokens); under silent truncation, the prompt as cut (the truth a usage report tells).
+fn usage_of(config: &Config, reply: &Reply, counted: u64, cached: u64) -> Option<Usage> {
+    let mut usage = Usage::scripted(reply);
+    if config.report_usage {
+        let completion = reply
+            .usage
+            .map_or_else(|| crate::count::reply_tokens(&reply.chunks), |(_, completion)| completion);
+        usage = Some(Usage { prompt: counted, completion, cached: Some(cached) });
+    }
+    if let Some(cut) = config.silent_truncation_at {
+        let prompt = counted.min(cut);
+        let cached = usage.and_then(|u| u.cached).map(|c| c.min(prompt));
+        usage = Some(Usage { prompt, completion: usage.map_or(8, |u| u.completion), cached });
+    }
+    usage
+}
+
 async fn respond(
     conn: &mut Conn,
     frame: &Frame<'_>,
     reply: &Reply,
+    usage: Option<Usage>,
     stream: bool,
     protocol: Protocol,
 ) -> std::io::Result<()> {
     if protocol == Protocol::Anthropic {
         if !stream {
-            return conn.send_json(200, &[], &anthropic::message(frame, reply)).await;
+            return conn.send_json(200, &[], &anthropic::message(frame, reply, usage)).await;
         }
-        return send_stream(conn, anthropic::stream_events(frame, reply)).await;
+        return send_stream(conn, anthropic::stream_events(frame, reply, usage)).await;
     }
     if !stream {
-        return conn.send_json(200, &[], &openai::completion(frame, reply)).await;
+        return conn.send_json(200, &[], &openai::completion(frame, reply, usage)).await;
     }
-    send_stream(conn, openai::stream_events(frame, reply)).await
+    send_stream(conn, openai::stream_events(frame, reply, usage)).await
 }
 
 async fn start_sse(conn: &mut Conn) -> std::io::Result<()> {
@@ -561,7 +602,7 @@ async fn fault_response(
         }
         Fault::CutStream(chunks) => {
             let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
-            send_half_json(conn, &openai::completion(frame, &reply)).await
+            send_half_json(conn, &openai::completion(frame, &reply, None)).await
         }
         Fault::EmptyStream if stream => send_stream(conn, vec![openai::DONE.to_string()]).await,
         Fault::SilentStream if stream => send_stream(conn, Vec::new()).await,
@@ -599,7 +640,7 @@ async fn anthropic_fault(
         }
         Fault::CutStream(chunks) => {
             let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
-            send_half_json(conn, &anthropic::message(frame, &reply)).await
+            send_half_json(conn, &anthropic::message(frame, &reply, None)).await
         }
         Fault::SilentStream if stream => send_stream(conn, Vec::new()).await,
         Fault::EmptyStream if stream => send_stream(conn, anthropic::empty_stream_events(frame)).await,

@@ -223,3 +223,51 @@ async fn faults_cut_and_empty_streams() {
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["message"], "prompt is too long: 150 tokens > 100 maximum");
 }
+
+#[tokio::test]
+async fn reported_usage_splits_cached_and_uncached_input() {
+    let server = ScriptedServer::builder()
+        .model("claude-test")
+        .report_usage(true)
+        .responder(|_| sse(vec![text("ok")]))
+        .start()
+        .await;
+    let system: String = (0..300).map(|i| format!("rule {i}: keep every identifier exact\n")).collect();
+    let ephemeral = json!({"type": "ephemeral"});
+    let tools =
+        json!([{"name": "read_file", "input_schema": {"type": "object"}, "cache_control": ephemeral}]);
+    let body = |messages: Value, stream: bool| {
+        json!({
+            "model": "claude-test",
+            "max_tokens": 100,
+            "stream": stream,
+            "tools": tools,
+            "system": [{"type": "text", "text": system, "cache_control": ephemeral}],
+            "messages": messages,
+        })
+    };
+    // The cache mark moves to the last block, as agentd sends it: marks are not part of the prefix.
+    let first = body(
+        json!([{"role": "user", "content": [{"type": "text", "text": "go", "cache_control": ephemeral}]}]),
+        true,
+    );
+    let second = body(
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+            {"role": "user", "content": [{"type": "text", "text": "more", "cache_control": ephemeral}]},
+        ]),
+        false,
+    );
+    let r = call(&server, "POST", "/v1/messages", &[VERSION], &first).await;
+    let start = &r.events()[0].1["message"]["usage"];
+    assert_eq!(start["input_tokens"], count_request(&first));
+    assert_eq!(start["cache_read_input_tokens"], 0);
+    let r = call(&server, "POST", "/v1/messages", &[VERSION], &second).await;
+    let usage = &r.json()["usage"];
+    let cached = server.cached()[1];
+    assert_eq!(cached, count_request(&first) - 3, "tools, system and the first message");
+    assert_eq!(usage["cache_read_input_tokens"], cached);
+    assert_eq!(usage["input_tokens"], count_request(&second) - cached);
+    assert_eq!(usage["output_tokens"], count_text_tokens("ok"));
+}

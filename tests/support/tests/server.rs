@@ -715,3 +715,172 @@ async fn window_probes_of_ollama_and_llama_cpp_only_when_asked_for() {
     assert_eq!(post(off.addr(), "/api/show", &json!({"model": "qwen3-coder"})).await.status, 404);
     assert_eq!(get(off.addr(), "/props").await.status, 404);
 }
+
+/// A user message of well over 1,024 tokens.
+fn long_text(tag: &str) -> String {
+    (0..300).map(|i| format!("{tag}: line {i} of a long tool result, value {}\n", i * 7)).collect()
+}
+
+fn chat_of(messages: Value, stream: bool) -> Value {
+    json!({"model": "gpt-4o", "stream": stream, "messages": messages})
+}
+
+/// The usage object of a reply, streamed or not.
+fn usage_of(resp: &Resp, stream: bool) -> Value {
+    if stream {
+        resp.sse_chunks().last().unwrap()["usage"].clone()
+    } else {
+        resp.json()["usage"].clone()
+    }
+}
+
+#[tokio::test]
+async fn reported_usage_is_the_servers_own_count() {
+    let server = ScriptedServer::builder()
+        .report_usage(true)
+        .script(vec![
+            sse_with_usage(vec![text("x")], 999_999, 7),
+            sse(vec![text("hello there"), tool_call("finish", json!({"summary": "s"}))]),
+            sse(vec![text("hi")]),
+        ])
+        .start()
+        .await;
+    let bodies = [
+        chat_of(json!([{"role": "user", "content": "hi"}]), true),
+        chat_of(json!([{"role": "user", "content": "a longer question than that"}]), false),
+        chat_of(json!([{"role": "user", "content": "once more"}]), true),
+    ];
+    let mut usages = Vec::new();
+    for body in &bodies {
+        let stream = body["stream"] == true;
+        let resp = post(server.addr(), "/v1/chat/completions", body).await;
+        assert_eq!(resp.status, 200);
+        usages.push(usage_of(&resp, stream));
+    }
+    let counted = server.counted();
+    assert_eq!(counted, bodies.iter().map(count_request).collect::<Vec<_>>());
+    assert_eq!(server.cached(), vec![0, 0, 0], "nothing long enough to cache");
+    for (usage, n) in usages.iter().zip(&counted) {
+        assert_eq!(usage["prompt_tokens"], *n, "{usage}");
+        assert_eq!(usage["prompt_tokens_details"], json!({"cached_tokens": 0}));
+        assert_eq!(
+            usage["total_tokens"],
+            usage["prompt_tokens"].as_u64().unwrap() + usage["completion_tokens"].as_u64().unwrap()
+        );
+    }
+    // The scripted completion figure is kept; else the reply's own tokens.
+    assert_eq!(usages[0]["completion_tokens"], 7);
+    let call = 3 + count_text_tokens("finish") + count_text_tokens(r#"{"summary":"s"}"#);
+    assert_eq!(usages[1]["completion_tokens"], count_text_tokens("hello there") + call);
+    assert_eq!(usages[2]["completion_tokens"], count_text_tokens("hi"));
+}
+
+#[tokio::test]
+async fn a_shared_prefix_is_reported_as_cached() {
+    let server =
+        ScriptedServer::builder().report_usage(true).responder(|_| sse(vec![text("ok")])).start().await;
+    let system = json!({"role": "system", "content": "You are a careful agent."});
+    let first = json!([system, {"role": "user", "content": long_text("a")}]);
+    let second =
+        json!([system, {"role": "user", "content": long_text("a")}, {"role": "user", "content": "next"}]);
+    // Shares only the short system prompt with both: under 1,024 tokens, so nothing is cached.
+    let third = json!([system, {"role": "user", "content": long_text("b")}]);
+    // Shares the long prefix with the first two, not with the third.
+    let fourth =
+        json!([system, {"role": "user", "content": long_text("a")}, {"role": "user", "content": "other"}]);
+    let mut usages = Vec::new();
+    for (i, messages) in [&first, &second, &third, &fourth].into_iter().enumerate() {
+        let stream = i % 2 == 0;
+        let resp = post(server.addr(), "/v1/chat/completions", &chat_of(messages.clone(), stream)).await;
+        usages.push(usage_of(&resp, stream));
+    }
+    // The first request's prompt without the reply priming is the shared prefix.
+    let prefix = count_request(&chat_of(first.clone(), true)) - 3;
+    assert!(prefix >= MIN_CACHED_PREFIX, "{prefix}");
+    assert_eq!(server.cached(), vec![0, prefix, 0, prefix]);
+    for (usage, cached) in usages.iter().zip(server.cached()) {
+        assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], cached, "{usage}");
+    }
+    assert_eq!(
+        usages.iter().map(|u| u["prompt_tokens"].as_u64().unwrap()).collect::<Vec<_>>(),
+        server.counted()
+    );
+}
+
+#[tokio::test]
+async fn a_changed_tool_list_or_a_refused_request_caches_nothing() {
+    let short = count_request(&chat_of(json!([{"role": "user", "content": long_text("a")}]), false));
+    let server = ScriptedServer::builder()
+        .report_usage(true)
+        .window(short + 200)
+        .responder(|_| sse(vec![text("ok")]))
+        .start()
+        .await;
+    let messages = json!([{"role": "user", "content": long_text("a")}]);
+    let tools =
+        json!([{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]);
+    let more_tools = json!([tools[0], {"type": "function", "function": {"name": "finish"}}]);
+    let with = |tools: &Value, messages: &Value| json!({"model": "gpt-4o", "stream": false, "tools": tools, "messages": messages});
+    for body in [with(&tools, &messages), with(&more_tools, &messages), with(&tools, &messages)] {
+        assert_eq!(post(server.addr(), "/v1/chat/completions", &body).await.status, 200);
+    }
+    let parts_of_first = count_request(&with(&tools, &messages)) - 3;
+    // Tools come first in the prompt: another tool list shares nothing; the same one shares it all.
+    assert_eq!(server.cached(), vec![0, 0, parts_of_first]);
+
+    // Over the window: refused, nothing cached, nothing left in the cache for the next one.
+    let long =
+        json!([{"role": "user", "content": long_text("b")}, {"role": "user", "content": long_text("c")}]);
+    let resp = post(server.addr(), "/v1/chat/completions", &chat_of(long.clone(), false)).await;
+    assert_eq!(resp.status, 400);
+    let prefix_of_refused = json!([long[0]]);
+    let resp = post(server.addr(), "/v1/chat/completions", &chat_of(prefix_of_refused, false)).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(server.refused(), 1);
+    assert_eq!(server.cached()[3..], [0, 0]);
+    assert_eq!(server.counted().len(), server.cached().len());
+}
+
+#[tokio::test]
+async fn usage_reports_are_off_by_default() {
+    let server = ScriptedServer::start(vec![
+        sse(vec![text("x")]),
+        sse_with_usage(vec![text("x")], 120, 7),
+        sse(vec![text("x")]),
+    ])
+    .await;
+    let first = json!([{"role": "user", "content": long_text("a")}]);
+    let second = json!([first[0], {"role": "user", "content": "more"}]);
+    let resp = post(server.addr(), "/v1/chat/completions", &chat_of(first.clone(), true)).await;
+    assert!(resp.sse_chunks().iter().all(|c| c.get("usage").is_none()), "no usage unless scripted");
+    let resp = post(server.addr(), "/v1/chat/completions", &chat_of(second, true)).await;
+    assert_eq!(
+        resp.sse_chunks().last().unwrap()["usage"],
+        json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127}),
+        "the scripted figures, as they were"
+    );
+    let resp = post(server.addr(), "/v1/chat/completions", &chat_of(first.clone(), false)).await;
+    assert!(resp.json().get("usage").is_none());
+    // The cache is still recorded, for the test to read.
+    let prefix = count_request(&chat_of(first, true)) - 3;
+    assert_eq!(server.cached(), vec![0, prefix, prefix]);
+}
+
+#[tokio::test]
+async fn reported_usage_under_silent_truncation_tells_the_cut() {
+    let server = ScriptedServer::builder()
+        .report_usage(true)
+        .silent_truncation_at(50)
+        .script(vec![sse(vec![text("ok")])])
+        .start()
+        .await;
+    let resp = post(
+        server.addr(),
+        "/v1/chat/completions",
+        &chat_of(json!([{"role": "user", "content": long_text("a")}]), false),
+    )
+    .await;
+    assert_eq!(resp.json()["usage"]["prompt_tokens"], 50);
+    assert!(server.counted()[0] > 50);
+}
