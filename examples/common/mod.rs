@@ -1,5 +1,5 @@
 //! Shared by the examples: find (or build) the `agentd` binary, run `agentd serve` in a temporary home,
-//! call its command line, and stop it with SIGTERM; and the benchmarks' figures (medians, percentiles,
+//! call its command line, submit a task and follow its events, and stop it with SIGTERM; and the benchmarks' figures (medians, percentiles,
 //! durations and sizes as text). Errors are messages a person can act on.
 
 #![allow(dead_code)] // each example uses a different part of this module
@@ -125,6 +125,46 @@ impl Daemon {
     /// `agentd --home HOME ARGS…`, run to completion.
     pub fn cli(&self, args: &[&str]) -> Result<Output> {
         self.0.command(args).output().map_err(|e| format!("cannot run agentd {}: {e}", args.join(" ")))
+    }
+
+    /// Submits a task over the socket (`task.submit`) and returns its id.
+    pub fn submit(&self, objective: &str, workspace: &Path) -> Result<String> {
+        let r = self
+            .client()?
+            .call("task.submit", serde_json::json!({"objective": objective, "workspace": workspace}))
+            .map_err(|e| format!("task.submit failed: {e}"))?;
+        r["task_id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("task.submit returned no task_id: {r}"))
+    }
+
+    /// Follows a task's events from the first (`task.subscribe`) until its terminal event, and returns
+    /// them all. Waiting more than `quiet` for any one event is an error naming the last one seen and
+    /// the tail of the daemon's log.
+    pub fn events_until_end(&self, task_id: &str, quiet: Duration) -> Result<Vec<serde_json::Value>> {
+        let mut c = self.client()?;
+        c.set_timeout(Some(quiet));
+        c.call("task.subscribe", serde_json::json!({"task_id": task_id, "after_seq": 0}))
+            .map_err(|e| format!("task.subscribe {task_id} failed: {e}"))?;
+        let mut events: Vec<serde_json::Value> = Vec::new();
+        loop {
+            let n = c.next_notification().map_err(|e| {
+                let last = events.last().map_or("none".to_string(), |e| e["kind"].to_string());
+                let log = self.serve_log();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                format!(
+                    "no event of task {task_id} for {quiet:?} ({e}); last event {last}; the daemon's log ends:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })?;
+            let e = n["params"].clone();
+            let end = is_terminal(e["kind"].as_str().unwrap_or(""));
+            events.push(e);
+            if end {
+                return Ok(events);
+            }
+        }
     }
 
     /// SIGTERM, then wait (up to 15 s, then SIGKILL). Returns the exit code.
