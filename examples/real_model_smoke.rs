@@ -11,7 +11,10 @@
 
 mod common;
 
+use agentd_policies::calibration::{Basis, Calibration, Raw};
+use agentd_policies::Tokens;
 use agentd_runtime::counter::{prepare, TokenCounter};
+use agentd_runtime::meter::Meter;
 use agentd_runtime::provider::{ChatRequest, Client, OpenAiClient};
 use common::{agentd_binary, team_config, Daemon, Result};
 use serde_json::{json, Value};
@@ -61,14 +64,7 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
     for (label, request) in sample_requests(model) {
         let source = rt.block_on(prepare(&counter, &client, model, &request));
         let ours = counter.count_request(&request).total;
-        let Client::OpenAi(openai) = &client else { unreachable!() };
-        let mut body = openai.body(&request);
-        body["stream"] = json!(false);
-        body.as_object_mut().map(|o| o.remove("stream_options"));
-        body["max_tokens"] = json!(1);
-        let answer = post_json(base_url, "/chat/completions", &body)?;
-        let theirs =
-            answer["usage"]["prompt_tokens"].as_u64().ok_or_else(|| format!("no usage in {answer}"))?;
+        let theirs = prompt_tokens(&client, base_url, &request)?;
         let err = (ours.tokens.0 as f64 - theirs as f64) / theirs as f64;
         println!(
             "     {label:<28} agentd {:>5}{} ({source:?})  server {:>5}  relative error {:+.1}%",
@@ -91,6 +87,55 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
     }
     let mean = errors.iter().map(|e| e.abs()).sum::<f64>() / errors.len().max(1) as f64;
     println!("     mean |relative error| without tools: {:.1}%", mean * 100.0);
+
+    println!(
+        "1b. calibration on: a growing conversation (the lead's tools), each request extending the last"
+    );
+    let counter = std::sync::Arc::new(counter);
+    let mut calibration = Calibration::default();
+    let mut basis = None;
+    let (mut raw_errors, mut calibrated_errors) = (Vec::new(), Vec::new());
+    for (i, request) in growing_conversation(model).into_iter().enumerate() {
+        rt.block_on(prepare(&counter, &client, model, &request));
+        let meter = Meter::new(counter.clone(), calibration.clone());
+        let measured = meter.count_request(&request, basis);
+        let theirs = prompt_tokens(&client, base_url, &request)?;
+        let raw_err = (measured.raw.tokens.0 as f64 - theirs as f64) / theirs as f64;
+        let cal_err = (measured.count.total.tokens.0 as f64 - theirs as f64) / theirs as f64;
+        println!(
+            "     request {i}: raw {:>5}  calibrated {:>5}  server {:>5}   raw error {:+.1}%  calibrated error {:+.1}%",
+            measured.raw.tokens.0,
+            measured.count.total.tokens.0,
+            theirs,
+            raw_err * 100.0,
+            cal_err * 100.0
+        );
+        if i >= 3 {
+            raw_errors.push(raw_err);
+            calibrated_errors.push(cal_err);
+        }
+        let raw = Raw { total: measured.raw.tokens, fixed: measured.raw_fixed };
+        calibration.observe(raw, basis, Tokens(theirs));
+        basis = Some(Basis { raw: measured.raw.tokens, actual: Tokens(theirs) });
+    }
+    let mean_abs = |v: &[f64]| v.iter().map(|e| e.abs()).sum::<f64>() / v.len().max(1) as f64;
+    let worst = |v: &[f64]| v.iter().copied().fold(0.0f64, |w, e| if e.abs() > w.abs() { e } else { w });
+    println!(
+        "     after the first 3 reports: raw mean |error| {:.1}% (worst {:+.1}%), calibrated {:.1}% (worst {:+.1}%); {}",
+        mean_abs(&raw_errors) * 100.0,
+        worst(&raw_errors) * 100.0,
+        mean_abs(&calibrated_errors) * 100.0,
+        worst(&calibrated_errors) * 100.0,
+        calibration.standing()
+    );
+    c.check(
+        !calibrated_errors.is_empty() && mean_abs(&calibrated_errors) <= 0.03,
+        "calibrated by the usage reports, agentd's count is within 3% of the server's",
+    );
+    c.check(
+        calibrated_errors.iter().all(|e| *e >= -0.01),
+        "calibrated, agentd's count is never more than 1% under the server's",
+    );
 
     println!("2. the daemon against the real server");
     let bin = agentd_binary()?;
@@ -184,6 +229,44 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
         "after learning, no request over the real window",
     );
     c.check(sent.iter().all(|e| e["estimated"] == false), "every request measured, none estimated");
+    // Calibrated: each request_sent against the usage report of its answer (the next
+    // response_received of the same role); refused requests have none.
+    let mut calibrated = Vec::new();
+    for (i, e) in all.iter().enumerate() {
+        if e["kind"] != "request_sent" {
+            continue;
+        }
+        let answer = all[i + 1..].iter().find(|r| {
+            r["role"] == e["role"] && (r["kind"] == "response_received" || r["kind"] == "request_sent")
+        });
+        let Some(prompt) = answer
+            .filter(|r| r["kind"] == "response_received")
+            .and_then(|r| r["usage"]["prompt_tokens"].as_u64())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        let ours = e["tokens"].as_u64().unwrap_or(0) as f64;
+        calibrated.push((
+            (ours - prompt as f64) / prompt as f64,
+            e["measured_by"]["calibrated_by"].as_u64().unwrap_or(0),
+        ));
+    }
+    let later: Vec<f64> = calibrated.iter().skip(3).map(|(e, _)| *e).collect();
+    let mean = later.iter().map(|e| e.abs()).sum::<f64>() / later.len().max(1) as f64;
+    let worst = later.iter().copied().fold(0.0f64, |w, e| if e.abs() > w.abs() { e } else { w });
+    println!(
+        "     calibrated count vs the server's usage, after the first 3 of {} answered requests: mean |error| {:.1}%, worst {:+.1}% (calibrated by up to {} reports)",
+        calibrated.len(),
+        mean * 100.0,
+        worst * 100.0,
+        calibrated.iter().map(|(_, n)| *n).max().unwrap_or(0)
+    );
+    if later.is_empty() {
+        println!("     (this server sends no usage while streaming: the daemon run had nothing to calibrate from; see 1b)");
+    } else {
+        c.check(mean <= 0.05, "with calibration on, the daemon's count is within 5% of the server's usage");
+    }
     let g = rpc.call("context.get", json!({"task_id": task, "role": "lead"})).map_err(|e| e.to_string())?;
     c.check(
         g["categories"]["checkpoint"].as_u64().unwrap_or(0) > 0,
@@ -232,6 +315,56 @@ fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
         ("with four tool schemas", base(vec![Message::user("List the files.")], tools)),
         ("a 13-message history", base(history, Vec::new())),
     ]
+}
+
+/// An agent-like conversation under the real 2,048-token context: the lead's tools and system prompt,
+/// then user notes and short answers appended one exchange at a time (each request extends the last).
+fn growing_conversation(model: &str) -> Vec<ChatRequest> {
+    use agentd_policies::Message;
+    let tools: Vec<agentd_runtime::provider::ToolSpec> =
+        agentd_agents::schema::schemas(&["read_file", "list_dir", "finish"].map(String::from))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| agentd_runtime::provider::ToolSpec {
+                name: s.name,
+                description: s.description,
+                parameters: s.parameters,
+            })
+            .collect();
+    let mut messages = vec![Message::user("Keep the depot ledger; answer each note in one sentence.")];
+    let mut out = Vec::new();
+    for i in 0..8 {
+        messages.push(Message::user(format!(
+            "Note {i}: depot Lyon sent {} kg of valves to Oslo by rail on day {i}; depot Porto sent {} kg of \
+             gears to Riga by sea on day {}. The carrier for both was Nordline, invoice NL-{:04}.",
+            1_240 + i * 37,
+            860 + i * 11,
+            i + 2,
+            4_100 + i
+        )));
+        out.push(ChatRequest {
+            model: model.to_string(),
+            system: "You are a helpful assistant that keeps exact records.".into(),
+            messages: messages.clone(),
+            tools: tools.clone(),
+            tool_choice_none: false,
+            max_tokens: None,
+            thinking_budget: None,
+        });
+        messages.push(Message::assistant_text(format!("Recorded note {i}: Lyon to Oslo and Porto to Riga.")));
+    }
+    out
+}
+
+/// The server's `usage.prompt_tokens` for a request, asked without streaming (one token of answer).
+fn prompt_tokens(client: &Client, base_url: &str, request: &ChatRequest) -> Result<u64> {
+    let Client::OpenAi(openai) = client else { return Err("the smoke speaks OpenAI's protocol".into()) };
+    let mut body = openai.body(request);
+    body["stream"] = json!(false);
+    body.as_object_mut().map(|o| o.remove("stream_options"));
+    body["max_tokens"] = json!(1);
+    let answer = post_json(base_url, "/chat/completions", &body)?;
+    answer["usage"]["prompt_tokens"].as_u64().ok_or_else(|| format!("no usage in {answer}"))
 }
 
 /// Waits for the task to stop after `after`, returning the events.

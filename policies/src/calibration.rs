@@ -42,8 +42,9 @@ pub const CONFIRM_SPREAD: f64 = 0.03;
 pub const MIN_MARGIN: f64 = 0.005;
 /// The margin while no prediction has been checked yet (after a first report).
 pub const FIRST_MARGIN: f64 = 0.05;
-/// An appended part smaller than this (raw tokens) says too little about the ratio to be a sample.
-const MIN_DELTA_RAW: u64 = 64;
+/// An appended part smaller than this (raw tokens) says too little about the ratio of text to be a
+/// sample: a tool call and a one-line result are mostly framing.
+const MIN_DELTA_RAW: u64 = 512;
 /// A report whose ratio to our raw count falls outside these bounds is not a measurement of the same
 /// request (a truncating server, a proxy that adds or drops a prompt): it is not learned from.
 const RATIO_BOUNDS: (f64, f64) = (0.2, 5.0);
@@ -76,6 +77,19 @@ pub enum Observed {
     Rejected,
 }
 
+/// One prediction checked against its report. Positive errors mean we predicted too few.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Residual {
+    /// `(server's - predicted) / server's`: how far off the whole count was.
+    of_total: f64,
+    /// The same error relative to the part of the prediction that was estimated (the appended part
+    /// of a request with a basis; all of any other): what the margin scales.
+    of_estimated: f64,
+    /// Whether the prediction was made with ratios measured on its kind of text (appended parts;
+    /// fixed parts) rather than a stand-in; only informed errors say anything about predictions now.
+    informed: bool,
+}
+
 /// The calibration of one server/model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
@@ -84,9 +98,8 @@ pub struct Calibration {
     whole: Vec<(u64, u64, u64)>,
     /// Recent appended parts (a request minus its basis): (raw, server's), oldest first.
     delta: Vec<(u64, u64)>,
-    /// Recent prediction errors, `(server's - predicted) / server's`, oldest first: positive means
-    /// we predicted too few.
-    residuals: Vec<f64>,
+    /// Recent prediction errors, oldest first.
+    residuals: Vec<Residual>,
     /// Every report learned from.
     reports: u64,
 }
@@ -147,32 +160,39 @@ impl Calibration {
         self.reports
     }
 
-    /// Whether the last [`CONFIRM_REPORTS`] predictions were each within [`CONFIRM_SPREAD`].
+    /// The informed prediction errors, oldest first (a stand-in ratio's errors say nothing about
+    /// the predictions made now).
+    fn informed_residuals(&self) -> Vec<Residual> {
+        self.residuals.iter().filter(|r| r.informed).copied().collect()
+    }
+
+    /// Whether the last [`CONFIRM_REPORTS`] informed predictions were each within [`CONFIRM_SPREAD`]
+    /// of the report.
     pub fn confirmed(&self) -> bool {
-        self.residuals.len() >= CONFIRM_REPORTS
-            && self.residuals[self.residuals.len() - CONFIRM_REPORTS..]
-                .iter()
-                .all(|r| r.abs() <= CONFIRM_SPREAD)
+        let informed = self.informed_residuals();
+        informed.len() >= CONFIRM_REPORTS
+            && informed[informed.len() - CONFIRM_REPORTS..].iter().all(|r| r.of_total.abs() <= CONFIRM_SPREAD)
     }
 
-    fn recent_residuals(&self) -> &[f64] {
-        &self.residuals[self.residuals.len().saturating_sub(RESIDUAL_SAMPLES)..]
-    }
-
-    /// The fraction added on top of a prediction: the worst under-prediction of the last
-    /// [`MARGIN_SAMPLES`], at least [`MIN_MARGIN`]; [`FIRST_MARGIN`] while no prediction has been
-    /// checked.
+    /// The fraction of the estimated part added on top of a prediction: the worst under-prediction
+    /// of the last [`MARGIN_SAMPLES`] informed ones, at least [`MIN_MARGIN`]; [`FIRST_MARGIN`] while
+    /// no informed prediction has been checked.
     pub fn margin(&self) -> f64 {
-        let recent = &self.residuals[self.residuals.len().saturating_sub(MARGIN_SAMPLES)..];
+        let informed = self.informed_residuals();
+        let recent = &informed[informed.len().saturating_sub(MARGIN_SAMPLES)..];
         if recent.is_empty() {
             return FIRST_MARGIN;
         }
-        recent.iter().copied().fold(MIN_MARGIN, f64::max)
+        recent.iter().map(|r| r.of_estimated).fold(MIN_MARGIN, f64::max)
     }
 
-    /// The largest recent relative error, either way.
+    /// The largest recent relative error of a whole count, either way.
     pub fn spread(&self) -> f64 {
-        self.recent_residuals().iter().map(|r| r.abs()).fold(0.0, f64::max)
+        let informed = self.informed_residuals();
+        informed[informed.len().saturating_sub(RESIDUAL_SAMPLES)..]
+            .iter()
+            .map(|r| r.of_total.abs())
+            .fold(0.0, f64::max)
     }
 
     pub fn standing(&self) -> Standing {
@@ -199,41 +219,62 @@ impl Calibration {
         if fixed == 0 {
             return None;
         }
-        let left: f64 = recent.iter().map(|w| (w.1 as f64 - text * w.0.saturating_sub(w.2) as f64).max(0.0)).sum();
+        let left: f64 =
+            recent.iter().map(|w| (w.1 as f64 - text * w.0.saturating_sub(w.2) as f64).max(0.0)).sum();
         Some(left / fixed as f64)
     }
 
     /// Server tokens per raw token of appended text (tool results, answers): the ratio for pieces of
-    /// a conversation. The whole-request ratio until an appended part has been measured.
+    /// a conversation. Until an appended part has been measured, 1 — the raw count itself, which for
+    /// the estimate overcounts text; a whole request's ratio is no stand-in (its tool schemas count
+    /// differently from text).
     pub fn text_ratio(&self) -> Option<f64> {
-        ratio_of(&self.delta).or_else(|| self.whole_ratio())
+        if !self.is_calibrated() {
+            return None;
+        }
+        Some(ratio_of(&self.delta).unwrap_or(1.0))
+    }
+
+    /// Whether a prediction with this basis uses ratios measured on its kind of text.
+    fn informed(&self, basis: Option<Basis>) -> bool {
+        match basis {
+            Some(_) => !self.delta.is_empty(),
+            None => self.fixed_ratio().is_some(),
+        }
     }
 
     /// The best prediction of the server's count of a request whose raw count is `raw`, margin
-    /// excluded; `basis` is the last reported request when this one extends it.
-    pub fn best(&self, raw: Raw, basis: Option<Basis>) -> Option<f64> {
+    /// excluded, in two parts: what is known (the basis's reported count, when this request extends
+    /// it) and what is estimated (the appended part; all of any other request).
+    fn parts(&self, raw: Raw, basis: Option<Basis>) -> Option<(f64, f64)> {
         match basis {
             Some(b) if raw.total >= b.raw => {
                 let ratio = self.text_ratio()?;
-                Some(b.actual.0 as f64 + ratio * (raw.total - b.raw).0 as f64)
+                Some((b.actual.0 as f64, ratio * (raw.total - b.raw).0 as f64))
             }
             _ => match (self.fixed_ratio(), ratio_of(&self.delta)) {
-                (Some(fixed), Some(text)) => {
-                    Some(fixed * raw.fixed.0 as f64 + text * raw.total.saturating_sub(raw.fixed).0 as f64)
-                }
-                _ => Some(self.whole_ratio()? * raw.total.0 as f64),
+                (Some(fixed), Some(text)) => Some((
+                    0.0,
+                    fixed * raw.fixed.0 as f64 + text * raw.total.saturating_sub(raw.fixed).0 as f64,
+                )),
+                _ => Some((0.0, self.whole_ratio()? * raw.total.0 as f64)),
             },
         }
     }
 
-    /// A request's count for every decision: the best prediction plus the margin; the raw count
-    /// itself before any report. Marked `estimated` while the raw count was an estimate and the
-    /// calibration is not confirmed.
+    /// The best prediction of the server's count, margin excluded.
+    pub fn best(&self, raw: Raw, basis: Option<Basis>) -> Option<f64> {
+        self.parts(raw, basis).map(|(known, estimated)| known + estimated)
+    }
+
+    /// A request's count for every decision: the best prediction, with the margin on its estimated
+    /// part; the raw count itself before any report. Marked `estimated` while the raw count was an
+    /// estimate and the calibration is not confirmed.
     pub fn predict(&self, raw: Count, fixed: Tokens, basis: Option<Basis>) -> Count {
-        match self.best(Raw { total: raw.tokens, fixed }, basis) {
+        match self.parts(Raw { total: raw.tokens, fixed }, basis) {
             None => raw,
-            Some(best) => Count {
-                tokens: ceil_tokens(best * (1.0 + self.margin())),
+            Some((known, estimated)) => Count {
+                tokens: ceil_tokens(known + estimated * (1.0 + self.margin())),
                 estimated: raw.estimated && !self.confirmed(),
             },
         }
@@ -263,10 +304,20 @@ impl Calibration {
         if !(RATIO_BOUNDS.0..=RATIO_BOUNDS.1).contains(&ratio) {
             return Observed::Rejected;
         }
-        let error = self.best(raw, basis).map(|predicted| {
-            let residual = (actual.0 as f64 - predicted) / actual.0 as f64;
-            push_bounded(&mut self.residuals, residual, RESIDUAL_SAMPLES);
-            -residual
+        let informed = self.informed(basis);
+        let error = self.parts(raw, basis).map(|(known, estimated)| {
+            let miss = actual.0 as f64 - (known + estimated);
+            // An estimated part of a few tokens (a one-line answer) is mostly framing: its relative
+            // error says nothing about the next one.
+            if estimated >= MIN_DELTA_RAW as f64 / 2.0 {
+                let residual = Residual {
+                    of_total: miss / actual.0 as f64,
+                    of_estimated: (miss / estimated).clamp(-1.0, 1.0),
+                    informed,
+                };
+                push_bounded(&mut self.residuals, residual, RESIDUAL_SAMPLES * 2);
+            }
+            -miss / actual.0 as f64
         });
         push_bounded(&mut self.whole, (raw.total.0, actual.0, raw.fixed.0.min(raw.total.0)), RATIO_SAMPLES);
         if let Some(b) = basis {
@@ -286,7 +337,9 @@ impl Calibration {
     /// the margin grows and the confirmation is withdrawn.
     pub fn refused(&mut self, under: f64) {
         if under.is_finite() && under > 0.0 {
-            push_bounded(&mut self.residuals, under.min(1.0), RESIDUAL_SAMPLES);
+            let under = under.min(1.0);
+            let residual = Residual { of_total: under, of_estimated: under, informed: true };
+            push_bounded(&mut self.residuals, residual, RESIDUAL_SAMPLES * 2);
         }
     }
 }
@@ -337,9 +390,14 @@ mod tests {
         assert_eq!(c.observe(raw(17_000), None, Tokens(10_000)), Observed::Learned { error: None });
         let basis = Basis { raw: Tokens(17_000), actual: Tokens(10_000) };
         let p = c.predict(Count::estimated(22_100), Tokens(1_000), Some(basis));
-        // 10,000 + 5,100 / 1.7 = 13,000, plus the first margin of 5 %.
-        assert_eq!(p.tokens, Tokens(13_650));
+        // No appended part measured yet: 10,000 + the raw 5,100 with the first margin of 5 %.
+        assert_eq!(p.tokens, Tokens(15_355));
         assert!(p.estimated, "not confirmed after one report");
+        // Once one is: 13,000 + 5,100 / 1.7 = 16,000, the margin on the appended 3,000 only.
+        c.observe(Raw { total: Tokens(22_100), fixed: Tokens(1_000) }, Some(basis), Tokens(13_000));
+        let basis = Basis { raw: Tokens(22_100), actual: Tokens(13_000) };
+        let p = c.predict(Count::estimated(27_200), Tokens(1_000), Some(basis));
+        assert_eq!(p.tokens, Tokens(16_150), "{c:?}");
     }
 
     #[test]
@@ -375,8 +433,10 @@ mod tests {
     #[test]
     fn a_refusal_widens_the_margin_and_withdraws_confirmation() {
         let mut c = Calibration::default();
-        for n in [1_000u64, 2_000, 3_000, 4_000] {
-            c.observe(raw(n), None, Tokens(n / 2));
+        let mut basis = None;
+        for n in [1_000u64, 2_000, 3_000, 4_000, 5_000, 6_000] {
+            c.observe(raw(n), basis, Tokens(n / 2));
+            basis = Some(Basis { raw: Tokens(n), actual: Tokens(n / 2) });
         }
         assert!(c.confirmed());
         c.refused(0.04);

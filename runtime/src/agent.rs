@@ -69,6 +69,7 @@ impl AgentActor {
         role: RoleKind,
         history: Vec<Message>,
         receipts: Vec<Receipt>,
+        changed_files: Vec<String>,
         last_answer_at: Option<SystemTime>,
         task: Arc<TaskCtx>,
     ) -> AgentActor {
@@ -80,6 +81,7 @@ impl AgentActor {
                 objective: None,
                 last_fit: None,
                 receipts,
+                changed_files,
                 inherited: Vec::new(),
                 last_answer_at,
             })),
@@ -173,6 +175,8 @@ struct Agent {
     last_fit: Option<LastFit>,
     /// This role's own operations in this task, oldest first.
     receipts: Vec<Receipt>,
+    /// The files this role wrote or edited in this task, newest last: its working files.
+    changed_files: Vec<String>,
     /// What the delegating agent had done when it handed over.
     inherited: Vec<Receipt>,
     /// When this agent last answered (by the daemon's clock): idleness is measured from here.
@@ -330,6 +334,7 @@ impl Agent {
                     request,
                     compact_at: snapshot.compact_at,
                     objective: self.objective(),
+                    changed_files: self.changed_files.iter().rev().cloned().collect(),
                     workspace: self.task.workspace.clone(),
                     cancel: self.task.cancel.clone(),
                 })
@@ -447,6 +452,10 @@ impl Agent {
             let mut carried = fitted.count.total.tokens + fitted.meter.count_message(&message).tokens;
             for (call_id, name, arguments) in calls {
                 self.emit(EventKind::ToolCalled { tool: name.clone(), call_id: call_id.clone() })?;
+                if let Some(path) = agent_tools::changed_path(&name, &arguments) {
+                    self.changed_files.retain(|p| *p != path);
+                    self.changed_files.push(path);
+                }
                 let result = self.call_tool(&snapshot, &name, &arguments).await?;
                 let limit = fitted.thresholds.whole_result_limit(carried);
                 let bounded = self

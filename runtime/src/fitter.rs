@@ -29,7 +29,7 @@ use agentd_policies::compaction::{
 };
 use agentd_policies::retry::RetryPolicy;
 use agentd_policies::usage::{correct_window, Correction};
-use agentd_policies::{Count, EventKind, Message, Role, Thresholds, Tokens, Usage, Window, WindowSource};
+use agentd_policies::{Count, EventKind, Role, Thresholds, Tokens, Usage, Window, WindowSource};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -272,6 +272,8 @@ pub struct Fit {
     pub compact_at: u8,
     /// The objective of the role's current turn: first in every rebuilt request.
     pub objective: String,
+    /// The files the role changed in this task, newest first: its working files (the coder's).
+    pub changed_files: Vec<String>,
     /// The task's workspace: the coder's working files are read from it, and evidence falls back to
     /// its `.agentd-evidence/` folder when the database cannot take it.
     pub workspace: Workspace,
@@ -309,6 +311,10 @@ impl State {
         let mut basis =
             extended.as_ref().and_then(|l| l.reported.map(|actual| Basis { raw: l.raw.tokens, actual }));
         let mut measurement = meter.count_request(&request, basis);
+        tracing::debug!(
+            task = %msg.task_id, role = %msg.role, raw = %measurement.raw.tokens, raw_fixed = %measurement.raw_fixed,
+            ?basis, counted = %measurement.count.total.tokens, "measured"
+        );
         let reserve = msg.client.output_reserve(&request);
         let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
         let mut compacted = None;
@@ -341,7 +347,7 @@ impl State {
             // System prompt + tool schemas + reply priming.
             let fixed = count.total.tokens.saturating_sub(count.messages.tokens);
             let working_files = if msg.role == "coder" {
-                working_files(&request.messages, &msg.workspace, &meter)
+                working_files(&msg.changed_files, &msg.workspace, &meter)
             } else {
                 Vec::new()
             };
@@ -506,31 +512,15 @@ fn categories(request: &ChatRequest, count: &RequestCount, meter: &Meter) -> Cat
     c
 }
 
-/// The coder's working files, newest first: the files it wrote or edited, as they are in the
-/// workspace now. (A file it only read is reference, not work: it stays in the rounds that read it,
-/// or in the summary and the archive.)
-fn working_files(history: &[Message], workspace: &Workspace, meter: &Meter) -> Vec<WorkingFile> {
+/// The coder's working files, newest first: the files it wrote or edited in this task (`changed`,
+/// newest first, from its log), as they are in the workspace now. A file it only read is reference,
+/// not work: it stays in the rounds that read it, or in the summary and the archive.
+fn working_files(changed: &[String], workspace: &Workspace, meter: &Meter) -> Vec<WorkingFile> {
     const MAX_FILES: usize = 8;
     const MAX_BYTES: u64 = 256 << 10;
-    let mut paths: Vec<String> = Vec::new();
-    for m in history.iter().rev() {
-        for (_, name, args) in m.tool_calls() {
-            if !["write_file", "edit_file"].contains(&name) {
-                continue;
-            }
-            let path = serde_json::from_str::<serde_json::Value>(args)
-                .ok()
-                .and_then(|v| v.get("path").and_then(|p| p.as_str()).map(str::to_string));
-            if let Some(p) = path {
-                if !paths.contains(&p) {
-                    paths.push(p);
-                }
-            }
-        }
-    }
     let mut files = Vec::new();
-    for path in paths.into_iter().take(MAX_FILES) {
-        let Ok(abs) = workspace.resolve(&path) else {
+    for path in changed.iter().take(MAX_FILES) {
+        let Ok(abs) = workspace.resolve(path) else {
             continue;
         };
         match std::fs::metadata(&abs) {
@@ -539,7 +529,7 @@ fn working_files(history: &[Message], workspace: &Workspace, meter: &Meter) -> V
         }
         if let Ok(text) = std::fs::read_to_string(&abs) {
             let tokens = meter.count_text(&text).tokens;
-            files.push(WorkingFile { path, text, tokens });
+            files.push(WorkingFile { path: path.clone(), text, tokens });
         }
     }
     files
@@ -667,8 +657,9 @@ impl Handler<Observe> for Fitter {
             // A truncated prompt's report measures what the server kept, not what was sent.
             if !clamped && usage.prompt_tokens > 0 {
                 let actual = Tokens(usage.prompt_tokens);
-                let observed = state
-                    .update_calibration(&server, &model, |c| c.observe(Raw { total: last.raw.tokens, fixed: last.raw_fixed }, last.basis, actual));
+                let observed = state.update_calibration(&server, &model, |c| {
+                    c.observe(Raw { total: last.raw.tokens, fixed: last.raw_fixed }, last.basis, actual)
+                });
                 if let Observed::Learned { error: Some(error) } = observed {
                     tracing::debug!(
                         server = %server, model = %model, counted = %last.counted, reported = %actual,

@@ -200,7 +200,15 @@ pub fn launch(
         let state = states.remove(&name).unwrap_or_default();
         team.insert(
             name,
-            AgentActor::new(role, history, state.receipts, state.last_answer_at, ctx.clone()).start(),
+            AgentActor::new(
+                role,
+                history,
+                state.receipts,
+                state.changed_files,
+                state.last_answer_at,
+                ctx.clone(),
+            )
+            .start(),
         );
     }
     let lead = team["lead"].clone();
@@ -273,11 +281,13 @@ fn pending_delegation(history: &[agentd_policies::Message]) -> Option<PendingDel
     }
 }
 
-/// What each role's agent resumes with besides its history: its receipts and when it last answered
-/// (the `at` of its last `response_received`). One pass over the log serves every role.
+/// What each role's agent resumes with besides its history: its receipts, the files it changed
+/// (newest last) and when it last answered (the `at` of its last `response_received`). One pass over
+/// the log serves every role.
 #[derive(Default)]
 struct RoleState {
     receipts: Vec<Receipt>,
+    changed_files: Vec<String>,
     last_answer_at: Option<std::time::SystemTime>,
 }
 
@@ -293,6 +303,15 @@ fn role_states(store: &Store, task_id: &str) -> Result<HashMap<String, RoleState
                 Record::Receipt { role, receipt } => {
                     if let Ok(receipt) = serde_json::from_value::<Receipt>(receipt) {
                         states.entry(role).or_default().receipts.push(receipt);
+                    }
+                }
+                Record::Message { role, message } => {
+                    let changed = &mut states.entry(role).or_default().changed_files;
+                    for (_, name, arguments) in message.tool_calls() {
+                        if let Some(path) = agentd_agents::tools::changed_path(name, arguments) {
+                            changed.retain(|p| *p != path);
+                            changed.push(path);
+                        }
                     }
                 }
                 Record::Event { event } if matches!(event.kind, EventKind::ResponseReceived { .. }) => {

@@ -68,6 +68,16 @@ impl From<ToolError> for ToolOutcome {
 }
 
 /// Runs tool `name` with `arguments` (the JSON text the model produced) in `ctx`'s workspace.
+/// The workspace path a call changes, for the tools that change files (`write_file`, `edit_file`);
+/// `None` for every other call, or when the arguments name no path.
+pub fn changed_path(name: &str, arguments: &str) -> Option<String> {
+    if !matches!(name, "write_file" | "edit_file") {
+        return None;
+    }
+    let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
+    args.get("path")?.as_str().map(str::to_string)
+}
+
 pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutcome {
     let result = match name {
         "read_file" | "list_dir" | "search" | "write_file" | "edit_file" => {

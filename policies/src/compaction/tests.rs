@@ -233,7 +233,8 @@ fn a_file_already_present_verbatim_is_not_repeated() {
     let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
     assert!(plan(&input(&h, &tokens, "make the tests pass", 1000, &files)).files.is_empty());
     // A file changed since: its current text is not in the history, so it is carried.
-    let changed = vec![WorkingFile { path: "k.rs".into(), text: format!("{text} changed"), tokens: Tokens(27) }];
+    let changed =
+        vec![WorkingFile { path: "k.rs".into(), text: format!("{text} changed"), tokens: Tokens(27) }];
     assert_eq!(plan(&input(&h, &tokens, "make the tests pass", 1000, &changed)).files, vec![0]);
 }
 

@@ -1,0 +1,245 @@
+//! End-to-end: the context economy. Against a server that reports its exact usage (as vLLM, llama.cpp
+//! and OpenAI do), a model tiktoken does not know is counted by the calibrated estimate: within a few
+//! percent of the server's own count and never under it, confirmed (no longer `~`) after three
+//! reports, shown as such by `context` and `status`, persisted across a restart. Files that fit are
+//! read whole; the coder's working files are the files it changed; a compaction's first summary
+//! continues the request the server last took, so its prefix is the cached one.
+
+use agentd_test_support::daemon::{team_config, TestDaemon};
+use agentd_test_support::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentd");
+const MODEL: &str = "qwen3-coder";
+const WINDOW: u64 = 32_768;
+
+/// `n` distinct files of about `tokens` o200k tokens each, under `docs/`.
+fn workspace(n: usize, tokens: u64) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("docs")).unwrap();
+    for i in 0..n {
+        let mut text = String::new();
+        let mut line = 0u64;
+        while count_text_tokens(&text) < tokens {
+            line += 1;
+            text.push_str(&format!(
+                "Section {i}.{line}: the depot at Lyon shipped {} kg of parts to Oslo on day {}; \
+                 invoice INV-{i:03}-{line:05} was settled.\nfn handler_{i}_{line}(x: u64) -> u64 {{ x * {} }}\n",
+                (line * 7919 + i as u64) % 10_007,
+                line % 31,
+                line % 97
+            ));
+        }
+        std::fs::write(ws.path().join(format!("docs/file_{i:02}.txt")), text).unwrap();
+    }
+    ws
+}
+
+fn is_summariser(body: &Value) -> bool {
+    body["tool_choice"] == "none"
+        || body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("You compact the working history"))
+}
+
+fn is_lead(body: &Value) -> bool {
+    body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "delegate"))
+}
+
+fn tool_results(body: &Value) -> usize {
+    body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count())
+}
+
+/// The lead delegates once and finishes when the coder returns; the coder (optionally) writes
+/// `src/fix.rs`, then reads the `reads` files one per step, then finishes; a summary is short.
+fn responder(reads: usize, write_first: bool) -> impl Fn(&Value) -> Step + Send + Sync + 'static {
+    move |body: &Value| {
+        if is_summariser(body) {
+            return sse(vec![text("Summary: the documents were read in order; nothing is failing.")]);
+        }
+        if is_lead(body) {
+            return if tool_results(body) > 0 {
+                sse(vec![finish("the coder read every document")])
+            } else {
+                sse(vec![delegate("coder", "Read every document under docs/ in order")])
+            };
+        }
+        // The coder's step is how many results it has seen since its objective, compactions aside:
+        // count the reads named in the last assistant message instead.
+        let last_read = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+            .find_map(|c| {
+                let args: Value = serde_json::from_str(c["function"]["arguments"].as_str()?).ok()?;
+                let path = args["path"].as_str()?.to_string();
+                path.strip_prefix("docs/file_")?.strip_suffix(".txt")?.parse::<usize>().ok()
+            });
+        let wrote = body.to_string().contains("src/fix.rs");
+        match (write_first && !wrote, last_read) {
+            (true, _) => sse(vec![tool_call(
+                "write_file",
+                json!({"path": "src/fix.rs", "content": "pub fn fixed() -> u32 { 42 }\n"}),
+            )]),
+            (false, None) => sse(vec![tool_call("read_file", json!({"path": "docs/file_00.txt"}))]),
+            (false, Some(i)) if i + 1 < reads => {
+                sse(vec![tool_call("read_file", json!({"path": format!("docs/file_{:02}.txt", i + 1)}))])
+            }
+            (false, Some(_)) => sse(vec![finish(&format!("read {reads} documents"))]),
+        }
+    }
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// The server's count of each role request (summaries left out), in order, by role.
+fn server_counts(server: &ScriptedServer, lead: bool) -> Vec<u64> {
+    let counted = server.counted();
+    server
+        .chat_requests()
+        .iter()
+        .zip(counted)
+        .filter(|(b, _)| !is_summariser(b) && is_lead(b) == lead)
+        .map(|(_, c)| c)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_model_is_counted_within_a_few_percent_once_usage_has_calibrated_it() {
+    let server = ScriptedServer::builder()
+        .model(MODEL)
+        .max_model_len(Some(WINDOW))
+        .window(WINDOW)
+        .report_usage(true)
+        .responder(responder(14, false))
+        .start()
+        .await;
+    let ws = workspace(14, 3_000);
+    let mut d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), MODEL, ""));
+    let task = d.submit("Have the coder read the documents", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    assert_eq!(server.refused(), 0);
+
+    // Every 3,000-token read stayed whole: nothing was paged at this window.
+    let reads: Vec<&Value> =
+        of_kind(&events, "tool_finished").into_iter().filter(|e| e["tool"] == "read_file").collect();
+    assert_eq!(reads.len(), 14);
+    for r in &reads {
+        assert!(r.get("evidence_id").is_none(), "paged: {r}");
+        assert!(r["result_tokens"].as_u64().unwrap() <= r["whole_limit"].as_u64().unwrap(), "{r}");
+    }
+
+    // The coder's counts against the server's: after three reports, within 3 % and never under.
+    let ours: Vec<&Value> =
+        of_kind(&events, "request_sent").into_iter().filter(|e| e["role"] == "coder").collect();
+    let theirs = server_counts(&server, false);
+    assert_eq!(ours.len(), theirs.len());
+    let pairs: Vec<(u64, u64, bool)> = ours
+        .iter()
+        .zip(&theirs)
+        .map(|(e, &t)| (e["tokens"].as_u64().unwrap(), t, e["estimated"].as_bool().unwrap()))
+        .collect();
+    eprintln!("coder requests (ours, server's, estimated): {pairs:?}");
+    for (i, (e, &t)) in ours.iter().zip(&theirs).enumerate().skip(3) {
+        let o = e["tokens"].as_u64().unwrap();
+        assert!(o >= t, "request {i}: counted {o}, the server {t}: an under-count");
+        assert!((o - t) as f64 <= t as f64 * 0.03, "request {i}: counted {o}, the server {t}");
+        assert!(e["measured_by"]["calibrated_by"].as_u64().unwrap() >= 3, "{e}");
+        assert_eq!(e["measured_by"]["source"], "estimate");
+    }
+    // Confirmed: the last requests are no longer marked as estimates.
+    assert_eq!(ours.last().unwrap()["estimated"], false, "{:#?}", ours.last());
+    assert_eq!(ours[0]["estimated"], true);
+
+    let gauge = d.client().call("context.get", json!({"task_id": task, "role": "coder"})).unwrap();
+    assert_eq!(gauge["count_source"], "estimate");
+    assert!(gauge["calibration"]["reports"].as_u64().unwrap() >= 10, "{gauge}");
+    assert_eq!(gauge["calibration"]["confirmed"], true, "{gauge}");
+    let described = gauge["measured_by"].as_str().unwrap();
+    assert!(described.starts_with("estimate, calibrated from "), "{described}");
+    let shown = String::from_utf8_lossy(&d.cli(&["context", &task, "--role", "coder"]).stdout).to_string();
+    assert!(shown.contains("calibrated from") && shown.contains("usage reports, ±"), "{shown}");
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    assert!(status["roles"]["coder"]["measured_by"].as_str().unwrap().contains("calibrated from"));
+
+    // Persisted: after a restart the first request of a new task is calibrated already.
+    d.stop();
+    d.serve();
+    let before = server.counted().len();
+    let again = d.submit("Have the coder read the documents again", ws.path());
+    let events = d.events_until_end(&again, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    let first_sent = of_kind(&events, "request_sent")[0];
+    assert!(first_sent["measured_by"]["calibrated_by"].as_u64().unwrap() >= 10, "{first_sent}");
+    let lead_first = server.counted()[before];
+    let o = first_sent["tokens"].as_u64().unwrap();
+    assert!(o >= lead_first && o as f64 <= lead_first as f64 * 1.15, "ours {o}, server {lead_first}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_continues_the_request_the_server_took_and_carries_only_changed_files() {
+    let server = ScriptedServer::builder()
+        .model(MODEL)
+        .max_model_len(Some(16_384))
+        .window(16_384)
+        .report_usage(true)
+        .tokenize_endpoint(true)
+        .responder(responder(12, true))
+        .start()
+        .await;
+    let ws = workspace(12, 2_500);
+    std::fs::create_dir_all(ws.path().join("src")).unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), MODEL, ""));
+    let task = d.submit("Have the coder fix and read", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    assert_eq!(server.refused(), 0);
+    let finished = of_kind(&events, "compaction_finished");
+    assert!(!finished.is_empty(), "12 reads of 2,500 tokens at 16K compact");
+
+    let reqs = server.chat_requests();
+    // Every first summary continues exactly a request the server took before: its prefix is cached.
+    let in_place: Vec<&Value> = reqs.iter().filter(|b| b["tool_choice"] == "none").collect();
+    assert_eq!(in_place.len(), finished.len(), "one in-place summary per compaction");
+    for s in &in_place {
+        let msgs = s["messages"].as_array().unwrap();
+        let prefix = &msgs[..msgs.len() - 1];
+        assert!(
+            reqs.iter()
+                .any(|b| b["tool_choice"] != "none" && b["messages"].as_array() == Some(&prefix.to_vec())),
+            "an in-place summary is a sent request plus the instruction"
+        );
+        assert_eq!(s["tools"], reqs.iter().find(|b| !is_lead(b) && !is_summariser(b)).unwrap()["tools"]);
+    }
+    // The rebuilt coder requests carry the file it changed, never a document it only read.
+    let rebuilt: Vec<&Value> = reqs
+        .iter()
+        .filter(|b| !is_summariser(b) && b["messages"].to_string().contains("[checkpoint]"))
+        .collect();
+    assert!(!rebuilt.is_empty());
+    let mut carried = 0;
+    for b in &rebuilt {
+        let msgs = b["messages"].as_array().unwrap();
+        let files =
+            msgs.iter().filter_map(|m| m["content"].as_str()).find(|c| c.starts_with("[working files]"));
+        let write_kept = msgs.iter().any(|m| m["tool_calls"].to_string().contains("write_file"));
+        match files {
+            // The write is kept verbatim: the file's text is there already, never twice.
+            _ if write_kept => assert!(files.is_none(), "repeated: {files:?}"),
+            Some(files) => {
+                carried += 1;
+                assert!(files.contains("--- src/fix.rs ---\npub fn fixed() -> u32 { 42 }"), "{files}");
+                assert!(!files.contains("docs/"), "a document only read is not a working file: {files}");
+            }
+            None => panic!("the changed file was dropped: {}", b["messages"]),
+        }
+    }
+    assert!(carried > 0, "the write left the kept rounds at some compaction");
+}
