@@ -243,3 +243,105 @@ async fn a_compaction_continues_the_request_the_server_took_and_carries_only_cha
     }
     assert!(carried > 0, "the write left the kept rounds at some compaction");
 }
+
+/// Anthropic's Messages API: the same calibration from `input_tokens` + `cache_read_input_tokens`
+/// (+ `cache_creation_input_tokens`), with the server's prompt cache serving the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_usage_with_cache_reads_calibrates_the_count_the_same_way() {
+    const KEY_ENV: &str = "AGENTD_TEST_ANTHROPIC_KEY";
+    let names = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
+    };
+    let responder = move |body: &Value| {
+        let summariser = body["tool_choice"]["type"] == "none"
+            || body["system"][0]["text"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("You compact the working history"));
+        if summariser {
+            return sse(vec![text("Summary: the documents were read in order.")]);
+        }
+        let blocks: Vec<&Value> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .collect();
+        if names(body).iter().any(|n| n == "delegate") {
+            return if blocks.iter().any(|b| b["type"] == "tool_result") {
+                sse(vec![finish("the coder read every document")])
+            } else {
+                sse(vec![delegate("coder", "Read every document under docs/ in order")])
+            };
+        }
+        let reads = blocks.iter().filter(|b| b["type"] == "tool_use" && b["name"] == "read_file").count();
+        if reads < 8 {
+            sse(vec![tool_call("read_file", json!({"path": format!("docs/file_{reads:02}.txt")}))])
+        } else {
+            sse(vec![finish("read 8 documents")])
+        }
+    };
+    let server = ScriptedServer::builder()
+        .model("claude-sonnet-4-5")
+        .max_model_len(Some(WINDOW))
+        .window(WINDOW)
+        .report_usage(true)
+        .responder(responder)
+        .start()
+        .await;
+    let ws = workspace(8, 2_000);
+    let config = format!(
+        "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_ENV}\"\n\n\
+         [team.lead]\nprovider = \"claude\"\nmodel = \"claude-sonnet-4-5\"\n\n\
+         [team.coder]\nprovider = \"claude\"\nmodel = \"claude-sonnet-4-5\"\n",
+        server.base_url()
+    );
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config);
+    d.serve_with_env(&[(KEY_ENV, "test-key")]);
+    let task = d.submit("Have the coder read the documents", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+
+    // The server served most of each request from its cache, and said so.
+    let cached = server.cached();
+    assert!(cached.iter().filter(|&&c| c > 0).count() >= 4, "{cached:?}");
+    let responses = of_kind(&events, "response_received");
+    // What agentd took as the request's size is the whole prompt, cached part included.
+    let counted = server.counted();
+    let sizes: Vec<u64> = responses.iter().filter_map(|r| r["usage"]["prompt_tokens"].as_u64()).collect();
+    assert_eq!(sizes.len(), counted.len(), "{responses:#?}");
+    assert_eq!(sizes, counted, "prompt_tokens = input_tokens + cache reads + cache writes");
+
+    let ours: Vec<&Value> =
+        of_kind(&events, "request_sent").into_iter().filter(|e| e["role"] == "coder").collect();
+    let theirs = server_counts_anthropic(&server);
+    assert_eq!(ours.len(), theirs.len());
+    for (i, (e, &t)) in ours.iter().zip(&theirs).enumerate().skip(3) {
+        let o = e["tokens"].as_u64().unwrap();
+        assert!(o >= t && (o - t) as f64 <= t as f64 * 0.03, "request {i}: counted {o}, the server {t}");
+        assert!(e["measured_by"]["calibrated_by"].as_u64().unwrap() >= 3, "{e}");
+    }
+}
+
+/// The server's count of each coder request on the Messages endpoint, summaries left out.
+fn server_counts_anthropic(server: &ScriptedServer) -> Vec<u64> {
+    server
+        .chat_requests()
+        .iter()
+        .zip(server.counted())
+        .filter(|(b, _)| {
+            let tools: Vec<&str> =
+                b["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+            let summariser = b["tool_choice"]["type"] == "none"
+                || b["system"][0]["text"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("You compact the working history"));
+            !summariser && !tools.contains(&"delegate")
+        })
+        .map(|(_, c)| c)
+        .collect()
+}

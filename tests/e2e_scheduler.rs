@@ -121,6 +121,33 @@ async fn a_follow_up_within_the_threshold_keeps_all_thinking() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanup_that_would_free_too_little_is_skipped_and_the_cache_kept() {
+    let server = ScriptedServer::start(vec![
+        sse(vec![reasoning(&format!("B1 {}", LONG.repeat(20))), tool_call("list_dir", json!({"path": "."}))]),
+        sse(vec![reasoning("B2 short"), finish("done")]),
+        sse(vec![finish("done again")]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    // The old reasoning is ~560 tokens: under a 1,000-token floor, clearing it is not worth the cache.
+    let d = manual_daemon(&team_config(
+        &server.base_url(),
+        "gpt-4o",
+        "[scheduler]\nidle_thinking_cleanup_after = \"1h\"\nidle_thinking_clear_at_least = 1000\n",
+    ));
+    let task = d.submit("First", ws.path());
+    d.events_until_end(&task, Duration::from_secs(20));
+    advance(&d, 2 * HOUR_MS);
+    let events = follow_up(&d, &task, "Second");
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
+    assert!(events.iter().all(|e| e["kind"] != "thinking_cleared"), "{events:#?}");
+    let reqs = server.chat_requests();
+    let (before, after) = (&reqs[1], &reqs[2]);
+    assert_eq!(messages(after)[..messages(before).len()], messages(before)[..], "the prefix is unchanged");
+    assert!(after.to_string().contains("B1 "));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cron_jobs_run_on_schedule_and_report_their_outcome() {
     let server = ScriptedServer::start(vec![
         sse(vec![tool_call("list_dir", json!({"path": "."}))]),

@@ -44,7 +44,7 @@ pub const MIN_MARGIN: f64 = 0.005;
 pub const FIRST_MARGIN: f64 = 0.05;
 /// An appended part smaller than this (raw tokens) says too little about the ratio of text to be a
 /// sample: a tool call and a one-line result are mostly framing.
-const MIN_DELTA_RAW: u64 = 512;
+const MIN_DELTA_RAW: u64 = 128;
 /// A report whose ratio to our raw count falls outside these bounds is not a measurement of the same
 /// request (a truncating server, a proxy that adds or drops a prompt): it is not learned from.
 const RATIO_BOUNDS: (f64, f64) = (0.2, 5.0);
@@ -186,10 +186,10 @@ impl Calibration {
         recent.iter().map(|r| r.of_estimated).fold(MIN_MARGIN, f64::max)
     }
 
-    /// The largest recent relative error of a whole count, either way.
+    /// The largest recent relative error of a whole count, either way: how far off the last
+    /// [`RESIDUAL_SAMPLES`] checked predictions were.
     pub fn spread(&self) -> f64 {
-        let informed = self.informed_residuals();
-        informed[informed.len().saturating_sub(RESIDUAL_SAMPLES)..]
+        self.residuals[self.residuals.len().saturating_sub(RESIDUAL_SAMPLES)..]
             .iter()
             .map(|r| r.of_total.abs())
             .fold(0.0, f64::max)

@@ -20,16 +20,49 @@ pub fn tolerance(sent: Tokens) -> Tokens {
     Tokens((sent.0 / 50).max(32))
 }
 
+/// What we expected the server to count for a request, and how far below it a report may fall
+/// before it counts as a silent truncation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    pub count: Count,
+    pub tolerance: Tokens,
+}
+
+impl Expected {
+    /// Counted by the model's own tokenizer, or predicted by a confirmed calibration: a report a
+    /// few percent below is template noise, more is a cut (2 %, at least 32 tokens; 3 % for a
+    /// calibrated prediction, whose confirmation allows that much).
+    pub fn exact(count: Count) -> Expected {
+        Expected { count, tolerance: tolerance(count.tokens) }
+    }
+
+    pub fn calibrated(count: Count) -> Expected {
+        Expected { count, tolerance: Tokens((count.tokens.0 * 3 / 100).max(32)) }
+    }
+
+    /// Texts counted exactly but framed by our approximation of the server's template (a counting
+    /// endpoint asked text by text): only a report more than 15 % below is a cut.
+    pub fn approximate(count: Count) -> Expected {
+        Expected { count, tolerance: Tokens((count.tokens.0 * 15 / 100).max(32)) }
+    }
+}
+
 /// `window` is what we believe; `before_clamp` the window believed before an earlier clamp, if any;
-/// `sent` what we measured for the request; `usage` what the server reported for it.
-pub fn correct_window(window: Window, before_clamp: Option<Window>, sent: Count, usage: Usage) -> Correction {
+/// `sent` what we expected the server to count for the request; `usage` what it reported.
+pub fn correct_window(
+    window: Window,
+    before_clamp: Option<Window>,
+    sent: Expected,
+    usage: Usage,
+) -> Correction {
+    let Expected { count: sent, tolerance } = sent;
     let processed = Tokens(usage.prompt_tokens);
     // An estimate is no basis for accusing a server of truncation, and a zero report says nothing.
     if sent.estimated || processed == Tokens::ZERO {
         return Correction::None;
     }
     let believed_fit = sent.tokens <= window.tokens;
-    if believed_fit && processed + tolerance(sent.tokens) < sent.tokens {
+    if believed_fit && processed + tolerance < sent.tokens {
         let new = processed + Tokens(usage.completion_tokens);
         if new < window.tokens {
             return Correction::Clamp(Window { tokens: new, source: WindowSource::Usage });
@@ -57,8 +90,12 @@ mod tests {
 
     #[test]
     fn silent_truncation_clamps() {
-        let c =
-            correct_window(w(256_000, WindowSource::Assumed), None, Count::measured(6_000), usage(2_000, 48));
+        let c = correct_window(
+            w(256_000, WindowSource::Assumed),
+            None,
+            Expected::exact(Count::measured(6_000)),
+            usage(2_000, 48),
+        );
         assert_eq!(c, Correction::Clamp(w(2_048, WindowSource::Usage)));
     }
 
@@ -67,7 +104,7 @@ mod tests {
         let c = correct_window(
             w(32_768, WindowSource::Declared),
             None,
-            Count::measured(10_000),
+            Expected::exact(Count::measured(10_000)),
             usage(9_900, 10),
         );
         assert_eq!(c, Correction::None);
@@ -78,7 +115,7 @@ mod tests {
         let c = correct_window(
             w(256_000, WindowSource::Assumed),
             None,
-            Count::estimated(6_000),
+            Expected::exact(Count::estimated(6_000)),
             usage(2_000, 48),
         );
         assert_eq!(c, Correction::None);
@@ -90,18 +127,48 @@ mod tests {
         let c = correct_window(
             w(2_048, WindowSource::Usage),
             Some(before),
-            Count::measured(5_000),
+            Expected::exact(Count::measured(5_000)),
             usage(5_000, 10),
         );
         assert_eq!(c, Correction::Lift(before));
-        let c = correct_window(w(2_048, WindowSource::Usage), None, Count::measured(5_000), usage(5_000, 10));
+        let c = correct_window(
+            w(2_048, WindowSource::Usage),
+            None,
+            Expected::exact(Count::measured(5_000)),
+            usage(5_000, 10),
+        );
         assert_eq!(c, Correction::Lift(w(5_010, WindowSource::Usage)));
     }
 
     #[test]
+    fn an_approximate_count_tolerates_its_framing_and_still_sees_a_cut() {
+        let w32 = w(32_768, WindowSource::Declared);
+        // 12 % over by our framing of the server's template: not a truncation.
+        let c = correct_window(w32, None, Expected::approximate(Count::measured(784)), usage(700, 10));
+        assert_eq!(c, Correction::None);
+        assert_eq!(
+            correct_window(w32, None, Expected::exact(Count::measured(784)), usage(700, 10)),
+            Correction::Clamp(w(710, WindowSource::Usage)),
+            "the same report against an exact count is one"
+        );
+        // A real cut (a third gone) is seen through the approximation.
+        let c = correct_window(w32, None, Expected::approximate(Count::measured(9_000)), usage(6_000, 10));
+        assert_eq!(c, Correction::Clamp(w(6_010, WindowSource::Usage)));
+        // A calibrated prediction: 3 %.
+        let c = correct_window(w32, None, Expected::calibrated(Count::measured(10_000)), usage(9_800, 10));
+        assert_eq!(c, Correction::None);
+        let c = correct_window(w32, None, Expected::calibrated(Count::measured(10_000)), usage(9_000, 10));
+        assert_eq!(c, Correction::Clamp(w(9_010, WindowSource::Usage)));
+    }
+
+    #[test]
     fn a_declared_window_is_not_lifted_by_usage() {
-        let c =
-            correct_window(w(8_192, WindowSource::Declared), None, Count::measured(9_000), usage(9_000, 1));
+        let c = correct_window(
+            w(8_192, WindowSource::Declared),
+            None,
+            Expected::exact(Count::measured(9_000)),
+            usage(9_000, 1),
+        );
         assert_eq!(c, Correction::None);
     }
 }

@@ -28,7 +28,7 @@ use agentd_policies::compaction::{
     SentPrefix, WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX, OBSERVATIONS_HEADER,
 };
 use agentd_policies::retry::RetryPolicy;
-use agentd_policies::usage::{correct_window, Correction};
+use agentd_policies::usage::{correct_window, Correction, Expected};
 use agentd_policies::{Count, EventKind, Role, Thresholds, Tokens, Usage, Window, WindowSource};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -113,6 +113,8 @@ struct LastRequest {
     raw: Count,
     /// The raw count of its fixed part (system prompt, tools, priming).
     raw_fixed: Tokens,
+    /// What made the raw count.
+    source: CountSource,
     /// The basis it was counted from, if it extended an earlier reported request.
     basis: Option<Basis>,
     /// Its calibrated count.
@@ -424,6 +426,7 @@ impl State {
                 fingerprint: Fingerprint::of(&request),
                 raw: measurement.raw,
                 raw_fixed: measurement.raw_fixed,
+                source: meter.source(),
                 basis,
                 counted: measurement.count.total.tokens,
                 reported: None,
@@ -634,8 +637,19 @@ impl Handler<Observe> for Fitter {
                 let before_key = format!("window_before_clamp/{server}/{model}");
                 let before_clamp =
                     state.store.setting(&before_key)?.and_then(|v| serde_json::from_value::<Window>(v).ok());
-                // Truncation is judged on the raw count: a calibrated one carries a margin.
-                match correct_window(window, before_clamp, last.raw, usage) {
+                // Truncation is judged against what the server should have counted: a confirmed
+                // calibration's best prediction (margin excluded), else the raw count, with the
+                // tolerance its kind of count needs.
+                let calibration = state.calibration(&server, &model);
+                let raw = Raw { total: last.raw.tokens, fixed: last.raw_fixed };
+                let expected = match calibration.best(raw, last.basis) {
+                    Some(best) if calibration.confirmed() => {
+                        Expected::calibrated(Count::measured(best.ceil() as u64))
+                    }
+                    _ if last.source == CountSource::Tiktoken => Expected::exact(last.raw),
+                    _ => Expected::approximate(last.raw),
+                };
+                match correct_window(window, before_clamp, expected, usage) {
                     Correction::None => {}
                     Correction::Clamp(new) => {
                         if window.source != WindowSource::Usage {
