@@ -20,7 +20,7 @@
 mod common;
 
 use agentd_evidence::{NewEvidence, Page, Source, Store, Stored, Unit};
-use common::{group, mb, median, ms, percentile, ratio, us};
+use common::{group, mb, median, ms, percentile, ratio, us, Rng};
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::Write as _;
@@ -335,22 +335,6 @@ fn stamp(data: &mut [u8], tag: &str) {
     let line = format!("# {tag} {:?}", Instant::now());
     let n = line.len().min(data.len().saturating_sub(1));
     data[..n].copy_from_slice(&line.as_bytes()[..n]);
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// `bytes` bytes of log-like text (lines of 60–200 bytes), as a command's captured output.

@@ -15,7 +15,7 @@
 mod common;
 
 use agentd_test_support::*;
-use common::{agentd_binary, group, team_config, Daemon, Result};
+use common::{agentd_binary, group, team_config, Daemon, Result, Rng};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -116,27 +116,6 @@ fn main() -> ExitCode {
 
 // ---------------------------------------------------------------------------------------------
 // The workspace: deterministic, varied design notes
-
-/// splitmix64: a small deterministic generator, so every run reads the same notes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
 
 const NOUNS: &[&str] = &[
     "ledger",

@@ -284,16 +284,7 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
 /// Requests of growing size: a bare question, the same with the lead's tools, a longer history.
 fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
     use agentd_policies::Message;
-    let tools: Vec<agentd_runtime::provider::ToolSpec> =
-        agentd_agents::schema::schemas(&["read_file", "list_dir", "search", "finish"].map(String::from))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|s| agentd_runtime::provider::ToolSpec {
-                name: s.name,
-                description: s.description,
-                parameters: s.parameters,
-            })
-            .collect();
+    let tools = tool_specs(&["read_file", "list_dir", "search", "finish"]);
     let base = |messages: Vec<Message>, tools: Vec<agentd_runtime::provider::ToolSpec>| ChatRequest {
         model: model.to_string(),
         system: "You are a helpful assistant.".into(),
@@ -317,20 +308,25 @@ fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
     ]
 }
 
+/// The schemas of these tools, as the daemon sends them.
+fn tool_specs(names: &[&str]) -> Vec<agentd_runtime::provider::ToolSpec> {
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    agentd_agents::schema::schemas(&names)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| agentd_runtime::provider::ToolSpec {
+            name: s.name,
+            description: s.description,
+            parameters: s.parameters,
+        })
+        .collect()
+}
+
 /// An agent-like conversation under the real 2,048-token context: the lead's tools and system prompt,
 /// then user notes and short answers appended one exchange at a time (each request extends the last).
 fn growing_conversation(model: &str) -> Vec<ChatRequest> {
     use agentd_policies::Message;
-    let tools: Vec<agentd_runtime::provider::ToolSpec> =
-        agentd_agents::schema::schemas(&["read_file", "list_dir", "finish"].map(String::from))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|s| agentd_runtime::provider::ToolSpec {
-                name: s.name,
-                description: s.description,
-                parameters: s.parameters,
-            })
-            .collect();
+    let tools = tool_specs(&["read_file", "list_dir", "finish"]);
     let mut messages = vec![Message::user("Keep the depot ledger; answer each note in one sentence.")];
     let mut out = Vec::new();
     for i in 0..8 {

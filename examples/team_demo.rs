@@ -134,8 +134,10 @@ fn run() -> Result<bool> {
         ScriptedServer::builder()
             .model("qwen3-coder")
             .max_model_len(32_768)
-            // Like vLLM and llama.cpp: the server counts with the model's own tokenizer.
+            // Like vLLM and llama.cpp: the server counts with the model's own tokenizer, and
+            // reports the exact size of every request it answers (agentd calibrates from it).
             .tokenize_endpoint(true)
+            .report_usage(true)
             .script(steps)
             .start(),
     );

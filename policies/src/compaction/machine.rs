@@ -255,7 +255,13 @@ impl<'a> Compaction<'a> {
     /// Plans with the current round limit and goes on from there.
     fn replan(&mut self, measure: &dyn Measure) -> Need {
         let count = |m: &Message| measure.message(m);
-        let input = PlanInput {
+        self.plan = Some(plan(&self.input(&count)));
+        self.summarise_or_archive(measure)
+    }
+
+    /// The plan's input as it stands (the current round limit).
+    fn input<'s>(&'s self, count: &'s dyn Fn(&Message) -> Tokens) -> PlanInput<'s> {
+        PlanInput {
             history: self.history,
             message_tokens: &self.message_tokens,
             fixed: self.setup.fixed,
@@ -264,10 +270,8 @@ impl<'a> Compaction<'a> {
             working_files: self.working_files,
             keep_rounds_limit: self.limit,
             summary_reserve: self.setup.summary_reserve,
-            count: &count,
-        };
-        self.plan = Some(plan(&input));
-        self.summarise_or_archive(measure)
+            count,
+        }
     }
 
     fn keep_from(&self) -> usize {
@@ -360,17 +364,7 @@ impl<'a> Compaction<'a> {
             batches: self.folds,
         };
         let count = |m: &Message| measure.message(m);
-        let input = PlanInput {
-            history: self.history,
-            message_tokens: &self.message_tokens,
-            fixed: self.setup.fixed,
-            objective: self.objective,
-            destination: self.setup.thresholds.destination,
-            working_files: self.working_files,
-            keep_rounds_limit: self.limit,
-            summary_reserve: self.setup.summary_reserve,
-            count: &count,
-        };
+        let input = self.input(&count);
         let assembled = assemble(&input, &plan, &checkpoint);
         let tokens = self.setup.fixed + measure.history(&assembled);
         let t = self.setup.thresholds;
