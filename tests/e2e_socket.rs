@@ -52,6 +52,35 @@ fn bad_input_gets_errors_and_the_connection_stays_usable() {
     let e = c.call("task.submit", json!({"objective": "x", "workspace": "/no/such/dir"})).unwrap_err();
     assert_eq!(e.code, -32004, "{e}");
     assert!(e.message.contains("/no/such/dir"), "{e}");
+    // The root, the system's directories, the daemon's home and any directory holding it are never
+    // workspaces: a task could rewrite /etc, or agentd.toml and the database.
+    let home = d.home().canonicalize().unwrap();
+    let inside = home.join("evidence");
+    std::fs::create_dir_all(&inside).unwrap();
+    let parent = home.parent().unwrap().to_path_buf();
+    for (ws, why) in [
+        (Path::new("/").to_path_buf(), "system directory"),
+        (Path::new("/etc").to_path_buf(), "the system's own files"),
+        (Path::new("/usr/lib").to_path_buf(), "the system's own files"),
+        (home.clone(), "inside the agentd home"),
+        (inside, "inside the agentd home"),
+        // (The test home's parent is /tmp: a system directory as well.)
+        (parent, "holds the agentd home|system directory"),
+    ] {
+        let e = c.call("task.submit", json!({"objective": "x", "workspace": ws})).unwrap_err();
+        assert_eq!(e.code, -32004, "{}: {e}", ws.display());
+        let named = why.split('|').any(|w| e.message.contains(w));
+        assert!(e.message.contains("is refused") && named, "{}: {e}", ws.display());
+    }
+    // A symlink to the home is judged as what it points at.
+    let ws = tempfile::tempdir().unwrap();
+    let link = ws.path().join("home-link");
+    std::os::unix::fs::symlink(&home, &link).unwrap();
+    let e = c.call("task.submit", json!({"objective": "x", "workspace": link})).unwrap_err();
+    assert_eq!(e.code, -32004, "{e}");
+    let out = d.cli(&["submit", "edit the config", "--workspace", "/etc"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/etc"), "{out:?}");
 
     let e = c.call("task.status", json!({"task_id": "0190aaaa-0000-7000-8000-000000000000"})).unwrap_err();
     assert_eq!(e.code, -32001);

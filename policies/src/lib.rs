@@ -21,6 +21,7 @@ pub mod thinking;
 pub mod tokens;
 pub mod usage;
 pub mod window;
+pub mod workspace;
 
 pub use budget::Thresholds;
 pub use event::{Event, EventKind, Usage};

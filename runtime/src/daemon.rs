@@ -131,6 +131,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
             clients.insert(name.clone(), Arc::new(client));
         }
         let shared = Arc::new(Shared {
+            home: std::fs::canonicalize(&home_dir).unwrap_or_else(|_| home_dir.clone()),
             store: store.clone(),
             bus,
             config: config.clone(),

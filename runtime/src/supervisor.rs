@@ -85,9 +85,20 @@ impl Supervisor {
             .map_err(RpcError::internal)?
             .ok_or_else(|| RpcError::unknown_task(task_id))?;
         check(&meta, self.running.contains_key(task_id))?;
-        let workspace = Workspace::new(Path::new(&meta.workspace))
-            .map_err(|e| RpcError::bad_workspace(format!("workspace {}: {e}", meta.workspace)))?;
+        let workspace = self.workspace(&meta.workspace)?;
         Ok((meta, workspace))
+    }
+
+    /// The workspace at `path`: an existing directory, and one a task may write in — not `/`, a
+    /// system directory, the daemon's home or a directory holding it
+    /// (`agentd_policies::workspace::refusal`).
+    fn workspace(&self, path: &str) -> Result<Workspace, RpcError> {
+        let workspace = Workspace::new(Path::new(path))
+            .map_err(|e| RpcError::bad_workspace(format!("workspace {path}: {e}")))?;
+        if let Some(why) = agentd_policies::workspace::refusal(workspace.root(), &self.shared.home) {
+            return Err(RpcError::bad_workspace(format!("workspace {path} is refused: {why}")));
+        }
+        Ok(workspace)
     }
 
     pub fn running_count(&self) -> usize {
@@ -130,8 +141,7 @@ impl Handler<Submit> for Supervisor {
                 msg.workspace
             )));
         }
-        let workspace = Workspace::new(path)
-            .map_err(|e| RpcError::bad_workspace(format!("workspace {}: {e}", msg.workspace)))?;
+        let workspace = self.workspace(&msg.workspace)?;
         let task_id = uuid::Uuid::now_v7().to_string();
         let now = now_rfc3339();
         let meta = TaskMeta {

@@ -23,6 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 /// What every task of the daemon shares.
 pub struct Shared {
+    /// The daemon's home, canonical: never a workspace, never reachable from one.
+    pub home: std::path::PathBuf,
     pub store: Store,
     pub bus: EventBus,
     pub config: Arc<Config>,
