@@ -205,17 +205,27 @@ async fn throttling_is_waited_out_and_counts_come_from_count_tokens() {
         .await;
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("README.md"), "# demo\n").unwrap();
-    let d = start_daemon(&server, "[retry]\nrate_limit = { attempts = 3, delay = \"10ms\" }\n");
+    let d = start_daemon(
+        &server,
+        "[retry]\nrate_limit = { attempts = 3, delay = \"10ms\" }\noverloaded = { attempts = 2, delay = \"10ms\" }\n",
+    );
     let task = d.submit("List the workspace", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(60));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
 
-    // 429 (its retry-after wins over the configured delay), then 529 overloaded: both rate limits.
+    // 429 (its retry-after wins over the configured delay), then 529: overloaded, on its own schedule.
     let retries = of_kind(&events, "retry_scheduled");
     assert_eq!(retries.len(), 2, "{retries:?}");
-    assert!(retries.iter().all(|r| r["reason"] == "rate_limit" && r["max_attempts"] == 3), "{retries:?}");
+    assert_eq!(
+        (retries[0]["reason"].as_str(), retries[0]["max_attempts"].as_u64()),
+        (Some("rate_limit"), Some(3))
+    );
     assert_eq!((retries[0]["attempt"].as_u64(), retries[0]["delay_ms"].as_u64()), (Some(1), Some(1000)));
-    assert_eq!((retries[1]["attempt"].as_u64(), retries[1]["delay_ms"].as_u64()), (Some(2), Some(10)));
+    assert_eq!(
+        (retries[1]["reason"].as_str(), retries[1]["max_attempts"].as_u64()),
+        (Some("overloaded"), Some(2))
+    );
+    assert_eq!((retries[1]["attempt"].as_u64(), retries[1]["delay_ms"].as_u64()), (Some(1), Some(10)));
     let chats = server.chat_requests();
     assert_eq!(chats.len(), 4);
     assert_eq!(chats[0], chats[1], "a retry resends the same request");

@@ -353,3 +353,55 @@ async fn a_refusal_that_states_no_limit_still_bounds_the_window() {
     let last_sent = of_kind(&events, "request_sent").last().unwrap()["tokens"].as_u64().unwrap();
     assert!(last_sent < refused_at * 95 / 100, "{last_sent} vs {refused_at}");
 }
+
+/// A stream of nothing but `: keepalive` comments is stalled: it is cut at the idle deadline (the
+/// comments are not progress) and the request retried; a server that answers nothing at all is cut
+/// at the request deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alives_are_not_progress_and_every_request_has_a_deadline() {
+    let server = ScriptedServer::start(vec![
+        keep_alive_only(Duration::from_millis(100)),
+        delayed(Duration::from_secs(60), sse(vec![finish("too late")])),
+        sse(vec![finish("answered at last")]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let extra = "[requests]\nidle_timeout = \"1s\"\ntimeout = \"2s\"\n\
+                 [retry]\nstream_anomaly = { attempts = 2, delay = \"10ms\" }\n";
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", extra));
+    let started = std::time::Instant::now();
+    let task = d.submit("Answer", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(30));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    let retries = of_kind(&events, "retry_scheduled");
+    assert_eq!(retries.len(), 2, "{retries:#?}");
+    assert!(retries.iter().all(|r| r["reason"] == "stream_anomaly"), "{retries:#?}");
+    let log = d.serve_log();
+    assert!(log.contains("sent no event for 1s"), "the idle deadline names itself: {log}");
+    assert!(log.contains("within the request deadline of 2s"), "the total deadline names itself: {log}");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(20), "{took:?}");
+    assert_eq!(server.chat_requests().len(), 3);
+}
+
+/// A 200 whose body is an HTML page is reported as what it is, not as an empty stream; a 529 from
+/// an OpenAI-compatible server is "overloaded", with its own short schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_200_is_named_and_a_529_is_overloaded() {
+    let server =
+        ScriptedServer::start(vec![server_error(529, "the engine is overloaded"), html_body()]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let extra = "[retry]\noverloaded = { attempts = 2, delay = \"10ms\" }\nstream_anomaly = { attempts = 0, delay = \"10ms\" }\n";
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", extra));
+    let task = d.submit("Answer", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(20));
+    let retries = of_kind(&events, "retry_scheduled");
+    assert_eq!(retries.len(), 1, "{retries:#?}");
+    assert_eq!(retries[0]["reason"], "overloaded");
+    assert_eq!((retries[0]["max_attempts"].as_u64(), retries[0]["delay_ms"].as_u64()), (Some(2), Some(10)));
+    let end = events.last().unwrap();
+    assert_eq!(end["kind"], "task_failed", "{events:#?}");
+    let error = end["error"].as_str().unwrap();
+    assert!(error.contains("200 with text/html") && error.contains("not an event stream"), "{error}");
+    assert!(error.contains("Network login required"), "the page's start is shown: {error}");
+}

@@ -167,6 +167,20 @@ fn runnable_by_anyone(program: &Path) -> std::path::PathBuf {
     copy
 }
 
+/// Runs `cmd` to its end. A copy just written may still be open for writing in a child that another
+/// test thread forked meanwhile (until that child execs): exec then fails with ETXTBSY, for a moment.
+fn output(cmd: &mut std::process::Command) -> std::process::Output {
+    for _ in 0..50 {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => return other.expect("run the program as uid 65534"),
+        }
+    }
+    panic!("the copied program stayed busy (ETXTBSY)");
+}
+
 fn as_nobody(program: &Path) -> std::process::Command {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(runnable_by_anyone(program));
@@ -223,11 +237,11 @@ fn another_users_connection_gets_the_refusal_and_is_closed() {
     let d = daemon();
     open_to_everyone(&d);
     let me = std::env::current_exe().unwrap();
-    let out = as_nobody(&me)
-        .args(["--exact", "raw_connection_helper", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(RAW_SOCKET_ENV, d.socket())
-        .output()
-        .expect("run this test binary as uid 65534");
+    let out = output(
+        as_nobody(&me)
+            .args(["--exact", "raw_connection_helper", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(RAW_SOCKET_ENV, d.socket()),
+    );
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{printed}\n{}", String::from_utf8_lossy(&out.stderr));
     let line = printed
@@ -249,13 +263,8 @@ fn the_cli_of_another_user_is_refused_by_peer_credentials() {
     }
     let d = daemon();
     open_to_everyone(&d);
-    let out = as_nobody(Path::new(BIN))
-        .arg("--home")
-        .arg(d.home())
-        .arg("tasks")
-        .env_remove("AGENTD_HOME")
-        .output()
-        .expect("run the agentd CLI as uid 65534");
+    let out =
+        output(as_nobody(Path::new(BIN)).arg("--home").arg(d.home()).arg("tasks").env_remove("AGENTD_HOME"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "another user's CLI must not succeed: {err}");
     assert!(err.contains("connections from another user are refused"), "{err}");

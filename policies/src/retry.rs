@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 pub enum Failure {
     /// 429 or a provider throttling code; `retry_after_ms` when the server said how long to wait.
     RateLimit { retry_after_ms: Option<u64> },
+    /// 529 / `overloaded_error`: a short-lived overload; `retry_after_ms` when the server said.
+    Overloaded { retry_after_ms: Option<u64> },
     /// 5xx.
     ServerError,
     /// No finish reason, no content and no tool call, a cut stream, an unparseable event.
@@ -19,6 +21,7 @@ impl Failure {
     pub fn reason(self) -> &'static str {
         match self {
             Failure::RateLimit { .. } => "rate_limit",
+            Failure::Overloaded { .. } => "overloaded",
             Failure::ServerError => "server_error",
             Failure::StreamAnomaly => "stream_anomaly",
         }
@@ -40,6 +43,14 @@ pub struct RetryPolicy {
     pub stream_anomaly: Schedule,
     /// Exponential: delay, 2×delay, 4×delay, …
     pub server_error: Schedule,
+    /// Incremental (delay, 2×delay, …) or the server's `Retry-After`: an overload passes in seconds,
+    /// not in the minutes a rate limit takes.
+    #[serde(default = "default_overloaded")]
+    pub overloaded: Schedule,
+}
+
+fn default_overloaded() -> Schedule {
+    Schedule { attempts: 5, delay_ms: 5_000 }
 }
 
 impl Default for RetryPolicy {
@@ -48,6 +59,7 @@ impl Default for RetryPolicy {
             rate_limit: Schedule { attempts: 10, delay_ms: 60_000 },
             stream_anomaly: Schedule { attempts: 2, delay_ms: 2_000 },
             server_error: Schedule { attempts: 3, delay_ms: 2_000 },
+            overloaded: default_overloaded(),
         }
     }
 }
@@ -64,6 +76,10 @@ pub fn decide(policy: &RetryPolicy, failure: Failure, attempt: u32) -> Decision 
     let (schedule, delay_ms) = match failure {
         Failure::RateLimit { retry_after_ms } => {
             (policy.rate_limit, retry_after_ms.unwrap_or(policy.rate_limit.delay_ms))
+        }
+        Failure::Overloaded { retry_after_ms } => {
+            let s = policy.overloaded;
+            (s, retry_after_ms.unwrap_or(s.delay_ms.saturating_mul(u64::from(attempt))))
         }
         Failure::StreamAnomaly => {
             let s = policy.stream_anomaly;
@@ -93,6 +109,19 @@ mod tests {
         let d = decide(&p, Failure::RateLimit { retry_after_ms: None }, 3);
         assert_eq!(d, Decision::Retry { attempt: 3, max_attempts: 10, delay_ms: 60_000 });
         assert_eq!(decide(&p, Failure::RateLimit { retry_after_ms: None }, 11), Decision::GiveUp);
+    }
+
+    #[test]
+    fn overloads_have_a_short_schedule_of_their_own() {
+        let p = RetryPolicy::default();
+        let d = decide(&p, Failure::Overloaded { retry_after_ms: None }, 1);
+        assert_eq!(d, Decision::Retry { attempt: 1, max_attempts: 5, delay_ms: 5_000 });
+        let d = decide(&p, Failure::Overloaded { retry_after_ms: None }, 3);
+        assert_eq!(d, Decision::Retry { attempt: 3, max_attempts: 5, delay_ms: 15_000 });
+        let d = decide(&p, Failure::Overloaded { retry_after_ms: Some(700) }, 2);
+        assert_eq!(d, Decision::Retry { attempt: 2, max_attempts: 5, delay_ms: 700 });
+        assert_eq!(decide(&p, Failure::Overloaded { retry_after_ms: None }, 6), Decision::GiveUp);
+        assert_eq!(Failure::Overloaded { retry_after_ms: None }.reason(), "overloaded");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `agentd.toml`: the daemon's configuration, parsed strictly. Unknown keys and bad values are errors
 //! that name the key and the file. The context window is deliberately absent: it is measured.
 
+use crate::provider::Deadlines;
 use agentd_agents::roles::ALL_TOOLS;
 use agentd_policies::retry::RetryPolicy;
 use serde::Deserialize;
@@ -59,6 +60,11 @@ model = "qwen3-coder"
 # rate_limit = { attempts = 10, delay = "60s" }     # Retry-After wins when the server sends it
 # stream_anomaly = { attempts = 2, delay = "2s" }   # incremental: 2s, then 4s
 # server_error = { attempts = 3, delay = "2s" }     # exponential: 2s, 4s, 8s
+# overloaded = { attempts = 5, delay = "5s" }       # 529: incremental 5s, 10s, … (Retry-After wins)
+
+# [requests]
+# idle_timeout = "60s"    # a stream with no event for this long is cut (comments/keep-alives are not events)
+# timeout = "10m"         # a whole model request, from sending to the last event
 
 [tools]
 command_timeout = "120s"
@@ -106,6 +112,8 @@ pub struct Config {
     pub coder: RoleConfig,
     pub specialists: BTreeMap<String, RoleConfig>,
     pub command_timeout: Duration,
+    /// How long a model request may take, and how long its stream may go without an event.
+    pub deadlines: Deadlines,
     pub retry: RetryPolicy,
     /// A new user request after this long since an agent's last answer clears its old thinking.
     pub idle_thinking_cleanup_after: Duration,
@@ -183,6 +191,8 @@ struct RawConfig {
     scheduler: Option<RawScheduler>,
     #[serde(default)]
     tools: RawTools,
+    #[serde(default)]
+    requests: RawRequests,
 }
 
 #[derive(Deserialize)]
@@ -221,6 +231,14 @@ struct RawRetry {
     rate_limit: Option<RawSchedule>,
     stream_anomaly: Option<RawSchedule>,
     server_error: Option<RawSchedule>,
+    overloaded: Option<RawSchedule>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRequests {
+    idle_timeout: Option<String>,
+    timeout: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -262,6 +280,7 @@ impl RawConfig {
             ("rate_limit", self.retry.rate_limit, &mut retry.rate_limit),
             ("stream_anomaly", self.retry.stream_anomaly, &mut retry.stream_anomaly),
             ("server_error", self.retry.server_error, &mut retry.server_error),
+            ("overloaded", self.retry.overloaded, &mut retry.overloaded),
         ] {
             let Some(raw) = raw else { continue };
             if let Some(a) = raw.attempts {
@@ -439,6 +458,26 @@ impl RawConfig {
         if command_timeout.is_zero() {
             return Err(invalid("tools.command_timeout".into(), "must be longer than 0s".into()));
         }
+        let mut deadlines = Deadlines::default();
+        for (key, value, slot) in [
+            ("requests.idle_timeout", &self.requests.idle_timeout, &mut deadlines.idle),
+            ("requests.timeout", &self.requests.timeout, &mut deadlines.total),
+        ] {
+            if let Some(v) = value {
+                let d =
+                    humantime::parse_duration(v).map_err(|e| invalid(key.into(), format!("{e}: {v:?}")))?;
+                if d.is_zero() {
+                    return Err(invalid(key.into(), "must be longer than 0s".into()));
+                }
+                *slot = d;
+            }
+        }
+        if deadlines.idle > deadlines.total {
+            return Err(invalid(
+                "requests.idle_timeout".into(),
+                format!("{:?} is longer than requests.timeout ({:?})", deadlines.idle, deadlines.total),
+            ));
+        }
         Ok(Config {
             path: path.to_path_buf(),
             providers,
@@ -446,6 +485,7 @@ impl RawConfig {
             coder,
             specialists,
             command_timeout,
+            deadlines,
             retry,
             idle_thinking_cleanup_after,
             idle_thinking_clear_at_least,
@@ -489,6 +529,30 @@ mod tests {
         let text = DEFAULT_CONFIG.replacen("provider = \"local\"", "provider = \"nope\"", 1);
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("team.lead.provider"), "{e}");
+    }
+
+    #[test]
+    fn request_deadlines_parse_and_bad_ones_are_named() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.deadlines, Deadlines::default());
+        assert_eq!(c.deadlines.idle, Duration::from_secs(60));
+        assert_eq!(c.deadlines.total, Duration::from_secs(600));
+        let text = format!("{DEFAULT_CONFIG}\n[requests]\nidle_timeout = \"5s\"\ntimeout = \"1m\"\n");
+        let c = parse(&text).unwrap();
+        assert_eq!((c.deadlines.idle, c.deadlines.total), (Duration::from_secs(5), Duration::from_secs(60)));
+        for (bad, key) in [
+            ("idle_timeout = \"soon\"", "requests.idle_timeout"),
+            ("timeout = \"0s\"", "requests.timeout"),
+            ("idle_timeout = \"20m\"", "requests.idle_timeout"),
+            ("deadline = \"1s\"", "deadline"),
+        ] {
+            let text = format!("{DEFAULT_CONFIG}\n[requests]\n{bad}\n");
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        let text = format!("{DEFAULT_CONFIG}\n[retry]\noverloaded = {{ attempts = 2, delay = \"1s\" }}\n");
+        let c = parse(&text).unwrap();
+        assert_eq!((c.retry.overloaded.attempts, c.retry.overloaded.delay_ms), (2, 1000));
     }
 
     #[test]

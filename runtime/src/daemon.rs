@@ -123,9 +123,11 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         for (name, p) in &config.providers {
             let key = p.api_key_env.as_ref().and_then(|var| std::env::var(var).ok());
             let client = match p.kind {
-                ProviderKind::Anthropic => Client::Anthropic(AnthropicClient::new(&p.base_url, key)),
+                ProviderKind::Anthropic => {
+                    Client::Anthropic(AnthropicClient::new(&p.base_url, key).with_deadlines(config.deadlines))
+                }
                 ProviderKind::OpenAi | ProviderKind::Ollama => {
-                    Client::OpenAi(OpenAiClient::new(&p.base_url, key))
+                    Client::OpenAi(OpenAiClient::new(&p.base_url, key).with_deadlines(config.deadlines))
                 }
             };
             clients.insert(name.clone(), Arc::new(client));

@@ -204,7 +204,7 @@ async fn http_errors_are_classified() {
     }
     assert_eq!(
         chat(&server, &req).await.unwrap_err(),
-        ProviderError::RateLimited { retry_after: None, message: "Overloaded".into() }
+        ProviderError::Overloaded { retry_after: None, message: "Overloaded".into() }
     );
     assert_eq!(
         chat(&server, &req).await.unwrap_err(),

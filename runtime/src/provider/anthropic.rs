@@ -5,10 +5,10 @@
 
 use super::anthropic_stream::{from_json_body, Assembler};
 use super::http::{
-    cancellable, http_client, send_streaming, transport, Answer, MAX_ERROR_CHARS, PROBE_TIMEOUT,
+    cancellable, http_client, send_streaming, transport, Answer, Deadlines, MAX_ERROR_CHARS, PROBE_TIMEOUT,
 };
 use super::openai::{classify_http, retry_after, truncate_chars};
-use super::sse::drive;
+use super::sse::drive_within;
 use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
@@ -39,6 +39,7 @@ pub struct AnthropicClient {
     /// Per model: the tokens `count_tokens` reports around a one-token user text (the message
     /// framing), subtracted by [`count_text`](Self::count_text). Shared by clones.
     text_overhead: Arc<Mutex<HashMap<String, u64>>>,
+    deadlines: Deadlines,
 }
 
 impl AnthropicClient {
@@ -51,7 +52,14 @@ impl AnthropicClient {
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key: api_key.filter(|k| !k.is_empty()),
             text_overhead: Arc::new(Mutex::new(HashMap::new())),
+            deadlines: Deadlines::default(),
         }
+    }
+
+    /// The same client with these request deadlines.
+    pub fn with_deadlines(mut self, deadlines: Deadlines) -> AnthropicClient {
+        self.deadlines = deadlines;
+        self
     }
 
     pub fn base_url(&self) -> &str {
@@ -141,7 +149,7 @@ impl AnthropicClient {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        cancellable(self.chat_url(), cancel, self.chat_uncancellable(req)).await
+        cancellable(self.chat_url(), cancel, self.deadlines.total, self.chat_uncancellable(req)).await
     }
 
     async fn chat_uncancellable(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
@@ -150,7 +158,9 @@ impl AnthropicClient {
             self.request(self.http.post(&url)).header(ACCEPT, "text/event-stream").json(&self.body(req));
         match send_streaming(request, &url, classify_anthropic_http).await? {
             Answer::Whole(text) => from_json_body(&text),
-            Answer::Stream(response) => drive(response.bytes_stream(), Assembler::default()).await,
+            Answer::Stream(response) => {
+                drive_within(response.bytes_stream(), Assembler::default(), Some(self.deadlines.idle)).await
+            }
         }
     }
 
@@ -462,7 +472,8 @@ pub(crate) fn classify_anthropic_http(
         return classify_http(status, retry_after, body);
     };
     match status {
-        429 | 529 => ProviderError::RateLimited { retry_after, message },
+        429 => ProviderError::RateLimited { retry_after, message },
+        529 => ProviderError::Overloaded { retry_after, message },
         400 | 413 | 422 => match overflow_limit(&message) {
             Some(limit) => ProviderError::ContextOverflow { limit, message },
             None => ProviderError::Rejected { status, message },
@@ -485,7 +496,8 @@ pub(crate) fn classify_anthropic_error(error: &Value) -> ProviderError {
         return ProviderError::ContextOverflow { limit, message };
     }
     match kind {
-        "overloaded_error" | "rate_limit_error" => ProviderError::RateLimited { retry_after: None, message },
+        "overloaded_error" => ProviderError::Overloaded { retry_after: None, message },
+        "rate_limit_error" => ProviderError::RateLimited { retry_after: None, message },
         "invalid_request_error" => ProviderError::Rejected { status: 400, message },
         "authentication_error" => ProviderError::Rejected { status: 401, message },
         "permission_error" => ProviderError::Rejected { status: 403, message },
@@ -617,8 +629,9 @@ mod tests {
         let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
             events.iter().map(|e| Ok(e.clone().into_bytes())).collect();
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let response =
-            runtime.block_on(drive(futures_util::stream::iter(pieces), Assembler::default())).unwrap();
+        let response = runtime
+            .block_on(crate::provider::sse::drive(futures_util::stream::iter(pieces), Assembler::default()))
+            .unwrap();
         // Stored and read back as the log does.
         let stored: Message =
             serde_json::from_str(&serde_json::to_string(&response.message).unwrap()).unwrap();
@@ -863,7 +876,7 @@ mod tests {
         let overloaded = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(
             classify_anthropic_http(529, None, overloaded),
-            ProviderError::RateLimited { retry_after: None, message: "Overloaded".into() }
+            ProviderError::Overloaded { retry_after: None, message: "Overloaded".into() }
         );
         let limited = r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#;
         assert!(matches!(
@@ -882,7 +895,7 @@ mod tests {
             classify_anthropic_http(502, None, "<html>"),
             ProviderError::Server { status: 502, .. }
         ));
-        assert!(matches!(classify_anthropic_http(529, None, ""), ProviderError::RateLimited { .. }));
+        assert!(matches!(classify_anthropic_http(529, None, ""), ProviderError::Overloaded { .. }));
     }
 
     #[test]

@@ -35,17 +35,38 @@ pub(crate) fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
     ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
 }
 
-/// Runs `call` to its end, unless `cancel` fires first: then `call` is dropped at once and the
-/// answer is `Transport { url, message: "cancelled" }`.
+/// How long a model request may take: `total` from sending to the last event, `idle` between two
+/// events of its stream (SSE comments and keep-alives are not events: a server that only sends
+/// those is stalled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    pub idle: Duration,
+    pub total: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines { idle: Duration::from_secs(60), total: Duration::from_secs(600) }
+    }
+}
+
+/// Runs `call` to its end, unless `cancel` fires first — then `call` is dropped at once and the
+/// answer is `Transport { url, message: "cancelled" }` — or `total` passes first: a `Stalled`
+/// anomaly naming the deadline.
 pub(crate) async fn cancellable(
     url: String,
     cancel: &CancellationToken,
+    total: Duration,
     call: impl Future<Output = Result<ChatResponse, ProviderError>>,
 ) -> Result<ChatResponse, ProviderError> {
     tokio::select! {
         biased;
         _ = cancel.cancelled() => Err(ProviderError::Transport { url, message: CANCELLED.to_string() }),
         result = call => result,
+        _ = tokio::time::sleep(total) => Err(ProviderError::StreamAnomaly {
+            kind: AnomalyKind::Stalled,
+            message: format!("no complete answer from {url} within the request deadline of {total:?} (requests.timeout)"),
+        }),
     }
 }
 
@@ -71,13 +92,27 @@ pub(crate) async fn send_streaming(
         let text = response.text().await.unwrap_or_default();
         return Err(classify(status.as_u16(), retry_after, &text));
     }
-    let is_json = response
+    let content_type = response
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json"));
-    if is_json {
+        .map(|ct| ct.trim_start().to_ascii_lowercase())
+        .unwrap_or_default();
+    if content_type.starts_with("application/json") {
         return Ok(Answer::Whole(whole_body(response).await?));
+    }
+    // An event stream, or a server that names no type (some do); anything else — an HTML page from
+    // a proxy or a login portal — is not the protocol, whatever its status says.
+    if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
+        let body = whole_body(response).await.unwrap_or_default();
+        return Err(ProviderError::StreamAnomaly {
+            kind: AnomalyKind::NotProtocol,
+            message: format!(
+                "{url} answered {} with {content_type}, not an event stream: {}",
+                status.as_u16(),
+                super::openai::truncate_chars(body.trim(), 200)
+            ),
+        });
     }
     Ok(Answer::Stream(response))
 }

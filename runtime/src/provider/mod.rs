@@ -21,6 +21,7 @@ use std::time::Duration;
 
 pub use anthropic::AnthropicClient;
 pub use client::Client;
+pub use http::Deadlines;
 pub use openai::OpenAiClient;
 
 /// A tool the model may call: its name, what it does, and the JSON schema of its arguments.
@@ -76,6 +77,11 @@ pub enum AnomalyKind {
     Cut,
     /// A data line was not valid JSON (or the stream was not valid SSE/UTF-8).
     Parse,
+    /// A 2xx answer that is not the protocol at all (an HTML page from a proxy or a portal).
+    NotProtocol,
+    /// No event within the idle deadline (comments and keep-alives are not progress), or the whole
+    /// answer not within the request deadline.
+    Stalled,
 }
 
 impl AnomalyKind {
@@ -85,6 +91,8 @@ impl AnomalyKind {
             AnomalyKind::Empty => "empty",
             AnomalyKind::Cut => "cut",
             AnomalyKind::Parse => "parse",
+            AnomalyKind::NotProtocol => "not_protocol",
+            AnomalyKind::Stalled => "stalled",
         }
     }
 }
@@ -100,9 +108,13 @@ impl fmt::Display for AnomalyKind {
 /// with the provider's words (`Rejected`, `Transport`).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
-    /// HTTP 429 (or 529, "overloaded"). `retry_after` is the server's `Retry-After`, when it sent one.
+    /// HTTP 429. `retry_after` is the server's `Retry-After`, when it sent one.
     #[error("rate limited by the provider: {message}")]
     RateLimited { retry_after: Option<Duration>, message: String },
+    /// HTTP 529 (or Anthropic's `overloaded_error`): the provider is overloaded, briefly; its own
+    /// shorter schedule, `Retry-After` honoured.
+    #[error("the provider is overloaded: {message}")]
+    Overloaded { retry_after: Option<Duration>, message: String },
     /// HTTP 5xx, or an error object inside an accepted stream.
     #[error("provider server error {status}: {message}")]
     Server { status: u16, message: String },
@@ -133,6 +145,9 @@ impl ProviderError {
         match self {
             ProviderError::RateLimited { retry_after, .. } => {
                 Some(Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
+            }
+            ProviderError::Overloaded { retry_after, .. } => {
+                Some(Failure::Overloaded { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
             }
             ProviderError::Transport { .. } if self.is_cancelled() => None,
             ProviderError::Server { .. } | ProviderError::Transport { .. } => Some(Failure::ServerError),

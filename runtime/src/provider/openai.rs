@@ -2,9 +2,10 @@
 //! the wire mapping of a [`ChatRequest`], the streamed call, the error taxonomy, and the window probe.
 
 use super::http::{
-    cancellable, http_client, send_streaming, transport, whole_body, Answer, MAX_ERROR_CHARS, PROBE_TIMEOUT,
+    cancellable, http_client, send_streaming, transport, whole_body, Answer, Deadlines, MAX_ERROR_CHARS,
+    PROBE_TIMEOUT,
 };
-use super::sse::drive;
+use super::sse::{drive_within, stalled};
 use super::stream::{from_json_body, Assembler};
 use super::{ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
@@ -29,6 +30,7 @@ pub struct OpenAiClient {
     tokenize_vllm_only: Arc<AtomicBool>,
     /// The server counts at llama-cpp-python's `/extras/tokenize/count` rather than `/tokenize`.
     tokenize_extras: Arc<AtomicBool>,
+    deadlines: Deadlines,
 }
 
 impl OpenAiClient {
@@ -42,7 +44,14 @@ impl OpenAiClient {
             api_key: api_key.filter(|k| !k.is_empty()),
             tokenize_vllm_only: Arc::new(AtomicBool::new(false)),
             tokenize_extras: Arc::new(AtomicBool::new(false)),
+            deadlines: Deadlines::default(),
         }
+    }
+
+    /// The same client with these request deadlines.
+    pub fn with_deadlines(mut self, deadlines: Deadlines) -> OpenAiClient {
+        self.deadlines = deadlines;
+        self
     }
 
     pub fn base_url(&self) -> &str {
@@ -98,7 +107,7 @@ impl OpenAiClient {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        cancellable(self.chat_url(), cancel, self.chat_uncancellable(req)).await
+        cancellable(self.chat_url(), cancel, self.deadlines.total, self.chat_uncancellable(req)).await
     }
 
     fn chat_url(&self) -> String {
@@ -117,13 +126,16 @@ impl OpenAiClient {
             Answer::Stream(response) => response,
         };
         let mut bytes = response.bytes_stream();
-        match bytes.next().await {
+        let idle = self.deadlines.idle;
+        let first = tokio::time::timeout(idle, bytes.next()).await.map_err(|_| stalled(idle))?;
+        match first {
             // An accepted stream with no byte in it: llama-cpp-python answers an over-long prompt this
             // way (its error is raised after the headers went out). Ask once more without streaming,
             // which carries the server's real answer or its real error.
             None => self.chat_once_unstreamed(req).await,
             Some(first) => {
-                drive(futures_util::stream::iter([first]).chain(bytes), Assembler::default()).await
+                let bytes = futures_util::stream::iter([first]).chain(bytes);
+                drive_within(bytes, Assembler::default(), Some(idle)).await
             }
         }
     }
@@ -461,7 +473,8 @@ pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &s
     let message =
         if info.message.is_empty() { format!("HTTP {status} with an empty body") } else { info.message };
     match status {
-        429 | 529 => ProviderError::RateLimited { retry_after, message },
+        429 => ProviderError::RateLimited { retry_after, message },
+        529 => ProviderError::Overloaded { retry_after, message },
         _ if overflow => ProviderError::ContextOverflow { limit: parse_refusal_limit(&message), message },
         500..=599 => ProviderError::Server { status, message },
         _ => ProviderError::Rejected { status, message },
@@ -924,7 +937,7 @@ mod tests {
         }
         assert!(matches!(
             classify_http(529, None, "overloaded"),
-            ProviderError::RateLimited { retry_after: None, .. }
+            ProviderError::Overloaded { retry_after: None, .. }
         ));
         assert_eq!(truncate_chars("héllo", 2), "hé…");
     }

@@ -7,6 +7,7 @@ use super::{AnomalyKind, ChatResponse, ProviderError};
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
+use std::time::Duration;
 
 /// Whether an assembler wants more events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +29,24 @@ pub(crate) trait Assemble {
 /// Reads an SSE byte stream until `asm` is done or the stream ends, and assembles the answer. A
 /// connection cut is a `Cut` anomaly unless the answer was already complete; a stream that is not
 /// UTF-8 or not SSE is a `Parse` anomaly.
-pub(crate) async fn drive<S, B, E, A>(bytes: S, mut asm: A) -> Result<ChatResponse, ProviderError>
+#[cfg(test)]
+pub(crate) async fn drive<S, B, E, A>(bytes: S, asm: A) -> Result<ChatResponse, ProviderError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: std::error::Error + 'static,
+    A: Assemble,
+{
+    drive_within(bytes, asm, None).await
+}
+
+/// [`drive`], with an idle deadline: no event within `idle` (comments and keep-alive lines are not
+/// events) is a `Stalled` anomaly.
+pub(crate) async fn drive_within<S, B, E, A>(
+    bytes: S,
+    mut asm: A,
+    idle: Option<Duration>,
+) -> Result<ChatResponse, ProviderError>
 where
     S: Stream<Item = Result<B, E>>,
     B: AsRef<[u8]>,
@@ -37,7 +55,15 @@ where
 {
     let events = bytes.eventsource();
     futures_util::pin_mut!(events);
-    while let Some(event) = events.next().await {
+    loop {
+        let next = match idle {
+            None => events.next().await,
+            Some(idle) => match tokio::time::timeout(idle, events.next()).await {
+                Ok(next) => next,
+                Err(_) => return Err(stalled(idle)),
+            },
+        };
+        let Some(event) = next else { break };
         match event {
             Ok(event) => {
                 if asm.push(&event.event, &event.data)? == Flow::Done {
@@ -64,6 +90,16 @@ where
         }
     }
     asm.finish()
+}
+
+/// No event within the idle deadline.
+pub(crate) fn stalled(idle: Duration) -> ProviderError {
+    anomaly(
+        AnomalyKind::Stalled,
+        format!(
+            "the stream sent no event for {idle:?} (requests.idle_timeout; SSE comments and keep-alives do not count)"
+        ),
+    )
 }
 
 pub(crate) fn anomaly(kind: AnomalyKind, message: String) -> ProviderError {

@@ -211,6 +211,16 @@ pub fn hang() -> Step {
     Step::Fault(Fault::Hang)
 }
 
+/// A 200 SSE stream of `: keepalive` comments every `every`, and never an event.
+pub fn keep_alive_only(every: Duration) -> Step {
+    Step::Fault(Fault::KeepAliveOnly { every })
+}
+
+/// HTTP 200 with an HTML page as its body.
+pub fn html_body() -> Step {
+    Step::Fault(Fault::HtmlBody)
+}
+
 /// Waits `delay` before answering with `step`.
 pub fn delayed(delay: Duration, step: Step) -> Step {
     Step::Delayed(delay, Box::new(step))

@@ -114,6 +114,12 @@ pub enum Fault {
     /// Streaming: sends the 200 SSE response head, then nothing until the
     /// client disconnects. Non-streaming: sends nothing at all.
     Hang,
+    /// A 200 SSE stream of nothing but comments (`: keepalive`), one every `every`, until the
+    /// client disconnects: bytes flow, no event ever comes. Non-streaming: as `Hang`.
+    KeepAliveOnly { every: Duration },
+    /// HTTP 200 with an HTML page as the body (a proxy's or a captive portal's answer), whatever
+    /// was asked for.
+    HtmlBody,
 }
 
 /// A request as the server received it (recorded before it is answered).

@@ -561,6 +561,28 @@ async fn hang(conn: &mut Conn, stream: bool) -> std::io::Result<()> {
     Ok(())
 }
 
+/// SSE comments only, one every `every`, until the client hangs up (bounded: at most 10 minutes).
+async fn keep_alive_only(conn: &mut Conn, stream: bool, every: Duration) -> std::io::Result<()> {
+    if !stream {
+        return hang(conn, false).await;
+    }
+    start_sse(conn).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    while tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => conn.send_chunk(b": keepalive\n\n").await?,
+            _ = conn.wait_for_disconnect() => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+/// A 200 whose body is an HTML page, as a proxy or a captive portal answers.
+async fn html_body(conn: &mut Conn) -> std::io::Result<()> {
+    let page = b"<!DOCTYPE html><html><head><title>Sign in</title></head><body><h1>Network login required</h1></body></html>";
+    conn.send_response(200, "text/html; charset=utf-8", &[], page).await
+}
+
 /// The status line keeps a sane status even for odd scripted ones.
 fn sane_status(status: u16) -> u16 {
     if (100..=999).contains(&status) {
@@ -610,6 +632,8 @@ async fn fault_response(
             conn.send_json(200, &[], &openai::empty_completion(frame)).await
         }
         Fault::Hang => hang(conn, stream).await,
+        Fault::KeepAliveOnly { every } => keep_alive_only(conn, stream, *every).await,
+        Fault::HtmlBody => html_body(conn).await,
     }
 }
 
@@ -648,5 +672,7 @@ async fn anthropic_fault(
             conn.send_json(200, &[], &anthropic::empty_message(frame)).await
         }
         Fault::Hang => hang(conn, stream).await,
+        Fault::KeepAliveOnly { every } => keep_alive_only(conn, stream, *every).await,
+        Fault::HtmlBody => html_body(conn).await,
     }
 }
