@@ -500,7 +500,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn overloaded_error_event_is_a_rate_limit() {
+    async fn overloaded_error_event_is_an_overload() {
         let r = run(&[
             start(5, 0, 0),
             block_start(0, r#"{"type":"text","text":""}"#),
@@ -508,7 +508,7 @@ mod tests {
             ev("error", r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
         ])
         .await;
-        assert_eq!(r, Err(ProviderError::RateLimited { retry_after: None, message: "Overloaded".into() }));
+        assert_eq!(r, Err(ProviderError::Overloaded { retry_after: None, message: "Overloaded".into() }));
         let r = run(&[ev(
             "error",
             r#"{"type":"error","error":{"type":"api_error","message":"Internal server error"}}"#,
@@ -619,7 +619,7 @@ mod tests {
         assert_eq!(kind(from_json_body("<html>")), AnomalyKind::Parse);
         assert!(matches!(
             from_json_body(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
-            Err(ProviderError::RateLimited { .. })
+            Err(ProviderError::Overloaded { .. })
         ));
     }
 }
