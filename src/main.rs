@@ -1,7 +1,7 @@
 //! The `agentd` binary: command-line parsing and wiring only. The daemon lives in `agentd-runtime`;
 //! every other command is a client of its socket.
 
-use agentd_runtime::client::{is_terminal_event, Client, ClientError};
+use agentd_runtime::client::{Client, ClientError, StreamItem};
 use agentd_runtime::config::{Config, DEFAULT_CONFIG};
 use agentd_runtime::daemon::{serve, DaemonError, Home};
 use agentd_runtime::render::event_line;
@@ -435,23 +435,18 @@ fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool) -> 
     }
     client.call("task.subscribe", json!({"task_id": task_id, "after_seq": after}))?;
     loop {
-        let event = client.next_event()?;
+        // An end in the history that was later resumed or followed up is not the end: the daemon
+        // marks the real one (`task.end`) after the terminal event that nothing follows.
+        let event = match client.next_item()? {
+            StreamItem::Event(event) => event,
+            StreamItem::End(end) => return Ok(if str_of(&end, "kind") == "task_finished" { 0 } else { 1 }),
+        };
         if json {
             println!("{event}");
         } else {
             println!("{}", event_line(&event));
         }
         let _ = std::io::stdout().flush();
-        if is_terminal_event(&event) {
-            // An end that was later resumed or followed up is history, not the end: keep following.
-            if str_of(&event, "kind") != "task_cancelled" {
-                let status = client.call("task.status", json!({"task_id": task_id}))?;
-                if matches!(str_of(&status, "state"), "queued" | "running" | "waiting_retry") {
-                    continue;
-                }
-            }
-            return Ok(if str_of(&event, "kind") == "task_finished" { 0 } else { 1 });
-        }
     }
 }
 

@@ -4,7 +4,7 @@
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::workspace::sample_workspace;
 use agentd_test_support::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 
@@ -114,6 +114,23 @@ async fn sigterm_marks_running_tasks_interrupted_and_resume_continues() {
     let last = reqs.last().unwrap();
     let users = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "user").count();
     assert_eq!(users, 1, "{last}");
+
+    // `watch` of the whole history follows it through the interruption to the real end.
+    let out = d.cli(&["watch", &task, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let watched: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(watched, events, "every event, in order, from the first to the last");
+
+    // A follow-up after the finish: watch goes on to the follow-up's end, as the daemon's stream does.
+    server.push(vec![sse(vec![finish("followed up")])]);
+    d.client().call("task.message", json!({"task_id": task, "text": "And one more thing"})).unwrap();
+    let all = d.events_until_end(&task, Duration::from_secs(20));
+    assert!(all.len() > events.len());
+    assert_eq!(all.iter().filter(|e| e["kind"] == "task_finished").count(), 2);
+    let out = d.cli(&["watch", &task, "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), all.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,6 +176,23 @@ async fn kill_9_loses_nothing_and_resume_repairs_a_dangling_tool_call() {
     d.client().call("task.resume", json!({"task_id": task})).unwrap();
     let events = d.events_until_end(&task, Duration::from_secs(30));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
+    // Every call in the event history has its end: the one the crash cut short is marked
+    // interrupted (effect unknown), before the task's own interruption.
+    for called in events.iter().filter(|e| e["kind"] == "tool_called") {
+        let ends: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["kind"] == "tool_finished" && e["call_id"] == called["call_id"])
+            .collect();
+        assert_eq!(ends.len(), 1, "{called}: {ends:?}");
+    }
+    let cut: Vec<&Value> = events.iter().filter(|e| e["interrupted"] == true).collect();
+    assert_eq!(cut.len(), 1, "{cut:?}");
+    assert_eq!(
+        (cut[0]["tool"].as_str(), cut[0]["ok"].as_bool(), cut[0]["role"].as_str()),
+        (Some("run_command"), Some(false), Some("coder"))
+    );
+    let interrupted_at = events.iter().find(|e| e["kind"] == "task_interrupted").unwrap()["seq"].as_u64();
+    assert!(cut[0]["seq"].as_u64() < interrupted_at);
     // Every request after the restart is well formed: each tool call has its result.
     for req in server.chat_requests().iter().skip(3) {
         let msgs = req["messages"].as_array().unwrap();

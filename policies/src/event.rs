@@ -62,6 +62,10 @@ pub enum EventKind {
         whole_limit: Option<Tokens>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,
+        /// The call never finished: the task stopped (a crash, a shutdown, a cancel) while it ran.
+        /// Its effect on the workspace is unknown.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupted: bool,
     },
     CompactionStarted {
         tokens_before: Tokens,
@@ -130,6 +134,21 @@ pub enum EventKind {
     },
 }
 
+/// The tool calls in `events` that were called and never finished, in order: (role, tool, call id).
+pub fn unfinished_calls<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<(String, String, String)> {
+    let mut open: Vec<(String, String, String)> = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::ToolCalled { tool, call_id } => {
+                open.push((e.role.clone(), tool.clone(), call_id.clone()))
+            }
+            EventKind::ToolFinished { call_id, .. } => open.retain(|(_, _, id)| id != call_id),
+            _ => {}
+        }
+    }
+    open
+}
+
 impl EventKind {
     /// The event that ends a task's stream (a subscriber stops after it).
     pub fn is_terminal(&self) -> bool {
@@ -171,6 +190,44 @@ impl EventKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unfinished_calls_are_the_ones_without_an_end() {
+        let ev = |seq: u64, role: &str, kind: EventKind| Event {
+            seq,
+            task_id: "t".into(),
+            role: role.into(),
+            at: String::new(),
+            kind,
+        };
+        let called = |id: &str, tool: &str| EventKind::ToolCalled { tool: tool.into(), call_id: id.into() };
+        let finished = |id: &str| EventKind::ToolFinished {
+            tool: "x".into(),
+            call_id: id.into(),
+            ok: true,
+            evidence_id: None,
+            result_tokens: None,
+            whole_limit: None,
+            measured_by: None,
+            interrupted: false,
+        };
+        let events = vec![
+            ev(1, "lead", called("a", "delegate")),
+            ev(2, "coder", called("b", "read_file")),
+            ev(3, "coder", finished("b")),
+            ev(4, "coder", called("c", "run_command")),
+        ];
+        assert_eq!(
+            unfinished_calls(&events),
+            vec![
+                ("lead".to_string(), "delegate".to_string(), "a".to_string()),
+                ("coder".to_string(), "run_command".to_string(), "c".to_string())
+            ]
+        );
+        // The interrupted flag is on the wire only when set.
+        let v = serde_json::to_value(ev(5, "coder", finished("c"))).unwrap();
+        assert!(v.get("interrupted").is_none(), "{v}");
+    }
 
     #[test]
     fn wire_shape_is_flat() {

@@ -143,6 +143,7 @@ impl Handler<CompleteDelegation> for AgentActor {
                 result_tokens: None,
                 whole_limit: None,
                 measured_by: None,
+                interrupted: false,
             })
         })
     }
@@ -481,6 +482,7 @@ impl Agent {
                     result_tokens: Some(bounded.tokens),
                     whole_limit: Some(limit),
                     measured_by: Some(fitted.meter.measured()),
+                    interrupted: false,
                 })?;
                 if result.finished.is_some() {
                     finished = result.finished;

@@ -74,6 +74,26 @@ impl Client {
     }
 
     /// The next `task.event` notification's params (an event), blocking until one arrives.
+    /// The next item of a subscription: an event, or the end the daemon marks after the terminal
+    /// event that nothing follows (`task.end`).
+    pub fn next_item(&mut self) -> Result<StreamItem, ClientError> {
+        loop {
+            let msg = match self.pending.pop_front() {
+                Some(m) => m,
+                None => self.read_line()?,
+            };
+            match msg.get("method").and_then(Value::as_str) {
+                Some("task.event") => {
+                    return Ok(StreamItem::Event(msg.get("params").cloned().unwrap_or(Value::Null)))
+                }
+                Some("task.end") => {
+                    return Ok(StreamItem::End(msg.get("params").cloned().unwrap_or(Value::Null)))
+                }
+                _ => {}
+            }
+        }
+    }
+
     pub fn next_event(&mut self) -> Result<Value, ClientError> {
         loop {
             let msg = match self.pending.pop_front() {
@@ -85,6 +105,14 @@ impl Client {
             }
         }
     }
+}
+
+/// What a subscription delivers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamItem {
+    Event(Value),
+    /// `{task_id, seq, kind}` of the terminal event that ended the stream.
+    End(Value),
 }
 
 fn rpc_error(msg: &Value) -> ClientError {

@@ -361,6 +361,12 @@ pub fn event_notification(event: &Event) -> Value {
     json!({"jsonrpc": "2.0", "method": "task.event", "params": event})
 }
 
+/// Sent after the terminal event that ends a subscription (one nothing follows): a client that
+/// replays a history with earlier ends in it (resumed, followed up) knows this is the real one.
+pub fn end_notification(event: &Event) -> Value {
+    json!({"jsonrpc": "2.0", "method": "task.end", "params": {"task_id": event.task_id, "seq": event.seq, "kind": event.kind.name()}})
+}
+
 /// Evidence errors as socket errors: an unknown id is -32002; integrity and IO failures name the blob.
 fn evidence_error(e: EvidenceError) -> RpcError {
     match e {

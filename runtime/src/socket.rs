@@ -5,7 +5,7 @@
 //! `task.event` notifications while the same connection keeps answering requests. Connections from
 //! another uid are refused.
 
-use crate::rpc::{event_notification, Methods, RpcError, INVALID_REQUEST, PARSE_ERROR};
+use crate::rpc::{end_notification, event_notification, Methods, RpcError, INVALID_REQUEST, PARSE_ERROR};
 use agentd_policies::Event;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -200,7 +200,11 @@ async fn follow(
             match $events {
                 Ok(events) => {
                     for (e, ends) in events {
-                        if out.send(event_notification(&e).to_string()).await.is_err() || ends {
+                        if out.send(event_notification(&e).to_string()).await.is_err() {
+                            return;
+                        }
+                        if ends {
+                            let _ = out.send(end_notification(&e).to_string()).await;
                             return;
                         }
                     }
@@ -219,7 +223,11 @@ async fn follow(
                 }
                 last = e.seq;
                 let ends = e.kind.is_terminal();
-                if out.send(event_notification(&e).to_string()).await.is_err() || ends {
+                if out.send(event_notification(&e).to_string()).await.is_err() {
+                    return;
+                }
+                if ends {
+                    let _ = out.send(end_notification(&e).to_string()).await;
                     return;
                 }
             }

@@ -4,7 +4,7 @@
 
 use crate::clock::now_rfc3339;
 use crate::rpc::RpcError;
-use crate::task::{launch, Shared, Start};
+use crate::task::{close_unfinished_calls, launch, Shared, Start};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::TaskMeta;
@@ -41,6 +41,7 @@ impl Supervisor {
                     t.state = TaskState::Interrupted;
                     t.updated_at = now_rfc3339();
                 })?;
+                close_unfinished_calls(&shared.store, &shared.bus, &meta.task_id, true)?;
                 shared.bus.emit(&meta.task_id, "lead", EventKind::TaskInterrupted {})?;
                 n += 1;
             }
@@ -326,20 +327,25 @@ impl Handler<Shutdown> for Supervisor {
         let running: Vec<(String, CancellationToken, watch::Receiver<Option<TaskState>>)> =
             self.running.drain().map(|(id, r)| (id, r.cancel, r.done)).collect();
         Box::pin(async move {
+            // Marked first (so the runner's own end does not record a cancel), then stopped; the
+            // terminal event comes last, after the calls the stop cut short are closed.
             for (task_id, cancel, _) in &running {
                 let marked = shared.store.update_task(task_id, |t| {
                     t.state = TaskState::Interrupted;
                     t.updated_at = now_rfc3339();
                 });
-                if let Err(e) =
-                    marked.and_then(|_| shared.bus.emit(task_id, "lead", EventKind::TaskInterrupted {}))
-                {
+                if let Err(e) = marked {
                     tracing::error!(task = %task_id, error = %e, "could not mark the task interrupted");
                 }
                 cancel.cancel();
             }
-            for (_, _, mut done) in running {
+            for (task_id, _, mut done) in running {
                 let _ = tokio::time::timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some())).await;
+                let ended = close_unfinished_calls(&shared.store, &shared.bus, &task_id, true)
+                    .and_then(|_| shared.bus.emit(&task_id, "lead", EventKind::TaskInterrupted {}));
+                if let Err(e) = ended {
+                    tracing::error!(task = %task_id, error = %e, "could not record the interruption");
+                }
             }
             if let Err(e) = shared.store.flush() {
                 tracing::error!(error = %e, "final flush failed");

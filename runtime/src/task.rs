@@ -327,6 +327,50 @@ fn role_states(store: &Store, task_id: &str) -> Result<HashMap<String, RoleState
     Ok(states)
 }
 
+/// Every tool call of the task that was called and never finished (the task stopped while it ran:
+/// a crash, a shutdown, a cancel) gets its `tool_finished`, marked interrupted — its effect on the
+/// workspace is unknown — so the event history never holds a call without its end. Returns how
+/// many were closed.
+///
+/// `resumable`: the task is interrupted, not over. A `delegate` call then stays open: a resume
+/// continues the delegation, and its summary becomes the call's end.
+pub fn close_unfinished_calls(
+    store: &Store,
+    bus: &EventBus,
+    task_id: &str,
+    resumable: bool,
+) -> Result<usize, StoreError> {
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.events(task_id, after, 10_000)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        events.extend(page);
+    }
+    let mut open = agentd_policies::event::unfinished_calls(&events);
+    if resumable {
+        open.retain(|(_, tool, _)| tool != "delegate");
+    }
+    for (role, tool, call_id) in &open {
+        bus.emit(
+            task_id,
+            role,
+            EventKind::ToolFinished {
+                tool: tool.clone(),
+                call_id: call_id.clone(),
+                ok: false,
+                evidence_id: None,
+                result_tokens: None,
+                whole_limit: None,
+                measured_by: None,
+                interrupted: true,
+            },
+        )?;
+    }
+    Ok(open.len())
+}
+
 /// Records the end of a task: its state, result or error, and the terminal event.
 fn finish(
     store: &Store,
@@ -358,7 +402,8 @@ fn finish(
         t.result = result;
         t.error = error;
     });
-    if let Err(e) = updated.and_then(|_| bus.emit(task_id, "lead", kind)) {
+    let closed = updated.and_then(|_| close_unfinished_calls(store, bus, task_id, false));
+    if let Err(e) = closed.and_then(|_| bus.emit(task_id, "lead", kind)) {
         tracing::error!(task = %task_id, error = %e, "could not record the end of the task");
     }
     state

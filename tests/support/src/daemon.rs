@@ -176,8 +176,9 @@ impl TestDaemon {
         self.events_after(task_id, 0, timeout)
     }
 
-    /// Follows a task's events after `after_seq` until a terminal event that nothing follows: an end
-    /// the task has since been resumed or followed up from is passed over.
+    /// Follows a task's events after `after_seq` until the daemon marks the end (`task.end`, after
+    /// the terminal event that nothing follows): an end the task has since been resumed or followed
+    /// up from is passed over.
     pub fn events_after(&self, task_id: &str, after_seq: u64, timeout: Duration) -> Vec<Value> {
         let mut c = self.client();
         c.set_timeout(Some(timeout));
@@ -185,25 +186,16 @@ impl TestDaemon {
         let mut events = Vec::new();
         loop {
             match c.next_notification() {
-                Ok(n) => {
-                    let e = n["params"].clone();
-                    let kind = e["kind"].as_str().unwrap_or("").to_string();
-                    events.push(e);
-                    if matches!(
-                        kind.as_str(),
-                        "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted"
-                    ) {
-                        let status = c.call("task.status", json!({"task_id": task_id})).expect("status");
-                        if kind == "task_cancelled"
-                            || !matches!(
-                                status["state"].as_str(),
-                                Some("queued" | "running" | "waiting_retry")
-                            )
-                        {
-                            return events;
-                        }
-                    }
+                Ok(n) if n["method"] == "task.end" => {
+                    let last = events.last().map(|e: &Value| e["seq"].clone());
+                    assert_eq!(
+                        last.as_ref(),
+                        Some(&n["params"]["seq"]),
+                        "task.end names the last event: {n}"
+                    );
+                    return events;
                 }
+                Ok(n) => events.push(n["params"].clone()),
                 Err(e) => panic!("waiting for the end of {task_id}: {e}; events so far: {events:#?}"),
             }
         }
