@@ -15,6 +15,17 @@ pub enum ToolError {
     SymlinkEscape { link: String, target: String },
     #[error("broken symlink: {link} -> {target}")]
     BrokenSymlink { link: String, target: String },
+    #[error("too many symlinks (more than {hops}) while resolving {path}")]
+    SymlinkLoop { path: String, hops: usize },
+    /// A regular file with more than one link: its other names may be outside the workspace.
+    #[error(
+        "{path} has {links} hard links; a hard-linked file may also be reachable from outside the \
+         workspace, so it is neither read nor written"
+    )]
+    HardLink { path: String, links: u64 },
+    /// The path kept changing (a symlink appearing) while it was being opened.
+    #[error("{0} changed while it was being opened (a symlink appeared); refused")]
+    Raced(String),
     #[error("no such file or directory: {0}")]
     NotFound(String),
     #[error("not a usable workspace: {path}: {reason}")]

@@ -1,23 +1,100 @@
 //! The workspace: the one directory a task's tools may touch.
 //!
 //! Every path a model gives is relative to the workspace root. A path is refused when it is empty,
-//! absolute, contains a `..` component, or reaches through a symlink to somewhere outside the root
-//! (symlinks are resolved component by component, so the error names the link at fault). `"."` is the
-//! root itself.
+//! absolute, or contains a `..` component. `"."` is the root itself.
 //!
-//! The checks run when a path is resolved; a process outside agentd that swaps a directory for a
-//! symlink between the check and the use is not defended against.
+//! The root is opened once, as a directory file descriptor (`O_PATH | O_DIRECTORY`), when the
+//! workspace is made; every file tool opens what it touches *beneath that descriptor*, never through
+//! a path string that a check looked at first:
+//!
+//! - Each open is `openat2(root, path, O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: the kernel
+//!   refuses to cross any symlink and to leave the root, in the same step that opens the file, so a
+//!   path swapped for a symlink between two calls can only make the open fail, never reach outside.
+//!   Where `openat2` is missing (`ENOSYS`, Linux before 5.6) the same open is a walk from the root
+//!   descriptor, one component at a time, each `openat(…, O_NOFOLLOW)` relative to the directory
+//!   opened before it.
+//! - A symlink inside the workspace is still honoured, but resolved here, not by the kernel: its
+//!   target is read (`readlinkat`), joined lexically to the link's directory (`..` may not climb above
+//!   the root; an absolute target must lie under the canonical root), and the result is opened again
+//!   with no-follow semantics. A symlink pointing out is refused, naming the link and its target.
+//! - A regular file with more than one hard link is refused for reading and writing: its other name
+//!   may be outside the workspace, and nothing here can tell. Directories are not affected.
+//! - Writes are atomic: a temporary file in the target's directory (`O_EXCL | O_NOFOLLOW`, created
+//!   beneath the root), written, fsynced, `renameat` over the target relative to the same directory
+//!   descriptor, then the directory is fsynced. Missing parent directories are made with `mkdirat`,
+//!   one no-follow component at a time.
+//!
+//! [`Workspace::resolve`] and [`Workspace::resolve_for_write`] give the canonical *path* a name
+//! resolves to, for display and messages; nothing opens what they return.
 
 use crate::error::ToolError;
-use std::ffi::OsString;
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::io::Errno;
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::io::ErrorKind;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Symlinks followed while resolving one path before it is refused as a loop (the kernel's limit).
+const MAX_SYMLINK_HOPS: usize = 40;
+/// How often an open that met a freshly planted symlink is resolved again before it is refused.
+const RACE_RETRIES: usize = 3;
+/// The mode of a file `write_file` creates.
+const NEW_FILE_MODE: u32 = 0o644;
+/// The mode of a directory `write_file` creates (before the umask).
+const NEW_DIR_MODE: u32 = 0o755;
+
+/// Set once `openat2` answered `ENOSYS`: every later open walks instead.
+static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
+/// Makes temporary names unique within the process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Debug, Clone)]
 pub struct Workspace {
-    /// Canonical: absolute, symlinks resolved.
+    /// Canonical: absolute, symlinks resolved. For display and for `run_command`'s directory.
     root: PathBuf,
+    /// The root, opened once; everything the file tools touch is opened beneath it.
+    dir: Arc<OwnedFd>,
+    /// Never use `openat2`: always the component walk (the fallback, forced by tests).
+    walk_only: bool,
+    /// Test hook: a write fails after this many bytes of the temporary file.
+    #[cfg(test)]
+    fail_write_after: Option<usize>,
+}
+
+impl PartialEq for Workspace {
+    fn eq(&self, other: &Workspace) -> bool {
+        self.root == other.root
+    }
+}
+
+impl Eq for Workspace {}
+
+/// A file or directory opened beneath the root.
+pub(crate) struct Opened {
+    pub(crate) fd: OwnedFd,
+    pub(crate) stat: Stat,
+    /// The path that was opened, relative to the root, with inside symlinks resolved (`"."` for the
+    /// root): for display.
+    pub(crate) shown: String,
+}
+
+impl Opened {
+    pub(crate) fn kind(&self) -> FileType {
+        FileType::from_raw_mode(self.stat.st_mode)
+    }
+}
+
+/// A path with its symlinks resolved lexically: symlink-free components from the root, of which the
+/// first `existing` exist (all of them for a path that must exist).
+struct Logical {
+    parts: Vec<OsString>,
+    existing: usize,
 }
 
 impl Workspace {
@@ -25,10 +102,23 @@ impl Workspace {
     pub fn new(root: &Path) -> Result<Workspace, ToolError> {
         let bad = |reason: String| ToolError::BadWorkspace { path: root.display().to_string(), reason };
         let canonical = fs::canonicalize(root).map_err(|e| bad(e.to_string()))?;
-        if !canonical.is_dir() {
-            return Err(bad("not a directory".into()));
-        }
-        Ok(Workspace { root: canonical })
+        // The canonical path has no symlinks left, so no-follow opens exactly what was checked.
+        let dir = rfs::open(
+            &canonical,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            Errno::NOTDIR => bad("not a directory".into()),
+            e => bad(std::io::Error::from(e).to_string()),
+        })?;
+        Ok(Workspace {
+            root: canonical,
+            dir: Arc::new(dir),
+            walk_only: false,
+            #[cfg(test)]
+            fail_write_after: None,
+        })
     }
 
     /// The canonical root.
@@ -36,26 +126,33 @@ impl Workspace {
         &self.root
     }
 
-    /// The canonical path of an existing file or directory inside the workspace.
-    pub fn resolve(&self, rel: &str) -> Result<PathBuf, ToolError> {
-        let parts = components(rel)?;
-        let (found, rest) = self.walk(rel, &parts)?;
-        if !rest.is_empty() {
-            return Err(ToolError::NotFound(rel.to_string()));
-        }
-        Ok(found)
+    /// This workspace with `openat2` switched off: every open walks from the root descriptor, as on a
+    /// kernel without `openat2`.
+    #[cfg(test)]
+    pub(crate) fn walk_only(mut self) -> Workspace {
+        self.walk_only = true;
+        self
     }
 
-    /// Where a file that may not exist yet would live. Its nearest existing ancestor must resolve
-    /// inside the workspace; the missing components are appended to that ancestor's canonical path.
-    /// Nothing is created here: the writer creates the missing parent directories.
+    /// This workspace with writes failing after `bytes` bytes of the temporary file.
+    #[cfg(test)]
+    pub(crate) fn failing_writes_after(mut self, bytes: usize) -> Workspace {
+        self.fail_write_after = Some(bytes);
+        self
+    }
+
+    /// The canonical path of an existing file or directory inside the workspace, for display. Nothing
+    /// opens what this returns: the tools open beneath the root descriptor.
+    pub fn resolve(&self, rel: &str) -> Result<PathBuf, ToolError> {
+        let logical = self.logical(rel, components(rel)?, false)?;
+        Ok(self.path_of(&logical.parts))
+    }
+
+    /// Where a file that may not exist yet would live, for display. Its nearest existing ancestor must
+    /// resolve inside the workspace; the missing components are appended to it. Nothing is created.
     pub fn resolve_for_write(&self, rel: &str) -> Result<PathBuf, ToolError> {
-        let parts = components(rel)?;
-        let (mut path, rest) = self.walk(rel, &parts)?;
-        for part in rest {
-            path.push(part);
-        }
-        Ok(path)
+        let logical = self.logical(rel, components(rel)?, true)?;
+        Ok(self.path_of(&logical.parts))
     }
 
     /// `abs` relative to the root, for display (`"."` for the root itself).
@@ -67,34 +164,390 @@ impl Workspace {
         }
     }
 
-    /// Follows `parts` from the root while they exist. Returns the canonical path reached and the
-    /// components that do not exist (empty when the whole path exists).
-    fn walk<'p>(&self, rel: &str, parts: &'p [OsString]) -> Result<(PathBuf, &'p [OsString]), ToolError> {
-        let mut current = self.root.clone();
-        for (i, part) in parts.iter().enumerate() {
-            let next = current.join(part);
-            let meta = match fs::symlink_metadata(&next) {
-                Ok(meta) => meta,
-                Err(e) if e.kind() == ErrorKind::NotFound => return Ok((current, &parts[i..])),
-                Err(e) => return Err(ToolError::io(rel, &e)),
+    /// The text of a regular file of at most `max_bytes`, opened beneath the root (the same rules as
+    /// `read_file`: no symlink out, no hard link). For the runtime's working files.
+    pub fn read_text(&self, rel: &str, max_bytes: u64) -> Result<String, ToolError> {
+        let opened = self.open(rel)?;
+        if opened.kind() != FileType::RegularFile {
+            return Err(ToolError::Failed(format!("{rel} is not a regular file")));
+        }
+        let size = u64::try_from(opened.stat.st_size).unwrap_or(0);
+        if size > max_bytes {
+            return Err(ToolError::Failed(format!("{rel} is larger than {max_bytes} bytes")));
+        }
+        let mut text = String::new();
+        fs::File::from(opened.fd)
+            .take(max_bytes)
+            .read_to_string(&mut text)
+            .map_err(|e| ToolError::io(rel, &e))?;
+        Ok(text)
+    }
+
+    /// Opens an existing file or directory for reading, beneath the root, following only symlinks
+    /// that stay inside. A regular file with more than one hard link is refused. Special files are
+    /// opened non-blocking (a FIFO cannot hang the tool) and left to the caller to refuse.
+    pub(crate) fn open(&self, rel: &str) -> Result<Opened, ToolError> {
+        let parts = components(rel)?;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+        // The common case, a path without symlinks, is one call.
+        let (fd, parts) = match self.open_parts(&parts, flags, Mode::empty()) {
+            Ok(fd) => (fd, parts),
+            Err(Errno::LOOP) => self.open_logical(rel, parts, flags)?,
+            Err(e) => return Err(errno(rel, e)),
+        };
+        let stat = rfs::fstat(&fd).map_err(|e| errno(rel, e))?;
+        refuse_hard_link(rel, &stat)?;
+        let shown = if parts.is_empty() { ".".to_string() } else { shown(&parts) };
+        Ok(Opened { fd, stat, shown })
+    }
+
+    /// Replaces (or, unless `must_exist`, creates) the regular file `rel` with `content`, atomically:
+    /// a temporary file beside it, fsynced, renamed over it, the directory fsynced. Missing parent
+    /// directories are created (unless `must_exist`). Returns whether the file existed.
+    pub(crate) fn write_atomic(
+        &self,
+        rel: &str,
+        content: &[u8],
+        must_exist: bool,
+    ) -> Result<bool, ToolError> {
+        let parts = components(rel)?;
+        for _ in 0..RACE_RETRIES {
+            let logical = self.logical(rel, parts.clone(), !must_exist)?;
+            let Some((name, dirs)) = logical.parts.split_last() else {
+                return Err(ToolError::Failed(format!("{rel} is a directory")));
             };
-            if meta.file_type().is_symlink() {
-                let link = shown(&parts[..=i]);
-                let target =
-                    fs::read_link(&next).map(|t| t.display().to_string()).unwrap_or_else(|_| "?".into());
-                let resolved = match fs::canonicalize(&next) {
-                    Ok(resolved) => resolved,
-                    Err(_) => return Err(ToolError::BrokenSymlink { link, target }),
-                };
-                if !resolved.starts_with(&self.root) {
-                    return Err(ToolError::SymlinkEscape { link, target });
+            if logical.existing < dirs.len() {
+                self.make_dirs(rel, dirs)?;
+            }
+            let parent = match self.open_parts(dirs, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(Errno::LOOP) => continue,
+                Err(e) => return Err(errno(rel, e)),
+            };
+            let flags =
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let (existed, mode) = match rfs::openat(&parent, name.as_os_str(), flags, Mode::empty()) {
+                Ok(fd) => {
+                    let stat = rfs::fstat(&fd).map_err(|e| errno(rel, e))?;
+                    match FileType::from_raw_mode(stat.st_mode) {
+                        FileType::RegularFile => {}
+                        FileType::Directory => {
+                            return Err(ToolError::Failed(format!("{rel} is a directory")))
+                        }
+                        _ => return Err(ToolError::Failed(format!("{rel} is not a regular file"))),
+                    }
+                    refuse_hard_link(rel, &stat)?;
+                    (true, stat.st_mode & 0o7777)
                 }
-                current = resolved;
-            } else {
-                current = next;
+                Err(Errno::NOENT) if must_exist => return Err(ToolError::NotFound(rel.to_string())),
+                Err(Errno::NOENT) => (false, NEW_FILE_MODE),
+                Err(Errno::LOOP) => continue,
+                Err(e) => return Err(errno(rel, e)),
+            };
+            self.replace(&parent, name, content, mode).map_err(|e| ToolError::io(rel, &e))?;
+            return Ok(existed);
+        }
+        Err(ToolError::Raced(rel.to_string()))
+    }
+
+    /// Writes `content` to a fresh temporary file in `parent`, fsyncs it and renames it over `name`,
+    /// then fsyncs `parent`. On failure the temporary file is removed and `name` is untouched.
+    fn replace(&self, parent: &OwnedFd, name: &OsStr, content: &[u8], mode: u32) -> std::io::Result<()> {
+        // A name left by a crashed run (or anyone else) is never reused: O_EXCL, then the next name.
+        let mut attempt = 0;
+        let (temp, fd) = loop {
+            let temp = format!(
+                ".agentd-write-{}-{}.tmp",
+                std::process::id(),
+                TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+            );
+            match rfs::openat(
+                parent,
+                temp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            ) {
+                Ok(fd) => break (temp, fd),
+                Err(Errno::EXIST) if attempt < 8 => attempt += 1,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let mut file = fs::File::from(fd);
+        let written = (|| {
+            rfs::fchmod(&file, Mode::from_raw_mode(mode))?;
+            self.write_content(&mut file, content)?;
+            file.sync_all()?;
+            rfs::renameat(parent, temp.as_str(), parent, name)?;
+            Ok::<(), std::io::Error>(())
+        })();
+        if let Err(e) = written {
+            let _ = rfs::unlinkat(parent, temp.as_str(), AtFlags::empty());
+            return Err(e);
+        }
+        rfs::fsync(parent)?;
+        Ok(())
+    }
+
+    #[cfg(not(test))]
+    fn write_content(&self, file: &mut fs::File, content: &[u8]) -> std::io::Result<()> {
+        file.write_all(content)
+    }
+
+    #[cfg(test)]
+    fn write_content(&self, file: &mut fs::File, content: &[u8]) -> std::io::Result<()> {
+        match self.fail_write_after {
+            Some(n) if n < content.len() => {
+                file.write_all(&content[..n])?;
+                Err(std::io::Error::other("injected failure in the middle of a write"))
+            }
+            _ => file.write_all(content),
+        }
+    }
+
+    /// Creates the missing directories of `dirs` (symlink-free components from the root), each with
+    /// `mkdirat` relative to its parent's descriptor; an existing component must be a directory, not
+    /// a symlink.
+    fn make_dirs(&self, rel: &str, dirs: &[OsString]) -> Result<(), ToolError> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut cur: Option<OwnedFd> = None;
+        for part in dirs {
+            let at = cur.as_ref().map_or(self.dir.as_fd(), |fd| fd.as_fd());
+            let next = match open_dir_component(at, part, flags) {
+                Err(Errno::NOENT) => {
+                    match rfs::mkdirat(at, part.as_os_str(), Mode::from_raw_mode(NEW_DIR_MODE)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(errno(rel, e)),
+                    }
+                    open_dir_component(at, part, flags)
+                }
+                other => other,
+            };
+            cur = Some(match next {
+                Ok(fd) => fd,
+                Err(Errno::LOOP) => return Err(ToolError::Raced(rel.to_string())),
+                Err(e) => return Err(errno(rel, e)),
+            });
+        }
+        Ok(())
+    }
+
+    /// Resolves `parts` lexically and opens the result, again if a symlink appeared meanwhile.
+    fn open_logical(
+        &self,
+        rel: &str,
+        parts: Vec<OsString>,
+        flags: OFlags,
+    ) -> Result<(OwnedFd, Vec<OsString>), ToolError> {
+        for _ in 0..RACE_RETRIES {
+            let logical = self.logical(rel, parts.clone(), false)?;
+            match self.open_parts(&logical.parts, flags, Mode::empty()) {
+                Ok(fd) => return Ok((fd, logical.parts)),
+                Err(Errno::LOOP) => continue,
+                Err(e) => return Err(errno(rel, e)),
             }
         }
-        Ok((current, &[]))
+        Err(ToolError::Raced(rel.to_string()))
+    }
+
+    /// Opens symlink-free `parts` beneath the root, crossing no symlink (`ELOOP` if there is one).
+    fn open_parts(&self, parts: &[OsString], flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if !self.walk_only && !OPENAT2_MISSING.load(Ordering::Relaxed) {
+            let path = if parts.is_empty() { PathBuf::from(".") } else { parts.iter().collect::<PathBuf>() };
+            let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+            let mut tries = 0;
+            loop {
+                match rfs::openat2(self.dir.as_fd(), &path, flags, mode, resolve) {
+                    Err(Errno::NOSYS) => {
+                        OPENAT2_MISSING.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                    // The kernel saw a rename during the lookup; it asks to be called again.
+                    Err(Errno::AGAIN) if tries < RACE_RETRIES => tries += 1,
+                    other => return other,
+                }
+            }
+        }
+        walk_open(self.dir.as_fd(), parts, flags, mode)
+    }
+
+    /// Follows `parts` from the root, one no-follow `openat` at a time, replacing each symlink met by
+    /// its target (joined lexically; it must stay under the root). Returns the symlink-free
+    /// components and how many of them exist. A missing component is an error unless
+    /// `allow_missing`; a missing target of a symlink always is.
+    fn logical(&self, rel: &str, parts: Vec<OsString>, allow_missing: bool) -> Result<Logical, ToolError> {
+        let mut todo: VecDeque<OsString> = parts.into();
+        let mut done: Vec<OsString> = Vec::new();
+        let mut cur: Option<OwnedFd> = None;
+        let mut hops = 0;
+        // The last symlink followed, and how many of the components in `todo` came from it.
+        let mut via: Option<(String, String)> = None;
+        let mut from_link = 0usize;
+        while let Some(part) = todo.pop_front() {
+            let linked = from_link > 0;
+            from_link = from_link.saturating_sub(1);
+            let at = cur.as_ref().map_or(self.dir.as_fd(), |fd| fd.as_fd());
+            let fd = match rfs::openat(
+                at,
+                part.as_os_str(),
+                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) => {
+                    if let (true, Some((link, target))) = (linked, via) {
+                        return Err(ToolError::BrokenSymlink { link, target });
+                    }
+                    if !allow_missing {
+                        return Err(ToolError::NotFound(rel.to_string()));
+                    }
+                    let existing = done.len();
+                    done.push(part);
+                    done.extend(todo);
+                    return Ok(Logical { parts: done, existing });
+                }
+                Err(e) => return Err(errno(rel, e)),
+            };
+            let stat = rfs::fstat(&fd).map_err(|e| errno(rel, e))?;
+            match FileType::from_raw_mode(stat.st_mode) {
+                FileType::Symlink => {
+                    hops += 1;
+                    if hops > MAX_SYMLINK_HOPS {
+                        return Err(ToolError::SymlinkLoop { path: rel.to_string(), hops: MAX_SYMLINK_HOPS });
+                    }
+                    let target = rfs::readlinkat(&fd, "", Vec::new()).map_err(|e| errno(rel, e))?;
+                    let target = PathBuf::from(OsStr::from_bytes(target.as_bytes()));
+                    let mut link_parts = done.clone();
+                    link_parts.push(part);
+                    let link = shown(&link_parts);
+                    let shown_target = target.display().to_string();
+                    let spliced = self.splice(&done, &target).ok_or_else(|| {
+                        let outside = if target.is_absolute() {
+                            target.clone()
+                        } else {
+                            self.path_of(&done).join(&target)
+                        };
+                        // Only the wording depends on this look (never an open): a refusal either way.
+                        if fs::symlink_metadata(&outside).is_ok() {
+                            ToolError::SymlinkEscape { link: link.clone(), target: shown_target.clone() }
+                        } else {
+                            ToolError::BrokenSymlink { link: link.clone(), target: shown_target.clone() }
+                        }
+                    })?;
+                    from_link = spliced.len();
+                    for p in spliced.into_iter().rev() {
+                        todo.push_front(p);
+                    }
+                    done.clear();
+                    cur = None;
+                    via = Some((link, shown_target));
+                }
+                FileType::Directory => {
+                    done.push(part);
+                    cur = Some(fd);
+                }
+                _ => {
+                    done.push(part);
+                    if !todo.is_empty() {
+                        return Err(ToolError::Io {
+                            path: rel.to_string(),
+                            message: format!("{} is not a directory", shown(&done)),
+                        });
+                    }
+                }
+            }
+        }
+        let existing = done.len();
+        Ok(Logical { parts: done, existing })
+    }
+
+    /// The components from the root that a symlink in directory `dir` with `target` names, or `None`
+    /// when the target leaves the root.
+    fn splice(&self, dir: &[OsString], target: &Path) -> Option<Vec<OsString>> {
+        let (mut base, rest) = if target.is_absolute() {
+            (Vec::new(), target.strip_prefix(&self.root).ok()?)
+        } else {
+            (dir.to_vec(), target)
+        };
+        for component in rest.components() {
+            match component {
+                Component::Normal(p) => base.push(p.to_os_string()),
+                Component::ParentDir => {
+                    base.pop()?;
+                }
+                Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            }
+        }
+        Some(base)
+    }
+
+    fn path_of(&self, parts: &[OsString]) -> PathBuf {
+        let mut path = self.root.clone();
+        for part in parts {
+            path.push(part);
+        }
+        path
+    }
+}
+
+/// Opens `parts` beneath `root` one component at a time, each `openat(…, O_NOFOLLOW)` relative to the
+/// directory before it: the fallback for kernels without `openat2`. A symlink is `ELOOP`.
+fn walk_open(root: BorrowedFd<'_>, parts: &[OsString], flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
+    let Some((last, dirs)) = parts.split_last() else {
+        return rfs::openat(root, ".", flags, mode);
+    };
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut cur: Option<OwnedFd> = None;
+    for part in dirs {
+        let at = cur.as_ref().map_or(root, |fd| fd.as_fd());
+        let next = open_dir_component(at, part, dir_flags)?;
+        cur = Some(next);
+    }
+    let at = cur.as_ref().map_or(root, |fd| fd.as_fd());
+    rfs::openat(at, last.as_os_str(), flags | OFlags::NOFOLLOW, mode)
+}
+
+/// One directory component, no-follow; a symlink in its place is `ELOOP` (as `openat2` says).
+fn open_dir_component(at: BorrowedFd<'_>, part: &OsStr, flags: OFlags) -> Result<OwnedFd, Errno> {
+    match rfs::openat(at, part, flags, Mode::empty()) {
+        Err(Errno::NOTDIR) => match rfs::statat(at, part, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => Err(Errno::LOOP),
+            _ => Err(Errno::NOTDIR),
+        },
+        other => other,
+    }
+}
+
+/// Opens the entry `name` of the directory `dir` for reading, never following a symlink (`ELOOP`),
+/// non-blocking. For walks that already hold the directory's descriptor.
+pub(crate) fn open_entry(dir: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, Stat), Errno> {
+    let fd = rfs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let stat = rfs::fstat(&fd)?;
+    Ok((fd, stat))
+}
+
+/// A regular file with more than one link is refused: its other names may be outside.
+pub(crate) fn refuse_hard_link(rel: &str, stat: &Stat) -> Result<(), ToolError> {
+    // `st_nlink` is `u64` on x86_64 and narrower elsewhere.
+    #[allow(clippy::useless_conversion)]
+    let links = u64::from(stat.st_nlink);
+    if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile && links > 1 {
+        return Err(ToolError::HardLink { path: rel.to_string(), links });
+    }
+    Ok(())
+}
+
+/// An errno from opening `rel`, as a tool error naming it.
+fn errno(rel: &str, e: Errno) -> ToolError {
+    match e {
+        Errno::XDEV => ToolError::Escapes(rel.to_string()),
+        Errno::LOOP => ToolError::Raced(rel.to_string()),
+        e => ToolError::io(rel, &std::io::Error::from(e)),
     }
 }
 

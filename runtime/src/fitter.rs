@@ -523,14 +523,8 @@ fn working_files(changed: &[String], workspace: &Workspace, meter: &Meter) -> Ve
     const MAX_BYTES: u64 = 256 << 10;
     let mut files = Vec::new();
     for path in changed.iter().take(MAX_FILES) {
-        let Ok(abs) = workspace.resolve(path) else {
-            continue;
-        };
-        match std::fs::metadata(&abs) {
-            Ok(meta) if meta.is_file() && meta.len() <= MAX_BYTES => {}
-            _ => continue,
-        }
-        if let Ok(text) = std::fs::read_to_string(&abs) {
+        // Opened beneath the workspace root like the file tools do: no symlink out, no hard link.
+        if let Ok(text) = workspace.read_text(path, MAX_BYTES) {
             let tokens = meter.count_text(&text).tokens;
             files.push(WorkingFile { path: path.clone(), text, tokens });
         }

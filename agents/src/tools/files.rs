@@ -1,11 +1,13 @@
 //! The file tools: `read_file`, `write_file`, `edit_file`. Blocking; the dispatcher runs them on the
-//! blocking pool.
+//! blocking pool. Every file is opened beneath the workspace's root descriptor with no-follow
+//! semantics ([`crate::workspace`]); writes replace the file atomically.
 
 use super::args::Args;
 use super::{ToolContext, ToolOutcome};
 use crate::error::ToolError;
+use rustix::fs::FileType;
 use std::fs;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 
 /// The file's text, or the lines `offset..offset+limit` (1-based) of it, as it is: no line numbers.
 /// At most `ctx.max_output_bytes` are returned; a longer result is cut (at a line end when there is
@@ -20,11 +22,13 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, T
             message: "`limit` must be at least 1".into(),
         });
     }
-    let abs = ctx.workspace.resolve(path)?;
-    if abs.is_dir() {
-        return Err(ToolError::Failed(format!("{path} is a directory; use list_dir")));
+    let opened = ctx.workspace.open(path)?;
+    match opened.kind() {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(ToolError::Failed(format!("{path} is a directory; use list_dir"))),
+        _ => return Err(ToolError::Failed(format!("{path} is not a regular file"))),
     }
-    let file = fs::File::open(&abs).map_err(|e| ToolError::io(path, &e))?;
+    let file = fs::File::from(opened.fd);
     let lines = read_lines(BufReader::new(file), offset, limit, ctx.max_output_bytes)
         .map_err(|e| ToolError::io(path, &e))?;
     if lines.ended_before_offset && offset > 1 {
@@ -135,15 +139,7 @@ fn trim_to_char_boundary(bytes: &mut Vec<u8>) {
 pub(crate) fn write_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
     let path = args.str("path")?;
     let content = args.str("content")?;
-    let abs = ctx.workspace.resolve_for_write(path)?;
-    if abs.is_dir() {
-        return Err(ToolError::Failed(format!("{path} is a directory")));
-    }
-    let existed = abs.exists();
-    if let Some(parent) = abs.parent() {
-        fs::create_dir_all(parent).map_err(|e| ToolError::io(path, &e))?;
-    }
-    fs::write(&abs, content).map_err(|e| ToolError::io(path, &e))?;
+    let existed = ctx.workspace.write_atomic(path, content.as_bytes(), false)?;
     let verb = if existed { "replaced" } else { "created" };
     Ok(ToolOutcome::ok(format!("{verb} {path}: wrote {} bytes", content.len())))
 }
@@ -158,11 +154,14 @@ pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, T
             message: "`old_text` must not be empty".into(),
         });
     }
-    let abs = ctx.workspace.resolve(path)?;
-    if abs.is_dir() {
-        return Err(ToolError::Failed(format!("{path} is a directory")));
+    let opened = ctx.workspace.open(path)?;
+    match opened.kind() {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(ToolError::Failed(format!("{path} is a directory"))),
+        _ => return Err(ToolError::Failed(format!("{path} is not a regular file"))),
     }
-    let bytes = fs::read(&abs).map_err(|e| ToolError::io(path, &e))?;
+    let mut bytes = Vec::new();
+    fs::File::from(opened.fd).read_to_end(&mut bytes).map_err(|e| ToolError::io(path, &e))?;
     let text = String::from_utf8(bytes).map_err(|_| {
         ToolError::Failed(format!("{path} is not valid UTF-8 text; edit_file cannot change it"))
     })?;
@@ -181,7 +180,7 @@ pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, T
     edited.push_str(&text[..at]);
     edited.push_str(new_text);
     edited.push_str(&text[at + old_text.len()..]);
-    fs::write(&abs, &edited).map_err(|e| ToolError::io(path, &e))?;
+    ctx.workspace.write_atomic(path, edited.as_bytes(), true)?;
     Ok(ToolOutcome::ok(format!("edited {path}: replaced 1 occurrence at line {line}")))
 }
 

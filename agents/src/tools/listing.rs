@@ -1,14 +1,23 @@
 //! The finding tools: `list_dir` (one directory, not recursive) and `search` (a plain substring,
 //! recursive). Blocking; the dispatcher runs them on the blocking pool.
+//!
+//! Both read directories through descriptors opened beneath the workspace root, and every entry is
+//! opened relative to its directory's descriptor with `O_NOFOLLOW`: a symlink is never followed.
+//! `list_dir` shows a symlink as `name -> target` (its target is read, not opened); `search` skips
+//! symlinks and hard-linked files.
 
 use super::args::Args;
 use super::ToolOutcome;
 use crate::error::ToolError;
 use crate::text::truncate_chars;
-use crate::workspace::Workspace;
+use crate::workspace::{open_entry, refuse_hard_link, Opened, Workspace};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{self as rfs, AtFlags, Dir, FileType, Stat};
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 
 /// Entries shown by `list_dir` before the rest are counted instead.
 pub(crate) const MAX_ENTRIES: usize = 1000;
@@ -25,19 +34,25 @@ const BINARY_SNIFF_BYTES: usize = 8192;
 
 pub(crate) fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolError> {
     let path = args.str("path")?;
-    let abs = ws.resolve(path)?;
-    if !abs.is_dir() {
+    let opened = ws.open(path)?;
+    if opened.kind() != FileType::Directory {
         return Err(ToolError::Failed(format!("{path} is not a directory; use read_file")));
     }
     let mut entries = Vec::new();
-    for entry in fs::read_dir(&abs).map_err(|e| ToolError::io(path, &e))? {
-        let entry = entry.map_err(|e| ToolError::io(path, &e))?;
-        let mut name = entry.file_name().to_string_lossy().into_owned();
-        // Follows symlinks, so a link to a directory is shown as one.
-        if fs::metadata(entry.path()).map(|m| m.is_dir()).unwrap_or(false) {
-            name.push('/');
+    for (name, kind) in entries_of(path, &opened.fd)? {
+        let mut shown = name.to_string_lossy().into_owned();
+        match kind {
+            FileType::Directory => shown.push('/'),
+            // The link itself, not followed: its target is read, never opened.
+            FileType::Symlink => {
+                if let Ok(target) = rfs::readlinkat(&opened.fd, name.as_os_str(), Vec::new()) {
+                    shown.push_str(" -> ");
+                    shown.push_str(&String::from_utf8_lossy(target.as_bytes()));
+                }
+            }
+            _ => {}
         }
-        entries.push(name);
+        entries.push(shown);
     }
     if entries.is_empty() {
         return Ok(ToolOutcome::ok(format!("{path} is empty")));
@@ -52,6 +67,29 @@ pub(crate) fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolE
     Ok(ToolOutcome::ok(content))
 }
 
+/// The entries of the open directory `dir` (without `.` and `..`) and their types, not following
+/// symlinks (`lstat` relative to `dir` where the directory does not say).
+fn entries_of(path: &str, dir: &OwnedFd) -> Result<Vec<(OsString, FileType)>, ToolError> {
+    let io = |e: rustix::io::Errno| ToolError::io(path, &std::io::Error::from(e));
+    let mut entries = Vec::new();
+    for entry in Dir::read_from(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            FileType::Unknown => match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => FileType::from_raw_mode(st.st_mode),
+                Err(_) => continue,
+            },
+            kind => kind,
+        };
+        entries.push((name.to_os_string(), kind));
+    }
+    Ok(entries)
+}
+
 pub(crate) fn search(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolError> {
     let pattern = args.str("pattern")?;
     if pattern.is_empty() {
@@ -61,14 +99,13 @@ pub(crate) fn search(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolErr
         });
     }
     let path = args.opt_str("path")?.unwrap_or(".");
-    let abs = ws.resolve(path)?;
+    let opened = ws.open(path)?;
     let mut shown = Vec::new();
     let mut total = 0usize;
-    for file in files_under(&abs) {
-        let Some(text) = searchable_text(&file) else {
-            continue;
+    files_under(opened, &mut |rel, fd, stat| {
+        let Some(text) = searchable_text(fd, stat) else {
+            return;
         };
-        let rel = ws.display_relative(&file);
         for (i, line) in text.lines().enumerate() {
             if line.contains(pattern) {
                 total += 1;
@@ -81,7 +118,7 @@ pub(crate) fn search(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolErr
                 }
             }
         }
-    }
+    });
     if total == 0 {
         return Ok(ToolOutcome::ok(format!("no matches for {pattern:?} in {path}")));
     }
@@ -92,48 +129,92 @@ pub(crate) fn search(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolErr
     Ok(ToolOutcome::ok(content))
 }
 
-/// The regular files at or under `root`, in sorted order. Symlinks are not followed (no cycles, no
-/// way out), and `SKIPPED_DIRS` below the root are not entered. Unreadable directories are skipped.
-fn files_under(root: &Path) -> Vec<PathBuf> {
-    if root.is_file() {
-        return vec![root.to_path_buf()];
+/// A directory still to be read: its parent's descriptor (shared by its siblings), its name there,
+/// and its path for display.
+struct Pending {
+    parent: Arc<OwnedFd>,
+    name: OsString,
+    shown: String,
+}
+
+/// Visits the regular files at or under `start`, in sorted order, each opened relative to its
+/// directory's descriptor without following symlinks, with its `fstat` and its path for display.
+/// Symlinks are skipped (no cycles, no way out), so are hard-linked files and `SKIPPED_DIRS` below
+/// the start. Unreadable directories are skipped. Descriptors held open: one file at a time, and one
+/// directory per level with entries still to visit.
+fn files_under(start: Opened, visit: &mut dyn FnMut(&str, OwnedFd, &Stat)) {
+    match start.kind() {
+        FileType::RegularFile => {
+            if refuse_hard_link(&start.shown, &start.stat).is_ok() {
+                visit(&start.shown, start.fd, &start.stat);
+            }
+            return;
+        }
+        FileType::Directory => {}
+        _ => return,
     }
-    let mut files = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(read) = fs::read_dir(&dir) else {
+    let join = |dir: &str, name: &OsStr| {
+        let name = name.to_string_lossy();
+        if dir == "." {
+            name.into_owned()
+        } else {
+            format!("{dir}/{name}")
+        }
+    };
+    let mut stack: Vec<(OwnedFd, String)> = vec![(start.fd, start.shown)];
+    let mut pending: Vec<Pending> = Vec::new();
+    loop {
+        let (dir, shown) = match stack.pop() {
+            Some(next) => next,
+            None => match pending.pop() {
+                Some(p) => match open_entry(p.parent.as_fd(), &p.name) {
+                    Ok((fd, stat)) if FileType::from_raw_mode(stat.st_mode) == FileType::Directory => {
+                        (fd, p.shown)
+                    }
+                    _ => continue,
+                },
+                None => break,
+            },
+        };
+        let Ok(mut entries) = entries_of(&shown, &dir) else {
             continue;
         };
-        let mut entries: Vec<_> = read.filter_map(Result::ok).collect();
-        entries.sort_by_key(|e| e.file_name());
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let dir = Arc::new(dir);
         let mut subdirs = Vec::new();
-        for entry in entries {
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() {
-                let name = entry.file_name();
-                if !SKIPPED_DIRS.iter().any(|s| name == *s) {
-                    subdirs.push(entry.path());
+        for (name, kind) in entries {
+            match kind {
+                FileType::Directory if !SKIPPED_DIRS.iter().any(|s| name == *s) => {
+                    let shown = join(&shown, &name);
+                    subdirs.push(Pending { parent: Arc::clone(&dir), name, shown });
                 }
-            } else if kind.is_file() {
-                files.push(entry.path());
+                FileType::RegularFile => {
+                    // Opened no-follow: an entry swapped for a symlink since the listing is skipped.
+                    let Ok((fd, stat)) = open_entry(dir.as_fd(), &name) else {
+                        continue;
+                    };
+                    if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+                        && refuse_hard_link("", &stat).is_ok()
+                    {
+                        visit(&join(&shown, &name), fd, &stat);
+                    }
+                }
+                _ => {}
             }
         }
         // Reversed so the stack pops them in sorted order.
-        stack.extend(subdirs.into_iter().rev());
+        pending.extend(subdirs.into_iter().rev());
     }
-    files
 }
 
 /// The file's text, or `None` when it is too large, unreadable or binary (a NUL byte near the start).
-fn searchable_text(file: &Path) -> Option<String> {
-    let meta = fs::metadata(file).ok()?;
-    if meta.len() > MAX_SEARCH_FILE_BYTES {
+fn searchable_text(fd: OwnedFd, stat: &Stat) -> Option<String> {
+    let len = u64::try_from(stat.st_size).ok()?;
+    if len > MAX_SEARCH_FILE_BYTES {
         return None;
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    fs::File::open(file).ok()?.take(MAX_SEARCH_FILE_BYTES).read_to_end(&mut bytes).ok()?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    fs::File::from(fd).take(MAX_SEARCH_FILE_BYTES).read_to_end(&mut bytes).ok()?;
     if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
         return None;
     }

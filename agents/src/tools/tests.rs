@@ -278,3 +278,311 @@ async fn dropping_a_running_command_kills_its_group() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+// ---- Confinement: races, hard links, symlinks, atomic writes, the fallback walk. ----
+
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+const ATTEMPTS: usize = 500;
+
+/// The same workspace twice: with `openat2`, and with the component walk forced.
+fn both_modes(ctx: &ToolContext) -> Vec<(&'static str, ToolContext)> {
+    let mut walk = ctx.clone();
+    walk.workspace = walk.workspace.clone().walk_only();
+    vec![("openat2", ctx.clone()), ("walk", walk)]
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<_> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// A thread that keeps exchanging `a` and `b` in `dir` (`renameat2(RENAME_EXCHANGE)`) until stopped,
+/// and puts `b` back as a symlink to `target` whenever a tool's rename replaced the link.
+struct Swapper {
+    stop: Arc<AtomicBool>,
+    swaps: Arc<AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Swapper {
+    fn start(dir: &std::path::Path, a: &'static str, b: &'static str, target: &std::path::Path) -> Swapper {
+        let fd = rfs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swaps = Arc::new(AtomicUsize::new(0));
+        let target = target.to_path_buf();
+        let thread = {
+            let (stop, swaps) = (Arc::clone(&stop), Arc::clone(&swaps));
+            std::thread::spawn(move || {
+                let is_link = |name: &str| {
+                    rfs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    if rfs::renameat_with(&fd, a, &fd, b, RenameFlags::EXCHANGE).is_ok() {
+                        swaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if !is_link(a) && !is_link(b) {
+                        let _ = rfs::unlinkat(&fd, b, AtFlags::empty());
+                        let _ = rfs::symlinkat(&target, &fd, b);
+                    }
+                }
+            })
+        };
+        Swapper { stop, swaps, thread: Some(thread) }
+    }
+
+    fn finish(mut self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+        self.swaps.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[tokio::test]
+async fn a_file_swapped_for_a_symlink_never_leaks() {
+    for mode in ["openat2", "walk"] {
+        let (dir, ctx) = setup();
+        let ctx = both_modes(&ctx).into_iter().find(|(m, _)| *m == mode).unwrap().1;
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), "OUTSIDE\n").unwrap();
+        fs::write(dir.path().join("f"), "inside\n").unwrap();
+        symlink(outside.path().join("secret"), dir.path().join("swap")).unwrap();
+        let swapper = Swapper::start(dir.path(), "f", "swap", &outside.path().join("secret"));
+        let (mut read_ok, mut read_refused, mut write_ok, mut write_refused) = (0, 0, 0, 0);
+        for i in 0..ATTEMPTS {
+            let out = run(&ctx, "read_file", json!({"path": "f"})).await;
+            assert!(!out.content.contains("OUTSIDE"), "{mode}: read {i} leaked: {out:?}");
+            if out.ok {
+                read_ok += 1;
+            } else {
+                read_refused += 1;
+            }
+            let out = run(&ctx, "write_file", json!({"path": "f", "content": format!("inside {i}\n")})).await;
+            if out.ok {
+                write_ok += 1;
+            } else {
+                write_refused += 1;
+            }
+            let out =
+                run(&ctx, "edit_file", json!({"path": "f", "old_text": "inside", "new_text": "inside"}))
+                    .await;
+            assert!(!out.content.contains("OUTSIDE"), "{mode}: edit {i} leaked: {out:?}");
+        }
+        let swaps = swapper.finish();
+        assert_eq!(fs::read_to_string(outside.path().join("secret")).unwrap(), "OUTSIDE\n", "{mode}");
+        assert_eq!(names(outside.path()), ["secret"], "{mode}: nothing created outside");
+        assert!(swaps > 0, "{mode}: the swapper never swapped");
+        assert!(!names(dir.path()).iter().any(|n| n.contains(".agentd-write")), "{mode}: temp left");
+        eprintln!(
+            "file swap ({mode}): {swaps} swaps; reads {read_ok} ok / {read_refused} refused; \
+             writes {write_ok} ok / {write_refused} refused; 0 escapes"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_directory_swapped_for_a_symlink_never_leaks() {
+    for mode in ["openat2", "walk"] {
+        let (dir, ctx) = setup();
+        let ctx = both_modes(&ctx).into_iter().find(|(m, _)| *m == mode).unwrap().1;
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("f"), "OUTSIDE\n").unwrap();
+        fs::write(outside.path().join("only-outside.txt"), "OUTSIDE\n").unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        fs::write(dir.path().join("d/f"), "inside\n").unwrap();
+        symlink(outside.path(), dir.path().join("dswap")).unwrap();
+        let swapper = Swapper::start(dir.path(), "d", "dswap", outside.path());
+        let (mut read_ok, mut read_refused, mut write_ok, mut write_refused) = (0, 0, 0, 0);
+        for i in 0..ATTEMPTS {
+            let out = run(&ctx, "read_file", json!({"path": "d/f"})).await;
+            assert!(!out.content.contains("OUTSIDE"), "{mode}: read {i} leaked: {out:?}");
+            if out.ok {
+                read_ok += 1;
+            } else {
+                read_refused += 1;
+            }
+            let out = run(&ctx, "search", json!({"pattern": "OUTSIDE", "path": "d"})).await;
+            assert!(out.content.starts_with("no matches") || !out.ok, "{mode}: search {i} leaked: {out:?}");
+            let out = run(&ctx, "list_dir", json!({"path": "d"})).await;
+            assert!(!out.content.contains("only-outside"), "{mode}: list_dir {i} leaked: {out:?}");
+            let path = if i % 2 == 0 { "d/f".to_string() } else { format!("d/new/{i}.txt") };
+            let out = run(&ctx, "write_file", json!({"path": path, "content": "inside\n"})).await;
+            if out.ok {
+                write_ok += 1;
+            } else {
+                write_refused += 1;
+            }
+            let out =
+                run(&ctx, "edit_file", json!({"path": "d/f", "old_text": "inside", "new_text": "inside"}))
+                    .await;
+            assert!(!out.content.contains("OUTSIDE"), "{mode}: edit {i} leaked: {out:?}");
+        }
+        let swaps = swapper.finish();
+        assert_eq!(fs::read_to_string(outside.path().join("f")).unwrap(), "OUTSIDE\n", "{mode}");
+        assert_eq!(names(outside.path()), ["f", "only-outside.txt"], "{mode}: nothing created outside");
+        assert!(swaps > 0, "{mode}: the swapper never swapped");
+        eprintln!(
+            "directory swap ({mode}): {swaps} swaps; reads {read_ok} ok / {read_refused} refused; \
+             writes {write_ok} ok / {write_refused} refused; 0 escapes"
+        );
+    }
+}
+
+#[tokio::test]
+async fn hard_links_are_refused_for_read_write_and_edit() {
+    let (dir, ctx) = setup();
+    let outside = tempfile::tempdir_in(dir.path().parent().unwrap()).unwrap();
+    fs::write(outside.path().join("secret"), "OUTSIDE\n").unwrap();
+    fs::hard_link(outside.path().join("secret"), dir.path().join("hl")).unwrap();
+    let refusal = "hl has 2 hard links; a hard-linked file may also be reachable from outside the \
+                   workspace, so it is neither read nor written";
+    for (mode, ctx) in both_modes(&ctx) {
+        let out = run(&ctx, "read_file", json!({"path": "hl"})).await;
+        assert_eq!(out, ToolOutcome::error(refusal), "{mode}");
+        let out = run(&ctx, "write_file", json!({"path": "hl", "content": "x"})).await;
+        assert_eq!(out, ToolOutcome::error(refusal), "{mode}");
+        let out = run(&ctx, "edit_file", json!({"path": "hl", "old_text": "OUTSIDE", "new_text": "x"})).await;
+        assert_eq!(out, ToolOutcome::error(refusal), "{mode}");
+        let out = run(&ctx, "search", json!({"pattern": "OUTSIDE"})).await;
+        assert!(out.ok && out.content.starts_with("no matches"), "{mode}: search skips it: {out:?}");
+        // Directories always have several links; they are not affected.
+        assert!(run(&ctx, "list_dir", json!({"path": "src"})).await.ok, "{mode}");
+    }
+    assert_eq!(fs::read_to_string(outside.path().join("secret")).unwrap(), "OUTSIDE\n");
+    assert_eq!(fs::metadata(dir.path().join("hl")).unwrap().permissions().mode() & 0o777, 0o644);
+}
+
+#[tokio::test]
+async fn confinement_holds_in_both_modes() {
+    let (dir, ctx) = setup();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("secret"), "OUTSIDE\n").unwrap();
+    symlink(outside.path().join("secret"), dir.path().join("leak")).unwrap();
+    symlink(outside.path(), dir.path().join("out")).unwrap();
+    symlink("src/lib.rs", dir.path().join("lib-link")).unwrap();
+    symlink("../README.md", dir.path().join("src/readme")).unwrap();
+    for (mode, ctx) in both_modes(&ctx) {
+        for (tool, args) in [
+            ("read_file", json!({"path": "leak"})),
+            ("read_file", json!({"path": "out/secret"})),
+            ("write_file", json!({"path": "leak", "content": "x"})),
+            ("write_file", json!({"path": "out/new.txt", "content": "x"})),
+            ("write_file", json!({"path": "out/sub/new.txt", "content": "x"})),
+            ("edit_file", json!({"path": "leak", "old_text": "OUTSIDE", "new_text": "x"})),
+            ("list_dir", json!({"path": "out"})),
+            ("search", json!({"pattern": "OUTSIDE", "path": "out"})),
+        ] {
+            let out = run(&ctx, tool, args.clone()).await;
+            assert!(!out.ok, "{mode}: {tool} {args}: {out:?}");
+            assert!(
+                out.content.starts_with("symlink leaves the workspace: "),
+                "{mode}: {tool} {args}: {out:?}"
+            );
+        }
+        for tool in ["read_file", "list_dir", "search", "write_file", "edit_file"] {
+            let args = json!({"path": "../README.md", "pattern": "x", "content": "x", "old_text": "a", "new_text": "b"});
+            let out = run(&ctx, tool, args).await;
+            assert_eq!(out, ToolOutcome::error("path escapes the workspace: ../README.md"), "{mode} {tool}");
+            let args = json!({"path": "/etc/passwd", "pattern": "x", "content": "x", "old_text": "a", "new_text": "b"});
+            let out = run(&ctx, tool, args).await;
+            assert_eq!(
+                out,
+                ToolOutcome::error("absolute paths are not allowed: /etc/passwd"),
+                "{mode} {tool}"
+            );
+        }
+        // The root's search never follows a link out.
+        let out = run(&ctx, "search", json!({"pattern": "OUTSIDE"})).await;
+        assert!(out.ok && out.content.starts_with("no matches"), "{mode}: {out:?}");
+        // Links that stay inside are honoured for reading and writing.
+        let out = run(&ctx, "read_file", json!({"path": "lib-link"})).await;
+        assert!(out.ok && out.content.starts_with("pub fn add"), "{mode}: {out:?}");
+        let out = run(&ctx, "read_file", json!({"path": "src/readme", "limit": 1})).await;
+        assert_eq!(out.content, "one\n", "{mode}");
+        let out = run(&ctx, "list_dir", json!({"path": "."})).await;
+        assert!(
+            out.content.contains("lib-link -> src/lib.rs"),
+            "{mode}: links are shown, not followed: {out:?}"
+        );
+        let out = run(&ctx, "write_file", json!({"path": "new/x.txt", "content": mode})).await;
+        assert!(out.ok, "{mode}: {out:?}");
+        assert_eq!(fs::read_to_string(dir.path().join("new/x.txt")).unwrap(), mode);
+    }
+    assert_eq!(names(outside.path()), ["secret"]);
+    assert_eq!(fs::read_to_string(outside.path().join("secret")).unwrap(), "OUTSIDE\n");
+}
+
+#[tokio::test]
+async fn atomic_writes_leave_no_temp_file_and_keep_the_mode() {
+    let (dir, ctx) = setup();
+    fs::set_permissions(dir.path().join("README.md"), fs::Permissions::from_mode(0o600)).unwrap();
+    for (mode, ctx) in both_modes(&ctx) {
+        let out = run(&ctx, "write_file", json!({"path": "README.md", "content": "replaced\n"})).await;
+        assert!(out.ok, "{mode}: {out:?}");
+        let out = run(
+            &ctx,
+            "edit_file",
+            json!({"path": "README.md", "old_text": "replaced", "new_text": "edited"}),
+        )
+        .await;
+        assert!(out.ok, "{mode}: {out:?}");
+        let out = run(&ctx, "write_file", json!({"path": "src/nested/fresh.rs", "content": "x"})).await;
+        assert!(out.ok, "{mode}: {out:?}");
+    }
+    assert_eq!(fs::read_to_string(dir.path().join("README.md")).unwrap(), "edited\n");
+    assert_eq!(fs::metadata(dir.path().join("README.md")).unwrap().permissions().mode() & 0o7777, 0o600);
+    assert_eq!(
+        fs::metadata(dir.path().join("src/nested/fresh.rs")).unwrap().permissions().mode() & 0o7777,
+        0o644
+    );
+    assert_eq!(names(dir.path()), ["README.md", "src"]);
+    assert_eq!(names(&dir.path().join("src/nested")), ["fresh.rs", "util.rs"]);
+}
+
+#[tokio::test]
+async fn a_write_that_fails_midway_keeps_the_old_content() {
+    let (dir, ctx) = setup();
+    for (mode, ctx) in both_modes(&ctx) {
+        let mut failing = ctx.clone();
+        failing.workspace = failing.workspace.clone().failing_writes_after(4);
+        let out = run(&failing, "write_file", json!({"path": "README.md", "content": "a new text\n"})).await;
+        assert!(!out.ok && out.content.contains("injected failure"), "{mode}: {out:?}");
+        let out =
+            run(&failing, "edit_file", json!({"path": "README.md", "old_text": "two", "new_text": "2"}))
+                .await;
+        assert!(!out.ok && out.content.contains("injected failure"), "{mode}: {out:?}");
+        let out =
+            run(&failing, "write_file", json!({"path": "brand-new.txt", "content": "a new text\n"})).await;
+        assert!(!out.ok, "{mode}: {out:?}");
+        assert_eq!(
+            fs::read_to_string(dir.path().join("README.md")).unwrap(),
+            "one\ntwo\nthree\nfour\nfive\n"
+        );
+        assert_eq!(names(dir.path()), ["README.md", "src"], "{mode}: no temp file, no half-written file");
+    }
+    // A read-only directory, where permissions bind (not as root): the temp file cannot be made.
+    fs::set_permissions(dir.path().join("src"), fs::Permissions::from_mode(0o555)).unwrap();
+    let privileged = fs::write(dir.path().join("src/probe"), "").is_ok();
+    let out = run(&ctx, "write_file", json!({"path": "src/lib.rs", "content": "x"})).await;
+    if !privileged {
+        assert!(!out.ok && out.content.starts_with("src/lib.rs: "), "{out:?}");
+        assert!(fs::read_to_string(dir.path().join("src/lib.rs")).unwrap().starts_with("pub fn add"));
+        assert_eq!(names(&dir.path().join("src")), ["lib.rs", "nested"]);
+    }
+    fs::set_permissions(dir.path().join("src"), fs::Permissions::from_mode(0o755)).unwrap();
+}
