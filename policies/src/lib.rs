@@ -12,6 +12,7 @@ pub mod event;
 pub mod message;
 pub mod observations;
 pub mod record;
+pub mod redact;
 pub mod repair;
 pub mod retry;
 pub mod rounds;

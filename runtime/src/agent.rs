@@ -457,7 +457,13 @@ impl Agent {
                     self.changed_files.retain(|p| *p != path);
                     self.changed_files.push(path);
                 }
-                let result = self.call_tool(&snapshot, &name, &arguments).await?;
+                let mut result = self.call_tool(&snapshot, &name, &arguments).await?;
+                // No secret reaches the history, the evidence, a receipt or the model.
+                if let std::borrow::Cow::Owned(clean) =
+                    self.task.shared.redactor.redact(&result.outcome.content)
+                {
+                    result.outcome.content = clean;
+                }
                 let limit = fitted.thresholds.whole_result_limit(carried);
                 let bounded = self
                     .bounded(

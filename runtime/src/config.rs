@@ -62,6 +62,9 @@ model = "qwen3-coder"
 # server_error = { attempts = 3, delay = "2s" }     # exponential: 2s, 4s, 8s
 # overloaded = { attempts = 5, delay = "5s" }       # 529: incremental 5s, 10s, … (Retry-After wins)
 
+# [secrets]
+# env = ["GITHUB_TOKEN"]  # variables whose values are redacted from every tool result (provider keys always are)
+
 # [requests]
 # idle_timeout = "60s"    # a stream with no event for this long is cut (comments/keep-alives are not events)
 # timeout = "10m"         # a whole model request, from sending to the last event
@@ -114,6 +117,9 @@ pub struct Config {
     pub command_timeout: Duration,
     /// How long a model request may take, and how long its stream may go without an event.
     pub deadlines: Deadlines,
+    /// Environment variables whose values are secrets: redacted from every tool result, like the
+    /// providers' keys.
+    pub secret_env: Vec<String>,
     pub retry: RetryPolicy,
     /// A new user request after this long since an agent's last answer clears its old thinking.
     pub idle_thinking_cleanup_after: Duration,
@@ -193,6 +199,15 @@ struct RawConfig {
     tools: RawTools,
     #[serde(default)]
     requests: RawRequests,
+    #[serde(default)]
+    secrets: RawSecrets,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSecrets {
+    #[serde(default)]
+    env: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -458,6 +473,17 @@ impl RawConfig {
         if command_timeout.is_zero() {
             return Err(invalid("tools.command_timeout".into(), "must be longer than 0s".into()));
         }
+        let mut secret_env = Vec::new();
+        for (i, name) in self.secrets.env.into_iter().enumerate() {
+            let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(invalid(
+                    format!("secrets.env[{i}]"),
+                    format!("{name:?} is not an environment variable name"),
+                ));
+            }
+            secret_env.push(name);
+        }
         let mut deadlines = Deadlines::default();
         for (key, value, slot) in [
             ("requests.idle_timeout", &self.requests.idle_timeout, &mut deadlines.idle),
@@ -486,6 +512,7 @@ impl RawConfig {
             specialists,
             command_timeout,
             deadlines,
+            secret_env,
             retry,
             idle_thinking_cleanup_after,
             idle_thinking_clear_at_least,

@@ -132,7 +132,14 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
             };
             clients.insert(name.clone(), Arc::new(client));
         }
+        // Provider keys and configured secrets, by variable name: redacted from every tool result.
+        let secret_names =
+            config.providers.values().filter_map(|p| p.api_key_env.clone()).chain(config.secret_env.clone());
+        let redactor = agentd_policies::redact::Redactor::new(
+            secret_names.filter_map(|name| std::env::var(&name).ok().map(|value| (name, value))),
+        );
         let shared = Arc::new(Shared {
+            redactor,
             home: std::fs::canonicalize(&home_dir).unwrap_or_else(|_| home_dir.clone()),
             store: store.clone(),
             bus,

@@ -25,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Shared {
     /// The daemon's home, canonical: never a workspace, never reachable from one.
     pub home: std::path::PathBuf,
+    /// The providers' keys and the configured secrets: redacted from every tool result.
+    pub redactor: agentd_policies::redact::Redactor,
     pub store: Store,
     pub bus: EventBus,
     pub config: Arc<Config>,
