@@ -94,6 +94,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         return Err(DaemonError::NoConfig(config_path));
     }
     let config = Arc::new(Config::load(&config_path)?);
+    report_sandbox(&config);
     let store = Store::open(&home.db())?;
     let socket_path = home.socket();
     let home_dir = home.dir.clone();
@@ -184,5 +185,49 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+/// Makes the daemon unreadable to its commands (see `protect_daemon_process`) and says what the
+/// command sandbox can enforce on this machine.
+fn report_sandbox(config: &Config) {
+    use agentd_agents::tools::sandbox;
+    sandbox::protect_daemon_process();
+    let policy = &config.sandbox;
+    if policy.mode == agentd_agents::tools::SandboxMode::Off {
+        tracing::warn!("tools.sandbox.mode = \"off\": commands run with the daemon's rights and environment");
+        return;
+    }
+    let abi = sandbox::kernel_abi();
+    if abi < 1 {
+        tracing::error!(
+            "this kernel does not enforce Landlock: run_command and verify will be refused \
+             (set tools.sandbox.mode = \"off\" to run them unsandboxed)"
+        );
+        return;
+    }
+    let network_namespace = !policy.network && sandbox::can_unshare_network();
+    let mount_namespace = sandbox::can_unshare_mounts();
+    let cgroup = sandbox::cgroup_available();
+    tracing::info!(
+        mode = policy.mode.as_str(),
+        landlock_abi = abi,
+        network = policy.network,
+        network_namespace,
+        mount_namespace,
+        cgroup,
+        "command sandbox"
+    );
+    if !policy.network && !network_namespace {
+        tracing::warn!("no network namespace for commands: Landlock denies TCP, but UDP is not stopped");
+    }
+    if !mount_namespace {
+        tracing::warn!(
+            "no mount namespace for commands: the home is unreadable, but its socket can be connected \
+             (the peer check still refuses other uids)"
+        );
+    }
+    if !cgroup {
+        tracing::warn!("no cgroup for commands: a process that calls setsid can outlive its call");
     }
 }

@@ -283,6 +283,7 @@ impl Prepared {
             policy
                 .protected
                 .iter()
+                .filter_map(|p| p.canonicalize().ok())
                 .filter(|p| p.is_dir())
                 .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
                 .collect()
