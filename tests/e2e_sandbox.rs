@@ -93,3 +93,41 @@ async fn the_coders_commands_cannot_reach_the_key_the_home_or_the_world() {
     }
     assert!(d.serve_log().contains("command sandbox"), "{}", d.serve_log());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_verify_command_runs_in_the_same_sandbox() {
+    if landlock_abi() < 1 {
+        println!("SKIPPED: this kernel does not enforce Landlock");
+        return;
+    }
+    let probe = format!("/tmp/agentd-e2e-verify-probe-{}", std::process::id());
+    // First attempt: marks itself inside the workspace, then tries to write outside it and fails.
+    // Second attempt: passes.
+    let verify = format!("if [ -e attempted ]; then true; else touch attempted && touch {probe}; fi");
+    let server = ScriptedServer::start(vec![
+        sse(vec![delegate("coder", "make it pass")]),
+        sse(vec![finish("first try")]),
+        sse(vec![finish("second try")]),
+        sse(vec![finish("done")]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let extra = format!("verify = {verify:?}\n");
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", &extra));
+    let task = d.submit("Make it pass", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(30));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
+    let rejected = events.iter().filter(|e| e["kind"] == "finish_rejected").count();
+    assert_eq!(rejected, 1, "{events:#?}");
+    assert!(ws.path().join("attempted").exists(), "verify ran in the workspace");
+    assert!(!Path::new(&probe).exists(), "verify could write outside the workspace");
+    let told = server.chat_requests().iter().any(|r| {
+        r["messages"].as_array().into_iter().flatten().any(|m| {
+            m["role"] == "tool"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("finish rejected") && c.contains("Permission denied"))
+        })
+    });
+    assert!(told, "the coder is told why verify failed");
+}

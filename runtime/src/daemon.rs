@@ -193,6 +193,10 @@ async fn wait_for_signal() {
 fn report_sandbox(config: &Config) {
     use agentd_agents::tools::sandbox;
     sandbox::protect_daemon_process();
+    let reaped = sandbox::reap_stale_cgroups();
+    if reaped > 0 {
+        tracing::info!(reaped, "killed what commands of a daemon that died had left running");
+    }
     let policy = &config.sandbox;
     if policy.mode == agentd_agents::tools::SandboxMode::Off {
         tracing::warn!("tools.sandbox.mode = \"off\": commands run with the daemon's rights and environment");

@@ -509,6 +509,29 @@ pub fn cgroup_available() -> bool {
     }
 }
 
+/// Kills and removes the cgroups of calls whose daemon is gone (killed before it could end them), so
+/// what a crashed daemon's commands started is stopped when the next daemon starts. Returns how many.
+pub fn reap_stale_cgroups() -> usize {
+    let Some(base) = cgroup2_dir() else { return 0 };
+    let Ok(entries) = std::fs::read_dir(&base) else { return 0 };
+    let mut reaped = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("agentd-cmd-")) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
+        // SAFETY: signal 0 only asks whether the pid exists.
+        let gone = unsafe { libc::kill(pid, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            if let Ok(procs) = File::options().write(true).open(entry.path().join("cgroup.procs")) {
+                Cgroup { dir: entry.path(), procs }.kill();
+                reaped += 1;
+            }
+        }
+    }
+    reaped
+}
+
 /// The daemon's own cgroup directory on the cgroup2 hierarchy, if it is mounted writable.
 fn cgroup2_dir() -> Option<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;

@@ -326,3 +326,39 @@ async fn mode_off_behaves_as_before() {
     .await;
     assert!(out.ok && out.content.contains("connected"), "{out:?}");
 }
+
+#[tokio::test]
+async fn a_dead_daemons_cgroups_are_reaped() {
+    if !super::sandbox::cgroup_available() {
+        println!("SKIPPED: a_dead_daemons_cgroups_are_reaped: no writable cgroup2 here");
+        return;
+    }
+    // A pid that is surely gone: a child that has exited and been reaped.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let base = fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own =
+        base.lines().find_map(|l| l.strip_prefix("0::")).unwrap().trim().trim_start_matches('/').to_string();
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mount = mounts
+        .lines()
+        .find_map(|l| {
+            l.split_once(" - ")
+                .filter(|(_, r)| r.starts_with("cgroup2 "))
+                .and_then(|(l, _)| l.split(' ').nth(4))
+        })
+        .unwrap();
+    let dir = Path::new(mount).join(own).join(format!("agentd-cmd-{dead}-0"));
+    fs::create_dir(&dir).unwrap();
+    let mut sleeper = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    fs::write(dir.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+    assert!(super::sandbox::reap_stale_cgroups() >= 1);
+    let status = sleeper.wait().unwrap();
+    assert!(!status.success(), "the stale cgroup's process was killed: {status:?}");
+    let started = Instant::now();
+    while dir.exists() {
+        assert!(started.elapsed() < Duration::from_secs(3), "{dir:?} is removed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
