@@ -77,9 +77,23 @@ fn take_lock(home: &Home) -> Result<File, DaemonError> {
         .write(true)
         .open(&path)
         .map_err(|source| DaemonError::Home { path: path.clone(), source })?;
-    // SAFETY: flock on a valid, owned file descriptor.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    // A POSIX record lock, not flock(2): it belongs to this process alone. An flock lock belongs to
+    // the open file description, which every fork shares until it execs — so a command being started
+    // (sandboxed commands fork, set up, then exec) would hold the lock for a few milliseconds after a
+    // killed daemon died, and a restart in that window would be refused.
+    // SAFETY: fcntl(F_SETLK) on a valid, owned file descriptor with a zeroed, filled-in flock struct.
+    let rc = unsafe {
+        let mut lock: libc::flock = std::mem::zeroed();
+        lock.l_type = libc::F_WRLCK as libc::c_short;
+        lock.l_whence = libc::SEEK_SET as libc::c_short;
+        libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock)
+    };
     if rc != 0 {
+        let source = std::io::Error::last_os_error();
+        let held = matches!(source.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES));
+        if !held {
+            return Err(DaemonError::Home { path, source });
+        }
         return Err(DaemonError::AlreadyServing { home: home.dir.clone(), lock: path });
     }
     Ok(file)

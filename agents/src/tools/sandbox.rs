@@ -247,13 +247,13 @@ pub(crate) struct Prepared {
 
 impl Prepared {
     pub(crate) fn new(policy: &SandboxPolicy, workspace: &Path) -> Result<Prepared, SandboxError> {
-        let cgroup = Cgroup::create();
+        // The cgroup is made last, after every step that can fail: it has no Drop of its own.
         if policy.mode == SandboxMode::Off {
             return Ok(Prepared {
                 ruleset: None,
                 unshare_network: false,
                 hide: Vec::new(),
-                cgroup,
+                cgroup: Cgroup::create(),
                 _tmp: None,
                 env: None,
             });
@@ -343,6 +343,7 @@ impl Prepared {
             .collect();
         env.push(("HOME".into(), tmp.path().into()));
         env.push(("TMPDIR".into(), tmp.path().into()));
+        let cgroup = Cgroup::create();
         Ok(Prepared { ruleset, unshare_network, hide, cgroup, _tmp: Some(tmp), env: Some(env) })
     }
 
