@@ -3,7 +3,8 @@
 //! the coder reads the daemon's own environment through `/proc`, runs `env`, reads a file holding
 //! the token and produces an output large enough to become evidence. Every request body the
 //! provider got, every line the daemon logged, `agentd log --jsonl` and every byte under the home
-//! are searched for both values.
+//! are searched for both values. The command sandbox is off here: redaction is the layer that holds
+//! even then (with it on, the command cannot read the daemon's environment at all — e2e_sandbox).
 
 use agentd_test_support::daemon::TestDaemon;
 use agentd_test_support::*;
@@ -58,7 +59,8 @@ async fn provider_keys_and_configured_secrets_are_redacted_everywhere() {
         "[providers.scripted]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"AGENTD_TEST_PROVIDER_KEY\"\n\n\
          [team.lead]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n\
          [team.coder]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n\
-         [secrets]\nenv = [\"AGENTD_TEST_DEPLOY_TOKEN\"]\n",
+         [secrets]\nenv = [\"AGENTD_TEST_DEPLOY_TOKEN\"]\n\n\
+         [tools.sandbox]\nmode = \"off\"\n",
         server.base_url()
     );
     let mut d = TestDaemon::prepare(Path::new(BIN), &config);

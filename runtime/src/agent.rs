@@ -953,6 +953,7 @@ impl Agent {
             workspace: self.task.workspace.clone(),
             command_timeout: std::time::Duration::from_secs(snapshot.command_timeout_s),
             max_output_bytes: 8 << 20,
+            sandbox: self.task.shared.config.sandbox.clone(),
         }
     }
 

@@ -3,6 +3,7 @@
 
 use crate::provider::Deadlines;
 use agentd_agents::roles::ALL_TOOLS;
+use agentd_agents::tools::{SandboxMode, SandboxPolicy};
 use agentd_policies::retry::RetryPolicy;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -71,6 +72,17 @@ model = "qwen3-coder"
 
 [tools]
 command_timeout = "120s"
+
+# The kernel sandbox of run_command and `verify` (Landlock, plus network and mount namespaces and no
+# capabilities where the daemon may make them). Commands write only beneath the workspace and a
+# temp dir of their own ($TMPDIR, also $HOME, removed after the call), read the system's
+# directories, never see the daemon's home, and get only PATH LANG LC_ALL TERM TZ USER from its
+# environment. On a kernel without Landlock, commands are refused unless mode = "off".
+# [tools.sandbox]
+# mode = "workspace-write"          # workspace-write | read-only (the workspace too) | off (no sandbox)
+# network = false                   # true: allow TCP (and keep the daemon's network namespace)
+# env = ["CARGO_HOME"]              # more variables passed through; never a provider's api_key_env
+# read = ["/root/.cargo"]           # more paths commands may read (absolute)
 "#;
 
 /// The smallest extended-thinking budget Anthropic accepts.
@@ -120,6 +132,8 @@ pub struct Config {
     /// Environment variables whose values are secrets: redacted from every tool result, like the
     /// providers' keys.
     pub secret_env: Vec<String>,
+    /// `[tools.sandbox]`, with the home (this file's directory) as the path commands must not reach.
+    pub sandbox: SandboxPolicy,
     pub retry: RetryPolicy,
     /// A new user request after this long since an agent's last answer clears its old thinking.
     pub idle_thinking_cleanup_after: Duration,
@@ -284,6 +298,18 @@ struct RawJob {
 #[serde(deny_unknown_fields)]
 struct RawTools {
     command_timeout: Option<String>,
+    sandbox: Option<RawSandbox>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    mode: Option<String>,
+    network: Option<bool>,
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default)]
+    read: Vec<PathBuf>,
 }
 
 impl RawConfig {
@@ -504,6 +530,7 @@ impl RawConfig {
                 format!("{:?} is longer than requests.timeout ({:?})", deadlines.idle, deadlines.total),
             ));
         }
+        let sandbox = sandbox_policy(self.tools.sandbox.unwrap_or_default(), &providers, path, &invalid)?;
         Ok(Config {
             path: path.to_path_buf(),
             providers,
@@ -513,12 +540,69 @@ impl RawConfig {
             command_timeout,
             deadlines,
             secret_env,
+            sandbox,
             retry,
             idle_thinking_cleanup_after,
             idle_thinking_clear_at_least,
             jobs,
         })
     }
+}
+
+fn sandbox_policy(
+    raw: RawSandbox,
+    providers: &BTreeMap<String, ProviderConfig>,
+    path: &Path,
+    invalid: &dyn Fn(String, String) -> ConfigError,
+) -> Result<SandboxPolicy, ConfigError> {
+    let mode = match raw.mode.as_deref() {
+        None | Some("workspace-write") => SandboxMode::WorkspaceWrite,
+        Some("read-only") => SandboxMode::ReadOnly,
+        Some("off") => SandboxMode::Off,
+        Some(other) => {
+            return Err(invalid(
+                "tools.sandbox.mode".into(),
+                format!("unknown mode {other:?}; expected \"workspace-write\", \"read-only\" or \"off\""),
+            ))
+        }
+    };
+    for name in &raw.env {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(invalid("tools.sandbox.env".into(), format!("not a variable name: {name:?}")));
+        }
+        if matches!(name.as_str(), "HOME" | "TMPDIR") {
+            return Err(invalid(
+                "tools.sandbox.env".into(),
+                format!("{name} is set by the sandbox (the command's temp dir)"),
+            ));
+        }
+        if let Some(p) = providers.values().find(|p| p.api_key_env.as_deref() == Some(name.as_str())) {
+            return Err(invalid(
+                "tools.sandbox.env".into(),
+                format!(
+                    "{name:?} is the key of provider {:?} (providers.{}.api_key_env); provider keys never reach commands",
+                    p.name, p.name
+                ),
+            ));
+        }
+    }
+    for p in &raw.read {
+        if !p.is_absolute() {
+            return Err(invalid("tools.sandbox.read".into(), format!("must be an absolute path, got {p:?}")));
+        }
+    }
+    let home = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok(SandboxPolicy {
+        mode,
+        network: raw.network.unwrap_or(false),
+        env: raw.env,
+        read: raw.read,
+        protected: vec![home],
+        ..SandboxPolicy::default()
+    })
 }
 
 #[cfg(test)]
@@ -649,6 +733,48 @@ mod tests {
             "{DEFAULT_CONFIG}\n[team.specialists.rev]\nprovider = \"local\"\nmodel = \"m\"\nthinking_budget = 1024\n"
         );
         assert_eq!(parse(&specialist).unwrap().specialists["rev"].thinking_budget, Some(1024));
+    }
+
+    #[test]
+    fn sandbox_defaults_parse_and_bad_values_are_named() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.sandbox.mode, SandboxMode::WorkspaceWrite);
+        assert!(!c.sandbox.network);
+        assert!(c.sandbox.env.is_empty());
+        assert_eq!(c.sandbox.protected, vec![PathBuf::from("/h")]);
+        let on = DEFAULT_CONFIG.replace(
+            "# [tools.sandbox]\n# mode = \"workspace-write\"",
+            "[tools.sandbox]\nmode = \"read-only\"\nnetwork = true\nenv = [\"CARGO_HOME\"]\nread = [\"/opt/x\"]\n# mode",
+        );
+        let c = parse(&on).unwrap();
+        assert_eq!(c.sandbox.mode, SandboxMode::ReadOnly);
+        assert!(c.sandbox.network);
+        assert_eq!(c.sandbox.env, vec!["CARGO_HOME".to_string()]);
+        assert_eq!(c.sandbox.read, vec![PathBuf::from("/opt/x")]);
+        let text = |body: &str| format!("{DEFAULT_CONFIG}\n[tools.sandbox]\n{body}\n");
+        let off = parse(&text("mode = \"off\"")).unwrap();
+        assert_eq!(off.sandbox.mode, SandboxMode::Off);
+        let e = parse(&text("mode = \"jail\"")).unwrap_err().to_string();
+        assert!(
+            e.contains("tools.sandbox.mode") && e.contains("jail") && e.contains("/h/agentd.toml"),
+            "{e}"
+        );
+        let e = parse(&text("colour = 1")).unwrap_err().to_string();
+        assert!(e.contains("colour"), "{e}");
+        let e = parse(&text("read = [\"rel/path\"]")).unwrap_err().to_string();
+        assert!(e.contains("tools.sandbox.read"), "{e}");
+        let e = parse(&text("env = [\"HOME\"]")).unwrap_err().to_string();
+        assert!(e.contains("tools.sandbox.env"), "{e}");
+    }
+
+    #[test]
+    fn a_provider_key_in_the_sandbox_env_is_named_with_its_provider() {
+        let text =
+            DEFAULT_CONFIG.replace("# api_key_env = \"OPENAI_API_KEY\"", "api_key_env = \"OPENAI_API_KEY\"");
+        let text = format!("{text}\n[tools.sandbox]\nenv = [\"LANGUAGE\", \"OPENAI_API_KEY\"]\n");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("tools.sandbox.env"), "{e}");
+        assert!(e.contains("OPENAI_API_KEY") && e.contains("providers.local.api_key_env"), "{e}");
     }
 
     #[test]

@@ -77,9 +77,23 @@ fn take_lock(home: &Home) -> Result<File, DaemonError> {
         .write(true)
         .open(&path)
         .map_err(|source| DaemonError::Home { path: path.clone(), source })?;
-    // SAFETY: flock on a valid, owned file descriptor.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    // A POSIX record lock, not flock(2): it belongs to this process alone. An flock lock belongs to
+    // the open file description, which every fork shares until it execs — so a command being started
+    // (sandboxed commands fork, set up, then exec) would hold the lock for a few milliseconds after a
+    // killed daemon died, and a restart in that window would be refused.
+    // SAFETY: fcntl(F_SETLK) on a valid, owned file descriptor with a zeroed, filled-in flock struct.
+    let rc = unsafe {
+        let mut lock: libc::flock = std::mem::zeroed();
+        lock.l_type = libc::F_WRLCK as libc::c_short;
+        lock.l_whence = libc::SEEK_SET as libc::c_short;
+        libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock)
+    };
     if rc != 0 {
+        let source = std::io::Error::last_os_error();
+        let held = matches!(source.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES));
+        if !held {
+            return Err(DaemonError::Home { path, source });
+        }
         return Err(DaemonError::AlreadyServing { home: home.dir.clone(), lock: path });
     }
     Ok(file)
@@ -94,6 +108,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         return Err(DaemonError::NoConfig(config_path));
     }
     let config = Arc::new(Config::load(&config_path)?);
+    report_sandbox(&config);
     let store = Store::open(&home.db())?;
     let socket_path = home.socket();
     let home_dir = home.dir.clone();
@@ -194,5 +209,53 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+/// Makes the daemon unreadable to its commands (see `protect_daemon_process`) and says what the
+/// command sandbox can enforce on this machine.
+fn report_sandbox(config: &Config) {
+    use agentd_agents::tools::sandbox;
+    sandbox::protect_daemon_process();
+    let reaped = sandbox::reap_stale_cgroups();
+    if reaped > 0 {
+        tracing::info!(reaped, "killed what commands of a daemon that died had left running");
+    }
+    let policy = &config.sandbox;
+    if policy.mode == agentd_agents::tools::SandboxMode::Off {
+        tracing::warn!("tools.sandbox.mode = \"off\": commands run with the daemon's rights and environment");
+        return;
+    }
+    let abi = sandbox::kernel_abi();
+    if abi < 1 {
+        tracing::error!(
+            "this kernel does not enforce Landlock: run_command and verify will be refused \
+             (set tools.sandbox.mode = \"off\" to run them unsandboxed)"
+        );
+        return;
+    }
+    let network_namespace = !policy.network && sandbox::can_unshare_network();
+    let mount_namespace = sandbox::can_unshare_mounts();
+    let cgroup = sandbox::cgroup_available();
+    tracing::info!(
+        mode = policy.mode.as_str(),
+        landlock_abi = abi,
+        network = policy.network,
+        network_namespace,
+        mount_namespace,
+        cgroup,
+        "command sandbox"
+    );
+    if !policy.network && !network_namespace {
+        tracing::warn!("no network namespace for commands: Landlock denies TCP, but UDP is not stopped");
+    }
+    if !mount_namespace {
+        tracing::warn!(
+            "no mount namespace for commands: the home is unreadable, but its socket can be connected \
+             (the peer check still refuses other uids)"
+        );
+    }
+    if !cgroup {
+        tracing::warn!("no cgroup for commands: a process that calls setsid can outlive its call");
     }
 }

@@ -1,13 +1,16 @@
-//! `run_command`: `sh -c COMMAND` in the workspace root, with a timeout and a cap on captured output.
+//! `run_command`: `sh -c COMMAND` in the workspace root, with a timeout and a cap on captured output,
+//! inside the sandbox of [`super::sandbox`] unless `tools.sandbox.mode = "off"`.
 //!
-//! The shell runs in a process group of its own. At the timeout, or when the call is dropped before
-//! the shell exits (a cancelled task), the whole group is killed with SIGKILL, so pipelines and
-//! children die with the shell. The group is signalled with `sh -c "kill -KILL -PGID"`, since this
-//! crate has no libc binding. Processes that leave the group (`setsid`) are not reached. When the shell
-//! exits normally, background jobs it left behind are not killed; if they keep the output pipes open,
-//! reading stops after a short grace period and the result is marked incomplete.
+//! The shell runs in a session and process group of its own (`setsid` before exec) and, where the
+//! daemon may make cgroups, in a cgroup of its own. When the call ends — the shell exited, the timeout
+//! passed, or the call was dropped before the shell exited (a cancelled task) — the whole group is
+//! killed with `killpg(SIGKILL)` and the cgroup with `cgroup.kill`, so pipelines, background jobs and
+//! processes that called `setsid` die with the call. Without a cgroup, a process that left the session
+//! is not reached. After a normal exit, output pipes held open by background jobs are read for a short
+//! grace period first; the result is then marked incomplete.
 
 use super::args::Args;
+use super::sandbox::{Cgroup, Prepared};
 use super::{ToolContext, ToolOutcome};
 use crate::error::ToolError;
 use std::process::{ExitStatus, Stdio};
@@ -31,20 +34,40 @@ pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOu
     }
     let timeout = args.opt_seconds("timeout_s")?.unwrap_or(ctx.command_timeout);
 
-    let mut child = tokio::process::Command::new("sh")
+    let mut prepared = Prepared::new(&ctx.sandbox, ctx.workspace.root())
+        .map_err(|e| ToolError::Failed(format!("run_command refused: {e}")))?;
+    let mut shell = tokio::process::Command::new("sh");
+    shell
         .arg("-c")
         .arg(command)
         .current_dir(ctx.workspace.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| ToolError::Failed(format!("could not start sh: {e}")))?;
+        .kill_on_drop(true);
+    prepared.apply(&mut shell);
+    let spawned = shell.spawn();
+    prepared.spawned();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            if let Some(cgroup) = prepared.cgroup.take() {
+                cgroup.discard();
+            }
+            return Err(ToolError::Failed(format!("could not start sh: {e}")));
+        }
+    };
+    let cgroup = match (prepared.cgroup.take(), child.id()) {
+        (Some(cgroup), Some(pid)) if cgroup.holds(pid) => Some(cgroup),
+        (Some(cgroup), _) => {
+            cgroup.discard();
+            None
+        }
+        (None, _) => None,
+    };
     // Declared after `child`, so it is dropped first: the group is killed while the shell is not yet
     // reaped and its pid (the group id) cannot have been reused.
-    let mut group = GroupGuard { pgid: child.id() };
+    let mut group = GroupGuard { pgid: child.id(), cgroup };
 
     let capture = Capture::new(ctx.max_output_bytes);
     let mut readers =
@@ -52,13 +75,10 @@ pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOu
 
     let deadline = Instant::now() + timeout;
     let status = match tokio::time::timeout_at(deadline, child.wait()).await {
-        Ok(Ok(status)) => {
-            group.disarm();
-            Some(status)
-        }
+        Ok(Ok(status)) => Some(status),
         Ok(Err(e)) => return Err(ToolError::Failed(format!("waiting for the command failed: {e}"))),
         Err(_) => {
-            group.kill().await;
+            group.kill();
             let _ = child.kill().await;
             None
         }
@@ -74,6 +94,10 @@ pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOu
     for reader in readers.iter().flatten() {
         reader.abort();
     }
+    // Whatever the shell left behind ends with the call. The shell is reaped by now, but its pid
+    // stays allocated as the group's id while any member lives; with none left, killpg finds no one
+    // (unless the pid was reused as a new group leader within these milliseconds).
+    group.kill();
 
     let killed = status.is_none();
     let mut content = match status {
@@ -120,44 +144,28 @@ fn render(stdout: &[u8], stderr: &[u8]) -> String {
     out
 }
 
-/// Kills the process group when dropped, unless disarmed.
+/// Kills the process group (and the call's cgroup) when told to or when dropped.
 struct GroupGuard {
     pgid: Option<u32>,
+    cgroup: Option<Cgroup>,
 }
 
 impl GroupGuard {
-    fn disarm(&mut self) {
-        self.pgid = None;
-    }
-
-    async fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            let _ = tokio::process::Command::new("sh")
-                .args(["-c", &kill_script(pgid)])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .await;
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take().and_then(|p| libc::pid_t::try_from(p).ok()) {
+            // SAFETY: killpg on the group the shell leads; a group with no members gets ESRCH.
+            unsafe { libc::killpg(pgid, libc::SIGKILL) };
+        }
+        if let Some(cgroup) = self.cgroup.take() {
+            cgroup.kill();
         }
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            let _ = std::process::Command::new("sh")
-                .args(["-c", &kill_script(pgid)])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
+        self.kill();
     }
-}
-
-fn kill_script(pgid: u32) -> String {
-    format!("kill -KILL -{pgid}")
 }
 
 /// The captured stdout and stderr, sharing one byte budget. Bytes past the budget are read and

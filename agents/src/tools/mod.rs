@@ -10,11 +10,13 @@ mod args;
 mod command;
 mod files;
 mod listing;
+pub mod sandbox;
 
 use crate::error::ToolError;
 use crate::text::truncate_chars;
 use crate::workspace::Workspace;
 use args::Args;
+pub use sandbox::{SandboxMode, SandboxPolicy};
 use std::time::Duration;
 
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -30,15 +32,18 @@ pub struct ToolContext {
     pub command_timeout: Duration,
     /// See [`DEFAULT_MAX_OUTPUT_BYTES`].
     pub max_output_bytes: usize,
+    /// The sandbox `run_command` runs in.
+    pub sandbox: SandboxPolicy,
 }
 
 impl ToolContext {
-    /// A context with the default timeout and output cap.
+    /// A context with the default timeout, output cap and sandbox (`workspace-write`, no network).
     pub fn new(workspace: Workspace) -> ToolContext {
         ToolContext {
             workspace,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            sandbox: SandboxPolicy::default(),
         }
     }
 }
@@ -116,3 +121,6 @@ async fn blocking(ctx: &ToolContext, name: &str, arguments: &str) -> Result<Tool
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod sandbox_tests;
