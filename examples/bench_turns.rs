@@ -4,10 +4,13 @@
 //! cargo run --release --example bench_turns
 //! ```
 //!
-//! A scripted OpenAI-compatible server answers every request instantly from memory: `list_dir` for
-//! the first K requests of a task, then `finish`. A turn is the time between two consecutive model
-//! requests of one task: the daemon parses the streamed answer, persists the events and the messages,
-//! runs the (cheap) `list_dir` tool, counts the next request's tokens and sends it. It is measured at
+//! A scripted OpenAI-compatible server answers every request instantly from memory: the lead
+//! delegates to the coder, the coder answers `list_dir` for its first K requests and then `finish`,
+//! and the lead finishes — a whole team, K + 3 model requests per task. A turn is the time between two
+//! consecutive model requests of one task: the daemon parses the streamed answer, persists the events
+//! and the messages, runs the tool (the cheap `list_dir`, or the delegation's handoff), counts the next
+//! request's tokens and sends it. Measured with 1 task at a time, 10 and 100 concurrent tasks; every
+//! task must finish (the benchmark fails otherwise). It is measured at
 //! the server with a microsecond clock (it also includes the local server's own answer, which is
 //! served from memory in microseconds) and cross-checked with the `at` timestamps of the daemon's
 //! `request_sent` events (millisecond resolution). Then the daemon's resident memory (VmRSS) is read
@@ -27,7 +30,12 @@ use std::time::{Duration, Instant};
 /// Model requests answered with `list_dir` per measured task (then one `finish`): K turns per task.
 const TURNS_PER_TASK: usize = 20;
 const SEQUENTIAL_TASKS: usize = 10;
-const CONCURRENT_TASKS: usize = 50;
+/// Concurrent runs: this many tasks submitted at once, each.
+const CONCURRENT: [usize; 2] = [10, 100];
+/// Model requests of one task: the lead's two, the coder's K + 1.
+const fn requests_per_task(turns: usize) -> usize {
+    turns + 3
+}
 const IDLE_TASKS: usize = 200;
 const TASK_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -63,8 +71,20 @@ fn responder(arrivals: Arrivals) -> impl Fn(&Value) -> Step + Send + Sync + 'sta
             return sse(vec![finish("not a bench task")]);
         };
         arrivals.lock().unwrap_or_else(|e| e.into_inner()).entry(task).or_default().push(now);
-        let assistant_turns =
-            body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let lead =
+            body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "delegate"));
+        if lead {
+            return if messages.iter().any(|m| m["role"] == "tool") {
+                sse(vec![finish("the coder listed the workspace")])
+            } else {
+                sse(vec![delegate(
+                    "coder",
+                    &format!("bench#{task} turns={k}: list the workspace, then finish"),
+                )])
+            };
+        }
+        let assistant_turns = messages.iter().filter(|m| m["role"] == "assistant").count();
         if assistant_turns < k {
             sse(vec![tool_call("list_dir", json!({"path": "."}))])
         } else {
@@ -136,6 +156,7 @@ fn run_tasks(
                             if kind != "task_finished" {
                                 return Err(format!("task {id} ended with {kind}: {e}"));
                             }
+                            request_at_ms.sort_unstable();
                             return Ok(TaskRun { number: *number, request_at_ms, wall: t0.elapsed() });
                         }
                     }
@@ -175,11 +196,11 @@ fn measure(label: &str, runs: &[TaskRun], arrivals: &Arrivals, turns: usize) -> 
         let times = map
             .get(&r.number)
             .ok_or_else(|| format!("the server saw no request of task bench#{}", r.number))?;
-        if times.len() != turns + 1 || r.request_at_ms.len() != turns + 1 {
+        if times.len() != requests_per_task(turns) || r.request_at_ms.len() != requests_per_task(turns) {
             return Err(format!(
                 "task bench#{}: expected {} model requests, the server saw {} and the events show {}",
                 r.number,
-                turns + 1,
+                requests_per_task(turns),
                 times.len(),
                 r.request_at_ms.len()
             ));
@@ -225,7 +246,11 @@ fn run() -> Result<()> {
     let pid = daemon.pid().ok_or("the daemon has no pid")?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("agentd turn overhead — {}, {cores} CPU cores shared by the daemon, the scripted server and this client", bin.display());
-    println!("each task: {TURNS_PER_TASK} turns answered instantly with list_dir, then finish\n");
+    println!(
+        "each task: the lead delegates, the coder makes {TURNS_PER_TASK} list_dir turns and finishes, the lead finishes \
+         ({} model requests, answered instantly)\n",
+        requests_per_task(TURNS_PER_TASK)
+    );
 
     let started = Instant::now();
     let mut next = 1u64;
@@ -254,14 +279,18 @@ fn run() -> Result<()> {
     let cpu1 = cpu_ms(pid)?;
     rows[0].daemon_cpu_ms = cpu1 - cpu0;
 
-    let concurrent = run_tasks(&daemon, ws.path(), next, CONCURRENT_TASKS, TURNS_PER_TASK)?;
-    rows.push(measure(
-        &format!("{CONCURRENT_TASKS} concurrent tasks"),
-        &concurrent,
-        &arrivals,
-        TURNS_PER_TASK,
-    )?);
-    rows[1].daemon_cpu_ms = cpu_ms(pid)? - cpu1;
+    let mut cpu = cpu1;
+    let mut total = next - 1;
+    for count in CONCURRENT {
+        let concurrent = run_tasks(&daemon, ws.path(), next, count, TURNS_PER_TASK)?;
+        next += count as u64;
+        total += count as u64;
+        let mut row = measure(&format!("{count} concurrent tasks"), &concurrent, &arrivals, TURNS_PER_TASK)?;
+        let now = cpu_ms(pid)?;
+        row.daemon_cpu_ms = now - cpu;
+        cpu = now;
+        rows.push(row);
+    }
     let rss_end = rss_kib(pid)?;
 
     println!("time per turn (gap between consecutive model requests of one task)");
@@ -282,8 +311,8 @@ fn run() -> Result<()> {
             ms(s.last().copied().unwrap_or(f64::NAN)),
             percentile(&r.event_gaps_ms, 50.0),
             percentile(&r.event_gaps_ms, 99.0),
-            (r.tasks * (TURNS_PER_TASK + 1)) as f64 / r.wall.as_secs_f64(),
-            r.daemon_cpu_ms / (r.tasks * (TURNS_PER_TASK + 1)) as f64
+            (r.tasks * requests_per_task(TURNS_PER_TASK)) as f64 / r.wall.as_secs_f64(),
+            r.daemon_cpu_ms / (r.tasks * requests_per_task(TURNS_PER_TASK)) as f64
         );
     }
     println!(
@@ -305,9 +334,8 @@ fn run() -> Result<()> {
         rss_after as f64 / 1024.0
     );
     println!(
-        "  after the latency runs {:>8.1} MiB   ({} tasks in total)",
+        "  after the latency runs {:>8.1} MiB   ({total} tasks in total, every one finished, 0 errors)",
         rss_end as f64 / 1024.0,
-        next - 1 + CONCURRENT_TASKS as u64
     );
     println!(
         "  (RSS includes the allocator's and sled's caches, so this is an upper bound, not an exact size)"
