@@ -372,7 +372,7 @@ fn log_text(bytes: usize) -> Vec<u8> {
             n,
             (r >> 44) % 20_000,
         );
-        if r % 7 == 0 {
+        if r.is_multiple_of(7) {
             let _ = write!(out, " detail=\"{}\"", "x".repeat(((r >> 50) % 90) as usize));
         }
         out.push('\n');

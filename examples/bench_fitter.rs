@@ -439,7 +439,7 @@ fn build_history(g: &mut Gen, target: u64) -> (Vec<Message>, String) {
 /// The i-th appended message, about 200 tokens, distinct: alternately assistant prose and a short
 /// tool result of code.
 fn appended_message(g: &mut Gen, i: usize) -> Message {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         Message::assistant_text(format!("Step {i}: {}", g.prose(860)))
     } else {
         Message::tool_result(g.call_id(), g.code(720), false)

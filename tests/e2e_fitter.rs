@@ -22,7 +22,11 @@ fn workspace() -> tempfile::TempDir {
         let mut n = 0u64;
         while text.len() < 6_000 {
             n += 1;
-            text.push_str(&format!("record {i}-{n}: value {} flag {}\n", (n * 7919 + i) % 10007, n % 3 == 0));
+            text.push_str(&format!(
+                "record {i}-{n}: value {} flag {}\n",
+                (n * 7919 + i) % 10007,
+                n.is_multiple_of(3)
+            ));
         }
         std::fs::write(ws.path().join(format!("data/file_{i}.txt")), text).unwrap();
     }

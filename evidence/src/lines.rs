@@ -83,7 +83,7 @@ fn entry(index: &[u8], i: usize) -> (u64, u64) {
 /// `None` for an index that is not a whole number of entries, or whose checkpoint lies at or past
 /// `total_bytes` (the caller rebuilds it). O(log checkpoints): the index is not decoded.
 pub(crate) fn checkpoint(index: &[u8], line: u64, total_bytes: u64) -> Option<(u64, u64)> {
-    if index.len() % ENTRY != 0 {
+    if !index.len().is_multiple_of(ENTRY) {
         return None;
     }
     let (mut lo, mut hi) = (0usize, index.len() / ENTRY);
