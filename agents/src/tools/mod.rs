@@ -95,6 +95,28 @@ pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutc
     result.unwrap_or_else(ToolOutcome::from)
 }
 
+/// Parses and checks `arguments` for tool `name` exactly as [`execute`] does before it acts, and
+/// stops there: no filesystem or process effect. `Ok` means `execute` would go on to act.
+pub(crate) fn check_arguments(name: &str, arguments: &str) -> Result<(), ToolError> {
+    let args = match name {
+        "read_file" | "list_dir" | "search" | "write_file" | "edit_file" | "run_command" => {
+            Args::parse(name, arguments)?
+        }
+        _ if RUNTIME_TOOLS.contains(&name) => {
+            return Err(ToolError::Failed(format!("tool {name} is handled by the runtime")))
+        }
+        _ => return Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100)))),
+    };
+    match name {
+        "read_file" => files::ReadArgs::parse(&args).map(drop),
+        "write_file" => files::WriteArgs::parse(&args).map(drop),
+        "edit_file" => files::EditArgs::parse(&args).map(drop),
+        "list_dir" => listing::ListArgs::parse(&args).map(drop),
+        "search" => listing::SearchArgs::parse(&args).map(drop),
+        _ => command::CommandArgs::parse(&args).map(drop),
+    }
+}
+
 /// The filesystem tools run on the blocking pool.
 async fn blocking(ctx: &ToolContext, name: &str, arguments: &str) -> Result<ToolOutcome, ToolError> {
     let ctx = ctx.clone();
