@@ -74,8 +74,9 @@ pub fn changed_path(name: &str, arguments: &str) -> Option<String> {
     if !matches!(name, "write_file" | "edit_file") {
         return None;
     }
-    let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
-    args.get("path")?.as_str().map(str::to_string)
+    // Read as the tool reads them (a double-encoded object included), so no change goes unnamed.
+    let args = Args::parse(name, arguments).ok()?;
+    args.opt_str("path").ok()?.map(str::to_string)
 }
 
 pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutcome {
