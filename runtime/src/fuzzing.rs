@@ -119,3 +119,146 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     }
     RUNTIME.with(|rt| rt.block_on(future))
 }
+
+// The oracles the fuzz targets and property tests share: each runs an input through the entry
+// points above in several ways and says what is wrong, if anything. A panic anywhere is a bug too.
+
+/// [`decode_rpc_lines`] on `bytes`: every error is a standard code answered with a well-formed
+/// response line that carries the request's id (or `null` when the line had none or was not JSON);
+/// every request has params that are an object or null; and the result does not depend on how the
+/// bytes arrive, nor does a small line limit change the lines within it.
+pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
+    use crate::rpc::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
+    let whole = decode_rpc_lines(bytes, crate::socket::MAX_LINE, 0);
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+    if whole.len() > lines {
+        return Err(format!("{} frames from {lines} line ends", whole.len()));
+    }
+    for d in &whole {
+        match d {
+            Decoded::Request(r) => {
+                if !(r.params.is_object() || r.params.is_null()) {
+                    return Err(format!("dispatched params that are not an object: {}", r.params));
+                }
+            }
+            Decoded::Error { id, error, line } => {
+                if ![PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS].contains(&error.code) {
+                    return Err(format!("non-standard code {} for a decoding error", error.code));
+                }
+                let v: Value = serde_json::from_str(line).map_err(|e| format!("response {line:?}: {e}"))?;
+                if v["jsonrpc"] != "2.0" || v["id"] != *id || v["error"]["code"] != error.code {
+                    return Err(format!("malformed response {line}"));
+                }
+                if error.code == PARSE_ERROR && !id.is_null() {
+                    return Err(format!("a parse error answered with id {id}"));
+                }
+            }
+        }
+    }
+    for piece in [1, 7] {
+        if decode_rpc_lines(bytes, crate::socket::MAX_LINE, piece) != whole {
+            return Err(format!("the result changed when the bytes came {piece} at a time"));
+        }
+    }
+    // With a small limit a long line is answered with an oversize error instead: never lost.
+    let small = decode_rpc_lines(bytes, 64, 5);
+    if small.len() < whole.len() {
+        return Err(format!("a 64-byte limit gave {} frames, no limit {}", small.len(), whole.len()));
+    }
+    Ok(())
+}
+
+/// Which protocol [`check_sse`] drives.
+#[derive(Debug, Clone, Copy)]
+pub enum Protocol {
+    OpenAi,
+    Anthropic,
+}
+
+/// `bytes` as a stream of `protocol`: an answer is well-formed (an assistant message with at least
+/// one part and a finish reason) or an error with a message; the result does not depend on where
+/// the chunks split (beyond an error's wording); a reset after the last chunk keeps a complete
+/// answer or turns it into a `Cut`, and never turns an error into an answer. The bytes are also
+/// tried as a non-streamed JSON body.
+pub fn check_sse(protocol: Protocol, bytes: &[u8]) -> Result<(), String> {
+    let run = |delivery| match protocol {
+        Protocol::OpenAi => assemble_openai_sse(bytes, delivery),
+        Protocol::Anthropic => assemble_anthropic_sse(bytes, delivery),
+    };
+    let whole = run(Delivery::default());
+    well_formed(&whole)?;
+    let split = (bytes.len() % 13) + 1;
+    for piece in [1, split] {
+        let r = run(Delivery { piece, reset: false });
+        if shape(&r) != shape(&whole) {
+            return Err(format!("pieces of {piece} gave {r:?}, all at once {whole:?}"));
+        }
+    }
+    let reset = run(Delivery { piece: split, reset: true });
+    well_formed(&reset)?;
+    match (&whole, &reset) {
+        (Ok(a), Ok(b)) if a == b => {}
+        (Ok(_), Err(ProviderError::StreamAnomaly { kind: crate::provider::AnomalyKind::Cut, .. })) => {}
+        (Err(_), Err(_)) => {}
+        // The stream ended inside a UTF-8 sequence: closed, that is bad bytes; cut, it is a cut
+        // after a complete answer, which is kept.
+        (Err(ProviderError::StreamAnomaly { kind: crate::provider::AnomalyKind::Parse, message }), Ok(_))
+            if message.contains("UTF-8") => {}
+        _ => return Err(format!("a reset turned {whole:?} into {reset:?}")),
+    }
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        well_formed(&match protocol {
+            Protocol::OpenAi => openai_json_body(text),
+            Protocol::Anthropic => anthropic_json_body(text),
+        })?;
+    }
+    Ok(())
+}
+
+fn well_formed(r: &Result<ChatResponse, ProviderError>) -> Result<(), String> {
+    match r {
+        Ok(answer) => {
+            if answer.finish_reason.is_empty()
+                || answer.message.parts.is_empty()
+                || answer.message.role != agentd_policies::Role::Assistant
+            {
+                return Err(format!("malformed answer {answer:?}"));
+            }
+            Ok(())
+        }
+        Err(e) if e.to_string().trim().is_empty() => Err(format!("an error without a message: {e:?}")),
+        Err(_) => Ok(()),
+    }
+}
+
+/// A result without an error's wording (which may name a byte offset).
+fn shape(r: &Result<ChatResponse, ProviderError>) -> String {
+    match r {
+        Ok(answer) => format!("{answer:?}"),
+        Err(ProviderError::StreamAnomaly { kind, .. }) => format!("anomaly {kind}"),
+        Err(e) => format!("{e}"),
+    }
+}
+
+/// `text` as a config file: it parses, or the error names the file and, when the TOML is well
+/// formed, the key at fault.
+pub fn check_config(text: &str) -> Result<(), String> {
+    match parse_config(text) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let shown = e.to_string();
+            if !shown.starts_with("agentd.toml") {
+                return Err(format!("an error that does not name the file: {shown}"));
+            }
+            match &e {
+                ConfigError::Invalid { key, message, .. } if key.is_empty() || message.is_empty() => {
+                    Err(format!("an invalid value without its key or reason: {e:?}"))
+                }
+                ConfigError::Parse { message, .. } if message.is_empty() => {
+                    Err(format!("a parse error without a message: {e:?}"))
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
