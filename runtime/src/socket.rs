@@ -178,7 +178,8 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
         match frame {
             None => {}
             Some(Frame::Oversized) => {
-                if out.send(error_response(Value::Null, &oversized_error(MAX_LINE))).await.is_err() {
+                let refusal = error_response(Value::Null, &oversized_error(MAX_LINE));
+                if out.send(refusal).await.is_err() {
                     break;
                 }
             }
