@@ -10,6 +10,8 @@
 //! `read_evidence`) are described here but not executed here.
 
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handoff;
 pub mod prompts;
 pub mod receipts;

@@ -15,6 +15,8 @@ pub mod config;
 pub mod counter;
 pub mod daemon;
 pub mod fitter;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod meter;
 pub mod provider;
 pub mod render;

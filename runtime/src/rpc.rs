@@ -54,7 +54,15 @@ impl RpcError {
 /// Typed access to a request's `params`, with errors that name the parameter.
 pub struct Params<'a>(pub &'a Value);
 
-impl Params<'_> {
+impl<'a> Params<'a> {
+    /// A request's `params`: an object, or absent (`null`).
+    pub fn of(params: &'a Value) -> Result<Params<'a>, RpcError> {
+        if !(params.is_object() || params.is_null()) {
+            return Err(RpcError::invalid_params("params must be an object"));
+        }
+        Ok(Params(params))
+    }
+
     fn get(&self, name: &str) -> Option<&Value> {
         self.0.get(name).filter(|v| !v.is_null())
     }
@@ -94,10 +102,7 @@ pub struct Methods {
 impl Methods {
     /// Runs one method. `task.subscribe` is answered here and followed by the connection.
     pub async fn call(&self, method: &str, params: &Value) -> Result<Value, RpcError> {
-        if !(params.is_object() || params.is_null()) {
-            return Err(RpcError::invalid_params("params must be an object"));
-        }
-        let p = Params(params);
+        let p = Params::of(params)?;
         match method {
             "task.submit" => {
                 let objective = p.str("objective")?;

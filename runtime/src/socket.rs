@@ -42,7 +42,93 @@ fn same_uid(stream: &UnixStream) -> bool {
     matches!(stream.peer_cred(), Ok(cred) if cred.uid() == me)
 }
 
-fn error_response(id: Value, e: &RpcError) -> String {
+/// A request line's framing: bytes in, whole lines out. A line over `max` bytes is skipped to its
+/// end and reported as [`Frame::Oversized`], so the connection stays usable; blank lines are skipped.
+pub(crate) struct Framer {
+    line: Vec<u8>,
+    oversized: bool,
+    max: usize,
+}
+
+/// What [`Framer::feed`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Frame {
+    /// One request line, without its `\n`; never blank.
+    Line(Vec<u8>),
+    /// A line over the limit ended; its bytes were dropped.
+    Oversized,
+}
+
+impl Framer {
+    pub(crate) fn new(max: usize) -> Framer {
+        Framer { line: Vec::new(), oversized: false, max }
+    }
+
+    /// Takes bytes from `buf` up to and including the first `\n` (or all of it when there is none):
+    /// how many it took, and the frame that `\n` ended, if any.
+    pub(crate) fn feed(&mut self, buf: &[u8]) -> (usize, Option<Frame>) {
+        let (chunk, end, used) = match buf.iter().position(|&b| b == b'\n') {
+            Some(pos) => (&buf[..pos], true, pos + 1),
+            None => (buf, false, buf.len()),
+        };
+        if !self.oversized {
+            if self.line.len() + chunk.len() > self.max {
+                self.oversized = true;
+                self.line = Vec::new();
+            } else {
+                self.line.extend_from_slice(chunk);
+            }
+        }
+        if !end {
+            return (used, None);
+        }
+        if self.oversized {
+            self.oversized = false;
+            return (used, Some(Frame::Oversized));
+        }
+        let text = std::mem::take(&mut self.line);
+        if text.iter().all(|b| b.is_ascii_whitespace()) {
+            return (used, None);
+        }
+        (used, Some(Frame::Line(text)))
+    }
+}
+
+pub(crate) fn oversized_error(max: usize) -> RpcError {
+    RpcError::new(INVALID_REQUEST, format!("request line over {max} bytes"))
+}
+
+/// A decoded JSON-RPC request: its id (`null` when it has none), method and params (`null` when
+/// absent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub id: Value,
+    pub method: String,
+    pub params: Value,
+}
+
+/// Decodes one request line, or the error to answer it with and the id to answer with.
+pub(crate) fn decode_request(text: &[u8]) -> Result<Request, (Value, RpcError)> {
+    let request: Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => return Err((Value::Null, RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let method = match (&request, request.get("jsonrpc"), request.get("method")) {
+        (Value::Object(_), Some(Value::String(v)), Some(Value::String(m))) if v == "2.0" => m.clone(),
+        _ => {
+            let e = RpcError::new(
+                INVALID_REQUEST,
+                "invalid request: expected an object with \"jsonrpc\": \"2.0\" and a string \"method\"",
+            );
+            return Err((id, e));
+        }
+    };
+    let params = request.get("params").cloned().unwrap_or(Value::Null);
+    Ok(Request { id, method, params })
+}
+
+pub(crate) fn error_response(id: Value, e: &RpcError) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}}).to_string()
 }
 
@@ -78,8 +164,7 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
         }
     });
     let mut reader = BufReader::with_capacity(64 << 10, r);
-    let mut line: Vec<u8> = Vec::new();
-    let mut oversized = false;
+    let mut framer = Framer::new(MAX_LINE);
     loop {
         let buf = tokio::select! {
             _ = stop.cancelled() => break,
@@ -88,62 +173,31 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
         if buf.is_empty() {
             break;
         }
-        let (chunk, end, used) = match buf.iter().position(|&b| b == b'\n') {
-            Some(pos) => (&buf[..pos], true, pos + 1),
-            None => (buf, false, buf.len()),
-        };
-        if !oversized {
-            if line.len() + chunk.len() > MAX_LINE {
-                oversized = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
+        let (used, frame) = framer.feed(buf);
         reader.consume(used);
-        if !end {
-            continue;
-        }
-        if oversized {
-            let e = RpcError::new(INVALID_REQUEST, format!("request line over {} bytes", MAX_LINE));
-            if out.send(error_response(Value::Null, &e)).await.is_err() {
-                break;
+        match frame {
+            None => {}
+            Some(Frame::Oversized) => {
+                let refusal = error_response(Value::Null, &oversized_error(MAX_LINE));
+                if out.send(refusal).await.is_err() {
+                    break;
+                }
             }
-            oversized = false;
-            continue;
+            Some(Frame::Line(text)) => handle_line(&text, &methods, &out).await,
         }
-        let text = std::mem::take(&mut line);
-        if text.iter().all(|b| b.is_ascii_whitespace()) {
-            continue;
-        }
-        handle_line(&text, &methods, &out).await;
     }
     drop(out);
     let _ = writer.await;
 }
 
 async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<String>) {
-    let request: Value = match serde_json::from_slice(text) {
-        Ok(v) => v,
-        Err(e) => {
-            let e = RpcError::new(PARSE_ERROR, format!("parse error: {e}"));
-            let _ = out.send(error_response(Value::Null, &e)).await;
-            return;
-        }
-    };
-    let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let method = match (&request, request.get("jsonrpc"), request.get("method")) {
-        (Value::Object(_), Some(Value::String(v)), Some(Value::String(m))) if v == "2.0" => m.clone(),
-        _ => {
-            let e = RpcError::new(
-                INVALID_REQUEST,
-                "invalid request: expected an object with \"jsonrpc\": \"2.0\" and a string \"method\"",
-            );
+    let Request { id, method, params } = match decode_request(text) {
+        Ok(request) => request,
+        Err((id, e)) => {
             let _ = out.send(error_response(id, &e)).await;
             return;
         }
     };
-    let params = request.get("params").cloned().unwrap_or(Value::Null);
     // Subscribe before answering, so nothing published in between is missed.
     let live = (method == "task.subscribe").then(|| methods.shared.bus.subscribe());
     let result = methods.call(&method, &params).await;

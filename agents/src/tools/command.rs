@@ -24,15 +24,30 @@ use tokio::time::Instant;
 /// How long the output pipes may stay open after the shell exited or was killed.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
-pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
-    let command = args.str("command")?;
-    if command.trim().is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: "run_command".into(),
-            message: "`command` must not be empty".into(),
-        });
+/// `run_command`'s arguments, checked.
+#[derive(Debug)]
+pub(crate) struct CommandArgs<'a> {
+    pub(crate) command: &'a str,
+    /// `None`: the context's default.
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl<'a> CommandArgs<'a> {
+    pub(crate) fn parse(args: &'a Args) -> Result<CommandArgs<'a>, ToolError> {
+        let command = args.str("command")?;
+        if command.trim().is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: "run_command".into(),
+                message: "`command` must not be empty".into(),
+            });
+        }
+        Ok(CommandArgs { command, timeout: args.opt_seconds("timeout_s")? })
     }
-    let timeout = args.opt_seconds("timeout_s")?.unwrap_or(ctx.command_timeout);
+}
+
+pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
+    let CommandArgs { command, timeout } = CommandArgs::parse(args)?;
+    let timeout = timeout.unwrap_or(ctx.command_timeout);
 
     let mut prepared = Prepared::new(&ctx.sandbox, ctx.workspace.root())
         .map_err(|e| ToolError::Failed(format!("run_command refused: {e}")))?;

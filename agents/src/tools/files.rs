@@ -9,19 +9,70 @@ use rustix::fs::FileType;
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
 
+/// `read_file`'s arguments, checked: `offset` is 1-based (at least 1), `limit` at least 1.
+#[derive(Debug)]
+pub(crate) struct ReadArgs<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) offset: u64,
+    pub(crate) limit: Option<u64>,
+}
+
+impl<'a> ReadArgs<'a> {
+    pub(crate) fn parse(args: &'a Args) -> Result<ReadArgs<'a>, ToolError> {
+        let path = args.str("path")?;
+        let offset = args.opt_u64("offset")?.unwrap_or(1).max(1);
+        let limit = args.opt_u64("limit")?;
+        if limit == Some(0) {
+            return Err(ToolError::InvalidArguments {
+                tool: "read_file".into(),
+                message: "`limit` must be at least 1".into(),
+            });
+        }
+        Ok(ReadArgs { path, offset, limit })
+    }
+}
+
+/// `write_file`'s arguments.
+#[derive(Debug)]
+pub(crate) struct WriteArgs<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) content: &'a str,
+}
+
+impl<'a> WriteArgs<'a> {
+    pub(crate) fn parse(args: &'a Args) -> Result<WriteArgs<'a>, ToolError> {
+        Ok(WriteArgs { path: args.str("path")?, content: args.str("content")? })
+    }
+}
+
+/// `edit_file`'s arguments, checked: `old_text` is not empty.
+#[derive(Debug)]
+pub(crate) struct EditArgs<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) old_text: &'a str,
+    pub(crate) new_text: &'a str,
+}
+
+impl<'a> EditArgs<'a> {
+    pub(crate) fn parse(args: &'a Args) -> Result<EditArgs<'a>, ToolError> {
+        let path = args.str("path")?;
+        let old_text = args.str("old_text")?;
+        let new_text = args.str("new_text")?;
+        if old_text.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: "edit_file".into(),
+                message: "`old_text` must not be empty".into(),
+            });
+        }
+        Ok(EditArgs { path, old_text, new_text })
+    }
+}
+
 /// The file's text, or the lines `offset..offset+limit` (1-based) of it, as it is: no line numbers.
 /// At most `ctx.max_output_bytes` are returned; a longer result is cut (at a line end when there is
 /// one) and marked incomplete. Invalid UTF-8 is replaced, with a note.
 pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
-    let path = args.str("path")?;
-    let offset = args.opt_u64("offset")?.unwrap_or(1).max(1);
-    let limit = args.opt_u64("limit")?;
-    if limit == Some(0) {
-        return Err(ToolError::InvalidArguments {
-            tool: "read_file".into(),
-            message: "`limit` must be at least 1".into(),
-        });
-    }
+    let ReadArgs { path, offset, limit } = ReadArgs::parse(args)?;
     let opened = ctx.workspace.open(path)?;
     match opened.kind() {
         FileType::RegularFile => {}
@@ -137,23 +188,14 @@ fn trim_to_char_boundary(bytes: &mut Vec<u8>) {
 }
 
 pub(crate) fn write_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
-    let path = args.str("path")?;
-    let content = args.str("content")?;
+    let WriteArgs { path, content } = WriteArgs::parse(args)?;
     let existed = ctx.workspace.write_atomic(path, content.as_bytes(), false)?;
     let verb = if existed { "replaced" } else { "created" };
     Ok(ToolOutcome::ok(format!("{verb} {path}: wrote {} bytes", content.len())))
 }
 
 pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, ToolError> {
-    let path = args.str("path")?;
-    let old_text = args.str("old_text")?;
-    let new_text = args.str("new_text")?;
-    if old_text.is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: "edit_file".into(),
-            message: "`old_text` must not be empty".into(),
-        });
-    }
+    let EditArgs { path, old_text, new_text } = EditArgs::parse(args)?;
     let opened = ctx.workspace.open(path)?;
     match opened.kind() {
         FileType::RegularFile => {}

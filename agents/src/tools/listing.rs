@@ -32,8 +32,40 @@ const SKIPPED_DIRS: &[&str] = &[".git", "target", "node_modules"];
 /// A NUL byte in this many leading bytes marks a file as binary.
 const BINARY_SNIFF_BYTES: usize = 8192;
 
+/// `list_dir`'s arguments.
+#[derive(Debug)]
+pub(crate) struct ListArgs<'a> {
+    pub(crate) path: &'a str,
+}
+
+impl<'a> ListArgs<'a> {
+    pub(crate) fn parse(args: &'a Args) -> Result<ListArgs<'a>, ToolError> {
+        Ok(ListArgs { path: args.str("path")? })
+    }
+}
+
+/// `search`'s arguments, checked: `pattern` is not empty; `path` defaults to the root.
+#[derive(Debug)]
+pub(crate) struct SearchArgs<'a> {
+    pub(crate) pattern: &'a str,
+    pub(crate) path: &'a str,
+}
+
+impl<'a> SearchArgs<'a> {
+    pub(crate) fn parse(args: &'a Args) -> Result<SearchArgs<'a>, ToolError> {
+        let pattern = args.str("pattern")?;
+        if pattern.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: "search".into(),
+                message: "`pattern` must not be empty".into(),
+            });
+        }
+        Ok(SearchArgs { pattern, path: args.opt_str("path")?.unwrap_or(".") })
+    }
+}
+
 pub(crate) fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolError> {
-    let path = args.str("path")?;
+    let ListArgs { path } = ListArgs::parse(args)?;
     let opened = ws.open(path)?;
     if opened.kind() != FileType::Directory {
         return Err(ToolError::Failed(format!("{path} is not a directory; use read_file")));
@@ -91,14 +123,7 @@ fn entries_of(path: &str, dir: &OwnedFd) -> Result<Vec<(OsString, FileType)>, To
 }
 
 pub(crate) fn search(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolError> {
-    let pattern = args.str("pattern")?;
-    if pattern.is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: "search".into(),
-            message: "`pattern` must not be empty".into(),
-        });
-    }
-    let path = args.opt_str("path")?.unwrap_or(".");
+    let SearchArgs { pattern, path } = SearchArgs::parse(args)?;
     let opened = ws.open(path)?;
     let mut shown = Vec::new();
     let mut total = 0usize;

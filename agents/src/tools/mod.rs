@@ -79,8 +79,9 @@ pub fn changed_path(name: &str, arguments: &str) -> Option<String> {
     if !matches!(name, "write_file" | "edit_file") {
         return None;
     }
-    let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
-    args.get("path")?.as_str().map(str::to_string)
+    // Read as the tool reads them (a double-encoded object included), so no change goes unnamed.
+    let args = Args::parse(name, arguments).ok()?;
+    args.opt_str("path").ok()?.map(str::to_string)
 }
 
 pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutcome {
@@ -98,6 +99,28 @@ pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutc
         _ => Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100)))),
     };
     result.unwrap_or_else(ToolOutcome::from)
+}
+
+/// Parses and checks `arguments` for tool `name` exactly as [`execute`] does before it acts, and
+/// stops there: no filesystem or process effect. `Ok` means `execute` would go on to act.
+pub(crate) fn check_arguments(name: &str, arguments: &str) -> Result<(), ToolError> {
+    let args = match name {
+        "read_file" | "list_dir" | "search" | "write_file" | "edit_file" | "run_command" => {
+            Args::parse(name, arguments)?
+        }
+        _ if RUNTIME_TOOLS.contains(&name) => {
+            return Err(ToolError::Failed(format!("tool {name} is handled by the runtime")))
+        }
+        _ => return Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100)))),
+    };
+    match name {
+        "read_file" => files::ReadArgs::parse(&args).map(drop),
+        "write_file" => files::WriteArgs::parse(&args).map(drop),
+        "edit_file" => files::EditArgs::parse(&args).map(drop),
+        "list_dir" => listing::ListArgs::parse(&args).map(drop),
+        "search" => listing::SearchArgs::parse(&args).map(drop),
+        _ => command::CommandArgs::parse(&args).map(drop),
+    }
 }
 
 /// The filesystem tools run on the blocking pool.

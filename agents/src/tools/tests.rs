@@ -586,3 +586,16 @@ async fn a_write_that_fails_midway_keeps_the_old_content() {
     }
     fs::set_permissions(dir.path().join("src"), fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// Found by the `tool_args` fuzz oracle: a write whose arguments came double-encoded (a JSON string
+/// holding the object, which `execute` accepts) changed a file without `changed_path` naming it.
+#[tokio::test]
+async fn changed_path_names_a_double_encoded_write() {
+    let (dir, ctx) = setup();
+    let args = json!(json!({"path": "notes.md", "content": "hi"}).to_string()).to_string();
+    assert_eq!(changed_path("write_file", &args).as_deref(), Some("notes.md"));
+    assert!(execute(&ctx, "write_file", &args).await.ok);
+    assert_eq!(fs::read_to_string(dir.path().join("notes.md")).unwrap(), "hi");
+    assert_eq!(changed_path("edit_file", r#"{"path": 5}"#), None);
+    assert_eq!(changed_path("read_file", r#"{"path": "a"}"#), None);
+}

@@ -6,12 +6,12 @@
 //! [`AnthropicClient`]). [`Client`] is the one type the runtime holds.
 
 mod anthropic;
-mod anthropic_stream;
+pub(crate) mod anthropic_stream;
 mod client;
 mod http;
 mod openai;
-mod sse;
-mod stream;
+pub(crate) mod sse;
+pub(crate) mod stream;
 
 use agentd_policies::retry::Failure;
 use agentd_policies::{Message, Tokens, Usage};

@@ -1,0 +1,264 @@
+//! Entry points for the fuzz targets (`fuzz/`) and the property tests (`tests/fuzz_props.rs`): thin
+//! wrappers that feed untrusted bytes through the code the daemon really runs — the socket's line
+//! framing and request decoding, the SSE driver with each protocol's assembler, the config parser —
+//! and nothing else: no socket, no network, no filesystem. Not an API; hidden from the docs.
+
+use crate::config::{Config, ConfigError};
+use crate::provider::sse::drive_within;
+use crate::provider::{anthropic_stream, stream, ChatResponse, ProviderError};
+use crate::rpc::{Params, RpcError};
+pub use crate::socket::Request;
+use crate::socket::{decode_request, error_response, oversized_error, Frame, Framer};
+use serde_json::Value;
+use std::path::Path;
+
+/// What the socket makes of one request line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded {
+    /// A well-formed request whose params are an object or absent: it would be dispatched.
+    Request(Request),
+    /// The error the socket answers with, and the response line it sends.
+    Error { id: Value, error: RpcError, line: String },
+}
+
+/// Splits `bytes` into request lines as a connection does (with a line limit of `max_line` bytes, the
+/// socket's being [`crate::socket::MAX_LINE`]), feeding the framer pieces of at most `piece` bytes
+/// (0: all at once), and decodes each line. A line not ended by `\n` is never decoded, as on the
+/// socket.
+pub fn decode_rpc_lines(bytes: &[u8], max_line: usize, piece: usize) -> Vec<Decoded> {
+    let mut framer = Framer::new(max_line);
+    let mut out = Vec::new();
+    let pieces: Vec<&[u8]> = if piece == 0 { vec![bytes] } else { bytes.chunks(piece).collect() };
+    for mut buf in pieces {
+        while !buf.is_empty() {
+            let (used, frame) = framer.feed(buf);
+            buf = &buf[used..];
+            match frame {
+                None => {}
+                Some(Frame::Oversized) => out.push(error(Value::Null, oversized_error(max_line))),
+                Some(Frame::Line(text)) => out.push(decode_rpc_line(&text)),
+            }
+        }
+    }
+    out
+}
+
+/// One request line (without its `\n`) as the socket decodes it, params checked as every method
+/// checks them first.
+pub fn decode_rpc_line(text: &[u8]) -> Decoded {
+    match decode_request(text) {
+        Ok(request) => match Params::of(&request.params) {
+            Ok(_) => Decoded::Request(request),
+            Err(e) => error(request.id, e),
+        },
+        Err((id, e)) => error(id, e),
+    }
+}
+
+fn error(id: Value, e: RpcError) -> Decoded {
+    let line = error_response(id.clone(), &e);
+    Decoded::Error { id, error: e, line }
+}
+
+/// How a fuzzed stream arrives.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Delivery {
+    /// Chunks of at most this many bytes (0: one chunk), so events and UTF-8 sequences split anywhere.
+    pub piece: usize,
+    /// The connection breaks after the last chunk instead of closing cleanly.
+    pub reset: bool,
+}
+
+/// `bytes` as an OpenAI chat-completions SSE stream, through the real driver and assembler.
+pub fn assemble_openai_sse(bytes: &[u8], delivery: Delivery) -> Result<ChatResponse, ProviderError> {
+    block_on(drive_within(chunks(bytes, delivery), stream::Assembler::default(), None))
+}
+
+/// `bytes` as an Anthropic Messages SSE stream, through the real driver and assembler.
+pub fn assemble_anthropic_sse(bytes: &[u8], delivery: Delivery) -> Result<ChatResponse, ProviderError> {
+    block_on(drive_within(chunks(bytes, delivery), anthropic_stream::Assembler::default(), None))
+}
+
+/// `body` as a non-streamed OpenAI answer (a server that ignored `stream: true`).
+pub fn openai_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
+    stream::from_json_body(body)
+}
+
+/// `body` as a non-streamed Anthropic answer.
+pub fn anthropic_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
+    anthropic_stream::from_json_body(body)
+}
+
+/// `text` as the daemon's config file (named `agentd.toml` in errors).
+pub fn parse_config(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("agentd.toml"))
+}
+
+type Chunk = Result<Vec<u8>, std::io::Error>;
+
+fn chunks(bytes: &[u8], delivery: Delivery) -> futures_util::stream::Iter<std::vec::IntoIter<Chunk>> {
+    let mut pieces: Vec<Chunk> = if delivery.piece == 0 {
+        vec![Ok(bytes.to_vec())]
+    } else {
+        bytes.chunks(delivery.piece).map(|c| Ok(c.to_vec())).collect()
+    };
+    if delivery.reset {
+        pieces
+            .push(Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer")));
+    }
+    futures_util::stream::iter(pieces)
+}
+
+/// Runs a future that never waits on a timer or IO (the streams here are all ready).
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    thread_local! {
+        static RUNTIME: tokio::runtime::Runtime = match tokio::runtime::Builder::new_current_thread().build() {
+            Ok(rt) => rt,
+            Err(e) => panic!("cannot build the fuzzing runtime: {e}"),
+        };
+    }
+    RUNTIME.with(|rt| rt.block_on(future))
+}
+
+// The oracles the fuzz targets and property tests share: each runs an input through the entry
+// points above in several ways and says what is wrong, if anything. A panic anywhere is a bug too.
+
+/// [`decode_rpc_lines`] on `bytes`: every error is a standard code answered with a well-formed
+/// response line that carries the request's id (or `null` when the line had none or was not JSON);
+/// every request has params that are an object or null; and the result does not depend on how the
+/// bytes arrive, nor does a small line limit change the lines within it.
+pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
+    use crate::rpc::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
+    let whole = decode_rpc_lines(bytes, crate::socket::MAX_LINE, 0);
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+    if whole.len() > lines {
+        return Err(format!("{} frames from {lines} line ends", whole.len()));
+    }
+    for d in &whole {
+        match d {
+            Decoded::Request(r) => {
+                if !(r.params.is_object() || r.params.is_null()) {
+                    return Err(format!("dispatched params that are not an object: {}", r.params));
+                }
+            }
+            Decoded::Error { id, error, line } => {
+                if ![PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS].contains(&error.code) {
+                    return Err(format!("non-standard code {} for a decoding error", error.code));
+                }
+                let v: Value = serde_json::from_str(line).map_err(|e| format!("response {line:?}: {e}"))?;
+                if v["jsonrpc"] != "2.0" || v["id"] != *id || v["error"]["code"] != error.code {
+                    return Err(format!("malformed response {line}"));
+                }
+                if error.code == PARSE_ERROR && !id.is_null() {
+                    return Err(format!("a parse error answered with id {id}"));
+                }
+            }
+        }
+    }
+    for piece in [1, 7] {
+        if decode_rpc_lines(bytes, crate::socket::MAX_LINE, piece) != whole {
+            return Err(format!("the result changed when the bytes came {piece} at a time"));
+        }
+    }
+    // With a small limit a long line is answered with an oversize error instead: never lost.
+    let small = decode_rpc_lines(bytes, 64, 5);
+    if small.len() < whole.len() {
+        return Err(format!("a 64-byte limit gave {} frames, no limit {}", small.len(), whole.len()));
+    }
+    Ok(())
+}
+
+/// Which protocol [`check_sse`] drives.
+#[derive(Debug, Clone, Copy)]
+pub enum Protocol {
+    OpenAi,
+    Anthropic,
+}
+
+/// `bytes` as a stream of `protocol`: an answer is well-formed (an assistant message with at least
+/// one part and a finish reason) or an error with a message; the result does not depend on where
+/// the chunks split (beyond an error's wording); a reset after the last chunk keeps a complete
+/// answer or turns it into a `Cut`, and never turns an error into an answer. The bytes are also
+/// tried as a non-streamed JSON body.
+pub fn check_sse(protocol: Protocol, bytes: &[u8]) -> Result<(), String> {
+    let run = |delivery| match protocol {
+        Protocol::OpenAi => assemble_openai_sse(bytes, delivery),
+        Protocol::Anthropic => assemble_anthropic_sse(bytes, delivery),
+    };
+    let whole = run(Delivery::default());
+    well_formed(&whole)?;
+    let split = (bytes.len() % 13) + 1;
+    for piece in [1, split] {
+        let r = run(Delivery { piece, reset: false });
+        if shape(&r) != shape(&whole) {
+            return Err(format!("pieces of {piece} gave {r:?}, all at once {whole:?}"));
+        }
+    }
+    let reset = run(Delivery { piece: split, reset: true });
+    well_formed(&reset)?;
+    match (&whole, &reset) {
+        (Ok(a), Ok(b)) if a == b => {}
+        (Ok(_), Err(ProviderError::StreamAnomaly { kind: crate::provider::AnomalyKind::Cut, .. })) => {}
+        (Err(_), Err(_)) => {}
+        // The stream ended inside a UTF-8 sequence: closed, that is bad bytes; cut, it is a cut
+        // after a complete answer, which is kept.
+        (Err(ProviderError::StreamAnomaly { kind: crate::provider::AnomalyKind::Parse, message }), Ok(_))
+            if message.contains("UTF-8") => {}
+        _ => return Err(format!("a reset turned {whole:?} into {reset:?}")),
+    }
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        well_formed(&match protocol {
+            Protocol::OpenAi => openai_json_body(text),
+            Protocol::Anthropic => anthropic_json_body(text),
+        })?;
+    }
+    Ok(())
+}
+
+fn well_formed(r: &Result<ChatResponse, ProviderError>) -> Result<(), String> {
+    match r {
+        Ok(answer) => {
+            if answer.finish_reason.is_empty()
+                || answer.message.parts.is_empty()
+                || answer.message.role != agentd_policies::Role::Assistant
+            {
+                return Err(format!("malformed answer {answer:?}"));
+            }
+            Ok(())
+        }
+        Err(e) if e.to_string().trim().is_empty() => Err(format!("an error without a message: {e:?}")),
+        Err(_) => Ok(()),
+    }
+}
+
+/// A result without an error's wording (which may name a byte offset).
+fn shape(r: &Result<ChatResponse, ProviderError>) -> String {
+    match r {
+        Ok(answer) => format!("{answer:?}"),
+        Err(ProviderError::StreamAnomaly { kind, .. }) => format!("anomaly {kind}"),
+        Err(e) => format!("{e}"),
+    }
+}
+
+/// `text` as a config file: it parses, or the error names the file and, when the TOML is well
+/// formed, the key at fault.
+pub fn check_config(text: &str) -> Result<(), String> {
+    match parse_config(text) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let shown = e.to_string();
+            if !shown.starts_with("agentd.toml") {
+                return Err(format!("an error that does not name the file: {shown}"));
+            }
+            match &e {
+                ConfigError::Invalid { key, message, .. } if key.is_empty() || message.is_empty() => {
+                    Err(format!("an invalid value without its key or reason: {e:?}"))
+                }
+                ConfigError::Parse { message, .. } if message.is_empty() => {
+                    Err(format!("a parse error without a message: {e:?}"))
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
