@@ -253,6 +253,7 @@ impl Store {
         let record = encode(EVIDENCE, || meta.id.clone(), meta)?;
         let task_key = by_task_key(&meta.source.task_id, &meta.id);
         let trees = self.writing()?;
+        self.room(&trees, record.len() + index.len())?;
         let written = (&trees.evidence, &trees.evidence_by_task, &trees.evidence_lines)
             .transaction(|(evidence, by_task, lines)| {
                 evidence.insert(meta.id.as_bytes(), record.as_slice())?;

@@ -77,6 +77,7 @@ impl Store {
         let seq = self.with_seqs(&trees, task_id, |seqs| {
             let seq = seqs.record + 1;
             let bytes = encode(LOG, || show(task_id, RECORD, seq), record)?;
+            self.room(&trees, bytes.len())?;
             let inserted = trees.log.insert(key(task_id, RECORD, seq), bytes).map_err(StoreError::from);
             self.noted(&trees, inserted)?;
             seqs.record = seq;
@@ -108,6 +109,7 @@ impl Store {
             let event_bytes = encode(LOG, || show(task_id, EVENT, event.seq), &event)?;
             let record = Record::Event { event: event.clone() };
             let record_bytes = encode(LOG, || show(task_id, RECORD, record_seq), &record)?;
+            self.room(&trees, event_bytes.len() + record_bytes.len())?;
             let mut batch = sled::Batch::default();
             batch.insert(key(task_id, EVENT, event.seq), event_bytes);
             batch.insert(key(task_id, RECORD, record_seq), record_bytes);

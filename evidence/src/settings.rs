@@ -16,6 +16,7 @@ impl Store {
     pub fn set_setting(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
         let bytes = encode(SETTINGS, || key.to_string(), value)?;
         let trees = self.writing()?;
+        self.room(&trees, bytes.len())?;
         let inserted = trees.settings.insert(key.as_bytes(), bytes).map_err(StoreError::from);
         self.noted(&trees, inserted)?;
         self.flush_on(&trees)
@@ -26,6 +27,7 @@ impl Store {
     pub fn cache_setting(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
         let bytes = encode(SETTINGS, || key.to_string(), value)?;
         let trees = self.writing()?;
+        self.room(&trees, bytes.len())?;
         let inserted = trees.settings.insert(key.as_bytes(), bytes).map_err(StoreError::from);
         self.noted(&trees, inserted)?;
         Ok(())

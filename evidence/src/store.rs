@@ -112,6 +112,8 @@ pub struct Store {
     sickness: Arc<Mutex<Sickness>>,
     /// Serialises attempts to reopen.
     reopening: Arc<Mutex<()>>,
+    /// The current open cannot be dropped (see [`can_drop`]): no reopen is tried again.
+    stuck: Arc<AtomicBool>,
     /// Test-only fault injection: the next write fails as if the disk refused it (see
     /// [`Store::inject_write_failure`]).
     fail_next_write: Arc<AtomicBool>,
@@ -156,6 +158,7 @@ impl Store {
             unhealthy: Arc::new(AtomicBool::new(false)),
             sickness: Arc::new(Mutex::new(Sickness::default())),
             reopening: Arc::new(Mutex::new(())),
+            stuck: Arc::new(AtomicBool::new(false)),
             fail_next_write: Arc::new(AtomicBool::new(false)),
             blobs: Arc::new(Blobs::new(blob_dir.to_path_buf())),
             fail_evidence_inserts: Arc::new(AtomicBool::new(false)),
@@ -228,6 +231,25 @@ impl Store {
         self.trees()
     }
 
+    /// Refuses a write of `bytes` (a large value) that the disk has no room for, as the IO error a
+    /// full disk gives, marking the store unhealthy — before sled could get stuck on it.
+    pub(crate) fn room(&self, trees: &Trees, bytes: usize) -> Result<(), StoreError> {
+        if bytes < LARGE_VALUE {
+            return Ok(());
+        }
+        let need = (bytes as u64).saturating_mul(2) + PROBE_BYTES as u64;
+        match free_bytes(&self.path) {
+            Ok(free) if free < need => {
+                let full = std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!("{} has {free} bytes free, a write of {bytes} needs {need}", self.path.display()),
+                );
+                self.noted(trees, Err(StoreError::Db(sled::Error::Io(full))))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Flushes the handles a write went to (never a newer open's: that would acknowledge a write the
     /// reopen dropped).
     pub(crate) fn flush_on(&self, trees: &Trees) -> Result<(), StoreError> {
@@ -296,6 +318,18 @@ impl Store {
         let generation = self.generation.load(Ordering::SeqCst) + 1;
         // Drop our handles; writers still holding the old open finish on it (and fail), and
         // `open_db` waits for their lock to go.
+        let current = self.inner.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if let Some(old) = current {
+            if self.stuck.load(Ordering::SeqCst) || !can_drop(&old) {
+                self.stuck.store(true, Ordering::SeqCst);
+                return failed(
+                    self,
+                    "the database handle is stuck after a failed large write (sled 0.34): \
+                     restart the daemon to heal it; nothing acknowledged is lost"
+                        .into(),
+                );
+            }
+        }
         let old = self.inner.write().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         drop(old);
         match Trees::open(&self.path, generation) {
@@ -310,6 +344,41 @@ impl Store {
             Err(e) => failed(self, e.to_string()),
         }
     }
+}
+
+/// How long a flush of an old open may take before it counts as stuck.
+const FLUSH_WITHIN: Duration = Duration::from_secs(1);
+
+/// Whether an old open can be dropped: its flush (which a drop repeats) returns. sled 0.34 can
+/// leave a handle whose flush never returns — a blob write (a value over about 128 KiB) that fails
+/// returns its error without releasing the log buffer it claimed — and a stuck handle also holds
+/// sled's process-wide concurrency lock, so no reopen in this process could work after it.
+fn can_drop(old: &Arc<Trees>) -> bool {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let probe = old.clone();
+    let flusher = std::thread::Builder::new().name("agentd-store-flush".into()).spawn(move || {
+        let _ = probe.db.flush();
+        let _ = done_tx.send(());
+    });
+    flusher.is_ok() && done_rx.recv_timeout(FLUSH_WITHIN).is_ok()
+}
+
+/// Values at least this large are checked against the free space before sled gets them: sled
+/// writes them as separate blob files, and a blob write that fails leaves its handle stuck (see
+/// [`can_drop`]), so a full disk must be refused before it.
+pub(crate) const LARGE_VALUE: usize = 32 << 10;
+
+/// Free bytes for an unprivileged writer on the file system of `dir`.
+fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 /// Writes, syncs and removes a file of [`PROBE_BYTES`] in `dir`: whether the disk takes writes.

@@ -26,6 +26,7 @@ impl Store {
     pub fn put_task(&self, meta: &TaskMeta) -> Result<(), StoreError> {
         let bytes = encode(TASKS, || meta.task_id.clone(), meta)?;
         let trees = self.writing()?;
+        self.room(&trees, bytes.len())?;
         {
             let _guard = lock(&self.task_writes);
             let inserted = trees.tasks.insert(meta.task_id.as_bytes(), bytes).map_err(StoreError::from);
@@ -64,6 +65,7 @@ impl Store {
             f(&mut meta);
             meta.task_id = task_id.to_string();
             let bytes = encode(TASKS, || task_id.to_string(), &meta)?;
+            self.room(&trees, bytes.len())?;
             let inserted = trees.tasks.insert(task_id.as_bytes(), bytes).map_err(StoreError::from);
             self.noted(&trees, inserted)?;
             meta
