@@ -308,6 +308,14 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Daemon => {
             let r = connect(&home)?.call("daemon.status", json!({}))?;
             println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            let storage = &r["storage"];
+            if storage["ok"] == Value::Bool(false) {
+                eprintln!(
+                    "storage is failing since {}: {}",
+                    str_of(storage, "since"),
+                    str_of(storage, "error")
+                );
+            }
             Ok(0)
         }
     }
@@ -439,6 +447,15 @@ fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool) -> 
         // marks the real one (`task.end`) after the terminal event that nothing follows.
         let event = match client.next_item()? {
             StreamItem::Event(event) => event,
+            // An end the daemon could not record (its storage failed) is never a success.
+            StreamItem::End(end) if !agentd_runtime::client::end_is_recorded(&end) => {
+                eprintln!(
+                    "task {task_id} ended {} but its end is not recorded: {}",
+                    end.get("state").and_then(Value::as_str).unwrap_or("?"),
+                    str_of(&end, "error")
+                );
+                return Ok(1);
+            }
             StreamItem::End(end) => return Ok(if str_of(&end, "kind") == "task_finished" { 0 } else { 1 }),
         };
         if json {
@@ -473,6 +490,9 @@ fn print_status(s: &Value) {
     }
     if let Some(e) = s["error"].as_str() {
         println!("error      {e}");
+    }
+    if s["recorded"] == Value::Bool(false) {
+        println!("recorded   no: the daemon holds this end in memory until its storage heals");
     }
 }
 

@@ -16,6 +16,13 @@ pub enum StoreError {
     /// A value that could not be encoded for storage (should not happen for the crate's own types).
     #[error("cannot encode {what} for {tree}: {source}")]
     Encode { tree: &'static str, what: String, source: serde_json::Error },
+    /// The store is unhealthy: a write failed with an IO error (e.g. the disk is full) and the
+    /// database could not be reopened yet. Nothing was written.
+    #[error(
+        "storage at {path} is unavailable since a write failed: {source}{}",
+        attempt.as_ref().map(|a| format!("; reopening failed: {a}")).unwrap_or_default()
+    )]
+    Unavailable { path: PathBuf, attempt: Option<String>, source: sled::Error },
     #[error("unknown task {0}")]
     UnknownTask(String),
 }

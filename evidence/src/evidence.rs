@@ -252,7 +252,9 @@ impl Store {
         }
         let record = encode(EVIDENCE, || meta.id.clone(), meta)?;
         let task_key = by_task_key(&meta.source.task_id, &meta.id);
-        (&self.evidence, &self.evidence_by_task, &self.evidence_lines)
+        let trees = self.writing()?;
+        self.room(&trees, record.len() + index.len())?;
+        let written = (&trees.evidence, &trees.evidence_by_task, &trees.evidence_lines)
             .transaction(|(evidence, by_task, lines)| {
                 evidence.insert(meta.id.as_bytes(), record.as_slice())?;
                 by_task.insert(task_key.as_slice(), &[][..])?;
@@ -262,14 +264,15 @@ impl Store {
             .map_err(|e| match e {
                 TransactionError::Storage(e) => StoreError::Db(e),
                 TransactionError::Abort(never) => match never {},
-            })?;
-        self.flush()?;
+            });
+        self.noted(&trees, written)?;
+        self.flush_on(&trees)?;
         Ok(())
     }
 
     /// The record of one piece of evidence; [`EvidenceError::UnknownEvidence`] if there is none.
     pub fn evidence(&self, id: &str) -> Result<EvidenceMeta, EvidenceError> {
-        match self.evidence.get(id.as_bytes()).map_err(StoreError::from)? {
+        match self.trees()?.evidence.get(id.as_bytes()).map_err(StoreError::from)? {
             Some(bytes) => Ok(decode_meta(id.as_bytes(), &bytes)?),
             None => Err(EvidenceError::UnknownEvidence(id.to_string())),
         }
@@ -277,8 +280,9 @@ impl Store {
 
     /// Every piece of evidence, or a task's, ordered by id (creation order).
     pub fn evidence_list(&self, task_id: Option<&str>) -> Result<Vec<EvidenceMeta>, EvidenceError> {
+        let trees = self.trees()?;
         let Some(task_id) = task_id else {
-            return self
+            return trees
                 .evidence
                 .iter()
                 .map(|entry| {
@@ -289,10 +293,10 @@ impl Store {
         };
         let prefix = by_task_prefix(task_id);
         let mut out = Vec::new();
-        for entry in self.evidence_by_task.scan_prefix(&prefix) {
+        for entry in trees.evidence_by_task.scan_prefix(&prefix) {
             let (key, _) = entry.map_err(StoreError::from)?;
             let id = &key[prefix.len()..];
-            let Some(bytes) = self.evidence.get(id).map_err(StoreError::from)? else {
+            let Some(bytes) = trees.evidence.get(id).map_err(StoreError::from)? else {
                 continue;
             };
             let meta = decode_meta(id, &bytes)?;
@@ -391,7 +395,8 @@ impl Store {
         path: &Path,
         line: u64,
     ) -> Result<(u64, u64), EvidenceError> {
-        let stored = self.evidence_lines.get(meta.sha256.as_bytes()).map_err(StoreError::from)?;
+        let trees = self.trees()?;
+        let stored = trees.evidence_lines.get(meta.sha256.as_bytes()).map_err(StoreError::from)?;
         if let Some(found) = stored.and_then(|index| lines::checkpoint(&index, line, meta.bytes)) {
             return Ok(found);
         }
@@ -409,8 +414,11 @@ impl Store {
         }
         let (_, index) = scanner.finish();
         // Best effort: the rebuilt index serves this read either way.
-        if self.evidence_lines.insert(meta.sha256.as_bytes(), index.as_slice()).is_ok() {
-            let _ = self.flush();
+        if let Ok(trees) = self.writing() {
+            let inserted = trees.evidence_lines.insert(meta.sha256.as_bytes(), index.as_slice());
+            if self.noted(&trees, inserted.map_err(StoreError::from)).is_ok() {
+                let _ = self.flush_on(&trees);
+            }
         }
         Ok(lines::checkpoint(&index, line, meta.bytes).unwrap_or((0, 0)))
     }

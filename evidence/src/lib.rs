@@ -29,5 +29,5 @@ pub use blobs::write_fallback;
 pub use error::{EvidenceError, StoreError};
 pub use evidence::{BlobProblem, EvidenceMeta, NewEvidence, Source, Stored, VerifyProblem};
 pub use page::{Page, Unit};
-pub use store::Store;
+pub use store::{Health, Store};
 pub use tasks::TaskMeta;

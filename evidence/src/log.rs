@@ -10,7 +10,8 @@
 //! the messages and `events` serves subscribers without decoding messages.
 //!
 //! Sequence numbers come from per-task counters kept in memory and loaded lazily from the last key of
-//! the task's prefix, so they continue after a reopen. Allocating a number and inserting under it
+//! the task's prefix, so they continue after a reopen (also the store's own reopen when it heals:
+//! the counters belong to one open of the database and are reloaded from what the new open holds). Allocating a number and inserting under it
 //! happen under the task's lock (numbers are unique and contiguous); the flush happens after the lock
 //! is released, so concurrent appenders' flushes coalesce. Each append returns only after its flush,
 //! but a concurrent reader may see an entry a moment before it is durable, and two concurrent
@@ -18,7 +19,7 @@
 
 use crate::codec::{decode, encode};
 use crate::error::StoreError;
-use crate::store::{lock, Store, LOG};
+use crate::store::{lock, Store, Trees, LOG};
 use agentd_policies::record::history_of;
 use agentd_policies::{Event, EventKind, Message, Record};
 use serde::de::DeserializeOwned;
@@ -72,14 +73,17 @@ impl Store {
     /// Events go through [`Store::append_event`], which also indexes them; a `Record::Event` appended
     /// here is only a record.
     pub fn append(&self, task_id: &str, record: &Record) -> Result<u64, StoreError> {
-        let seq = self.with_seqs(task_id, |seqs| {
+        let trees = self.writing()?;
+        let seq = self.with_seqs(&trees, task_id, |seqs| {
             let seq = seqs.record + 1;
             let bytes = encode(LOG, || show(task_id, RECORD, seq), record)?;
-            self.log.insert(key(task_id, RECORD, seq), bytes)?;
+            self.room(&trees, bytes.len())?;
+            let inserted = trees.log.insert(key(task_id, RECORD, seq), bytes).map_err(StoreError::from);
+            self.noted(&trees, inserted)?;
             seqs.record = seq;
             Ok(seq)
         })?;
-        self.flush()?;
+        self.flush_on(&trees)?;
         Ok(seq)
     }
 
@@ -92,7 +96,8 @@ impl Store {
         at: &str,
         kind: EventKind,
     ) -> Result<Event, StoreError> {
-        let event = self.with_seqs(task_id, |seqs| {
+        let trees = self.writing()?;
+        let event = self.with_seqs(&trees, task_id, |seqs| {
             let event = Event {
                 seq: seqs.event + 1,
                 task_id: task_id.to_string(),
@@ -104,15 +109,17 @@ impl Store {
             let event_bytes = encode(LOG, || show(task_id, EVENT, event.seq), &event)?;
             let record = Record::Event { event: event.clone() };
             let record_bytes = encode(LOG, || show(task_id, RECORD, record_seq), &record)?;
+            self.room(&trees, event_bytes.len() + record_bytes.len())?;
             let mut batch = sled::Batch::default();
             batch.insert(key(task_id, EVENT, event.seq), event_bytes);
             batch.insert(key(task_id, RECORD, record_seq), record_bytes);
-            self.log.apply_batch(batch)?;
+            let applied = trees.log.apply_batch(batch).map_err(StoreError::from);
+            self.noted(&trees, applied)?;
             seqs.event = event.seq;
             seqs.record = record_seq;
             Ok(event)
         })?;
-        self.flush()?;
+        self.flush_on(&trees)?;
         Ok(event)
     }
 
@@ -133,7 +140,8 @@ impl Store {
 
     /// The seq of the task's last event, 0 if it has none.
     pub fn last_event_seq(&self, task_id: &str) -> Result<u64, StoreError> {
-        self.last_seq(task_id, EVENT)
+        let trees = self.trees()?;
+        self.last_seq(&trees, task_id, EVENT)
     }
 
     /// A role's active history: its latest checkpoint plus every later message record.
@@ -156,26 +164,27 @@ impl Store {
         Ok(roles)
     }
 
-    /// Runs `f` with the task's counters locked (loading them from disk on first use).
+    /// Runs `f` with the task's counters of this open locked (loading them from disk on first use).
     fn with_seqs<R>(
         &self,
+        trees: &Trees,
         task_id: &str,
         f: impl FnOnce(&mut Seqs) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let slot = lock(&self.seqs.0).entry(task_id.to_string()).or_default().clone();
+        let slot = lock(&trees.seqs.0).entry(task_id.to_string()).or_default().clone();
         let mut seqs = lock(&slot);
         if !seqs.loaded {
-            seqs.record = self.last_seq(task_id, RECORD)?;
-            seqs.event = self.last_seq(task_id, EVENT)?;
+            seqs.record = self.last_seq(trees, task_id, RECORD)?;
+            seqs.event = self.last_seq(trees, task_id, EVENT)?;
             seqs.loaded = true;
         }
         f(&mut seqs)
     }
 
     /// The last seq on disk under a task's prefix of one kind, 0 if none.
-    fn last_seq(&self, task_id: &str, kind: u8) -> Result<u64, StoreError> {
+    fn last_seq(&self, trees: &Trees, task_id: &str, kind: u8) -> Result<u64, StoreError> {
         let prefix = prefix(task_id, kind);
-        for entry in self.log.scan_prefix(&prefix).rev() {
+        for entry in trees.log.scan_prefix(&prefix).rev() {
             let (k, _) = entry?;
             if let Some(seq) = seq_of(prefix.len(), &k) {
                 return Ok(seq);
@@ -199,7 +208,8 @@ impl Store {
             return Ok(out);
         }
         let prefix_len = prefix(task_id, kind).len();
-        for entry in self.log.range(key(task_id, kind, first)..=key(task_id, kind, u64::MAX)) {
+        let trees = self.trees()?;
+        for entry in trees.log.range(key(task_id, kind, first)..=key(task_id, kind, u64::MAX)) {
             let (k, v) = entry?;
             let Some(seq) = seq_of(prefix_len, &k) else {
                 continue;

@@ -6,7 +6,7 @@ use crate::store::{Store, SETTINGS};
 
 impl Store {
     pub fn setting(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
-        match self.settings.get(key.as_bytes())? {
+        match self.trees()?.settings.get(key.as_bytes())? {
             Some(bytes) => Ok(Some(decode(SETTINGS, || key.to_string(), &bytes)?)),
             None => Ok(None),
         }
@@ -15,15 +15,21 @@ impl Store {
     /// Sets (replaces) a setting; flushed before returning.
     pub fn set_setting(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
         let bytes = encode(SETTINGS, || key.to_string(), value)?;
-        self.settings.insert(key.as_bytes(), bytes)?;
-        self.flush()
+        let trees = self.writing()?;
+        self.room(&trees, bytes.len())?;
+        let inserted = trees.settings.insert(key.as_bytes(), bytes).map_err(StoreError::from);
+        self.noted(&trees, inserted)?;
+        self.flush_on(&trees)
     }
 
     /// Sets a value that is only a cache of something recomputable (a gauge): written, not flushed,
     /// so it costs no fsync; the next flush of anything else makes it durable too.
     pub fn cache_setting(&self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
         let bytes = encode(SETTINGS, || key.to_string(), value)?;
-        self.settings.insert(key.as_bytes(), bytes)?;
+        let trees = self.writing()?;
+        self.room(&trees, bytes.len())?;
+        let inserted = trees.settings.insert(key.as_bytes(), bytes).map_err(StoreError::from);
+        self.noted(&trees, inserted)?;
         Ok(())
     }
 }

@@ -25,15 +25,18 @@ impl Store {
     /// Inserts or replaces a task's metadata; flushed before returning.
     pub fn put_task(&self, meta: &TaskMeta) -> Result<(), StoreError> {
         let bytes = encode(TASKS, || meta.task_id.clone(), meta)?;
+        let trees = self.writing()?;
+        self.room(&trees, bytes.len())?;
         {
             let _guard = lock(&self.task_writes);
-            self.tasks.insert(meta.task_id.as_bytes(), bytes)?;
+            let inserted = trees.tasks.insert(meta.task_id.as_bytes(), bytes).map_err(StoreError::from);
+            self.noted(&trees, inserted)?;
         }
-        self.flush()
+        self.flush_on(&trees)
     }
 
     pub fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StoreError> {
-        match self.tasks.get(task_id.as_bytes())? {
+        match self.trees()?.tasks.get(task_id.as_bytes())? {
             Some(bytes) => Ok(Some(decode(TASKS, || task_id.to_string(), &bytes)?)),
             None => Ok(None),
         }
@@ -41,7 +44,8 @@ impl Store {
 
     /// Every task, ordered by id (UUID v7 ids sort by creation time).
     pub fn tasks(&self) -> Result<Vec<TaskMeta>, StoreError> {
-        self.tasks
+        self.trees()?
+            .tasks
             .iter()
             .map(|entry| {
                 let (key, bytes) = entry?;
@@ -54,16 +58,19 @@ impl Store {
     /// flushed. Returns the new metadata. The id is the key: a change of `task_id` by `f` is undone.
     /// The caller sets `updated_at`. [`StoreError::UnknownTask`] if the task does not exist.
     pub fn update_task(&self, task_id: &str, f: impl FnOnce(&mut TaskMeta)) -> Result<TaskMeta, StoreError> {
+        let trees = self.writing()?;
         let meta = {
             let _guard = lock(&self.task_writes);
             let mut meta = self.task(task_id)?.ok_or_else(|| StoreError::UnknownTask(task_id.to_string()))?;
             f(&mut meta);
             meta.task_id = task_id.to_string();
             let bytes = encode(TASKS, || task_id.to_string(), &meta)?;
-            self.tasks.insert(task_id.as_bytes(), bytes)?;
+            self.room(&trees, bytes.len())?;
+            let inserted = trees.tasks.insert(task_id.as_bytes(), bytes).map_err(StoreError::from);
+            self.noted(&trees, inserted)?;
             meta
         };
-        self.flush()?;
+        self.flush_on(&trees)?;
         Ok(meta)
     }
 }

@@ -12,7 +12,7 @@ fn key(server: &str, model: &str) -> String {
 impl Store {
     pub fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StoreError> {
         let key = key(server, model);
-        match self.windows.get(key.as_bytes())? {
+        match self.trees()?.windows.get(key.as_bytes())? {
             Some(bytes) => Ok(Some(decode(WINDOWS, || key.clone(), &bytes)?)),
             None => Ok(None),
         }
@@ -22,7 +22,9 @@ impl Store {
     pub fn set_window(&self, server: &str, model: &str, window: Window) -> Result<(), StoreError> {
         let key = key(server, model);
         let bytes = encode(WINDOWS, || key.clone(), &window)?;
-        self.windows.insert(key.as_bytes(), bytes)?;
-        self.flush()
+        let trees = self.writing()?;
+        let inserted = trees.windows.insert(key.as_bytes(), bytes).map_err(StoreError::from);
+        self.noted(&trees, inserted)?;
+        self.flush_on(&trees)
     }
 }

@@ -39,7 +39,7 @@ pub enum TurnError {
     Provider(#[from] ProviderError),
     #[error("{0}")]
     Fit(#[from] FitError),
-    #[error("store: {0}")]
+    #[error("storage: {0}")]
     Store(#[from] StoreError),
     #[error("{role} made {steps} model requests in one turn without finishing")]
     Runaway { role: String, steps: usize },

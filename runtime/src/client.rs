@@ -111,7 +111,9 @@ impl Client {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
     Event(Value),
-    /// `{task_id, seq, kind}` of the terminal event that ended the stream.
+    /// `{task_id, seq, kind}` of the terminal event that ended the stream; or, for a task whose end
+    /// the daemon could not record (its storage failed), `{task_id, seq, kind, state, recorded:
+    /// false, error}` — never a success (see [`end_is_recorded`]).
     End(Value),
 }
 
@@ -121,6 +123,12 @@ fn rpc_error(msg: &Value) -> ClientError {
         code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
         message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
     }
+}
+
+/// Whether a `task.end` is of a recorded terminal event (false: the end is only in the daemon's
+/// memory, its storage failed).
+pub fn end_is_recorded(end: &Value) -> bool {
+    end.get("recorded") != Some(&Value::Bool(false))
 }
 
 /// Whether an event (as JSON) ends a task's stream.

@@ -163,6 +163,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
             scheduler,
             retry: config.retry,
             clients,
+            ends: crate::ends::Ends::default(),
         });
         let recovered = Supervisor::recover(&shared)?;
         if recovered > 0 {
@@ -182,6 +183,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         });
         let stop = CancellationToken::new();
         let server = tokio::spawn(crate::socket::serve(listener, methods, stop.clone()));
+        tokio::spawn(storage_checks(shared.clone(), stop.clone()));
         tracing::info!(socket = %socket_path.display(), "agentd is serving");
         ready(&socket_path);
         wait_for_signal().await;
@@ -190,12 +192,34 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         let _ = server.await;
         let _ = std::fs::remove_file(&socket_path);
         supervisor.send(Shutdown).await.map_err(|e| DaemonError::Runtime(e.to_string()))?;
+        crate::ends::check_storage(&shared.store, &shared.bus, &shared.ends);
+        if !shared.ends.is_empty() {
+            tracing::error!(tasks = shared.ends.len(), "stopping with task ends the store could not record");
+        }
         store.flush()?;
         fitter_arbiter.stop();
         System::current().stop();
         Ok(())
     });
     outcome
+}
+
+/// Once a second: heal an unhealthy store and record the ends it refused (see [`crate::ends`]).
+async fn storage_checks(shared: Arc<Shared>, stop: CancellationToken) {
+    let clock = crate::clock::clock();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = clock.sleep(std::time::Duration::from_secs(1)) => {}
+        }
+        let shared = shared.clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            crate::ends::check_storage(&shared.store, &shared.bus, &shared.ends)
+        });
+        if let Err(e) = checked.await {
+            tracing::error!(error = %e, "the storage check failed");
+        }
+    }
 }
 
 async fn wait_for_signal() {

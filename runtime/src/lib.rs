@@ -14,6 +14,7 @@ pub mod compactor;
 pub mod config;
 pub mod counter;
 pub mod daemon;
+pub mod ends;
 pub mod fitter;
 #[doc(hidden)]
 pub mod fuzzing;

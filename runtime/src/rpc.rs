@@ -117,8 +117,14 @@ impl Methods {
                     tasks
                         .into_iter()
                         .map(|t| {
-                            json!({"task_id": t.task_id, "state": t.state, "objective": t.objective,
-                                   "created_at": t.created_at})
+                            let mut v = json!({"task_id": t.task_id, "state": t.state, "objective": t.objective,
+                                               "created_at": t.created_at, "recorded": true});
+                            if let Some(end) = self.shared.ends.get(&t.task_id) {
+                                v["state"] = json!(end.state);
+                                v["recorded"] = json!(false);
+                                v["error"] = json!(end.shown_error());
+                            }
+                            v
                         })
                         .collect(),
                 ))
@@ -235,8 +241,24 @@ impl Methods {
             "daemon.status" => {
                 let running = self.supervisor.send(RunningCount).await.map_err(RpcError::internal)?;
                 let jobs = self.shared.scheduler.send(Jobs).await.map_err(RpcError::internal)?;
+                // A status is a health check too: heal the store and record what it refused.
+                let shared = self.shared.clone();
+                tokio::task::spawn_blocking(move || {
+                    crate::ends::check_storage(&shared.store, &shared.bus, &shared.ends)
+                })
+                .await
+                .map_err(RpcError::internal)?;
+                let health = self.shared.store.health();
+                let mut storage = json!({"ok": health.ok, "unrecorded_ends": self.shared.ends.len()});
+                if let Some(e) = health.error {
+                    storage["error"] = json!(e);
+                }
+                if let Some(since) = health.since {
+                    storage["since"] = json!(humantime::format_rfc3339_millis(since).to_string());
+                }
                 Ok(json!({"version": env!("CARGO_PKG_VERSION"), "uptime_s": self.started.elapsed().as_secs(),
-                          "tasks_running": running, "jobs": jobs, "clock": crate::clock::now_rfc3339()}))
+                          "tasks_running": running, "jobs": jobs, "clock": crate::clock::now_rfc3339(),
+                          "storage": storage}))
             }
             "clock.advance" => {
                 let ms = p.opt_u64("ms")?.ok_or_else(|| RpcError::invalid_params("missing param `ms`"))?;
@@ -298,6 +320,17 @@ impl Methods {
         }
         if let Some(e) = meta.error {
             out["error"] = json!(e);
+        }
+        // An end the store could not record yet is the truth; the store still shows the old state.
+        out["recorded"] = json!(true);
+        if let Some(end) = self.shared.ends.get(task_id) {
+            out["state"] = json!(end.state);
+            out["recorded"] = json!(false);
+            out["error"] = json!(end.shown_error());
+            out["record_error"] = json!(end.record_error);
+            if let Some(r) = end.result {
+                out["result"] = json!(r);
+            }
         }
         Ok(out)
     }
@@ -370,6 +403,13 @@ pub fn event_notification(event: &Event) -> Value {
 /// replays a history with earlier ends in it (resumed, followed up) knows this is the real one.
 pub fn end_notification(event: &Event) -> Value {
     json!({"jsonrpc": "2.0", "method": "task.end", "params": {"task_id": event.task_id, "seq": event.seq, "kind": event.kind.name()}})
+}
+
+/// The `task.end` of a task whose end the store could not record (no terminal event in the log
+/// yet): `seq` is the last event the subscriber was sent.
+pub fn unrecorded_end_notification(task_id: &str, seq: u64, end: &crate::ends::End) -> Value {
+    json!({"jsonrpc": "2.0", "method": "task.end", "params": {"task_id": task_id, "seq": seq,
+           "kind": end.kind.name(), "state": end.state, "recorded": false, "error": end.shown_error()}})
 }
 
 /// Evidence errors as socket errors: an unknown id is -32002; integrity and IO failures name the blob.

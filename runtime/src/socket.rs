@@ -5,7 +5,10 @@
 //! `task.event` notifications while the same connection keeps answering requests. Connections from
 //! another uid are refused.
 
-use crate::rpc::{end_notification, event_notification, Methods, RpcError, INVALID_REQUEST, PARSE_ERROR};
+use crate::rpc::{
+    end_notification, event_notification, unrecorded_end_notification, Methods, RpcError, INVALID_REQUEST,
+    PARSE_ERROR,
+};
 use agentd_policies::Event;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -218,7 +221,9 @@ async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<Str
 }
 
 /// Streams a task's events after `after`: the stored ones first, then live ones, with no gap and no
-/// repeat, until the terminal event that ends the task (or the connection closes).
+/// repeat, until the terminal event that ends the task (or the connection closes). A task that ends
+/// without a recordable event (a full disk) ends the stream too: the supervisor's in-memory end
+/// (`Shared::ends`) is sent as a `task.end` with `recorded: false`.
 async fn follow(
     methods: &Methods,
     task_id: &str,
@@ -227,6 +232,9 @@ async fn follow(
     out: &mpsc::Sender<String>,
 ) {
     let store = &methods.shared.store;
+    let ends = &methods.shared.ends;
+    // Subscribed before the first look, so an end added meanwhile is seen.
+    let mut ended = ends.subscribe();
     let mut last = after;
     // Replays stored events after `last`; true when the stream is over.
     let replay = |last: &mut u64| -> Result<Vec<(Event, bool)>, ()> {
@@ -263,13 +271,32 @@ async fn follow(
                         }
                     }
                 }
-                Err(()) => return,
+                Err(()) => {
+                    if let Some(end) = ends.get(task_id) {
+                        let _ = out.send(unrecorded_end_notification(task_id, last, &end).to_string()).await;
+                    }
+                    return;
+                }
             }
         };
     }
     send_all!(replay(&mut last));
+    let mut signal_open = true;
     loop {
-        match live.recv().await {
+        if let Some(end) = ends.get(task_id) {
+            // Everything the store holds was sent; the end it could not take comes from memory.
+            send_all!(replay(&mut last));
+            let _ = out.send(unrecorded_end_notification(task_id, last, &end).to_string()).await;
+            return;
+        }
+        let received = tokio::select! {
+            r = live.recv() => r,
+            changed = ended.changed(), if signal_open => {
+                signal_open = changed.is_ok();
+                continue;
+            }
+        };
+        match received {
             Ok(e) if e.task_id == task_id && e.seq > last => {
                 if e.seq > last + 1 {
                     send_all!(replay(&mut last));

@@ -3,6 +3,7 @@
 //! crashed daemon left active as `interrupted` too.
 
 use crate::clock::now_rfc3339;
+use crate::ends::{record_end, End};
 use crate::rpc::RpcError;
 use crate::task::{close_unfinished_calls, launch, Shared, Start};
 use actix::prelude::*;
@@ -176,14 +177,12 @@ impl Handler<Cancel> for Supervisor {
     type Result = ResponseFuture<Result<TaskState, RpcError>>;
 
     fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) -> Self::Result {
-        let store = self.shared.store.clone();
-        let bus = self.shared.bus.clone();
+        let shared = self.shared.clone();
         let running = self.running.get(&msg.task_id).map(|r| (r.cancel.clone(), r.done.clone()));
         Box::pin(async move {
-            let meta = store
-                .task(&msg.task_id)
-                .map_err(RpcError::internal)?
-                .ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
+            let (store, bus) = (&shared.store, &shared.bus);
+            // A running task is cancelled in memory first: its runner records the end when it can
+            // (else keeps it in `ends`), so a cancel works while the disk is full.
             if let Some((cancel, mut done)) = running {
                 if done.borrow().is_none() {
                     cancel.cancel();
@@ -197,17 +196,30 @@ impl Handler<Cancel> for Supervisor {
                     return Err(RpcError::internal("the task did not stop within 30s of being cancelled"));
                 }
             }
+            if let Some(end) = shared.ends.get(&msg.task_id) {
+                return Err(RpcError::state(format!(
+                    "task {} is already {} (its end is not recorded yet: {})",
+                    msg.task_id, end.state, end.record_error
+                )));
+            }
+            let meta = store
+                .task(&msg.task_id)
+                .map_err(RpcError::internal)?
+                .ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
             match meta.state {
                 s if s.is_terminal() => Err(RpcError::state(format!("task {} is already {s}", msg.task_id))),
                 _ => {
-                    store
-                        .update_task(&msg.task_id, |t| {
-                            t.state = TaskState::Cancelled;
-                            t.updated_at = now_rfc3339();
-                        })
-                        .map_err(RpcError::internal)?;
-                    bus.emit(&msg.task_id, "lead", EventKind::TaskCancelled {})
-                        .map_err(RpcError::internal)?;
+                    let end = End {
+                        state: TaskState::Cancelled,
+                        kind: EventKind::TaskCancelled {},
+                        result: None,
+                        error: None,
+                        record_error: String::new(),
+                    };
+                    if let Err(e) = record_end(store, bus, &msg.task_id, &end) {
+                        tracing::error!(task = %msg.task_id, error = %e, "could not record the cancel; kept in memory");
+                        shared.ends.insert(&msg.task_id, End { record_error: e.to_string(), ..end });
+                    }
                     Ok(TaskState::Cancelled)
                 }
             }

@@ -34,6 +34,8 @@ pub struct Shared {
     pub scheduler: Addr<Scheduler>,
     pub retry: RetryPolicy,
     pub clients: HashMap<String, Arc<Client>>,
+    /// Ends of tasks the store could not record yet (see [`crate::ends`]).
+    pub ends: crate::ends::Ends,
 }
 
 impl Shared {
@@ -228,6 +230,7 @@ pub fn launch(
     };
     let store = shared.store.clone();
     let bus = shared.bus.clone();
+    let owner = shared.clone();
     store.update_task(&task_id, |t| {
         t.state = TaskState::Running;
         t.updated_at = now_rfc3339();
@@ -248,7 +251,7 @@ pub fn launch(
                 Err(e) => Err(e),
             };
             if let Err(e) = completed {
-                let state = finish(&store, &bus, &task_id, &cancel, Err(e));
+                let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, Err(e));
                 let _ = done.send(Some(state));
                 return;
             }
@@ -257,7 +260,7 @@ pub fn launch(
             Ok(r) => r,
             Err(e) => Err(TurnError::Team(format!("the lead is gone: {e}"))),
         };
-        let state = finish(&store, &bus, &task_id, &cancel, outcome);
+        let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, outcome);
         let _ = done.send(Some(state));
     });
     Ok(())
@@ -373,10 +376,13 @@ pub fn close_unfinished_calls(
     Ok(open.len())
 }
 
-/// Records the end of a task: its state, result or error, and the terminal event.
+/// Records the end of a task: its state, result or error, and the terminal event. An end the store
+/// cannot take (a full disk) is kept in `ends`, reported from memory and recorded once the store
+/// heals.
 fn finish(
     store: &Store,
     bus: &EventBus,
+    ends: &crate::ends::Ends,
     task_id: &str,
     cancel: &CancellationToken,
     outcome: Result<String, TurnError>,
@@ -398,15 +404,10 @@ fn finish(
             return TaskState::Interrupted;
         }
     }
-    let updated = store.update_task(task_id, |t| {
-        t.state = state;
-        t.updated_at = now_rfc3339();
-        t.result = result;
-        t.error = error;
-    });
-    let closed = updated.and_then(|_| close_unfinished_calls(store, bus, task_id, false));
-    if let Err(e) = closed.and_then(|_| bus.emit(task_id, "lead", kind)) {
-        tracing::error!(task = %task_id, error = %e, "could not record the end of the task");
+    let end = crate::ends::End { state, kind, result, error, record_error: String::new() };
+    if let Err(e) = crate::ends::record_end(store, bus, task_id, &end) {
+        tracing::error!(task = %task_id, error = %e, "could not record the end of the task; kept in memory");
+        ends.insert(task_id, crate::ends::End { record_error: e.to_string(), ..end });
     }
     state
 }
