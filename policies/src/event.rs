@@ -150,6 +150,21 @@ pub fn unfinished_calls<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<
 }
 
 impl EventKind {
+    /// A `tool_finished` for a call whose result was not sized (a delegation's return, or a call the
+    /// task stopped on: `interrupted`, its effect unknown, never `ok`).
+    pub fn tool_ended(tool: &str, call_id: &str, ok: bool, interrupted: bool) -> EventKind {
+        EventKind::ToolFinished {
+            tool: tool.to_string(),
+            call_id: call_id.to_string(),
+            ok: ok && !interrupted,
+            evidence_id: None,
+            result_tokens: None,
+            whole_limit: None,
+            measured_by: None,
+            interrupted,
+        }
+    }
+
     /// The event that ends a task's stream (a subscriber stops after it).
     pub fn is_terminal(&self) -> bool {
         matches!(
@@ -201,16 +216,7 @@ mod tests {
             kind,
         };
         let called = |id: &str, tool: &str| EventKind::ToolCalled { tool: tool.into(), call_id: id.into() };
-        let finished = |id: &str| EventKind::ToolFinished {
-            tool: "x".into(),
-            call_id: id.into(),
-            ok: true,
-            evidence_id: None,
-            result_tokens: None,
-            whole_limit: None,
-            measured_by: None,
-            interrupted: false,
-        };
+        let finished = |id: &str| EventKind::tool_ended("x", id, true, false);
         let events = vec![
             ev(1, "lead", called("a", "delegate")),
             ev(2, "coder", called("b", "read_file")),

@@ -135,16 +135,7 @@ impl Handler<CompleteDelegation> for AgentActor {
                 summary: msg.summary.clone(),
             })?;
             agent.persist(Message::tool_result(&msg.call_id, &msg.summary, false))?;
-            agent.emit(EventKind::ToolFinished {
-                tool: "delegate".into(),
-                call_id: msg.call_id,
-                ok: true,
-                evidence_id: None,
-                result_tokens: None,
-                whole_limit: None,
-                measured_by: None,
-                interrupted: false,
-            })
+            agent.emit(EventKind::tool_ended("delegate", &msg.call_id, true, false))
         })
     }
 }

@@ -86,20 +86,12 @@ impl Measure for JobMeasure<'_> {
     }
 
     fn summary_request(&self, system: &str, messages: &[Message]) -> Tokens {
-        let request = summary_request(self.request, system.to_string(), messages.to_vec(), 0);
+        let request = summary_request(self.request, system.to_string(), messages.to_vec(), None);
         self.meter.count_request(&request, None).count.total.tokens
     }
 
     fn history(&self, messages: &[Message]) -> Tokens {
-        let request = ChatRequest {
-            model: self.request.model.clone(),
-            system: self.request.system.clone(),
-            messages: messages.to_vec(),
-            tools: self.request.tools.clone(),
-            tool_choice_none: self.request.tool_choice_none,
-            max_tokens: self.request.max_tokens,
-            thinking_budget: self.request.thinking_budget,
-        };
+        let request = with_messages(self.request, messages.to_vec());
         self.meter.count_request(&request, None).count.total.tokens.saturating_sub(self.fixed)
     }
 }
@@ -134,13 +126,10 @@ pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
                 let mut continued = history[..messages.min(history.len())].to_vec();
                 continued.push(Message::user(instruction));
                 let request = ChatRequest {
-                    model: job.request.model.clone(),
-                    system: job.request.system.clone(),
-                    messages: continued,
-                    tools: job.request.tools.clone(),
                     tool_choice_none: true,
                     max_tokens: Some(clamp_u32(max_tokens)),
                     thinking_budget: None,
+                    ..with_messages(job.request, continued)
                 };
                 Answer::Summary(Some(summarise(&job, &request).await?))
             }
@@ -149,7 +138,7 @@ pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
                     job.request,
                     SUMMARISER_SYSTEM.to_string(),
                     vec![Message::user(prompt)],
-                    clamp_u32(max_tokens),
+                    Some(clamp_u32(max_tokens)),
                 );
                 Answer::Summary(Some(summarise(&job, &request).await?))
             }
@@ -163,12 +152,25 @@ fn clamp_u32(tokens: Tokens) -> u32 {
     u32::try_from(tokens.0).unwrap_or(u32::MAX)
 }
 
+/// The role's request (its model, system prompt, tools and settings) with these messages instead.
+fn with_messages(role: &ChatRequest, messages: Vec<Message>) -> ChatRequest {
+    ChatRequest {
+        model: role.model.clone(),
+        system: role.system.clone(),
+        messages,
+        tools: role.tools.clone(),
+        tool_choice_none: role.tool_choice_none,
+        max_tokens: role.max_tokens,
+        thinking_budget: role.thinking_budget,
+    }
+}
+
 /// A folding summary request to the role's model: its own system prompt, no tools, no thinking.
 fn summary_request(
     role: &ChatRequest,
     system: String,
     messages: Vec<Message>,
-    max_tokens: u32,
+    max_tokens: Option<u32>,
 ) -> ChatRequest {
     ChatRequest {
         model: role.model.clone(),
@@ -176,7 +178,7 @@ fn summary_request(
         messages,
         tools: Vec::new(),
         tool_choice_none: false,
-        max_tokens: (max_tokens > 0).then_some(max_tokens),
+        max_tokens,
         thinking_budget: None,
     }
 }

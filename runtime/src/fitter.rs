@@ -139,6 +139,11 @@ struct State {
     answered: Mutex<HashMap<RoleKey, LastRequest>>,
 }
 
+/// The in-memory key of a server/model pair (counters, calibrations).
+fn pair_key(server: &str, model: &str) -> String {
+    format!("{server}\n{model}")
+}
+
 fn calibration_key(server: &str, model: &str) -> String {
     format!("calibration/{server}/{model}")
 }
@@ -150,14 +155,14 @@ impl State {
     fn counter(&self, server: &str, model: &str) -> Arc<TokenCounter> {
         let mut counters = lock(&self.counters);
         counters
-            .entry(format!("{server}\n{model}"))
+            .entry(pair_key(server, model))
             .or_insert_with(|| Arc::new(TokenCounter::with_endpoint(model)))
             .clone()
     }
 
     /// The calibration of a server/model: in memory, else as persisted, else none yet.
     fn calibration(&self, server: &str, model: &str) -> Calibration {
-        let key = format!("{server}\n{model}");
+        let key = pair_key(server, model);
         if let Some(c) = lock(&self.calibrations).get(&key) {
             return c.clone();
         }
@@ -186,7 +191,7 @@ impl State {
                 tracing::warn!(error = %e, "could not keep the calibration");
             }
         }
-        lock(&self.calibrations).insert(format!("{server}\n{model}"), c);
+        lock(&self.calibrations).insert(pair_key(server, model), c);
         out
     }
 
@@ -305,10 +310,10 @@ impl State {
         let meter = self.meter(&server, &model);
         let key = (msg.task_id.clone(), msg.role.clone());
         // The last request of this role the server answered, if this one extends it.
+        let mut fingerprint = Fingerprint::of(&request);
         let extended = lock(&self.answered)
             .get(&key)
-            .filter(|l| l.server == server && l.model == model)
-            .filter(|l| Fingerprint::of(&request).extends(&l.fingerprint))
+            .filter(|l| l.server == server && l.model == model && fingerprint.extends(&l.fingerprint))
             .cloned();
         let mut basis =
             extended.as_ref().and_then(|l| l.reported.map(|actual| Basis { raw: l.raw.tokens, actual }));
@@ -382,6 +387,7 @@ impl State {
                     prepare(&counter, &msg.client, &request.model, &request).await;
                     // A rebuilt request extends nothing the server has seen.
                     basis = None;
+                    fingerprint = Fingerprint::of(&request);
                     measurement = meter.count_request(&request, None);
                     self.emit(
                         &msg.task_id,
@@ -423,7 +429,7 @@ impl State {
             LastRequest {
                 server,
                 model,
-                fingerprint: Fingerprint::of(&request),
+                fingerprint,
                 raw: measurement.raw,
                 raw_fixed: measurement.raw_fixed,
                 source: meter.source(),
@@ -626,6 +632,7 @@ impl Handler<Observe> for Fitter {
         let Some(mut last) = lock(&state.pending).remove(&key) else { return Ok(None) };
         let (server, model) = (last.server.clone(), last.model.clone());
         let mut corrected = None;
+        let raw = Raw { total: last.raw.tokens, fixed: last.raw_fixed };
         if let Some(usage) = msg.usage {
             if let Some(window) = state.known_window(&server, &model)? {
                 let before_key = format!("window_before_clamp/{server}/{model}");
@@ -635,7 +642,6 @@ impl Handler<Observe> for Fitter {
                 // calibration's best prediction (margin excluded), else the raw count, with the
                 // tolerance its kind of count needs.
                 let calibration = state.calibration(&server, &model);
-                let raw = Raw { total: last.raw.tokens, fixed: last.raw_fixed };
                 let expected = match calibration.best(raw, last.basis) {
                     Some(best) if calibration.confirmed() => {
                         Expected::calibrated(Count::measured(best.ceil() as u64))
@@ -665,9 +671,8 @@ impl Handler<Observe> for Fitter {
             // A truncated prompt's report measures what the server kept, not what was sent.
             if !clamped && usage.prompt_tokens > 0 {
                 let actual = Tokens(usage.prompt_tokens);
-                let observed = state.update_calibration(&server, &model, |c| {
-                    c.observe(Raw { total: last.raw.tokens, fixed: last.raw_fixed }, last.basis, actual)
-                });
+                let observed =
+                    state.update_calibration(&server, &model, |c| c.observe(raw, last.basis, actual));
                 if let Observed::Learned { error: Some(error) } = observed {
                     tracing::debug!(
                         server = %server, model = %model, counted = %last.counted, reported = %actual,

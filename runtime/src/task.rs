@@ -358,20 +358,7 @@ pub fn close_unfinished_calls(
         open.retain(|(_, tool, _)| tool != "delegate");
     }
     for (role, tool, call_id) in &open {
-        bus.emit(
-            task_id,
-            role,
-            EventKind::ToolFinished {
-                tool: tool.clone(),
-                call_id: call_id.clone(),
-                ok: false,
-                evidence_id: None,
-                result_tokens: None,
-                whole_limit: None,
-                measured_by: None,
-                interrupted: true,
-            },
-        )?;
+        bus.emit(task_id, role, EventKind::tool_ended(tool, call_id, false, true))?;
     }
     Ok(open.len())
 }
