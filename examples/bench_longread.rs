@@ -336,13 +336,9 @@ enum Kind {
 /// A summary request: folding a batch (the summariser's own system prompt), or in place (the role's
 /// own request with tools forbidden).
 fn kind_of(body: &Value) -> Kind {
-    let summariser_prompt = body["messages"][0]["content"]
-        .as_str()
-        .is_some_and(|s| s.starts_with("You compact the working history"));
-    if body["tool_choice"] == "none" || summariser_prompt {
+    if is_summary_request(body) {
         Kind::Summary
-    } else if body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "delegate"))
-    {
+    } else if is_lead_request(body) {
         Kind::Lead
     } else {
         Kind::Coder
@@ -657,11 +653,7 @@ fn run_scenario(bin: &Path, rt: &tokio::runtime::Runtime, s: &Scenario) -> Resul
 
 fn run() -> Result<bool> {
     let bin = agentd_binary()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+    let rt = common::runtime()?;
     println!(
         "agentd long-read run — {} against a scripted server (model {MODEL}: tiktoken does not know it)",
         bin.display()

@@ -224,11 +224,7 @@ fn measure(label: &str, runs: &[TaskRun], arrivals: &Arrivals, turns: usize) -> 
 
 fn run() -> Result<()> {
     let bin = agentd_binary()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+    let rt = common::runtime()?;
     let arrivals: Arrivals = Arc::default();
     let server = rt.block_on(
         ScriptedServer::builder()

@@ -122,11 +122,7 @@ fn story() -> (Vec<Step>, HashMap<String, String>) {
 
 fn run() -> Result<bool> {
     let bin = agentd_binary()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+    let rt = common::runtime()?;
     let (steps, call_args) = story();
     // Model turns the story has (the 429 is a fault, not a turn): the progress denominator.
     let total = steps.iter().filter(|s| matches!(s, Step::Respond(_))).count();

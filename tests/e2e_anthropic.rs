@@ -36,21 +36,6 @@ fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
 }
 
-fn tool_names(body: &Value) -> Vec<&str> {
-    body["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect()
-}
-
-fn is_summariser(body: &Value) -> bool {
-    body["tool_choice"]["type"] == "none"
-        || body["system"][0]["text"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("You compact the working history"))
-}
-
-fn is_lead(body: &Value) -> bool {
-    tool_names(body).contains(&"delegate")
-}
-
 /// Every block of every assistant turn of a request, in order.
 fn assistant_blocks(body: &Value) -> Vec<Value> {
     body["messages"]
@@ -100,7 +85,7 @@ async fn a_thinking_team_sends_signed_thinking_back_byte_identical_with_cache_br
     let server = ScriptedServer::builder()
         .model(MODEL)
         .responder(move |body: &Value| {
-            if is_lead(body) {
+            if is_lead_request(body) {
                 return match lead.fetch_add(1, Ordering::SeqCst) {
                     0 => sse(vec![
                         thinking(LEAD_THOUGHT, LEAD_SIG),
@@ -144,8 +129,8 @@ async fn a_thinking_team_sends_signed_thinking_back_byte_identical_with_cache_br
 
     let chats = server.chat_requests();
     assert_eq!(chats.len(), 5);
-    let leads: Vec<&Value> = chats.iter().filter(|b| is_lead(b)).collect();
-    let coders: Vec<&Value> = chats.iter().filter(|b| !is_lead(b) && !is_summariser(b)).collect();
+    let leads: Vec<&Value> = chats.iter().filter(|b| is_lead_request(b)).collect();
+    let coders: Vec<&Value> = chats.iter().filter(|b| is_coder_request(b)).collect();
     assert_eq!((leads.len(), coders.len()), (2, 3));
 
     // The lead thinks with its budget (max_tokens above it); the coder has none configured.
@@ -276,7 +261,7 @@ async fn prompt_is_too_long_teaches_the_window_and_the_request_is_compacted_and_
         .model(MODEL)
         .window(16_384)
         .responder(move |body: &Value| {
-            if is_summariser(body) {
+            if is_summary_request(body) {
                 return sse(vec![text("Summary: the lead read the data files one by one; all looked fine.")]);
             }
             let n = lead_reads.fetch_add(1, Ordering::SeqCst);
@@ -313,11 +298,12 @@ async fn prompt_is_too_long_teaches_the_window_and_the_request_is_compacted_and_
     let chats = server.chat_requests();
     let counted = server.counted();
     assert!(counted.iter().filter(|&&t| t > 16_384).count() == 1, "{counted:?}");
-    let resent_body = chats.iter().skip_while(|b| !is_summariser(b)).find(|b| !is_summariser(b)).unwrap();
+    let resent_body =
+        chats.iter().skip_while(|b| !is_summary_request(b)).find(|b| !is_summary_request(b)).unwrap();
     assert!(resent_body["messages"].to_string().contains("[checkpoint]"), "{resent_body}");
     assert_cache_breakpoints(resent_body);
     assert_eq!(resent_body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
     // The summariser thinks with no budget and carries no tools.
-    let summariser = chats.iter().find(|b| is_summariser(b)).unwrap();
+    let summariser = chats.iter().find(|b| is_summary_request(b)).unwrap();
     assert!(summariser.get("thinking").is_none() && summariser.get("tools").is_none(), "{summariser}");
 }

@@ -21,18 +21,14 @@ fn steps() -> usize {
     std::env::var("CRASH_LOOP_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(40)
 }
 
-fn is_lead(body: &Value) -> bool {
-    body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "delegate"))
-}
-
 /// The script as a function of the request, so that a resumed conversation continues where it is.
 fn responder(body: &Value, steps: usize) -> Step {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let results = messages.iter().filter(|m| m["role"] == "tool").count();
-    if body["tool_choice"] == "none" || body["messages"][0]["content"].to_string().contains("You compact") {
+    if is_summary_request(body) {
         return sse(vec![text("Summary: the coder is working through its steps.")]);
     }
-    if is_lead(body) {
+    if is_lead_request(body) {
         return if results > 0 {
             sse(vec![finish("the coder is done")])
         } else {
@@ -73,17 +69,6 @@ fn record(socket: &Path, task: &str, into: Arc<Mutex<Vec<Value>>>) -> std::threa
     })
 }
 
-fn all_events(d: &TestDaemon, task: &str) -> Vec<Value> {
-    let log = d.client().call("log.get", json!({"task_id": task})).unwrap();
-    log["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["type"] == "event")
-        .map(|r| r["event"].clone())
-        .collect()
-}
-
 /// A small deterministic generator (splitmix64): the kill moments, reproducible from the seed.
 struct Rng(u64);
 
@@ -121,7 +106,7 @@ async fn repeated_kill_9_loses_nothing_and_every_call_ends() {
         }
         d.serve();
         // Nothing a subscriber was sent is lost or changed, and the seqs are contiguous.
-        let events = all_events(&d, &task);
+        let events = d.logged_events(&task);
         let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
         assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "round {round}: seqs not contiguous");
         for (seq, e) in &acknowledged {
@@ -141,7 +126,7 @@ async fn repeated_kill_9_loses_nothing_and_every_call_ends() {
         d.client().call("task.resume", json!({"task_id": task})).unwrap();
     }
     let events =
-        if done { all_events(&d, &task) } else { d.events_until_end(&task, Duration::from_secs(120)) };
+        if done { d.logged_events(&task) } else { d.events_until_end(&task, Duration::from_secs(120)) };
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "task_finished", "{last}\n{}", d.serve_log());
     // Every call has exactly one end; the ones a crash cut short say so.

@@ -6,42 +6,13 @@
 //! Needs root to mount a small tmpfs for the daemon's home; elsewhere it prints `SKIPPED: …`.
 
 use agentd_test_support::daemon::{team_config, TestDaemon};
+use agentd_test_support::tmpfs::Tmpfs;
 use agentd_test_support::*;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentd");
-
-/// A tmpfs mounted on a fresh directory, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Result<Tmpfs, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "mount -t tmpfs failed (mounting needs root): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(Tmpfs { dir })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-    }
-}
 
 fn status(d: &TestDaemon, task: &str) -> Value {
     d.client().call("task.status", json!({"task_id": task})).expect("task.status")
@@ -96,7 +67,7 @@ async fn a_full_disk_fails_the_task_loudly_and_the_store_heals_without_a_restart
     // B waits on a model that does not answer at all (no response head, so B writes nothing).
     let server = ScriptedServer::start(vec![delayed(Duration::from_secs(600), hang())]).await;
     let ws = tempfile::tempdir().unwrap();
-    let home = tempfile::Builder::new().prefix("agentd-home").tempdir_in(fs.dir.path()).unwrap();
+    let home = tempfile::Builder::new().prefix("agentd-home").tempdir_in(fs.path()).unwrap();
     std::fs::write(home.path().join("agentd.toml"), team_config(&server.base_url(), "gpt-4o", "")).unwrap();
     let mut d = TestDaemon::in_home(Path::new(BIN), home);
     d.serve();
@@ -112,7 +83,7 @@ async fn a_full_disk_fails_the_task_loudly_and_the_store_heals_without_a_restart
     sub.set_timeout(Some(Duration::from_secs(30)));
     sub.call("task.subscribe", json!({"task_id": a, "after_seq": 0})).unwrap();
 
-    let filler = fs.dir.path().join("filler");
+    let filler = fs.path().join("filler");
     let _ = std::fs::write(&filler, vec![0x5a_u8; 64 << 20]);
 
     // A ends failed; its subscriber gets the end (the terminal event, or an unrecorded end).

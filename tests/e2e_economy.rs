@@ -37,17 +37,6 @@ fn workspace(n: usize, tokens: u64) -> tempfile::TempDir {
     ws
 }
 
-fn is_summariser(body: &Value) -> bool {
-    body["tool_choice"] == "none"
-        || body["messages"][0]["content"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("You compact the working history"))
-}
-
-fn is_lead(body: &Value) -> bool {
-    body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "delegate"))
-}
-
 fn tool_results(body: &Value) -> usize {
     body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count())
 }
@@ -56,10 +45,10 @@ fn tool_results(body: &Value) -> usize {
 /// `src/fix.rs`, then reads the `reads` files one per step, then finishes; a summary is short.
 fn responder(reads: usize, write_first: bool) -> impl Fn(&Value) -> Step + Send + Sync + 'static {
     move |body: &Value| {
-        if is_summariser(body) {
+        if is_summary_request(body) {
             return sse(vec![text("Summary: the documents were read in order; nothing is failing.")]);
         }
-        if is_lead(body) {
+        if is_lead_request(body) {
             return if tool_results(body) > 0 {
                 sse(vec![finish("the coder read every document")])
             } else {
@@ -105,7 +94,7 @@ fn server_counts(server: &ScriptedServer, lead: bool) -> Vec<u64> {
         .chat_requests()
         .iter()
         .zip(counted)
-        .filter(|(b, _)| !is_summariser(b) && is_lead(b) == lead)
+        .filter(|(b, _)| !is_summary_request(b) && is_lead_request(b) == lead)
         .map(|(_, c)| c)
         .collect()
 }
@@ -216,12 +205,15 @@ async fn a_compaction_continues_the_request_the_server_took_and_carries_only_cha
                 .any(|b| b["tool_choice"] != "none" && b["messages"].as_array() == Some(&prefix.to_vec())),
             "an in-place summary is a sent request plus the instruction"
         );
-        assert_eq!(s["tools"], reqs.iter().find(|b| !is_lead(b) && !is_summariser(b)).unwrap()["tools"]);
+        assert_eq!(
+            s["tools"],
+            reqs.iter().find(|b| !is_lead_request(b) && !is_summary_request(b)).unwrap()["tools"]
+        );
     }
     // The rebuilt coder requests carry the file it changed, never a document it only read.
     let rebuilt: Vec<&Value> = reqs
         .iter()
-        .filter(|b| !is_summariser(b) && b["messages"].to_string().contains("[checkpoint]"))
+        .filter(|b| !is_summary_request(b) && b["messages"].to_string().contains("[checkpoint]"))
         .collect();
     assert!(!rebuilt.is_empty());
     let mut carried = 0;
@@ -249,20 +241,8 @@ async fn a_compaction_continues_the_request_the_server_took_and_carries_only_cha
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_usage_with_cache_reads_calibrates_the_count_the_same_way() {
     const KEY_ENV: &str = "AGENTD_TEST_ANTHROPIC_KEY";
-    let names = |body: &Value| -> Vec<String> {
-        body["tools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t["name"].as_str().map(String::from))
-            .collect()
-    };
     let responder = move |body: &Value| {
-        let summariser = body["tool_choice"]["type"] == "none"
-            || body["system"][0]["text"]
-                .as_str()
-                .is_some_and(|s| s.starts_with("You compact the working history"));
-        if summariser {
+        if is_summary_request(body) {
             return sse(vec![text("Summary: the documents were read in order.")]);
         }
         let blocks: Vec<&Value> = body["messages"]
@@ -271,7 +251,7 @@ async fn anthropic_usage_with_cache_reads_calibrates_the_count_the_same_way() {
             .iter()
             .flat_map(|m| m["content"].as_array().into_iter().flatten())
             .collect();
-        if names(body).iter().any(|n| n == "delegate") {
+        if is_lead_request(body) {
             return if blocks.iter().any(|b| b["type"] == "tool_result") {
                 sse(vec![finish("the coder read every document")])
             } else {
@@ -333,15 +313,7 @@ fn server_counts_anthropic(server: &ScriptedServer) -> Vec<u64> {
         .chat_requests()
         .iter()
         .zip(server.counted())
-        .filter(|(b, _)| {
-            let tools: Vec<&str> =
-                b["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
-            let summariser = b["tool_choice"]["type"] == "none"
-                || b["system"][0]["text"]
-                    .as_str()
-                    .is_some_and(|s| s.starts_with("You compact the working history"));
-            !summariser && !tools.contains(&"delegate")
-        })
+        .filter(|(b, _)| is_coder_request(b))
         .map(|(_, c)| c)
         .collect()
 }

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentd");
 const WINDOW: u64 = 32_768;
-const SUMMARISER_SYSTEM_START: &str = "You compact the working history";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -30,19 +29,6 @@ fn numbered_text(bytes: usize) -> String {
         text.push_str(&format!("line {n:06}: the quick brown fox jumps over the lazy dog {}\n", n % 97));
     }
     text
-}
-
-fn is_summariser(body: &Value) -> bool {
-    body["tool_choice"] == "none"
-        || body["messages"][0]["content"].as_str().is_some_and(|s| s.starts_with(SUMMARISER_SYSTEM_START))
-}
-
-fn is_lead(body: &Value) -> bool {
-    body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "delegate"))
-}
-
-fn is_coder(body: &Value) -> bool {
-    !is_lead(body) && !is_summariser(body)
 }
 
 fn tool_messages(body: &Value) -> Vec<&str> {
@@ -106,10 +92,10 @@ fn pager(
 ) -> impl Fn(&Value) -> Step + Send + Sync + 'static {
     let last_seen: Arc<Mutex<Option<PageView>>> = Arc::new(Mutex::new(None));
     move |body: &Value| {
-        if is_summariser(body) {
+        if is_summary_request(body) {
             return sse(vec![text("Summary: the coder is paging through one piece of evidence in order.")]);
         }
-        if is_lead(body) {
+        if is_lead_request(body) {
             let returned = !tool_messages(body).is_empty();
             return if returned {
                 sse(vec![finish("the coder read all of it")])
@@ -179,7 +165,7 @@ fn assert_tool_results_bounded(server: &ScriptedServer) {
 /// agree wherever a page appears more than once.
 fn pages_seen(server: &ScriptedServer, id: &str) -> BTreeMap<u64, PageView> {
     let mut pages: BTreeMap<u64, PageView> = BTreeMap::new();
-    for body in server.chat_requests().iter().filter(|b| is_coder(b)) {
+    for body in server.chat_requests().iter().filter(|b| is_coder_request(b)) {
         for content in tool_messages(body) {
             let Some(page) = parse_page(content) else { continue };
             assert_eq!(page.id, id, "only one piece of evidence is paged");
@@ -321,7 +307,7 @@ async fn a_300kb_command_output_is_evidence_and_pages_the_same_way() {
     let reqs = server.chat_requests();
     let after_run = reqs
         .iter()
-        .filter(|b| is_coder(b))
+        .filter(|b| is_coder_request(b))
         .find(|b| !tool_messages(b).is_empty())
         .expect("a coder request after the command");
     let results = tool_messages(after_run);

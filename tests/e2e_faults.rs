@@ -323,9 +323,7 @@ async fn a_refusal_that_states_no_limit_still_bounds_the_window() {
     let counter = agent_requests.clone();
     let server = ScriptedServer::builder()
         .responder(move |body: &Value| {
-            let summariser = body["tool_choice"] == "none"
-                || body["messages"][0]["content"].as_str().is_some_and(|s| s.starts_with("You compact"));
-            if summariser {
+            if is_summary_request(body) {
                 return sse(vec![text("Summary: the files were read one by one.")]);
             }
             match counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {

@@ -36,32 +36,19 @@ fn workspace() -> tempfile::TempDir {
     ws
 }
 
-/// A summary request: folding a batch (the summariser's own system prompt), or in place (the role's
-/// own request with tools forbidden, so the cached prefix is reused).
-fn is_summariser(body: &Value) -> bool {
-    body["tool_choice"] == "none"
-        || body["messages"][0]["content"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("You compact the working history"))
-}
-
-fn is_lead(body: &Value) -> bool {
-    body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "delegate"))
-}
-
 /// The team's script as a function of the request: the lead delegates once and finishes when the
 /// coder returns; the coder runs the failing check, reads `reads` files, then finishes; the
 /// summariser answers with a short summary.
 fn responder(reads: usize, coder_steps: Arc<AtomicUsize>) -> impl Fn(&Value) -> Step + Send + Sync + 'static {
     move |body: &Value| {
-        if is_summariser(body) {
+        if is_summary_request(body) {
             return sse_with_usage(
                 vec![text("Summary: data files were read one by one; nothing unusual found in them.")],
                 900,
                 20,
             );
         }
-        if is_lead(body) {
+        if is_lead_request(body) {
             let returned = body["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool");
             return if returned {
                 sse(vec![finish("the coder read every file")])
@@ -121,7 +108,7 @@ async fn a_long_tool_loop_never_sends_a_request_over_the_window() {
 
     // The objective and the failing check line are in every coder request after they appear.
     let reqs = server.chat_requests();
-    let coder: Vec<&Value> = reqs.iter().filter(|b| !is_lead(b) && !is_summariser(b)).collect();
+    let coder: Vec<&Value> = reqs.iter().filter(|b| is_coder_request(b)).collect();
     assert_eq!(coder.len(), 42);
     let mut failing_seen = false;
     for (i, body) in coder.iter().enumerate() {

@@ -25,15 +25,7 @@ fn messages(body: &Value) -> &Vec<Value> {
 }
 
 fn last_seq(d: &TestDaemon, task: &str) -> u64 {
-    let log = d.client().call("log.get", json!({"task_id": task})).unwrap();
-    log["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["type"] == "event")
-        .map(|r| r["event"]["seq"].as_u64().unwrap())
-        .max()
-        .unwrap_or(0)
+    d.logged_events(task).iter().filter_map(|e| e["seq"].as_u64()).max().unwrap_or(0)
 }
 
 /// Sends a follow-up and returns its events.

@@ -3,8 +3,8 @@
 
 use agentd_evidence::{Store, StoreError};
 use agentd_policies::{EventKind, Message, Record};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use agentd_test_support::tmpfs::Tmpfs;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const AT: &str = "2026-01-01T00:00:00.000Z";
@@ -91,40 +91,6 @@ fn an_injected_write_failure_marks_the_store_unhealthy_and_a_real_reopen_heals_i
     let (texts, events) = assert_contiguous(&store, "t");
     assert_eq!(texts, ["one", "two"]);
     assert_eq!(events, 3);
-}
-
-/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// `Err` names why it cannot be mounted here (not root, no permission).
-    fn mount(size: &str) -> Result<Tmpfs, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "mount -t tmpfs failed (mounting needs root): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-    }
 }
 
 /// Fills the file system holding `path` (a file as large as it will take).

@@ -77,6 +77,15 @@ pub fn agentd_binary() -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// The tokio runtime the examples run their scripted model server on (two workers).
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a tokio runtime: {e}"))
+}
+
 /// A config for a team whose lead and coder both use one OpenAI-compatible server.
 pub fn team_config(base_url: &str, model: &str, extra: &str) -> String {
     agentd_test_support::daemon::team_config(base_url, model, extra)

@@ -171,6 +171,18 @@ impl TestDaemon {
         r["task_id"].as_str().expect("a task id").to_string()
     }
 
+    /// Every event of a task as its log holds it (`log.get`), in order.
+    pub fn logged_events(&self, task_id: &str) -> Vec<Value> {
+        let log = self.client().call("log.get", json!({"task_id": task_id})).expect("log.get");
+        log["records"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["type"] == "event")
+            .map(|r| r["event"].clone())
+            .collect()
+    }
+
     /// Follows a task's events until its terminal event (or the timeout), returning all of them.
     pub fn events_until_end(&self, task_id: &str, timeout: Duration) -> Vec<Value> {
         self.events_after(task_id, 0, timeout)

@@ -69,8 +69,10 @@ mod count;
 pub mod daemon;
 mod http;
 mod openai;
+mod requests;
 mod script;
 mod server;
+pub mod tmpfs;
 pub mod workspace;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,6 +82,9 @@ use serde_json::{json, Value};
 
 pub use cache::MIN_CACHED_PREFIX;
 pub use count::{count_request, tokens as count_text_tokens};
+pub use requests::{
+    is_coder_request, is_lead_request, is_summary_request, offers_tool, SUMMARISER_SYSTEM_START,
+};
 pub use script::{Chunk, Fault, RecordedRequest, Reply, Responder, Step};
 pub use server::{ScriptedServer, ServerBuilder};
 
