@@ -1,5 +1,5 @@
 //! A blocking client of the socket protocol, for the CLI and for tests: one request line out, lines in
-//! until the answer with our id (notifications that arrive meanwhile are kept for `next_event`).
+//! until the answer with our id (notifications that arrive meanwhile are kept for `next_item`).
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -73,9 +73,8 @@ impl Client {
         }
     }
 
-    /// The next `task.event` notification's params (an event), blocking until one arrives.
-    /// The next item of a subscription: an event, or the end the daemon marks after the terminal
-    /// event that nothing follows (`task.end`).
+    /// The next item of a subscription, blocking until one arrives: an event, or the end the daemon
+    /// marks after the terminal event that nothing follows (`task.end`).
     pub fn next_item(&mut self) -> Result<StreamItem, ClientError> {
         loop {
             let msg = match self.pending.pop_front() {
@@ -90,18 +89,6 @@ impl Client {
                     return Ok(StreamItem::End(msg.get("params").cloned().unwrap_or(Value::Null)))
                 }
                 _ => {}
-            }
-        }
-    }
-
-    pub fn next_event(&mut self) -> Result<Value, ClientError> {
-        loop {
-            let msg = match self.pending.pop_front() {
-                Some(m) => m,
-                None => self.read_line()?,
-            };
-            if msg.get("method").and_then(Value::as_str) == Some("task.event") {
-                return Ok(msg.get("params").cloned().unwrap_or(Value::Null));
             }
         }
     }
@@ -129,12 +116,4 @@ fn rpc_error(msg: &Value) -> ClientError {
 /// memory, its storage failed).
 pub fn end_is_recorded(end: &Value) -> bool {
     end.get("recorded") != Some(&Value::Bool(false))
-}
-
-/// Whether an event (as JSON) ends a task's stream.
-pub fn is_terminal_event(event: &Value) -> bool {
-    matches!(
-        event.get("kind").and_then(Value::as_str),
-        Some("task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
-    )
 }

@@ -224,6 +224,19 @@ async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<Str
 /// repeat, until the terminal event that ends the task (or the connection closes). A task that ends
 /// without a recordable event (a full disk) ends the stream too: the supervisor's in-memory end
 /// (`Shared::ends`) is sent as a `task.end` with `recorded: false`.
+/// Sends one event of a subscription, and the `task.end` after it when it `ends` the stream. Whether
+/// the stream goes on.
+async fn send_event(out: &mpsc::Sender<String>, e: &Event, ends: bool) -> bool {
+    if out.send(event_notification(e).to_string()).await.is_err() {
+        return false;
+    }
+    if ends {
+        let _ = out.send(end_notification(e).to_string()).await;
+        return false;
+    }
+    true
+}
+
 async fn follow(
     methods: &Methods,
     task_id: &str,
@@ -262,11 +275,7 @@ async fn follow(
             match $events {
                 Ok(events) => {
                     for (e, ends) in events {
-                        if out.send(event_notification(&e).to_string()).await.is_err() {
-                            return;
-                        }
-                        if ends {
-                            let _ = out.send(end_notification(&e).to_string()).await;
+                        if !send_event(out, &e, ends).await {
                             return;
                         }
                     }
@@ -303,12 +312,7 @@ async fn follow(
                     continue;
                 }
                 last = e.seq;
-                let ends = e.kind.is_terminal();
-                if out.send(event_notification(&e).to_string()).await.is_err() {
-                    return;
-                }
-                if ends {
-                    let _ = out.send(end_notification(&e).to_string()).await;
+                if !send_event(out, &e, e.kind.is_terminal()).await {
                     return;
                 }
             }
