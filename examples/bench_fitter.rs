@@ -22,7 +22,7 @@ mod common;
 
 use agentd_policies::compaction::{plan, PlanInput, WorkingFile};
 use agentd_policies::{Message, Part, Role, Thresholds, Tokens};
-use agentd_runtime::counter::TokenCounter;
+use agentd_runtime::counter::{Fingerprint, TokenCounter};
 use agentd_runtime::provider::{ChatRequest, ToolSpec};
 use common::{group, mb, median, ms, percentile, ratio, us};
 use std::fmt::Write as _;
@@ -133,6 +133,27 @@ fn main() {
         .collect();
     let hits_median = median(&mut hits);
     let hits_p99 = percentile(&mut hits, 99.0);
+    // What the fitter needs of every request: its count and its fingerprint (to find the request it
+    // extends). Hashed twice (a count, then a separate fingerprint) or once (both from one pass).
+    let timed = |f: &dyn Fn()| -> Duration {
+        let mut runs: Vec<Duration> = (0..REFIT_ITERATIONS)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect();
+        median(&mut runs)
+    };
+    let twice = timed(&|| {
+        let n = warm.count_request(&req);
+        let f = Fingerprint::of(&req);
+        assert_eq!((n.total, f.messages.len()), (last.total, req.messages.len()));
+    });
+    let once = timed(&|| {
+        let (n, f) = warm.count_and_fingerprint(&req);
+        assert_eq!((n.total, f.messages.len()), (last.total, req.messages.len()));
+    });
 
     println!("(a) Re-fit after appending one message vs cold full recount");
     println!("    history generated in {}", ms(build_time));
@@ -191,6 +212,14 @@ fn main() {
                 us(hits_p99),
                 req.messages.len()
             ),
+        ),
+        (
+            "  count + fingerprint, two passes",
+            format!("median {}  (count_request, then Fingerprint::of)", us(twice)),
+        ),
+        (
+            "  count + fingerprint, one pass",
+            format!("median {}  (count_and_fingerprint: what the fitter runs per request)", us(once)),
         ),
         (
             "ratio re-fit / cold (median)",

@@ -135,16 +135,6 @@ pub struct Measured {
     pub calibrated_by: u64,
 }
 
-impl fmt::Display for Measured {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.calibrated_by {
-            0 => write!(f, "{}", self.source.as_str()),
-            1 => write!(f, "{}, calibrated by 1 usage report", self.source.as_str()),
-            n => write!(f, "{}, calibrated by {n} usage reports", self.source.as_str()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -221,8 +221,19 @@ impl TokenCounter {
     /// The whole request: the system prompt as a message, every message, the tool definitions and
     /// the reply priming. Only messages and tools not seen before are tokenised.
     pub fn count_request(&self, req: &ChatRequest) -> RequestCount {
-        let mode = self.tokenizer();
+        self.count_keyed(req, &RequestKeys::of(req))
+    }
+
+    /// [`count_request`](Self::count_request) and the request's [`Fingerprint`], from one pass of
+    /// hashing over its messages (the fitter needs both for every request).
+    pub fn count_and_fingerprint(&self, req: &ChatRequest) -> (RequestCount, Fingerprint) {
         let keys = RequestKeys::of(req);
+        let count = self.count_keyed(req, &keys);
+        (count, Fingerprint::from_keys(keys, req.tool_choice_none))
+    }
+
+    fn count_keyed(&self, req: &ChatRequest, keys: &RequestKeys) -> RequestCount {
+        let mode = self.tokenizer();
 
         // One pass under the lock for the hits; the misses are measured outside it.
         let (system, mut tools, mut messages) = {
@@ -506,12 +517,15 @@ pub struct Fingerprint {
 
 impl Fingerprint {
     pub fn of(req: &ChatRequest) -> Fingerprint {
-        let keys = RequestKeys::of(req);
+        Fingerprint::from_keys(RequestKeys::of(req), req.tool_choice_none)
+    }
+
+    fn from_keys(keys: RequestKeys, tool_choice_none: bool) -> Fingerprint {
         let mut head = keys.system.unwrap_or(0) ^ 0x9e37_79b9_7f4a_7c15;
         for k in &keys.tools {
             head = head.rotate_left(5) ^ k;
         }
-        head ^= u64::from(req.tool_choice_none);
+        head ^= u64::from(tool_choice_none);
         Fingerprint { head, messages: keys.messages }
     }
 
@@ -849,6 +863,25 @@ mod tests {
         let b = c.count_request(&bare);
         assert_eq!((b.system, b.tools), (Count::default(), Count::default()));
         assert_eq!(b.total.tokens, n.messages.tokens + Tokens(3));
+    }
+
+    #[test]
+    fn one_pass_gives_the_count_and_the_fingerprint() {
+        let c = TokenCounter::new("gpt-4o");
+        let req = request((0..20).map(|i| Message::user(format!("message {i}"))).collect());
+        let (count, fingerprint) = c.count_and_fingerprint(&req);
+        assert_eq!(count, c.count_request(&req));
+        assert_eq!(fingerprint, Fingerprint::of(&req));
+        let mut longer = req.clone();
+        longer.messages.push(Message::assistant_text("more"));
+        assert!(Fingerprint::of(&longer).extends(&fingerprint));
+        assert!(!fingerprint.extends(&Fingerprint::of(&longer)));
+        let mut other_tools = longer.clone();
+        other_tools.tool_choice_none = true;
+        assert!(
+            !Fingerprint::of(&other_tools).extends(&fingerprint),
+            "the head covers tools and tool_choice"
+        );
     }
 
     #[test]

@@ -309,15 +309,15 @@ impl State {
         }
         let meter = self.meter(&server, &model);
         let key = (msg.task_id.clone(), msg.role.clone());
+        let (raw, mut fingerprint) = meter.count_raw(&request);
         // The last request of this role the server answered, if this one extends it.
-        let mut fingerprint = Fingerprint::of(&request);
         let extended = lock(&self.answered)
             .get(&key)
             .filter(|l| l.server == server && l.model == model && fingerprint.extends(&l.fingerprint))
             .cloned();
         let mut basis =
             extended.as_ref().and_then(|l| l.reported.map(|actual| Basis { raw: l.raw.tokens, actual }));
-        let mut measurement = meter.count_request(&request, basis);
+        let mut measurement = meter.calibrate(raw, basis);
         tracing::debug!(
             task = %msg.task_id, role = %msg.role, raw = %measurement.raw.tokens, raw_fixed = %measurement.raw_fixed,
             ?basis, counted = %measurement.count.total.tokens, "measured"
@@ -387,8 +387,9 @@ impl State {
                     prepare(&counter, &msg.client, &request.model, &request).await;
                     // A rebuilt request extends nothing the server has seen.
                     basis = None;
-                    fingerprint = Fingerprint::of(&request);
-                    measurement = meter.count_request(&request, None);
+                    let (raw, rebuilt) = meter.count_raw(&request);
+                    fingerprint = rebuilt;
+                    measurement = meter.calibrate(raw, None);
                     self.emit(
                         &msg.task_id,
                         &msg.role,

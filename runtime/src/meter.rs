@@ -8,7 +8,7 @@
 //! calibration as it stood): the fitter hands one out ([`crate::fitter::MeterOf`]) and keeps the
 //! calibration itself up to date.
 
-use crate::counter::{prepare_text, CountSource, RequestCount, TokenCounter};
+use crate::counter::{prepare_text, CountSource, Fingerprint, RequestCount, TokenCounter};
 use crate::provider::{ChatRequest, Client};
 use agentd_policies::calibration::{Basis, Calibration, Standing};
 use agentd_policies::{Count, Measured, Message, Tokens};
@@ -35,11 +35,6 @@ pub struct Measurement {
 impl Meter {
     pub fn new(counter: Arc<TokenCounter>, calibration: Calibration) -> Meter {
         Meter { counter, calibration }
-    }
-
-    /// The counter under the calibration.
-    pub fn counter(&self) -> &TokenCounter {
-        &self.counter
     }
 
     pub fn calibration(&self) -> &Calibration {
@@ -88,7 +83,17 @@ impl Meter {
 
     /// A whole request; `basis` is the server's report of the last request this one extends.
     pub fn count_request(&self, request: &ChatRequest, basis: Option<Basis>) -> Measurement {
-        let raw = self.counter.count_request(request);
+        self.calibrate(self.counter.count_request(request), basis)
+    }
+
+    /// A request's raw count and its fingerprint, in one pass over its messages: what the fitter
+    /// needs to find the request's basis before calibrating ([`calibrate`](Self::calibrate)).
+    pub fn count_raw(&self, request: &ChatRequest) -> (RequestCount, Fingerprint) {
+        self.counter.count_and_fingerprint(request)
+    }
+
+    /// A raw count calibrated; `basis` is the server's report of the last request this one extends.
+    pub fn calibrate(&self, raw: RequestCount, basis: Option<Basis>) -> Measurement {
         let total = self.calibration.predict(raw.total, fixed_part(&raw), basis);
         Measurement { count: scaled(raw, total), raw: raw.total, raw_fixed: fixed_part(&raw) }
     }
