@@ -21,7 +21,7 @@
 mod common;
 
 use agentd_policies::compaction::{plan, PlanInput, WorkingFile};
-use agentd_policies::{Message, Part, Role, Thresholds, Tokens};
+use agentd_policies::{Message, Part, Speaker, Thresholds, Tokens};
 use agentd_runtime::counter::{Fingerprint, TokenCounter};
 use agentd_runtime::provider::{ChatRequest, ToolSpec};
 use common::{group, mb, median, ms, percentile, ratio, us};
@@ -50,17 +50,16 @@ fn main() {
 
     let mut g = Gen::new(0x5eed_a9e7_d000_0001);
     let system = agentd_agents::system_prompt(
-        &agentd_agents::RoleKind::Coder,
+        &agentd_agents::Role::Coder,
         None,
         std::path::Path::new("/home/dev/projects/inventory-service"),
         &[],
     );
-    let tools: Vec<ToolSpec> =
-        agentd_agents::schemas(&agentd_agents::CODER_TOOLS.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .expect("coder tool schemas")
-            .into_iter()
-            .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
-            .collect();
+    let tools: Vec<ToolSpec> = agentd_agents::schemas(agentd_agents::CODER_TOOLS)
+        .expect("coder tool schemas")
+        .into_iter()
+        .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
+        .collect();
 
     // ------------------------------------------------------------------------------------------
     // (a) re-fit vs cold recount
@@ -455,7 +454,7 @@ fn build_history(g: &mut Gen, target: u64) -> (Vec<Message>, String) {
             parts.push(Part::ToolCall { id: id.clone(), name: name.into(), arguments });
             results.push(Message::tool_result(id, content, is_error));
         }
-        round.push(Message::new(Role::Assistant, parts));
+        round.push(Message::new(Speaker::Assistant, parts));
         round.extend(results);
         for m in round {
             tokens += sizer.count_message(&m).tokens.0;
@@ -500,12 +499,12 @@ struct HistoryStats {
 
 impl HistoryStats {
     fn of(history: &[Message]) -> HistoryStats {
-        let by = |r: Role| history.iter().filter(|m| m.role == r).count();
+        let by = |r: Speaker| history.iter().filter(|m| m.role == r).count();
         HistoryStats {
             messages: history.len(),
-            user: by(Role::User),
-            assistant: by(Role::Assistant),
-            tool: by(Role::Tool),
+            user: by(Speaker::User),
+            assistant: by(Speaker::Assistant),
+            tool: by(Speaker::Tool),
             tool_calls: history.iter().map(|m| m.tool_calls().count()).sum(),
             thinking: history.iter().filter(|m| m.has_thinking()).count(),
             bytes: history.iter().map(message_bytes).sum(),

@@ -15,7 +15,7 @@
 //! `cargo run --release --example bench_thinking`
 
 use agentd_policies::thinking::clear_outdated;
-use agentd_policies::{Message, Part, Role};
+use agentd_policies::{Message, Part, Speaker};
 use agentd_runtime::counter::TokenCounter;
 
 const DAYS: usize = 5;
@@ -92,7 +92,7 @@ fn run(strategy: Strategy, counter: &TokenCounter) -> Tally {
             previous = request;
             let id = format!("call_{day}_{step}");
             history.push(Message::new(
-                Role::Assistant,
+                Speaker::Assistant,
                 vec![
                     Part::Thinking {
                         text: thinking(day, step),

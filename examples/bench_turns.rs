@@ -152,7 +152,7 @@ fn run_tasks(
                                     .ok_or_else(|| format!("bad `at` in {e}"))?,
                             );
                         }
-                        if is_terminal(kind) {
+                        if is_terminal(e) {
                             if kind != "task_finished" {
                                 return Err(format!("task {id} ended with {kind}: {e}"));
                             }

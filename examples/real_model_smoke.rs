@@ -310,7 +310,8 @@ fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
 
 /// The schemas of these tools, as the daemon sends them.
 fn tool_specs(names: &[&str]) -> Vec<agentd_runtime::provider::ToolSpec> {
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let names: Vec<agentd_protocol::ToolName> =
+        names.iter().map(|n| agentd_protocol::ToolName::parse(n)).collect();
     agentd_agents::schema::schemas(&names)
         .unwrap_or_default()
         .into_iter()
@@ -372,10 +373,12 @@ fn wait_end(daemon: &Daemon, task: &str, after: u64) -> Result<Vec<Value>> {
     loop {
         let n = c.next_notification().map_err(|e| format!("waiting for {task}: {e}"))?;
         let e = n["params"].clone();
-        let kind = e["kind"].as_str().unwrap_or("").to_string();
-        println!("     {}", agentd_runtime::render::event_line(&e));
+        let event: agentd_protocol::Event =
+            serde_json::from_value(e.clone()).map_err(|err| format!("an unreadable event {e}: {err}"))?;
+        println!("     {}", agentd_runtime::render::event_line(&event));
+        let end = common::is_terminal(&e);
         events.push(e);
-        if common::is_terminal(&kind) {
+        if end {
             return Ok(events);
         }
     }

@@ -171,16 +171,20 @@ fn run() -> Result<bool> {
     const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
     let mut frame = 0;
     let mut last_kind = String::new();
-    while !is_terminal(&last_kind) {
+    let mut ended = false;
+    while !ended {
         let n = client.next_notification().map_err(|e| {
             format!("no event for 30s ({e}); the daemon's log:\n{}", tail(&daemon.serve_log(), 20))
         })?;
         let e = &n["params"];
         last_kind = e["kind"].as_str().unwrap_or("").to_string();
+        ended = is_terminal(e);
+        let event: agentd_protocol::Event = serde_json::from_value(e.clone())
+            .map_err(|err| format!("an event the demo cannot read: {err}: {e}"))?;
         if last_kind == "request_sent" {
             requests += 1;
         }
-        let mut line = event_line(e);
+        let mut line = event_line(&event);
         if last_kind == "tool_called" {
             if let Some(a) = call_args.get(e["call_id"].as_str().unwrap_or("")).filter(|a| !a.is_empty()) {
                 line.push_str(&format!(" {a}"));
@@ -188,7 +192,7 @@ fn run() -> Result<bool> {
         }
         let spin = match last_kind.as_str() {
             "task_finished" => '✓',
-            k if is_terminal(k) => '✗',
+            _ if ended => '✗',
             _ => SPINNER[frame % SPINNER.len()],
         };
         frame += 1;

@@ -1,12 +1,19 @@
 //! The `agentd` binary: command-line parsing and wiring only. The daemon lives in `agentd-runtime`;
 //! every other command is a client of its socket.
 
+use agentd_protocol::gauge::Gauge;
+use agentd_protocol::rpc::{
+    ContextParams, ContextResult, DaemonStatus, EndKind, EvidenceListParams, EvidenceReadParams, EvidenceRef,
+    LogEntry, LogParams, LogResult, MessageParams, NoParams, ProbeResult, RoleParams, SettingKey,
+    SettingParams, SettingResult, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
+    TaskStatus, TaskSummary, VerifyResult,
+};
+use agentd_protocol::{ErrorCode, EventKind, EvidenceMeta, Page, Part, Record, Request, Role, Unit};
 use agentd_runtime::client::{Client, ClientError, StreamItem};
 use agentd_runtime::config::{Config, DEFAULT_CONFIG};
 use agentd_runtime::daemon::{serve, DaemonError, Home};
-use agentd_runtime::render::event_line;
+use agentd_runtime::render::{estimate_mark, event_line};
 use clap::{Parser, Subcommand};
-use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -149,9 +156,17 @@ struct Failure {
 
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Failure {
-        let code = match &e {
-            ClientError::Connect { .. } => 3,
-            ClientError::Rpc { code, .. } if (-32602..=-32600).contains(code) || *code == -32004 => 2,
+        let code = match (&e, e.error_code()) {
+            (ClientError::Connect { .. }, _) => 3,
+            (
+                _,
+                Some(
+                    ErrorCode::InvalidRequest
+                    | ErrorCode::MethodNotFound
+                    | ErrorCode::InvalidParams
+                    | ErrorCode::BadWorkspace,
+                ),
+            ) => 2,
             _ => 1,
         };
         Failure { code, message: e.to_string() }
@@ -173,6 +188,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// Pretty JSON of a typed answer, for `--json`.
+fn pretty<T: agentd_protocol::Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
 fn run(cli: Cli) -> Result<u8, Failure> {
     let home = Home::new(cli.home.clone());
     match cli.command {
@@ -186,12 +206,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             let workspace = std::fs::canonicalize(&workspace)
                 .map_err(|e| fail(2, format!("workspace {}: {e}", workspace.display())))?;
             let mut client = connect(&home)?;
-            let mut params = json!({"objective": objective, "workspace": workspace});
-            if let Some(t) = team {
-                params["team"] = json!(t);
-            }
-            let result = client.call("task.submit", params)?;
-            let task_id = result["task_id"].as_str().unwrap_or_default().to_string();
+            let submit = SubmitParams { objective, workspace: workspace.display().to_string(), team };
+            let Submitted { task_id } = client.request(&Request::TaskSubmit(submit))?;
             if !wait {
                 println!("{task_id}");
                 return Ok(0);
@@ -202,26 +218,27 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             follow(&mut client, &task_id, json)
         }
         Command::Tasks { json } => {
-            let tasks = connect(&home)?.call("task.list", json!({}))?;
+            let tasks: Vec<TaskSummary> = connect(&home)?.request(&Request::TaskList(NoParams {}))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&tasks).unwrap_or_default());
+                println!("{}", pretty(&tasks));
             } else {
-                for t in tasks.as_array().into_iter().flatten() {
+                for t in &tasks {
                     println!(
                         "{}  {:<13} {}  {}",
-                        str_of(t, "task_id"),
-                        str_of(t, "state"),
-                        str_of(t, "created_at"),
-                        agentd_runtime::render::one_line(str_of(t, "objective"), 60)
+                        t.task_id,
+                        t.state.as_str(),
+                        t.created_at,
+                        agentd_runtime::render::one_line(&t.objective, 60)
                     );
                 }
             }
             Ok(0)
         }
         Command::Status { task, json } => {
-            let status = connect(&home)?.call("task.status", json!({"task_id": task}))?;
+            let status: TaskStatus =
+                connect(&home)?.request(&Request::TaskStatus(TaskRef { task_id: task }))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&status).unwrap_or_default());
+                println!("{}", pretty(&status));
             } else {
                 print_status(&status);
             }
@@ -232,30 +249,35 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             follow(&mut client, &task, json)
         }
         Command::Cancel { task } => {
-            let r = connect(&home)?.call("task.cancel", json!({"task_id": task}))?;
-            println!("{}", str_of(&r, "state"));
+            let r: StateResult = connect(&home)?.request(&Request::TaskCancel(TaskRef { task_id: task }))?;
+            println!("{}", r.state);
             Ok(0)
         }
         Command::Resume { task } => {
-            let r = connect(&home)?.call("task.resume", json!({"task_id": task}))?;
-            println!("{}", str_of(&r, "state"));
+            let r: StateResult = connect(&home)?.request(&Request::TaskResume(TaskRef { task_id: task }))?;
+            println!("{}", r.state);
             Ok(0)
         }
         Command::Message { task, text, wait, json } => {
             let mut client = connect(&home)?;
-            let r = client.call("task.message", json!({"task_id": task, "text": text}))?;
+            let r: StateResult =
+                client.request(&Request::TaskMessage(MessageParams { task_id: task.clone(), text }))?;
             if !wait {
-                println!("{}", str_of(&r, "state"));
+                println!("{}", r.state);
                 return Ok(0);
             }
             follow_from(&mut client, &task, json, true)
         }
         Command::Context { task, role, json } => {
-            let g = connect(&home)?.call("context.get", json!({"task_id": task, "role": role}))?;
+            let params = ContextParams { task_id: task, role: Some(Role::from(role)) };
+            let g: ContextResult = connect(&home)?.request(&Request::ContextGet(params))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&g).unwrap_or_default());
+                println!("{}", pretty(&g));
             } else {
-                print_gauge(&g);
+                match g {
+                    ContextResult::Measured(g) => print_gauge(&g),
+                    ContextResult::Unmeasured(u) => println!("{}: {}", u.role, u.note),
+                }
             }
             Ok(0)
         }
@@ -263,19 +285,20 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             let mut client = connect(&home)?;
             let mut after = 0u64;
             loop {
-                let mut params = json!({"task_id": task, "after_seq": after, "limit": 1000});
-                if let Some(r) = &role {
-                    params["role"] = json!(r);
-                }
-                let page = client.call("log.get", params)?;
-                let records = page["records"].as_array().cloned().unwrap_or_default();
-                if records.is_empty() {
+                let params = LogParams {
+                    task_id: task.clone(),
+                    role: role.clone().map(Role::from),
+                    after_seq: Some(after),
+                    limit: Some(1000),
+                };
+                let page: LogResult = client.request(&Request::LogGet(params))?;
+                if page.records.is_empty() {
                     break;
                 }
-                for r in &records {
-                    after = after.max(r["seq"].as_u64().unwrap_or(after));
+                for r in &page.records {
+                    after = after.max(r.seq);
                     if jsonl {
-                        println!("{r}");
+                        println!("{}", serde_json::to_string(r).unwrap_or_default());
                     } else {
                         print_record(r);
                     }
@@ -285,35 +308,39 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Evidence { command } => evidence(&home, command),
         Command::Models { command: ModelsCommand::Probe { role } } => {
-            let r = connect(&home)?.call("models.probe", json!({"role": role}))?;
+            let params = RoleParams { role: Role::from(role) };
+            let r: ProbeResult = connect(&home)?.request(&Request::ModelsProbe(params))?;
             println!(
                 "{}: {} at {}: window {} tokens ({})",
-                role,
-                str_of(&r, "model"),
-                str_of(&r, "server"),
-                r["window"],
-                str_of(&r, "window_source")
+                r.role,
+                r.model,
+                r.server,
+                r.window,
+                r.window_source.as_str()
             );
             Ok(0)
         }
         Command::Settings { role, key, value } => {
+            let key: SettingKey = serde_json::from_value(serde_json::Value::String(key.clone()))
+                .map_err(|_| fail(2, format!("unknown setting {key:?}; settable: compact_at")))?;
             let mut client = connect(&home)?;
-            let r = match value {
-                Some(v) => client.call("settings.set", json!({"role": role, "key": key, "value": v}))?,
-                None => client.call("settings.get", json!({"role": role, "key": key}))?,
+            let params =
+                SettingParams { role: Role::from(role), key, value: value.map(serde_json::Value::from) };
+            let r: SettingResult = match params.value {
+                Some(_) => client.request(&Request::SettingsSet(params))?,
+                None => client.request(&Request::SettingsGet(params))?,
             };
-            println!("{} {} = {}", role, key, r["value"]);
+            println!("{} {} = {}", r.role, r.key.as_str(), r.value);
             Ok(0)
         }
         Command::Daemon => {
-            let r = connect(&home)?.call("daemon.status", json!({}))?;
-            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-            let storage = &r["storage"];
-            if storage["ok"] == Value::Bool(false) {
+            let r: DaemonStatus = connect(&home)?.request(&Request::DaemonStatus(NoParams {}))?;
+            println!("{}", pretty(&r));
+            if !r.storage.ok {
                 eprintln!(
                     "storage is failing since {}: {}",
-                    str_of(storage, "since"),
-                    str_of(storage, "error")
+                    r.storage.since.as_deref().unwrap_or("?"),
+                    r.storage.error.as_deref().unwrap_or("")
                 );
             }
             Ok(0)
@@ -325,53 +352,45 @@ fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
     let mut client = connect(home)?;
     match command {
         EvidenceCommand::List { task, json } => {
-            let params = match task {
-                Some(t) => json!({"task_id": t}),
-                None => json!({}),
-            };
-            let list = client.call("evidence.list", params)?;
+            let list: Vec<EvidenceMeta> =
+                client.request(&Request::EvidenceList(EvidenceListParams { task_id: task }))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+                println!("{}", pretty(&list));
             } else {
-                for e in list.as_array().into_iter().flatten() {
-                    let source = &e["source"];
+                for e in &list {
                     println!(
                         "{}  {:>10} bytes  {:<8} {:<12} {}{}",
-                        str_of(e, "id"),
-                        e["bytes"],
-                        str_of(source, "role"),
-                        str_of(source, "tool"),
-                        agentd_runtime::render::one_line(str_of(source, "detail"), 50),
-                        if e["complete"] == json!(false) { "  (incomplete)" } else { "" }
+                        e.id,
+                        e.bytes,
+                        e.source.role.name(),
+                        e.source.tool.as_str(),
+                        agentd_runtime::render::one_line(e.source.detail.as_deref().unwrap_or(""), 50),
+                        if e.complete { "" } else { "  (incomplete)" }
                     );
                 }
             }
         }
         EvidenceCommand::Show { id } => {
-            let meta = client.call("evidence.get", json!({"id": id}))?;
-            println!("{}", serde_json::to_string_pretty(&meta).unwrap_or_default());
+            let meta: EvidenceMeta = client.request(&Request::EvidenceGet(EvidenceRef { id }))?;
+            println!("{}", pretty(&meta));
         }
         EvidenceCommand::Read { id, offset, limit, lines } => {
-            let mut params =
-                json!({"id": id, "offset": offset, "unit": if lines { "lines" } else { "bytes" }});
-            if let Some(l) = limit {
-                params["limit"] = json!(l);
-            }
-            let page = client.call("evidence.read", params)?;
-            print!("{}", str_of(&page, "data"));
+            let unit = if lines { Unit::Lines } else { Unit::Bytes };
+            let params = EvidenceReadParams { id, offset: Some(offset), limit, unit: Some(unit) };
+            let page: Page = client.request(&Request::EvidenceRead(params))?;
+            print!("{}", page.data);
             let _ = std::io::stdout().flush();
-            if let Some(next) = page["next_offset"].as_u64() {
+            if let Some(next) = page.next_offset {
                 eprintln!("\n(more: --offset {next})");
             }
         }
         EvidenceCommand::Verify => {
-            let r = client.call("evidence.verify", json!({}))?;
-            let problems = r["problems"].as_array().cloned().unwrap_or_default();
-            for p in &problems {
-                println!("{}", str_of(p, "problem"));
+            let r: VerifyResult = client.request(&Request::EvidenceVerify(NoParams {}))?;
+            for p in &r.problems {
+                println!("{}", p.problem);
             }
-            println!("{} checked, {} problems", r["checked"], problems.len());
-            if !problems.is_empty() {
+            println!("{} checked, {} problems", r.checked, r.problems.len());
+            if !r.problems.is_empty() {
                 return Ok(1);
             }
         }
@@ -421,10 +440,6 @@ fn connect(home: &Home) -> Result<Client, Failure> {
     Ok(Client::connect(&home.socket())?)
 }
 
-fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
 /// Streams a task's events until its terminal event; exit 0 only when it finished.
 fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure> {
     follow_from(client, task_id, json, false)
@@ -434,32 +449,38 @@ fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure>
 fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool) -> Result<u8, Failure> {
     let mut after = 0;
     if latest {
-        let log = client.call("log.get", json!({"task_id": task_id}))?;
-        for r in log["records"].as_array().into_iter().flatten() {
-            if r["type"] == "event" && r["event"]["kind"] == "task_message" {
-                after = r["event"]["seq"].as_u64().unwrap_or(0).saturating_sub(1);
+        let params = LogParams { task_id: task_id.to_string(), role: None, after_seq: None, limit: None };
+        let log: LogResult = client.request(&Request::LogGet(params))?;
+        for entry in &log.records {
+            if let Record::Event { event } = &entry.record {
+                if matches!(event.kind, EventKind::TaskMessage { .. }) {
+                    after = event.seq.saturating_sub(1);
+                }
             }
         }
     }
-    client.call("task.subscribe", json!({"task_id": task_id, "after_seq": after}))?;
+    let _: Subscribed = client.request(&Request::TaskSubscribe(SubscribeParams {
+        task_id: task_id.to_string(),
+        after_seq: Some(after),
+    }))?;
     loop {
         // An end in the history that was later resumed or followed up is not the end: the daemon
         // marks the real one (`task.end`) after the terminal event that nothing follows.
         let event = match client.next_item()? {
             StreamItem::Event(event) => event,
             // An end the daemon could not record (its storage failed) is never a success.
-            StreamItem::End(end) if !agentd_runtime::client::end_is_recorded(&end) => {
+            StreamItem::End(end) if !end.recorded => {
                 eprintln!(
                     "task {task_id} ended {} but its end is not recorded: {}",
-                    end.get("state").and_then(Value::as_str).unwrap_or("?"),
-                    str_of(&end, "error")
+                    end.state.map_or("?", |s| s.as_str()),
+                    end.error.as_deref().unwrap_or("")
                 );
                 return Ok(1);
             }
-            StreamItem::End(end) => return Ok(if str_of(&end, "kind") == "task_finished" { 0 } else { 1 }),
+            StreamItem::End(end) => return Ok(if end.kind == EndKind::TaskFinished { 0 } else { 1 }),
         };
         if json {
-            println!("{event}");
+            println!("{}", serde_json::to_string(&event).unwrap_or_default());
         } else {
             println!("{}", event_line(&event));
         }
@@ -467,114 +488,96 @@ fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool) -> 
     }
 }
 
-fn print_status(s: &Value) {
-    println!("task       {}", str_of(s, "task_id"));
-    println!("state      {}", str_of(s, "state"));
-    println!("objective  {}", str_of(s, "objective"));
-    println!("workspace  {}", str_of(s, "workspace"));
-    if let Some(roles) = s["roles"].as_object() {
-        for (role, r) in roles {
-            let est = if r["estimated"].as_bool() == Some(true) { "~" } else { "" };
-            println!(
-                "{:<10} {est}{} of {} tokens ({}); counted by {}",
-                role,
-                r["tokens"],
-                r["window"],
-                r["window_source"].as_str().unwrap_or(""),
-                measure_of(r)
-            );
-        }
+fn print_status(s: &TaskStatus) {
+    println!("task       {}", s.task_id);
+    println!("state      {}", s.state);
+    println!("objective  {}", s.objective);
+    println!("workspace  {}", s.workspace);
+    for (role, r) in &s.roles {
+        println!(
+            "{:<10} {}{} of {} tokens ({}); counted by {}",
+            role.name(),
+            estimate_mark(r.estimated),
+            r.tokens,
+            r.window,
+            r.window_source.as_str(),
+            measure_of(&r.measured_by, r.count_source)
+        );
     }
-    if let Some(r) = s["result"].as_str() {
+    if let Some(r) = &s.result {
         println!("result     {r}");
     }
-    if let Some(e) = s["error"].as_str() {
+    if let Some(e) = &s.error {
         println!("error      {e}");
     }
-    if s["recorded"] == Value::Bool(false) {
+    if !s.recorded {
         println!("recorded   no: the daemon holds this end in memory until its storage heals");
     }
 }
 
 /// How a role's count was measured, in words (`estimate, calibrated from 12 usage reports, ±1.4 %`).
-fn measure_of(g: &Value) -> String {
-    match g["measured_by"].as_str() {
-        Some(m) if !m.is_empty() => m.to_string(),
-        _ => str_of(g, "count_source").to_string(),
+fn measure_of(measured_by: &str, source: agentd_protocol::CountSource) -> String {
+    if measured_by.is_empty() {
+        source.as_str().to_string()
+    } else {
+        measured_by.to_string()
     }
 }
 
-fn print_gauge(g: &Value) {
-    if g.get("measured") == Some(&json!(false)) {
-        println!("{}: {}", str_of(g, "role"), str_of(g, "note"));
-        return;
-    }
-    let est = if g["estimated"].as_bool() == Some(true) { "~" } else { "" };
-    let window = g["window"].as_u64().unwrap_or(0);
-    println!("role         {} ({})", str_of(g, "role"), str_of(g, "model"));
-    println!("window       {} tokens ({})", window, str_of(g, "window_source"));
-    println!("counted by   {}", measure_of(g));
-    let c = &g["categories"];
-    for (cat, label) in [
-        ("system", "system"),
-        ("tools", "tools"),
-        ("objective", "objective"),
-        ("checkpoint", "checkpoint"),
-        ("observations", "observations"),
-        ("files", "files"),
-        ("messages", "recent"),
-        ("thinking", "thinking"),
+fn print_gauge(g: &Gauge) {
+    let est = estimate_mark(g.estimated);
+    println!("role         {} ({})", g.role, g.model);
+    println!("window       {} tokens ({})", g.window, g.window_source.as_str());
+    println!("counted by   {}", measure_of(&g.measured_by, g.count_source));
+    let c = &g.categories;
+    for (label, tokens) in [
+        ("system", c.system),
+        ("tools", c.tools),
+        ("objective", c.objective),
+        ("checkpoint", c.checkpoint),
+        ("observations", c.observations),
+        ("files", c.files),
+        ("recent", c.messages),
+        ("thinking", c.thinking),
     ] {
-        println!("  {label:<12} {est}{}", c[cat]);
+        println!("  {label:<12} {est}{tokens}");
     }
-    println!("total        {est}{}", g["tokens"]);
-    println!("trigger      {} ({}%)", g["trigger_tokens"], g["compact_at"]);
-    println!("destination  {}", g["destination_tokens"]);
-    println!("free         {est}{}", g["free_tokens"]);
+    println!("total        {est}{}", g.tokens);
+    println!("trigger      {} ({}%)", g.trigger_tokens, g.compact_at);
+    println!("destination  {}", g.destination_tokens);
+    println!("free         {est}{}", g.free_tokens);
 }
 
-fn print_record(r: &Value) {
-    let seq = r["seq"].as_u64().unwrap_or(0);
-    match str_of(r, "type") {
-        "event" => println!("{}", event_line(&r["event"])),
-        "message" => {
-            let m = &r["message"];
-            let mut parts = Vec::new();
-            for p in m["parts"].as_array().into_iter().flatten() {
-                parts.push(match str_of(p, "type") {
-                    "text" => str_of(p, "text").to_string(),
-                    "thinking" => format!("(thinking) {}", str_of(p, "text")),
-                    "tool_call" => format!("call {} {}", str_of(p, "name"), str_of(p, "arguments")),
-                    "tool_result" => {
-                        format!("result {}: {}", str_of(p, "call_id"), str_of(p, "content"))
-                    }
-                    other => format!("({other})"),
-                });
-            }
-            println!(
-                "#{seq} {} {}: {}",
-                str_of(r, "role"),
-                str_of(m, "role"),
-                agentd_runtime::render::one_line(&parts.join(" | "), 200)
-            );
+fn print_record(entry: &LogEntry) {
+    let seq = entry.seq;
+    let one_line = agentd_runtime::render::one_line;
+    match &entry.record {
+        Record::Event { event } => println!("{}", event_line(event)),
+        Record::Message { role, message } => {
+            let parts: Vec<String> = message
+                .parts
+                .iter()
+                .map(|p| match p {
+                    Part::Text { text } => text.clone(),
+                    Part::Thinking { text, .. } => format!("(thinking) {text}"),
+                    Part::ToolCall { name, arguments, .. } => format!("call {name} {arguments}"),
+                    Part::ToolResult { call_id, content, .. } => format!("result {call_id}: {content}"),
+                    Part::Image { media_type, .. } => format!("(image {media_type})"),
+                })
+                .collect();
+            println!("#{seq} {role} {}: {}", message.role.as_str(), one_line(&parts.join(" | "), 200));
         }
-        "system" => println!(
-            "#{seq} {} checkpoint ({}): {} messages",
-            str_of(r, "role"),
-            str_of(r, "subtype"),
-            r["history"].as_array().map_or(0, Vec::len)
+        Record::Checkpoint { role, subtype, history, .. } => {
+            println!("#{seq} {role} checkpoint ({}): {} messages", subtype.as_str(), history.len())
+        }
+        Record::Settings { role, settings } => {
+            println!("#{seq} {role} settings {}", serde_json::to_string(settings).unwrap_or_default())
+        }
+        Record::Receipt { role, receipt } => println!(
+            "#{seq} {role} receipt: {} {} → {}",
+            receipt.tool,
+            one_line(&receipt.arguments, 60),
+            if receipt.ok { "ok" } else { "failed" }
         ),
-        "settings" => println!("#{seq} {} settings {}", str_of(r, "role"), r["settings"]),
-        "receipt" => {
-            let rc = &r["receipt"];
-            println!(
-                "#{seq} {} receipt: {} {} → {}",
-                str_of(r, "role"),
-                str_of(rc, "tool"),
-                agentd_runtime::render::one_line(str_of(rc, "arguments"), 60),
-                if rc["ok"] == json!(true) { "ok" } else { "failed" }
-            );
-        }
-        other => println!("#{seq} {other}"),
     }
 }

@@ -7,12 +7,12 @@ use crate::ToolError;
 /// Parses and checks `arguments` (the model's JSON text) for tool `tool` as [`crate::execute`] does
 /// before acting, with no filesystem or process effect. `Ok`: the call would run.
 pub fn parse_tool_arguments(tool: &str, arguments: &str) -> Result<(), ToolError> {
-    crate::tools::check_arguments(tool, arguments)
+    crate::tools::check_arguments(&agentd_protocol::ToolName::parse(tool), arguments)
 }
 
 /// The workspace path a call would change, as the runtime records it ([`crate::tools::changed_path`]).
 pub fn changed_path(tool: &str, arguments: &str) -> Option<String> {
-    crate::tools::changed_path(tool, arguments)
+    crate::tools::changed_path(&agentd_protocol::ToolName::parse(tool), arguments)
 }
 
 /// The fuzz input format of the `tool_args` target and corpus: the tool's name, a newline, then the

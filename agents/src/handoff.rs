@@ -6,6 +6,7 @@
 //! Receipts are never dropped silently: the view always states `shown of total`.
 
 use crate::receipts::Receipt;
+use agentd_protocol::Role;
 
 /// One receipt as a line of the view.
 pub fn receipt_line(r: &Receipt) -> String {
@@ -33,11 +34,11 @@ pub struct Handoff {
 }
 
 /// Whether the complete list fits `budget` tokens (measured by `count`).
-pub fn fits_whole(from: &str, receipts: &[Receipt], budget: u64, count: &dyn Fn(&str) -> u64) -> bool {
+pub fn fits_whole(from: &Role, receipts: &[Receipt], budget: u64, count: &dyn Fn(&str) -> u64) -> bool {
     count(&view(from, receipts, receipts.len(), None)) <= budget
 }
 
-fn view(from: &str, receipts: &[Receipt], shown: usize, archive: Option<&str>) -> String {
+fn view(from: &Role, receipts: &[Receipt], shown: usize, archive: Option<&str>) -> String {
     let total = receipts.len();
     let mut text = if shown == total {
         format!("[receipts] What {from} has done so far, newest first ({total} operations):\n")
@@ -62,7 +63,7 @@ fn view(from: &str, receipts: &[Receipt], shown: usize, archive: Option<&str>) -
 /// where the complete list is when it does not fit.
 pub fn handoff(
     objective: &str,
-    from: &str,
+    from: &Role,
     receipts: &[Receipt],
     budget: u64,
     count: &dyn Fn(&str) -> u64,
@@ -107,8 +108,8 @@ mod tests {
     #[test]
     fn small_lists_go_whole() {
         let list: Vec<Receipt> = (0..3).map(r).collect();
-        assert!(fits_whole("lead", &list, 1_000, &words));
-        let h = handoff("fix it", "lead", &list, 1_000, &words, None);
+        assert!(fits_whole(&Role::Lead, &list, 1_000, &words));
+        let h = handoff("fix it", &Role::Lead, &list, 1_000, &words, None);
         assert_eq!((h.shown, h.total), (3, 3));
         assert!(h.text.starts_with("fix it\n\n[receipts]"));
         // Newest first.
@@ -118,8 +119,8 @@ mod tests {
     #[test]
     fn large_lists_are_bounded_and_name_the_archive() {
         let list: Vec<Receipt> = (0..500).map(r).collect();
-        assert!(!fits_whole("lead", &list, 200, &words));
-        let h = handoff("fix it", "lead", &list, 200, &words, Some("ev-1"));
+        assert!(!fits_whole(&Role::Lead, &list, 200, &words));
+        let h = handoff("fix it", &Role::Lead, &list, 200, &words, Some("ev-1"));
         assert!(h.shown > 0 && h.shown < 500, "{}", h.shown);
         assert!(words(&h.text) <= 200 + 2);
         assert!(h.text.contains(&format!("{} of 500 operations shown", h.shown)));

@@ -1,7 +1,7 @@
 //! System prompts, one per role. Deterministic: the same inputs give the same text, byte for byte, so
 //! the provider's cached prompt prefix survives restarts.
 
-use crate::roles::RoleKind;
+use crate::roles::Role;
 use std::path::Path;
 
 /// The system prompt for `role` working in `workspace`.
@@ -9,28 +9,27 @@ use std::path::Path;
 /// `custom` is the configured prompt: for a specialist it is the role description; for the lead and
 /// the coder it is appended as additional instructions. `delegates` are the roles the lead may hand
 /// work to (the coder is assumed when empty); other roles ignore it.
-pub fn system_prompt(
-    role: &RoleKind,
-    custom: Option<&str>,
-    workspace: &Path,
-    delegates: &[String],
-) -> String {
+pub fn system_prompt(role: &Role, custom: Option<&str>, workspace: &Path, delegates: &[Role]) -> String {
     let custom = custom.map(str::trim).filter(|c| !c.is_empty());
     let mut out = match role {
-        RoleKind::Lead => lead(delegates),
-        RoleKind::Coder => CODER.to_string(),
-        RoleKind::Specialist(name) => specialist(name, custom),
+        Role::Lead => lead(delegates),
+        Role::Coder => CODER.to_string(),
+        Role::Specialist(name) => specialist(name, custom),
     };
     out.push_str(&common(workspace));
-    if let (RoleKind::Lead | RoleKind::Coder, Some(custom)) = (role, custom) {
+    if let (Role::Lead | Role::Coder, Some(custom)) = (role, custom) {
         out.push_str("\n\nAdditional instructions:\n");
         out.push_str(custom);
     }
     out
 }
 
-fn lead(delegates: &[String]) -> String {
-    let team = if delegates.is_empty() { "coder".to_string() } else { delegates.join(", ") };
+fn lead(delegates: &[Role]) -> String {
+    let team = if delegates.is_empty() {
+        Role::Coder.to_string()
+    } else {
+        delegates.iter().map(Role::name).collect::<Vec<_>>().join(", ")
+    };
     format!(
         "You are the lead of a small team of software agents. You plan the work, inspect the code, and \
          delegate; you do not edit files yourself.\n\
@@ -92,10 +91,20 @@ mod tests {
     #[test]
     fn prompts_are_concise_and_deterministic() {
         let ws = Path::new("/srv/project");
-        let roles = [RoleKind::Lead, RoleKind::Coder, RoleKind::Specialist("reviewer".into())];
+        let roles = [Role::Lead, Role::Coder, Role::specialist("reviewer")];
         for role in roles {
-            let a = system_prompt(&role, Some("You review diffs."), ws, &["coder".into(), "reviewer".into()]);
-            let b = system_prompt(&role, Some("You review diffs."), ws, &["coder".into(), "reviewer".into()]);
+            let a = system_prompt(
+                &role,
+                Some("You review diffs."),
+                ws,
+                &[Role::Coder, Role::specialist("reviewer")],
+            );
+            let b = system_prompt(
+                &role,
+                Some("You review diffs."),
+                ws,
+                &[Role::Coder, Role::specialist("reviewer")],
+            );
             assert_eq!(a, b);
             assert!(words(&a) < 250, "{} prompt has {} words", role, words(&a));
             assert!(a.contains("/srv/project"));
@@ -106,25 +115,26 @@ mod tests {
 
     #[test]
     fn lead_names_its_delegates() {
-        let p = system_prompt(&RoleKind::Lead, None, Path::new("/w"), &["coder".into(), "reviewer".into()]);
+        let p =
+            system_prompt(&Role::Lead, None, Path::new("/w"), &[Role::Coder, Role::specialist("reviewer")]);
         assert!(p.contains("delegate"));
         assert!(p.contains("coder, reviewer"));
-        let p = system_prompt(&RoleKind::Lead, None, Path::new("/w"), &[]);
+        let p = system_prompt(&Role::Lead, None, Path::new("/w"), &[]);
         assert!(p.contains("delegate to: coder."));
     }
 
     #[test]
     fn coder_mentions_checks() {
-        let p = system_prompt(&RoleKind::Coder, None, Path::new("/w"), &[]);
+        let p = system_prompt(&Role::Coder, None, Path::new("/w"), &[]);
         assert!(p.contains("run_command"));
         assert!(!p.contains("Additional instructions"));
-        let p = system_prompt(&RoleKind::Coder, Some("Use tabs."), Path::new("/w"), &[]);
+        let p = system_prompt(&Role::Coder, Some("Use tabs."), Path::new("/w"), &[]);
         assert!(p.ends_with("Additional instructions:\nUse tabs."));
     }
 
     #[test]
     fn specialist_uses_custom_prompt() {
-        let role = RoleKind::Specialist("reviewer".into());
+        let role = Role::specialist("reviewer");
         let p = system_prompt(&role, Some("You review diffs for correctness."), Path::new("/w"), &[]);
         assert!(p.starts_with("You review diffs for correctness."));
         assert!(p.contains("summary"));

@@ -4,39 +4,28 @@
 
 use crate::text::{one_line, truncate_chars};
 use crate::tools::ToolOutcome;
-use serde::{Deserialize, Serialize};
+use agentd_protocol::ToolName;
 
 /// Characters kept of the arguments and of the outcome.
 pub const SUMMARY_CHARS: usize = 200;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Receipt {
-    pub tool: String,
-    /// The arguments on one line, at most [`SUMMARY_CHARS`] characters.
-    pub arguments: String,
-    pub ok: bool,
-    /// The result on one line, at most [`SUMMARY_CHARS`] characters; `(incomplete)` leads when the
-    /// output was cut off.
-    pub outcome: String,
-    pub evidence_id: Option<String>,
-}
+pub use agentd_protocol::Receipt;
 
-impl Receipt {
-    pub fn new(
-        tool: impl Into<String>,
-        arguments: &str,
-        outcome: &ToolOutcome,
-        evidence_id: Option<String>,
-    ) -> Receipt {
-        let result = one_line(&outcome.content);
-        let result = if outcome.complete { result } else { format!("(incomplete) {result}") };
-        Receipt {
-            tool: tool.into(),
-            arguments: summary(arguments),
-            ok: outcome.ok,
-            outcome: truncate_chars(&result, SUMMARY_CHARS),
-            evidence_id,
-        }
+/// The receipt of one call of `tool` with `arguments` that ended in `outcome`.
+pub fn receipt(
+    tool: ToolName,
+    arguments: &str,
+    outcome: &ToolOutcome,
+    evidence_id: Option<String>,
+) -> Receipt {
+    let result = one_line(&outcome.content);
+    let result = if outcome.complete { result } else { format!("(incomplete) {result}") };
+    Receipt {
+        tool,
+        arguments: summary(arguments),
+        ok: outcome.ok,
+        outcome: truncate_chars(&result, SUMMARY_CHARS),
+        evidence_id,
     }
 }
 
@@ -52,8 +41,9 @@ mod tests {
     fn summarises_both_sides() {
         let outcome =
             ToolOutcome { ok: true, content: "exit code: 0\n--- stdout ---\nok".into(), complete: true };
-        let r = Receipt::new("run_command", "{\"command\":\n \"cargo test\"}", &outcome, Some("ev1".into()));
-        assert_eq!(r.tool, "run_command");
+        let r =
+            receipt(ToolName::RunCommand, "{\"command\":\n \"cargo test\"}", &outcome, Some("ev1".into()));
+        assert_eq!(r.tool, ToolName::RunCommand);
         assert_eq!(r.arguments, "{\"command\": \"cargo test\"}");
         assert_eq!(r.outcome, "exit code: 0 --- stdout --- ok");
         assert!(r.ok);
@@ -64,7 +54,7 @@ mod tests {
     fn truncates_on_char_boundaries() {
         let long = "é".repeat(500);
         let outcome = ToolOutcome { ok: false, content: long.clone(), complete: false };
-        let r = Receipt::new("read_file", &long, &outcome, None);
+        let r = receipt(ToolName::ReadFile, &long, &outcome, None);
         assert_eq!(r.arguments.chars().count(), SUMMARY_CHARS);
         assert!(r.arguments.ends_with('…'));
         assert_eq!(r.outcome.chars().count(), SUMMARY_CHARS);
@@ -74,7 +64,7 @@ mod tests {
 
     #[test]
     fn round_trips_through_json() {
-        let r = Receipt::new("finish", "{}", &ToolOutcome::ok("done"), None);
+        let r = receipt(ToolName::Finish, "{}", &ToolOutcome::ok("done"), None);
         let back: Receipt = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
     }

@@ -1,6 +1,7 @@
 //! The JSON schemas of the tools, as the models see them. Provider clients wrap these in their own
 //! wire shapes; this module knows nothing of those.
 
+use agentd_protocol::ToolName;
 use serde::Serialize;
 use serde_json::{json, Value};
 use thiserror::Error;
@@ -17,10 +18,10 @@ pub struct ToolSchema {
 #[error("unknown tool: {0}")]
 pub struct UnknownTool(pub String);
 
-/// The schema of one tool, or `None` for a name that is not a tool.
-pub fn schema(name: &str) -> Option<ToolSchema> {
-    let (description, properties, required): (&str, Value, &[&str]) = match name {
-        "read_file" => (
+/// The schema of one tool, or `None` for a name that is not a built-in tool.
+pub fn schema(tool: &ToolName) -> Option<ToolSchema> {
+    let (description, properties, required): (&str, Value, &[&str]) = match tool {
+        ToolName::ReadFile => (
             "Read a text file in the workspace. Without offset/limit the whole file is returned.",
             json!({
                 "path": path_prop("File path, relative to the workspace."),
@@ -29,12 +30,12 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
             }),
             &["path"],
         ),
-        "list_dir" => (
+        ToolName::ListDir => (
             "List a directory of the workspace (not recursive). Directories end with '/'.",
             json!({"path": path_prop("Directory path, relative to the workspace; \".\" is the root.")}),
             &["path"],
         ),
-        "search" => (
+        ToolName::Search => (
             "Search files for a plain substring (not a regex), recursively. Prints path:line: text.",
             json!({
                 "pattern": {"type": "string", "description": "The exact text to look for."},
@@ -42,7 +43,7 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
             }),
             &["pattern"],
         ),
-        "write_file" => (
+        ToolName::WriteFile => (
             "Create or replace a file with the given content. Missing parent directories are created.",
             json!({
                 "path": path_prop("File path, relative to the workspace."),
@@ -50,7 +51,7 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
             }),
             &["path", "content"],
         ),
-        "edit_file" => (
+        ToolName::EditFile => (
             "Replace one occurrence of old_text with new_text in a file. old_text must occur exactly once.",
             json!({
                 "path": path_prop("File path, relative to the workspace."),
@@ -59,7 +60,7 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
             }),
             &["path", "old_text", "new_text"],
         ),
-        "run_command" => (
+        ToolName::RunCommand => (
             "Run a shell command (sh -c) in the workspace root. Returns the exit code and the output.",
             json!({
                 "command": {"type": "string", "description": "The shell command line."},
@@ -67,7 +68,7 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
             }),
             &["command"],
         ),
-        "read_evidence" => (
+        ToolName::ReadEvidence => (
             "Read archived evidence (earlier tool output or conversation) by its id, a page at a time.",
             json!({
                 "id": {"type": "string", "description": "The evidence id."},
@@ -76,7 +77,7 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
             }),
             &["id"],
         ),
-        "delegate" => (
+        ToolName::Delegate => (
             "Hand a piece of work to a teammate and wait for its summary.",
             json!({
                 "to": {"type": "string", "description": "The teammate: \"coder\" or a specialist's name."},
@@ -84,15 +85,15 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
             }),
             &["to", "objective"],
         ),
-        "finish" => (
+        ToolName::Finish => (
             "End your work and report the result.",
             json!({"summary": {"type": "string", "description": "What was done, and anything left open."}}),
             &["summary"],
         ),
-        _ => return None,
+        ToolName::Other(_) => return None,
     };
     Some(ToolSchema {
-        name: name.to_string(),
+        name: tool.as_str().to_string(),
         description: description.to_string(),
         parameters: json!({
             "type": "object",
@@ -104,8 +105,8 @@ pub fn schema(name: &str) -> Option<ToolSchema> {
 }
 
 /// The schemas of `names`, in the given order; the first unknown name is an error.
-pub fn schemas(names: &[String]) -> Result<Vec<ToolSchema>, UnknownTool> {
-    names.iter().map(|n| schema(n).ok_or_else(|| UnknownTool(n.clone()))).collect()
+pub fn schemas(tools: &[ToolName]) -> Result<Vec<ToolSchema>, UnknownTool> {
+    tools.iter().map(|t| schema(t).ok_or_else(|| UnknownTool(t.to_string()))).collect()
 }
 
 fn path_prop(description: &str) -> Value {
@@ -121,7 +122,7 @@ mod tests {
     fn every_tool_has_a_closed_object_schema() {
         for name in ALL_TOOLS {
             let s = schema(name).unwrap();
-            assert_eq!(s.name, *name);
+            assert_eq!(s.name, name.as_str());
             let p = &s.parameters;
             assert_eq!(p["type"], "object");
             assert_eq!(p["additionalProperties"], false);
@@ -133,28 +134,28 @@ mod tests {
 
     #[test]
     fn required_fields() {
-        let req = |n: &str| schema(n).unwrap().parameters["required"].clone();
+        let req = |n: &str| schema(&ToolName::parse(n)).unwrap().parameters["required"].clone();
         assert_eq!(req("edit_file"), json!(["path", "old_text", "new_text"]));
         assert_eq!(req("read_file"), json!(["path"]));
         assert_eq!(req("search"), json!(["pattern"]));
         assert_eq!(req("run_command"), json!(["command"]));
         assert_eq!(req("delegate"), json!(["to", "objective"]));
-        assert!(schema("read_file").unwrap().parameters["properties"].get("offset").is_some());
+        assert!(schema(&ToolName::ReadFile).unwrap().parameters["properties"].get("offset").is_some());
     }
 
     #[test]
     fn schemas_keep_order_and_refuse_unknown() {
-        let names = vec!["finish".to_string(), "read_file".to_string()];
+        let names = vec![ToolName::Finish, ToolName::ReadFile];
         let got: Vec<_> = schemas(&names).unwrap().into_iter().map(|s| s.name).collect();
-        assert_eq!(got, names);
-        let bad = vec!["read_file".to_string(), "rm_rf".to_string()];
+        assert_eq!(got, ["finish", "read_file"]);
+        let bad = vec![ToolName::ReadFile, ToolName::parse("rm_rf")];
         assert_eq!(schemas(&bad), Err(UnknownTool("rm_rf".into())));
-        assert!(schema("nope").is_none());
+        assert!(schema(&ToolName::parse("nope")).is_none());
     }
 
     #[test]
     fn serialises_flat() {
-        let v = serde_json::to_value(schema("finish").unwrap()).unwrap();
+        let v = serde_json::to_value(schema(&ToolName::Finish).unwrap()).unwrap();
         assert_eq!(v["name"], "finish");
         assert!(v["description"].is_string());
         assert_eq!(v["parameters"]["properties"]["summary"]["type"], "string");

@@ -24,7 +24,7 @@ use crate::error::{EvidenceError, StoreError};
 use crate::lines::{self, LineScanner};
 use crate::page::{bytes_page, lines_page, Extent, Page, Unit};
 use crate::store::{Store, EVIDENCE};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 use std::collections::HashMap;
@@ -34,37 +34,7 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-/// Who produced a piece of evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Source {
-    pub task_id: String,
-    pub role: String,
-    pub tool: String,
-    pub call_id: Option<String>,
-    /// The path read or the command run.
-    pub detail: Option<String>,
-}
-
-/// The record of one piece of evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvidenceMeta {
-    /// `ev-` and a UUID v7: ids sort by creation.
-    pub id: String,
-    /// The sha256 of the bytes, lowercase hex: the blob's name.
-    pub sha256: String,
-    pub bytes: u64,
-    pub media_type: String,
-    pub source: Source,
-    /// False when the producer was cut off (e.g. a command killed at its timeout).
-    pub complete: bool,
-    /// Why the evidence is incomplete.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub incomplete_reason: Option<String>,
-    /// RFC 3339, set by the caller.
-    pub created_at: String,
-    /// The number of `\n`-terminated lines, plus one for a trailing partial line.
-    pub lines: u64,
-}
+pub use agentd_protocol::evidence::{EvidenceMeta, Producer, Source};
 
 /// Evidence to store.
 #[derive(Clone)]

@@ -22,6 +22,7 @@ use crate::error::StoreError;
 use crate::store::{lock, Store, Trees, LOG};
 use agentd_policies::record::history_of;
 use agentd_policies::{Event, EventKind, Message, Record};
+use agentd_protocol::Role;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -92,7 +93,7 @@ impl Store {
     pub fn append_event(
         &self,
         task_id: &str,
-        role: &str,
+        role: &Role,
         at: &str,
         kind: EventKind,
     ) -> Result<Event, StoreError> {
@@ -101,7 +102,7 @@ impl Store {
             let event = Event {
                 seq: seqs.event + 1,
                 task_id: task_id.to_string(),
-                role: role.to_string(),
+                role: role.clone(),
                 at: at.to_string(),
                 kind,
             };
@@ -145,15 +146,15 @@ impl Store {
     }
 
     /// A role's active history: its latest checkpoint plus every later message record.
-    pub fn history(&self, task_id: &str, role: &str) -> Result<Vec<Message>, StoreError> {
+    pub fn history(&self, task_id: &str, role: &Role) -> Result<Vec<Message>, StoreError> {
         let records = self.records(task_id, 0, usize::MAX)?;
         Ok(history_of(role, records.iter().map(|(_, r)| r)))
     }
 
     /// The roles that have a history in the task (message or checkpoint records), in order of first
     /// appearance.
-    pub fn roles(&self, task_id: &str) -> Result<Vec<String>, StoreError> {
-        let mut roles: Vec<String> = Vec::new();
+    pub fn roles(&self, task_id: &str) -> Result<Vec<Role>, StoreError> {
+        let mut roles: Vec<Role> = Vec::new();
         for (_, record) in self.records(task_id, 0, usize::MAX)? {
             if let Record::Message { role, .. } | Record::Checkpoint { role, .. } = record {
                 if !roles.contains(&role) {

@@ -11,34 +11,9 @@
 //! blob) are replaced by U+FFFD, so for such blobs `data` is a lossy view and `len` still counts the
 //! blob's bytes. A line page holds whole lines with their `\n` (a line never splits a character).
 
-use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
-/// The unit of a page's offset and limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Unit {
-    Bytes,
-    Lines,
-}
-
-/// One page of evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Page {
-    /// The page's text (see the module documentation for how bytes that split characters or are not
-    /// UTF-8 are handled).
-    pub data: String,
-    /// Where the page starts, in the page's unit.
-    pub offset: u64,
-    /// How much the page covers, in the page's unit (bytes of the blob, or lines).
-    pub len: u64,
-    /// The blob's size in bytes.
-    pub total_bytes: u64,
-    /// Whether the producer of the evidence finished (false: it was cut off).
-    pub complete: bool,
-    /// Where the next page starts, `None` when this page reaches the end.
-    pub next_offset: Option<u64>,
-}
+pub use agentd_protocol::evidence::{Page, Unit};
 
 /// What a page needs to know about its blob.
 #[derive(Debug, Clone, Copy)]

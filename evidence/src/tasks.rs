@@ -3,23 +3,8 @@
 use crate::codec::{decode, encode, show_key};
 use crate::error::StoreError;
 use crate::store::{lock, Store, TASKS};
-use agentd_policies::TaskState;
-use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TaskMeta {
-    pub task_id: String,
-    pub objective: String,
-    pub workspace: String,
-    pub team: Option<String>,
-    pub state: TaskState,
-    /// RFC 3339, set by the caller (this crate reads no clock).
-    pub created_at: String,
-    /// RFC 3339, set by the caller (this crate reads no clock).
-    pub updated_at: String,
-    pub result: Option<String>,
-    pub error: Option<String>,
-}
+pub use agentd_protocol::task::TaskMeta;
 
 impl Store {
     /// Inserts or replaces a task's metadata; flushed before returning.

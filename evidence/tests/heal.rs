@@ -3,6 +3,7 @@
 
 use agentd_evidence::{Store, StoreError};
 use agentd_policies::{EventKind, Message, Record};
+use agentd_protocol::Role;
 use agentd_test_support::tmpfs::Tmpfs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -58,7 +59,7 @@ fn an_injected_write_failure_marks_the_store_unhealthy_and_a_real_reopen_heals_i
     let store = Store::open(&db).unwrap();
     assert!(store.health().ok);
     assert_eq!(store.append("t", &msg("one")).unwrap(), 1);
-    assert_eq!(store.append_event("t", "lead", AT, step(1)).unwrap().seq, 1);
+    assert_eq!(store.append_event("t", &Role::Lead, AT, step(1)).unwrap().seq, 1);
 
     store.inject_write_failure();
     let e = store.append("t", &msg("refused")).unwrap_err();
@@ -71,12 +72,12 @@ fn an_injected_write_failure_marks_the_store_unhealthy_and_a_real_reopen_heals_i
     // A clone shares the health; the next write (here through the clone) first reopens the database
     // for every clone: the disk takes writes, so it heals at once.
     let clone = store.clone();
-    assert_eq!(clone.append_event("t", "lead", AT, step(2)).unwrap().seq, 2);
+    assert_eq!(clone.append_event("t", &Role::Lead, AT, step(2)).unwrap().seq, 2);
     assert!(store.health().ok, "{:?}", store.health());
     assert!(store.heal());
     // Counters were reloaded from the reopened log: numbering continues with no gap and no repeat.
     assert_eq!(store.append("t", &msg("two")).unwrap(), 4, "record seq 3 is the event");
-    assert_eq!(store.append_event("t", "lead", AT, step(3)).unwrap().seq, 3);
+    assert_eq!(store.append_event("t", &Role::Lead, AT, step(3)).unwrap().seq, 3);
     let (texts, events) = assert_contiguous(&store, "t");
     assert_eq!(texts, ["one", "two"]);
     assert_eq!(events, 3);

@@ -1,5 +1,6 @@
 use agentd_evidence::{Store, StoreError, TaskMeta};
 use agentd_policies::{EventKind, Message, Record, TaskState, Tokens, Window, WindowSource};
+use agentd_protocol::Role;
 use std::collections::HashSet;
 
 const AT: &str = "2026-01-01T00:00:00.000Z";
@@ -58,19 +59,19 @@ fn records_are_numbered_from_one_per_task_and_read_in_order() {
 fn events_are_numbered_separately_and_also_logged_as_records() {
     let (_dir, store) = open();
     store.append("t", &msg("lead", "hello")).unwrap();
-    let e1 = store.append_event("t", "lead", AT, started("x")).unwrap();
+    let e1 = store.append_event("t", &Role::Lead, AT, started("x")).unwrap();
     let e2 = store
         .append_event(
             "t",
-            "lead",
+            &Role::Lead,
             AT,
             EventKind::ToolCalled { tool: "read_file".into(), call_id: "c1".into() },
         )
         .unwrap();
-    let other = store.append_event("u", "lead", AT, started("y")).unwrap();
+    let other = store.append_event("u", &Role::Lead, AT, started("y")).unwrap();
     assert_eq!((e1.seq, e2.seq, other.seq), (1, 2, 1));
     assert_eq!(e1.task_id, "t");
-    assert_eq!(e1.role, "lead");
+    assert_eq!(e1.role, Role::Lead);
     assert_eq!(e1.at, AT);
 
     assert_eq!(store.events("t", 0, 10).unwrap(), vec![e1.clone(), e2.clone()]);
@@ -96,7 +97,7 @@ fn reopen_keeps_everything_and_seqs_continue() {
         let store = Store::open(&path).unwrap();
         store.put_task(&meta("t1")).unwrap();
         store.append("t1", &msg("lead", "one")).unwrap();
-        store.append_event("t1", "lead", AT, started("x")).unwrap();
+        store.append_event("t1", &Role::Lead, AT, started("x")).unwrap();
         store.set_setting("compact_at", &serde_json::json!(75)).unwrap();
         store
             .set_window("local", "qwen", Window { tokens: Tokens(16384), source: WindowSource::Error })
@@ -114,7 +115,7 @@ fn reopen_keeps_everything_and_seqs_continue() {
     );
 
     assert_eq!(store.append("t1", &msg("lead", "two")).unwrap(), 3);
-    assert_eq!(store.append_event("t1", "lead", AT, started("again")).unwrap().seq, 2);
+    assert_eq!(store.append_event("t1", &Role::Lead, AT, started("again")).unwrap().seq, 2);
     assert_eq!(
         store.records("t1", 0, 10).unwrap().iter().map(|(s, _)| *s).collect::<Vec<_>>(),
         vec![1, 2, 3, 4]
@@ -145,7 +146,8 @@ fn concurrent_appends_to_one_task_get_unique_contiguous_seqs() {
                 let mut got = Vec::new();
                 for i in 0..EACH {
                     if i % 5 == 0 {
-                        let e = store.append_event("t", &format!("r{t}"), AT, started("x")).unwrap();
+                        let e =
+                            store.append_event("t", &Role::from(format!("r{t}")), AT, started("x")).unwrap();
                         got.push(('e', e.seq));
                     } else {
                         got.push(('r', store.append("t", &msg(&format!("r{t}"), &i.to_string())).unwrap()));
@@ -182,13 +184,13 @@ fn history_starts_at_the_latest_checkpoint() {
     let (_dir, store) = open();
     store.append("t", &msg("lead", "a")).unwrap();
     store.append("t", &msg("coder", "x")).unwrap();
-    store.append_event("t", "lead", AT, started("o")).unwrap();
+    store.append_event("t", &Role::Lead, AT, started("o")).unwrap();
     store
         .append(
             "t",
             &Record::Checkpoint {
                 role: "lead".into(),
-                subtype: "compaction".into(),
+                subtype: agentd_protocol::CheckpointKind::Compaction,
                 history: vec![Message::user("summary")],
                 archive_id: Some("ev1".into()),
             },
@@ -198,14 +200,20 @@ fn history_starts_at_the_latest_checkpoint() {
     store
         .append(
             "t",
-            &Record::Settings { role: "reviewer".into(), settings: serde_json::json!({"compact_at": 80}) },
+            &Record::Settings {
+                role: "reviewer".into(),
+                settings: agentd_protocol::TurnSettings { compact_at: 80, ..Default::default() },
+            },
         )
         .unwrap();
 
-    assert_eq!(store.history("t", "lead").unwrap(), vec![Message::user("summary"), Message::user("b")]);
-    assert_eq!(store.history("t", "coder").unwrap(), vec![Message::user("x")]);
-    assert!(store.history("t", "reviewer").unwrap().is_empty());
-    assert_eq!(store.roles("t").unwrap(), vec!["lead".to_string(), "coder".to_string()]);
+    assert_eq!(
+        store.history("t", &Role::from("lead")).unwrap(),
+        vec![Message::user("summary"), Message::user("b")]
+    );
+    assert_eq!(store.history("t", &Role::from("coder")).unwrap(), vec![Message::user("x")]);
+    assert!(store.history("t", &Role::from("reviewer")).unwrap().is_empty());
+    assert_eq!(store.roles("t").unwrap(), vec![Role::Lead, Role::Coder]);
 }
 
 #[test]
@@ -284,7 +292,7 @@ fn corrupt_values_are_reported_with_tree_and_key() {
     assert_eq!(store.task("good").unwrap(), Some(meta("good")));
     assert_eq!(corrupt(store.records("t", 0, 10).map(drop)), ("log", "t/r/2".to_string()));
     assert_eq!(store.records("t", 0, 1).unwrap().len(), 1);
-    assert_eq!(corrupt(store.history("t", "lead").map(drop)), ("log", "t/r/2".to_string()));
+    assert_eq!(corrupt(store.history("t", &Role::from("lead")).map(drop)), ("log", "t/r/2".to_string()));
     assert_eq!(corrupt(store.setting("s").map(drop)), ("settings", "s".to_string()));
     assert_eq!(corrupt(store.window("srv", "m").map(drop)), ("windows", "srv\nm".to_string()));
     let err = store.setting("s").unwrap_err().to_string();

@@ -168,7 +168,7 @@ impl Daemon {
                 )
             })?;
             let e = n["params"].clone();
-            let end = is_terminal(e["kind"].as_str().unwrap_or(""));
+            let end = is_terminal(&e);
             events.push(e);
             if end {
                 return Ok(events);
@@ -213,9 +213,9 @@ pub fn cpu_ms(pid: u32) -> Result<f64> {
     Ok((utime + stime) as f64 * 1000.0 / hz)
 }
 
-/// Whether an event ends its task.
-pub fn is_terminal(kind: &str) -> bool {
-    matches!(kind, "task_finished" | "task_failed" | "task_cancelled" | "task_interrupted")
+/// Whether an event (as the socket sends it) ends its task: the protocol's own rule.
+pub fn is_terminal(event: &serde_json::Value) -> bool {
+    serde_json::from_value::<agentd_protocol::Event>(event.clone()).is_ok_and(|e| e.kind.is_terminal())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -104,29 +104,7 @@ pub struct Calibration {
     reports: u64,
 }
 
-/// How a calibration stands, as the gauge and the events show it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Standing {
-    /// Usage reports learned from.
-    pub reports: u64,
-    /// The largest recent relative error of a prediction, in percent (0 before any was checked).
-    pub spread_percent: f64,
-    /// The margin added on top of predictions, in percent.
-    pub margin_percent: f64,
-    /// Whether the reports have confirmed the calibration (see [`CONFIRM_REPORTS`]).
-    pub confirmed: bool,
-}
-
-impl std::fmt::Display for Standing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let plural = if self.reports == 1 { "" } else { "s" };
-        write!(f, "calibrated from {} usage report{plural}, ±{:.1} %", self.reports, self.spread_percent)?;
-        if !self.confirmed {
-            write!(f, " (not confirmed yet)")?;
-        }
-        Ok(())
-    }
-}
+pub use agentd_protocol::tokens::Standing;
 
 fn ratio_of(samples: &[(u64, u64)]) -> Option<f64> {
     let recent = &samples[samples.len().saturating_sub(RATIO_SAMPLES)..];

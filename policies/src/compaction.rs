@@ -15,7 +15,7 @@
 //! runtime drives with real IO; [`compact_with`] drives the same machine with a synchronous
 //! summariser, for tests.
 
-use crate::message::{Message, Part, Role};
+use crate::message::{Message, MessageKind, Part, Speaker};
 use crate::observations::{unresolved, Observation};
 use crate::rounds::rounds;
 use crate::tokens::{Count, Tokens};
@@ -101,7 +101,7 @@ pub struct Checkpoint {
 
 /// The re-inserted objective.
 pub fn objective_message(objective: &str) -> Message {
-    Message::user(format!("{OBJECTIVE_PREFIX}{objective}"))
+    Message::user(format!("{OBJECTIVE_PREFIX}{objective}")).with_kind(MessageKind::Objective)
 }
 
 /// The checkpoint: [`CHECKPOINT_HEADER`], the summary and, when archived, how to read the removed
@@ -117,12 +117,12 @@ pub fn checkpoint_message(checkpoint: &Checkpoint) -> Message {
              read it with read_evidence {{\"id\": {quoted}}}."
         ));
     }
-    Message::user(text)
+    Message::user(text).with_kind(MessageKind::Checkpoint)
 }
 
 /// Whether `message` is a checkpoint made by [`checkpoint_message`].
 pub fn is_checkpoint(message: &Message) -> bool {
-    message.role == Role::User && message.text().starts_with(CHECKPOINT_HEADER)
+    message.kind == MessageKind::Checkpoint
 }
 
 /// One message holding the given observation texts verbatim, deduplicated by exact text, separated by
@@ -142,7 +142,7 @@ pub fn observations_message<'t>(texts: impl IntoIterator<Item = &'t str>) -> Opt
         text.push_str("\n\n");
         text.push_str(t);
     }
-    Some(Message::user(text))
+    Some(Message::user(text).with_kind(MessageKind::Observations))
 }
 
 /// One message holding the working files, each as `--- path ---\n<text>`; `None` when there are none.
@@ -153,7 +153,7 @@ pub fn files_message<'f>(files: impl IntoIterator<Item = &'f WorkingFile>) -> Op
         any = true;
         text.push_str(&format!("\n\n--- {} ---\n{}", f.path, f.text));
     }
-    any.then(|| Message::user(text))
+    any.then(|| Message::user(text).with_kind(MessageKind::WorkingFiles))
 }
 
 /// Decides what the rebuilt request keeps. The budget, below `destination`:
@@ -213,7 +213,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     while keep_from > 0 && rs.len() - keep_from < limit {
         let k = keep_from - 1;
         // A lone tool result cannot open the kept part (only possible at the very start).
-        if history[rs[k].start].role == Role::Tool {
+        if history[rs[k].start].role == Speaker::Tool {
             break;
         }
         // Keeping round k moves its observations out of the observations message.
@@ -269,7 +269,7 @@ pub fn assemble(input: &PlanInput, plan: &Plan, checkpoint: &Checkpoint) -> Vec<
     let mut kept = &history[plan.keep_from_message.min(history.len())..];
     let mut out = Vec::with_capacity(kept.len() + 4);
     match kept.first() {
-        Some(first) if first.role == Role::User && first.text() == input.objective => {
+        Some(first) if first.role == Speaker::User && first.text() == input.objective => {
             out.push(first.clone());
             kept = &kept[1..];
         }

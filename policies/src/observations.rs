@@ -10,12 +10,13 @@
 //! Comparisons are by exact text only (no case or whitespace normalisation).
 
 use crate::compaction::OBSERVATIONS_HEADER;
-use crate::message::{Message, Part, Role};
+use crate::message::{Message, MessageKind, Part};
 use crate::rounds::{round_of_each, rounds};
+use agentd_protocol::ToolName;
 use std::collections::HashMap;
 
-pub const RUN_COMMAND: &str = "run_command";
-pub const FINISH: &str = "finish";
+const RUN_COMMAND: ToolName = ToolName::RunCommand;
+const FINISH: ToolName = ToolName::Finish;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ObservationKind {
@@ -93,14 +94,14 @@ fn carried(text: &str) -> Vec<(ObservationKind, String)> {
 pub fn unresolved(history: &[Message]) -> Vec<Observation> {
     let round_of = round_of_each(&rounds(history));
     // Call id → (tool name, arguments) of the latest call with that id.
-    let mut calls: HashMap<&str, (&str, &str)> = HashMap::new();
+    let mut calls: HashMap<&str, (ToolName, &str)> = HashMap::new();
     // (order of the result, observation).
     let mut failing: Vec<(usize, Observation)> = Vec::new();
     let mut rejected: Option<(usize, Observation)> = None;
     let mut seq = 0usize;
     for (i, msg) in history.iter().enumerate() {
         // Observations carried by an earlier compaction stay unresolved until resolved here.
-        if msg.role == Role::User {
+        if msg.kind == MessageKind::Observations {
             let text = msg.text();
             for (kind, obs_text) in carried(&text) {
                 seq += 1;
@@ -119,15 +120,15 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
         for part in &msg.parts {
             match part {
                 Part::ToolCall { id, name, arguments } => {
-                    calls.insert(id, (name, arguments));
+                    calls.insert(id, (ToolName::parse(name), arguments));
                 }
                 Part::ToolResult { call_id, content, is_error } => {
-                    let Some(&(name, arguments)) = calls.get(call_id.as_str()) else {
+                    let Some((name, arguments)) = calls.get(call_id.as_str()) else {
                         continue;
                     };
                     seq += 1;
                     match name {
-                        RUN_COMMAND => {
+                        ToolName::RunCommand => {
                             let command = command_of(arguments);
                             failing.retain(|(_, o)| {
                                 !matches!(&o.kind, ObservationKind::FailingCommand { command: c } if *c == command)
@@ -138,7 +139,7 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
                                 failing.push((seq, Observation { round: round_of[i], kind, text }));
                             }
                         }
-                        FINISH => {
+                        ToolName::Finish => {
                             if *is_error {
                                 let text = rejected_finish_text(content);
                                 let kind = ObservationKind::RejectedFinish;
@@ -170,17 +171,18 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
 mod tests {
     use super::*;
     use crate::compaction::observations_message;
+    use crate::message::Speaker;
 
     fn call(id: &str, name: &str, arguments: &str) -> Message {
         Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             vec![Part::ToolCall { id: id.into(), name: name.into(), arguments: arguments.into() }],
         )
     }
 
     fn run(id: &str, command: &str, ok: bool, out: &str) -> Vec<Message> {
         let args = serde_json::json!({ "command": command }).to_string();
-        vec![call(id, RUN_COMMAND, &args), Message::tool_result(id, out, !ok)]
+        vec![call(id, RUN_COMMAND.as_str(), &args), Message::tool_result(id, out, !ok)]
     }
 
     fn history(steps: Vec<Vec<Message>>) -> Vec<Message> {
@@ -228,7 +230,7 @@ mod tests {
     #[test]
     fn a_successful_finish_moves_past_everything() {
         let finish = |id: &str, ok: bool, out: &str| {
-            vec![call(id, FINISH, r#"{"summary":"done"}"#), Message::tool_result(id, out, !ok)]
+            vec![call(id, FINISH.as_str(), r#"{"summary":"done"}"#), Message::tool_result(id, out, !ok)]
         };
         let h = history(vec![run("c1", "cargo test", false, "boom"), finish("f1", false, "tests fail")]);
         let obs = unresolved(&h);
@@ -261,7 +263,10 @@ mod tests {
         assert_eq!(command_of("{not json"), "{not json");
         assert_eq!(command_of(r#"{"cmd":"x"}"#), r#"{"cmd":"x"}"#);
         assert_eq!(command_of(r#"{"command":["a","b"]}"#), r#"["a","b"]"#);
-        let h = vec![call("c1", RUN_COMMAND, "{oops"), Message::tool_result("c1", "bad arguments", true)];
+        let h = vec![
+            call("c1", RUN_COMMAND.as_str(), "{oops"),
+            Message::tool_result("c1", "bad arguments", true),
+        ];
         assert_eq!(unresolved(&h)[0].text, "run_command `{oops` failed:\nbad arguments");
     }
 

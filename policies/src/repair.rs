@@ -4,7 +4,7 @@
 //! are legal on the wire (a provider that needs alternation merges them when it serialises), and the
 //! objective, checkpoint and observations messages a compaction writes must stay apart.
 
-use crate::message::{Message, Part, Role};
+use crate::message::{Message, Part, Speaker};
 use std::collections::HashSet;
 
 /// The text a tool call gets when the daemon stopped before its result was stored.
@@ -32,13 +32,13 @@ pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
     while i < history.len() {
         let msg = &history[i];
         match msg.role {
-            Role::Assistant => {
+            Speaker::Assistant => {
                 out.push(msg.clone());
                 let calls: Vec<String> = msg.tool_calls().map(|(id, _, _)| id.to_string()).collect();
                 // Collect the tool messages that follow.
                 let mut answered = HashSet::new();
                 let mut j = i + 1;
-                while j < history.len() && history[j].role == Role::Tool {
+                while j < history.len() && history[j].role == Speaker::Tool {
                     let tool_msg = &history[j];
                     let parts: Vec<Part> = tool_msg
                         .parts
@@ -57,7 +57,7 @@ pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
                         .cloned()
                         .collect();
                     if !parts.is_empty() {
-                        out.push(Message::new(Role::Tool, parts));
+                        out.push(Message::new(Speaker::Tool, parts));
                     }
                     j += 1;
                 }
@@ -67,16 +67,16 @@ pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
                 }
                 i = j;
             }
-            Role::Tool => {
+            Speaker::Tool => {
                 // A tool message with no assistant call before it.
                 repairs.orphan_results_dropped += msg.tool_result_ids().count();
                 i += 1;
             }
-            Role::User => {
+            Speaker::User => {
                 out.push(msg.clone());
                 i += 1;
             }
-            Role::System => {
+            Speaker::System => {
                 out.push(msg.clone());
                 i += 1;
             }
@@ -91,7 +91,7 @@ mod tests {
 
     fn call(id: &str) -> Message {
         Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             vec![Part::ToolCall { id: id.into(), name: "read_file".into(), arguments: "{}".into() }],
         )
     }

@@ -7,7 +7,7 @@
 //! not follow its call directly (a user message in between): then every round from the call's to the
 //! result's is merged into one, so the pair still cannot be split.
 
-use crate::message::{Message, Role};
+use crate::message::{Message, Speaker};
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -18,7 +18,7 @@ pub fn rounds(history: &[Message]) -> Vec<Range<usize>> {
     let mut calls: HashMap<&str, usize> = HashMap::new();
     for (i, msg) in history.iter().enumerate() {
         match msg.role {
-            Role::Tool if !out.is_empty() => {
+            Speaker::Tool if !out.is_empty() => {
                 if let Some(last) = out.last_mut() {
                     last.end = i + 1;
                 }
@@ -63,7 +63,7 @@ mod tests {
 
     fn call(ids: &[&str]) -> Message {
         Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             ids.iter()
                 .map(|id| Part::ToolCall {
                     id: (*id).into(),
@@ -141,7 +141,7 @@ mod tests {
             prop_assert_eq!(of.len(), h.len());
             for (i, m) in h.iter().enumerate() {
                 // A tool message opens a round only when it opens the history.
-                if m.role == Role::Tool && i > 0 {
+                if m.role == Speaker::Tool && i > 0 {
                     prop_assert!(rs[of[i]].start < i);
                 }
                 for id in m.tool_result_ids() {

@@ -224,7 +224,7 @@ pub fn prefix_prompt(kept: usize, objective: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Role;
+    use crate::message::Speaker;
     use proptest::prelude::*;
 
     fn chars_over_3(s: &str) -> Tokens {
@@ -236,7 +236,7 @@ mod tests {
         let h = vec![
             Message::user("fix it"),
             Message::new(
-                Role::Assistant,
+                Speaker::Assistant,
                 vec![
                     Part::Thinking { text: "hmm".into(), signature: Some("sig".into()), redacted: false },
                     Part::Text { text: "running".into() },

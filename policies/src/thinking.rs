@@ -63,7 +63,7 @@ pub fn clear_outdated(history: &[Message]) -> Option<(Vec<Message>, Vec<Part>)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Role;
+    use crate::message::Speaker;
     use proptest::prelude::*;
 
     fn thinking(t: &str) -> Part {
@@ -71,7 +71,7 @@ mod tests {
     }
 
     fn assistant(parts: Vec<Part>) -> Message {
-        Message::new(Role::Assistant, parts)
+        Message::new(Speaker::Assistant, parts)
     }
 
     #[test]

@@ -1,47 +1,9 @@
-//! Context windows are measured, never configured. A window carries where its size came from, and
-//! refusals from providers state the real limit in prose that this module reads.
+//! Context windows are measured, never configured. A window carries where its size came from
+//! ([`Window`], [`WindowSource`], in the protocol), and refusals from providers state the real limit
+//! in prose that this module reads.
 
 use crate::tokens::Tokens;
-use serde::{Deserialize, Serialize};
-
-/// What we assume for a server that declares nothing, until a refusal states the limit.
-pub const ASSUMED_WINDOW: Tokens = Tokens(256_000);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WindowSource {
-    /// The server declared it (`/v1/models`, `/props`, `/api/show`).
-    Declared,
-    /// A refusal stated it.
-    Error,
-    /// A usage report showed the server processing a different amount than we sent.
-    Usage,
-    /// Nothing was known: [`ASSUMED_WINDOW`].
-    Assumed,
-}
-
-impl WindowSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WindowSource::Declared => "declared",
-            WindowSource::Error => "error",
-            WindowSource::Usage => "usage",
-            WindowSource::Assumed => "assumed",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Window {
-    pub tokens: Tokens,
-    pub source: WindowSource,
-}
-
-impl Window {
-    pub fn assumed() -> Window {
-        Window { tokens: ASSUMED_WINDOW, source: WindowSource::Assumed }
-    }
-}
+pub use agentd_protocol::window::{Window, WindowSource, ASSUMED_WINDOW};
 
 /// Reads the context limit out of a provider's refusal text, in the phrasings of OpenAI, vLLM,
 /// llama.cpp and Anthropic. Returns `None` when the text states no limit.

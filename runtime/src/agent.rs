@@ -12,17 +12,18 @@ use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError, ToolSpec
 use crate::scheduler::{Wait, Waited};
 use crate::task::TaskCtx;
 use actix::prelude::*;
-use agentd_agents::receipts::Receipt;
-use agentd_agents::roles::RoleKind;
+use agentd_agents::receipts::{receipt, Receipt};
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, StoreError, Stored, Unit};
 use agentd_policies::budget::{handoff_budget, refusal_bound};
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
 use agentd_policies::retry::{decide, Decision};
+use agentd_policies::settings::SettingKey;
 use agentd_policies::thinking;
 use agentd_policies::{
-    EventKind, Measured, Message, Part, Record, Role, TaskState, Thresholds, Tokens, Window, WindowSource,
+    EventKind, Measured, Message, Part, Record, Speaker, TaskState, Thresholds, Tokens, Window, WindowSource,
 };
+use agentd_protocol::{CheckpointKind, MessageKind, Producer, Role, ToolName};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -66,7 +67,7 @@ pub struct AgentActor {
 
 impl AgentActor {
     pub fn new(
-        role: RoleKind,
+        role: Role,
         history: Vec<Message>,
         receipts: Vec<Receipt>,
         changed_files: Vec<String>,
@@ -119,7 +120,7 @@ impl Handler<RunTurn> for AgentActor {
 #[rtype(result = "Result<(), StoreError>")]
 pub struct CompleteDelegation {
     pub call_id: String,
-    pub from: String,
+    pub from: Role,
     pub summary: String,
 }
 
@@ -135,29 +136,16 @@ impl Handler<CompleteDelegation> for AgentActor {
                 summary: msg.summary.clone(),
             })?;
             agent.persist(Message::tool_result(&msg.call_id, &msg.summary, false))?;
-            agent.emit(EventKind::tool_ended("delegate", &msg.call_id, true, false))
+            agent.emit(EventKind::tool_ended(&ToolName::Delegate, &msg.call_id, true, false))
         })
     }
 }
 
-/// The settings a turn runs with, taken when it starts.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Snapshot {
-    pub provider: String,
-    pub server: String,
-    pub model: String,
-    pub compact_at: u8,
-    pub command_timeout_s: u64,
-    pub verify: Option<String>,
-    pub tools: Vec<String>,
-    /// Extended thinking's budget (the role's `thinking_budget`), sent only to Anthropic.
-    pub thinking_budget: Option<u32>,
-    /// The role's `max_output_tokens`.
-    pub max_output_tokens: Option<u32>,
-}
+/// The settings a turn runs with, taken when it starts (logged as the turn's `settings` record).
+pub use agentd_protocol::TurnSettings as Snapshot;
 
 struct Agent {
-    role: RoleKind,
+    role: Role,
     history: Vec<Message>,
     task: Arc<TaskCtx>,
     /// The objective of the current turn (the task's, or the delegation's).
@@ -235,11 +223,12 @@ impl Agent {
     /// The summary of a turn whose end is already in the history: a final answer with no tool call,
     /// or a `finish` call that was accepted.
     fn already_finished(&self) -> Option<String> {
-        let (i, last) = self.history.iter().enumerate().rev().find(|(_, m)| m.role == Role::Assistant)?;
+        let (i, last) = self.history.iter().enumerate().rev().find(|(_, m)| m.role == Speaker::Assistant)?;
         if i + 1 == self.history.len() && last.tool_calls().next().is_none() {
             return Some(last.text());
         }
-        let (id, _, args) = last.tool_calls().find(|(_, name, _)| *name == "finish")?;
+        let (id, _, args) =
+            last.tool_calls().find(|(_, name, _)| ToolName::parse(name) == ToolName::Finish)?;
         let accepted = self.history[i + 1..]
             .iter()
             .flat_map(|m| &m.parts)
@@ -259,19 +248,25 @@ impl Agent {
         self.history
             .iter()
             .rev()
-            .filter(|m| m.role == Role::User)
-            .map(|m| m.text())
-            .find(|t| !t.starts_with('['))
-            .map(|t| t.strip_prefix(OBJECTIVE_PREFIX).map(str::to_string).unwrap_or(t))
+            .find(|m| {
+                m.role == Speaker::User && matches!(m.kind, MessageKind::Plain | MessageKind::Objective)
+            })
+            .map(|m| {
+                let text = m.text();
+                match (m.kind, text.strip_prefix(OBJECTIVE_PREFIX)) {
+                    (MessageKind::Objective, Some(objective)) => objective.to_string(),
+                    _ => text,
+                }
+            })
             .unwrap_or_default()
     }
 
     fn emit(&self, kind: EventKind) -> Result<(), StoreError> {
-        self.task.shared.bus.emit(&self.task.task_id, self.role.name(), kind).map(|_| ())
+        self.task.shared.bus.emit(&self.task.task_id, &self.role, kind).map(|_| ())
     }
 
     fn persist(&mut self, message: Message) -> Result<(), StoreError> {
-        let record = Record::Message { role: self.name().to_string(), message: message.clone() };
+        let record = Record::Message { role: self.role.clone(), message: message.clone() };
         self.task.shared.store.append(&self.task.task_id, &record)?;
         self.history.push(message);
         Ok(())
@@ -279,10 +274,7 @@ impl Agent {
 
     async fn run_turn(&mut self, input: Option<String>) -> TurnResult {
         let snapshot = self.task.snapshot(&self.role)?;
-        let record = Record::Settings {
-            role: self.name().to_string(),
-            settings: serde_json::to_value(&snapshot).unwrap_or_default(),
-        };
+        let record = Record::Settings { role: self.role.clone(), settings: snapshot.clone() };
         self.task.shared.store.append(&self.task.task_id, &record)?;
         if input.is_none() {
             if let Some(summary) = self.already_finished() {
@@ -293,7 +285,7 @@ impl Agent {
         if let Some(text) = input {
             self.clear_idle_thinking(&snapshot).await?;
             self.objective = Some(text.clone());
-            self.persist(Message::user(text))?;
+            self.persist(Message::user(text).with_kind(MessageKind::Objective))?;
         }
         let client = self.task.client(&snapshot.provider)?;
         let tools: Vec<ToolSpec> = agentd_agents::schema::schemas(&snapshot.tools)
@@ -321,7 +313,7 @@ impl Agent {
             let fitted = match self
                 .ask_fitter(Fit {
                     task_id: self.task.task_id.clone(),
-                    role: self.name().to_string(),
+                    role: self.role.clone(),
                     client: client.clone(),
                     request,
                     compact_at: snapshot.compact_at,
@@ -341,8 +333,8 @@ impl Agent {
                 self.task.shared.store.append(
                     &self.task.task_id,
                     &Record::Checkpoint {
-                        role: self.name().to_string(),
-                        subtype: "compaction".into(),
+                        role: self.role.clone(),
+                        subtype: CheckpointKind::Compaction,
                         history: done.history.clone(),
                         archive_id: Some(done.archive_id.clone()),
                     },
@@ -396,7 +388,7 @@ impl Agent {
                     underestimated_once = true;
                     self.ask_fitter(Underestimated {
                         task_id: self.task.task_id.clone(),
-                        role: self.name().to_string(),
+                        role: self.role.clone(),
                         window: fitted.window.tokens,
                     })
                     .await?;
@@ -410,7 +402,7 @@ impl Agent {
             let observed = self
                 .ask_fitter(Observe {
                     task_id: self.task.task_id.clone(),
-                    role: self.name().to_string(),
+                    role: self.role.clone(),
                     usage: response.usage,
                 })
                 .await??;
@@ -431,9 +423,9 @@ impl Agent {
             })?;
             self.last_answer_at = Some(clock().now());
             let message = response.message;
-            let calls: Vec<(String, String, String)> = message
+            let calls: Vec<(String, ToolName, String)> = message
                 .tool_calls()
-                .map(|(id, name, args)| (id.to_string(), name.to_string(), args.to_string()))
+                .map(|(id, name, args)| (id.to_string(), ToolName::parse(name), args.to_string()))
                 .collect();
             self.persist(message.clone())?;
             if calls.is_empty() {
@@ -470,7 +462,12 @@ impl Agent {
                     .await?;
                 carried += bounded.tokens;
                 self.persist(Message::tool_result(&call_id, &bounded.content, !result.outcome.ok))?;
-                self.receipt(Receipt::new(&name, &arguments, &result.outcome, bounded.evidence_id.clone()))?;
+                self.receipt(receipt(
+                    name.clone(),
+                    &arguments,
+                    &result.outcome,
+                    bounded.evidence_id.clone(),
+                ))?;
                 self.emit(EventKind::ToolFinished {
                     tool: name.clone(),
                     call_id: call_id.clone(),
@@ -495,19 +492,20 @@ impl Agent {
     async fn call_tool(
         &mut self,
         snapshot: &Snapshot,
-        name: &str,
+        name: &ToolName,
         arguments: &str,
     ) -> Result<CallOutcome, TurnError> {
         let plain = |outcome: ToolOutcome| Ok(CallOutcome { outcome, finished: None });
-        if !snapshot.tools.iter().any(|t| t == name) {
+        if !snapshot.tools.contains(name) {
             return plain(failure(format!(
-                "tool {name:?} is not available to the {} role; available: {}",
+                "tool {:?} is not available to the {} role; available: {}",
+                name.as_str(),
                 self.name(),
-                snapshot.tools.join(", ")
+                snapshot.tools.iter().map(ToolName::as_str).collect::<Vec<_>>().join(", ")
             )));
         }
         match name {
-            "finish" => {
+            ToolName::Finish => {
                 let args: FinishArgs = match parse_args(name, arguments) {
                     Ok(a) => a,
                     Err(outcome) => return plain(outcome),
@@ -515,7 +513,8 @@ impl Agent {
                 if let Some(verify) = &snapshot.verify {
                     let ctx = self.tool_context(snapshot);
                     let check = serde_json::json!({ "command": verify }).to_string();
-                    let outcome = self.cancellable(agent_tools::execute(&ctx, "run_command", &check)).await?;
+                    let outcome =
+                        self.cancellable(agent_tools::execute(&ctx, &ToolName::RunCommand, &check)).await?;
                     if !outcome.ok {
                         let reason = format!("verification `{verify}` failed");
                         self.emit(EventKind::FinishRejected { reason: reason.clone() })?;
@@ -530,24 +529,27 @@ impl Agent {
                     finished: Some(args.summary),
                 })
             }
-            "delegate" => {
+            ToolName::Delegate => {
                 let args: DelegateArgs = match parse_args(name, arguments) {
                     Ok(a) => a,
                     Err(outcome) => return plain(outcome),
                 };
-                let Some(target) = self.task.member(&args.to) else {
+                let to = Role::from(args.to);
+                let Some(target) = self.task.member(&to) else {
+                    let delegates = self.task.delegates();
+                    let names: Vec<&str> = delegates.iter().map(Role::name).collect();
                     return plain(failure(format!(
                         "no team member {:?}; delegate to one of: {}",
-                        args.to,
-                        self.task.delegates().join(", ")
+                        to.name(),
+                        names.join(", ")
                     )));
                 };
-                if args.to == self.name() {
+                if to == self.role {
                     return plain(failure("an agent cannot delegate to itself".into()));
                 }
-                let handoff = self.handoff(&args.to, &args.objective).await?;
+                let handoff = self.handoff(&to, &args.objective).await?;
                 self.emit(EventKind::Delegated {
-                    to_role: args.to.clone(),
+                    to_role: to.clone(),
                     objective: args.objective.clone(),
                     receipts_id: handoff.receipts_id,
                     budget_tokens: Some(handoff.budget),
@@ -558,14 +560,11 @@ impl Agent {
                 let summary = target
                     .send(RunTurn { input: Some(handoff.text), inherited })
                     .await
-                    .map_err(|e| TurnError::Team(format!("{} is gone: {e}", args.to)))??;
-                self.emit(EventKind::DelegationReturned {
-                    from_role: args.to.clone(),
-                    summary: summary.clone(),
-                })?;
+                    .map_err(|e| TurnError::Team(format!("{to} is gone: {e}")))??;
+                self.emit(EventKind::DelegationReturned { from_role: to.clone(), summary: summary.clone() })?;
                 plain(ToolOutcome { ok: true, content: summary, complete: true })
             }
-            "read_evidence" => {
+            ToolName::ReadEvidence => {
                 let args: ReadEvidenceArgs = match parse_args(name, arguments) {
                     Ok(a) => a,
                     Err(outcome) => return plain(outcome),
@@ -674,8 +673,8 @@ impl Agent {
         let seq = self.task.shared.store.append(
             &self.task.task_id,
             &Record::Checkpoint {
-                role: self.name().to_string(),
-                subtype: "thinking_cleanup".into(),
+                role: self.role.clone(),
+                subtype: CheckpointKind::ThinkingCleanup,
                 history: cleaned.clone(),
                 archive_id: None,
             },
@@ -683,10 +682,10 @@ impl Agent {
         self.history = cleaned;
         let latch =
             serde_json::json!({"checkpoint_seq": seq, "blocks_removed": removed.len(), "at": now_rfc3339()});
-        self.task
-            .shared
-            .store
-            .set_setting(&format!("thinking_latch/{}/{}", self.task.task_id, self.name()), &latch)?;
+        self.task.shared.store.set_setting(
+            &SettingKey::ThinkingLatch { task_id: &self.task.task_id, role: &self.role }.to_string(),
+            &latch,
+        )?;
         tracing::debug!(role = self.name(), "Context GC: cleared {} outdated thinking blocks", removed.len());
         self.emit(EventKind::ThinkingCleared {
             blocks_removed: removed.len() as u32,
@@ -697,10 +696,7 @@ impl Agent {
     }
 
     fn receipt(&mut self, receipt: Receipt) -> Result<(), StoreError> {
-        let record = Record::Receipt {
-            role: self.name().to_string(),
-            receipt: serde_json::to_value(&receipt).unwrap_or_default(),
-        };
+        let record = Record::Receipt { role: self.role.clone(), receipt: receipt.clone() };
         self.task.shared.store.append(&self.task.task_id, &record)?;
         self.receipts.push(receipt);
         Ok(())
@@ -710,7 +706,7 @@ impl Agent {
     /// own receipts), bounded to a tenth of the receiver's window by the receiver's measure. A list too
     /// long for that is archived whole as evidence, and read back before the handoff goes: if the
     /// archive cannot be written or read, the delegation fails loudly rather than drop receipts.
-    async fn handoff(&self, to: &str, objective: &str) -> Result<Handoff, TurnError> {
+    async fn handoff(&self, to: &Role, objective: &str) -> Result<Handoff, TurnError> {
         let mut receipts = self.inherited.clone();
         receipts.extend(self.receipts.iter().cloned());
         let rc = self
@@ -718,7 +714,7 @@ impl Agent {
             .shared
             .config
             .role(to)
-            .ok_or_else(|| TurnError::Team(format!("no team member {to:?}")))?;
+            .ok_or_else(|| TurnError::Team(format!("no team member {:?}", to.name())))?;
         let client = self.task.client(&rc.provider)?;
         let server = client.base_url().to_string();
         let window = self.ask_fitter(WindowOf { client, model: rc.model.clone(), fresh: false }).await??;
@@ -726,7 +722,7 @@ impl Agent {
         let meter = self.ask_fitter(MeterOf { server, model: rc.model.clone() }).await?;
         let measured_by = meter.measured();
         let count = |t: &str| meter.count_text(t).tokens.0;
-        let from = self.name().to_string();
+        let from = self.role.clone();
         if agentd_agents::handoff::fits_whole(&from, &receipts, budget.0, &count) {
             return Ok(Handoff {
                 text: agentd_agents::handoff::handoff(objective, &from, &receipts, budget.0, &count, None)
@@ -755,7 +751,7 @@ impl Agent {
                     source: Source {
                         task_id: self.task.task_id.clone(),
                         role: from.clone(),
-                        tool: "receipts".into(),
+                        tool: Producer::Receipts,
                         call_id: None,
                         detail: Some(format!("receipts of {from} handed to {to}")),
                     },
@@ -817,14 +813,14 @@ impl Agent {
         client: &Client,
         meter: &Meter,
         limit: Tokens,
-        tool: &str,
+        tool: &ToolName,
         call_id: &str,
         arguments: &str,
         outcome: &ToolOutcome,
     ) -> Result<Bounded, TurnError> {
         let whole = |tokens: Tokens| Bounded { content: outcome.content.clone(), evidence_id: None, tokens };
         // An evidence page was sized when it was read.
-        if tool == "read_evidence" {
+        if *tool == ToolName::ReadEvidence {
             return Ok(whole(meter.count_text(&outcome.content).tokens));
         }
         let tokens = meter.measure_text(client, &snapshot.model, &outcome.content).await.tokens;
@@ -844,8 +840,8 @@ impl Agent {
                     media_type: "text/plain",
                     source: Source {
                         task_id: self.task.task_id.clone(),
-                        role: self.name().to_string(),
-                        tool: tool.to_string(),
+                        role: self.role.clone(),
+                        tool: Producer::Tool(tool.clone()),
                         call_id: Some(call_id.to_string()),
                         detail,
                     },
@@ -963,6 +959,6 @@ fn failure(content: String) -> ToolOutcome {
     ToolOutcome { ok: false, content, complete: true }
 }
 
-fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolOutcome> {
+fn parse_args<T: serde::de::DeserializeOwned>(tool: &ToolName, arguments: &str) -> Result<T, ToolOutcome> {
     serde_json::from_str(arguments).map_err(|e| failure(format!("invalid arguments for {tool}: {e}")))
 }

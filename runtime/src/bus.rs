@@ -4,6 +4,7 @@
 use crate::clock::now_rfc3339;
 use agentd_evidence::{Store, StoreError};
 use agentd_policies::{Event, EventKind};
+use agentd_protocol::Role;
 use tokio::sync::broadcast;
 
 #[derive(Clone)]
@@ -19,7 +20,7 @@ impl EventBus {
     }
 
     /// Persists the event, then publishes it. The returned event carries its `seq`.
-    pub fn emit(&self, task_id: &str, role: &str, kind: EventKind) -> Result<Event, StoreError> {
+    pub fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<Event, StoreError> {
         let event = self.store.append_event(task_id, role, &now_rfc3339(), kind)?;
         // No receiver is not an error: nobody is watching.
         let _ = self.live.send(event.clone());

@@ -1,6 +1,12 @@
 //! A blocking client of the socket protocol, for the CLI and for tests: one request line out, lines in
 //! until the answer with our id (notifications that arrive meanwhile are kept for `next_item`).
+//!
+//! [`Client::request`] speaks the protocol's types (a [`Request`] in, the method's result type out);
+//! [`Client::call`] sends any method and params, for tests of what the daemon does with bad ones.
 
+use agentd_protocol::rpc::{ErrorCode, Notification, TaskEnd};
+use agentd_protocol::{Event, Request};
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -17,6 +23,16 @@ pub enum ClientError {
     Protocol(String),
     #[error("{message}")]
     Rpc { code: i64, message: String },
+}
+
+impl ClientError {
+    /// The protocol's error code, when the daemon answered with a known one.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Rpc { code, .. } => ErrorCode::from_code(*code),
+            _ => None,
+        }
+    }
 }
 
 pub struct Client {
@@ -43,6 +59,13 @@ impl Client {
             )));
         }
         serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("{e}: {line}")))
+    }
+
+    /// Sends a typed request and reads its answer as the method's result type.
+    pub fn request<T: DeserializeOwned>(&mut self, request: &Request) -> Result<T, ClientError> {
+        let (method, params) = request.to_wire();
+        let result = self.call(&method, params)?;
+        serde_json::from_value(result).map_err(|e| ClientError::Protocol(format!("{method} answered: {e}")))
     }
 
     /// Calls a method and waits for its answer.
@@ -81,15 +104,15 @@ impl Client {
                 Some(m) => m,
                 None => self.read_line()?,
             };
-            match msg.get("method").and_then(Value::as_str) {
-                Some("task.event") => {
-                    return Ok(StreamItem::Event(msg.get("params").cloned().unwrap_or(Value::Null)))
-                }
-                Some("task.end") => {
-                    return Ok(StreamItem::End(msg.get("params").cloned().unwrap_or(Value::Null)))
-                }
-                _ => {}
+            if msg.get("method").is_none() {
+                continue;
             }
+            let notification: Notification = serde_json::from_value(msg.clone())
+                .map_err(|e| ClientError::Protocol(format!("notification {msg}: {e}")))?;
+            return Ok(match notification {
+                Notification::TaskEvent(e) => StreamItem::Event(Box::new(e)),
+                Notification::TaskEnd(end) => StreamItem::End(end),
+            });
         }
     }
 }
@@ -97,11 +120,10 @@ impl Client {
 /// What a subscription delivers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
-    Event(Value),
-    /// `{task_id, seq, kind}` of the terminal event that ended the stream; or, for a task whose end
-    /// the daemon could not record (its storage failed), `{task_id, seq, kind, state, recorded:
-    /// false, error}` — never a success (see [`end_is_recorded`]).
-    End(Value),
+    Event(Box<Event>),
+    /// The terminal event that ended the stream; or, for a task whose end the daemon could not
+    /// record (its storage failed), `recorded: false` with the state and error — never a success.
+    End(TaskEnd),
 }
 
 fn rpc_error(msg: &Value) -> ClientError {
@@ -110,10 +132,4 @@ fn rpc_error(msg: &Value) -> ClientError {
         code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
         message: err.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
     }
-}
-
-/// Whether a `task.end` is of a recorded terminal event (false: the end is only in the daemon's
-/// memory, its storage failed).
-pub fn end_is_recorded(end: &Value) -> bool {
-    end.get("recorded") != Some(&Value::Bool(false))
 }

@@ -15,6 +15,7 @@ use agentd_policies::compaction::{
 };
 use agentd_policies::retry::{decide, Decision, RetryPolicy};
 use agentd_policies::{Message, Thresholds, Tokens};
+use agentd_protocol::{Producer, Role};
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -35,7 +36,7 @@ pub enum CompactError {
 /// What a compaction needs to know.
 pub struct Job<'a> {
     pub task_id: &'a str,
-    pub role: &'a str,
+    pub role: &'a Role,
     pub client: &'a Client,
     pub meter: &'a Meter,
     pub store: &'a Store,
@@ -222,8 +223,8 @@ fn archive(job: &Job<'_>, removed: &[Message]) -> Result<String, CompactError> {
                 media_type: "application/x-ndjson",
                 source: Source {
                     task_id: job.task_id.to_string(),
-                    role: job.role.to_string(),
-                    tool: "compaction".into(),
+                    role: job.role.clone(),
+                    tool: Producer::Compaction,
                     call_id: None,
                     detail: Some(format!(
                         "{} messages compacted out of the {} history",

@@ -5,6 +5,7 @@ use crate::provider::Deadlines;
 use agentd_agents::roles::ALL_TOOLS;
 use agentd_agents::tools::{SandboxMode, SandboxPolicy};
 use agentd_policies::retry::RetryPolicy;
+use agentd_protocol::{Role, ToolName};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -111,7 +112,7 @@ pub struct RoleConfig {
     pub compact_at: Option<u8>,
     pub verify: Option<String>,
     pub prompt: Option<String>,
-    pub tools: Option<Vec<String>>,
+    pub tools: Option<Vec<ToolName>>,
     /// Extended thinking's token budget (at least 1024). Accepted for any provider, sent only to
     /// Anthropic: the OpenAI wire has no such field.
     pub thinking_budget: Option<u32>,
@@ -125,6 +126,7 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     pub lead: RoleConfig,
     pub coder: RoleConfig,
+    /// Keyed by name: every key is a `Role::Specialist`.
     pub specialists: BTreeMap<String, RoleConfig>,
     pub command_timeout: Duration,
     /// How long a model request may take, and how long its stream may go without an event.
@@ -152,31 +154,23 @@ pub struct JobConfig {
     pub action: JobAction,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobAction {
-    /// Re-hash every evidence blob.
-    VerifyEvidence,
-    /// Write every task's log as JSON lines under `<home>/exports/`.
-    ExportLogs,
-}
-
-impl JobAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobAction::VerifyEvidence => "evidence.verify",
-            JobAction::ExportLogs => "logs.export",
-        }
-    }
-}
+pub use agentd_protocol::rpc::JobAction;
 
 impl Config {
-    /// The configuration of a role by name: `lead`, `coder` or a specialist.
-    pub fn role(&self, name: &str) -> Option<&RoleConfig> {
-        match name {
-            "lead" => Some(&self.lead),
-            "coder" => Some(&self.coder),
-            other => self.specialists.get(other),
+    /// The configuration of a role: the lead, the coder or a configured specialist.
+    pub fn role(&self, role: &Role) -> Option<&RoleConfig> {
+        match role {
+            Role::Lead => Some(&self.lead),
+            Role::Coder => Some(&self.coder),
+            Role::Specialist(name) => self.specialists.get(name),
         }
+    }
+
+    /// Every role of the team: the lead, the coder, then the specialists by name.
+    pub fn roles(&self) -> impl Iterator<Item = Role> + '_ {
+        [Role::Lead, Role::Coder]
+            .into_iter()
+            .chain(self.specialists.keys().map(|n| Role::Specialist(n.clone())))
     }
 
     pub fn provider_of(&self, role: &RoleConfig) -> &ProviderConfig {
@@ -249,7 +243,7 @@ struct RawRole {
     compact_at: Option<i64>,
     verify: Option<String>,
     prompt: Option<String>,
-    tools: Option<Vec<String>>,
+    tools: Option<Vec<ToolName>>,
     thinking_budget: Option<i64>,
     max_output_tokens: Option<i64>,
 }
@@ -362,16 +356,16 @@ impl RawConfig {
                         ),
                     )
                 })?;
-                let action = match job.action.as_str() {
-                    "evidence.verify" => JobAction::VerifyEvidence,
-                    "logs.export" => JobAction::ExportLogs,
-                    other => {
+                let action = match JobAction::parse(&job.action) {
+                    Some(action) => action,
+                    None => {
+                        let other = &job.action;
                         return Err(invalid(
                             format!("{key}.action"),
                             format!(
                                 "unknown action {other:?}; expected \"evidence.verify\" or \"logs.export\""
                             ),
-                        ))
+                        ));
                     }
                 };
                 jobs.push(JobConfig { name: job.name, cron: job.cron, schedule, action });
@@ -456,7 +450,7 @@ impl RawConfig {
                     ));
                 }
                 for t in tools {
-                    if !ALL_TOOLS.contains(&t.as_str()) || t == "delegate" {
+                    if !ALL_TOOLS.contains(t) || *t == ToolName::Delegate {
                         return Err(invalid(
                             format!("{key}.tools"),
                             format!("unknown tool {t:?} for a specialist"),
@@ -482,7 +476,7 @@ impl RawConfig {
         let coder = role("team.coder".into(), self.team.coder, false)?;
         let mut specialists = BTreeMap::new();
         for (name, r) in self.team.specialists {
-            if name == "lead" || name == "coder" {
+            if Role::parse(&name).is_fixed() {
                 return Err(invalid(
                     format!("team.specialists.{name}"),
                     "a specialist may not be named lead or coder".into(),

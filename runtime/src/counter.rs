@@ -23,7 +23,7 @@
 //! cached: it is measured again once the endpoint has answered.
 
 use crate::provider::{ChatRequest, Client, ToolSpec};
-use agentd_policies::{Count, Message, Part, Role};
+use agentd_policies::{Count, Message, Part, Speaker};
 use futures_util::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -586,7 +586,7 @@ fn measure_message(t: Tokenizer, m: &Message, count: &mut dyn FnMut(&str) -> Cou
 }
 
 fn measure_system(t: Tokenizer, system: &str, count: &mut dyn FnMut(&str) -> Count) -> Entry {
-    let total = t.fixed(MESSAGE_FRAMING) + count(Role::System.as_str()) + count(system);
+    let total = t.fixed(MESSAGE_FRAMING) + count(Speaker::System.as_str()) + count(system);
     Entry { total, thinking: t.fixed(0) }
 }
 
@@ -801,7 +801,7 @@ mod tests {
         let c = TokenCounter::new("gpt-4o");
         let text = |s: &str| c.count_text(s).tokens.0;
         let m = Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             vec![
                 Part::Thinking { text: "let me look".into(), signature: Some("sig".into()), redacted: false },
                 Part::Text { text: "Reading it.".into() },
@@ -828,7 +828,7 @@ mod tests {
         );
         // Images follow the provider's rule and are estimates.
         let img = Message::new(
-            Role::User,
+            Speaker::User,
             vec![Part::Image { media_type: "image/png".into(), data: "AAAA".into() }],
         );
         let n = c.count_message(&img);
@@ -840,7 +840,7 @@ mod tests {
     fn request_count_by_category() {
         let c = TokenCounter::new("gpt-4o");
         let thinking = Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             vec![
                 Part::Thinking { text: "hmm, think".into(), signature: None, redacted: false },
                 Part::Text { text: "ok".into() },
@@ -942,7 +942,7 @@ mod tests {
     fn missing_texts_then_learn_then_measured() {
         let c = TokenCounter::with_endpoint("qwen3-coder");
         let call = Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             vec![
                 Part::Thinking { text: "look".into(), signature: Some("sig".into()), redacted: false },
                 Part::ToolCall {
@@ -1014,7 +1014,7 @@ mod tests {
         assert!(!n.system.estimated && !n.tools.estimated, "the categories that were measured stay so");
         // An image is the provider's rule, never a measurement, whatever the texts.
         let img = Message::new(
-            Role::User,
+            Speaker::User,
             vec![Part::Image { media_type: "image/png".into(), data: "AAAA".into() }],
         );
         let n = c.count_message(&img);

@@ -90,7 +90,7 @@ pub fn record_end(store: &Store, bus: &EventBus, task_id: &str, end: &End) -> Re
     let already = last > 0
         && store.events(task_id, last - 1, 1)?.first().is_some_and(|e| e.kind.name() == end.kind.name());
     if !already {
-        bus.emit(task_id, "lead", end.kind.clone())?;
+        bus.emit(task_id, &agentd_protocol::Role::Lead, end.kind.clone())?;
     }
     Ok(())
 }

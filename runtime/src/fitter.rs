@@ -23,14 +23,13 @@ use crate::provider::{ChatRequest, Client};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, StoreError};
-use agentd_policies::calibration::{Basis, Calibration, Observed, Raw, Standing};
-use agentd_policies::compaction::{
-    SentPrefix, WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX, OBSERVATIONS_HEADER,
-};
+use agentd_policies::calibration::{Basis, Calibration, Observed, Raw};
+use agentd_policies::compaction::{SentPrefix, WorkingFile};
 use agentd_policies::retry::RetryPolicy;
+use agentd_policies::settings::SettingKey;
 use agentd_policies::usage::{correct_window, Correction, Expected};
-use agentd_policies::{Count, EventKind, Role, Thresholds, Tokens, Usage, Window, WindowSource};
-use serde::{Deserialize, Serialize};
+use agentd_policies::{Count, EventKind, Thresholds, Tokens, Usage, Window, WindowSource};
+use agentd_protocol::{MessageKind, Role};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -65,42 +64,7 @@ pub struct Fitted {
     pub compacted: Option<Compacted>,
 }
 
-/// The gauge of one role of one task: the last request the fitter measured for it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Gauge {
-    pub role: String,
-    pub model: String,
-    /// What measured the request: the model's tokenizer, the server's counting endpoint, or an estimate.
-    pub count_source: CountSource,
-    /// How the server's usage reports have calibrated that count, once they have.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calibration: Option<Standing>,
-    /// The measure in words: `estimate, calibrated from 12 usage reports, ±1.4 %`.
-    #[serde(default)]
-    pub measured_by: String,
-    pub window: Tokens,
-    pub window_source: WindowSource,
-    pub tokens: Tokens,
-    pub estimated: bool,
-    pub categories: Categories,
-    pub compact_at: u8,
-    pub trigger_tokens: Tokens,
-    pub destination_tokens: Tokens,
-    pub free_tokens: Tokens,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Categories {
-    pub system: Tokens,
-    pub tools: Tokens,
-    pub objective: Tokens,
-    pub checkpoint: Tokens,
-    pub observations: Tokens,
-    pub files: Tokens,
-    /// Recent messages kept verbatim (thinking excluded).
-    pub messages: Tokens,
-    pub thinking: Tokens,
-}
+pub use agentd_protocol::gauge::{Categories, Gauge};
 
 /// The request the fitter last measured for a task's role: what its usage report is paired with, and
 /// what the next request may extend.
@@ -123,7 +87,7 @@ struct LastRequest {
     reported: Option<Tokens>,
 }
 
-type RoleKey = (String, String);
+type RoleKey = (String, Role);
 
 struct State {
     store: Store,
@@ -142,10 +106,6 @@ struct State {
 /// The in-memory key of a server/model pair (counters, calibrations).
 fn pair_key(server: &str, model: &str) -> String {
     format!("{server}\n{model}")
-}
-
-fn calibration_key(server: &str, model: &str) -> String {
-    format!("calibration/{server}/{model}")
 }
 
 impl State {
@@ -168,7 +128,7 @@ impl State {
         }
         let stored = self
             .store
-            .setting(&calibration_key(server, model))
+            .setting(&SettingKey::Calibration { server, model }.to_string())
             .ok()
             .flatten()
             .and_then(|v| serde_json::from_value::<Calibration>(v).ok())
@@ -187,7 +147,9 @@ impl State {
         let mut c = self.calibration(server, model);
         let out = update(&mut c);
         if let Ok(value) = serde_json::to_value(&c) {
-            if let Err(e) = self.store.cache_setting(&calibration_key(server, model), &value) {
+            if let Err(e) =
+                self.store.cache_setting(&SettingKey::Calibration { server, model }.to_string(), &value)
+            {
                 tracing::warn!(error = %e, "could not keep the calibration");
             }
         }
@@ -273,7 +235,7 @@ impl Actor for Fitter {
 #[rtype(result = "Result<Fitted, FitError>")]
 pub struct Fit {
     pub task_id: String,
-    pub role: String,
+    pub role: Role,
     pub client: Arc<Client>,
     pub request: ChatRequest,
     pub compact_at: u8,
@@ -353,7 +315,7 @@ impl State {
             )?;
             // System prompt + tool schemas + reply priming.
             let fixed = count.total.tokens.saturating_sub(count.messages.tokens);
-            let working_files = if msg.role == "coder" {
+            let working_files = if msg.role == Role::Coder {
                 working_files(&msg.changed_files, &msg.workspace, &meter)
             } else {
                 Vec::new()
@@ -447,7 +409,7 @@ impl State {
     fn record_gauge(
         &self,
         task_id: &str,
-        role: &str,
+        role: &Role,
         request: &ChatRequest,
         count: &RequestCount,
         meter: &Meter,
@@ -456,7 +418,7 @@ impl State {
         compact_at: u8,
     ) {
         let gauge = Gauge {
-            role: role.to_string(),
+            role: role.clone(),
             model: request.model.clone(),
             count_source: meter.source(),
             calibration: meter.standing(),
@@ -474,14 +436,15 @@ impl State {
         // The gauge survives a restart: `status` and `context` show the last measurement until the
         // role measures again.
         if let Ok(value) = serde_json::to_value(&gauge) {
-            if let Err(e) = self.store.cache_setting(&gauge_key(task_id, role), &value) {
+            if let Err(e) = self.store.cache_setting(&SettingKey::Gauge { task_id, role }.to_string(), &value)
+            {
                 tracing::warn!(error = %e, "could not keep the gauge");
             }
         }
-        lock(&self.gauges).insert((task_id.to_string(), role.to_string()), gauge);
+        lock(&self.gauges).insert((task_id.to_string(), role.clone()), gauge);
     }
 
-    fn emit(&self, task_id: &str, role: &str, kind: EventKind) -> Result<(), StoreError> {
+    fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<(), StoreError> {
         self.bus.emit(task_id, role, kind).map(|_| ())
     }
 }
@@ -502,18 +465,13 @@ fn categories(request: &ChatRequest, count: &RequestCount, meter: &Meter) -> Cat
     let each: Vec<Tokens> = request.messages.iter().map(|m| meter.count_message(m).tokens).collect();
     let sum: Tokens = each.iter().copied().sum();
     let factor = if sum.0 == 0 { 1.0 } else { count.messages.tokens.0 as f64 / sum.0 as f64 };
-    for (i, (m, tokens)) in request.messages.iter().zip(each).enumerate() {
-        let text = if m.role == Role::User { m.text() } else { String::new() };
-        let slot = if text.starts_with(CHECKPOINT_HEADER) {
-            &mut c.checkpoint
-        } else if text.starts_with(OBSERVATIONS_HEADER) {
-            &mut c.observations
-        } else if text.starts_with(FILES_HEADER) {
-            &mut c.files
-        } else if text.starts_with(OBJECTIVE_PREFIX) || (i == 0 && m.role == Role::User) {
-            &mut c.objective
-        } else {
-            continue;
+    for (m, tokens) in request.messages.iter().zip(each) {
+        let slot = match m.kind {
+            MessageKind::Checkpoint => &mut c.checkpoint,
+            MessageKind::Observations => &mut c.observations,
+            MessageKind::WorkingFiles => &mut c.files,
+            MessageKind::Objective => &mut c.objective,
+            MessageKind::Plain => continue,
         };
         *slot += Tokens((tokens.0 as f64 * factor).round() as u64);
     }
@@ -586,16 +544,12 @@ impl Handler<WindowOf> for Fitter {
     }
 }
 
-fn gauge_key(task_id: &str, role: &str) -> String {
-    format!("gauge/{task_id}/{role}")
-}
-
 /// The last measurement of a task's role, if it has made a request.
 #[derive(Message)]
 #[rtype(result = "Option<Gauge>")]
 pub struct GaugeOf {
     pub task_id: String,
-    pub role: String,
+    pub role: Role,
 }
 
 impl Handler<GaugeOf> for Fitter {
@@ -605,7 +559,8 @@ impl Handler<GaugeOf> for Fitter {
         if let Some(g) = lock(&self.state.gauges).get(&(msg.task_id.clone(), msg.role.clone())) {
             return Some(g.clone());
         }
-        let stored = self.state.store.setting(&gauge_key(&msg.task_id, &msg.role)).ok().flatten()?;
+        let key = SettingKey::Gauge { task_id: &msg.task_id, role: &msg.role }.to_string();
+        let stored = self.state.store.setting(&key).ok().flatten()?;
         let gauge: Gauge = serde_json::from_value(stored).ok()?;
         lock(&self.state.gauges).insert((msg.task_id, msg.role), gauge.clone());
         Some(gauge)
@@ -620,7 +575,7 @@ impl Handler<GaugeOf> for Fitter {
 #[rtype(result = "Result<Option<(Window, Window)>, StoreError>")]
 pub struct Observe {
     pub task_id: String,
-    pub role: String,
+    pub role: Role,
     pub usage: Option<Usage>,
 }
 
@@ -636,7 +591,7 @@ impl Handler<Observe> for Fitter {
         let raw = Raw { total: last.raw.tokens, fixed: last.raw_fixed };
         if let Some(usage) = msg.usage {
             if let Some(window) = state.known_window(&server, &model)? {
-                let before_key = format!("window_before_clamp/{server}/{model}");
+                let before_key = SettingKey::WindowBeforeClamp { server: &server, model: &model }.to_string();
                 let before_clamp =
                     state.store.setting(&before_key)?.and_then(|v| serde_json::from_value::<Window>(v).ok());
                 // Truncation is judged against what the server should have counted: a confirmed
@@ -695,7 +650,7 @@ impl Handler<Observe> for Fitter {
 #[rtype(result = "()")]
 pub struct Underestimated {
     pub task_id: String,
-    pub role: String,
+    pub role: Role,
     pub window: Tokens,
 }
 

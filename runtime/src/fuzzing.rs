@@ -6,8 +6,8 @@
 use crate::config::{Config, ConfigError};
 use crate::provider::sse::drive_within;
 use crate::provider::{anthropic_stream, stream, ChatResponse, ProviderError};
-use crate::rpc::{Params, RpcError};
-pub use crate::socket::Request;
+pub use crate::rpc::Request;
+use crate::rpc::{ErrorCode, RpcError};
 use crate::socket::{decode_request, error_response, oversized_error, Frame, Framer};
 use serde_json::Value;
 use std::path::Path;
@@ -15,8 +15,8 @@ use std::path::Path;
 /// What the socket makes of one request line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decoded {
-    /// A well-formed request whose params are an object or absent: it would be dispatched.
-    Request(Request),
+    /// A well-formed request of a known method with params of its type: it would be dispatched.
+    Request { id: Value, request: Request },
     /// The error the socket answers with, and the response line it sends.
     Error { id: Value, error: RpcError, line: String },
 }
@@ -43,14 +43,10 @@ pub fn decode_rpc_lines(bytes: &[u8], max_line: usize, piece: usize) -> Vec<Deco
     out
 }
 
-/// One request line (without its `\n`) as the socket decodes it, params checked as every method
-/// checks them first.
+/// One request line (without its `\n`) as the socket decodes it: framing, method, typed params.
 pub fn decode_rpc_line(text: &[u8]) -> Decoded {
     match decode_request(text) {
-        Ok(request) => match Params::of(&request.params) {
-            Ok(_) => Decoded::Request(request),
-            Err(e) => error(request.id, e),
-        },
+        Ok((id, request)) => Decoded::Request { id, request },
         Err((id, e)) => error(id, e),
     }
 }
@@ -128,7 +124,6 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 /// every request has params that are an object or null; and the result does not depend on how the
 /// bytes arrive, nor does a small line limit change the lines within it.
 pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
-    use crate::rpc::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
     let whole = decode_rpc_lines(bytes, crate::socket::MAX_LINE, 0);
     let lines = bytes.iter().filter(|&&b| b == b'\n').count();
     if whole.len() > lines {
@@ -136,20 +131,29 @@ pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
     }
     for d in &whole {
         match d {
-            Decoded::Request(r) => {
-                if !(r.params.is_object() || r.params.is_null()) {
-                    return Err(format!("dispatched params that are not an object: {}", r.params));
+            Decoded::Request { request, .. } => {
+                // What is dispatched reads back as itself: the typed request is the whole request.
+                let (method, params) = request.to_wire();
+                let again = serde_json::json!({"method": method, "params": params});
+                if serde_json::from_value::<Request>(again).ok().as_ref() != Some(request) {
+                    return Err(format!("request {request:?} does not read back from its wire form"));
                 }
             }
             Decoded::Error { id, error, line } => {
-                if ![PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS].contains(&error.code) {
-                    return Err(format!("non-standard code {} for a decoding error", error.code));
+                let standard = [
+                    ErrorCode::ParseError,
+                    ErrorCode::InvalidRequest,
+                    ErrorCode::MethodNotFound,
+                    ErrorCode::InvalidParams,
+                ];
+                if !standard.contains(&error.code) {
+                    return Err(format!("non-standard code {} for a decoding error", error.code.code()));
                 }
                 let v: Value = serde_json::from_str(line).map_err(|e| format!("response {line:?}: {e}"))?;
-                if v["jsonrpc"] != "2.0" || v["id"] != *id || v["error"]["code"] != error.code {
+                if v["jsonrpc"] != "2.0" || v["id"] != *id || v["error"]["code"] != error.code.code() {
                     return Err(format!("malformed response {line}"));
                 }
-                if error.code == PARSE_ERROR && !id.is_null() {
+                if error.code == ErrorCode::ParseError && !id.is_null() {
                     return Err(format!("a parse error answered with id {id}"));
                 }
             }
@@ -220,7 +224,7 @@ fn well_formed(r: &Result<ChatResponse, ProviderError>) -> Result<(), String> {
         Ok(answer) => {
             if answer.finish_reason.is_empty()
                 || answer.message.parts.is_empty()
-                || answer.message.role != agentd_policies::Role::Assistant
+                || answer.message.role != agentd_policies::Speaker::Assistant
             {
                 return Err(format!("malformed answer {answer:?}"));
             }

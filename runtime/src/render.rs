@@ -1,14 +1,6 @@
 //! Events and gauges as lines a person reads (`watch`, `submit --wait`, `context`, the demo).
 
-use serde_json::Value;
-
-fn s<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn n(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
+use agentd_protocol::{Event, EventKind};
 
 /// Shortens text to one line of at most `max` characters.
 pub fn one_line(text: &str, max: usize) -> String {
@@ -21,93 +13,114 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
+/// `~` before an estimated count.
+pub fn estimate_mark(estimated: bool) -> &'static str {
+    if estimated {
+        "~"
+    } else {
+        ""
+    }
+}
+
 /// One event as a line: `seq  role  what happened`.
-pub fn event_line(e: &Value) -> String {
-    let kind = s(e, "kind");
-    let est = |e: &Value| {
-        if e.get("estimated").and_then(Value::as_bool) == Some(true) {
-            "~"
-        } else {
-            ""
-        }
-    };
-    let what = match kind {
-        "task_started" => format!("task started: {}", one_line(s(e, "objective"), 100)),
-        "request_sent" => {
-            let tokens = n(e, "tokens");
-            let window = n(e, "window").max(1);
-            let measure = match e.get("measured_by") {
-                Some(m) if n(m, "calibrated_by") > 0 => {
-                    format!(", {} calibrated by {}", s(m, "source"), n(m, "calibrated_by"))
+pub fn event_line(e: &Event) -> String {
+    use EventKind as K;
+    let what = match &e.kind {
+        K::TaskStarted { objective } => format!("task started: {}", one_line(objective, 100)),
+        K::RequestSent { tokens, estimated, window, window_source, trigger_tokens, measured_by } => {
+            let measure = match measured_by {
+                Some(m) if m.calibrated_by > 0 => {
+                    format!(", {} calibrated by {}", m.source.as_str(), m.calibrated_by)
                 }
-                Some(m) if m.is_object() => format!(", {}", s(m, "source")),
-                _ => String::new(),
+                Some(m) => format!(", {}", m.source.as_str()),
+                None => String::new(),
             };
             format!(
                 "request sent: {}{} tokens, {:.0}% of the {} window ({}), trigger {}{measure}",
-                est(e),
+                estimate_mark(*estimated),
                 tokens,
-                tokens as f64 * 100.0 / window as f64,
+                tokens.0 as f64 * 100.0 / window.0.max(1) as f64,
                 window,
-                s(e, "window_source"),
-                n(e, "trigger_tokens")
+                window_source.as_str(),
+                trigger_tokens
             )
         }
-        "response_received" => match e.get("usage") {
-            Some(u) if !u.is_null() => format!(
-                "response: {} (prompt {} / completion {} tokens)",
-                s(e, "finish_reason"),
-                n(u, "prompt_tokens"),
-                n(u, "completion_tokens")
+        K::ResponseReceived { finish_reason, usage } => match usage {
+            Some(u) => format!(
+                "response: {finish_reason} (prompt {} / completion {} tokens)",
+                u.prompt_tokens, u.completion_tokens
             ),
-            _ => format!("response: {}", s(e, "finish_reason")),
+            None => format!("response: {finish_reason}"),
         },
-        "tool_called" => format!("→ {} ({})", s(e, "tool"), s(e, "call_id")),
-        "tool_finished" => {
-            let size = match (e.get("result_tokens").and_then(Value::as_u64), e.get("evidence_id")) {
-                (Some(t), Some(id)) if id.is_string() => {
-                    format!(", paged: {t} tokens shown of evidence {}", s(e, "evidence_id"))
-                }
-                (Some(t), _) => format!(", {t} tokens whole"),
+        K::ToolCalled { tool, call_id } => format!("→ {tool} ({call_id})"),
+        K::ToolFinished { tool, ok, evidence_id, result_tokens, .. } => {
+            let size = match (result_tokens, evidence_id) {
+                (Some(t), Some(id)) => format!(", paged: {t} tokens shown of evidence {id}"),
+                (Some(t), None) => format!(", {t} tokens whole"),
                 _ => String::new(),
             };
-            format!(
-                "← {} {}{size}",
-                s(e, "tool"),
-                if e.get("ok").and_then(Value::as_bool) == Some(true) { "ok" } else { "failed" }
-            )
+            format!("← {tool} {}{size}", if *ok { "ok" } else { "failed" })
         }
-        "delegated" => format!("delegated to {}: {}", s(e, "to_role"), one_line(s(e, "objective"), 90)),
-        "delegation_returned" => format!("{} returned: {}", s(e, "from_role"), one_line(s(e, "summary"), 90)),
-        "retry_scheduled" => format!(
-            "retry {}/{} in {} ms ({})",
-            n(e, "attempt"),
-            n(e, "max_attempts"),
-            n(e, "delay_ms"),
-            s(e, "reason")
+        K::Delegated { to_role, objective, .. } => {
+            format!("delegated to {to_role}: {}", one_line(objective, 90))
+        }
+        K::DelegationReturned { from_role, summary } => {
+            format!("{from_role} returned: {}", one_line(summary, 90))
+        }
+        K::RetryScheduled { reason, attempt, max_attempts, delay_ms } => {
+            format!("retry {attempt}/{max_attempts} in {delay_ms} ms ({reason})")
+        }
+        K::WindowLearned { old_window, new_window, source } => {
+            format!("window learned: {old_window} → {new_window} ({})", source.as_str())
+        }
+        K::CompactionStarted { tokens_before, .. } => format!("compaction started at {tokens_before} tokens"),
+        K::CompactionFinished { tokens_before, tokens_after, .. } => {
+            format!("compacted {tokens_before} → {tokens_after} tokens")
+        }
+        K::CompactionFailed { reason } => format!("compaction failed: {reason}"),
+        K::FinishRejected { reason } => format!("finish rejected: {reason}"),
+        K::TaskFinished { summary } => format!("task finished: {}", one_line(summary, 120)),
+        K::TaskFailed { error } => format!("task failed: {error}"),
+        K::TaskCancelled {} => "task cancelled".to_string(),
+        K::TaskInterrupted {} => "task interrupted (resumable)".to_string(),
+        K::TaskResumed {} => "task resumed".to_string(),
+        K::TaskMessage { text } => format!("follow-up: {}", one_line(text, 100)),
+        K::ThinkingCleared { blocks_removed, tokens_freed, idle_ms } => format!(
+            "cleared {blocks_removed} old thinking blocks ({tokens_freed} tokens) after {} s idle",
+            idle_ms / 1000
         ),
-        "window_learned" => {
-            format!("window learned: {} → {} ({})", n(e, "old_window"), n(e, "new_window"), s(e, "source"))
-        }
-        "compaction_started" => format!("compaction started at {} tokens", n(e, "tokens_before")),
-        "compaction_finished" => {
-            format!("compacted {} → {} tokens", n(e, "tokens_before"), n(e, "tokens_after"))
-        }
-        "compaction_failed" => format!("compaction failed: {}", s(e, "reason")),
-        "finish_rejected" => format!("finish rejected: {}", s(e, "reason")),
-        "task_finished" => format!("task finished: {}", one_line(s(e, "summary"), 120)),
-        "task_failed" => format!("task failed: {}", s(e, "error")),
-        "task_cancelled" => "task cancelled".to_string(),
-        "task_interrupted" => "task interrupted (resumable)".to_string(),
-        "task_resumed" => "task resumed".to_string(),
-        "task_message" => format!("follow-up: {}", one_line(s(e, "text"), 100)),
-        "thinking_cleared" => format!(
-            "cleared {} old thinking blocks ({} tokens) after {} s idle",
-            n(e, "blocks_removed"),
-            n(e, "tokens_freed"),
-            n(e, "idle_ms") / 1000
-        ),
-        other => other.to_string(),
     };
-    format!("{:>4}  {:<8} {}", n(e, "seq"), s(e, "role"), what)
+    format!("{:>4}  {:<8} {}", e.seq, e.role.name(), what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentd_protocol::{Measured, Role, Tokens, WindowSource};
+
+    #[test]
+    fn a_request_line_names_its_share_of_the_window_and_its_measure() {
+        let e = Event {
+            seq: 7,
+            task_id: "t".into(),
+            role: Role::Coder,
+            at: String::new(),
+            kind: EventKind::RequestSent {
+                tokens: Tokens(4_000),
+                estimated: true,
+                window: Tokens(16_000),
+                window_source: WindowSource::Declared,
+                trigger_tokens: Tokens(12_800),
+                measured_by: Some(Measured {
+                    source: agentd_protocol::CountSource::Estimate,
+                    calibrated_by: 3,
+                }),
+            },
+        };
+        assert_eq!(
+            event_line(&e),
+            "   7  coder    request sent: ~4000 tokens, 25% of the 16000 window (declared), trigger 12800, \
+             estimate calibrated by 3"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use crate::clock::{clock, now_rfc3339};
 use crate::config::{JobAction, JobConfig};
 use actix::prelude::*;
 use agentd_evidence::Store;
-use serde::{Deserialize, Serialize};
+use agentd_policies::settings::SettingKey;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -15,17 +15,7 @@ use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 /// What `daemon.status` shows of a job.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
-pub struct JobStatus {
-    pub name: String,
-    pub cron: String,
-    pub action: String,
-    pub runs: u64,
-    pub last_run_at: Option<String>,
-    pub last_ok: Option<bool>,
-    pub last_outcome: Option<String>,
-    pub next_run_at: Option<String>,
-}
+pub use agentd_protocol::rpc::JobStatus;
 
 pub struct Scheduler {
     jobs: Vec<JobConfig>,
@@ -41,14 +31,14 @@ impl Scheduler {
             .iter()
             .map(|j| {
                 let last = store
-                    .setting(&format!("job/{}", j.name))
+                    .setting(&SettingKey::Job { name: &j.name }.to_string())
                     .ok()
                     .flatten()
                     .and_then(|v| serde_json::from_value::<JobStatus>(v).ok());
                 let mut s = last.unwrap_or_default();
                 s.name = j.name.clone();
                 s.cron = j.cron.clone();
-                s.action = j.action.as_str().to_string();
+                s.action = j.action;
                 (j.name.clone(), s)
             })
             .collect();
@@ -129,9 +119,10 @@ async fn run_job(
                 next_after(&job, clock.now()).map(|t| humantime::format_rfc3339_millis(t).to_string());
             s.clone()
         };
-        if let Err(e) = store
-            .set_setting(&format!("job/{}", job.name), &serde_json::to_value(&snapshot).unwrap_or_default())
-        {
+        if let Err(e) = store.set_setting(
+            &SettingKey::Job { name: &job.name }.to_string(),
+            &serde_json::to_value(&snapshot).unwrap_or_default(),
+        ) {
             tracing::error!(job = %job.name, error = %e, "could not record the job's run");
         }
     }
@@ -162,8 +153,9 @@ fn run_action(action: JobAction, store: &Store, home: &std::path::Path) -> Resul
                     let page = store.records(&t.task_id, after, 10_000).map_err(|e| e.to_string())?;
                     let Some((last, _)) = page.last() else { break };
                     after = *last;
-                    for (seq, r) in &page {
-                        out.push_str(&crate::rpc::record_json(*seq, r).to_string());
+                    for (seq, record) in page {
+                        let entry = agentd_protocol::rpc::LogEntry { seq, record };
+                        out.push_str(&serde_json::to_string(&entry).map_err(|e| e.to_string())?);
                         out.push('\n');
                         records += 1;
                     }

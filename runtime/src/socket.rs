@@ -5,12 +5,13 @@
 //! `task.event` notifications while the same connection keeps answering requests. Connections from
 //! another uid are refused.
 
+pub(crate) use crate::rpc::{decode_request, error_response};
 use crate::rpc::{
-    end_notification, event_notification, unrecorded_end_notification, Methods, RpcError, INVALID_REQUEST,
-    PARSE_ERROR,
+    end_notification, event_notification, result_response, unrecorded_end_notification, ErrorCode, Methods,
+    Request, RpcError,
 };
 use agentd_policies::Event;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -98,47 +99,15 @@ impl Framer {
 }
 
 pub(crate) fn oversized_error(max: usize) -> RpcError {
-    RpcError::new(INVALID_REQUEST, format!("request line over {max} bytes"))
+    RpcError::new(ErrorCode::InvalidRequest, format!("request line over {max} bytes"))
 }
 
 /// A decoded JSON-RPC request: its id (`null` when it has none), method and params (`null` when
 /// absent).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    pub id: Value,
-    pub method: String,
-    pub params: Value,
-}
-
-/// Decodes one request line, or the error to answer it with and the id to answer with.
-pub(crate) fn decode_request(text: &[u8]) -> Result<Request, (Value, RpcError)> {
-    let request: Value = match serde_json::from_slice(text) {
-        Ok(v) => v,
-        Err(e) => return Err((Value::Null, RpcError::new(PARSE_ERROR, format!("parse error: {e}")))),
-    };
-    let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let method = match (&request, request.get("jsonrpc"), request.get("method")) {
-        (Value::Object(_), Some(Value::String(v)), Some(Value::String(m))) if v == "2.0" => m.clone(),
-        _ => {
-            let e = RpcError::new(
-                INVALID_REQUEST,
-                "invalid request: expected an object with \"jsonrpc\": \"2.0\" and a string \"method\"",
-            );
-            return Err((id, e));
-        }
-    };
-    let params = request.get("params").cloned().unwrap_or(Value::Null);
-    Ok(Request { id, method, params })
-}
-
-pub(crate) fn error_response(id: Value, e: &RpcError) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}}).to_string()
-}
-
 async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: CancellationToken) {
     if !same_uid(&stream) {
         let (mut r, mut w) = stream.into_split();
-        let e = RpcError::new(INVALID_REQUEST, "connections from another user are refused");
+        let e = RpcError::new(ErrorCode::InvalidRequest, "connections from another user are refused");
         let _ = w.write_all(format!("{}\n", error_response(Value::Null, &e)).as_bytes()).await;
         let _ = w.shutdown().await;
         // Take what the client already sent before closing, so the close is not a reset that would
@@ -194,7 +163,7 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
 }
 
 async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<String>) {
-    let Request { id, method, params } = match decode_request(text) {
+    let (id, request) = match decode_request(text) {
         Ok(request) => request,
         Err((id, e)) => {
             let _ = out.send(error_response(id, &e)).await;
@@ -202,18 +171,21 @@ async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<Str
         }
     };
     // Subscribe before answering, so nothing published in between is missed.
-    let live = (method == "task.subscribe").then(|| methods.shared.bus.subscribe());
-    let result = methods.call(&method, &params).await;
+    let follows = match &request {
+        Request::TaskSubscribe(p) => {
+            Some((p.task_id.clone(), p.after_seq.unwrap_or(0), methods.shared.bus.subscribe()))
+        }
+        _ => None,
+    };
+    let result = methods.call(request).await;
     let line = match &result {
-        Ok(v) => json!({"jsonrpc": "2.0", "id": id, "result": v}).to_string(),
+        Ok(v) => result_response(id, v.clone()),
         Err(e) => error_response(id, e),
     };
     if out.send(line).await.is_err() {
         return;
     }
-    if let (Some(live), Ok(_)) = (live, result) {
-        let task_id = params.get("task_id").and_then(Value::as_str).unwrap_or_default().to_string();
-        let after = params.get("after_seq").and_then(Value::as_u64).unwrap_or(0);
+    if let (Some((task_id, after, live)), Ok(_)) = (follows, result) {
         let methods = methods.clone();
         let out = out.clone();
         tokio::spawn(async move { follow(&methods, &task_id, after, live, &out).await });
@@ -227,11 +199,13 @@ async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<Str
 /// Sends one event of a subscription, and the `task.end` after it when it `ends` the stream. Whether
 /// the stream goes on.
 async fn send_event(out: &mpsc::Sender<String>, e: &Event, ends: bool) -> bool {
-    if out.send(event_notification(e).to_string()).await.is_err() {
+    if out.send(event_notification(e)).await.is_err() {
         return false;
     }
     if ends {
-        let _ = out.send(end_notification(e).to_string()).await;
+        if let Some(end) = end_notification(e) {
+            let _ = out.send(end).await;
+        }
         return false;
     }
     true
@@ -282,7 +256,9 @@ async fn follow(
                 }
                 Err(()) => {
                     if let Some(end) = ends.get(task_id) {
-                        let _ = out.send(unrecorded_end_notification(task_id, last, &end).to_string()).await;
+                        if let Some(line) = unrecorded_end_notification(task_id, last, &end) {
+                            let _ = out.send(line).await;
+                        }
                     }
                     return;
                 }
@@ -295,7 +271,9 @@ async fn follow(
         if let Some(end) = ends.get(task_id) {
             // Everything the store holds was sent; the end it could not take comes from memory.
             send_all!(replay(&mut last));
-            let _ = out.send(unrecorded_end_notification(task_id, last, &end).to_string()).await;
+            if let Some(line) = unrecorded_end_notification(task_id, last, &end) {
+                let _ = out.send(line).await;
+            }
             return;
         }
         let received = tokio::select! {

@@ -4,18 +4,59 @@
 
 use crate::clock::now_rfc3339;
 use crate::ends::{record_end, End};
-use crate::rpc::RpcError;
-use crate::task::{close_unfinished_calls, launch, Shared, Start};
+use crate::task::{close_unfinished_calls, launch, Shared, Start, TaskError};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
+use agentd_agents::ToolError;
+use agentd_evidence::StoreError;
 use agentd_evidence::TaskMeta;
 use agentd_policies::{EventKind, TaskState};
+use agentd_protocol::Role;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+/// Why the supervisor refused or failed a request. The socket layer maps each to its `ErrorCode`.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+    #[error("objective must not be empty")]
+    EmptyObjective,
+    #[error("text must not be empty")]
+    EmptyText,
+    #[error("unknown team {0:?}; this daemon runs one team, \"default\"")]
+    UnknownTeam(String),
+    #[error("unknown task {0}")]
+    UnknownTask(String),
+    #[error("workspace must be an absolute path: {0}")]
+    RelativeWorkspace(String),
+    #[error("workspace {path}: {source}")]
+    Workspace { path: String, source: ToolError },
+    #[error("workspace {path} is refused: {why}")]
+    RefusedWorkspace { path: String, why: String },
+    #[error("task {0} is already running")]
+    AlreadyRunning(String),
+    #[error("task {task_id} is {state}; only interrupted or failed tasks can be resumed")]
+    NotResumable { task_id: String, state: TaskState },
+    #[error("task {task_id} is {state}; wait for it to stop")]
+    StillActive { task_id: String, state: TaskState },
+    #[error("task {0} was cancelled")]
+    WasCancelled(String),
+    #[error("task {task_id} is already {state}")]
+    AlreadyEnded { task_id: String, state: TaskState },
+    #[error("task {task_id} is already {state} (its end is not recorded yet: {why})")]
+    EndNotRecorded { task_id: String, state: TaskState, why: String },
+    #[error("the task did not stop within 30s of being cancelled")]
+    CancelTimedOut,
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Task(#[from] TaskError),
+}
 
 struct Running {
     cancel: CancellationToken,
@@ -43,18 +84,22 @@ impl Supervisor {
                     t.updated_at = now_rfc3339();
                 })?;
                 close_unfinished_calls(&shared.store, &shared.bus, &meta.task_id, true)?;
-                shared.bus.emit(&meta.task_id, "lead", EventKind::TaskInterrupted {})?;
+                shared.bus.emit(&meta.task_id, &Role::Lead, EventKind::TaskInterrupted {})?;
                 n += 1;
             }
         }
         Ok(n)
     }
 
-    fn start_task(&mut self, task_id: String, workspace: Workspace, start: Start) -> Result<(), RpcError> {
+    fn start_task(
+        &mut self,
+        task_id: String,
+        workspace: Workspace,
+        start: Start,
+    ) -> Result<(), SupervisorError> {
         let cancel = CancellationToken::new();
         let (tx, rx) = watch::channel(None);
-        launch(self.shared.clone(), task_id.clone(), workspace, start, cancel.clone(), tx)
-            .map_err(RpcError::internal)?;
+        launch(self.shared.clone(), task_id.clone(), workspace, start, cancel.clone(), tx)?;
         self.running.insert(task_id, Running { cancel, done: rx });
         Ok(())
     }
@@ -64,9 +109,9 @@ impl Supervisor {
     }
 
     /// New work is refused once shutdown has begun.
-    fn ensure_accepting(&self) -> Result<(), RpcError> {
+    fn ensure_accepting(&self) -> Result<(), SupervisorError> {
         if !self.accepting {
-            return Err(RpcError::state("the daemon is shutting down"));
+            return Err(SupervisorError::ShuttingDown);
         }
         Ok(())
     }
@@ -77,15 +122,14 @@ impl Supervisor {
     fn restartable(
         &mut self,
         task_id: &str,
-        check: impl FnOnce(&TaskMeta, bool) -> Result<(), RpcError>,
-    ) -> Result<(TaskMeta, Workspace), RpcError> {
+        check: impl FnOnce(&TaskMeta, bool) -> Result<(), SupervisorError>,
+    ) -> Result<(TaskMeta, Workspace), SupervisorError> {
         self.reap();
         let meta = self
             .shared
             .store
-            .task(task_id)
-            .map_err(RpcError::internal)?
-            .ok_or_else(|| RpcError::unknown_task(task_id))?;
+            .task(task_id)?
+            .ok_or_else(|| SupervisorError::UnknownTask(task_id.to_string()))?;
         check(&meta, self.running.contains_key(task_id))?;
         let workspace = self.workspace(&meta.workspace)?;
         Ok((meta, workspace))
@@ -94,11 +138,11 @@ impl Supervisor {
     /// The workspace at `path`: an existing directory, and one a task may write in — not `/`, a
     /// system directory, the daemon's home or a directory holding it
     /// (`agentd_policies::workspace::refusal`).
-    fn workspace(&self, path: &str) -> Result<Workspace, RpcError> {
+    fn workspace(&self, path: &str) -> Result<Workspace, SupervisorError> {
         let workspace = Workspace::new(Path::new(path))
-            .map_err(|e| RpcError::bad_workspace(format!("workspace {path}: {e}")))?;
+            .map_err(|source| SupervisorError::Workspace { path: path.to_string(), source })?;
         if let Some(why) = agentd_policies::workspace::refusal(workspace.root(), &self.shared.home) {
-            return Err(RpcError::bad_workspace(format!("workspace {path} is refused: {why}")));
+            return Err(SupervisorError::RefusedWorkspace { path: path.to_string(), why: why.to_string() });
         }
         Ok(workspace)
     }
@@ -113,7 +157,7 @@ impl Actor for Supervisor {
 }
 
 #[derive(Message)]
-#[rtype(result = "Result<String, RpcError>")]
+#[rtype(result = "Result<String, SupervisorError>")]
 pub struct Submit {
     pub objective: String,
     pub workspace: String,
@@ -121,27 +165,22 @@ pub struct Submit {
 }
 
 impl Handler<Submit> for Supervisor {
-    type Result = Result<String, RpcError>;
+    type Result = Result<String, SupervisorError>;
 
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
         self.ensure_accepting()?;
         self.reap();
         if msg.objective.trim().is_empty() {
-            return Err(RpcError::invalid_params("objective must not be empty"));
+            return Err(SupervisorError::EmptyObjective);
         }
         if let Some(team) = &msg.team {
             if team != "default" {
-                return Err(RpcError::invalid_params(format!(
-                    "unknown team {team:?}; this daemon runs one team, \"default\""
-                )));
+                return Err(SupervisorError::UnknownTeam(team.clone()));
             }
         }
         let path = Path::new(&msg.workspace);
         if !path.is_absolute() {
-            return Err(RpcError::bad_workspace(format!(
-                "workspace must be an absolute path: {}",
-                msg.workspace
-            )));
+            return Err(SupervisorError::RelativeWorkspace(msg.workspace));
         }
         let workspace = self.workspace(&msg.workspace)?;
         let task_id = uuid::Uuid::now_v7().to_string();
@@ -157,24 +196,25 @@ impl Handler<Submit> for Supervisor {
             result: None,
             error: None,
         };
-        self.shared.store.put_task(&meta).map_err(RpcError::internal)?;
-        self.shared
-            .bus
-            .emit(&task_id, "lead", EventKind::TaskStarted { objective: msg.objective.clone() })
-            .map_err(RpcError::internal)?;
+        self.shared.store.put_task(&meta)?;
+        self.shared.bus.emit(
+            &task_id,
+            &Role::Lead,
+            EventKind::TaskStarted { objective: msg.objective.clone() },
+        )?;
         self.start_task(task_id.clone(), workspace, Start::Fresh { objective: msg.objective })?;
         Ok(task_id)
     }
 }
 
 #[derive(Message)]
-#[rtype(result = "Result<TaskState, RpcError>")]
+#[rtype(result = "Result<TaskState, SupervisorError>")]
 pub struct Cancel {
     pub task_id: String,
 }
 
 impl Handler<Cancel> for Supervisor {
-    type Result = ResponseFuture<Result<TaskState, RpcError>>;
+    type Result = ResponseFuture<Result<TaskState, SupervisorError>>;
 
     fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) -> Self::Result {
         let shared = self.shared.clone();
@@ -193,21 +233,22 @@ impl Handler<Cancel> for Supervisor {
                             return Ok(state);
                         }
                     }
-                    return Err(RpcError::internal("the task did not stop within 30s of being cancelled"));
+                    return Err(SupervisorError::CancelTimedOut);
                 }
             }
             if let Some(end) = shared.ends.get(&msg.task_id) {
-                return Err(RpcError::state(format!(
-                    "task {} is already {} (its end is not recorded yet: {})",
-                    msg.task_id, end.state, end.record_error
-                )));
+                return Err(SupervisorError::EndNotRecorded {
+                    task_id: msg.task_id,
+                    state: end.state,
+                    why: end.record_error,
+                });
             }
-            let meta = store
-                .task(&msg.task_id)
-                .map_err(RpcError::internal)?
-                .ok_or_else(|| RpcError::unknown_task(&msg.task_id))?;
+            let meta =
+                store.task(&msg.task_id)?.ok_or_else(|| SupervisorError::UnknownTask(msg.task_id.clone()))?;
             match meta.state {
-                s if s.is_terminal() => Err(RpcError::state(format!("task {} is already {s}", msg.task_id))),
+                state if state.is_terminal() => {
+                    Err(SupervisorError::AlreadyEnded { task_id: msg.task_id, state })
+                }
                 _ => {
                     let end = End {
                         state: TaskState::Cancelled,
@@ -228,36 +269,33 @@ impl Handler<Cancel> for Supervisor {
 }
 
 #[derive(Message)]
-#[rtype(result = "Result<TaskState, RpcError>")]
+#[rtype(result = "Result<TaskState, SupervisorError>")]
 pub struct Resume {
     pub task_id: String,
 }
 
 impl Handler<Resume> for Supervisor {
-    type Result = Result<TaskState, RpcError>;
+    type Result = Result<TaskState, SupervisorError>;
 
     fn handle(&mut self, msg: Resume, _: &mut Context<Self>) -> Self::Result {
         self.ensure_accepting()?;
         let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
             if running {
-                return Err(RpcError::state(format!("task {} is already running", msg.task_id)));
+                return Err(SupervisorError::AlreadyRunning(msg.task_id.clone()));
             }
             if !matches!(meta.state, TaskState::Interrupted | TaskState::Failed) {
-                return Err(RpcError::state(format!(
-                    "task {} is {}; only interrupted or failed tasks can be resumed",
-                    msg.task_id, meta.state
-                )));
+                return Err(SupervisorError::NotResumable {
+                    task_id: msg.task_id.clone(),
+                    state: meta.state,
+                });
             }
             Ok(())
         })?;
-        self.shared
-            .store
-            .update_task(&msg.task_id, |t| {
-                t.error = None;
-                t.updated_at = now_rfc3339();
-            })
-            .map_err(RpcError::internal)?;
-        self.shared.bus.emit(&msg.task_id, "lead", EventKind::TaskResumed {}).map_err(RpcError::internal)?;
+        self.shared.store.update_task(&msg.task_id, |t| {
+            t.error = None;
+            t.updated_at = now_rfc3339();
+        })?;
+        self.shared.bus.emit(&msg.task_id, &Role::Lead, EventKind::TaskResumed {})?;
         self.start_task(msg.task_id, workspace, Start::Resume)?;
         Ok(TaskState::Running)
     }
@@ -266,45 +304,36 @@ impl Handler<Resume> for Supervisor {
 /// A follow-up request to a task that has stopped (finished, failed or interrupted): the lead takes
 /// it as a new user message, with the team's histories as they are.
 #[derive(Message)]
-#[rtype(result = "Result<TaskState, RpcError>")]
+#[rtype(result = "Result<TaskState, SupervisorError>")]
 pub struct Followup {
     pub task_id: String,
     pub text: String,
 }
 
 impl Handler<Followup> for Supervisor {
-    type Result = Result<TaskState, RpcError>;
+    type Result = Result<TaskState, SupervisorError>;
 
     fn handle(&mut self, msg: Followup, _: &mut Context<Self>) -> Self::Result {
         self.ensure_accepting()?;
         if msg.text.trim().is_empty() {
-            return Err(RpcError::invalid_params("text must not be empty"));
+            return Err(SupervisorError::EmptyText);
         }
         let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
             if running || meta.state.is_active() {
-                return Err(RpcError::state(format!(
-                    "task {} is {}; wait for it to stop",
-                    msg.task_id, meta.state
-                )));
+                return Err(SupervisorError::StillActive { task_id: msg.task_id.clone(), state: meta.state });
             }
             if meta.state == TaskState::Cancelled {
-                return Err(RpcError::state(format!("task {} was cancelled", msg.task_id)));
+                return Err(SupervisorError::WasCancelled(msg.task_id.clone()));
             }
             Ok(())
         })?;
-        self.shared
-            .store
-            .update_task(&msg.task_id, |t| {
-                t.state = TaskState::Queued;
-                t.error = None;
-                t.result = None;
-                t.updated_at = now_rfc3339();
-            })
-            .map_err(RpcError::internal)?;
-        self.shared
-            .bus
-            .emit(&msg.task_id, "lead", EventKind::TaskMessage { text: msg.text.clone() })
-            .map_err(RpcError::internal)?;
+        self.shared.store.update_task(&msg.task_id, |t| {
+            t.state = TaskState::Queued;
+            t.error = None;
+            t.result = None;
+            t.updated_at = now_rfc3339();
+        })?;
+        self.shared.bus.emit(&msg.task_id, &Role::Lead, EventKind::TaskMessage { text: msg.text.clone() })?;
         self.start_task(msg.task_id, workspace, Start::Followup { text: msg.text })?;
         Ok(TaskState::Running)
     }
@@ -354,7 +383,7 @@ impl Handler<Shutdown> for Supervisor {
             for (task_id, _, mut done) in running {
                 let _ = tokio::time::timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some())).await;
                 let ended = close_unfinished_calls(&shared.store, &shared.bus, &task_id, true)
-                    .and_then(|_| shared.bus.emit(&task_id, "lead", EventKind::TaskInterrupted {}));
+                    .and_then(|_| shared.bus.emit(&task_id, &Role::Lead, EventKind::TaskInterrupted {}));
                 if let Err(e) = ended {
                     tracing::error!(task = %task_id, error = %e, "could not record the interruption");
                 }

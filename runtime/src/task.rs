@@ -10,13 +10,15 @@ use crate::provider::Client;
 use crate::scheduler::Scheduler;
 use actix::prelude::*;
 use agentd_agents::receipts::Receipt;
-use agentd_agents::roles::{default_tools, RoleKind};
+use agentd_agents::roles::default_tools;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, StoreError};
 use agentd_policies::budget::DEFAULT_COMPACT_AT;
 use agentd_policies::repair::repair;
 use agentd_policies::retry::RetryPolicy;
+use agentd_policies::settings::SettingKey;
 use agentd_policies::{EventKind, Record, TaskState};
+use agentd_protocol::{CheckpointKind, Role, ToolName};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
@@ -44,23 +46,15 @@ impl Shared {
     }
 }
 
-/// Settings keys: `compact_at` is remembered per role and per role on a server/model pair.
-pub fn compact_at_key(role: &str, pair: Option<(&str, &str)>) -> String {
-    match pair {
-        None => format!("compact_at/{role}"),
-        Some((server, model)) => format!("compact_at/{role}/{server}/{model}"),
-    }
-}
-
 /// The effective `compact_at` of a role: pair-specific setting, then role setting, then config, then 80.
 pub fn effective_compact_at(
     shared: &Shared,
-    role: &str,
+    role: &Role,
     server: &str,
     model: &str,
 ) -> Result<u8, StoreError> {
-    for key in [compact_at_key(role, Some((server, model))), compact_at_key(role, None)] {
-        if let Some(v) = shared.store.setting(&key)?.and_then(|v| v.as_u64()) {
+    for key in [SettingKey::CompactAtOn { role, server, model }, SettingKey::CompactAt { role }] {
+        if let Some(v) = shared.store.setting(&key.to_string())?.and_then(|v| v.as_u64()) {
             if (1..=100).contains(&v) {
                 return Ok(v as u8);
             }
@@ -74,19 +68,17 @@ pub struct TaskCtx {
     pub workspace: Workspace,
     pub cancel: CancellationToken,
     pub shared: Arc<Shared>,
-    team: OnceLock<BTreeMap<String, Addr<AgentActor>>>,
+    team: OnceLock<BTreeMap<Role, Addr<AgentActor>>>,
 }
 
 impl TaskCtx {
-    pub fn member(&self, name: &str) -> Option<Addr<AgentActor>> {
-        self.team.get().and_then(|t| t.get(name)).cloned()
+    pub fn member(&self, role: &Role) -> Option<Addr<AgentActor>> {
+        self.team.get().and_then(|t| t.get(role)).cloned()
     }
 
     /// Who the lead may delegate to: the coder and the configured specialists.
-    pub fn delegates(&self) -> Vec<String> {
-        let mut names = vec!["coder".to_string()];
-        names.extend(self.shared.config.specialists.keys().cloned());
-        names
+    pub fn delegates(&self) -> Vec<Role> {
+        self.shared.config.roles().filter(|r| *r != Role::Lead).collect()
     }
 
     pub fn client(&self, provider: &str) -> Result<Arc<Client>, TurnError> {
@@ -95,9 +87,9 @@ impl TaskCtx {
             .ok_or_else(|| TurnError::Team(format!("no provider named {provider:?} is configured")))
     }
 
-    pub fn system_prompt(&self, role: &RoleKind) -> String {
-        let custom = self.shared.config.role(role.name()).and_then(|r| r.prompt.as_deref());
-        let delegates = if matches!(role, RoleKind::Lead) { self.delegates() } else { Vec::new() };
+    pub fn system_prompt(&self, role: &Role) -> String {
+        let custom = self.shared.config.role(role).and_then(|r| r.prompt.as_deref());
+        let delegates = if *role == Role::Lead { self.delegates() } else { Vec::new() };
         agentd_agents::prompts::system_prompt(role, custom, self.workspace.root(), &delegates)
     }
 
@@ -116,13 +108,13 @@ impl TaskCtx {
     }
 
     /// The settings a turn of `role` starts with.
-    pub fn snapshot(&self, role: &RoleKind) -> Result<Snapshot, TurnError> {
+    pub fn snapshot(&self, role: &Role) -> Result<Snapshot, TurnError> {
         let config = &self.shared.config;
         let rc = config
-            .role(role.name())
+            .role(role)
             .ok_or_else(|| TurnError::Team(format!("no role {:?} in the team", role.name())))?;
         let provider = config.provider_of(rc);
-        let compact_at = effective_compact_at(&self.shared, role.name(), &provider.base_url, &rc.model)?;
+        let compact_at = effective_compact_at(&self.shared, role, &provider.base_url, &rc.model)?;
         let tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));
         Ok(Snapshot {
             provider: rc.provider.clone(),
@@ -151,6 +143,16 @@ pub enum Start {
 }
 
 /// Builds the team and runs the task to an end state on the tokio runtime. Returns the final state
+/// Why a task could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    /// The configuration yields no lead (it always should: the lead is required).
+    #[error("the team has no lead")]
+    NoLead,
+}
+
 /// through `done`.
 pub fn launch(
     shared: Arc<Shared>,
@@ -159,7 +161,7 @@ pub fn launch(
     start: Start,
     cancel: CancellationToken,
     done: tokio::sync::watch::Sender<Option<TaskState>>,
-) -> Result<(), StoreError> {
+) -> Result<(), TaskError> {
     let ctx = Arc::new(TaskCtx {
         task_id: task_id.clone(),
         workspace,
@@ -167,19 +169,18 @@ pub fn launch(
         shared: shared.clone(),
         team: OnceLock::new(),
     });
-    let mut roles = vec![RoleKind::Lead, RoleKind::Coder];
-    roles.extend(shared.config.specialists.keys().map(|n| RoleKind::Specialist(n.clone())));
+    let roles: Vec<Role> = shared.config.roles().collect();
     let mut team = BTreeMap::new();
     let mut states = role_states(&shared.store, &task_id)?;
     let mut pending = None;
     let mut lead_empty = false;
     for role in roles {
-        let stored = shared.store.history(&task_id, role.name())?;
-        if matches!(role, RoleKind::Lead) {
+        let stored = shared.store.history(&task_id, &role)?;
+        if role == Role::Lead {
             lead_empty = stored.is_empty();
         }
         let (mut history, mut repairs) = repair(&stored);
-        if matches!(start, Start::Resume) && matches!(role, RoleKind::Lead) {
+        if matches!(start, Start::Resume) && role == Role::Lead {
             // The lead was waiting on a delegation: resume the delegate's turn instead of telling the
             // lead it was interrupted, and hand its summary back as the result.
             if let Some(p) = pending_delegation(&stored) {
@@ -195,17 +196,16 @@ pub fn launch(
             shared.store.append(
                 &task_id,
                 &Record::Checkpoint {
-                    role: role.name().to_string(),
-                    subtype: "repair".into(),
+                    role: role.clone(),
+                    subtype: CheckpointKind::Repair,
                     history: history.clone(),
                     archive_id: None,
                 },
             )?;
         }
-        let name = role.name().to_string();
-        let state = states.remove(&name).unwrap_or_default();
+        let state = states.remove(&role).unwrap_or_default();
         team.insert(
-            name,
+            role.clone(),
             AgentActor::new(
                 role,
                 history,
@@ -217,7 +217,9 @@ pub fn launch(
             .start(),
         );
     }
-    let lead = team["lead"].clone();
+    let Some(lead) = team.get(&Role::Lead).cloned() else {
+        return Err(TaskError::NoLead);
+    };
     // Set once, right here, before any turn can look the team up.
     let _ = ctx.team.set(team);
     let input = match start {
@@ -269,20 +271,20 @@ pub fn launch(
 /// A delegation the lead was waiting on when the daemon stopped.
 struct PendingDelegation {
     call_id: String,
-    to: String,
+    to: Role,
 }
 
 /// The lead's last message is a `delegate` call with no result (and nothing else unanswered).
 fn pending_delegation(history: &[agentd_policies::Message]) -> Option<PendingDelegation> {
     let last = history.last()?;
-    if last.role != agentd_policies::Role::Assistant {
+    if last.role != agentd_policies::Speaker::Assistant {
         return None;
     }
     let calls: Vec<(&str, &str, &str)> = last.tool_calls().collect();
     match calls.as_slice() {
-        [(id, "delegate", args)] => {
+        [(id, name, args)] if ToolName::parse(name) == ToolName::Delegate => {
             let to = serde_json::from_str::<serde_json::Value>(args).ok()?.get("to")?.as_str()?.to_string();
-            Some(PendingDelegation { call_id: id.to_string(), to })
+            Some(PendingDelegation { call_id: id.to_string(), to: Role::from(to) })
         }
         _ => None,
     }
@@ -298,8 +300,8 @@ struct RoleState {
     last_answer_at: Option<std::time::SystemTime>,
 }
 
-fn role_states(store: &Store, task_id: &str) -> Result<HashMap<String, RoleState>, StoreError> {
-    let mut states: HashMap<String, RoleState> = HashMap::new();
+fn role_states(store: &Store, task_id: &str) -> Result<HashMap<Role, RoleState>, StoreError> {
+    let mut states: HashMap<Role, RoleState> = HashMap::new();
     let mut after = 0;
     loop {
         let page = store.records(task_id, after, 10_000)?;
@@ -307,15 +309,13 @@ fn role_states(store: &Store, task_id: &str) -> Result<HashMap<String, RoleState
         after = *last;
         for (_, record) in page {
             match record {
-                Record::Receipt { role, receipt } => {
-                    if let Ok(receipt) = serde_json::from_value::<Receipt>(receipt) {
-                        states.entry(role).or_default().receipts.push(receipt);
-                    }
-                }
+                Record::Receipt { role, receipt } => states.entry(role).or_default().receipts.push(receipt),
                 Record::Message { role, message } => {
                     let changed = &mut states.entry(role).or_default().changed_files;
                     for (_, name, arguments) in message.tool_calls() {
-                        if let Some(path) = agentd_agents::tools::changed_path(name, arguments) {
+                        if let Some(path) =
+                            agentd_agents::tools::changed_path(&ToolName::parse(name), arguments)
+                        {
                             changed.retain(|p| *p != path);
                             changed.push(path);
                         }
@@ -355,7 +355,7 @@ pub fn close_unfinished_calls(
     }
     let mut open = agentd_policies::event::unfinished_calls(&events);
     if resumable {
-        open.retain(|(_, tool, _)| tool != "delegate");
+        open.retain(|(_, tool, _)| *tool != ToolName::Delegate);
     }
     for (role, tool, call_id) in &open {
         bus.emit(task_id, role, EventKind::tool_ended(tool, call_id, false, true))?;

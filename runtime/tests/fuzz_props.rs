@@ -112,11 +112,15 @@ fn every_seed_passes_its_oracle() {
 fn seeds_decode_as_expected() {
     let session = decode_rpc_lines(&seed("rpc_line", "session.jsonl"), 8 << 20, 0);
     assert_eq!(session.len(), 7);
-    assert!(session.iter().all(|d| matches!(d, Decoded::Request(_))), "{session:?}");
+    assert!(session.iter().all(|d| matches!(d, Decoded::Request { .. })), "{session:?}");
     let broken = decode_rpc_lines(&seed("rpc_line", "broken.jsonl"), 8 << 20, 0);
     // The last line has no newline: never decoded. Blank lines are skipped.
     assert_eq!(broken.len(), 10, "{broken:?}");
-    assert!(matches!(&broken[5], Decoded::Error { error, .. } if error.code == -32602), "{:?}", broken[5]);
+    assert!(
+        matches!(&broken[5], Decoded::Error { error, .. } if error.code == agentd_runtime::rpc::ErrorCode::InvalidParams),
+        "{:?}",
+        broken[5]
+    );
 
     let text = assemble_openai_sse(&seed("sse_openai", "text.sse"), Delivery::default()).unwrap();
     assert_eq!(text.message.parts, vec![Part::Text { text: "Hello, world".into() }]);

@@ -15,6 +15,7 @@ pub mod sandbox;
 use crate::error::ToolError;
 use crate::text::truncate_chars;
 use crate::workspace::Workspace;
+use agentd_protocol::ToolName;
 use args::Args;
 pub use sandbox::{SandboxMode, SandboxPolicy};
 use std::time::Duration;
@@ -23,7 +24,7 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 /// The cap on output held in memory: a command's captured output, or the text `read_file` returns.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
 /// Tools the runtime executes itself.
-pub const RUNTIME_TOOLS: &[&str] = &["read_evidence", "delegate", "finish"];
+pub const RUNTIME_TOOLS: &[ToolName] = &[ToolName::ReadEvidence, ToolName::Delegate, ToolName::Finish];
 
 #[derive(Debug, Clone)]
 pub struct ToolContext {
@@ -75,71 +76,73 @@ impl From<ToolError> for ToolOutcome {
 /// Runs tool `name` with `arguments` (the JSON text the model produced) in `ctx`'s workspace.
 /// The workspace path a call changes, for the tools that change files (`write_file`, `edit_file`);
 /// `None` for every other call, or when the arguments name no path.
-pub fn changed_path(name: &str, arguments: &str) -> Option<String> {
-    if !matches!(name, "write_file" | "edit_file") {
+pub fn changed_path(tool: &ToolName, arguments: &str) -> Option<String> {
+    if !matches!(tool, ToolName::WriteFile | ToolName::EditFile) {
         return None;
     }
     // Read as the tool reads them (a double-encoded object included), so no change goes unnamed.
-    let args = Args::parse(name, arguments).ok()?;
+    let args = Args::parse(tool.as_str(), arguments).ok()?;
     args.opt_str("path").ok()?.map(str::to_string)
 }
 
-pub async fn execute(ctx: &ToolContext, name: &str, arguments: &str) -> ToolOutcome {
-    let result = match name {
-        "read_file" | "list_dir" | "search" | "write_file" | "edit_file" => {
-            blocking(ctx, name, arguments).await
-        }
-        "run_command" => match Args::parse(name, arguments) {
+pub async fn execute(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> ToolOutcome {
+    let result = match tool {
+        ToolName::ReadFile
+        | ToolName::ListDir
+        | ToolName::Search
+        | ToolName::WriteFile
+        | ToolName::EditFile => blocking(ctx, tool, arguments).await,
+        ToolName::RunCommand => match Args::parse(tool.as_str(), arguments) {
             Ok(args) => command::run_command(ctx, &args).await,
             Err(e) => Err(e),
         },
-        _ if RUNTIME_TOOLS.contains(&name) => {
-            Err(ToolError::Failed(format!("tool {name} is handled by the runtime")))
+        ToolName::ReadEvidence | ToolName::Delegate | ToolName::Finish => {
+            Err(ToolError::Failed(format!("tool {tool} is handled by the runtime")))
         }
-        _ => Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100)))),
+        ToolName::Other(name) => {
+            Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100))))
+        }
     };
     result.unwrap_or_else(ToolOutcome::from)
 }
 
 /// Parses and checks `arguments` for tool `name` exactly as [`execute`] does before it acts, and
 /// stops there: no filesystem or process effect. `Ok` means `execute` would go on to act.
-pub(crate) fn check_arguments(name: &str, arguments: &str) -> Result<(), ToolError> {
-    let args = match name {
-        "read_file" | "list_dir" | "search" | "write_file" | "edit_file" | "run_command" => {
-            Args::parse(name, arguments)?
-        }
-        _ if RUNTIME_TOOLS.contains(&name) => {
-            return Err(ToolError::Failed(format!("tool {name} is handled by the runtime")))
-        }
-        _ => return Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100)))),
-    };
-    match name {
-        "read_file" => files::ReadArgs::parse(&args).map(drop),
-        "write_file" => files::WriteArgs::parse(&args).map(drop),
-        "edit_file" => files::EditArgs::parse(&args).map(drop),
-        "list_dir" => listing::ListArgs::parse(&args).map(drop),
-        "search" => listing::SearchArgs::parse(&args).map(drop),
+pub(crate) fn check_arguments(tool: &ToolName, arguments: &str) -> Result<(), ToolError> {
+    if RUNTIME_TOOLS.contains(tool) {
+        return Err(ToolError::Failed(format!("tool {tool} is handled by the runtime")));
+    }
+    if let ToolName::Other(name) = tool {
+        return Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100))));
+    }
+    let args = Args::parse(tool.as_str(), arguments)?;
+    match tool {
+        ToolName::ReadFile => files::ReadArgs::parse(&args).map(drop),
+        ToolName::WriteFile => files::WriteArgs::parse(&args).map(drop),
+        ToolName::EditFile => files::EditArgs::parse(&args).map(drop),
+        ToolName::ListDir => listing::ListArgs::parse(&args).map(drop),
+        ToolName::Search => listing::SearchArgs::parse(&args).map(drop),
         _ => command::CommandArgs::parse(&args).map(drop),
     }
 }
 
 /// The filesystem tools run on the blocking pool.
-async fn blocking(ctx: &ToolContext, name: &str, arguments: &str) -> Result<ToolOutcome, ToolError> {
+async fn blocking(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> Result<ToolOutcome, ToolError> {
     let ctx = ctx.clone();
-    let tool = name.to_string();
+    let name = tool.clone();
     let arguments = arguments.to_string();
     let job = tokio::task::spawn_blocking(move || {
-        let args = Args::parse(&tool, &arguments)?;
-        match tool.as_str() {
-            "read_file" => files::read_file(&ctx, &args),
-            "write_file" => files::write_file(&ctx, &args),
-            "edit_file" => files::edit_file(&ctx, &args),
-            "list_dir" => listing::list_dir(&ctx.workspace, &args),
-            "search" => listing::search(&ctx.workspace, &args),
+        let args = Args::parse(name.as_str(), &arguments)?;
+        match name {
+            ToolName::ReadFile => files::read_file(&ctx, &args),
+            ToolName::WriteFile => files::write_file(&ctx, &args),
+            ToolName::EditFile => files::edit_file(&ctx, &args),
+            ToolName::ListDir => listing::list_dir(&ctx.workspace, &args),
+            ToolName::Search => listing::search(&ctx.workspace, &args),
             other => Err(ToolError::Failed(format!("unknown tool {other}"))),
         }
     });
-    job.await.unwrap_or_else(|e| Err(ToolError::Failed(format!("{name} failed: {e}"))))
+    job.await.unwrap_or_else(|e| Err(ToolError::Failed(format!("{tool} failed: {e}"))))
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ fn setup(policy: SandboxPolicy) -> (tempfile::TempDir, ToolContext) {
 }
 
 async fn sh(ctx: &ToolContext, command: &str) -> ToolOutcome {
-    execute(ctx, "run_command", &json!({ "command": command }).to_string()).await
+    execute(ctx, &agentd_protocol::ToolName::parse("run_command"), &json!({ "command": command }).to_string())
+        .await
 }
 
 /// Whether Landlock is enforced here; prints why not.
@@ -266,7 +267,7 @@ async fn a_command_past_its_timeout_is_killed_with_its_group() {
     let started = Instant::now();
     let out = execute(
         &ctx,
-        "run_command",
+        &agentd_protocol::ToolName::RunCommand,
         &json!({"command": "sleep 1000 >/dev/null 2>&1 & echo $! > bg.pid; setsid sleep 1000 >/dev/null 2>&1 & echo $! > sid.pid; sleep 30; touch late", "timeout_s": 1}).to_string(),
     )
     .await;

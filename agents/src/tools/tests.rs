@@ -17,7 +17,7 @@ fn setup() -> (tempfile::TempDir, ToolContext) {
 }
 
 async fn run(ctx: &ToolContext, tool: &str, args: serde_json::Value) -> ToolOutcome {
-    execute(ctx, tool, &args.to_string()).await
+    execute(ctx, &agentd_protocol::ToolName::parse(tool), &args.to_string()).await
 }
 
 #[tokio::test]
@@ -175,7 +175,12 @@ async fn edit_file_requires_a_unique_match() {
     assert!(!out.ok);
     let out = run(&ctx, "edit_file", json!({"path": "nope.rs", "old_text": "a", "new_text": "b"})).await;
     assert_eq!(out.content, "no such file or directory: nope.rs");
-    let out = execute(&ctx, "edit_file", r#"{"path":"src/lib.rs","new_text":"x"}"#).await;
+    let out = execute(
+        &ctx,
+        &agentd_protocol::ToolName::parse("edit_file"),
+        r#"{"path":"src/lib.rs","new_text":"x"}"#,
+    )
+    .await;
     assert_eq!(out, ToolOutcome::error("invalid arguments for edit_file: missing field `old_text`"));
 }
 
@@ -186,7 +191,7 @@ async fn malformed_arguments_never_panic() {
         for args in
             ["{", "not json", "[]", "42", "null", r#"{"path": 7, "pattern": [], "command": {}}"#, "\u{0}"]
         {
-            let out = execute(&ctx, tool, args).await;
+            let out = execute(&ctx, &agentd_protocol::ToolName::parse(tool), args).await;
             assert!(!out.ok, "{tool} {args}: {out:?}");
             assert!(
                 out.content.starts_with(&format!("invalid arguments for {tool}")),
@@ -194,9 +199,14 @@ async fn malformed_arguments_never_panic() {
             );
         }
     }
-    let out = execute(&ctx, "read_file", r#"{"path": 7}"#).await;
+    let out = execute(&ctx, &agentd_protocol::ToolName::parse("read_file"), r#"{"path": 7}"#).await;
     assert_eq!(out.content, "invalid arguments for read_file: field `path` must be a string, got a number");
-    let out = execute(&ctx, "read_file", r#"{"path": "README.md", "offset": -2}"#).await;
+    let out = execute(
+        &ctx,
+        &agentd_protocol::ToolName::parse("read_file"),
+        r#"{"path": "README.md", "offset": -2}"#,
+    )
+    .await;
     assert!(out.content.contains("field `offset` must be a non-negative integer"));
 }
 
@@ -204,10 +214,13 @@ async fn malformed_arguments_never_panic() {
 async fn runtime_and_unknown_tools() {
     let (_dir, ctx) = setup();
     for tool in ["delegate", "finish", "read_evidence"] {
-        let out = execute(&ctx, tool, "{}").await;
+        let out = execute(&ctx, &agentd_protocol::ToolName::parse(tool), "{}").await;
         assert_eq!(out, ToolOutcome::error(format!("tool {tool} is handled by the runtime")));
     }
-    assert_eq!(execute(&ctx, "rm_rf", "{}").await, ToolOutcome::error("unknown tool rm_rf"));
+    assert_eq!(
+        execute(&ctx, &agentd_protocol::ToolName::parse("rm_rf"), "{}").await,
+        ToolOutcome::error("unknown tool rm_rf")
+    );
 }
 
 #[tokio::test]
@@ -593,9 +606,12 @@ async fn a_write_that_fails_midway_keeps_the_old_content() {
 async fn changed_path_names_a_double_encoded_write() {
     let (dir, ctx) = setup();
     let args = json!(json!({"path": "notes.md", "content": "hi"}).to_string()).to_string();
-    assert_eq!(changed_path("write_file", &args).as_deref(), Some("notes.md"));
-    assert!(execute(&ctx, "write_file", &args).await.ok);
+    assert_eq!(
+        changed_path(&agentd_protocol::ToolName::parse("write_file"), &args).as_deref(),
+        Some("notes.md")
+    );
+    assert!(execute(&ctx, &agentd_protocol::ToolName::parse("write_file"), &args).await.ok);
     assert_eq!(fs::read_to_string(dir.path().join("notes.md")).unwrap(), "hi");
-    assert_eq!(changed_path("edit_file", r#"{"path": 5}"#), None);
-    assert_eq!(changed_path("read_file", r#"{"path": "a"}"#), None);
+    assert_eq!(changed_path(&agentd_protocol::ToolName::parse("edit_file"), r#"{"path": 5}"#), None);
+    assert_eq!(changed_path(&agentd_protocol::ToolName::parse("read_file"), r#"{"path": "a"}"#), None);
 }

@@ -25,7 +25,7 @@ fn count_all(h: &[Message]) -> Tokens {
 
 fn call(id: &str, name: &str, arguments: &str) -> Message {
     Message::new(
-        Role::Assistant,
+        Speaker::Assistant,
         vec![Part::ToolCall { id: id.into(), name: name.into(), arguments: arguments.into() }],
     )
 }
@@ -462,7 +462,7 @@ fn build(objective: &str, steps: &[Step]) -> Vec<Message> {
                         *is_error,
                     ));
                 }
-                h.push(Message::new(Role::Assistant, parts));
+                h.push(Message::new(Speaker::Assistant, parts));
                 h.extend(results);
             }
         }
@@ -486,7 +486,7 @@ fn arb_files() -> impl Strategy<Value = Vec<WorkingFile>> {
 /// The checks every accepted compaction must pass.
 fn check_accepted(h: &[Message], objective: &str, out: &[Message], p: &Plan) -> Result<(), TestCaseError> {
     // The objective comes first.
-    prop_assert_eq!(out[0].role, Role::User);
+    prop_assert_eq!(out[0].role, Speaker::User);
     prop_assert!(out[0].text().contains(objective));
     // The kept part is the history's tail, verbatim (the objective may have been moved to the front).
     let tail = &h[p.keep_from_message..];
@@ -522,7 +522,7 @@ fn check_accepted(h: &[Message], objective: &str, out: &[Message], p: &Plan) -> 
     prop_assert_eq!(calls, results);
     // The kept part never opens with a tool result.
     if let Some(first) = tail.first() {
-        prop_assert!(first.role != Role::Tool);
+        prop_assert!(first.role != Speaker::Tool);
     }
     Ok(())
 }

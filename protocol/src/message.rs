@@ -1,31 +1,66 @@
-//! The conversation model: a message is a role and a list of parts.
+//! The conversation model: a message is a speaker, a list of parts and the kind of message it is.
 //!
-//! Provider reasoning (`Thinking`) is a part of its own, kept apart from the shown text so it can be
+//! The [`MessageKind`] says what a message *is* to agentd — the objective, a checkpoint summary, the
+//! unresolved observations, the working files, or a plain turn — and is stored on the message when
+//! it is made, so no room ever sorts messages by their text. Provider reasoning (`Thinking`) is a part of its own, kept apart from the shown text so it can be
 //! sent back byte-identical through a chain of tool calls and cleared deliberately later.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Who a message is from, as every chat wire format names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub enum Speaker {
+    /// The system prompt.
     System,
+    /// The user, or agentd speaking for the task (objective, checkpoints, follow-ups).
     User,
+    /// The model.
     Assistant,
+    /// A tool's result.
     Tool,
 }
 
-impl Role {
+/// The old name of [`Speaker`], while the provider modules move over.
+pub use Speaker as Role;
+
+/// What a message is to agentd. Stored on the message (absent on the wire when `plain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    /// A turn of the conversation: the model's, a tool's, a user's.
+    #[default]
+    Plain,
+    /// The task's objective, the first thing every request carries.
+    Objective,
+    /// A compaction's summary of what left the request.
+    Checkpoint,
+    /// The unresolved failures carried through compactions.
+    Observations,
+    /// The current text of the files the coder changed.
+    WorkingFiles,
+}
+
+impl MessageKind {
+    /// Whether this is a plain turn (the default, left off the wire).
+    pub fn is_plain(&self) -> bool {
+        *self == MessageKind::Plain
+    }
+}
+
+impl Speaker {
     pub fn as_str(self) -> &'static str {
         match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
+            Speaker::System => "system",
+            Speaker::User => "user",
+            Speaker::Assistant => "assistant",
+            Speaker::Tool => "tool",
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
     Text {
@@ -59,32 +94,41 @@ pub enum Part {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
-    pub role: Role,
+    pub role: Speaker,
     pub parts: Vec<Part>,
+    /// What the message is to agentd; `plain` unless agentd made it for a purpose.
+    #[serde(default, skip_serializing_if = "MessageKind::is_plain")]
+    pub kind: MessageKind,
 }
 
 impl Message {
-    pub fn new(role: Role, parts: Vec<Part>) -> Message {
-        Message { role, parts }
+    pub fn new(role: Speaker, parts: Vec<Part>) -> Message {
+        Message { role, parts, kind: MessageKind::Plain }
+    }
+
+    /// This message, marked as being of `kind`.
+    pub fn with_kind(mut self, kind: MessageKind) -> Message {
+        self.kind = kind;
+        self
     }
 
     pub fn system(text: impl Into<String>) -> Message {
-        Message::new(Role::System, vec![Part::Text { text: text.into() }])
+        Message::new(Speaker::System, vec![Part::Text { text: text.into() }])
     }
 
     pub fn user(text: impl Into<String>) -> Message {
-        Message::new(Role::User, vec![Part::Text { text: text.into() }])
+        Message::new(Speaker::User, vec![Part::Text { text: text.into() }])
     }
 
     pub fn assistant_text(text: impl Into<String>) -> Message {
-        Message::new(Role::Assistant, vec![Part::Text { text: text.into() }])
+        Message::new(Speaker::Assistant, vec![Part::Text { text: text.into() }])
     }
 
     pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>, is_error: bool) -> Message {
         Message::new(
-            Role::Tool,
+            Speaker::Tool,
             vec![Part::ToolResult { call_id: call_id.into(), content: content.into(), is_error }],
         )
     }

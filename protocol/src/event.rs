@@ -1,15 +1,20 @@
 //! Events: what happened to a task, persisted before it is published, numbered from 1 per task.
 //! The wire shape is flat: `{seq, task_id, role, at, kind, ...fields}`.
 
+use crate::role::Role;
 use crate::tokens::{Measured, Tokens};
+use crate::tool::ToolName;
 use crate::window::WindowSource;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
+    /// The event's number in its task, from 1, without gaps.
     pub seq: u64,
     pub task_id: String,
-    pub role: String,
+    /// The role it happened to (task-level events are the lead's).
+    pub role: Role,
     /// RFC 3339, milliseconds, UTC.
     pub at: String,
     #[serde(flatten)]
@@ -17,13 +22,13 @@ pub struct Event {
 }
 
 /// Token usage reported by a provider for one response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
     TaskStarted {
@@ -45,11 +50,11 @@ pub enum EventKind {
         usage: Option<Usage>,
     },
     ToolCalled {
-        tool: String,
+        tool: ToolName,
         call_id: String,
     },
     ToolFinished {
-        tool: String,
+        tool: ToolName,
         call_id: String,
         ok: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,7 +106,7 @@ pub enum EventKind {
         idle_ms: u64,
     },
     Delegated {
-        to_role: String,
+        to_role: Role,
         objective: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         receipts_id: Option<String>,
@@ -112,7 +117,7 @@ pub enum EventKind {
         measured_by: Option<Measured>,
     },
     DelegationReturned {
-        from_role: String,
+        from_role: Role,
         summary: String,
     },
     FinishRejected {
@@ -135,8 +140,8 @@ pub enum EventKind {
 }
 
 /// The tool calls in `events` that were called and never finished, in order: (role, tool, call id).
-pub fn unfinished_calls<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<(String, String, String)> {
-    let mut open: Vec<(String, String, String)> = Vec::new();
+pub fn unfinished_calls<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<(Role, ToolName, String)> {
+    let mut open: Vec<(Role, ToolName, String)> = Vec::new();
     for e in events {
         match &e.kind {
             EventKind::ToolCalled { tool, call_id } => {
@@ -152,9 +157,9 @@ pub fn unfinished_calls<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<
 impl EventKind {
     /// A `tool_finished` for a call whose result was not sized (a delegation's return, or a call the
     /// task stopped on: `interrupted`, its effect unknown, never `ok`).
-    pub fn tool_ended(tool: &str, call_id: &str, ok: bool, interrupted: bool) -> EventKind {
+    pub fn tool_ended(tool: &ToolName, call_id: &str, ok: bool, interrupted: bool) -> EventKind {
         EventKind::ToolFinished {
-            tool: tool.to_string(),
+            tool: tool.clone(),
             call_id: call_id.to_string(),
             ok: ok && !interrupted,
             evidence_id: None,
@@ -216,7 +221,7 @@ mod tests {
             kind,
         };
         let called = |id: &str, tool: &str| EventKind::ToolCalled { tool: tool.into(), call_id: id.into() };
-        let finished = |id: &str| EventKind::tool_ended("x", id, true, false);
+        let finished = |id: &str| EventKind::tool_ended(&"x".into(), id, true, false);
         let events = vec![
             ev(1, "lead", called("a", "delegate")),
             ev(2, "coder", called("b", "read_file")),
@@ -226,8 +231,8 @@ mod tests {
         assert_eq!(
             unfinished_calls(&events),
             vec![
-                ("lead".to_string(), "delegate".to_string(), "a".to_string()),
-                ("coder".to_string(), "run_command".to_string(), "c".to_string())
+                (Role::Lead, ToolName::Delegate, "a".to_string()),
+                (Role::Coder, ToolName::RunCommand, "c".to_string())
             ]
         );
         // The interrupted flag is on the wire only when set.

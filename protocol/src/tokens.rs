@@ -1,12 +1,15 @@
 //! Token quantities. A count always says whether it was measured by the model's own tokenizer (or the
 //! provider) or merely estimated: an estimate may never certify that a request fits.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};
 
 /// A number of tokens. Never a byte count, never a percentage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(transparent)]
 pub struct Tokens(pub u64);
 
@@ -56,7 +59,7 @@ impl fmt::Display for Tokens {
 }
 
 /// A measured or estimated token count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Count {
     pub tokens: Tokens,
     /// True when no tokenizer of the model's own measured this; shown as `~` to users.
@@ -105,7 +108,7 @@ impl fmt::Display for Count {
 
 /// Where a count came from: the model's own tokenizer, the provider's counting endpoint, or an
 /// estimate (one token per three bytes, marked `estimated`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CountSource {
     /// tiktoken-rs: the model's own BPE.
@@ -128,11 +131,35 @@ impl CountSource {
 
 /// Which measure a size decision used, as its event says: the counter's source, and how many usage
 /// reports had calibrated it (0: the raw count).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Measured {
     pub source: CountSource,
     #[serde(default)]
     pub calibrated_by: u64,
+}
+
+/// How a calibration stands, as the gauge and the events show it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Standing {
+    /// Usage reports learned from.
+    pub reports: u64,
+    /// The largest recent relative error of a prediction, in percent (0 before any was checked).
+    pub spread_percent: f64,
+    /// The margin added on top of predictions, in percent.
+    pub margin_percent: f64,
+    /// Whether the reports have confirmed the calibration (see `agentd_policies::calibration::CONFIRM_REPORTS`).
+    pub confirmed: bool,
+}
+
+impl std::fmt::Display for Standing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = if self.reports == 1 { "" } else { "s" };
+        write!(f, "calibrated from {} usage report{plural}, ±{:.1} %", self.reports, self.spread_percent)?;
+        if !self.confirmed {
+            write!(f, " (not confirmed yet)")?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,142 @@
+//! The evidence archive as clients see it: an item's metadata, a page of it, and what `verify` found.
+//!
+//! The archive itself (blobs, indexes, integrity checks) is `agentd-evidence`'s; these are the plain
+//! records it stores and serves.
+
+use crate::role::Role;
+use crate::tool::ToolName;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What produced a piece of evidence: a tool's result, or a part of agentd archiving what it moved.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(from = "String", into = "String")]
+#[schemars(with = "String")]
+pub enum Producer {
+    /// A tool's result, too large to keep whole in the request.
+    Tool(ToolName),
+    /// What a compaction moved out of a request.
+    Compaction,
+    /// A delegation's complete receipts list.
+    Receipts,
+}
+
+impl Producer {
+    /// The word stored and shown for it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Producer::Tool(tool) => tool.as_str(),
+            Producer::Compaction => "compaction",
+            Producer::Receipts => "receipts",
+        }
+    }
+}
+
+impl From<String> for Producer {
+    fn from(word: String) -> Producer {
+        match word.as_str() {
+            "compaction" => Producer::Compaction,
+            "receipts" => Producer::Receipts,
+            _ => Producer::Tool(ToolName::from(word)),
+        }
+    }
+}
+
+impl From<&str> for Producer {
+    fn from(word: &str) -> Producer {
+        Producer::from(word.to_string())
+    }
+}
+
+impl From<ToolName> for Producer {
+    fn from(tool: ToolName) -> Producer {
+        Producer::Tool(tool)
+    }
+}
+
+impl From<Producer> for String {
+    fn from(p: Producer) -> String {
+        match p {
+            Producer::Tool(tool) => tool.into(),
+            other => other.as_str().to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Producer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who produced a piece of evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Source {
+    pub task_id: String,
+    pub role: Role,
+    /// The tool whose result this is, or the part of agentd that archived it.
+    pub tool: Producer,
+    pub call_id: Option<String>,
+    /// The path read or the command run.
+    pub detail: Option<String>,
+}
+
+/// The record of one piece of evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EvidenceMeta {
+    /// `ev-` and a UUID v7: ids sort by creation.
+    pub id: String,
+    /// The sha256 of the bytes, lowercase hex: the blob's name.
+    pub sha256: String,
+    pub bytes: u64,
+    pub media_type: String,
+    pub source: Source,
+    /// False when the producer was cut off (e.g. a command killed at its timeout).
+    pub complete: bool,
+    /// Why the evidence is incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete_reason: Option<String>,
+    /// RFC 3339, set by the caller.
+    pub created_at: String,
+    /// The number of `\n`-terminated lines, plus one for a trailing partial line.
+    pub lines: u64,
+}
+
+/// The unit of a page's offset and limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    Bytes,
+    Lines,
+}
+
+/// One page of evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Page {
+    /// The page's text (see the module documentation for how bytes that split characters or are not
+    /// UTF-8 are handled).
+    pub data: String,
+    /// Where the page starts, in the page's unit.
+    pub offset: u64,
+    /// How much the page covers, in the page's unit (bytes of the blob, or lines).
+    pub len: u64,
+    /// The blob's size in bytes.
+    pub total_bytes: u64,
+    /// Whether the producer of the evidence finished (false: it was cut off).
+    pub complete: bool,
+    /// Where the next page starts, `None` when this page reaches the end.
+    pub next_offset: Option<u64>,
+}
+
+/// One evidence item `verify` found wrong.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Problem {
+    pub id: String,
+    /// The recorded sha256.
+    pub sha256: String,
+    /// The blob file.
+    pub path: String,
+    /// What is wrong, in words.
+    pub problem: String,
+}

@@ -1,0 +1,37 @@
+//! agentd's wire vocabulary: the words that cross from one room to another and out to clients.
+//!
+//! This room owns the plain data every other crate speaks — the socket protocol (requests, results,
+//! notifications, error codes), events, log records, tasks, the conversation model, token counts
+//! and windows — and the shared vocabulary that replaces strings: [`Role`], [`ToolName`],
+//! [`CheckpointKind`], [`MessageKind`], [`Producer`]. Its JSON Schema ([`schema::protocol_schema`])
+//! is committed as `docs/protocol.schema.json`.
+//!
+//! It must not do IO, read a clock, spawn, or decide anything: serde and schemars only. Decisions
+//! over this data are `agentd-policies`'.
+
+pub mod event;
+pub mod evidence;
+pub mod gauge;
+pub mod message;
+pub mod record;
+pub mod role;
+pub mod rpc;
+pub mod schema;
+pub mod task;
+pub mod tokens;
+pub mod tool;
+pub mod window;
+
+pub use event::{Event, EventKind, Usage};
+pub use evidence::{EvidenceMeta, Page, Producer, Source, Unit};
+pub use gauge::{Categories, Gauge};
+pub use message::{Message, MessageKind, Part, Speaker};
+pub use record::{CheckpointKind, Receipt, Record, TurnSettings};
+pub use role::Role;
+pub use rpc::{ErrorCode, Method, Notification, Request, RpcError};
+/// Serialisation, for clients that print the types as JSON.
+pub use serde::Serialize;
+pub use task::{TaskMeta, TaskState};
+pub use tokens::{Count, CountSource, Measured, Standing, Tokens};
+pub use tool::ToolName;
+pub use window::{Window, WindowSource};

@@ -1,0 +1,143 @@
+//! Log records: the append-only per-task log holds messages, checkpoints, settings snapshots and events,
+//! each tagged with the role it belongs to. Resume is "the latest checkpoint of a role plus every later
+//! message record of that role".
+
+use crate::event::Event;
+use crate::message::Message;
+use crate::role::Role;
+use crate::tool::ToolName;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    /// One message of a role's history.
+    Message { role: Role, message: Message },
+    /// The role's whole active history replaced (compaction, thinking cleanup, repair).
+    /// Shape per the design: `{type: system, subtype: compaction, history: [...]}` (stored before
+    /// as `type: checkpoint`, which still reads).
+    #[serde(rename = "system", alias = "checkpoint")]
+    Checkpoint {
+        role: Role,
+        subtype: CheckpointKind,
+        history: Vec<Message>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        archive_id: Option<String>,
+    },
+    /// The settings a role's turn started with.
+    Settings { role: Role, settings: TurnSettings },
+    /// An event, also kept in the event index.
+    Event { event: Event },
+    /// What one operation of a role did (tool, arguments, outcome, evidence): its receipt.
+    Receipt { role: Role, receipt: Receipt },
+}
+
+/// Why a role's history was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointKind {
+    /// A compaction: what left the request was archived and summarised.
+    Compaction,
+    /// An idle-thinking cleanup: outdated reasoning blocks were cleared.
+    ThinkingCleanup,
+    /// A history repaired after a crash (calls without results answered).
+    Repair,
+}
+
+impl CheckpointKind {
+    /// The word the log and the CLI show.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointKind::Compaction => "compaction",
+            CheckpointKind::ThinkingCleanup => "thinking_cleanup",
+            CheckpointKind::Repair => "repair",
+        }
+    }
+}
+
+/// The settings a role's turn started with: a snapshot taken when the turn begins, logged, and used
+/// for the whole turn (a `settings.set` applies from the next one). Every field has a default so an
+/// older, shorter snapshot still reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct TurnSettings {
+    /// The provider's name in the configuration.
+    pub provider: String,
+    /// The provider's base URL.
+    pub server: String,
+    pub model: String,
+    /// The compaction trigger, percent of the window.
+    pub compact_at: u8,
+    pub command_timeout_s: u64,
+    /// The command that checks the coder's work, when configured.
+    pub verify: Option<String>,
+    /// The tools the role may use this turn.
+    pub tools: Vec<ToolName>,
+    /// Extended thinking's budget (the role's `thinking_budget`), sent only to Anthropic.
+    pub thinking_budget: Option<u32>,
+    /// The role's `max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// A short record of one tool call — what was called with what, and how it ended. The caller's
+/// receipts travel with a delegation so the teammate knows what was already read, written and run;
+/// the full result, when archived, is named by `evidence_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Receipt {
+    pub tool: ToolName,
+    /// The arguments on one line, shortened.
+    pub arguments: String,
+    pub ok: bool,
+    /// The result on one line, shortened; `(incomplete)` leads when the output was cut off.
+    pub outcome: String,
+    pub evidence_id: Option<String>,
+}
+
+impl Record {
+    pub fn role(&self) -> &Role {
+        match self {
+            Record::Message { role, .. }
+            | Record::Checkpoint { role, .. }
+            | Record::Settings { role, .. }
+            | Record::Receipt { role, .. } => role,
+            Record::Event { event } => &event.role,
+        }
+    }
+}
+
+/// Rebuilds a role's active history from its records: the latest checkpoint, then every later message.
+pub fn history_of<'a>(role: &Role, records: impl IntoIterator<Item = &'a Record>) -> Vec<Message> {
+    let mut history = Vec::new();
+    for record in records {
+        match record {
+            Record::Message { role: r, message } if r == role => history.push(message.clone()),
+            Record::Checkpoint { role: r, history: h, .. } if r == role => history = h.clone(),
+            _ => {}
+        }
+    }
+    history
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_replaces_earlier_messages() {
+        let records = vec![
+            Record::Message { role: Role::Lead, message: Message::user("a") },
+            Record::Message { role: Role::Coder, message: Message::user("x") },
+            Record::Checkpoint {
+                role: Role::Lead,
+                subtype: CheckpointKind::Compaction,
+                history: vec![Message::user("summary")],
+                archive_id: None,
+            },
+            Record::Message { role: Role::Lead, message: Message::assistant_text("b") },
+        ];
+        let h = history_of(&Role::Lead, &records);
+        assert_eq!(h, vec![Message::user("summary"), Message::assistant_text("b")]);
+        assert_eq!(history_of(&Role::Coder, &records), vec![Message::user("x")]);
+    }
+}

@@ -1,0 +1,719 @@
+//! The socket protocol: JSON-RPC 2.0, one object a line, over the daemon's Unix socket.
+//!
+//! A request is a [`Request`] — its `method` names the variant and its `params` are that variant's
+//! params type — and every method answers with its own result type (the table in
+//! [`Request::method`]'s docs). Errors carry an [`ErrorCode`]. A subscription is followed by
+//! [`Notification`]s. `docs/protocol.schema.json` is generated from these types
+//! ([`crate::schema::protocol_schema`]) and a test fails when it is stale.
+
+use crate::event::Event;
+use crate::evidence::{Problem, Unit};
+use crate::record::Record;
+use crate::role::Role;
+use crate::task::TaskState;
+use crate::tokens::{CountSource, Standing, Tokens};
+use crate::window::WindowSource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A request's method and params. On the wire: `{"jsonrpc": "2.0", "id": …, "method": …, "params": …}`;
+/// absent or `null` params read as `{}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "method", content = "params")]
+pub enum Request {
+    /// Starts a task → [`Submitted`].
+    #[serde(rename = "task.submit")]
+    TaskSubmit(SubmitParams),
+    /// Every task → `Vec<`[`TaskSummary`]`>`.
+    #[serde(rename = "task.list")]
+    TaskList(NoParams),
+    /// One task, with each role's last measured request → [`TaskStatus`].
+    #[serde(rename = "task.status")]
+    TaskStatus(TaskRef),
+    /// Stops a task → [`StateResult`].
+    #[serde(rename = "task.cancel")]
+    TaskCancel(TaskRef),
+    /// Continues an interrupted or failed task from its log → [`StateResult`].
+    #[serde(rename = "task.resume")]
+    TaskResume(TaskRef),
+    /// A follow-up request for a task that has stopped → [`StateResult`].
+    #[serde(rename = "task.message")]
+    TaskMessage(MessageParams),
+    /// Follows a task's events → [`Subscribed`], then [`Notification`]s.
+    #[serde(rename = "task.subscribe")]
+    TaskSubscribe(SubscribeParams),
+    /// A role's context gauge → [`ContextResult`].
+    #[serde(rename = "context.get")]
+    ContextGet(ContextParams),
+    /// A task's log records → [`LogResult`].
+    #[serde(rename = "log.get")]
+    LogGet(LogParams),
+    /// The evidence archive, or one task's part of it → `Vec<`[`EvidenceMeta`](crate::evidence::EvidenceMeta)`>`.
+    #[serde(rename = "evidence.list")]
+    EvidenceList(EvidenceListParams),
+    /// One evidence item's metadata → [`EvidenceMeta`](crate::evidence::EvidenceMeta).
+    #[serde(rename = "evidence.get")]
+    EvidenceGet(EvidenceRef),
+    /// One page of an evidence item → [`Page`](crate::evidence::Page).
+    #[serde(rename = "evidence.read")]
+    EvidenceRead(EvidenceReadParams),
+    /// Re-hashes every blob → [`VerifyResult`].
+    #[serde(rename = "evidence.verify")]
+    EvidenceVerify(NoParams),
+    /// A role's setting → [`SettingResult`].
+    #[serde(rename = "settings.get")]
+    SettingsGet(SettingParams),
+    /// Sets a role's setting, from its next turn → [`SettingResult`].
+    #[serde(rename = "settings.set")]
+    SettingsSet(SettingParams),
+    /// Asks a role's server for its window again → [`ProbeResult`].
+    #[serde(rename = "models.probe")]
+    ModelsProbe(RoleParams),
+    /// The daemon's own state → [`DaemonStatus`].
+    #[serde(rename = "daemon.status")]
+    DaemonStatus(NoParams),
+    /// Moves a manual clock forward (tests) → [`ClockResult`].
+    #[serde(rename = "clock.advance")]
+    ClockAdvance(ClockParams),
+}
+
+/// The methods, by name: what a request line names before its params are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Method {
+    #[serde(rename = "task.submit")]
+    TaskSubmit,
+    #[serde(rename = "task.list")]
+    TaskList,
+    #[serde(rename = "task.status")]
+    TaskStatus,
+    #[serde(rename = "task.cancel")]
+    TaskCancel,
+    #[serde(rename = "task.resume")]
+    TaskResume,
+    #[serde(rename = "task.message")]
+    TaskMessage,
+    #[serde(rename = "task.subscribe")]
+    TaskSubscribe,
+    #[serde(rename = "context.get")]
+    ContextGet,
+    #[serde(rename = "log.get")]
+    LogGet,
+    #[serde(rename = "evidence.list")]
+    EvidenceList,
+    #[serde(rename = "evidence.get")]
+    EvidenceGet,
+    #[serde(rename = "evidence.read")]
+    EvidenceRead,
+    #[serde(rename = "evidence.verify")]
+    EvidenceVerify,
+    #[serde(rename = "settings.get")]
+    SettingsGet,
+    #[serde(rename = "settings.set")]
+    SettingsSet,
+    #[serde(rename = "models.probe")]
+    ModelsProbe,
+    #[serde(rename = "daemon.status")]
+    DaemonStatus,
+    #[serde(rename = "clock.advance")]
+    ClockAdvance,
+}
+
+impl Method {
+    /// The method a name on the wire means, if any.
+    pub fn parse(name: &str) -> Option<Method> {
+        serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
+    }
+
+    /// The method's name on the wire.
+    pub fn name(self) -> String {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(name)) => name,
+            _ => String::new(),
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl Request {
+    /// The method this request calls.
+    pub fn method(&self) -> Method {
+        match self {
+            Request::TaskSubmit(_) => Method::TaskSubmit,
+            Request::TaskList(_) => Method::TaskList,
+            Request::TaskStatus(_) => Method::TaskStatus,
+            Request::TaskCancel(_) => Method::TaskCancel,
+            Request::TaskResume(_) => Method::TaskResume,
+            Request::TaskMessage(_) => Method::TaskMessage,
+            Request::TaskSubscribe(_) => Method::TaskSubscribe,
+            Request::ContextGet(_) => Method::ContextGet,
+            Request::LogGet(_) => Method::LogGet,
+            Request::EvidenceList(_) => Method::EvidenceList,
+            Request::EvidenceGet(_) => Method::EvidenceGet,
+            Request::EvidenceRead(_) => Method::EvidenceRead,
+            Request::EvidenceVerify(_) => Method::EvidenceVerify,
+            Request::SettingsGet(_) => Method::SettingsGet,
+            Request::SettingsSet(_) => Method::SettingsSet,
+            Request::ModelsProbe(_) => Method::ModelsProbe,
+            Request::DaemonStatus(_) => Method::DaemonStatus,
+            Request::ClockAdvance(_) => Method::ClockAdvance,
+        }
+    }
+
+    /// The request as a JSON-RPC `(method, params)` pair, as a client sends it.
+    pub fn to_wire(&self) -> (String, serde_json::Value) {
+        let params = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(mut o)) => o.remove("params").unwrap_or(serde_json::Value::Null),
+            _ => serde_json::Value::Null,
+        };
+        (self.method().name(), params)
+    }
+}
+
+/// Params of a method that takes none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NoParams {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SubmitParams {
+    /// What the team is to do; not empty.
+    pub objective: String,
+    /// An absolute, existing directory that is not the root, a system directory or agentd's home.
+    pub workspace: String,
+    /// A team name, kept with the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskRef {
+    pub task_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageParams {
+    pub task_id: String,
+    /// The follow-up, taken by the lead as a new user message.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SubscribeParams {
+    pub task_id: String,
+    /// Replay starts after this event (0 or absent: from the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextParams {
+    pub task_id: String,
+    /// Default: the lead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LogParams {
+    pub task_id: String,
+    /// Only this role's records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// Records after this seq (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+    /// At most this many records (default 10,000, at most 100,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EvidenceListParams {
+    /// Only this task's evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EvidenceRef {
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EvidenceReadParams {
+    pub id: String,
+    /// Where to start, in `unit`s (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// How much, in `unit`s (default 64 KiB of bytes; at most 4 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// `bytes` (default) or `lines`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<Unit>,
+}
+
+/// A setting a client may read and set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingKey {
+    /// The compaction trigger, percent of the window (1–100).
+    CompactAt,
+}
+
+impl SettingKey {
+    /// The key's name on the wire and in the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettingKey::CompactAt => "compact_at",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SettingParams {
+    pub role: Role,
+    pub key: SettingKey,
+    /// `settings.set` only: the new value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RoleParams {
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClockParams {
+    /// Milliseconds to move the clock forward.
+    pub ms: u64,
+}
+
+/// `task.submit`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Submitted {
+    /// A UUID v7.
+    pub task_id: String,
+}
+
+/// One line of `task.list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub state: TaskState,
+    pub objective: String,
+    pub created_at: String,
+    /// False while the task's end is held in memory because the store could not take it.
+    pub recorded: bool,
+    /// With `recorded: false`: the task's error and why its end is not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A role's last measured request, in `task.status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RoleStatus {
+    pub tokens: Tokens,
+    pub estimated: bool,
+    pub window: Tokens,
+    pub window_source: WindowSource,
+    pub count_source: CountSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Standing>,
+    /// The measure in words.
+    #[serde(default)]
+    pub measured_by: String,
+}
+
+/// `task.status`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskStatus {
+    pub task_id: String,
+    pub state: TaskState,
+    pub objective: String,
+    pub workspace: String,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The roles that have made a request since the daemon started.
+    pub roles: BTreeMap<Role, RoleStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// False while the task's end is held in memory because the store could not take it.
+    pub recorded: bool,
+    /// With `recorded: false`: why the end could not be recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_error: Option<String>,
+}
+
+/// `task.cancel`, `task.resume` and `task.message` answer with the task's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StateResult {
+    pub state: TaskState,
+}
+
+/// `task.subscribe`'s answer, before the notifications.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Subscribed {
+    pub subscribed: bool,
+}
+
+/// `context.get`'s answer: the gauge, or a note that the role has not been measured yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ContextResult {
+    Measured(Box<crate::gauge::Gauge>),
+    Unmeasured(Unmeasured),
+}
+
+/// A role that has made no request since the daemon started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Unmeasured {
+    pub role: Role,
+    /// Always false.
+    pub measured: bool,
+    pub note: String,
+}
+
+/// One record of a task's log, with its number. Checkpoints show as `{type: "system", subtype, …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LogEntry {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub record: Record,
+}
+
+/// `log.get`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LogResult {
+    pub records: Vec<LogEntry>,
+}
+
+/// `evidence.verify`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VerifyResult {
+    /// Evidence items checked.
+    pub checked: u64,
+    /// Each one missing or altered.
+    pub problems: Vec<Problem>,
+}
+
+/// `settings.get` / `settings.set`'s answer: the value in effect for the role's server and model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SettingResult {
+    pub role: Role,
+    pub key: SettingKey,
+    pub value: u8,
+    pub server: String,
+    pub model: String,
+}
+
+/// `models.probe`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeResult {
+    pub role: Role,
+    pub server: String,
+    pub model: String,
+    pub window: Tokens,
+    pub window_source: WindowSource,
+}
+
+/// What a scheduled job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+pub enum JobAction {
+    /// Re-hash every evidence blob.
+    #[default]
+    #[serde(rename = "evidence.verify")]
+    VerifyEvidence,
+    /// Write every task's log as JSON lines under `<home>/exports/`.
+    #[serde(rename = "logs.export")]
+    ExportLogs,
+}
+
+impl JobAction {
+    /// The action's name in the configuration and in `daemon.status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobAction::VerifyEvidence => "evidence.verify",
+            JobAction::ExportLogs => "logs.export",
+        }
+    }
+
+    /// The action a configuration names, if any.
+    pub fn parse(name: &str) -> Option<JobAction> {
+        [JobAction::VerifyEvidence, JobAction::ExportLogs].into_iter().find(|a| a.as_str() == name)
+    }
+}
+
+/// A cron job and how its runs went.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobStatus {
+    pub name: String,
+    pub cron: String,
+    pub action: JobAction,
+    pub runs: u64,
+    pub last_run_at: Option<String>,
+    pub last_ok: Option<bool>,
+    pub last_outcome: Option<String>,
+    pub next_run_at: Option<String>,
+}
+
+/// Whether the store takes writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StorageStatus {
+    pub ok: bool,
+    /// Why it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Since when (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Task ends held in memory until the store takes them.
+    pub unrecorded_ends: u64,
+}
+
+/// `daemon.status`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DaemonStatus {
+    pub version: String,
+    pub uptime_s: u64,
+    pub tasks_running: u64,
+    pub jobs: Vec<JobStatus>,
+    /// The daemon's clock, RFC 3339.
+    pub clock: String,
+    pub storage: StorageStatus,
+}
+
+/// `clock.advance`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClockResult {
+    pub now: String,
+}
+
+/// A notification the daemon sends on a subscribed connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "method", content = "params")]
+pub enum Notification {
+    /// One event, in order, no gap, no repeat.
+    #[serde(rename = "task.event")]
+    TaskEvent(Event),
+    /// The subscription is over: the task reached an end nothing follows.
+    #[serde(rename = "task.end")]
+    TaskEnd(TaskEnd),
+}
+
+/// The terminal kinds of event, as `task.end` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndKind {
+    TaskFinished,
+    TaskFailed,
+    TaskCancelled,
+    TaskInterrupted,
+}
+
+impl EndKind {
+    /// The end an event is, if it is one.
+    pub fn of(kind: &crate::event::EventKind) -> Option<EndKind> {
+        use crate::event::EventKind as K;
+        match kind {
+            K::TaskFinished { .. } => Some(EndKind::TaskFinished),
+            K::TaskFailed { .. } => Some(EndKind::TaskFailed),
+            K::TaskCancelled {} => Some(EndKind::TaskCancelled),
+            K::TaskInterrupted {} => Some(EndKind::TaskInterrupted),
+            _ => None,
+        }
+    }
+}
+
+/// `task.end`: which event ended the stream; with `recorded: false`, an end the store could not take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskEnd {
+    pub task_id: String,
+    /// The terminal event's seq (unrecorded: the last event sent).
+    pub seq: u64,
+    pub kind: EndKind,
+    /// With `recorded: false`: the task's real state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TaskState>,
+    /// Absent (true) unless the end could not be recorded.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub recorded: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// The error codes of the socket (JSON-RPC's own and agentd's application errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(into = "i64", try_from = "i64")]
+#[schemars(with = "i64")]
+pub enum ErrorCode {
+    /// -32700: the line is not JSON.
+    ParseError,
+    /// -32600: not a JSON-RPC 2.0 request object, or a line over the limit.
+    InvalidRequest,
+    /// -32601: no such method.
+    MethodNotFound,
+    /// -32602: params missing, of the wrong type, or out of range.
+    InvalidParams,
+    /// -32603: the daemon failed (storage, an actor gone).
+    Internal,
+    /// -32001: no task with that id.
+    UnknownTask,
+    /// -32002: no evidence with that id.
+    UnknownEvidence,
+    /// -32003: not allowed in the task's state (or the daemon's).
+    NotAllowed,
+    /// -32004: the workspace is not one a task may use.
+    BadWorkspace,
+}
+
+impl ErrorCode {
+    const ALL: [ErrorCode; 9] = [
+        ErrorCode::ParseError,
+        ErrorCode::InvalidRequest,
+        ErrorCode::MethodNotFound,
+        ErrorCode::InvalidParams,
+        ErrorCode::Internal,
+        ErrorCode::UnknownTask,
+        ErrorCode::UnknownEvidence,
+        ErrorCode::NotAllowed,
+        ErrorCode::BadWorkspace,
+    ];
+
+    /// The number on the wire.
+    pub fn code(self) -> i64 {
+        match self {
+            ErrorCode::ParseError => -32700,
+            ErrorCode::InvalidRequest => -32600,
+            ErrorCode::MethodNotFound => -32601,
+            ErrorCode::InvalidParams => -32602,
+            ErrorCode::Internal => -32603,
+            ErrorCode::UnknownTask => -32001,
+            ErrorCode::UnknownEvidence => -32002,
+            ErrorCode::NotAllowed => -32003,
+            ErrorCode::BadWorkspace => -32004,
+        }
+    }
+
+    /// The code a number means, if any.
+    pub fn from_code(code: i64) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.code() == code)
+    }
+}
+
+impl From<ErrorCode> for i64 {
+    fn from(c: ErrorCode) -> i64 {
+        c.code()
+    }
+}
+
+impl TryFrom<i64> for ErrorCode {
+    type Error = String;
+    fn try_from(code: i64) -> Result<ErrorCode, String> {
+        ErrorCode::from_code(code).ok_or_else(|| format!("unknown error code {code}"))
+    }
+}
+
+/// An error answer: `{"code", "message"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
+#[error("{message} ({})", code.code())]
+pub struct RpcError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> RpcError {
+        RpcError { code, message: message.into() }
+    }
+
+    /// -32602, naming what was wrong with the params.
+    pub fn invalid_params(message: impl Into<String>) -> RpcError {
+        RpcError::new(ErrorCode::InvalidParams, message)
+    }
+
+    /// -32603: the daemon failed; the message is the failure's.
+    pub fn internal(e: impl fmt::Display) -> RpcError {
+        RpcError::new(ErrorCode::Internal, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(method: &str, params: serde_json::Value) -> Result<Request, serde_json::Error> {
+        serde_json::from_value(json!({"method": method, "params": params}))
+    }
+
+    #[test]
+    fn requests_read_from_the_wire_and_back() {
+        let r = read("task.submit", json!({"objective": "x", "workspace": "/w"})).unwrap();
+        assert_eq!(r.method(), Method::TaskSubmit);
+        assert_eq!(r.to_wire(), ("task.submit".to_string(), json!({"objective": "x", "workspace": "/w"})));
+        let r = read("context.get", json!({"task_id": "t", "role": "reviewer"})).unwrap();
+        assert_eq!(
+            r,
+            Request::ContextGet(ContextParams {
+                task_id: "t".into(),
+                role: Some(Role::specialist("reviewer"))
+            })
+        );
+        assert!(read("task.status", json!({})).is_err());
+        assert!(read("task.status", json!({"task_id": 7})).is_err());
+    }
+
+    #[test]
+    fn every_method_has_a_name_that_parses_back() {
+        for m in [Method::TaskSubmit, Method::LogGet, Method::ClockAdvance, Method::EvidenceVerify] {
+            assert_eq!(Method::parse(&m.name()), Some(m));
+        }
+        assert_eq!(Method::parse("task.explode"), None);
+    }
+
+    #[test]
+    fn error_codes_are_numbers() {
+        let e = RpcError::new(ErrorCode::UnknownTask, "unknown task t");
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v, json!({"code": -32001, "message": "unknown task t"}));
+        assert_eq!(serde_json::from_value::<RpcError>(v).unwrap(), e);
+        for c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_code(c.code()), Some(c));
+        }
+    }
+
+    #[test]
+    fn task_end_leaves_recorded_off_the_wire_unless_false() {
+        let end = TaskEnd {
+            task_id: "t".into(),
+            seq: 9,
+            kind: EndKind::TaskFinished,
+            state: None,
+            recorded: true,
+            error: None,
+        };
+        let n = serde_json::to_value(Notification::TaskEnd(end)).unwrap();
+        assert_eq!(
+            n,
+            json!({"method": "task.end", "params": {"task_id": "t", "seq": 9, "kind": "task_finished"}})
+        );
+    }
+}
