@@ -4,7 +4,8 @@
 //! are legal on the wire (a provider that needs alternation merges them when it serialises), and the
 //! objective, checkpoint and observations messages a compaction writes must stay apart.
 
-use crate::message::{Message, Part, Speaker};
+use crate::compaction::{CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX, OBSERVATIONS_HEADER};
+use crate::message::{Message, MessageKind, Part, Speaker};
 use std::collections::HashSet;
 
 /// The text a tool call gets when the daemon stopped before its result was stored.
@@ -16,12 +17,33 @@ pub const INTERRUPTED_RESULT: &str =
 pub struct Repairs {
     pub results_added: usize,
     pub orphan_results_dropped: usize,
+    /// Messages a compaction wrote before kinds were stored, given their kind back.
+    pub kinds_restored: usize,
 }
 
 impl Repairs {
     pub fn any(&self) -> bool {
-        self.results_added + self.orphan_results_dropped > 0
+        self.results_added + self.orphan_results_dropped + self.kinds_restored > 0
     }
+}
+
+/// The kind of a user message a compaction wrote before messages carried their kind (a log from an
+/// older agentd): read once from the header it was written with, so a resumed task still carries its
+/// checkpoint and its unresolved observations as such. Messages written since carry their kind.
+fn legacy_kind(message: &Message) -> Option<MessageKind> {
+    if message.role != Speaker::User || !message.kind.is_plain() {
+        return None;
+    }
+    let text = message.text();
+    [
+        (CHECKPOINT_HEADER, MessageKind::Checkpoint),
+        (OBSERVATIONS_HEADER, MessageKind::Observations),
+        (FILES_HEADER, MessageKind::WorkingFiles),
+        (OBJECTIVE_PREFIX, MessageKind::Objective),
+    ]
+    .into_iter()
+    .find(|(header, _)| text.starts_with(header))
+    .map(|(_, kind)| kind)
 }
 
 /// Returns the repaired history and what was changed.
@@ -73,7 +95,13 @@ pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
                 i += 1;
             }
             Speaker::User => {
-                out.push(msg.clone());
+                match legacy_kind(msg) {
+                    Some(kind) => {
+                        out.push(msg.clone().with_kind(kind));
+                        repairs.kinds_restored += 1;
+                    }
+                    None => out.push(msg.clone()),
+                }
                 i += 1;
             }
             Speaker::System => {
@@ -88,6 +116,23 @@ pub fn repair(history: &[Message]) -> (Vec<Message>, Repairs) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_legacy_checkpoint_gets_its_kind_back_once() {
+        let old = vec![
+            Message::user("[checkpoint]\nwhat happened"),
+            Message::user("[unresolved observations]\n\nrun_command `x` failed:\nno"),
+        ];
+        let (fixed, repairs) = repair(&old[..2]);
+        assert_eq!(repairs.kinds_restored, 2);
+        assert_eq!(fixed[0].kind, MessageKind::Checkpoint);
+        assert_eq!(fixed[1].kind, MessageKind::Observations);
+        let (again, repairs) = repair(&fixed);
+        assert_eq!((again, repairs.any()), (fixed, false));
+        // A user message agentd did not write stays plain unless it starts with a header.
+        let (plain, _) = repair(&[Message::user("please fix [checkpoint]")]);
+        assert_eq!(plain[0].kind, MessageKind::Plain);
+    }
 
     fn call(id: &str) -> Message {
         Message::new(
@@ -115,7 +160,10 @@ mod tests {
 
     #[test]
     fn consecutive_users_stay_apart() {
-        let h = vec![Message::user("Objective: a"), Message::user("[checkpoint]\nb")];
+        let h = vec![
+            Message::user("Objective: a").with_kind(MessageKind::Objective),
+            Message::user("[checkpoint]\nb").with_kind(MessageKind::Checkpoint),
+        ];
         let (r, rep) = repair(&h);
         assert!(!rep.any());
         assert_eq!(r, h);
