@@ -143,7 +143,7 @@ impl AnthropicClient {
     }
 
     /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
-    /// at once with `Transport { message: "cancelled" }`.
+    /// at once with [`ProviderError::Cancelled`].
     pub async fn chat(
         &self,
         req: &ChatRequest,

@@ -2,7 +2,7 @@
 //! cancellation, its refusals, and a server that answers a streaming request in one JSON piece.
 
 use super::openai::{error_chain, retry_after};
-use super::{AnomalyKind, ChatResponse, ProviderError, CANCELLED};
+use super::{AnomalyKind, ChatResponse, ProviderError};
 use reqwest::header::CONTENT_TYPE;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -51,7 +51,7 @@ impl Default for Deadlines {
 }
 
 /// Runs `call` to its end, unless `cancel` fires first — then `call` is dropped at once and the
-/// answer is `Transport { url, message: "cancelled" }` — or `total` passes first: a `Stalled`
+/// answer is [`ProviderError::Cancelled`] — or `total` passes first: a `Stalled`
 /// anomaly naming the deadline.
 pub(crate) async fn cancellable(
     url: String,
@@ -61,7 +61,7 @@ pub(crate) async fn cancellable(
 ) -> Result<ChatResponse, ProviderError> {
     tokio::select! {
         biased;
-        _ = cancel.cancelled() => Err(ProviderError::Transport { url, message: CANCELLED.to_string() }),
+        _ = cancel.cancelled() => Err(ProviderError::Cancelled { url }),
         result = call => result,
         _ = tokio::time::sleep(total) => Err(ProviderError::StreamAnomaly {
             kind: AnomalyKind::Stalled,

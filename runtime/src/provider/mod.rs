@@ -105,7 +105,7 @@ impl fmt::Display for AnomalyKind {
 
 /// A provider failure, classified by what the caller should do: wait and resend
 /// (`RateLimited`, `Server`, `StreamAnomaly`), compact and resend (`ContextOverflow`), or give up
-/// with the provider's words (`Rejected`, `Transport`).
+/// with the provider's words (`Rejected`, `Transport`); `Cancelled` is the caller's own doing.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
     /// HTTP 429. `retry_after` is the server's `Retry-After`, when it sent one.
@@ -126,16 +126,18 @@ pub enum ProviderError {
     /// Any other 4xx (bad key, unknown model, malformed request …): resending will not help.
     #[error("provider refused the request ({status}): {message}")]
     Rejected { status: u16, message: String },
-    /// No answer at all: connection refused, DNS, TLS, timeout — or the caller cancelled
-    /// (`message == "cancelled"`).
+    /// No answer at all: connection refused, DNS, TLS, timeout.
     #[error("cannot reach the provider at {url}: {message}")]
     Transport { url: String, message: String },
+    /// The caller's cancellation token fired: the call to `url` was dropped unanswered.
+    #[error("the request to {url} was cancelled")]
+    Cancelled { url: String },
 }
 
 impl ProviderError {
-    /// True for the error [`OpenAiClient::chat`] returns when its cancellation token fired.
+    /// True for the error a chat call returns when its cancellation token fired.
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, ProviderError::Transport { message, .. } if message == CANCELLED)
+        matches!(self, ProviderError::Cancelled { .. })
     }
 
     /// The failure the retry policy weighs, when waiting and resending may help: a rate limit (with
@@ -149,15 +151,14 @@ impl ProviderError {
             ProviderError::Overloaded { retry_after, .. } => {
                 Some(Failure::Overloaded { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
             }
-            ProviderError::Transport { .. } if self.is_cancelled() => None,
             ProviderError::Server { .. } | ProviderError::Transport { .. } => Some(Failure::ServerError),
             ProviderError::StreamAnomaly { .. } => Some(Failure::StreamAnomaly),
-            ProviderError::ContextOverflow { .. } | ProviderError::Rejected { .. } => None,
+            ProviderError::ContextOverflow { .. }
+            | ProviderError::Rejected { .. }
+            | ProviderError::Cancelled { .. } => None,
         }
     }
 }
-
-pub(crate) const CANCELLED: &str = "cancelled";
 
 #[cfg(test)]
 mod tests {
@@ -175,7 +176,12 @@ mod tests {
         let server = ProviderError::Server { status: 503, message: "m".into() };
         assert_eq!(server.retry_failure(), Some(Failure::ServerError));
         assert_eq!(transport("connection refused").retry_failure(), Some(Failure::ServerError));
-        assert_eq!(transport(CANCELLED).retry_failure(), None);
+        // A transport error that merely says "cancelled" is still a transport error: only the
+        // variant means the caller cancelled.
+        assert_eq!(transport("cancelled").retry_failure(), Some(Failure::ServerError));
+        let cancelled = ProviderError::Cancelled { url: "u".into() };
+        assert!(cancelled.is_cancelled() && !transport("cancelled").is_cancelled());
+        assert_eq!(cancelled.retry_failure(), None);
         let anomaly = ProviderError::StreamAnomaly { kind: AnomalyKind::Cut, message: "m".into() };
         assert_eq!(anomaly.retry_failure(), Some(Failure::StreamAnomaly));
         let overflow = ProviderError::ContextOverflow { limit: None, message: "m".into() };
