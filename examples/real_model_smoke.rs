@@ -285,7 +285,7 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
 fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
     use agentd_policies::Message;
     let tools = tool_specs(&["read_file", "list_dir", "search", "finish"]);
-    let base = |messages: Vec<Message>, tools: Vec<agentd_runtime::provider::ToolSpec>| ChatRequest {
+    let base = |messages: Vec<Message>, tools: Vec<agentd_agents::ToolSchema>| ChatRequest {
         model: model.to_string(),
         system: "You are a helpful assistant.".into(),
         messages,
@@ -309,17 +309,9 @@ fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
 }
 
 /// The schemas of these tools, as the daemon sends them.
-fn tool_specs(names: &[&str]) -> Vec<agentd_runtime::provider::ToolSpec> {
+fn tool_specs(names: &[&str]) -> Vec<agentd_agents::ToolSchema> {
     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    agentd_agents::schema::schemas(&names)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|s| agentd_runtime::provider::ToolSpec {
-            name: s.name,
-            description: s.description,
-            parameters: s.parameters,
-        })
-        .collect()
+    agentd_agents::schema::schemas(&names).unwrap_or_default()
 }
 
 /// An agent-like conversation under the real 2,048-token context: the lead's tools and system prompt,

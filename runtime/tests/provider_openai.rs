@@ -164,7 +164,10 @@ async fn cancelling_aborts_a_hung_stream_promptly() {
     let start = Instant::now();
     let err = client.chat(&req, &cancel).await.unwrap_err();
     assert!(err.is_cancelled(), "{err:?}");
-    assert!(matches!(&err, ProviderError::Cancelled { url } if url.ends_with("/chat/completions")), "{err:?}");
+    assert!(
+        matches!(&err, ProviderError::Cancelled { url } if url.ends_with("/chat/completions")),
+        "{err:?}"
+    );
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     assert!(server.wait_for_idle(Duration::from_secs(5)).await, "the connection was dropped");
 }

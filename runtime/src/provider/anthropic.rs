@@ -510,7 +510,7 @@ pub(crate) fn classify_anthropic_error(error: &Value) -> ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ToolSpec;
+    use agentd_agents::schema::ToolSchema;
 
     fn request(messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
@@ -744,7 +744,7 @@ mod tests {
     #[test]
     fn tools_and_tool_choice_none() {
         let mut req = request(vec![Message::user("summarise")]);
-        req.tools = vec![ToolSpec {
+        req.tools = vec![ToolSchema {
             name: "read_file".into(),
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
@@ -792,7 +792,7 @@ mod tests {
 
     #[test]
     fn cache_breakpoints_on_tools_system_and_the_last_block_at_most_four() {
-        let tool = |name: &str| ToolSpec {
+        let tool = |name: &str| ToolSchema {
             name: name.into(),
             description: "d".into(),
             parameters: json!({"type": "object"}),

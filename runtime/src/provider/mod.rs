@@ -13,9 +13,9 @@ mod openai;
 pub(crate) mod sse;
 pub(crate) mod stream;
 
+use agentd_agents::schema::ToolSchema;
 use agentd_policies::retry::Failure;
 use agentd_policies::{Message, Tokens, Usage};
-use serde::Serialize;
 use std::fmt;
 use std::time::Duration;
 
@@ -24,14 +24,6 @@ pub use client::Client;
 pub use http::Deadlines;
 pub use openai::OpenAiClient;
 
-/// A tool the model may call: its name, what it does, and the JSON schema of its arguments.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: serde_json::Value,
-}
-
 /// One request to a chat model, in agentd's terms. [`OpenAiClient::body`] shows it on the wire.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
@@ -39,7 +31,8 @@ pub struct ChatRequest {
     /// Sent as the first message (`role: system`); left out when empty.
     pub system: String,
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call, as the agents describe them; each wire format wraps them.
+    pub tools: Vec<ToolSchema>,
     /// Keep the tools (so the cached prompt prefix is reused) but forbid calling them
     /// (`tool_choice: "none"`), as a summarisation request does.
     pub tool_choice_none: bool,

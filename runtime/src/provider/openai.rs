@@ -660,7 +660,7 @@ fn window_from_ollama_show(show: &Value) -> Option<Tokens> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ToolSpec;
+    use agentd_agents::schema::ToolSchema;
 
     fn request(messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
@@ -789,7 +789,7 @@ mod tests {
     fn body_tools_choice_none_and_max_tokens() {
         let mut req = request(vec![Message::user("summarise")]);
         req.system = String::new();
-        req.tools = vec![ToolSpec {
+        req.tools = vec![ToolSchema {
             name: "read_file".into(),
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
