@@ -5,13 +5,11 @@
 //! Ollama, LM Studio, DeepSeek …, see [`OpenAiClient`]) and Anthropic Messages (see
 //! [`AnthropicClient`]). [`Client`] is the one type the runtime holds.
 
-mod anthropic;
-pub(crate) mod anthropic_stream;
+pub(crate) mod anthropic;
 mod client;
 mod http;
-mod openai;
+pub(crate) mod openai;
 pub(crate) mod sse;
-pub(crate) mod stream;
 
 use agentd_agents::schema::ToolSchema;
 use agentd_policies::retry::Failure;

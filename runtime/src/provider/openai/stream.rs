@@ -1,9 +1,9 @@
 //! Assembling a streamed chat completion (OpenAI SSE chunks) into one [`ChatResponse`], and telling
 //! a complete answer from a stream that went wrong.
 
-use super::openai::classify_stream_error;
-use super::sse::{anomaly, parse_json, Assemble, Flow};
-use super::{AnomalyKind, ChatResponse, ProviderError};
+use super::classify_stream_error;
+use crate::provider::sse::{anomaly, parse_json, Assemble, Flow};
+use crate::provider::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_policies::{Message, Part, Role, Usage};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -23,7 +23,7 @@ struct ToolCallAcc {
     arguments: String,
 }
 
-/// The state of one streamed answer, fed by [`drive`](super::sse::drive) to its end (connection
+/// The state of one streamed answer, fed by [`drive`](crate::provider::sse::drive) to its end (connection
 /// closed or `data: [DONE]`).
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
@@ -213,9 +213,9 @@ fn parse_usage(usage: &Value) -> Option<Usage> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sse::drive;
-    use super::super::sse::testing::{cut, kind, reset, Chunk};
     use super::*;
+    use crate::provider::sse::drive;
+    use crate::provider::sse::testing::{cut, kind, reset, Chunk};
     use agentd_policies::Tokens;
     use futures_util::{stream, Stream};
 

@@ -1,13 +1,14 @@
 //! The OpenAI chat-completions client (also vLLM, llama.cpp, Ollama, LM Studio, DeepSeek …):
 //! the wire mapping of a [`ChatRequest`], the streamed call, the error taxonomy, and the window probe.
 
-use super::http::{
+pub(crate) mod stream;
+
+use crate::provider::http::{
     cancellable, http_client, send_streaming, transport, whole_body, Answer, Deadlines, MAX_ERROR_CHARS,
     PROBE_TIMEOUT,
 };
-use super::sse::{drive_within, stalled};
-use super::stream::{from_json_body, Assembler};
-use super::{ChatRequest, ChatResponse, ProviderError};
+use crate::provider::sse::{drive_within, stalled};
+use crate::provider::{ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
 use futures_util::StreamExt;
@@ -16,6 +17,7 @@ use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use stream::{from_json_body, Assembler};
 use tokio_util::sync::CancellationToken;
 
 /// A client for one OpenAI-compatible server.

@@ -3,13 +3,14 @@
 //! tool calls, prompt-cache breakpoints, the thinking budget), the streamed call, the error taxonomy
 //! (429, 529 overloaded, "prompt is too long"), the window probe and `count_tokens`.
 
-use super::anthropic_stream::{from_json_body, Assembler};
-use super::http::{
+pub(crate) mod stream;
+
+use crate::provider::http::{
     cancellable, http_client, send_streaming, transport, Answer, Deadlines, MAX_ERROR_CHARS, PROBE_TIMEOUT,
 };
-use super::openai::{classify_http, retry_after, truncate_chars};
-use super::sse::drive_within;
-use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
+use crate::provider::openai::{classify_http, retry_after, truncate_chars};
+use crate::provider::sse::drive_within;
+use crate::provider::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
 use reqwest::header::ACCEPT;
@@ -17,6 +18,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+use stream::{from_json_body, Assembler};
 use tokio_util::sync::CancellationToken;
 
 /// The API version every request names (`anthropic-version`).

@@ -5,9 +5,9 @@
 //! Thinking blocks keep their text and `signature` exactly as streamed (concatenated deltas, no
 //! trimming), so they can be sent back byte-identical; `redacted_thinking` keeps its `data`.
 
-use super::anthropic::classify_anthropic_error;
-use super::sse::{anomaly, parse_json, Assemble, Flow};
-use super::{AnomalyKind, ChatResponse, ProviderError};
+use super::classify_anthropic_error;
+use crate::provider::sse::{anomaly, parse_json, Assemble, Flow};
+use crate::provider::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_policies::{Message, Part, Role, Usage};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -51,7 +51,7 @@ enum Block {
     Other,
 }
 
-/// The state of one streamed answer, fed by [`drive`](super::sse::drive) to `message_stop` (or
+/// The state of one streamed answer, fed by [`drive`](crate::provider::sse::drive) to `message_stop` (or
 /// until the connection closes).
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
@@ -292,9 +292,9 @@ pub(crate) fn finish_reason(stop_reason: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sse::drive;
-    use super::super::sse::testing::{cut, kind, reset, Chunk};
     use super::*;
+    use crate::provider::sse::drive;
+    use crate::provider::sse::testing::{cut, kind, reset, Chunk};
     use agentd_policies::Tokens;
     use futures_util::{stream, Stream};
 
