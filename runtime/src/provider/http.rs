@@ -1,11 +1,12 @@
-//! The HTTP client both wire protocols send with, and the parts of a chat call they share: its
-//! cancellation, its refusals, and a server that answers a streaming request in one JSON piece.
+//! The HTTP client every wire format sends with, and the parts of a chat call they share: its
+//! cancellation and deadlines, a refusal's status and `Retry-After`, a connection that failed (with
+//! its causes), and a server that answers a streaming request in one JSON piece.
 
-use super::openai::{error_chain, retry_after};
+use super::error::truncate_chars;
 use super::{AnomalyKind, ChatResponse, ProviderError};
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use std::future::Future;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -16,8 +17,6 @@ const READ_TIMEOUT: Duration = Duration::from_secs(300);
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// Each window probe or count request, as a whole.
 pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How much of a provider's error text is kept.
-pub(crate) const MAX_ERROR_CHARS: usize = 2000;
 
 /// A client whose connecting times out after 10 s and whose stream may run as long as it keeps
 /// sending (a read waits at most 300 s); idle pooled connections are dropped after 4 s.
@@ -110,7 +109,7 @@ pub(crate) async fn send_streaming(
             message: format!(
                 "{url} answered {} with {content_type}, not an event stream: {}",
                 status.as_u16(),
-                super::openai::truncate_chars(body.trim(), 200)
+                truncate_chars(body.trim(), 200)
             ),
         });
     }
@@ -123,4 +122,147 @@ pub(crate) async fn whole_body(response: reqwest::Response) -> Result<String, Pr
         kind: AnomalyKind::Cut,
         message: format!("the response broke off: {}", error_chain(&e)),
     })
+}
+
+/// An error and its sources, `: `-separated (reqwest's own message hides the cause).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// The server's requested delay: `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as an
+/// HTTP date (relative to `now`; a date in the past means "now").
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now))
+}
+
+/// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`.
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let secs = value.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+        return Some(Duration::from_secs_f64(secs));
+    }
+    let at = parse_http_date(value)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// An HTTP date (RFC 9110 §5.6.7): IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete
+/// RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime `Sun Nov  6 08:49:37 1994` forms.
+fn parse_http_date(s: &str) -> Option<SystemTime> {
+    let (year, month, day, clock) = if let Some((_, rest)) = s.split_once(',') {
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        match fields.as_slice() {
+            [day, month, year, clock, zone] if is_gmt(zone) => {
+                (year.parse::<i64>().ok()?, *month, *day, *clock)
+            }
+            [date, clock, zone] if is_gmt(zone) => {
+                let mut it = date.split('-');
+                let (day, month, yy) = (it.next()?, it.next()?, it.next()?);
+                let yy: i64 = yy.parse().ok()?;
+                let year = match yy {
+                    0..=69 => 2000 + yy,
+                    70..=99 => 1900 + yy,
+                    _ => yy,
+                };
+                (year, month, day, *clock)
+            }
+            _ => return None,
+        }
+    } else {
+        let fields: Vec<&str> = s.split_whitespace().collect();
+        match fields.as_slice() {
+            [_weekday, month, day, clock, year] => (year.parse::<i64>().ok()?, *month, *day, *clock),
+            _ => return None,
+        }
+    };
+    const MONTHS: [&str; 12] =
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
+    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
+    let mut hms = clock.split(':').map(|p| p.parse::<u32>().ok());
+    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
+    if hms.next().is_some() || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(sec);
+    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+}
+
+fn is_gmt(zone: &str) -> bool {
+    zone.eq_ignore_ascii_case("GMT") || zone.eq_ignore_ascii_case("UTC")
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = i64::from((month + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 90);
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
+        // 2015-10-21T07:28:00Z is 1445412480.
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(90)));
+        assert_eq!(
+            parse_retry_after("Wednesday, 21-Oct-15 07:28:00 GMT", now),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(parse_retry_after("Wed Oct 21 07:28:00 2015", now), Some(Duration::from_secs(90)));
+        // In the past: retry now.
+        let later = UNIX_EPOCH + Duration::from_secs(1_445_412_480 + 5);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", later), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(parse_retry_after("Wed, 32 Oct 2015 07:28:00 GMT", now), None);
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(UNIX_EPOCH + Duration::from_secs(784_111_777))
+        );
+        assert_eq!(
+            parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT"),
+            Some(UNIX_EPOCH + Duration::from_secs(1_709_164_800))
+        );
+    }
+
+    #[test]
+    fn retry_after_headers() {
+        let now = SystemTime::now();
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers, now), None);
+        headers.insert(RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_millis(250)));
+    }
 }

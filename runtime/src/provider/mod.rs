@@ -7,9 +7,11 @@
 
 pub(crate) mod anthropic;
 mod client;
+mod error;
 mod http;
 pub(crate) mod openai;
 pub(crate) mod sse;
+mod wire;
 
 use agentd_agents::schema::ToolSchema;
 use agentd_policies::retry::Failure;

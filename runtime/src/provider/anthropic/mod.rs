@@ -5,11 +5,12 @@
 
 pub(crate) mod stream;
 
+use crate::provider::error::{classify_http, truncate_chars, MAX_ERROR_CHARS};
 use crate::provider::http::{
-    cancellable, http_client, send_streaming, transport, Answer, Deadlines, MAX_ERROR_CHARS, PROBE_TIMEOUT,
+    cancellable, http_client, retry_after, send_streaming, transport, Answer, Deadlines, PROBE_TIMEOUT,
 };
-use crate::provider::openai::{classify_http, retry_after, truncate_chars};
 use crate::provider::sse::drive_within;
+use crate::provider::wire::window_number;
 use crate::provider::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
@@ -279,14 +280,9 @@ fn encode_path_segment(s: &str) -> String {
 /// `GET /models/{id}`: the declared input window, when there is one.
 fn window_from_model(model: &Value) -> Option<Tokens> {
     let entry = model.get("data").and_then(|d| d.as_array()?.first()).unwrap_or(model);
-    ["max_input_tokens", "context_window", "context_length", "max_model_len"].iter().find_map(|key| {
-        let n = match entry.get(*key)? {
-            Value::Number(n) => n.as_u64(),
-            Value::String(s) => s.trim().parse::<u64>().ok(),
-            _ => None,
-        }?;
-        (n > 0).then_some(Tokens(n))
-    })
+    ["max_input_tokens", "context_window", "context_length", "max_model_len"]
+        .iter()
+        .find_map(|key| window_number(entry.get(*key)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -464,7 +460,8 @@ fn anthropic_error(body: &str) -> Option<(String, String)> {
 /// Maps a non-2xx answer: 429 and 529 (overloaded) wait and resend, honouring `retry-after`; a 400
 /// or 413 about the prompt's size is an overflow with the stated limit; any other 4xx is a
 /// rejection (so "max_tokens: 8192 > 4096, which is the maximum allowed …" is not mistaken for a
-/// window); 5xx is a server error. Bodies in another shape are classified as OpenAI's are.
+/// window); 5xx is a server error. Bodies in another shape (a proxy's page, plain text) are read as
+/// any server's refusal ([`error::classify_http`](crate::provider::error::classify_http)).
 pub(crate) fn classify_anthropic_http(
     status: u16,
     retry_after: Option<Duration>,

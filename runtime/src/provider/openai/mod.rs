@@ -3,20 +3,22 @@
 
 pub(crate) mod stream;
 
+use crate::provider::error::{classify_http, error_object_info, says_context_overflow};
 use crate::provider::http::{
-    cancellable, http_client, send_streaming, transport, whole_body, Answer, Deadlines, MAX_ERROR_CHARS,
+    cancellable, http_client, retry_after, send_streaming, transport, whole_body, Answer, Deadlines,
     PROBE_TIMEOUT,
 };
 use crate::provider::sse::{drive_within, stalled};
+use crate::provider::wire::window_number;
 use crate::provider::{ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::{Message, Part, Role, Tokens};
 use futures_util::StreamExt;
-use reqwest::header::{HeaderMap, ACCEPT, RETRY_AFTER};
+use reqwest::header::ACCEPT;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use stream::{from_json_body, Assembler};
 use tokio_util::sync::CancellationToken;
 
@@ -286,21 +288,6 @@ enum Probe {
     Status { status: u16, retry_after: Option<Duration>, body: String },
 }
 
-/// An error and its sources, `: `-separated (reqwest's own message hides the cause).
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
 // ---------------------------------------------------------------------------------------------
 // Wire mapping
 
@@ -385,104 +372,6 @@ fn user_content(message: &Message) -> Option<Value> {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-/// What an error body says, in any of the shapes servers use.
-#[derive(Debug, Default, PartialEq)]
-struct ErrorInfo {
-    message: String,
-    /// `error.code` as text (OpenAI: `"context_length_exceeded"`, llama.cpp/vLLM: `400`).
-    code: Option<String>,
-    /// `error.type`.
-    kind: Option<String>,
-}
-
-/// `{"error":{"message","code","type"}}`, `{"error":"…"}` (llama.cpp), `{"detail":…}` (FastAPI),
-/// `{"message":…}` (older vLLM), or the raw text.
-fn parse_error_body(body: &str) -> ErrorInfo {
-    if let Ok(value) = serde_json::from_str::<Value>(body) {
-        if let Some(info) = error_info(&value) {
-            return info;
-        }
-    }
-    ErrorInfo { message: truncate_chars(body.trim(), MAX_ERROR_CHARS), code: None, kind: None }
-}
-
-fn error_info(value: &Value) -> Option<ErrorInfo> {
-    if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
-        return Some(error_object_info(error));
-    }
-    if let Some(detail) = value.get("detail").filter(|d| !d.is_null()) {
-        return Some(ErrorInfo {
-            message: truncate_chars(&text_of(detail), MAX_ERROR_CHARS),
-            code: None,
-            kind: None,
-        });
-    }
-    if value.get("message").is_some() {
-        return Some(error_object_info(value));
-    }
-    None
-}
-
-/// The inside of `"error"`: an object, or a plain string.
-fn error_object_info(error: &Value) -> ErrorInfo {
-    match error {
-        Value::Object(map) => ErrorInfo {
-            message: truncate_chars(
-                &map.get("message").map_or_else(|| error.to_string(), text_of),
-                MAX_ERROR_CHARS,
-            ),
-            code: map.get("code").filter(|c| !c.is_null()).map(text_of),
-            kind: map.get("type").filter(|c| !c.is_null()).map(text_of),
-        },
-        other => {
-            ErrorInfo { message: truncate_chars(&text_of(other), MAX_ERROR_CHARS), code: None, kind: None }
-        }
-    }
-}
-
-fn text_of(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// Whether the refusal is about the size of the request against the model's window.
-fn says_context_overflow(info: &ErrorInfo) -> bool {
-    let tagged = |s: &Option<String>| {
-        s.as_deref().is_some_and(|s| {
-            let s = s.to_ascii_lowercase();
-            s.contains("context_length_exceeded") || s.contains("exceed_context_size")
-        })
-    };
-    if tagged(&info.code) || tagged(&info.kind) {
-        return true;
-    }
-    let m = info.message.to_ascii_lowercase();
-    m.contains("context length")
-        || m.contains("context size")
-        || m.contains("context window")
-        || m.contains("context_length_exceeded")
-        || m.contains("maximum model length")
-        || (m.contains("too long") && (m.contains("prompt") || m.contains("token") || m.contains("input")))
-        || parse_refusal_limit(&m).is_some()
-}
-
-/// Maps a non-2xx answer to the error the caller acts on.
-pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
-    let info = parse_error_body(body);
-    let overflow = matches!(status, 400 | 413 | 422) && says_context_overflow(&info);
-    let message =
-        if info.message.is_empty() { format!("HTTP {status} with an empty body") } else { info.message };
-    match status {
-        429 => ProviderError::RateLimited { retry_after, message },
-        529 => ProviderError::Overloaded { retry_after, message },
-        _ if overflow => ProviderError::ContextOverflow { limit: parse_refusal_limit(&message), message },
-        500..=599 => ProviderError::Server { status, message },
-        _ => ProviderError::Rejected { status, message },
-    }
-}
-
 /// Maps an `{"error":{…}}` object that arrived inside an accepted stream.
 pub(crate) fn classify_stream_error(error: &Value) -> ProviderError {
     let info = error_object_info(error);
@@ -500,115 +389,8 @@ pub(crate) fn classify_stream_error(error: &Value) -> ProviderError {
     ProviderError::Server { status, message: info.message }
 }
 
-/// At most `max` characters of `s`, with `…` when something was cut.
-pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_string(),
-        Some((at, _)) => format!("{}…", &s[..at]),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Retry-After
-
-/// The server's requested delay: `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as an
-/// HTTP date (relative to `now`; a date in the past means "now").
-pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
-        }
-    }
-    header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now))
-}
-
-/// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`.
-pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        let secs = value.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
-        return Some(Duration::from_secs_f64(secs));
-    }
-    let at = parse_http_date(value)?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-/// An HTTP date (RFC 9110 §5.6.7): IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete
-/// RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime `Sun Nov  6 08:49:37 1994` forms.
-fn parse_http_date(s: &str) -> Option<SystemTime> {
-    let (year, month, day, clock) = if let Some((_, rest)) = s.split_once(',') {
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        match fields.as_slice() {
-            [day, month, year, clock, zone] if is_gmt(zone) => {
-                (year.parse::<i64>().ok()?, *month, *day, *clock)
-            }
-            [date, clock, zone] if is_gmt(zone) => {
-                let mut it = date.split('-');
-                let (day, month, yy) = (it.next()?, it.next()?, it.next()?);
-                let yy: i64 = yy.parse().ok()?;
-                let year = match yy {
-                    0..=69 => 2000 + yy,
-                    70..=99 => 1900 + yy,
-                    _ => yy,
-                };
-                (year, month, day, *clock)
-            }
-            _ => return None,
-        }
-    } else {
-        let fields: Vec<&str> = s.split_whitespace().collect();
-        match fields.as_slice() {
-            [_weekday, month, day, clock, year] => (year.parse::<i64>().ok()?, *month, *day, *clock),
-            _ => return None,
-        }
-    };
-    const MONTHS: [&str; 12] =
-        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
-    let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
-    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
-    let mut hms = clock.split(':').map(|p| p.parse::<u32>().ok());
-    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
-    if hms.next().is_some() || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year) {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(sec);
-    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
-}
-
-fn is_gmt(zone: &str) -> bool {
-    zone.eq_ignore_ascii_case("GMT") || zone.eq_ignore_ascii_case("UTC")
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = i64::from((month + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 // ---------------------------------------------------------------------------------------------
 // Window probes
-
-/// A positive integer, given as a number or a string of digits.
-fn positive(value: Option<&Value>) -> Option<Tokens> {
-    let n = match value? {
-        Value::Number(n) => {
-            n.as_u64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f > 0.0).map(|f| f as u64))
-        }
-        Value::String(s) => s.trim().parse::<u64>().ok(),
-        _ => None,
-    }?;
-    (n > 0).then_some(Tokens(n))
-}
 
 /// `GET /models`: the entry for `model` (or the only entry) and its declared window.
 fn window_from_models(models: &Value, model: &str) -> Option<Tokens> {
@@ -621,7 +403,9 @@ fn window_from_models(models: &Value, model: &str) -> Option<Tokens> {
                 None
             }
         })?;
-    ["max_model_len", "context_length", "context_window"].iter().find_map(|key| positive(entry.get(*key)))
+    ["max_model_len", "context_length", "context_window"]
+        .iter()
+        .find_map(|key| window_number(entry.get(*key)))
 }
 
 /// A `/tokenize` answer: vLLM's `count`, else the length of `tokens` (vLLM, llama.cpp).
@@ -634,8 +418,8 @@ fn token_count(answer: &Value) -> Option<u64> {
 
 /// llama.cpp `GET /props`.
 fn window_from_props(props: &Value) -> Option<Tokens> {
-    positive(props.get("default_generation_settings").and_then(|s| s.get("n_ctx")))
-        .or_else(|| positive(props.get("n_ctx")))
+    window_number(props.get("default_generation_settings").and_then(|s| s.get("n_ctx")))
+        .or_else(|| window_number(props.get("n_ctx")))
 }
 
 /// Ollama `POST /api/show`: the `num_ctx` the model runs with when its parameters set one, else
@@ -656,7 +440,7 @@ fn window_from_ollama_show(show: &Value) -> Option<Tokens> {
         .and_then(Value::as_object)?
         .iter()
         .find(|(key, _)| key.ends_with(".context_length") || key.as_str() == "context_length")
-        .and_then(|(_, v)| positive(Some(v)))
+        .and_then(|(_, v)| window_number(Some(v)))
 }
 
 #[cfg(test)]
@@ -817,131 +601,6 @@ mod tests {
         // A thinking budget is Anthropic's: the OpenAI body is the same without it.
         req.thinking_budget = Some(4096);
         assert_eq!(client().body(&req), body);
-    }
-
-    #[test]
-    fn retry_after_seconds_and_dates() {
-        let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 90);
-        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
-        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
-        // 2015-10-21T07:28:00Z is 1445412480.
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(90)));
-        assert_eq!(
-            parse_retry_after("Wednesday, 21-Oct-15 07:28:00 GMT", now),
-            Some(Duration::from_secs(90))
-        );
-        assert_eq!(parse_retry_after("Wed Oct 21 07:28:00 2015", now), Some(Duration::from_secs(90)));
-        // In the past: retry now.
-        let later = UNIX_EPOCH + Duration::from_secs(1_445_412_480 + 5);
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", later), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("soon", now), None);
-        assert_eq!(parse_retry_after("-1", now), None);
-        assert_eq!(parse_retry_after("Wed, 32 Oct 2015 07:28:00 GMT", now), None);
-        assert_eq!(
-            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(UNIX_EPOCH + Duration::from_secs(784_111_777))
-        );
-        assert_eq!(
-            parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT"),
-            Some(UNIX_EPOCH + Duration::from_secs(1_709_164_800))
-        );
-    }
-
-    #[test]
-    fn retry_after_headers() {
-        let now = SystemTime::now();
-        let mut headers = HeaderMap::new();
-        assert_eq!(retry_after(&headers, now), None);
-        headers.insert(RETRY_AFTER, "7".parse().unwrap());
-        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
-        headers.insert("retry-after-ms", "250".parse().unwrap());
-        assert_eq!(retry_after(&headers, now), Some(Duration::from_millis(250)));
-    }
-
-    #[test]
-    fn openai_context_length_exceeded() {
-        let body = r#"{"error":{"message":"This model's maximum context length is 16384 tokens. However, you requested 20012 tokens (19012 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
-        match classify_http(400, None, body) {
-            ProviderError::ContextOverflow { limit, message } => {
-                assert_eq!(limit, Some(Tokens(16384)));
-                assert!(message.starts_with("This model's maximum context length"));
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn llama_cpp_exceed_context_size() {
-        let body = r#"{"error":{"code":400,"message":"the request exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3000,"n_ctx":2048}}"#;
-        assert_eq!(
-            classify_http(400, None, body),
-            ProviderError::ContextOverflow {
-                limit: Some(Tokens(2048)),
-                message: "the request exceeds the available context size (2048 tokens), try increasing it"
-                    .into(),
-            }
-        );
-    }
-
-    #[test]
-    fn other_error_shapes() {
-        // vLLM (older), FastAPI detail, llama.cpp string error, raw text.
-        let vllm = r#"{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens","type":"BadRequestError","param":null,"code":400}"#;
-        assert!(matches!(
-            classify_http(400, None, vllm),
-            ProviderError::ContextOverflow { limit: Some(Tokens(8192)), .. }
-        ));
-        assert_eq!(
-            classify_http(404, None, r#"{"detail":"Not Found"}"#),
-            ProviderError::Rejected { status: 404, message: "Not Found".into() }
-        );
-        assert_eq!(
-            classify_http(500, None, r#"{"error":"model crashed"}"#),
-            ProviderError::Server { status: 500, message: "model crashed".into() }
-        );
-        assert_eq!(
-            classify_http(502, None, "<html>Bad Gateway</html>"),
-            ProviderError::Server { status: 502, message: "<html>Bad Gateway</html>".into() }
-        );
-        assert_eq!(
-            classify_http(503, None, ""),
-            ProviderError::Server { status: 503, message: "HTTP 503 with an empty body".into() }
-        );
-        let unauthorized = r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#;
-        assert_eq!(
-            classify_http(401, None, unauthorized),
-            ProviderError::Rejected { status: 401, message: "Incorrect API key provided".into() }
-        );
-        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210034 tokens > 200000 maximum"}}"#;
-        assert!(matches!(
-            classify_http(400, None, anthropic),
-            ProviderError::ContextOverflow { limit: Some(Tokens(200000)), .. }
-        ));
-        // "too long" about something else is not an overflow.
-        let name = r#"{"error":{"message":"Invalid 'tools[0].function.name': string too long. Expected a string with maximum length 64","code":"string_above_max_length"}}"#;
-        assert!(matches!(classify_http(400, None, name), ProviderError::Rejected { status: 400, .. }));
-        // A 413 without any JSON.
-        assert!(matches!(
-            classify_http(413, None, "request body too long: prompt exceeds token limit"),
-            ProviderError::ContextOverflow { limit: None, .. }
-        ));
-    }
-
-    #[test]
-    fn rate_limits_keep_retry_after_and_truncate() {
-        let long = "x".repeat(5000);
-        match classify_http(429, Some(Duration::from_secs(3)), &long) {
-            ProviderError::RateLimited { retry_after, message } => {
-                assert_eq!(retry_after, Some(Duration::from_secs(3)));
-                assert_eq!(message.chars().count(), MAX_ERROR_CHARS + 1);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            classify_http(529, None, "overloaded"),
-            ProviderError::Overloaded { retry_after: None, .. }
-        ));
-        assert_eq!(truncate_chars("héllo", 2), "hé…");
     }
 
     #[test]
