@@ -347,7 +347,7 @@ fn growing_conversation(model: &str) -> Vec<ChatRequest> {
 /// The server's `usage.prompt_tokens` for a request, asked without streaming (one token of answer).
 fn prompt_tokens(client: &Client, base_url: &str, request: &ChatRequest) -> Result<u64> {
     let Client::OpenAi(openai) = client else { return Err("the smoke speaks OpenAI's protocol".into()) };
-    let mut body = openai.body(request);
+    let mut body = serde_json::to_value(openai.body(request)).map_err(|e| e.to_string())?;
     body["stream"] = json!(false);
     body.as_object_mut().map(|o| o.remove("stream_options"));
     body["max_tokens"] = json!(1);

@@ -19,9 +19,11 @@ use agentd_policies::{Message, Tokens, Usage};
 use std::fmt;
 use std::time::Duration;
 
+pub use anthropic::body::AnthropicBody;
 pub use anthropic::AnthropicClient;
 pub use client::Client;
 pub use http::Deadlines;
+pub use openai::body::OpenAiBody;
 pub use openai::OpenAiClient;
 
 /// One request to a chat model, in agentd's terms. [`OpenAiClient::body`] shows it on the wire.

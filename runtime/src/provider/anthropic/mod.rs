@@ -1,8 +1,9 @@
-//! The Anthropic Messages client: the wire mapping of a [`ChatRequest`] (thinking blocks and their
-//! signatures sent back byte-identical, tool results merged into the user turn that follows the
-//! tool calls, prompt-cache breakpoints, the thinking budget), the streamed call, the error taxonomy
-//! (429, 529 overloaded, "prompt is too long"), the window probe and `count_tokens`.
+//! The Anthropic Messages client: the streamed call, the error taxonomy (429, 529 overloaded,
+//! "prompt is too long"), the window probe and `count_tokens`. The body (thinking blocks sent back
+//! byte-identical, tool results merged into the user turn that follows the tool calls, prompt-cache
+//! breakpoints, the thinking budget) is [`body`]'s, the event assembler [`stream`]'s.
 
+pub(crate) mod body;
 pub(crate) mod stream;
 
 use crate::provider::error::{classify_http, truncate_chars, MAX_ERROR_CHARS};
@@ -13,9 +14,11 @@ use crate::provider::sse::drive_within;
 use crate::provider::wire::window_number;
 use crate::provider::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
-use agentd_policies::{Message, Part, Role, Tokens};
+use agentd_policies::Tokens;
+use body::{AnthropicBody, CountTextBody};
 use reqwest::header::ACCEPT;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -78,59 +81,17 @@ impl AnthropicClient {
         max_tokens
     }
 
-    /// The exact JSON that [`chat`](Self::chat) POSTs to `{base}/messages`. With a thinking
-    /// budget, `max_tokens` is at least the budget plus [`THINKING_ANSWER_ROOM`] (it must exceed
-    /// the budget).
-    pub fn body(&self, req: &ChatRequest) -> Value {
-        let mut body = self.count_body(req);
-        body.insert("max_tokens".into(), json!(Self::max_tokens(req)));
-        body.insert("stream".into(), json!(true));
-        Value::Object(body)
+    /// What [`chat`](Self::chat) POSTs to `{base}/messages`; its serialisation is the wire. With a
+    /// thinking budget, `max_tokens` is at least the budget plus [`THINKING_ANSWER_ROOM`] (it must
+    /// exceed the budget).
+    pub fn body<'a>(&self, req: &'a ChatRequest) -> AnthropicBody<'a> {
+        AnthropicBody::chat(req)
     }
 
-    /// The JSON that [`count_tokens`](Self::count_tokens) POSTs to `{base}/messages/count_tokens`:
-    /// the message body without `max_tokens` and `stream`.
-    pub fn count_tokens_body(&self, req: &ChatRequest) -> Value {
-        Value::Object(self.count_body(req))
-    }
-
-    /// Everything but `max_tokens` and `stream`. Prompt caching: a `cache_control` breakpoint on
-    /// the last tool, on the system block and on the last block of the last message (three, within
-    /// Anthropic's [`MAX_CACHE_BREAKPOINTS`]), so an append-only conversation reuses its prefix.
-    fn count_body(&self, req: &ChatRequest) -> Map<String, Value> {
-        let mut body = Map::new();
-        let mut breakpoints = 0;
-        body.insert("model".into(), json!(req.model));
-        if !req.system.is_empty() {
-            breakpoints += 1;
-            body.insert(
-                "system".into(),
-                json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}]),
-            );
-        }
-        let mut messages = wire_messages(&req.messages);
-        breakpoints += usize::from(mark_last_block(&mut messages));
-        body.insert("messages".into(), Value::Array(messages));
-        if !req.tools.is_empty() {
-            let mut tools: Vec<Value> = req
-                .tools
-                .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-                .collect();
-            if let Some(Value::Object(last)) = tools.last_mut() {
-                breakpoints += 1;
-                last.insert("cache_control".into(), ephemeral());
-            }
-            body.insert("tools".into(), Value::Array(tools));
-            if req.tool_choice_none {
-                body.insert("tool_choice".into(), json!({"type": "none"}));
-            }
-        }
-        if let Some(budget) = req.thinking_budget {
-            body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
-        }
-        debug_assert!(breakpoints <= MAX_CACHE_BREAKPOINTS);
-        body
+    /// What [`count_tokens`](Self::count_tokens) POSTs to `{base}/messages/count_tokens`: the
+    /// message body without `max_tokens` and `stream`.
+    pub fn count_tokens_body<'a>(&self, req: &'a ChatRequest) -> AnthropicBody<'a> {
+        AnthropicBody::count(req)
     }
 
     fn request(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -201,7 +162,7 @@ impl AnthropicClient {
         Ok((status, retry_after, text))
     }
 
-    async fn count_body_tokens(&self, body: &Value) -> Result<u64, ProviderError> {
+    async fn count_body_tokens(&self, body: &impl Serialize) -> Result<u64, ProviderError> {
         let url = format!("{}/messages/count_tokens", self.base_url);
         let (status, retry_after, text) = self.exchange(self.http.post(&url).json(body), &url).await?;
         if !(200..=299).contains(&status) {
@@ -230,14 +191,10 @@ impl AnthropicClient {
         if text.trim().is_empty() {
             return Ok(Some(text.len() as u64));
         }
-        let count = |text: &str| {
-            let body = json!({"model": model, "messages": [{"role": "user", "content": text}]});
-            async move { self.count_body_tokens(&body).await }
-        };
         let known = self.text_overhead.lock().unwrap_or_else(|e| e.into_inner()).get(model).copied();
         let overhead = match known {
             Some(n) => n,
-            None => match count("a").await {
+            None => match self.count_body_tokens(&CountTextBody::new(model, "a")).await {
                 Ok(n) => {
                     let n = n.saturating_sub(1);
                     self.text_overhead.lock().unwrap_or_else(|e| e.into_inner()).insert(model.to_string(), n);
@@ -247,7 +204,7 @@ impl AnthropicClient {
                 Err(e) => return Err(e),
             },
         };
-        match count(text).await {
+        match self.count_body_tokens(&CountTextBody::new(model, text)).await {
             Ok(n) => Ok(Some(n.saturating_sub(overhead).max(1))),
             Err(e) if no_endpoint(&e) => Ok(None),
             Err(e) => Err(e),
@@ -283,146 +240,6 @@ fn window_from_model(model: &Value) -> Option<Tokens> {
     ["max_input_tokens", "context_window", "context_length", "max_model_len"]
         .iter()
         .find_map(|key| window_number(entry.get(*key)))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Wire mapping
-
-/// A prompt-cache breakpoint: the prefix up to and including the marked block is cached.
-fn ephemeral() -> Value {
-    json!({"type": "ephemeral"})
-}
-
-/// Puts a cache breakpoint on the last content block of the last message that may carry one
-/// (thinking blocks cannot: the one before them is marked instead). True when one was marked.
-fn mark_last_block(messages: &mut [Value]) -> bool {
-    let Some(Value::Array(content)) = messages.last_mut().and_then(|m| m.get_mut("content")) else {
-        return false;
-    };
-    let block = content
-        .iter_mut()
-        .rev()
-        .find(|b| !matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking")));
-    match block {
-        Some(Value::Object(block)) => {
-            block.insert("cache_control".into(), ephemeral());
-            true
-        }
-        _ => false,
-    }
-}
-
-/// One turn on the wire while it is built: blocks that must come first (tool results in a user
-/// turn, thinking in an assistant turn), then the rest in order.
-struct Turn {
-    role: &'static str,
-    first: Vec<Value>,
-    rest: Vec<Value>,
-}
-
-/// agentd messages as Anthropic messages: roles alternate (consecutive user-side messages — user,
-/// tool results, a mid-history system note — merge into one user turn, tool results first;
-/// consecutive assistant messages merge too), and messages with nothing to send are left out.
-fn wire_messages(messages: &[Message]) -> Vec<Value> {
-    let mut turns: Vec<Turn> = Vec::with_capacity(messages.len());
-    for message in messages {
-        let turn = match message.role {
-            Role::Assistant => assistant_turn(message),
-            Role::User | Role::Tool | Role::System => user_turn(message),
-        };
-        if turn.first.is_empty() && turn.rest.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == turn.role => {
-                last.first.extend(turn.first);
-                last.rest.extend(turn.rest);
-            }
-            _ => turns.push(turn),
-        }
-    }
-    turns
-        .into_iter()
-        .map(|t| {
-            let mut content = t.first;
-            content.extend(t.rest);
-            json!({"role": t.role, "content": content})
-        })
-        .collect()
-}
-
-/// Thinking blocks first, in their order (a signed thought byte-identical with its signature, a
-/// redacted one as its `data`; an unsigned thought — another provider's reasoning — cannot be
-/// verified by Anthropic and is not sent), then the text, then the tool calls.
-fn assistant_turn(message: &Message) -> Turn {
-    let mut first = Vec::new();
-    let mut rest = Vec::new();
-    for part in &message.parts {
-        match part {
-            Part::Thinking { text, redacted: true, .. } => {
-                first.push(json!({"type": "redacted_thinking", "data": text}));
-            }
-            Part::Thinking { text, signature: Some(signature), redacted: false } => {
-                first.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
-            }
-            _ => {}
-        }
-    }
-    let text = message.text();
-    if !text.is_empty() {
-        rest.push(json!({"type": "text", "text": text}));
-    }
-    for (id, name, arguments) in message.tool_calls() {
-        rest.push(json!({"type": "tool_use", "id": id, "name": name, "input": tool_input(arguments)}));
-    }
-    Turn { role: "assistant", first, rest }
-}
-
-/// The `input` object of a tool call: its arguments parsed, or `{}` when they are not a JSON object
-/// (the message keeps the raw text; the tool's answer tells the model what was wrong).
-fn tool_input(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => json!({}),
-    }
-}
-
-/// Tool results first, then the text (consecutive text parts joined) and images in order. Empty
-/// texts are left out: the API refuses them.
-fn user_turn(message: &Message) -> Turn {
-    let mut first = Vec::new();
-    let mut rest = Vec::new();
-    let mut pending = String::new();
-    let flush = |pending: &mut String, rest: &mut Vec<Value>| {
-        if !pending.is_empty() {
-            rest.push(json!({"type": "text", "text": std::mem::take(pending)}));
-        }
-    };
-    for part in &message.parts {
-        match part {
-            Part::ToolResult { call_id, content, is_error } => {
-                let mut block = Map::new();
-                block.insert("type".into(), json!("tool_result"));
-                block.insert("tool_use_id".into(), json!(call_id));
-                if !content.is_empty() {
-                    block.insert("content".into(), json!(content));
-                }
-                block.insert("is_error".into(), json!(is_error));
-                first.push(Value::Object(block));
-            }
-            Part::Text { text } => pending.push_str(text),
-            Part::Image { media_type, data } => {
-                flush(&mut pending, &mut rest);
-                rest.push(json!({
-                    "type": "image",
-                    "source": {"type": "base64", "media_type": media_type, "data": data},
-                }));
-            }
-            Part::Thinking { .. } | Part::ToolCall { .. } => {}
-        }
-    }
-    flush(&mut pending, &mut rest);
-    Turn { role: "user", first, rest }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -510,6 +327,8 @@ pub(crate) fn classify_anthropic_error(error: &Value) -> ProviderError {
 mod tests {
     use super::*;
     use agentd_agents::schema::ToolSchema;
+    use agentd_policies::{Message, Part, Role};
+    use serde_json::json;
 
     fn request(messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
@@ -527,6 +346,15 @@ mod tests {
         AnthropicClient::new("http://127.0.0.1:9/v1/", Some(String::new()))
     }
 
+    /// The bodies as the server reads them.
+    fn json_body(req: &ChatRequest) -> Value {
+        serde_json::to_value(client().body(req)).unwrap()
+    }
+
+    fn json_count_body(req: &ChatRequest) -> Value {
+        serde_json::to_value(client().count_tokens_body(req)).unwrap()
+    }
+
     fn thinking(text: &str, signature: &str) -> Part {
         Part::Thinking { text: text.into(), signature: Some(signature.into()), redacted: false }
     }
@@ -540,7 +368,7 @@ mod tests {
 
     #[test]
     fn body_system_user_max_tokens_stream() {
-        let body = client().body(&request(vec![Message::user("hi")]));
+        let body = json_body(&request(vec![Message::user("hi")]));
         assert_eq!(
             body,
             json!({
@@ -556,10 +384,10 @@ mod tests {
         let mut req = request(vec![Message::user("hi")]);
         req.system.clear();
         req.max_tokens = Some(100);
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert!(body.get("system").is_none());
         assert_eq!(body["max_tokens"], json!(100));
-        let count = client().count_tokens_body(&req);
+        let count = json_count_body(&req);
         assert!(count.get("stream").is_none() && count.get("max_tokens").is_none());
         assert_eq!(count["messages"], body["messages"]);
     }
@@ -585,7 +413,7 @@ mod tests {
                 },
             ],
         );
-        let body = client().body(&request(vec![Message::user("go"), assistant]));
+        let body = json_body(&request(vec![Message::user("go"), assistant]));
         assert_eq!(
             body["messages"][1],
             json!({"role": "assistant", "content": [
@@ -635,7 +463,7 @@ mod tests {
         let stored: Message =
             serde_json::from_str(&serde_json::to_string(&response.message).unwrap()).unwrap();
         let results = Message::tool_result("toolu_9", "ok", false);
-        let body = client().body(&request(vec![Message::user("2+2?"), stored, results]));
+        let body = json_body(&request(vec![Message::user("2+2?"), stored, results]));
         let block = &body["messages"][1]["content"][0];
         assert_eq!(block["type"], "thinking");
         assert_eq!(block["thinking"].as_str().unwrap().as_bytes(), text.as_bytes());
@@ -665,7 +493,7 @@ mod tests {
             Message::system("a note"),
             Message::assistant_text("done"),
         ];
-        let body = client().body(&request(messages));
+        let body = json_body(&request(messages));
         assert_eq!(
             body["messages"],
             json!([
@@ -706,7 +534,7 @@ mod tests {
             ),
             Message::tool_result("c", "r", false),
         ];
-        let body = client().body(&request(messages));
+        let body = json_body(&request(messages));
         let turns = body["messages"].as_array().unwrap();
         let roles: Vec<&str> = turns.iter().map(|t| t["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "user"]);
@@ -729,7 +557,7 @@ mod tests {
                 Part::Text { text: "and say".into() },
             ],
         );
-        let body = client().body(&request(vec![m]));
+        let body = json_body(&request(vec![m]));
         assert_eq!(
             body["messages"][0]["content"],
             json!([
@@ -749,7 +577,7 @@ mod tests {
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }];
         req.tool_choice_none = true;
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert_eq!(
             body["tools"],
             json!([{
@@ -761,7 +589,7 @@ mod tests {
         );
         assert_eq!(body["tool_choice"], json!({"type": "none"}));
         req.tools.clear();
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
     }
 
@@ -769,24 +597,21 @@ mod tests {
     fn a_thinking_budget_enables_thinking_and_raises_max_tokens_above_it() {
         let mut req = request(vec![Message::user("think")]);
         req.thinking_budget = Some(2048);
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
         assert_eq!(body["max_tokens"], json!(8192), "the default already exceeds 2048 + 4096");
         req.thinking_budget = Some(16_000);
-        assert_eq!(client().body(&req)["max_tokens"], json!(20_096));
+        assert_eq!(json_body(&req)["max_tokens"], json!(20_096));
         req.max_tokens = Some(32_000);
-        assert_eq!(client().body(&req)["max_tokens"], json!(32_000), "a larger max_tokens is kept");
+        assert_eq!(json_body(&req)["max_tokens"], json!(32_000), "a larger max_tokens is kept");
         req.max_tokens = Some(100);
         req.thinking_budget = Some(1024);
-        assert_eq!(client().body(&req)["max_tokens"], json!(5120));
+        assert_eq!(json_body(&req)["max_tokens"], json!(5120));
         // The count sees the same thinking configuration; without a budget there is none.
-        assert_eq!(
-            client().count_tokens_body(&req)["thinking"],
-            json!({"type": "enabled", "budget_tokens": 1024})
-        );
+        assert_eq!(json_count_body(&req)["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
         req.thinking_budget = None;
-        assert!(client().body(&req).get("thinking").is_none());
-        assert_eq!(client().body(&req)["max_tokens"], json!(100));
+        assert!(json_body(&req).get("thinking").is_none());
+        assert_eq!(json_body(&req)["max_tokens"], json!(100));
     }
 
     #[test]
@@ -810,7 +635,7 @@ mod tests {
             Message::user("and then"),
         ]);
         req.tools = vec![tool("read_file"), tool("list_dir"), tool("finish")];
-        let body = client().body(&req);
+        let body = json_body(&req);
         let marked = serde_json::to_string(&body).unwrap().matches("\"cache_control\"").count();
         assert_eq!(marked, 3);
         assert!(marked <= MAX_CACHE_BREAKPOINTS);
@@ -837,13 +662,13 @@ mod tests {
             Message::new(Role::Assistant, vec![Part::Text { text: "so".into() }, thinking("then", "s2")]);
         let mut req = request(vec![only]);
         req.system.clear();
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert_eq!(serde_json::to_string(&body).unwrap().matches("cache_control").count(), 1);
         assert_eq!(body["messages"][0]["content"][0]["type"], "thinking");
         assert!(body["messages"][0]["content"][0].get("cache_control").is_none());
         assert_eq!(body["messages"][0]["content"][1]["cache_control"], json!({"type": "ephemeral"}));
         // Nothing to send: no messages, nothing marked, no panic.
-        let body = client().body(&request(vec![]));
+        let body = json_body(&request(vec![]));
         assert_eq!(body["messages"], json!([]));
     }
 

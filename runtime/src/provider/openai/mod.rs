@@ -1,6 +1,8 @@
-//! The OpenAI chat-completions client (also vLLM, llama.cpp, Ollama, LM Studio, DeepSeek …):
-//! the wire mapping of a [`ChatRequest`], the streamed call, the error taxonomy, and the window probe.
+//! The OpenAI chat-completions client (also vLLM, llama.cpp, Ollama, LM Studio, DeepSeek …): the
+//! streamed call, OpenAI's stream error objects, the window probe and the `/tokenize` count. The
+//! body is [`body`]'s, the chunk assembler [`stream`]'s.
 
+pub(crate) mod body;
 pub(crate) mod stream;
 
 use crate::provider::error::{classify_http, error_object_info, says_context_overflow};
@@ -12,10 +14,11 @@ use crate::provider::sse::{drive_within, stalled};
 use crate::provider::wire::window_number;
 use crate::provider::{ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
-use agentd_policies::{Message, Part, Role, Tokens};
+use agentd_policies::Tokens;
+use body::{ExtrasCountBody, OpenAiBody, ShowBody, TokenizeBody};
 use futures_util::StreamExt;
 use reqwest::header::ACCEPT;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -68,42 +71,10 @@ impl OpenAiClient {
         self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url)
     }
 
-    /// The exact JSON that [`chat`](Self::chat) POSTs to `{base}/chat/completions`.
-    pub fn body(&self, req: &ChatRequest) -> Value {
-        let mut messages = Vec::with_capacity(req.messages.len() + 1);
-        if !req.system.is_empty() {
-            messages.push(json!({"role": "system", "content": req.system}));
-        }
-        for message in &req.messages {
-            wire_messages(message, &mut messages);
-        }
-        let mut body = Map::new();
-        body.insert("model".into(), json!(req.model));
-        body.insert("messages".into(), Value::Array(messages));
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-        if !req.tools.is_empty() {
-            let tools: Vec<Value> = req
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({
-                        "type": "function",
-                        "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
-                    })
-                })
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-            if req.tool_choice_none {
-                body.insert("tool_choice".into(), json!("none"));
-            }
-        }
-        if let Some(max_tokens) = req.max_tokens {
-            body.insert("max_tokens".into(), json!(max_tokens));
-        }
-        Value::Object(body)
+    /// What [`chat`](Self::chat) POSTs to `{base}/chat/completions`; its serialisation is the wire.
+    pub fn body<'a>(&self, req: &'a ChatRequest) -> OpenAiBody<'a> {
+        OpenAiBody::new(req)
     }
-
     /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
     /// at once with [`ProviderError::Cancelled`].
     pub async fn chat(
@@ -147,11 +118,7 @@ impl OpenAiClient {
     /// The same request without streaming: one JSON answer, or the server's error with its status.
     async fn chat_once_unstreamed(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let url = self.chat_url();
-        let mut body = self.body(req);
-        if let Some(o) = body.as_object_mut() {
-            o.insert("stream".into(), Value::Bool(false));
-            o.remove("stream_options");
-        }
+        let body = self.body(req).unstreamed();
         tracing::debug!(%url, "empty stream; asking again without streaming");
         let mut request = self.http.post(&url).json(&body);
         if let Some(key) = &self.api_key {
@@ -194,7 +161,7 @@ impl OpenAiClient {
         }
 
         let url = format!("{root}/api/show");
-        let request = self.http.post(&url).json(&json!({"model": model, "name": model}));
+        let request = self.http.post(&url).json(&ShowBody { model, name: model });
         if let Probe::Json(show) = self.probe(request, &url).await? {
             if let Some(window) = window_from_ollama_show(&show) {
                 return Ok(Some(window));
@@ -221,19 +188,9 @@ impl OpenAiClient {
             return self.tokenize_extras(model, text).await;
         }
         let url = format!("{}/tokenize", self.server_root());
-        let vllm = json!({"model": model, "prompt": text, "add_special_tokens": false});
+        let vllm = TokenizeBody::vllm(model, text);
         let vllm_only = self.tokenize_vllm_only.load(Ordering::Relaxed);
-        let body = if vllm_only {
-            vllm.clone()
-        } else {
-            json!({
-                "model": model,
-                "prompt": text,
-                "add_special_tokens": false,
-                "content": text,
-                "add_special": false,
-            })
-        };
+        let body = if vllm_only { vllm.clone() } else { TokenizeBody::both(model, text) };
         let mut answer = self.probe(self.http.post(&url).json(&body), &url).await?;
         if !vllm_only && matches!(answer, Probe::Status { status: 400 | 422, .. }) {
             answer = self.probe(self.http.post(&url).json(&vllm), &url).await?;
@@ -259,7 +216,7 @@ impl OpenAiClient {
     /// includes the BOS token, one more than the text alone: the safe direction.
     async fn tokenize_extras(&self, model: &str, text: &str) -> Result<Option<u64>, ProviderError> {
         let url = format!("{}/extras/tokenize/count", self.server_root());
-        let body = json!({"input": text, "model": model});
+        let body = ExtrasCountBody { input: text, model };
         match self.probe(self.http.post(&url).json(&body), &url).await? {
             Probe::Json(value) => Ok(token_count(&value).filter(|n| *n > 0)),
             Probe::NotJson | Probe::Status { status: 400 | 404 | 405 | 422 | 501, .. } => Ok(None),
@@ -287,90 +244,6 @@ enum Probe {
     NotJson,
     Status { status: u16, retry_after: Option<Duration>, body: String },
 }
-
-// ---------------------------------------------------------------------------------------------
-// Wire mapping
-
-/// One agentd message as OpenAI chat messages (a tool message holding several results becomes one
-/// `role: tool` message per result).
-fn wire_messages(message: &Message, out: &mut Vec<Value>) {
-    match message.role {
-        Role::System => out.push(json!({"role": "system", "content": message.text()})),
-        Role::Assistant => out.push(wire_assistant(message)),
-        Role::User | Role::Tool => {
-            for part in &message.parts {
-                if let Part::ToolResult { call_id, content, .. } = part {
-                    out.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
-                }
-            }
-            // Whatever else the message says is the user's.
-            if let Some(content) = user_content(message) {
-                out.push(json!({"role": "user", "content": content}));
-            }
-        }
-    }
-}
-
-fn wire_assistant(message: &Message) -> Value {
-    let text = message.text();
-    let tool_calls: Vec<Value> = message
-        .tool_calls()
-        .map(|(id, name, arguments)| {
-            json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
-        })
-        .collect();
-    let mut reasoning = String::new();
-    for part in &message.parts {
-        if let Part::Thinking { text, redacted: false, .. } = part {
-            reasoning.push_str(text);
-        }
-    }
-    let mut wire = Map::new();
-    wire.insert("role".into(), json!("assistant"));
-    let content = if text.is_empty() && !tool_calls.is_empty() { Value::Null } else { Value::String(text) };
-    wire.insert("content".into(), content);
-    if !tool_calls.is_empty() {
-        wire.insert("tool_calls".into(), Value::Array(tool_calls));
-    }
-    if !reasoning.is_empty() {
-        wire.insert("reasoning_content".into(), Value::String(reasoning));
-    }
-    Value::Object(wire)
-}
-
-/// A user message's content: a string, or an array of text and image items when it holds an image.
-/// `None` when it has neither text nor image (a message made only of tool results).
-fn user_content(message: &Message) -> Option<Value> {
-    let has_image = message.parts.iter().any(|p| matches!(p, Part::Image { .. }));
-    let has_text = message.parts.iter().any(|p| matches!(p, Part::Text { .. }));
-    if !has_image {
-        return has_text.then(|| Value::String(message.text()));
-    }
-    let mut items: Vec<Value> = Vec::new();
-    let mut pending = String::new();
-    for part in &message.parts {
-        match part {
-            Part::Text { text } => pending.push_str(text),
-            Part::Image { media_type, data } => {
-                if !pending.is_empty() {
-                    items.push(json!({"type": "text", "text": std::mem::take(&mut pending)}));
-                }
-                items.push(json!({
-                    "type": "image_url",
-                    "image_url": {"url": format!("data:{media_type};base64,{data}")},
-                }));
-            }
-            _ => {}
-        }
-    }
-    if !pending.is_empty() {
-        items.push(json!({"type": "text", "text": pending}));
-    }
-    Some(Value::Array(items))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
 
 /// Maps an `{"error":{…}}` object that arrived inside an accepted stream.
 pub(crate) fn classify_stream_error(error: &Value) -> ProviderError {
@@ -447,6 +320,8 @@ fn window_from_ollama_show(show: &Value) -> Option<Tokens> {
 mod tests {
     use super::*;
     use agentd_agents::schema::ToolSchema;
+    use agentd_policies::{Message, Part, Role};
+    use serde_json::json;
 
     fn request(messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
@@ -464,6 +339,11 @@ mod tests {
         OpenAiClient::new("http://127.0.0.1:9/v1/", None)
     }
 
+    /// The body as the server reads it.
+    fn json_body(req: &ChatRequest) -> Value {
+        serde_json::to_value(client().body(req)).unwrap()
+    }
+
     #[test]
     fn base_url_and_root() {
         let c = client();
@@ -476,7 +356,7 @@ mod tests {
 
     #[test]
     fn body_maps_system_user_and_stream_options() {
-        let body = client().body(&request(vec![Message::user("hi")]));
+        let body = json_body(&request(vec![Message::user("hi")]));
         assert_eq!(
             body,
             json!({
@@ -509,7 +389,7 @@ mod tests {
                 },
             ],
         );
-        let body = client().body(&request(vec![Message::user("go"), assistant]));
+        let body = json_body(&request(vec![Message::user("go"), assistant]));
         assert_eq!(
             body["messages"][2],
             json!({
@@ -522,7 +402,7 @@ mod tests {
                 ],
             })
         );
-        let plain = client().body(&request(vec![Message::assistant_text("done")]));
+        let plain = json_body(&request(vec![Message::assistant_text("done")]));
         assert_eq!(plain["messages"][1], json!({"role": "assistant", "content": "done"}));
     }
 
@@ -535,7 +415,7 @@ mod tests {
                 Part::ToolResult { call_id: "c2".into(), content: "no such dir".into(), is_error: true },
             ],
         );
-        let body = client().body(&request(vec![results]));
+        let body = json_body(&request(vec![results]));
         let messages = body["messages"].as_array().unwrap();
         assert_eq!(messages.len(), 3);
         assert_eq!(messages[1], json!({"role": "tool", "tool_call_id": "c1", "content": "fn main() {}"}));
@@ -552,7 +432,7 @@ mod tests {
                 Part::Image { media_type: "image/png".into(), data: "AAAA".into() },
             ],
         );
-        let body = client().body(&request(vec![m]));
+        let body = json_body(&request(vec![m]));
         assert_eq!(
             body["messages"][1]["content"],
             json!([
@@ -568,7 +448,7 @@ mod tests {
                 Part::Text { text: "b".into() },
             ],
         );
-        assert_eq!(client().body(&request(vec![merged]))["messages"][1]["content"], json!("a\n\nb"));
+        assert_eq!(json_body(&request(vec![merged]))["messages"][1]["content"], json!("a\n\nb"));
     }
 
     #[test]
@@ -582,7 +462,7 @@ mod tests {
         }];
         req.tool_choice_none = true;
         req.max_tokens = Some(512);
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert_eq!(body["messages"].as_array().unwrap().len(), 1, "an empty system prompt is not sent");
         assert_eq!(body["tool_choice"], json!("none"));
         assert_eq!(body["max_tokens"], json!(512));
@@ -596,11 +476,11 @@ mod tests {
         );
         // No tools: neither key.
         req.tools.clear();
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
         // A thinking budget is Anthropic's: the OpenAI body is the same without it.
         req.thinking_budget = Some(4096);
-        assert_eq!(client().body(&req), body);
+        assert_eq!(json_body(&req), body);
     }
 
     #[test]
