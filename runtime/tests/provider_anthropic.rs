@@ -250,7 +250,7 @@ async fn the_servers_window_refuses_with_the_limit_and_count_tokens_agrees() {
 #[tokio::test]
 async fn count_text_removes_the_message_framing() {
     let server = start(vec![]).await;
-    let client = Client::Anthropic(client(&server));
+    let client = Client::from(client(&server));
     let text = "The quick brown fox jumps over the lazy dog.";
     let n = client.count_text(MODEL, text).await.unwrap().unwrap();
     assert_eq!(n, agentd_test_support::count_text_tokens(text));
@@ -302,7 +302,7 @@ async fn cancelling_aborts_a_hung_stream_promptly() {
 #[tokio::test]
 async fn probe_reads_the_model_object() {
     let server = ScriptedServer::builder().model(MODEL).max_model_len(Some(200000)).start().await;
-    let client = Client::Anthropic(client(&server));
+    let client = Client::from(client(&server));
     assert_eq!(client.probe_window(MODEL).await.unwrap(), Some(Tokens(200000)));
     assert_eq!(client.probe_window("claude-other").await.unwrap(), None, "unknown model: 404");
     let probe = server.requests().into_iter().find(|r| r.method == "GET").unwrap();

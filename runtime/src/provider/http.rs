@@ -1,10 +1,13 @@
-//! The HTTP client every wire format sends with, and the parts of a chat call they share: its
-//! cancellation and deadlines, a refusal's status and `Retry-After`, a connection that failed (with
-//! its causes), and a server that answers a streaming request in one JSON piece.
+//! The HTTP client every wire format sends with ([`Http`]: one server's pooled connections, API
+//! root, key and deadlines), and the parts of a call they share: its cancellation and deadlines, a
+//! refusal's status and `Retry-After`, a connection that failed (with its causes), a short probe or
+//! count exchange, and a server that answers a streaming request in one JSON piece. How the key is
+//! sent, and what the bodies and answers mean, is each wire format's business.
 
 use super::error::truncate_chars;
 use super::{AnomalyKind, ChatResponse, ProviderError};
 use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::RequestBuilder;
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -16,17 +19,70 @@ const READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// fails with "connection closed before message completed".
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// Each window probe or count request, as a whole.
-pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A client whose connecting times out after 10 s and whose stream may run as long as it keeps
 /// sending (a read waits at most 300 s); idle pooled connections are dropped after 4 s.
-pub(crate) fn http_client() -> reqwest::Client {
+fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(READ_TIMEOUT)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .build()
         .expect("the HTTP client (TLS backend) could not be initialised")
+}
+
+/// One server as every wire format talks to it: a pooled client, the API root (without a trailing
+/// slash, e.g. `http://127.0.0.1:8000/v1`), the key when there is one, and the request deadlines.
+/// Clones share the connection pool.
+#[derive(Debug, Clone)]
+pub(crate) struct Http {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    deadlines: Deadlines,
+}
+
+impl Http {
+    /// `base_url` is the API root including its version; an empty key is no key. The deadlines
+    /// are the defaults until [`with_deadlines`](Self::with_deadlines).
+    pub(crate) fn new(base_url: &str, api_key: Option<String>) -> Http {
+        Http {
+            client: http_client(),
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+            deadlines: Deadlines::default(),
+        }
+    }
+
+    pub(crate) fn with_deadlines(self, deadlines: Deadlines) -> Http {
+        Http { deadlines, ..self }
+    }
+
+    pub(crate) fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// `{base}{path}`, `path` starting with `/`.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    pub(crate) fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    pub(crate) fn deadlines(&self) -> Deadlines {
+        self.deadlines
+    }
+
+    pub(crate) fn get(&self, url: &str) -> RequestBuilder {
+        self.client.get(url)
+    }
+
+    pub(crate) fn post(&self, url: &str) -> RequestBuilder {
+        self.client.post(url)
+    }
 }
 
 /// A request to `url` that got no answer (connection refused, DNS, TLS, timeout, a broken read).
@@ -80,7 +136,7 @@ pub(crate) enum Answer {
 /// Sends a chat request that asks for a stream. A non-2xx answer is the error `classify` makes of
 /// its status, `Retry-After` and body; an `application/json` answer is read whole.
 pub(crate) async fn send_streaming(
-    request: reqwest::RequestBuilder,
+    request: RequestBuilder,
     url: &str,
     classify: fn(u16, Option<Duration>, &str) -> ProviderError,
 ) -> Result<Answer, ProviderError> {
@@ -114,6 +170,47 @@ pub(crate) async fn send_streaming(
         });
     }
     Ok(Answer::Stream(response))
+}
+
+/// Sends a chat request that asks for one JSON answer: its body text. A non-2xx answer is the error
+/// `classify` makes of its status, `Retry-After` and body.
+pub(crate) async fn send_whole(
+    request: RequestBuilder,
+    url: &str,
+    classify: fn(u16, Option<Duration>, &str) -> ProviderError,
+) -> Result<String, ProviderError> {
+    let response = request.send().await.map_err(|e| transport(url, &e))?;
+    let status = response.status();
+    let retry_after = retry_after(response.headers(), SystemTime::now());
+    let text = whole_body(response).await?;
+    if !status.is_success() {
+        return Err(classify(status.as_u16(), retry_after, &text));
+    }
+    Ok(text)
+}
+
+/// What a short exchange (a window probe, a count) was answered with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) body: String,
+}
+
+impl Reply {
+    pub(crate) fn is_success(&self) -> bool {
+        (200..=299).contains(&self.status)
+    }
+}
+
+/// Sends a short request — a window probe, a count — within [`PROBE_TIMEOUT`] and reads its whole
+/// answer, whatever its status; an answer that does not come (or breaks off) is a transport error.
+pub(crate) async fn exchange(request: RequestBuilder, url: &str) -> Result<Reply, ProviderError> {
+    let response = request.timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
+    let status = response.status().as_u16();
+    let retry_after = retry_after(response.headers(), SystemTime::now());
+    let body = response.text().await.map_err(|e| transport(url, &e))?;
+    Ok(Reply { status, retry_after, body })
 }
 
 /// A chat answer's whole body; a body that breaks off is a `Cut` anomaly.

@@ -6,23 +6,20 @@
 pub(crate) mod body;
 pub(crate) mod stream;
 
-use crate::provider::error::{classify_http, truncate_chars, MAX_ERROR_CHARS};
-use crate::provider::http::{
-    cancellable, http_client, retry_after, send_streaming, transport, Answer, Deadlines, PROBE_TIMEOUT,
-};
-use crate::provider::sse::drive_within;
-use crate::provider::wire::window_number;
-use crate::provider::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
+use crate::provider::error::{self, truncate_chars, MAX_ERROR_CHARS};
+use crate::provider::http::{exchange, Deadlines, Http, Reply};
+use crate::provider::wire::{self, window_number, WireFormat};
+use crate::provider::{AnomalyKind, ChatRequest, ChatResponse, Client, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::Tokens;
 use body::{AnthropicBody, CountTextBody};
-use reqwest::header::ACCEPT;
+use reqwest::RequestBuilder;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
-use stream::{from_json_body, Assembler};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The API version every request names (`anthropic-version`).
@@ -38,14 +35,10 @@ pub const MAX_CACHE_BREAKPOINTS: usize = 4;
 /// A client for the Anthropic Messages API (or a server speaking it).
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
-    http: reqwest::Client,
-    /// Without a trailing slash, e.g. `https://api.anthropic.com/v1`.
-    base_url: String,
-    api_key: Option<String>,
+    http: Http,
     /// Per model: the tokens `count_tokens` reports around a one-token user text (the message
     /// framing), subtracted by [`count_text`](Self::count_text). Shared by clones.
     text_overhead: Arc<Mutex<HashMap<String, u64>>>,
-    deadlines: Deadlines,
 }
 
 impl AnthropicClient {
@@ -53,23 +46,16 @@ impl AnthropicClient {
     /// key is sent as `x-api-key`. Connecting times out after 10 s; a stream may run as long as it
     /// keeps sending (a read waits at most 300 s).
     pub fn new(base_url: &str, api_key: Option<String>) -> AnthropicClient {
-        AnthropicClient {
-            http: http_client(),
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            text_overhead: Arc::new(Mutex::new(HashMap::new())),
-            deadlines: Deadlines::default(),
-        }
+        AnthropicClient::connect(Http::new(base_url, api_key))
     }
 
     /// The same client with these request deadlines.
-    pub fn with_deadlines(mut self, deadlines: Deadlines) -> AnthropicClient {
-        self.deadlines = deadlines;
-        self
+    pub fn with_deadlines(self, deadlines: Deadlines) -> AnthropicClient {
+        AnthropicClient { http: self.http.with_deadlines(deadlines), ..self }
     }
 
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
     }
 
     /// The `max_tokens` sent: Anthropic requires one, and with thinking it must exceed the budget.
@@ -94,18 +80,6 @@ impl AnthropicClient {
         AnthropicBody::count(req)
     }
 
-    fn request(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let builder = builder.header("anthropic-version", ANTHROPIC_VERSION);
-        match &self.api_key {
-            Some(key) => builder.header("x-api-key", key),
-            None => builder,
-        }
-    }
-
-    fn chat_url(&self) -> String {
-        format!("{}/messages", self.base_url)
-    }
-
     /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
     /// at once with [`ProviderError::Cancelled`].
     pub async fn chat(
@@ -113,27 +87,16 @@ impl AnthropicClient {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        cancellable(self.chat_url(), cancel, self.deadlines.total, self.chat_uncancellable(req)).await
-    }
-
-    async fn chat_uncancellable(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let url = self.chat_url();
-        let request =
-            self.request(self.http.post(&url)).header(ACCEPT, "text/event-stream").json(&self.body(req));
-        match send_streaming(request, &url, classify_anthropic_http).await? {
-            Answer::Whole(text) => from_json_body(&text),
-            Answer::Stream(response) => {
-                drive_within(response.bytes_stream(), Assembler::default(), Some(self.deadlines.idle)).await
-            }
-        }
+        wire::chat(self, req, cancel).await
     }
 
     /// The window the server declares for `model`: `GET {base}/models/{model}`, its
     /// `max_input_tokens` or `context_window` when present. Anthropic's own API may declare none:
     /// then `None` (as for an unknown model or a server without the endpoint).
     pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
-        let url = format!("{}/models/{}", self.base_url, encode_path_segment(model));
-        let (status, retry_after, text) = self.exchange(self.http.get(&url), &url).await?;
+        let url = self.http.url(&format!("/models/{}", encode_path_segment(model)));
+        let Reply { status, retry_after, body: text } =
+            exchange(self.authorize(self.http.get(&url)), &url).await?;
         match status {
             200..=299 => Ok(serde_json::from_str::<Value>(&text).ok().and_then(|v| window_from_model(&v))),
             404 | 405 => Ok(None),
@@ -147,24 +110,10 @@ impl AnthropicClient {
         self.count_body_tokens(&self.count_tokens_body(req)).await
     }
 
-    /// A short request (probe or count) with the API headers and the probe timeout: its status,
-    /// `retry-after` and body text.
-    async fn exchange(
-        &self,
-        builder: reqwest::RequestBuilder,
-        url: &str,
-    ) -> Result<(u16, Option<Duration>, String), ProviderError> {
-        let response =
-            self.request(builder).timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
-        let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers(), SystemTime::now());
-        let text = response.text().await.map_err(|e| transport(url, &e))?;
-        Ok((status, retry_after, text))
-    }
-
     async fn count_body_tokens(&self, body: &impl Serialize) -> Result<u64, ProviderError> {
-        let url = format!("{}/messages/count_tokens", self.base_url);
-        let (status, retry_after, text) = self.exchange(self.http.post(&url).json(body), &url).await?;
+        let url = self.http.url("/messages/count_tokens");
+        let Reply { status, retry_after, body: text } =
+            exchange(self.authorize(self.http.post(&url).json(body)), &url).await?;
         if !(200..=299).contains(&status) {
             return Err(classify_anthropic_http(status, retry_after, &text));
         }
@@ -209,6 +158,74 @@ impl AnthropicClient {
             Err(e) if no_endpoint(&e) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Anthropic Messages: `x-api-key` and `anthropic-version`, `POST {base}/messages` streamed; an
+/// empty stream is an empty answer; `max_tokens` is always sent (and so always claimed); the probe
+/// of `/models/{id}`; `count_tokens`.
+impl WireFormat for AnthropicClient {
+    type Body<'a> = AnthropicBody<'a>;
+    type Assembler = stream::Assembler;
+    const CHAT_PATH: &'static str = "/messages";
+
+    fn connect(http: Http) -> AnthropicClient {
+        AnthropicClient { http, text_overhead: Arc::new(Mutex::new(HashMap::new())) }
+    }
+
+    fn http(&self) -> &Http {
+        &self.http
+    }
+
+    fn authorize(&self, request: RequestBuilder) -> RequestBuilder {
+        let request = request.header("anthropic-version", ANTHROPIC_VERSION);
+        match self.http.api_key() {
+            Some(key) => request.header("x-api-key", key),
+            None => request,
+        }
+    }
+
+    fn body<'a>(req: &'a ChatRequest) -> AnthropicBody<'a> {
+        AnthropicBody::chat(req)
+    }
+
+    fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+        classify_anthropic_http(status, retry_after, body)
+    }
+
+    fn classify_stream_error(error: &Value) -> ProviderError {
+        classify_anthropic_error(error)
+    }
+
+    fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
+        stream::from_json_body(body)
+    }
+
+    /// The `max_tokens` sent, which the API requires.
+    fn output_reserve(req: &ChatRequest) -> Tokens {
+        Tokens(u64::from(AnthropicClient::max_tokens(req)))
+    }
+
+    fn probe_window(
+        &self,
+        model: &str,
+    ) -> impl Future<Output = Result<Option<Tokens>, ProviderError>> + Send {
+        AnthropicClient::probe_window(self, model)
+    }
+
+    /// `POST {base}/messages/count_tokens`: a user message of the text, less its framing.
+    fn count_text(
+        &self,
+        model: &str,
+        text: &str,
+    ) -> impl Future<Output = Result<Option<u64>, ProviderError>> + Send {
+        AnthropicClient::count_text(self, model, text)
+    }
+}
+
+impl From<AnthropicClient> for Client {
+    fn from(client: AnthropicClient) -> Client {
+        Client::new(client)
     }
 }
 
@@ -278,14 +295,14 @@ fn anthropic_error(body: &str) -> Option<(String, String)> {
 /// or 413 about the prompt's size is an overflow with the stated limit; any other 4xx is a
 /// rejection (so "max_tokens: 8192 > 4096, which is the maximum allowed …" is not mistaken for a
 /// window); 5xx is a server error. Bodies in another shape (a proxy's page, plain text) are read as
-/// any server's refusal ([`error::classify_http`](crate::provider::error::classify_http)).
+/// any server's refusal ([`error::classify_http`]).
 pub(crate) fn classify_anthropic_http(
     status: u16,
     retry_after: Option<Duration>,
     body: &str,
 ) -> ProviderError {
     let Some((_, message)) = anthropic_error(body) else {
-        return classify_http(status, retry_after, body);
+        return error::classify_http(status, retry_after, body);
     };
     match status {
         429 => ProviderError::RateLimited { retry_after, message },
@@ -363,7 +380,7 @@ mod tests {
     fn base_url_and_empty_key() {
         let c = client();
         assert_eq!(c.base_url(), "http://127.0.0.1:9/v1");
-        assert_eq!(c.api_key, None);
+        assert_eq!(c.http.api_key(), None);
     }
 
     #[test]
@@ -457,7 +474,10 @@ mod tests {
             events.iter().map(|e| Ok(e.clone().into_bytes())).collect();
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let response = runtime
-            .block_on(crate::provider::sse::drive(futures_util::stream::iter(pieces), Assembler::default()))
+            .block_on(crate::provider::sse::drive(
+                futures_util::stream::iter(pieces),
+                stream::Assembler::default(),
+            ))
             .unwrap();
         // Stored and read back as the log does.
         let stored: Message =

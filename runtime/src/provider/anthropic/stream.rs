@@ -5,8 +5,9 @@
 //! Thinking blocks keep their text and `signature` exactly as streamed (concatenated deltas, no
 //! trimming), so they can be sent back byte-identical; `redacted_thinking` keeps its `data`.
 
-use super::classify_anthropic_error;
+use super::AnthropicClient;
 use crate::provider::sse::{anomaly, parse_json, Assemble, Flow};
+use crate::provider::wire::WireFormat;
 use crate::provider::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_policies::{Message, Part, Role, Usage};
 use serde_json::Value;
@@ -16,7 +17,7 @@ use std::collections::BTreeMap;
 pub(crate) fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
     let value = parse_json("the response", body)?;
     if value.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(classify_anthropic_error(value.get("error").unwrap_or(&Value::Null)));
+        return Err(AnthropicClient::classify_stream_error(value.get("error").unwrap_or(&Value::Null)));
     }
     let mut asm = Assembler { events: 1, ..Assembler::default() };
     for (index, block) in value.get("content").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -177,7 +178,9 @@ impl Assemble for Assembler {
                 }
             }
             "message_stop" => return Ok(Flow::Done),
-            "error" => return Err(classify_anthropic_error(value.get("error").unwrap_or(&value))),
+            "error" => {
+                return Err(AnthropicClient::classify_stream_error(value.get("error").unwrap_or(&value)))
+            }
             // `content_block_stop`, `ping`, and event types added later.
             _ => {}
         }

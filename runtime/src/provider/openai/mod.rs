@@ -5,39 +5,30 @@
 pub(crate) mod body;
 pub(crate) mod stream;
 
-use crate::provider::error::{classify_http, error_object_info, says_context_overflow};
-use crate::provider::http::{
-    cancellable, http_client, retry_after, send_streaming, transport, whole_body, Answer, Deadlines,
-    PROBE_TIMEOUT,
-};
-use crate::provider::sse::{drive_within, stalled};
-use crate::provider::wire::window_number;
-use crate::provider::{ChatRequest, ChatResponse, ProviderError};
+use crate::provider::error::{self, error_object_info, says_context_overflow};
+use crate::provider::http::{exchange, Deadlines, Http};
+use crate::provider::wire::{self, window_number, WireFormat};
+use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
 use agentd_policies::Tokens;
 use body::{ExtrasCountBody, OpenAiBody, ShowBody, TokenizeBody};
-use futures_util::StreamExt;
-use reqwest::header::ACCEPT;
+use reqwest::RequestBuilder;
 use serde_json::Value;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-use stream::{from_json_body, Assembler};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A client for one OpenAI-compatible server.
 #[derive(Debug, Clone)]
 pub struct OpenAiClient {
-    http: reqwest::Client,
-    /// Without a trailing slash, e.g. `http://127.0.0.1:8000/v1`.
-    base_url: String,
-    api_key: Option<String>,
+    http: Http,
     /// `/tokenize` refused the body meant for both vLLM and llama.cpp and accepted vLLM's own: send
     /// only that from now on (shared by clones).
     tokenize_vllm_only: Arc<AtomicBool>,
     /// The server counts at llama-cpp-python's `/extras/tokenize/count` rather than `/tokenize`.
     tokenize_extras: Arc<AtomicBool>,
-    deadlines: Deadlines,
 }
 
 impl OpenAiClient {
@@ -45,36 +36,30 @@ impl OpenAiClient {
     /// Connecting times out after 10 s; a stream may run as long as it keeps sending (a read waits
     /// at most 300 s).
     pub fn new(base_url: &str, api_key: Option<String>) -> OpenAiClient {
-        OpenAiClient {
-            http: http_client(),
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            tokenize_vllm_only: Arc::new(AtomicBool::new(false)),
-            tokenize_extras: Arc::new(AtomicBool::new(false)),
-            deadlines: Deadlines::default(),
-        }
+        OpenAiClient::connect(Http::new(base_url, api_key))
     }
 
     /// The same client with these request deadlines.
-    pub fn with_deadlines(mut self, deadlines: Deadlines) -> OpenAiClient {
-        self.deadlines = deadlines;
-        self
+    pub fn with_deadlines(self, deadlines: Deadlines) -> OpenAiClient {
+        OpenAiClient { http: self.http.with_deadlines(deadlines), ..self }
     }
 
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
     }
 
     /// The server root: the base URL without a trailing `/v1`, where llama.cpp's `/props` and
     /// Ollama's `/api/show` live.
     fn server_root(&self) -> &str {
-        self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url)
+        let base = self.http.base_url();
+        base.strip_suffix("/v1").unwrap_or(base)
     }
 
     /// What [`chat`](Self::chat) POSTs to `{base}/chat/completions`; its serialisation is the wire.
     pub fn body<'a>(&self, req: &'a ChatRequest) -> OpenAiBody<'a> {
         OpenAiBody::new(req)
     }
+
     /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
     /// at once with [`ProviderError::Cancelled`].
     pub async fn chat(
@@ -82,63 +67,14 @@ impl OpenAiClient {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        cancellable(self.chat_url(), cancel, self.deadlines.total, self.chat_uncancellable(req)).await
-    }
-
-    fn chat_url(&self) -> String {
-        format!("{}/chat/completions", self.base_url)
-    }
-
-    async fn chat_uncancellable(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let url = self.chat_url();
-        let body = self.body(req);
-        let mut request = self.http.post(&url).header(ACCEPT, "text/event-stream").json(&body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = match send_streaming(request, &url, classify_http).await? {
-            Answer::Whole(text) => return from_json_body(&text),
-            Answer::Stream(response) => response,
-        };
-        let mut bytes = response.bytes_stream();
-        let idle = self.deadlines.idle;
-        let first = tokio::time::timeout(idle, bytes.next()).await.map_err(|_| stalled(idle))?;
-        match first {
-            // An accepted stream with no byte in it: llama-cpp-python answers an over-long prompt this
-            // way (its error is raised after the headers went out). Ask once more without streaming,
-            // which carries the server's real answer or its real error.
-            None => self.chat_once_unstreamed(req).await,
-            Some(first) => {
-                let bytes = futures_util::stream::iter([first]).chain(bytes);
-                drive_within(bytes, Assembler::default(), Some(idle)).await
-            }
-        }
-    }
-
-    /// The same request without streaming: one JSON answer, or the server's error with its status.
-    async fn chat_once_unstreamed(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let url = self.chat_url();
-        let body = self.body(req).unstreamed();
-        tracing::debug!(%url, "empty stream; asking again without streaming");
-        let mut request = self.http.post(&url).json(&body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request.send().await.map_err(|e| transport(&url, &e))?;
-        let status = response.status();
-        let retry_after = retry_after(response.headers(), SystemTime::now());
-        let text = whole_body(response).await?;
-        if !status.is_success() {
-            return Err(classify_http(status.as_u16(), retry_after, &text));
-        }
-        from_json_body(&text)
+        wire::chat(self, req, cancel).await
     }
 
     /// Asks the server for `model`'s context window: `GET {base}/models` (`max_model_len`,
     /// `context_length`, `context_window`), then llama.cpp's `GET {root}/props` (`n_ctx`), then
     /// Ollama's `POST {root}/api/show` (`num_ctx`, `*.context_length`). `None` when nothing declares it.
     pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
-        let url = format!("{}/models", self.base_url);
+        let url = self.http.url("/models");
         match self.probe(self.http.get(&url), &url).await? {
             Probe::Json(models) => {
                 if let Some(window) = window_from_models(&models, model) {
@@ -148,7 +84,7 @@ impl OpenAiClient {
             // No such endpoint here (or not JSON): the other probes may still answer.
             Probe::Status { status: 404 | 405, .. } | Probe::NotJson => {}
             Probe::Status { status, retry_after, body } => {
-                return Err(classify_http(status, retry_after, &body))
+                return Err(error::classify_http(status, retry_after, &body))
             }
         }
 
@@ -208,7 +144,9 @@ impl OpenAiClient {
                 }
                 Ok(counted)
             }
-            Probe::Status { status, retry_after, body } => Err(classify_http(status, retry_after, &body)),
+            Probe::Status { status, retry_after, body } => {
+                Err(error::classify_http(status, retry_after, &body))
+            }
         }
     }
 
@@ -220,22 +158,98 @@ impl OpenAiClient {
         match self.probe(self.http.post(&url).json(&body), &url).await? {
             Probe::Json(value) => Ok(token_count(&value).filter(|n| *n > 0)),
             Probe::NotJson | Probe::Status { status: 400 | 404 | 405 | 422 | 501, .. } => Ok(None),
-            Probe::Status { status, retry_after, body } => Err(classify_http(status, retry_after, &body)),
+            Probe::Status { status, retry_after, body } => {
+                Err(error::classify_http(status, retry_after, &body))
+            }
         }
     }
 
-    async fn probe(&self, mut request: reqwest::RequestBuilder, url: &str) -> Result<Probe, ProviderError> {
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
+    async fn probe(&self, request: RequestBuilder, url: &str) -> Result<Probe, ProviderError> {
+        let reply = exchange(self.authorize(request), url).await?;
+        if !reply.is_success() {
+            return Ok(Probe::Status {
+                status: reply.status,
+                retry_after: reply.retry_after,
+                body: reply.body,
+            });
         }
-        let response = request.timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
-        let status = response.status();
-        let retry_after = retry_after(response.headers(), SystemTime::now());
-        let text = response.text().await.map_err(|e| transport(url, &e))?;
-        if !status.is_success() {
-            return Ok(Probe::Status { status: status.as_u16(), retry_after, body: text });
+        Ok(serde_json::from_str(&reply.body).map_or(Probe::NotJson, Probe::Json))
+    }
+}
+
+/// OpenAI chat completions: a bearer key, `POST {base}/chat/completions` streamed with the usage,
+/// asked once more unstreamed when the stream comes back without a byte; no output room unless
+/// the request names `max_tokens`; the probes of `/models`, `/props` and `/api/show`; `/tokenize`.
+impl WireFormat for OpenAiClient {
+    type Body<'a> = OpenAiBody<'a>;
+    type Assembler = stream::Assembler;
+    const CHAT_PATH: &'static str = "/chat/completions";
+
+    fn connect(http: Http) -> OpenAiClient {
+        OpenAiClient {
+            http,
+            tokenize_vllm_only: Arc::new(AtomicBool::new(false)),
+            tokenize_extras: Arc::new(AtomicBool::new(false)),
         }
-        Ok(serde_json::from_str(&text).map_or(Probe::NotJson, Probe::Json))
+    }
+
+    fn http(&self) -> &Http {
+        &self.http
+    }
+
+    fn authorize(&self, request: RequestBuilder) -> RequestBuilder {
+        match self.http.api_key() {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    fn body<'a>(req: &'a ChatRequest) -> OpenAiBody<'a> {
+        OpenAiBody::new(req)
+    }
+
+    fn unstreamed<'a>(body: Self::Body<'a>) -> Option<Self::Body<'a>> {
+        Some(body.unstreamed())
+    }
+
+    /// Any server's refusal: OpenAI's error bodies are the shapes [`error`] reads.
+    fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+        error::classify_http(status, retry_after, body)
+    }
+
+    fn classify_stream_error(error: &Value) -> ProviderError {
+        classify_stream_error(error)
+    }
+
+    fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
+        stream::from_json_body(body)
+    }
+
+    /// What `max_tokens` says; none sent claims no room.
+    fn output_reserve(req: &ChatRequest) -> Tokens {
+        Tokens(u64::from(req.max_tokens.unwrap_or(0)))
+    }
+
+    fn probe_window(
+        &self,
+        model: &str,
+    ) -> impl Future<Output = Result<Option<Tokens>, ProviderError>> + Send {
+        OpenAiClient::probe_window(self, model)
+    }
+
+    /// vLLM and llama.cpp `POST /tokenize` (llama-cpp-python's `/extras/tokenize/count`).
+    fn count_text(
+        &self,
+        model: &str,
+        text: &str,
+    ) -> impl Future<Output = Result<Option<u64>, ProviderError>> + Send {
+        self.tokenize(model, text)
+    }
+}
+
+impl From<OpenAiClient> for Client {
+    fn from(client: OpenAiClient) -> Client {
+        Client::new(client)
     }
 }
 
@@ -351,7 +365,7 @@ mod tests {
         assert_eq!(c.server_root(), "http://127.0.0.1:9");
         let c = OpenAiClient::new("http://h/api", Some(String::new()));
         assert_eq!(c.server_root(), "http://h/api");
-        assert_eq!(c.api_key, None);
+        assert_eq!(c.http.api_key(), None);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Assembling a streamed chat completion (OpenAI SSE chunks) into one [`ChatResponse`], and telling
 //! a complete answer from a stream that went wrong.
 
-use super::classify_stream_error;
+use super::OpenAiClient;
 use crate::provider::sse::{anomaly, parse_json, Assemble, Flow};
+use crate::provider::wire::WireFormat;
 use crate::provider::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_policies::{Message, Part, Role, Usage};
 use serde_json::Value;
@@ -44,7 +45,7 @@ impl Assembler {
     pub(crate) fn push_chunk(&mut self, chunk: &Value, whole: bool) -> Result<(), ProviderError> {
         self.chunks += 1;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            return Err(classify_stream_error(error));
+            return Err(OpenAiClient::classify_stream_error(error));
         }
         if let Some(usage) = chunk.get("usage") {
             if let Some(u) = parse_usage(usage) {
