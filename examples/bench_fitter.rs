@@ -23,7 +23,7 @@ mod common;
 use agentd_policies::compaction::{plan, PlanInput, WorkingFile};
 use agentd_policies::{Message, Part, Speaker, Thresholds, Tokens};
 use agentd_runtime::counter::{Fingerprint, TokenCounter};
-use agentd_runtime::provider::{ChatRequest, ToolSpec};
+use agentd_runtime::provider::ChatRequest;
 use common::{group, mb, median, ms, percentile, ratio, us};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -55,11 +55,7 @@ fn main() {
         std::path::Path::new("/home/dev/projects/inventory-service"),
         &[],
     );
-    let tools: Vec<ToolSpec> = agentd_agents::schemas(agentd_agents::CODER_TOOLS)
-        .expect("coder tool schemas")
-        .into_iter()
-        .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
-        .collect();
+    let tools = agentd_agents::schemas(agentd_agents::CODER_TOOLS).expect("coder tool schemas");
 
     // ------------------------------------------------------------------------------------------
     // (a) re-fit vs cold recount

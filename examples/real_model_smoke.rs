@@ -58,13 +58,14 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio: {e}"))?;
 
     println!("1. counting: agentd's count of a request vs the server's usage report");
-    let client = Client::OpenAi(OpenAiClient::new(base_url, None));
+    let openai = OpenAiClient::new(base_url, None);
+    let client = Client::from(openai.clone());
     let counter = TokenCounter::with_endpoint(model);
     let mut errors = Vec::new();
     for (label, request) in sample_requests(model) {
         let source = rt.block_on(prepare(&counter, &client, model, &request));
         let ours = counter.count_request(&request).total;
-        let theirs = prompt_tokens(&client, base_url, &request)?;
+        let theirs = prompt_tokens(&openai, base_url, &request)?;
         let err = (ours.tokens.0 as f64 - theirs as f64) / theirs as f64;
         println!(
             "     {label:<28} agentd {:>5}{} ({source:?})  server {:>5}  relative error {:+.1}%",
@@ -99,7 +100,7 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
         rt.block_on(prepare(&counter, &client, model, &request));
         let meter = Meter::new(counter.clone(), calibration.clone());
         let measured = meter.count_request(&request, basis);
-        let theirs = prompt_tokens(&client, base_url, &request)?;
+        let theirs = prompt_tokens(&openai, base_url, &request)?;
         let raw_err = (measured.raw.tokens.0 as f64 - theirs as f64) / theirs as f64;
         let cal_err = (measured.count.total.tokens.0 as f64 - theirs as f64) / theirs as f64;
         println!(
@@ -285,7 +286,7 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
 fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
     use agentd_policies::Message;
     let tools = tool_specs(&["read_file", "list_dir", "search", "finish"]);
-    let base = |messages: Vec<Message>, tools: Vec<agentd_runtime::provider::ToolSpec>| ChatRequest {
+    let base = |messages: Vec<Message>, tools: Vec<agentd_agents::ToolSchema>| ChatRequest {
         model: model.to_string(),
         system: "You are a helpful assistant.".into(),
         messages,
@@ -309,18 +310,10 @@ fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
 }
 
 /// The schemas of these tools, as the daemon sends them.
-fn tool_specs(names: &[&str]) -> Vec<agentd_runtime::provider::ToolSpec> {
+fn tool_specs(names: &[&str]) -> Vec<agentd_agents::ToolSchema> {
     let names: Vec<agentd_protocol::ToolName> =
         names.iter().map(|n| agentd_protocol::ToolName::parse(n)).collect();
-    agentd_agents::schema::schemas(&names)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|s| agentd_runtime::provider::ToolSpec {
-            name: s.name,
-            description: s.description,
-            parameters: s.parameters,
-        })
-        .collect()
+    agentd_agents::schema::schemas(&names).unwrap_or_default()
 }
 
 /// An agent-like conversation under the real 2,048-token context: the lead's tools and system prompt,
@@ -354,9 +347,8 @@ fn growing_conversation(model: &str) -> Vec<ChatRequest> {
 }
 
 /// The server's `usage.prompt_tokens` for a request, asked without streaming (one token of answer).
-fn prompt_tokens(client: &Client, base_url: &str, request: &ChatRequest) -> Result<u64> {
-    let Client::OpenAi(openai) = client else { return Err("the smoke speaks OpenAI's protocol".into()) };
-    let mut body = openai.body(request);
+fn prompt_tokens(openai: &OpenAiClient, base_url: &str, request: &ChatRequest) -> Result<u64> {
+    let mut body = serde_json::to_value(openai.body(request)).map_err(|e| e.to_string())?;
     body["stream"] = json!(false);
     body.as_object_mut().map(|o| o.remove("stream_options"));
     body["max_tokens"] = json!(1);

@@ -28,7 +28,7 @@ pub mod workspace;
 
 pub use budget::Thresholds;
 pub use event::{Event, EventKind, Usage};
-pub use message::{Message, MessageKind, Part, Role, Speaker};
+pub use message::{Message, MessageKind, Part, Speaker};
 pub use record::{CheckpointKind, Record};
 pub use task::TaskState;
 pub use tokens::{Count, CountSource, Measured, Tokens};

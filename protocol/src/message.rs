@@ -22,9 +22,6 @@ pub enum Speaker {
     Tool,
 }
 
-/// The old name of [`Speaker`], while the provider modules move over.
-pub use Speaker as Role;
-
 /// What a message is to agentd. Stored on the message (absent on the wire when `plain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

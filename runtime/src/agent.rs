@@ -8,7 +8,7 @@
 use crate::clock::{clock, now_rfc3339};
 use crate::fitter::{Fit, FitError, Fitter, Learn, MeterOf, Observe, Underestimated, WindowOf};
 use crate::meter::Meter;
-use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError, ToolSpec};
+use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError};
 use crate::scheduler::{Wait, Waited};
 use crate::task::TaskCtx;
 use actix::prelude::*;
@@ -288,11 +288,8 @@ impl Agent {
             self.persist(Message::user(text).with_kind(MessageKind::Objective))?;
         }
         let client = self.task.client(&snapshot.provider)?;
-        let tools: Vec<ToolSpec> = agentd_agents::schema::schemas(&snapshot.tools)
-            .map_err(|e| TurnError::Team(format!("role {}: unknown tool {}", self.name(), e.0)))?
-            .into_iter()
-            .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
-            .collect();
+        let tools = agentd_agents::schema::schemas(&snapshot.tools)
+            .map_err(|e| TurnError::Team(format!("role {}: unknown tool {}", self.name(), e.0)))?;
         let system = self.task.system_prompt(&self.role);
         let mut learned_once = false;
         let mut underestimated_once = false;

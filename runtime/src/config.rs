@@ -89,13 +89,8 @@ command_timeout = "120s"
 /// The smallest extended-thinking budget Anthropic accepts.
 pub const MIN_THINKING_BUDGET: i64 = 1024;
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum ProviderKind {
-    OpenAi,
-    Ollama,
-    /// Anthropic Messages: `api_key_env` names the key sent as `x-api-key`.
-    Anthropic,
-}
+/// Defined with the wire formats, where the kind names are parsed.
+pub use crate::provider::ProviderKind;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
@@ -373,18 +368,11 @@ impl RawConfig {
         }
         let mut providers = BTreeMap::new();
         for (name, p) in self.providers {
-            let kind = match p.kind.as_str() {
-                "openai" => ProviderKind::OpenAi,
-                "ollama" => ProviderKind::Ollama,
-                "anthropic" => ProviderKind::Anthropic,
-                other => {
-                    return Err(invalid(
-                        format!("providers.{name}.kind"),
-                        format!(
-                        "unknown provider kind {other:?}; expected \"openai\", \"anthropic\" or \"ollama\""
-                    ),
-                    ))
-                }
+            let Some(kind) = ProviderKind::parse(&p.kind) else {
+                return Err(invalid(
+                    format!("providers.{name}.kind"),
+                    format!("unknown provider kind {:?}; expected {}", p.kind, ProviderKind::expected()),
+                ));
             };
             if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
                 return Err(invalid(

@@ -22,7 +22,8 @@
 //! tokenises only that message. A message counted while one of its texts was still a guess is not
 //! cached: it is measured again once the endpoint has answered.
 
-use crate::provider::{ChatRequest, Client, ToolSpec};
+use crate::provider::{ChatRequest, Client};
+use agentd_agents::schema::ToolSchema;
 use agentd_policies::{Count, Message, Part, Speaker};
 use futures_util::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
@@ -623,7 +624,7 @@ fn text_key(text: &str) -> u64 {
 }
 
 /// A tool definition as its JSON schema serialisation (name, description, parameters).
-fn tool_json(tool: &ToolSpec) -> String {
+fn tool_json(tool: &ToolSchema) -> String {
     serde_json::to_string(tool).unwrap_or_default()
 }
 
@@ -738,7 +739,7 @@ mod tests {
             model: "gpt-4o".into(),
             system: "You are terse.".into(),
             messages,
-            tools: vec![ToolSpec {
+            tools: vec![ToolSchema {
                 name: "read_file".into(),
                 description: "Read a file".into(),
                 parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),

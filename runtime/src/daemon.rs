@@ -2,9 +2,8 @@
 //! orderly stop on SIGINT/SIGTERM (stop accepting, mark running tasks `interrupted`, flush).
 
 use crate::bus::EventBus;
-use crate::config::{Config, ConfigError, ProviderKind};
+use crate::config::{Config, ConfigError};
 use crate::fitter::Fitter;
-use crate::provider::{AnthropicClient, Client, OpenAiClient};
 use crate::rpc::Methods;
 use crate::scheduler::Scheduler;
 use crate::supervisor::{Shutdown, Supervisor};
@@ -137,15 +136,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         let mut clients = HashMap::new();
         for (name, p) in &config.providers {
             let key = p.api_key_env.as_ref().and_then(|var| std::env::var(var).ok());
-            let client = match p.kind {
-                ProviderKind::Anthropic => {
-                    Client::Anthropic(AnthropicClient::new(&p.base_url, key).with_deadlines(config.deadlines))
-                }
-                ProviderKind::OpenAi | ProviderKind::Ollama => {
-                    Client::OpenAi(OpenAiClient::new(&p.base_url, key).with_deadlines(config.deadlines))
-                }
-            };
-            clients.insert(name.clone(), Arc::new(client));
+            clients.insert(name.clone(), Arc::new(p.kind.connect(&p.base_url, key, config.deadlines)));
         }
         // Provider keys and configured secrets, by variable name: redacted from every tool result.
         let secret_names =

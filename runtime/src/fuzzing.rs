@@ -5,7 +5,7 @@
 
 use crate::config::{Config, ConfigError};
 use crate::provider::sse::drive_within;
-use crate::provider::{anthropic_stream, stream, ChatResponse, ProviderError};
+use crate::provider::{anthropic, openai, ChatResponse, ProviderError};
 pub use crate::rpc::Request;
 use crate::rpc::{ErrorCode, RpcError};
 use crate::socket::{decode_request, error_response, oversized_error, Frame, Framer};
@@ -67,22 +67,22 @@ pub struct Delivery {
 
 /// `bytes` as an OpenAI chat-completions SSE stream, through the real driver and assembler.
 pub fn assemble_openai_sse(bytes: &[u8], delivery: Delivery) -> Result<ChatResponse, ProviderError> {
-    block_on(drive_within(chunks(bytes, delivery), stream::Assembler::default(), None))
+    block_on(drive_within(chunks(bytes, delivery), openai::stream::Assembler::default(), None))
 }
 
 /// `bytes` as an Anthropic Messages SSE stream, through the real driver and assembler.
 pub fn assemble_anthropic_sse(bytes: &[u8], delivery: Delivery) -> Result<ChatResponse, ProviderError> {
-    block_on(drive_within(chunks(bytes, delivery), anthropic_stream::Assembler::default(), None))
+    block_on(drive_within(chunks(bytes, delivery), anthropic::stream::Assembler::default(), None))
 }
 
 /// `body` as a non-streamed OpenAI answer (a server that ignored `stream: true`).
 pub fn openai_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
-    stream::from_json_body(body)
+    openai::stream::from_json_body(body)
 }
 
 /// `body` as a non-streamed Anthropic answer.
 pub fn anthropic_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
-    anthropic_stream::from_json_body(body)
+    anthropic::stream::from_json_body(body)
 }
 
 /// `text` as the daemon's config file (named `agentd.toml` in errors).

@@ -142,7 +142,7 @@ fn scaled(raw: RequestCount, total: Count) -> RequestCount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ToolSpec;
+    use agentd_agents::schema::ToolSchema;
     use agentd_policies::calibration::{Basis, Raw};
 
     fn request(messages: Vec<Message>) -> ChatRequest {
@@ -150,7 +150,7 @@ mod tests {
             model: "qwen3-coder".into(),
             system: "You are terse.".into(),
             messages,
-            tools: vec![ToolSpec {
+            tools: vec![ToolSchema {
                 name: "read_file".into(),
                 description: "Read a file".into(),
                 parameters: serde_json::json!({"type": "object"}),

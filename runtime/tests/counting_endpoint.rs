@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 const MODEL: &str = "qwen3-coder";
 
 fn client(base_url: &str) -> Client {
-    Client::OpenAi(OpenAiClient::new(base_url, None))
+    Client::from(OpenAiClient::new(base_url, None))
 }
 
 fn tokenize_bodies(server: &ScriptedServer) -> Vec<Value> {

@@ -1,63 +1,100 @@
-//! The provider a role talks to, whatever its wire protocol: one type the rest of the runtime holds,
-//! dispatching to the protocol's client.
+//! The provider a role talks to, whatever its wire format: [`Client`], the one type the rest of the
+//! runtime holds, calling its format's [`WireFormat`] through a boxed, object-safe view of it.
 
-use super::{AnthropicClient, ChatRequest, ChatResponse, OpenAiClient, ProviderError};
+use super::wire::{self, WireFormat};
+use super::{ChatRequest, ChatResponse, ProviderError};
 use agentd_policies::Tokens;
+use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-pub enum Client {
-    /// OpenAI chat completions: OpenAI, vLLM, llama.cpp, Ollama, LM Studio …
-    OpenAi(OpenAiClient),
-    /// Anthropic Messages (`x-api-key`, `anthropic-version: 2023-06-01`).
-    Anthropic(AnthropicClient),
+/// A client of one provider's server, in whichever wire format it speaks. Made by
+/// [`ProviderKind::connect`](super::ProviderKind::connect), or from a format's client
+/// (`Client::from(OpenAiClient::new(…))`).
+pub struct Client {
+    format: Box<dyn Dispatch>,
 }
 
 impl Client {
-    /// The server's base URL: with the model name, the key windows are remembered under.
-    pub fn base_url(&self) -> &str {
-        match self {
-            Client::OpenAi(c) => c.base_url(),
-            Client::Anthropic(c) => c.base_url(),
-        }
+    pub(crate) fn new(format: impl WireFormat) -> Client {
+        Client { format: Box::new(format) }
     }
 
+    /// The server's base URL: with the model name, the key windows are remembered under.
+    pub fn base_url(&self) -> &str {
+        self.format.base_url()
+    }
+
+    /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
+    /// at once with [`ProviderError::Cancelled`].
     pub async fn chat(
         &self,
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        match self {
-            Client::OpenAi(c) => c.chat(req, cancel).await,
-            Client::Anthropic(c) => c.chat(req, cancel).await,
-        }
+        self.format.chat(req, cancel).await
     }
 
     /// The output room a request claims inside the window: what the wire says the answer may take.
     /// The fitter lowers the trigger so that this still fits above it.
     pub fn output_reserve(&self, req: &ChatRequest) -> Tokens {
-        match self {
-            Client::OpenAi(_) => Tokens(u64::from(req.max_tokens.unwrap_or(0))),
-            Client::Anthropic(_) => Tokens(u64::from(AnthropicClient::max_tokens(req))),
-        }
+        self.format.output_reserve(req)
     }
 
     /// The window the server declares for `model`, if it declares one.
     pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
-        match self {
-            Client::OpenAi(c) => c.probe_window(model).await,
-            Client::Anthropic(c) => c.probe_window(model).await,
-        }
+        self.format.probe_window(model).await
     }
 
     /// The tokens of `text` for `model`, counted by the server's own tokenizer (no special tokens),
     /// when the server offers a counting endpoint; `None` when it has none.
     pub async fn count_text(&self, model: &str, text: &str) -> Result<Option<u64>, ProviderError> {
-        match self {
-            // vLLM and llama.cpp `POST /tokenize`.
-            Client::OpenAi(c) => c.tokenize(model, text).await,
-            // Anthropic `POST /v1/messages/count_tokens`: a user message of the text, less its
-            // framing.
-            Client::Anthropic(c) => c.count_text(model, text).await,
-        }
+        self.format.count_text(model, text).await
+    }
+}
+
+/// [`WireFormat`] as a trait object: its calls with their futures boxed.
+trait Dispatch: Send + Sync {
+    fn base_url(&self) -> &str;
+    fn chat<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>>;
+    fn output_reserve(&self, req: &ChatRequest) -> Tokens;
+    fn probe_window<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Option<Tokens>, ProviderError>>;
+    fn count_text<'a>(
+        &'a self,
+        model: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>>;
+}
+
+impl<F: WireFormat> Dispatch for F {
+    fn base_url(&self) -> &str {
+        self.http().base_url()
+    }
+
+    fn chat<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+        Box::pin(wire::chat(self, req, cancel))
+    }
+
+    fn output_reserve(&self, req: &ChatRequest) -> Tokens {
+        F::output_reserve(req)
+    }
+
+    fn probe_window<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Option<Tokens>, ProviderError>> {
+        Box::pin(WireFormat::probe_window(self, model))
+    }
+
+    fn count_text<'a>(
+        &'a self,
+        model: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
+        Box::pin(WireFormat::count_text(self, model, text))
     }
 }

@@ -1,11 +1,15 @@
-//! The HTTP client both wire protocols send with, and the parts of a chat call they share: its
-//! cancellation, its refusals, and a server that answers a streaming request in one JSON piece.
+//! The HTTP client every wire format sends with ([`Http`]: one server's pooled connections, API
+//! root, key and deadlines), and the parts of a call they share: its cancellation and deadlines, a
+//! refusal's status and `Retry-After`, a connection that failed (with its causes), a short probe or
+//! count exchange, and a server that answers a streaming request in one JSON piece. How the key is
+//! sent, and what the bodies and answers mean, is each wire format's business.
 
-use super::openai::{error_chain, retry_after};
-use super::{AnomalyKind, ChatResponse, ProviderError, CANCELLED};
-use reqwest::header::CONTENT_TYPE;
+use super::error::truncate_chars;
+use super::{AnomalyKind, ChatResponse, ProviderError};
+use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::RequestBuilder;
 use std::future::Future;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -15,19 +19,70 @@ const READ_TIMEOUT: Duration = Duration::from_secs(300);
 /// fails with "connection closed before message completed".
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// Each window probe or count request, as a whole.
-pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How much of a provider's error text is kept.
-pub(crate) const MAX_ERROR_CHARS: usize = 2000;
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A client whose connecting times out after 10 s and whose stream may run as long as it keeps
 /// sending (a read waits at most 300 s); idle pooled connections are dropped after 4 s.
-pub(crate) fn http_client() -> reqwest::Client {
+fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(READ_TIMEOUT)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .build()
         .expect("the HTTP client (TLS backend) could not be initialised")
+}
+
+/// One server as every wire format talks to it: a pooled client, the API root (without a trailing
+/// slash, e.g. `http://127.0.0.1:8000/v1`), the key when there is one, and the request deadlines.
+/// Clones share the connection pool.
+#[derive(Debug, Clone)]
+pub(crate) struct Http {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    deadlines: Deadlines,
+}
+
+impl Http {
+    /// `base_url` is the API root including its version; an empty key is no key. The deadlines
+    /// are the defaults until [`with_deadlines`](Self::with_deadlines).
+    pub(crate) fn new(base_url: &str, api_key: Option<String>) -> Http {
+        Http {
+            client: http_client(),
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+            deadlines: Deadlines::default(),
+        }
+    }
+
+    pub(crate) fn with_deadlines(self, deadlines: Deadlines) -> Http {
+        Http { deadlines, ..self }
+    }
+
+    pub(crate) fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// `{base}{path}`, `path` starting with `/`.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    pub(crate) fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    pub(crate) fn deadlines(&self) -> Deadlines {
+        self.deadlines
+    }
+
+    pub(crate) fn get(&self, url: &str) -> RequestBuilder {
+        self.client.get(url)
+    }
+
+    pub(crate) fn post(&self, url: &str) -> RequestBuilder {
+        self.client.post(url)
+    }
 }
 
 /// A request to `url` that got no answer (connection refused, DNS, TLS, timeout, a broken read).
@@ -51,7 +106,7 @@ impl Default for Deadlines {
 }
 
 /// Runs `call` to its end, unless `cancel` fires first — then `call` is dropped at once and the
-/// answer is `Transport { url, message: "cancelled" }` — or `total` passes first: a `Stalled`
+/// answer is [`ProviderError::Cancelled`] — or `total` passes first: a `Stalled`
 /// anomaly naming the deadline.
 pub(crate) async fn cancellable(
     url: String,
@@ -61,7 +116,7 @@ pub(crate) async fn cancellable(
 ) -> Result<ChatResponse, ProviderError> {
     tokio::select! {
         biased;
-        _ = cancel.cancelled() => Err(ProviderError::Transport { url, message: CANCELLED.to_string() }),
+        _ = cancel.cancelled() => Err(ProviderError::Cancelled { url }),
         result = call => result,
         _ = tokio::time::sleep(total) => Err(ProviderError::StreamAnomaly {
             kind: AnomalyKind::Stalled,
@@ -81,7 +136,7 @@ pub(crate) enum Answer {
 /// Sends a chat request that asks for a stream. A non-2xx answer is the error `classify` makes of
 /// its status, `Retry-After` and body; an `application/json` answer is read whole.
 pub(crate) async fn send_streaming(
-    request: reqwest::RequestBuilder,
+    request: RequestBuilder,
     url: &str,
     classify: fn(u16, Option<Duration>, &str) -> ProviderError,
 ) -> Result<Answer, ProviderError> {
@@ -110,11 +165,52 @@ pub(crate) async fn send_streaming(
             message: format!(
                 "{url} answered {} with {content_type}, not an event stream: {}",
                 status.as_u16(),
-                super::openai::truncate_chars(body.trim(), 200)
+                truncate_chars(body.trim(), 200)
             ),
         });
     }
     Ok(Answer::Stream(response))
+}
+
+/// Sends a chat request that asks for one JSON answer: its body text. A non-2xx answer is the error
+/// `classify` makes of its status, `Retry-After` and body.
+pub(crate) async fn send_whole(
+    request: RequestBuilder,
+    url: &str,
+    classify: fn(u16, Option<Duration>, &str) -> ProviderError,
+) -> Result<String, ProviderError> {
+    let response = request.send().await.map_err(|e| transport(url, &e))?;
+    let status = response.status();
+    let retry_after = retry_after(response.headers(), SystemTime::now());
+    let text = whole_body(response).await?;
+    if !status.is_success() {
+        return Err(classify(status.as_u16(), retry_after, &text));
+    }
+    Ok(text)
+}
+
+/// What a short exchange (a window probe, a count) was answered with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) body: String,
+}
+
+impl Reply {
+    pub(crate) fn is_success(&self) -> bool {
+        (200..=299).contains(&self.status)
+    }
+}
+
+/// Sends a short request — a window probe, a count — within [`PROBE_TIMEOUT`] and reads its whole
+/// answer, whatever its status; an answer that does not come (or breaks off) is a transport error.
+pub(crate) async fn exchange(request: RequestBuilder, url: &str) -> Result<Reply, ProviderError> {
+    let response = request.timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
+    let status = response.status().as_u16();
+    let retry_after = retry_after(response.headers(), SystemTime::now());
+    let body = response.text().await.map_err(|e| transport(url, &e))?;
+    Ok(Reply { status, retry_after, body })
 }
 
 /// A chat answer's whole body; a body that breaks off is a `Cut` anomaly.
@@ -123,4 +219,147 @@ pub(crate) async fn whole_body(response: reqwest::Response) -> Result<String, Pr
         kind: AnomalyKind::Cut,
         message: format!("the response broke off: {}", error_chain(&e)),
     })
+}
+
+/// An error and its sources, `: `-separated (reqwest's own message hides the cause).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// The server's requested delay: `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as an
+/// HTTP date (relative to `now`; a date in the past means "now").
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now))
+}
+
+/// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`.
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let secs = value.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+        return Some(Duration::from_secs_f64(secs));
+    }
+    let at = parse_http_date(value)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// An HTTP date (RFC 9110 §5.6.7): IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete
+/// RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime `Sun Nov  6 08:49:37 1994` forms.
+fn parse_http_date(s: &str) -> Option<SystemTime> {
+    let (year, month, day, clock) = if let Some((_, rest)) = s.split_once(',') {
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        match fields.as_slice() {
+            [day, month, year, clock, zone] if is_gmt(zone) => {
+                (year.parse::<i64>().ok()?, *month, *day, *clock)
+            }
+            [date, clock, zone] if is_gmt(zone) => {
+                let mut it = date.split('-');
+                let (day, month, yy) = (it.next()?, it.next()?, it.next()?);
+                let yy: i64 = yy.parse().ok()?;
+                let year = match yy {
+                    0..=69 => 2000 + yy,
+                    70..=99 => 1900 + yy,
+                    _ => yy,
+                };
+                (year, month, day, *clock)
+            }
+            _ => return None,
+        }
+    } else {
+        let fields: Vec<&str> = s.split_whitespace().collect();
+        match fields.as_slice() {
+            [_weekday, month, day, clock, year] => (year.parse::<i64>().ok()?, *month, *day, *clock),
+            _ => return None,
+        }
+    };
+    const MONTHS: [&str; 12] =
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
+    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
+    let mut hms = clock.split(':').map(|p| p.parse::<u32>().ok());
+    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
+    if hms.next().is_some() || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(sec);
+    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+}
+
+fn is_gmt(zone: &str) -> bool {
+    zone.eq_ignore_ascii_case("GMT") || zone.eq_ignore_ascii_case("UTC")
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = i64::from((month + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 90);
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
+        // 2015-10-21T07:28:00Z is 1445412480.
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(90)));
+        assert_eq!(
+            parse_retry_after("Wednesday, 21-Oct-15 07:28:00 GMT", now),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(parse_retry_after("Wed Oct 21 07:28:00 2015", now), Some(Duration::from_secs(90)));
+        // In the past: retry now.
+        let later = UNIX_EPOCH + Duration::from_secs(1_445_412_480 + 5);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", later), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(parse_retry_after("Wed, 32 Oct 2015 07:28:00 GMT", now), None);
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(UNIX_EPOCH + Duration::from_secs(784_111_777))
+        );
+        assert_eq!(
+            parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT"),
+            Some(UNIX_EPOCH + Duration::from_secs(1_709_164_800))
+        );
+    }
+
+    #[test]
+    fn retry_after_headers() {
+        let now = SystemTime::now();
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers, now), None);
+        headers.insert(RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_millis(250)));
+    }
 }

@@ -1,35 +1,89 @@
-//! Model providers: what a chat request and its answer look like to the rest of agentd, and the
-//! errors a provider can answer with, already sorted by what the caller should do about them.
+//! Model providers: what a chat request and its answer look like to the rest of agentd, the errors
+//! a provider can answer with (already sorted by what the caller should do about them), and the
+//! provider kinds a config may name ([`ProviderKind`], the one place they are parsed).
 //!
-//! Two wire protocols, both always streaming: OpenAI chat completions (OpenAI, vLLM, llama.cpp,
+//! Two wire formats, both always streaming: OpenAI chat completions (OpenAI, vLLM, llama.cpp,
 //! Ollama, LM Studio, DeepSeek …, see [`OpenAiClient`]) and Anthropic Messages (see
-//! [`AnthropicClient`]). [`Client`] is the one type the runtime holds.
+//! [`AnthropicClient`]). Each implements the seam, `wire::WireFormat` (`provider/wire.rs`), over
+//! the shared HTTP client in `provider/http.rs`; [`Client`] is the one type the runtime holds.
 
-mod anthropic;
-pub(crate) mod anthropic_stream;
+pub(crate) mod anthropic;
 mod client;
+mod error;
 mod http;
-mod openai;
+pub(crate) mod openai;
 pub(crate) mod sse;
-pub(crate) mod stream;
+mod wire;
 
+use agentd_agents::schema::ToolSchema;
 use agentd_policies::retry::Failure;
 use agentd_policies::{Message, Tokens, Usage};
-use serde::Serialize;
+use http::Http;
 use std::fmt;
 use std::time::Duration;
+use wire::WireFormat;
 
+pub use anthropic::body::AnthropicBody;
 pub use anthropic::AnthropicClient;
 pub use client::Client;
 pub use http::Deadlines;
+pub use openai::body::OpenAiBody;
 pub use openai::OpenAiClient;
 
-/// A tool the model may call: its name, what it does, and the JSON schema of its arguments.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: serde_json::Value,
+/// The provider kinds, as the config's `kind` names them, and the wire format each speaks. Each
+/// line makes a [`ProviderKind`] variant, the name [`ProviderKind::parse`] reads and the client
+/// [`ProviderKind::connect`] makes: a new wire format is its module and one line here.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $name:literal => $variant:ident($format:ty),)+) => {
+        /// A provider's `kind` in the config: which wire format its server speaks.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ProviderKind {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl ProviderKind {
+            /// Every kind's name, as the config spells it.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
+            /// The kind the config names `name`, if there is one.
+            pub fn parse(name: &str) -> Option<ProviderKind> {
+                match name {
+                    $($name => Some(ProviderKind::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// A client for the server at `base_url` (the API root with its version, e.g.
+            /// `http://127.0.0.1:8000/v1`) in this kind's wire format.
+            pub fn connect(self, base_url: &str, api_key: Option<String>, deadlines: Deadlines) -> Client {
+                let http = Http::new(base_url, api_key).with_deadlines(deadlines);
+                match self {
+                    $(ProviderKind::$variant => Client::new(<$format as WireFormat>::connect(http)),)+
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    /// OpenAI chat completions: OpenAI, vLLM, llama.cpp, LM Studio, DeepSeek …
+    "openai" => OpenAi(OpenAiClient),
+    /// Anthropic Messages: `api_key_env` names the key sent as `x-api-key`.
+    "anthropic" => Anthropic(AnthropicClient),
+    /// Ollama, through its OpenAI-compatible API.
+    "ollama" => Ollama(OpenAiClient),
+}
+
+impl ProviderKind {
+    /// The kinds as an error message lists them: `"openai", "anthropic" or "ollama"`.
+    pub fn expected() -> String {
+        let quoted: Vec<String> = ProviderKind::NAMES.iter().map(|n| format!("{n:?}")).collect();
+        match quoted.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
 }
 
 /// One request to a chat model, in agentd's terms. [`OpenAiClient::body`] shows it on the wire.
@@ -39,7 +93,8 @@ pub struct ChatRequest {
     /// Sent as the first message (`role: system`); left out when empty.
     pub system: String,
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call, as the agents describe them; each wire format wraps them.
+    pub tools: Vec<ToolSchema>,
     /// Keep the tools (so the cached prompt prefix is reused) but forbid calling them
     /// (`tool_choice: "none"`), as a summarisation request does.
     pub tool_choice_none: bool,
@@ -53,7 +108,7 @@ pub struct ChatRequest {
 /// A complete answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatResponse {
-    /// Role `Assistant`. Parts in order: `Thinking` (the provider's reasoning) first if any, then
+    /// Speaker `Assistant`. Parts in order: `Thinking` (the provider's reasoning) first if any, then
     /// `Text` if any, then the `ToolCall`s in the provider's index order.
     pub message: Message,
     pub finish_reason: String,
@@ -105,7 +160,7 @@ impl fmt::Display for AnomalyKind {
 
 /// A provider failure, classified by what the caller should do: wait and resend
 /// (`RateLimited`, `Server`, `StreamAnomaly`), compact and resend (`ContextOverflow`), or give up
-/// with the provider's words (`Rejected`, `Transport`).
+/// with the provider's words (`Rejected`, `Transport`); `Cancelled` is the caller's own doing.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
     /// HTTP 429. `retry_after` is the server's `Retry-After`, when it sent one.
@@ -126,16 +181,18 @@ pub enum ProviderError {
     /// Any other 4xx (bad key, unknown model, malformed request …): resending will not help.
     #[error("provider refused the request ({status}): {message}")]
     Rejected { status: u16, message: String },
-    /// No answer at all: connection refused, DNS, TLS, timeout — or the caller cancelled
-    /// (`message == "cancelled"`).
+    /// No answer at all: connection refused, DNS, TLS, timeout.
     #[error("cannot reach the provider at {url}: {message}")]
     Transport { url: String, message: String },
+    /// The caller's cancellation token fired: the call to `url` was dropped unanswered.
+    #[error("the request to {url} was cancelled")]
+    Cancelled { url: String },
 }
 
 impl ProviderError {
-    /// True for the error [`OpenAiClient::chat`] returns when its cancellation token fired.
+    /// True for the error a chat call returns when its cancellation token fired.
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, ProviderError::Transport { message, .. } if message == CANCELLED)
+        matches!(self, ProviderError::Cancelled { .. })
     }
 
     /// The failure the retry policy weighs, when waiting and resending may help: a rate limit (with
@@ -149,19 +206,48 @@ impl ProviderError {
             ProviderError::Overloaded { retry_after, .. } => {
                 Some(Failure::Overloaded { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
             }
-            ProviderError::Transport { .. } if self.is_cancelled() => None,
             ProviderError::Server { .. } | ProviderError::Transport { .. } => Some(Failure::ServerError),
             ProviderError::StreamAnomaly { .. } => Some(Failure::StreamAnomaly),
-            ProviderError::ContextOverflow { .. } | ProviderError::Rejected { .. } => None,
+            ProviderError::ContextOverflow { .. }
+            | ProviderError::Rejected { .. }
+            | ProviderError::Cancelled { .. } => None,
         }
     }
 }
 
-pub(crate) const CANCELLED: &str = "cancelled";
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kinds_parse_by_name_and_connect_to_their_wire_format() {
+        assert_eq!(ProviderKind::NAMES, ["openai", "anthropic", "ollama"]);
+        for name in ProviderKind::NAMES {
+            let kind = ProviderKind::parse(name).unwrap();
+            let client = kind.connect("http://127.0.0.1:9/v1/", None, Deadlines::default());
+            assert_eq!(client.base_url(), "http://127.0.0.1:9/v1");
+        }
+        assert_eq!(ProviderKind::parse("anthropic"), Some(ProviderKind::Anthropic));
+        assert_eq!(ProviderKind::parse("ollama"), Some(ProviderKind::Ollama));
+        assert_eq!(ProviderKind::parse("OpenAI"), None, "names are exact");
+        assert_eq!(ProviderKind::parse("gemini"), None);
+        assert_eq!(ProviderKind::expected(), r#""openai", "anthropic" or "ollama""#);
+        // The format is the kind's: Anthropic claims its default max_tokens, OpenAI nothing.
+        let req = ChatRequest {
+            model: "m".into(),
+            system: String::new(),
+            messages: vec![],
+            tools: vec![],
+            tool_choice_none: false,
+            max_tokens: None,
+            thinking_budget: None,
+        };
+        let reserve =
+            |kind: ProviderKind| kind.connect("http://h/v1", None, Deadlines::default()).output_reserve(&req);
+        assert_eq!(reserve(ProviderKind::OpenAi), Tokens(0));
+        assert_eq!(reserve(ProviderKind::Ollama), Tokens(0));
+        assert_eq!(reserve(ProviderKind::Anthropic), Tokens(u64::from(anthropic::DEFAULT_MAX_TOKENS)));
+    }
 
     #[test]
     fn retry_failures() {
@@ -175,7 +261,12 @@ mod tests {
         let server = ProviderError::Server { status: 503, message: "m".into() };
         assert_eq!(server.retry_failure(), Some(Failure::ServerError));
         assert_eq!(transport("connection refused").retry_failure(), Some(Failure::ServerError));
-        assert_eq!(transport(CANCELLED).retry_failure(), None);
+        // A transport error that merely says "cancelled" is still a transport error: only the
+        // variant means the caller cancelled.
+        assert_eq!(transport("cancelled").retry_failure(), Some(Failure::ServerError));
+        let cancelled = ProviderError::Cancelled { url: "u".into() };
+        assert!(cancelled.is_cancelled() && !transport("cancelled").is_cancelled());
+        assert_eq!(cancelled.retry_failure(), None);
         let anomaly = ProviderError::StreamAnomaly { kind: AnomalyKind::Cut, message: "m".into() };
         assert_eq!(anomaly.retry_failure(), Some(Failure::StreamAnomaly));
         let overflow = ProviderError::ContextOverflow { limit: None, message: "m".into() };

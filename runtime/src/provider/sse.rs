@@ -2,7 +2,8 @@
 //! protocols: the stream's own failures (a connection cut, bytes that are not UTF-8 or not SSE)
 //! become [`ProviderError::StreamAnomaly`]s; what the events mean is the assembler's business.
 
-use super::openai::{error_chain, truncate_chars};
+use super::error::truncate_chars;
+use super::http::error_chain;
 use super::{AnomalyKind, ChatResponse, ProviderError};
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};

@@ -2,8 +2,9 @@
 
 #![allow(dead_code)] // each test crate uses its own part
 
+use agentd_agents::schema::ToolSchema;
 use agentd_policies::Message;
-use agentd_runtime::provider::{ChatRequest, ToolSpec};
+use agentd_runtime::provider::ChatRequest;
 use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -14,7 +15,7 @@ pub fn request(model: &str, messages: Vec<Message>) -> ChatRequest {
         model: model.to_string(),
         system: "You are terse.".into(),
         messages,
-        tools: vec![ToolSpec {
+        tools: vec![ToolSchema {
             name: "read_file".into(),
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),

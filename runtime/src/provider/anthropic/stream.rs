@@ -5,10 +5,11 @@
 //! Thinking blocks keep their text and `signature` exactly as streamed (concatenated deltas, no
 //! trimming), so they can be sent back byte-identical; `redacted_thinking` keeps its `data`.
 
-use super::anthropic::classify_anthropic_error;
-use super::sse::{anomaly, parse_json, Assemble, Flow};
-use super::{AnomalyKind, ChatResponse, ProviderError};
-use agentd_policies::{Message, Part, Role, Usage};
+use super::AnthropicClient;
+use crate::provider::sse::{anomaly, parse_json, Assemble, Flow};
+use crate::provider::wire::WireFormat;
+use crate::provider::{AnomalyKind, ChatResponse, ProviderError};
+use agentd_policies::{Message, Part, Speaker, Usage};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -16,7 +17,7 @@ use std::collections::BTreeMap;
 pub(crate) fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
     let value = parse_json("the response", body)?;
     if value.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(classify_anthropic_error(value.get("error").unwrap_or(&Value::Null)));
+        return Err(AnthropicClient::classify_stream_error(value.get("error").unwrap_or(&Value::Null)));
     }
     let mut asm = Assembler { events: 1, ..Assembler::default() };
     for (index, block) in value.get("content").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -51,7 +52,7 @@ enum Block {
     Other,
 }
 
-/// The state of one streamed answer, fed by [`drive`](super::sse::drive) to `message_stop` (or
+/// The state of one streamed answer, fed by [`drive`](crate::provider::sse::drive) to `message_stop` (or
 /// until the connection closes).
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
@@ -177,7 +178,9 @@ impl Assemble for Assembler {
                 }
             }
             "message_stop" => return Ok(Flow::Done),
-            "error" => return Err(classify_anthropic_error(value.get("error").unwrap_or(&value))),
+            "error" => {
+                return Err(AnthropicClient::classify_stream_error(value.get("error").unwrap_or(&value)))
+            }
             // `content_block_stop`, `ping`, and event types added later.
             _ => {}
         }
@@ -266,7 +269,7 @@ impl Assemble for Assembler {
         let (cache_read_tokens, cache_creation_tokens) =
             if self.bad_usage { (None, None) } else { (self.cache_read, self.cache_creation) };
         Ok(ChatResponse {
-            message: Message::new(Role::Assistant, parts),
+            message: Message::new(Speaker::Assistant, parts),
             finish_reason: finish_reason(&stop_reason),
             usage,
             cache_read_tokens,
@@ -292,9 +295,9 @@ pub(crate) fn finish_reason(stop_reason: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sse::drive;
-    use super::super::sse::testing::{cut, kind, reset, Chunk};
     use super::*;
+    use crate::provider::sse::drive;
+    use crate::provider::sse::testing::{cut, kind, reset, Chunk};
     use agentd_policies::Tokens;
     use futures_util::{stream, Stream};
 

@@ -1,22 +1,25 @@
-//! The Anthropic Messages client: the wire mapping of a [`ChatRequest`] (thinking blocks and their
-//! signatures sent back byte-identical, tool results merged into the user turn that follows the
-//! tool calls, prompt-cache breakpoints, the thinking budget), the streamed call, the error taxonomy
-//! (429, 529 overloaded, "prompt is too long"), the window probe and `count_tokens`.
+//! The Anthropic Messages client: the streamed call, the error taxonomy (429, 529 overloaded,
+//! "prompt is too long"), the window probe and `count_tokens`. The body (thinking blocks sent back
+//! byte-identical, tool results merged into the user turn that follows the tool calls, prompt-cache
+//! breakpoints, the thinking budget) is [`body`]'s, the event assembler [`stream`]'s.
 
-use super::anthropic_stream::{from_json_body, Assembler};
-use super::http::{
-    cancellable, http_client, send_streaming, transport, Answer, Deadlines, MAX_ERROR_CHARS, PROBE_TIMEOUT,
-};
-use super::openai::{classify_http, retry_after, truncate_chars};
-use super::sse::drive_within;
-use super::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
+pub(crate) mod body;
+pub(crate) mod stream;
+
+use crate::provider::error::{self, truncate_chars, MAX_ERROR_CHARS};
+use crate::provider::http::{exchange, Deadlines, Http, Reply};
+use crate::provider::wire::{self, window_number, WireFormat};
+use crate::provider::{AnomalyKind, ChatRequest, ChatResponse, Client, ProviderError};
 use agentd_policies::window::parse_refusal_limit;
-use agentd_policies::{Message, Part, Role, Tokens};
-use reqwest::header::ACCEPT;
-use serde_json::{json, Map, Value};
+use agentd_policies::Tokens;
+use body::{AnthropicBody, CountTextBody};
+use reqwest::RequestBuilder;
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The API version every request names (`anthropic-version`).
@@ -32,14 +35,10 @@ pub const MAX_CACHE_BREAKPOINTS: usize = 4;
 /// A client for the Anthropic Messages API (or a server speaking it).
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
-    http: reqwest::Client,
-    /// Without a trailing slash, e.g. `https://api.anthropic.com/v1`.
-    base_url: String,
-    api_key: Option<String>,
+    http: Http,
     /// Per model: the tokens `count_tokens` reports around a one-token user text (the message
     /// framing), subtracted by [`count_text`](Self::count_text). Shared by clones.
     text_overhead: Arc<Mutex<HashMap<String, u64>>>,
-    deadlines: Deadlines,
 }
 
 impl AnthropicClient {
@@ -47,23 +46,16 @@ impl AnthropicClient {
     /// key is sent as `x-api-key`. Connecting times out after 10 s; a stream may run as long as it
     /// keeps sending (a read waits at most 300 s).
     pub fn new(base_url: &str, api_key: Option<String>) -> AnthropicClient {
-        AnthropicClient {
-            http: http_client(),
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key: api_key.filter(|k| !k.is_empty()),
-            text_overhead: Arc::new(Mutex::new(HashMap::new())),
-            deadlines: Deadlines::default(),
-        }
+        AnthropicClient::connect(Http::new(base_url, api_key))
     }
 
     /// The same client with these request deadlines.
-    pub fn with_deadlines(mut self, deadlines: Deadlines) -> AnthropicClient {
-        self.deadlines = deadlines;
-        self
+    pub fn with_deadlines(self, deadlines: Deadlines) -> AnthropicClient {
+        AnthropicClient { http: self.http.with_deadlines(deadlines), ..self }
     }
 
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
     }
 
     /// The `max_tokens` sent: Anthropic requires one, and with thinking it must exceed the budget.
@@ -75,101 +67,36 @@ impl AnthropicClient {
         max_tokens
     }
 
-    /// The exact JSON that [`chat`](Self::chat) POSTs to `{base}/messages`. With a thinking
-    /// budget, `max_tokens` is at least the budget plus [`THINKING_ANSWER_ROOM`] (it must exceed
-    /// the budget).
-    pub fn body(&self, req: &ChatRequest) -> Value {
-        let mut body = self.count_body(req);
-        body.insert("max_tokens".into(), json!(Self::max_tokens(req)));
-        body.insert("stream".into(), json!(true));
-        Value::Object(body)
+    /// What [`chat`](Self::chat) POSTs to `{base}/messages`; its serialisation is the wire. With a
+    /// thinking budget, `max_tokens` is at least the budget plus [`THINKING_ANSWER_ROOM`] (it must
+    /// exceed the budget).
+    pub fn body<'a>(&self, req: &'a ChatRequest) -> AnthropicBody<'a> {
+        AnthropicBody::chat(req)
     }
 
-    /// The JSON that [`count_tokens`](Self::count_tokens) POSTs to `{base}/messages/count_tokens`:
-    /// the message body without `max_tokens` and `stream`.
-    pub fn count_tokens_body(&self, req: &ChatRequest) -> Value {
-        Value::Object(self.count_body(req))
-    }
-
-    /// Everything but `max_tokens` and `stream`. Prompt caching: a `cache_control` breakpoint on
-    /// the last tool, on the system block and on the last block of the last message (three, within
-    /// Anthropic's [`MAX_CACHE_BREAKPOINTS`]), so an append-only conversation reuses its prefix.
-    fn count_body(&self, req: &ChatRequest) -> Map<String, Value> {
-        let mut body = Map::new();
-        let mut breakpoints = 0;
-        body.insert("model".into(), json!(req.model));
-        if !req.system.is_empty() {
-            breakpoints += 1;
-            body.insert(
-                "system".into(),
-                json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}]),
-            );
-        }
-        let mut messages = wire_messages(&req.messages);
-        breakpoints += usize::from(mark_last_block(&mut messages));
-        body.insert("messages".into(), Value::Array(messages));
-        if !req.tools.is_empty() {
-            let mut tools: Vec<Value> = req
-                .tools
-                .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-                .collect();
-            if let Some(Value::Object(last)) = tools.last_mut() {
-                breakpoints += 1;
-                last.insert("cache_control".into(), ephemeral());
-            }
-            body.insert("tools".into(), Value::Array(tools));
-            if req.tool_choice_none {
-                body.insert("tool_choice".into(), json!({"type": "none"}));
-            }
-        }
-        if let Some(budget) = req.thinking_budget {
-            body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
-        }
-        debug_assert!(breakpoints <= MAX_CACHE_BREAKPOINTS);
-        body
-    }
-
-    fn request(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let builder = builder.header("anthropic-version", ANTHROPIC_VERSION);
-        match &self.api_key {
-            Some(key) => builder.header("x-api-key", key),
-            None => builder,
-        }
-    }
-
-    fn chat_url(&self) -> String {
-        format!("{}/messages", self.base_url)
+    /// What [`count_tokens`](Self::count_tokens) POSTs to `{base}/messages/count_tokens`: the
+    /// message body without `max_tokens` and `stream`.
+    pub fn count_tokens_body<'a>(&self, req: &'a ChatRequest) -> AnthropicBody<'a> {
+        AnthropicBody::count(req)
     }
 
     /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
-    /// at once with `Transport { message: "cancelled" }`.
+    /// at once with [`ProviderError::Cancelled`].
     pub async fn chat(
         &self,
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        cancellable(self.chat_url(), cancel, self.deadlines.total, self.chat_uncancellable(req)).await
-    }
-
-    async fn chat_uncancellable(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let url = self.chat_url();
-        let request =
-            self.request(self.http.post(&url)).header(ACCEPT, "text/event-stream").json(&self.body(req));
-        match send_streaming(request, &url, classify_anthropic_http).await? {
-            Answer::Whole(text) => from_json_body(&text),
-            Answer::Stream(response) => {
-                drive_within(response.bytes_stream(), Assembler::default(), Some(self.deadlines.idle)).await
-            }
-        }
+        wire::chat(self, req, cancel).await
     }
 
     /// The window the server declares for `model`: `GET {base}/models/{model}`, its
     /// `max_input_tokens` or `context_window` when present. Anthropic's own API may declare none:
     /// then `None` (as for an unknown model or a server without the endpoint).
     pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
-        let url = format!("{}/models/{}", self.base_url, encode_path_segment(model));
-        let (status, retry_after, text) = self.exchange(self.http.get(&url), &url).await?;
+        let url = self.http.url(&format!("/models/{}", encode_path_segment(model)));
+        let Reply { status, retry_after, body: text } =
+            exchange(self.authorize(self.http.get(&url)), &url).await?;
         match status {
             200..=299 => Ok(serde_json::from_str::<Value>(&text).ok().and_then(|v| window_from_model(&v))),
             404 | 405 => Ok(None),
@@ -183,24 +110,10 @@ impl AnthropicClient {
         self.count_body_tokens(&self.count_tokens_body(req)).await
     }
 
-    /// A short request (probe or count) with the API headers and the probe timeout: its status,
-    /// `retry-after` and body text.
-    async fn exchange(
-        &self,
-        builder: reqwest::RequestBuilder,
-        url: &str,
-    ) -> Result<(u16, Option<Duration>, String), ProviderError> {
-        let response =
-            self.request(builder).timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
-        let status = response.status().as_u16();
-        let retry_after = retry_after(response.headers(), SystemTime::now());
-        let text = response.text().await.map_err(|e| transport(url, &e))?;
-        Ok((status, retry_after, text))
-    }
-
-    async fn count_body_tokens(&self, body: &Value) -> Result<u64, ProviderError> {
-        let url = format!("{}/messages/count_tokens", self.base_url);
-        let (status, retry_after, text) = self.exchange(self.http.post(&url).json(body), &url).await?;
+    async fn count_body_tokens(&self, body: &impl Serialize) -> Result<u64, ProviderError> {
+        let url = self.http.url("/messages/count_tokens");
+        let Reply { status, retry_after, body: text } =
+            exchange(self.authorize(self.http.post(&url).json(body)), &url).await?;
         if !(200..=299).contains(&status) {
             return Err(classify_anthropic_http(status, retry_after, &text));
         }
@@ -227,14 +140,10 @@ impl AnthropicClient {
         if text.trim().is_empty() {
             return Ok(Some(text.len() as u64));
         }
-        let count = |text: &str| {
-            let body = json!({"model": model, "messages": [{"role": "user", "content": text}]});
-            async move { self.count_body_tokens(&body).await }
-        };
         let known = self.text_overhead.lock().unwrap_or_else(|e| e.into_inner()).get(model).copied();
         let overhead = match known {
             Some(n) => n,
-            None => match count("a").await {
+            None => match self.count_body_tokens(&CountTextBody::new(model, "a")).await {
                 Ok(n) => {
                     let n = n.saturating_sub(1);
                     self.text_overhead.lock().unwrap_or_else(|e| e.into_inner()).insert(model.to_string(), n);
@@ -244,11 +153,79 @@ impl AnthropicClient {
                 Err(e) => return Err(e),
             },
         };
-        match count(text).await {
+        match self.count_body_tokens(&CountTextBody::new(model, text)).await {
             Ok(n) => Ok(Some(n.saturating_sub(overhead).max(1))),
             Err(e) if no_endpoint(&e) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Anthropic Messages: `x-api-key` and `anthropic-version`, `POST {base}/messages` streamed; an
+/// empty stream is an empty answer; `max_tokens` is always sent (and so always claimed); the probe
+/// of `/models/{id}`; `count_tokens`.
+impl WireFormat for AnthropicClient {
+    type Body<'a> = AnthropicBody<'a>;
+    type Assembler = stream::Assembler;
+    const CHAT_PATH: &'static str = "/messages";
+
+    fn connect(http: Http) -> AnthropicClient {
+        AnthropicClient { http, text_overhead: Arc::new(Mutex::new(HashMap::new())) }
+    }
+
+    fn http(&self) -> &Http {
+        &self.http
+    }
+
+    fn authorize(&self, request: RequestBuilder) -> RequestBuilder {
+        let request = request.header("anthropic-version", ANTHROPIC_VERSION);
+        match self.http.api_key() {
+            Some(key) => request.header("x-api-key", key),
+            None => request,
+        }
+    }
+
+    fn body<'a>(req: &'a ChatRequest) -> AnthropicBody<'a> {
+        AnthropicBody::chat(req)
+    }
+
+    fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+        classify_anthropic_http(status, retry_after, body)
+    }
+
+    fn classify_stream_error(error: &Value) -> ProviderError {
+        classify_anthropic_error(error)
+    }
+
+    fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
+        stream::from_json_body(body)
+    }
+
+    /// The `max_tokens` sent, which the API requires.
+    fn output_reserve(req: &ChatRequest) -> Tokens {
+        Tokens(u64::from(AnthropicClient::max_tokens(req)))
+    }
+
+    fn probe_window(
+        &self,
+        model: &str,
+    ) -> impl Future<Output = Result<Option<Tokens>, ProviderError>> + Send {
+        AnthropicClient::probe_window(self, model)
+    }
+
+    /// `POST {base}/messages/count_tokens`: a user message of the text, less its framing.
+    fn count_text(
+        &self,
+        model: &str,
+        text: &str,
+    ) -> impl Future<Output = Result<Option<u64>, ProviderError>> + Send {
+        AnthropicClient::count_text(self, model, text)
+    }
+}
+
+impl From<AnthropicClient> for Client {
+    fn from(client: AnthropicClient) -> Client {
+        Client::new(client)
     }
 }
 
@@ -277,154 +254,9 @@ fn encode_path_segment(s: &str) -> String {
 /// `GET /models/{id}`: the declared input window, when there is one.
 fn window_from_model(model: &Value) -> Option<Tokens> {
     let entry = model.get("data").and_then(|d| d.as_array()?.first()).unwrap_or(model);
-    ["max_input_tokens", "context_window", "context_length", "max_model_len"].iter().find_map(|key| {
-        let n = match entry.get(*key)? {
-            Value::Number(n) => n.as_u64(),
-            Value::String(s) => s.trim().parse::<u64>().ok(),
-            _ => None,
-        }?;
-        (n > 0).then_some(Tokens(n))
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Wire mapping
-
-/// A prompt-cache breakpoint: the prefix up to and including the marked block is cached.
-fn ephemeral() -> Value {
-    json!({"type": "ephemeral"})
-}
-
-/// Puts a cache breakpoint on the last content block of the last message that may carry one
-/// (thinking blocks cannot: the one before them is marked instead). True when one was marked.
-fn mark_last_block(messages: &mut [Value]) -> bool {
-    let Some(Value::Array(content)) = messages.last_mut().and_then(|m| m.get_mut("content")) else {
-        return false;
-    };
-    let block = content
-        .iter_mut()
-        .rev()
-        .find(|b| !matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking")));
-    match block {
-        Some(Value::Object(block)) => {
-            block.insert("cache_control".into(), ephemeral());
-            true
-        }
-        _ => false,
-    }
-}
-
-/// One turn on the wire while it is built: blocks that must come first (tool results in a user
-/// turn, thinking in an assistant turn), then the rest in order.
-struct Turn {
-    role: &'static str,
-    first: Vec<Value>,
-    rest: Vec<Value>,
-}
-
-/// agentd messages as Anthropic messages: roles alternate (consecutive user-side messages — user,
-/// tool results, a mid-history system note — merge into one user turn, tool results first;
-/// consecutive assistant messages merge too), and messages with nothing to send are left out.
-fn wire_messages(messages: &[Message]) -> Vec<Value> {
-    let mut turns: Vec<Turn> = Vec::with_capacity(messages.len());
-    for message in messages {
-        let turn = match message.role {
-            Role::Assistant => assistant_turn(message),
-            Role::User | Role::Tool | Role::System => user_turn(message),
-        };
-        if turn.first.is_empty() && turn.rest.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some(last) if last.role == turn.role => {
-                last.first.extend(turn.first);
-                last.rest.extend(turn.rest);
-            }
-            _ => turns.push(turn),
-        }
-    }
-    turns
-        .into_iter()
-        .map(|t| {
-            let mut content = t.first;
-            content.extend(t.rest);
-            json!({"role": t.role, "content": content})
-        })
-        .collect()
-}
-
-/// Thinking blocks first, in their order (a signed thought byte-identical with its signature, a
-/// redacted one as its `data`; an unsigned thought — another provider's reasoning — cannot be
-/// verified by Anthropic and is not sent), then the text, then the tool calls.
-fn assistant_turn(message: &Message) -> Turn {
-    let mut first = Vec::new();
-    let mut rest = Vec::new();
-    for part in &message.parts {
-        match part {
-            Part::Thinking { text, redacted: true, .. } => {
-                first.push(json!({"type": "redacted_thinking", "data": text}));
-            }
-            Part::Thinking { text, signature: Some(signature), redacted: false } => {
-                first.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
-            }
-            _ => {}
-        }
-    }
-    let text = message.text();
-    if !text.is_empty() {
-        rest.push(json!({"type": "text", "text": text}));
-    }
-    for (id, name, arguments) in message.tool_calls() {
-        rest.push(json!({"type": "tool_use", "id": id, "name": name, "input": tool_input(arguments)}));
-    }
-    Turn { role: "assistant", first, rest }
-}
-
-/// The `input` object of a tool call: its arguments parsed, or `{}` when they are not a JSON object
-/// (the message keeps the raw text; the tool's answer tells the model what was wrong).
-fn tool_input(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => json!({}),
-    }
-}
-
-/// Tool results first, then the text (consecutive text parts joined) and images in order. Empty
-/// texts are left out: the API refuses them.
-fn user_turn(message: &Message) -> Turn {
-    let mut first = Vec::new();
-    let mut rest = Vec::new();
-    let mut pending = String::new();
-    let flush = |pending: &mut String, rest: &mut Vec<Value>| {
-        if !pending.is_empty() {
-            rest.push(json!({"type": "text", "text": std::mem::take(pending)}));
-        }
-    };
-    for part in &message.parts {
-        match part {
-            Part::ToolResult { call_id, content, is_error } => {
-                let mut block = Map::new();
-                block.insert("type".into(), json!("tool_result"));
-                block.insert("tool_use_id".into(), json!(call_id));
-                if !content.is_empty() {
-                    block.insert("content".into(), json!(content));
-                }
-                block.insert("is_error".into(), json!(is_error));
-                first.push(Value::Object(block));
-            }
-            Part::Text { text } => pending.push_str(text),
-            Part::Image { media_type, data } => {
-                flush(&mut pending, &mut rest);
-                rest.push(json!({
-                    "type": "image",
-                    "source": {"type": "base64", "media_type": media_type, "data": data},
-                }));
-            }
-            Part::Thinking { .. } | Part::ToolCall { .. } => {}
-        }
-    }
-    flush(&mut pending, &mut rest);
-    Turn { role: "user", first, rest }
+    ["max_input_tokens", "context_window", "context_length", "max_model_len"]
+        .iter()
+        .find_map(|key| window_number(entry.get(*key)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -462,14 +294,15 @@ fn anthropic_error(body: &str) -> Option<(String, String)> {
 /// Maps a non-2xx answer: 429 and 529 (overloaded) wait and resend, honouring `retry-after`; a 400
 /// or 413 about the prompt's size is an overflow with the stated limit; any other 4xx is a
 /// rejection (so "max_tokens: 8192 > 4096, which is the maximum allowed …" is not mistaken for a
-/// window); 5xx is a server error. Bodies in another shape are classified as OpenAI's are.
+/// window); 5xx is a server error. Bodies in another shape (a proxy's page, plain text) are read as
+/// any server's refusal ([`error::classify_http`]).
 pub(crate) fn classify_anthropic_http(
     status: u16,
     retry_after: Option<Duration>,
     body: &str,
 ) -> ProviderError {
     let Some((_, message)) = anthropic_error(body) else {
-        return classify_http(status, retry_after, body);
+        return error::classify_http(status, retry_after, body);
     };
     match status {
         429 => ProviderError::RateLimited { retry_after, message },
@@ -510,7 +343,9 @@ pub(crate) fn classify_anthropic_error(error: &Value) -> ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ToolSpec;
+    use agentd_agents::schema::ToolSchema;
+    use agentd_policies::{Message, Part, Speaker};
+    use serde_json::json;
 
     fn request(messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
@@ -528,6 +363,15 @@ mod tests {
         AnthropicClient::new("http://127.0.0.1:9/v1/", Some(String::new()))
     }
 
+    /// The bodies as the server reads them.
+    fn json_body(req: &ChatRequest) -> Value {
+        serde_json::to_value(client().body(req)).unwrap()
+    }
+
+    fn json_count_body(req: &ChatRequest) -> Value {
+        serde_json::to_value(client().count_tokens_body(req)).unwrap()
+    }
+
     fn thinking(text: &str, signature: &str) -> Part {
         Part::Thinking { text: text.into(), signature: Some(signature.into()), redacted: false }
     }
@@ -536,12 +380,12 @@ mod tests {
     fn base_url_and_empty_key() {
         let c = client();
         assert_eq!(c.base_url(), "http://127.0.0.1:9/v1");
-        assert_eq!(c.api_key, None);
+        assert_eq!(c.http.api_key(), None);
     }
 
     #[test]
     fn body_system_user_max_tokens_stream() {
-        let body = client().body(&request(vec![Message::user("hi")]));
+        let body = json_body(&request(vec![Message::user("hi")]));
         assert_eq!(
             body,
             json!({
@@ -557,10 +401,10 @@ mod tests {
         let mut req = request(vec![Message::user("hi")]);
         req.system.clear();
         req.max_tokens = Some(100);
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert!(body.get("system").is_none());
         assert_eq!(body["max_tokens"], json!(100));
-        let count = client().count_tokens_body(&req);
+        let count = json_count_body(&req);
         assert!(count.get("stream").is_none() && count.get("max_tokens").is_none());
         assert_eq!(count["messages"], body["messages"]);
     }
@@ -568,7 +412,7 @@ mod tests {
     #[test]
     fn assistant_thinking_first_then_text_then_tool_use() {
         let assistant = Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             vec![
                 Part::Text { text: "Reading.".into() },
                 thinking("first", "sig1"),
@@ -586,7 +430,7 @@ mod tests {
                 },
             ],
         );
-        let body = client().body(&request(vec![Message::user("go"), assistant]));
+        let body = json_body(&request(vec![Message::user("go"), assistant]));
         assert_eq!(
             body["messages"][1],
             json!({"role": "assistant", "content": [
@@ -630,13 +474,16 @@ mod tests {
             events.iter().map(|e| Ok(e.clone().into_bytes())).collect();
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let response = runtime
-            .block_on(crate::provider::sse::drive(futures_util::stream::iter(pieces), Assembler::default()))
+            .block_on(crate::provider::sse::drive(
+                futures_util::stream::iter(pieces),
+                stream::Assembler::default(),
+            ))
             .unwrap();
         // Stored and read back as the log does.
         let stored: Message =
             serde_json::from_str(&serde_json::to_string(&response.message).unwrap()).unwrap();
         let results = Message::tool_result("toolu_9", "ok", false);
-        let body = client().body(&request(vec![Message::user("2+2?"), stored, results]));
+        let body = json_body(&request(vec![Message::user("2+2?"), stored, results]));
         let block = &body["messages"][1]["content"][0];
         assert_eq!(block["type"], "thinking");
         assert_eq!(block["thinking"].as_str().unwrap().as_bytes(), text.as_bytes());
@@ -650,7 +497,7 @@ mod tests {
     #[test]
     fn tool_results_merge_into_one_user_turn_first() {
         let assistant = Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             vec![
                 Part::ToolCall { id: "a".into(), name: "read_file".into(), arguments: "{}".into() },
                 Part::ToolCall { id: "b".into(), name: "list_dir".into(), arguments: "{}".into() },
@@ -666,7 +513,7 @@ mod tests {
             Message::system("a note"),
             Message::assistant_text("done"),
         ];
-        let body = client().body(&request(messages));
+        let body = json_body(&request(messages));
         assert_eq!(
             body["messages"],
             json!([
@@ -695,11 +542,11 @@ mod tests {
     fn roles_alternate_and_empty_messages_are_left_out() {
         let messages = vec![
             Message::user("a"),
-            Message::new(Role::User, vec![Part::Text { text: String::new() }]),
+            Message::new(Speaker::User, vec![Part::Text { text: String::new() }]),
             Message::assistant_text("b"),
-            Message::new(Role::Assistant, vec![]),
+            Message::new(Speaker::Assistant, vec![]),
             Message::new(
-                Role::Assistant,
+                Speaker::Assistant,
                 vec![
                     thinking("t", "s"),
                     Part::ToolCall { id: "c".into(), name: "n".into(), arguments: "{}".into() },
@@ -707,7 +554,7 @@ mod tests {
             ),
             Message::tool_result("c", "r", false),
         ];
-        let body = client().body(&request(messages));
+        let body = json_body(&request(messages));
         let turns = body["messages"].as_array().unwrap();
         let roles: Vec<&str> = turns.iter().map(|t| t["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "user"]);
@@ -722,7 +569,7 @@ mod tests {
     #[test]
     fn images_and_joined_text() {
         let m = Message::new(
-            Role::User,
+            Speaker::User,
             vec![
                 Part::Text { text: "look".into() },
                 Part::Text { text: " here".into() },
@@ -730,7 +577,7 @@ mod tests {
                 Part::Text { text: "and say".into() },
             ],
         );
-        let body = client().body(&request(vec![m]));
+        let body = json_body(&request(vec![m]));
         assert_eq!(
             body["messages"][0]["content"],
             json!([
@@ -744,13 +591,13 @@ mod tests {
     #[test]
     fn tools_and_tool_choice_none() {
         let mut req = request(vec![Message::user("summarise")]);
-        req.tools = vec![ToolSpec {
+        req.tools = vec![ToolSchema {
             name: "read_file".into(),
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }];
         req.tool_choice_none = true;
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert_eq!(
             body["tools"],
             json!([{
@@ -762,7 +609,7 @@ mod tests {
         );
         assert_eq!(body["tool_choice"], json!({"type": "none"}));
         req.tools.clear();
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
     }
 
@@ -770,35 +617,32 @@ mod tests {
     fn a_thinking_budget_enables_thinking_and_raises_max_tokens_above_it() {
         let mut req = request(vec![Message::user("think")]);
         req.thinking_budget = Some(2048);
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
         assert_eq!(body["max_tokens"], json!(8192), "the default already exceeds 2048 + 4096");
         req.thinking_budget = Some(16_000);
-        assert_eq!(client().body(&req)["max_tokens"], json!(20_096));
+        assert_eq!(json_body(&req)["max_tokens"], json!(20_096));
         req.max_tokens = Some(32_000);
-        assert_eq!(client().body(&req)["max_tokens"], json!(32_000), "a larger max_tokens is kept");
+        assert_eq!(json_body(&req)["max_tokens"], json!(32_000), "a larger max_tokens is kept");
         req.max_tokens = Some(100);
         req.thinking_budget = Some(1024);
-        assert_eq!(client().body(&req)["max_tokens"], json!(5120));
+        assert_eq!(json_body(&req)["max_tokens"], json!(5120));
         // The count sees the same thinking configuration; without a budget there is none.
-        assert_eq!(
-            client().count_tokens_body(&req)["thinking"],
-            json!({"type": "enabled", "budget_tokens": 1024})
-        );
+        assert_eq!(json_count_body(&req)["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
         req.thinking_budget = None;
-        assert!(client().body(&req).get("thinking").is_none());
-        assert_eq!(client().body(&req)["max_tokens"], json!(100));
+        assert!(json_body(&req).get("thinking").is_none());
+        assert_eq!(json_body(&req)["max_tokens"], json!(100));
     }
 
     #[test]
     fn cache_breakpoints_on_tools_system_and_the_last_block_at_most_four() {
-        let tool = |name: &str| ToolSpec {
+        let tool = |name: &str| ToolSchema {
             name: name.into(),
             description: "d".into(),
             parameters: json!({"type": "object"}),
         };
         let assistant = Message::new(
-            Role::Assistant,
+            Speaker::Assistant,
             vec![
                 thinking("hm", "sig"),
                 Part::ToolCall { id: "t1".into(), name: "read_file".into(), arguments: "{}".into() },
@@ -811,7 +655,7 @@ mod tests {
             Message::user("and then"),
         ]);
         req.tools = vec![tool("read_file"), tool("list_dir"), tool("finish")];
-        let body = client().body(&req);
+        let body = json_body(&req);
         let marked = serde_json::to_string(&body).unwrap().matches("\"cache_control\"").count();
         assert_eq!(marked, 3);
         assert!(marked <= MAX_CACHE_BREAKPOINTS);
@@ -835,16 +679,16 @@ mod tests {
             .all(|b| b.get("cache_control").is_none()));
         // A last turn ending in thinking marks the block before it; no system, no tools: one mark.
         let only =
-            Message::new(Role::Assistant, vec![Part::Text { text: "so".into() }, thinking("then", "s2")]);
+            Message::new(Speaker::Assistant, vec![Part::Text { text: "so".into() }, thinking("then", "s2")]);
         let mut req = request(vec![only]);
         req.system.clear();
-        let body = client().body(&req);
+        let body = json_body(&req);
         assert_eq!(serde_json::to_string(&body).unwrap().matches("cache_control").count(), 1);
         assert_eq!(body["messages"][0]["content"][0]["type"], "thinking");
         assert!(body["messages"][0]["content"][0].get("cache_control").is_none());
         assert_eq!(body["messages"][0]["content"][1]["cache_control"], json!({"type": "ephemeral"}));
         // Nothing to send: no messages, nothing marked, no panic.
-        let body = client().body(&request(vec![]));
+        let body = json_body(&request(vec![]));
         assert_eq!(body["messages"], json!([]));
     }
 

@@ -1,10 +1,11 @@
 //! Assembling a streamed chat completion (OpenAI SSE chunks) into one [`ChatResponse`], and telling
 //! a complete answer from a stream that went wrong.
 
-use super::openai::classify_stream_error;
-use super::sse::{anomaly, parse_json, Assemble, Flow};
-use super::{AnomalyKind, ChatResponse, ProviderError};
-use agentd_policies::{Message, Part, Role, Usage};
+use super::OpenAiClient;
+use crate::provider::sse::{anomaly, parse_json, Assemble, Flow};
+use crate::provider::wire::WireFormat;
+use crate::provider::{AnomalyKind, ChatResponse, ProviderError};
+use agentd_policies::{Message, Part, Speaker, Usage};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -23,7 +24,7 @@ struct ToolCallAcc {
     arguments: String,
 }
 
-/// The state of one streamed answer, fed by [`drive`](super::sse::drive) to its end (connection
+/// The state of one streamed answer, fed by [`drive`](crate::provider::sse::drive) to its end (connection
 /// closed or `data: [DONE]`).
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
@@ -44,7 +45,7 @@ impl Assembler {
     pub(crate) fn push_chunk(&mut self, chunk: &Value, whole: bool) -> Result<(), ProviderError> {
         self.chunks += 1;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            return Err(classify_stream_error(error));
+            return Err(OpenAiClient::classify_stream_error(error));
         }
         if let Some(usage) = chunk.get("usage") {
             if let Some(u) = parse_usage(usage) {
@@ -194,7 +195,7 @@ impl Assemble for Assembler {
             parts.push(Part::ToolCall { id, name: call.name, arguments: call.arguments });
         }
         Ok(ChatResponse {
-            message: Message::new(Role::Assistant, parts),
+            message: Message::new(Speaker::Assistant, parts),
             finish_reason,
             usage: self.usage,
             cache_read_tokens: None,
@@ -213,9 +214,9 @@ fn parse_usage(usage: &Value) -> Option<Usage> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sse::drive;
-    use super::super::sse::testing::{cut, kind, reset, Chunk};
     use super::*;
+    use crate::provider::sse::drive;
+    use crate::provider::sse::testing::{cut, kind, reset, Chunk};
     use agentd_policies::Tokens;
     use futures_util::{stream, Stream};
 
