@@ -9,6 +9,7 @@ use crate::clock::{clock, now_rfc3339};
 use crate::fitter::{Fit, FitError, Fitter, Learn, MeterOf, Observe, Underestimated, WindowOf};
 use crate::meter::Meter;
 use crate::provider::{ChatRequest, ChatResponse, Client, ProviderError, ToolSpec};
+use crate::retry::{with_retries, Pause, RetryError, Scheduled};
 use crate::scheduler::{Wait, Waited};
 use crate::task::TaskCtx;
 use actix::prelude::*;
@@ -18,15 +19,14 @@ use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, StoreError, Stored, Unit};
 use agentd_policies::budget::{handoff_budget, refusal_bound};
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
-use agentd_policies::retry::{decide, Decision};
 use agentd_policies::thinking;
 use agentd_policies::{
     EventKind, Measured, Message, Part, Record, Role, TaskState, Thresholds, Tokens, Window, WindowSource,
 };
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
+use tokio_util::sync::CancellationToken;
 
 /// A turn may take at most this many model round-trips before it is failed as a runaway loop.
 pub const MAX_STEPS_PER_TURN: usize = 400;
@@ -45,6 +45,16 @@ pub enum TurnError {
     Runaway { role: String, steps: usize },
     #[error("{0}")]
     Team(String),
+}
+
+impl From<RetryError<TurnError>> for TurnError {
+    fn from(e: RetryError<TurnError>) -> TurnError {
+        match e {
+            RetryError::Cancelled => TurnError::Cancelled,
+            RetryError::Provider(e) => TurnError::Provider(e),
+            RetryError::Pause(e) => e,
+        }
+    }
 }
 
 /// What a finished turn hands back: the `finish` summary (or the final text).
@@ -605,44 +615,9 @@ impl Agent {
     /// Sends a request, retrying rate limits, server errors and stream anomalies by the retry policy.
     /// A retry resends the same request: nothing of a failed attempt was stored.
     async fn chat(&self, client: &Client, request: &ChatRequest) -> Result<ChatResponse, TurnError> {
-        let mut failures: HashMap<&'static str, u32> = HashMap::new();
-        loop {
-            let error = match client.chat(request, &self.task.cancel).await {
-                Ok(response) => return Ok(response),
-                Err(_) if self.task.cancel.is_cancelled() => return Err(TurnError::Cancelled),
-                Err(e) => e,
-            };
-            let Some(failure) = error.retry_failure() else { return Err(error.into()) };
-            let attempt = failures.entry(failure.reason()).or_insert(0);
-            *attempt += 1;
-            match decide(&self.task.shared.retry, failure, *attempt) {
-                Decision::GiveUp => return Err(error.into()),
-                Decision::Retry { attempt, max_attempts, delay_ms } => {
-                    tracing::info!(role = self.name(), %error, attempt, delay_ms, "retry scheduled");
-                    self.emit(EventKind::RetryScheduled {
-                        reason: failure.reason().to_string(),
-                        attempt,
-                        max_attempts,
-                        delay_ms,
-                    })?;
-                    self.task.set_state(TaskState::WaitingRetry)?;
-                    let waited = self
-                        .task
-                        .shared
-                        .scheduler
-                        .send(Wait {
-                            delay: Duration::from_millis(delay_ms),
-                            cancel: self.task.cancel.clone(),
-                        })
-                        .await
-                        .map_err(|e| TurnError::Team(format!("the scheduler is gone: {e}")))?;
-                    if waited == Waited::Cancelled {
-                        return Err(TurnError::Cancelled);
-                    }
-                    self.task.set_state(TaskState::Running)?;
-                }
-            }
-        }
+        let cancel = &self.task.cancel;
+        let mut pause = TurnPause { agent: self };
+        Ok(with_retries(&self.task.shared.retry, cancel, &mut pause, || client.chat(request, cancel)).await?)
     }
 
     /// A new user request after more than the idle threshold since this agent last answered: every
@@ -956,6 +931,44 @@ impl Agent {
             outcome = f => Ok(outcome),
             _ = self.task.cancel.cancelled() => Err(TurnError::Cancelled),
         }
+    }
+}
+
+/// How a turn waits for a retry: announced as `retry_scheduled`, the task `waiting_retry` meanwhile,
+/// the wait itself the scheduler's.
+struct TurnPause<'a> {
+    agent: &'a Agent,
+}
+
+impl Pause for TurnPause<'_> {
+    type Error = TurnError;
+
+    async fn pause(
+        &mut self,
+        retry: &Scheduled<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<Waited, TurnError> {
+        let agent = self.agent;
+        let (error, attempt, delay_ms) = (retry.error, retry.attempt, retry.delay_ms());
+        tracing::info!(role = agent.name(), %error, attempt, delay_ms, "retry scheduled");
+        agent.emit(EventKind::RetryScheduled {
+            reason: retry.reason().to_string(),
+            attempt,
+            max_attempts: retry.max_attempts,
+            delay_ms,
+        })?;
+        agent.task.set_state(TaskState::WaitingRetry)?;
+        let waited = agent
+            .task
+            .shared
+            .scheduler
+            .send(Wait { delay: retry.delay, cancel: cancel.clone() })
+            .await
+            .map_err(|e| TurnError::Team(format!("the scheduler is gone: {e}")))?;
+        if waited == Waited::Elapsed {
+            agent.task.set_state(TaskState::Running)?;
+        }
+        Ok(waited)
     }
 }
 

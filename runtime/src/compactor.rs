@@ -3,20 +3,20 @@
 //! The machine decides everything — what leaves the request, in which batches it is summarised, when
 //! the first summary may continue the request already sent (so a provider's prompt cache serves it),
 //! what is kept, when to retry with fewer rounds and when to give up. This module only does what it
-//! asks: summary requests to the model (with retries on the daemon's clock), the archive in the
-//! evidence store, and measurements with the role's [`Meter`].
+//! asks: summary requests to the model (retried by [`crate::retry`] on the daemon's clock), the
+//! archive in the evidence store, and measurements with the role's [`Meter`].
 
 use crate::meter::Meter;
 use crate::provider::{ChatRequest, Client, ProviderError};
+use crate::retry::{with_retries, OnTheClock, RetryError};
 use agentd_evidence::{NewEvidence, Source, Store, Stored};
 use agentd_policies::budget::summary_reserve;
 use agentd_policies::compaction::{
     Answer, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile, SUMMARISER_SYSTEM,
 };
-use agentd_policies::retry::{decide, Decision, RetryPolicy};
+use agentd_policies::retry::RetryPolicy;
 use agentd_policies::{Message, Thresholds, Tokens};
 use std::path::PathBuf;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
@@ -183,28 +183,18 @@ fn summary_request(
     }
 }
 
-/// Sends a summary request, retrying by the retry policy on the daemon's clock; the answer's text.
+/// Sends a summary request, retried by the retry policy on the daemon's clock (see
+/// [`crate::retry`]); the answer's text.
 async fn summarise(job: &Job<'_>, request: &ChatRequest) -> Result<String, CompactError> {
-    let mut failures = 0u32;
-    loop {
-        let error = match job.client.chat(request, job.cancel).await {
-            Ok(response) => return Ok(response.message.text().trim().to_string()),
-            Err(_) if job.cancel.is_cancelled() => return Err(CompactError::Cancelled),
-            Err(e) => e,
-        };
-        let Some(failure) = error.retry_failure() else { return Err(error.into()) };
-        failures += 1;
-        match decide(&job.retry, failure, failures) {
-            Decision::GiveUp => return Err(error.into()),
-            Decision::Retry { delay_ms, .. } => {
-                let clock = crate::clock::clock();
-                tokio::select! {
-                    _ = clock.sleep(Duration::from_millis(delay_ms)) => {}
-                    _ = job.cancel.cancelled() => return Err(CompactError::Cancelled),
-                }
-            }
-        }
-    }
+    let response =
+        with_retries(&job.retry, job.cancel, &mut OnTheClock, || job.client.chat(request, job.cancel))
+            .await
+            .map_err(|e| match e {
+                RetryError::Cancelled => CompactError::Cancelled,
+                RetryError::Provider(e) => CompactError::Provider(e),
+                RetryError::Pause(never) => match never {},
+            })?;
+    Ok(response.message.text().trim().to_string())
 }
 
 /// Stores the messages that leave the request, whole, one JSON message per line.

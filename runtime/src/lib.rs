@@ -21,6 +21,7 @@ pub mod fuzzing;
 pub mod meter;
 pub mod provider;
 pub mod render;
+pub mod retry;
 pub mod rpc;
 pub mod scheduler;
 pub mod socket;
