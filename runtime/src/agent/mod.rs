@@ -1,0 +1,294 @@
+//! One agent actor per role per task: it owns that role's history and runs its turns.
+//!
+//! A turn takes a settings snapshot when it starts (a `settings.set` applies from the next turn, never
+//! mid-turn), then loops: build the request, pass it through the fitter, send it, persist the answer,
+//! run the tools it called and persist their results — until the model calls `finish` or answers
+//! without a tool call. Every message is in the task's log before anything depending on it happens.
+//!
+//! This file holds the actor, its messages and the agent's state, with the few operations every step
+//! shares (log a message, emit an event, ask the fitter). The steps live beside it:
+//!
+//! - `turn`: the turn loop, one small step per function — start, fit, send (with retries), learn
+//!   from a refusal, record usage, run the tools.
+//! - `tools`: one tool call — the team's own tools (`finish`, `delegate`, `read_evidence`) and the
+//!   workspace tools of `agentd-agents`.
+//! - `results`: a tool result sized for the model: whole, or stored as evidence with its first page.
+//! - `handoff`: the first message of a delegation, bounded by the receiver's measure.
+//! - `thinking`: clearing old thinking after an idle spell.
+
+mod handoff;
+mod results;
+mod thinking;
+mod tools;
+mod turn;
+
+use crate::fitter::{Fitter, MeterOf};
+use crate::meter::Meter;
+use crate::provider::ProviderError;
+use crate::retry::RetryError;
+use crate::task::TaskCtx;
+use actix::prelude::*;
+use agentd_agents::receipts::Receipt;
+use agentd_agents::roles::RoleKind;
+use agentd_evidence::StoreError;
+use agentd_policies::compaction::OBJECTIVE_PREFIX;
+use agentd_policies::{EventKind, Message, Part, Record, Role, Thresholds, Tokens};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+pub use turn::MAX_STEPS_PER_TURN;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    #[error("{0}")]
+    Fit(#[from] crate::fitter::FitError),
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    #[error("{role} made {steps} model requests in one turn without finishing")]
+    Runaway { role: String, steps: usize },
+    #[error("{0}")]
+    Team(String),
+}
+
+impl From<RetryError<TurnError>> for TurnError {
+    fn from(e: RetryError<TurnError>) -> TurnError {
+        match e {
+            RetryError::Cancelled => TurnError::Cancelled,
+            RetryError::Provider(e) => TurnError::Provider(e),
+            RetryError::Pause(e) => e,
+        }
+    }
+}
+
+/// What a finished turn hands back: the `finish` summary (or the final text).
+pub type TurnResult = Result<String, TurnError>;
+
+/// Run one turn. `input` is the new user message (an objective or a delegation); `None` continues
+/// from the history as it stands (resume).
+#[derive(Message)]
+#[rtype(result = "Result<String, TurnError>")]
+pub struct RunTurn {
+    pub input: Option<String>,
+    /// The caller's receipts, inherited by a delegated agent.
+    pub inherited: Vec<Receipt>,
+}
+
+pub struct AgentActor {
+    agent: Arc<tokio::sync::Mutex<Agent>>,
+}
+
+impl AgentActor {
+    pub fn new(
+        role: RoleKind,
+        history: Vec<Message>,
+        receipts: Vec<Receipt>,
+        changed_files: Vec<String>,
+        last_answer_at: Option<SystemTime>,
+        task: Arc<TaskCtx>,
+    ) -> AgentActor {
+        let agent = Agent::new(role, history, receipts, changed_files, last_answer_at, task);
+        AgentActor { agent: Arc::new(tokio::sync::Mutex::new(agent)) }
+    }
+}
+
+impl Actor for AgentActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<RunTurn> for AgentActor {
+    type Result = ResponseFuture<TurnResult>;
+
+    fn handle(&mut self, msg: RunTurn, _: &mut Context<Self>) -> Self::Result {
+        let agent = self.agent.clone();
+        Box::pin(async move {
+            // The turn runs on the multi-thread runtime, not on the actor's arbiter thread.
+            let handle = tokio::spawn(async move {
+                let mut agent = agent.lock().await;
+                agent.inherited = msg.inherited;
+                agent.run_turn(msg.input).await
+            });
+            match handle.await {
+                Ok(result) => result,
+                Err(e) => Err(TurnError::Team(format!("the turn stopped unexpectedly: {e}"))),
+            }
+        })
+    }
+}
+
+/// A delegation the lead was waiting on when the daemon stopped has returned after a resume: store
+/// its summary as the `delegate` call's result.
+#[derive(Message)]
+#[rtype(result = "Result<(), StoreError>")]
+pub struct CompleteDelegation {
+    pub call_id: String,
+    pub from: String,
+    pub summary: String,
+}
+
+impl Handler<CompleteDelegation> for AgentActor {
+    type Result = ResponseFuture<Result<(), StoreError>>;
+
+    fn handle(&mut self, msg: CompleteDelegation, _: &mut Context<Self>) -> Self::Result {
+        let agent = self.agent.clone();
+        Box::pin(async move {
+            let mut agent = agent.lock().await;
+            agent.emit(EventKind::DelegationReturned {
+                from_role: msg.from.clone(),
+                summary: msg.summary.clone(),
+            })?;
+            agent.persist(Message::tool_result(&msg.call_id, &msg.summary, false))?;
+            agent.emit(EventKind::tool_ended("delegate", &msg.call_id, true, false))
+        })
+    }
+}
+
+/// The settings a turn runs with, taken when it starts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Snapshot {
+    pub provider: String,
+    pub server: String,
+    pub model: String,
+    pub compact_at: u8,
+    pub command_timeout_s: u64,
+    pub verify: Option<String>,
+    pub tools: Vec<String>,
+    /// Extended thinking's budget (the role's `thinking_budget`), sent only to Anthropic.
+    pub thinking_budget: Option<u32>,
+    /// The role's `max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
+}
+
+struct Agent {
+    role: RoleKind,
+    history: Vec<Message>,
+    task: Arc<TaskCtx>,
+    /// The objective of the current turn (the task's, or the delegation's).
+    objective: Option<String>,
+    /// The last request's thresholds, size and measure: what a result or an evidence page is kept
+    /// whole against.
+    last_fit: Option<LastFit>,
+    /// This role's own operations in this task, oldest first.
+    receipts: Vec<Receipt>,
+    /// The files this role wrote or edited in this task, newest last: its working files.
+    changed_files: Vec<String>,
+    /// What the delegating agent had done when it handed over.
+    inherited: Vec<Receipt>,
+    /// When this agent last answered (by the daemon's clock): idleness is measured from here.
+    last_answer_at: Option<SystemTime>,
+}
+
+/// What a result is sized against: the thresholds of the request it answers, that request's size and
+/// the measure it was counted with.
+#[derive(Clone)]
+struct LastFit {
+    thresholds: Thresholds,
+    tokens: Tokens,
+    meter: Meter,
+}
+
+impl Agent {
+    fn new(
+        role: RoleKind,
+        history: Vec<Message>,
+        receipts: Vec<Receipt>,
+        changed_files: Vec<String>,
+        last_answer_at: Option<SystemTime>,
+        task: Arc<TaskCtx>,
+    ) -> Agent {
+        Agent {
+            role,
+            history,
+            task,
+            objective: None,
+            last_fit: None,
+            receipts,
+            changed_files,
+            inherited: Vec::new(),
+            last_answer_at,
+        }
+    }
+
+    fn name(&self) -> &str {
+        self.role.name()
+    }
+
+    /// The summary of a turn whose end is already in the history: a final answer with no tool call,
+    /// or a `finish` call that was accepted.
+    fn already_finished(&self) -> Option<String> {
+        let (i, last) = self.history.iter().enumerate().rev().find(|(_, m)| m.role == Role::Assistant)?;
+        if i + 1 == self.history.len() && last.tool_calls().next().is_none() {
+            return Some(last.text());
+        }
+        let (id, _, args) = last.tool_calls().find(|(_, name, _)| *name == "finish")?;
+        let accepted = self.history[i + 1..]
+            .iter()
+            .flat_map(|m| &m.parts)
+            .any(|p| matches!(p, Part::ToolResult { call_id, is_error: false, .. } if call_id == id));
+        if !accepted {
+            return None;
+        }
+        let args: tools::FinishArgs = serde_json::from_str(args).ok()?;
+        Some(args.summary)
+    }
+
+    /// The current turn's objective; after a resume, the newest plain user message of the history.
+    fn objective(&self) -> String {
+        if let Some(o) = &self.objective {
+            return o.clone();
+        }
+        self.history
+            .iter()
+            .rev()
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.text())
+            .find(|t| !t.starts_with('['))
+            .map(|t| t.strip_prefix(OBJECTIVE_PREFIX).map(str::to_string).unwrap_or(t))
+            .unwrap_or_default()
+    }
+
+    fn emit(&self, kind: EventKind) -> Result<(), StoreError> {
+        self.task.shared.bus.emit(&self.task.task_id, self.role.name(), kind).map(|_| ())
+    }
+
+    fn persist(&mut self, message: Message) -> Result<(), StoreError> {
+        let record = Record::Message { role: self.name().to_string(), message: message.clone() };
+        self.task.shared.store.append(&self.task.task_id, &record)?;
+        self.history.push(message);
+        Ok(())
+    }
+
+    fn receipt(&mut self, receipt: Receipt) -> Result<(), StoreError> {
+        let record = Record::Receipt {
+            role: self.name().to_string(),
+            receipt: serde_json::to_value(&receipt).unwrap_or_default(),
+        };
+        self.task.shared.store.append(&self.task.task_id, &record)?;
+        self.receipts.push(receipt);
+        Ok(())
+    }
+
+    /// The measure of this role's model (the fitter's: the same one every size decision uses).
+    async fn meter(&self, snapshot: &Snapshot) -> Result<Meter, TurnError> {
+        self.ask_fitter(MeterOf { server: snapshot.server.clone(), model: snapshot.model.clone() }).await
+    }
+
+    /// Sends `msg` to the fitter and waits for its answer; a fitter that is gone is a team error.
+    async fn ask_fitter<M>(&self, msg: M) -> Result<M::Result, TurnError>
+    where
+        M: actix::Message + Send + 'static,
+        M::Result: Send,
+        Fitter: Handler<M>,
+    {
+        self.task
+            .shared
+            .fitter
+            .send(msg)
+            .await
+            .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))
+    }
+}
+
