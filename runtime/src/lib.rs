@@ -27,3 +27,5 @@ pub mod scheduler;
 pub mod socket;
 pub mod supervisor;
 pub mod task;
+#[cfg(test)]
+mod testing;

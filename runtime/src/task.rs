@@ -78,6 +78,16 @@ pub struct TaskCtx {
 }
 
 impl TaskCtx {
+    /// A task's context, its team not formed yet: [`launch`] forms it once the agents are started.
+    pub(crate) fn new(
+        task_id: String,
+        workspace: Workspace,
+        cancel: CancellationToken,
+        shared: Arc<Shared>,
+    ) -> TaskCtx {
+        TaskCtx { task_id, workspace, cancel, shared, team: OnceLock::new() }
+    }
+
     pub fn member(&self, name: &str) -> Option<Addr<AgentActor>> {
         self.team.get().and_then(|t| t.get(name)).cloned()
     }
@@ -160,13 +170,7 @@ pub fn launch(
     cancel: CancellationToken,
     done: tokio::sync::watch::Sender<Option<TaskState>>,
 ) -> Result<(), StoreError> {
-    let ctx = Arc::new(TaskCtx {
-        task_id: task_id.clone(),
-        workspace,
-        cancel: cancel.clone(),
-        shared: shared.clone(),
-        team: OnceLock::new(),
-    });
+    let ctx = Arc::new(TaskCtx::new(task_id.clone(), workspace, cancel.clone(), shared.clone()));
     let mut roles = vec![RoleKind::Lead, RoleKind::Coder];
     roles.extend(shared.config.specialists.keys().map(|n| RoleKind::Specialist(n.clone())));
     let mut team = BTreeMap::new();

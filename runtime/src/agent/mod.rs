@@ -292,3 +292,83 @@ impl Agent {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Rig;
+    use agentd_agents::receipts::Receipt;
+    use agentd_test_support::ScriptedServer;
+
+    fn call(id: &str, name: &str, args: &str) -> Part {
+        Part::ToolCall { id: id.into(), name: name.into(), arguments: args.into() }
+    }
+
+    #[actix::test]
+    async fn a_turn_is_over_when_its_end_is_in_the_history() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await, "").await;
+        let task = rig.task("Fix it");
+        let agent = |history: Vec<Message>| {
+            Agent::new(RoleKind::Lead, history, Vec::new(), Vec::new(), None, task.clone())
+        };
+        // A final answer without a tool call.
+        let answered = agent(vec![Message::user("Fix it"), Message::assistant_text("fixed")]);
+        assert_eq!(answered.already_finished().as_deref(), Some("fixed"));
+        // A finish call whose result was an error (rejected by verify) is no end; an accepted one is.
+        let finish = Message::new(Role::Assistant, vec![call("c1", "finish", r#"{"summary":"all done"}"#)]);
+        let rejected = agent(vec![
+            Message::user("Fix it"),
+            finish.clone(),
+            Message::tool_result("c1", "finish rejected", true),
+        ]);
+        assert_eq!(rejected.already_finished(), None);
+        let accepted =
+            agent(vec![Message::user("Fix it"), finish, Message::tool_result("c1", "finished", false)]);
+        assert_eq!(accepted.already_finished().as_deref(), Some("all done"));
+        // A tool call waiting for its result is work in progress.
+        let busy = agent(vec![
+            Message::user("Fix it"),
+            Message::new(Role::Assistant, vec![call("c2", "read_file", r#"{"path":"a"}"#)]),
+        ]);
+        assert_eq!(busy.already_finished(), None);
+    }
+
+    #[actix::test]
+    async fn after_a_resume_the_objective_is_the_newest_plain_user_message() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await, "").await;
+        let history = vec![
+            Message::user(format!("{OBJECTIVE_PREFIX}Fix the adder")),
+            Message::assistant_text("looking"),
+            Message::user("[checkpoint: what was done]"),
+        ];
+        let mut agent = Agent::new(RoleKind::Lead, history, Vec::new(), Vec::new(), None, rig.task("x"));
+        assert_eq!(agent.objective(), "Fix the adder", "bracketed notes are not objectives");
+        agent.objective = Some("Now add tests".into());
+        assert_eq!(agent.objective(), "Now add tests");
+    }
+
+    #[actix::test]
+    async fn messages_and_receipts_are_logged_before_they_are_kept() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await, "").await;
+        let task = rig.task("Fix it");
+        let mut agent = Agent::new(RoleKind::Coder, Vec::new(), Vec::new(), Vec::new(), None, task.clone());
+        agent.persist(Message::user("Fix it")).unwrap();
+        let outcome =
+            agentd_agents::tools::ToolOutcome { ok: true, content: "1 line".into(), complete: true };
+        agent.receipt(Receipt::new("read_file", r#"{"path":"a.txt"}"#, &outcome, None)).unwrap();
+        assert_eq!(rig.shared.store.history(&task.task_id, "coder").unwrap(), agent.history);
+        assert_eq!(agent.receipts.len(), 1);
+        let logged = rig
+            .shared
+            .store
+            .records(&task.task_id, 0, 100)
+            .unwrap()
+            .into_iter()
+            .filter(|(_, r)| matches!(r, Record::Receipt { role, .. } if role == "coder"))
+            .count();
+        assert_eq!(logged, 1);
+        // A store that cannot take the message keeps it out of the history too.
+        rig.shared.store.inject_write_failure();
+        assert!(agent.persist(Message::user("lost")).is_err());
+        assert_eq!(agent.history.len(), 1);
+    }
+}
