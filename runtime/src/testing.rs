@@ -16,7 +16,7 @@ use crate::task::{Shared, TaskCtx};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, TaskMeta};
-use agentd_policies::{Event, EventKind, Message, Record, TaskState};
+use agentd_policies::{Event, EventKind, Message, Part, Record, Role, TaskState};
 use agentd_test_support::daemon::team_config;
 use agentd_test_support::ScriptedServer;
 use std::collections::HashMap;
@@ -126,4 +126,20 @@ impl Rig {
 pub fn kind_name(kind: &EventKind) -> String {
     let value = serde_json::to_value(kind).expect("an event serialises");
     value["kind"].as_str().unwrap_or_default().to_string()
+}
+
+/// The objective, then `n` rounds of `read_file`, each result about `words` tokens: a history to
+/// compact.
+pub fn rounds(n: usize, words: usize) -> Vec<Message> {
+    let mut history = vec![Message::user("Read the files")];
+    for i in 0..n {
+        let id = format!("r{i}");
+        let arguments = serde_json::json!({ "path": format!("f{i}.txt") }).to_string();
+        history.push(Message::new(
+            Role::Assistant,
+            vec![Part::ToolCall { id: id.clone(), name: "read_file".into(), arguments }],
+        ));
+        history.push(Message::tool_result(&id, format!("file {i}: {}", "data ".repeat(words)), false));
+    }
+    history
 }

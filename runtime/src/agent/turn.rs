@@ -431,9 +431,9 @@ mod tests {
     use super::*;
     use crate::fitter::MeterOf;
     use crate::task::TaskCtx;
-    use crate::testing::{kind_name, Rig};
+    use crate::testing::{kind_name, rounds, Rig};
     use agentd_agents::roles::RoleKind;
-    use agentd_policies::{Event, Part, Role};
+    use agentd_policies::{Event, Part};
     use agentd_test_support::{
         context_length_exceeded, hang, is_summary_request, rate_limited, sse, text, tool_call_with_id,
         ScriptedServer,
@@ -443,21 +443,6 @@ mod tests {
 
     fn agent(role: RoleKind, history: Vec<Message>, task: &Arc<TaskCtx>) -> Agent {
         Agent::new(role, history, Vec::new(), Vec::new(), None, task.clone())
-    }
-
-    /// The objective, then `n` rounds of `read_file` each bringing about `words` tokens.
-    fn rounds(n: usize, words: usize) -> Vec<Message> {
-        let mut history = vec![Message::user("Read the files")];
-        for i in 0..n {
-            let id = format!("r{i}");
-            let args = json!({ "path": format!("f{i}.txt") }).to_string();
-            history.push(Message::new(
-                Role::Assistant,
-                vec![Part::ToolCall { id: id.clone(), name: "read_file".into(), arguments: args }],
-            ));
-            history.push(Message::tool_result(&id, format!("file {i}: {}", "data ".repeat(words)), false));
-        }
-        history
     }
 
     fn of_kind<'a>(events: &'a [Event], kind: &str) -> Vec<&'a EventKind> {
