@@ -732,7 +732,7 @@ impl Handler<MeterOf> for Fitter {
 mod tests {
     use super::*;
     use crate::task::TaskCtx;
-    use crate::testing::{kind_name, Rig, PROVIDER};
+    use crate::testing::{Rig, PROVIDER};
     use agentd_policies::Message;
     use agentd_test_support::{sse, text, ScriptedServer};
 
@@ -820,8 +820,7 @@ mod tests {
         let done = fitted.compacted.as_ref().expect("compacted");
         assert_eq!(fitted.request.messages, done.history, "the rebuilt request is what is sent");
         assert!(fitted.count.total.tokens <= fitted.thresholds.trigger);
-        let kinds: Vec<String> = rig.events(&task.task_id).iter().map(|e| kind_name(&e.kind)).collect();
-        assert_eq!(kinds, ["compaction_started", "compaction_finished"]);
+        assert_eq!(rig.kinds(&task.task_id), ["compaction_started", "compaction_finished"]);
         let gauge = rig.shared.fitter.send(GaugeOf { task_id: task.task_id.clone(), role: "coder".into() });
         assert_eq!(
             gauge.await.unwrap().unwrap().tokens,

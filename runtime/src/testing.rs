@@ -16,7 +16,7 @@ use crate::task::{Shared, TaskCtx};
 use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, TaskMeta};
-use agentd_policies::{Event, EventKind, Message, Part, Record, Role, TaskState};
+use agentd_policies::{Event, Message, Part, Record, Role, TaskState};
 use agentd_test_support::daemon::team_config;
 use agentd_test_support::ScriptedServer;
 use std::collections::HashMap;
@@ -102,7 +102,7 @@ impl Rig {
 
     /// The kinds of a task's events (`request_sent`, `tool_finished`, …), in order.
     pub fn kinds(&self, task_id: &str) -> Vec<String> {
-        self.events(task_id).iter().map(|e| kind_name(&e.kind)).collect()
+        self.events(task_id).iter().map(|e| e.kind.name().to_string()).collect()
     }
 
     /// The task's state as recorded.
@@ -120,12 +120,6 @@ impl Rig {
         let page = self.shared.store.records(task_id, 0, 100_000).expect("the task's records");
         page.into_iter().map(|(_, r)| r).collect()
     }
-}
-
-/// An event kind's wire name.
-pub fn kind_name(kind: &EventKind) -> String {
-    let value = serde_json::to_value(kind).expect("an event serialises");
-    value["kind"].as_str().unwrap_or_default().to_string()
 }
 
 /// The objective, then `n` rounds of `read_file`, each result about `words` tokens: a history to

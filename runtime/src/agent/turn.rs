@@ -431,7 +431,7 @@ mod tests {
     use super::*;
     use crate::fitter::MeterOf;
     use crate::task::TaskCtx;
-    use crate::testing::{kind_name, rounds, Rig};
+    use crate::testing::{rounds, Rig};
     use agentd_agents::roles::RoleKind;
     use agentd_policies::{Event, Part};
     use agentd_test_support::{
@@ -446,7 +446,7 @@ mod tests {
     }
 
     fn of_kind<'a>(events: &'a [Event], kind: &str) -> Vec<&'a EventKind> {
-        events.iter().filter(|e| kind_name(&e.kind) == kind).map(|e| &e.kind).collect()
+        events.iter().filter(|e| e.kind.name() == kind).map(|e| &e.kind).collect()
     }
 
     async fn started(agent: &mut Agent, input: Option<&str>) -> Turn {
