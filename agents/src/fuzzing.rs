@@ -3,6 +3,7 @@
 //! from the docs.
 
 use crate::ToolError;
+use agentd_protocol::ToolName;
 
 /// Parses and checks `arguments` (the model's JSON text) for tool `tool` as [`crate::execute`] does
 /// before acting, with no filesystem or process effect. `Ok`: the call would run.
@@ -39,7 +40,8 @@ pub fn check_tool_arguments(tool: &str, arguments: &str) -> Result<(), String> {
             if arguments.trim_start().starts_with('{') && parse_tool_arguments(tool, &encoded).is_err() {
                 return Err(format!("accepted as an object, refused as a string: {encoded}"));
             }
-            if matches!(tool, "write_file" | "edit_file") && changed_path(tool, arguments).is_none() {
+            let changes_a_file = matches!(ToolName::parse(tool), ToolName::WriteFile | ToolName::EditFile);
+            if changes_a_file && changed_path(tool, arguments).is_none() {
                 return Err("an accepted file change that names no path".into());
             }
         }

@@ -119,11 +119,11 @@ mod tests {
 
     #[test]
     fn a_legacy_checkpoint_gets_its_kind_back_once() {
-        let old = vec![
+        let old = [
             Message::user("[checkpoint]\nwhat happened"),
             Message::user("[unresolved observations]\n\nrun_command `x` failed:\nno"),
         ];
-        let (fixed, repairs) = repair(&old[..2]);
+        let (fixed, repairs) = repair(&old);
         assert_eq!(repairs.kinds_restored, 2);
         assert_eq!(fixed[0].kind, MessageKind::Checkpoint);
         assert_eq!(fixed[1].kind, MessageKind::Observations);

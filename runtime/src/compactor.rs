@@ -3,21 +3,21 @@
 //! The machine decides everything — what leaves the request, in which batches it is summarised, when
 //! the first summary may continue the request already sent (so a provider's prompt cache serves it),
 //! what is kept, when to retry with fewer rounds and when to give up. This module only does what it
-//! asks: summary requests to the model (with retries on the daemon's clock), the archive in the
-//! evidence store, and measurements with the role's [`Meter`].
+//! asks: summary requests to the model (retried by [`crate::retry`] on the daemon's clock), the
+//! archive in the evidence store, and measurements with the role's [`Meter`].
 
 use crate::meter::Meter;
 use crate::provider::{ChatRequest, Client, ProviderError};
+use crate::retry::{with_retries, OnTheClock, RetryError};
 use agentd_evidence::{NewEvidence, Source, Store, Stored};
 use agentd_policies::budget::summary_reserve;
 use agentd_policies::compaction::{
     Answer, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile, SUMMARISER_SYSTEM,
 };
-use agentd_policies::retry::{decide, Decision, RetryPolicy};
+use agentd_policies::retry::RetryPolicy;
 use agentd_policies::{Message, Thresholds, Tokens};
 use agentd_protocol::{Producer, Role};
 use std::path::PathBuf;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
@@ -184,28 +184,18 @@ fn summary_request(
     }
 }
 
-/// Sends a summary request, retrying by the retry policy on the daemon's clock; the answer's text.
+/// Sends a summary request, retried by the retry policy on the daemon's clock (see
+/// [`crate::retry`]); the answer's text.
 async fn summarise(job: &Job<'_>, request: &ChatRequest) -> Result<String, CompactError> {
-    let mut failures = 0u32;
-    loop {
-        let error = match job.client.chat(request, job.cancel).await {
-            Ok(response) => return Ok(response.message.text().trim().to_string()),
-            Err(_) if job.cancel.is_cancelled() => return Err(CompactError::Cancelled),
-            Err(e) => e,
-        };
-        let Some(failure) = error.retry_failure() else { return Err(error.into()) };
-        failures += 1;
-        match decide(&job.retry, failure, failures) {
-            Decision::GiveUp => return Err(error.into()),
-            Decision::Retry { delay_ms, .. } => {
-                let clock = crate::clock::clock();
-                tokio::select! {
-                    _ = clock.sleep(Duration::from_millis(delay_ms)) => {}
-                    _ = job.cancel.cancelled() => return Err(CompactError::Cancelled),
-                }
-            }
-        }
-    }
+    let response =
+        with_retries(&job.retry, job.cancel, &mut OnTheClock, || job.client.chat(request, job.cancel))
+            .await
+            .map_err(|e| match e {
+                RetryError::Cancelled => CompactError::Cancelled,
+                RetryError::Provider(e) => CompactError::Provider(e),
+                RetryError::Pause(never) => match never {},
+            })?;
+    Ok(response.message.text().trim().to_string())
 }
 
 /// Stores the messages that leave the request, whole, one JSON message per line.
@@ -243,4 +233,167 @@ fn archive(job: &Job<'_>, removed: &[Message]) -> Result<String, CompactError> {
         Stored::InStore(meta) => meta.id,
         Stored::Fallback { path, .. } => path.display().to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counter::TokenCounter;
+    use crate::meter::fixed_part;
+    use crate::provider::OpenAiClient;
+    use crate::testing::rounds;
+    use agentd_evidence::Unit;
+    use agentd_policies::calibration::Calibration;
+    use agentd_policies::retry::Schedule;
+    use agentd_test_support::{
+        hang, is_summary_request, server_error, sse, text, ScriptedServer, SUMMARISER_SYSTEM_START,
+    };
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const SUMMARY: &str = "Summary: the files were read one by one.";
+
+    /// What a compaction runs with, apart from the job itself.
+    struct Bench {
+        server: ScriptedServer,
+        client: Client,
+        meter: Meter,
+        store: Store,
+        request: ChatRequest,
+        objective: String,
+        dir: tempfile::TempDir,
+        cancel: CancellationToken,
+    }
+
+    impl Bench {
+        async fn new(server: ScriptedServer, history: Vec<Message>) -> Bench {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("db")).unwrap();
+            let client = Client::from(OpenAiClient::new(&server.base_url(), None));
+            let meter =
+                Meter::new(Arc::new(TokenCounter::with_endpoint(server.model())), Calibration::default());
+            let request = ChatRequest {
+                model: server.model().to_string(),
+                system: "You are the coder.".into(),
+                messages: history,
+                tools: Vec::new(),
+                tool_choice_none: false,
+                max_tokens: None,
+                thinking_budget: None,
+            };
+            let objective = request.messages.first().map(Message::text).unwrap_or_default();
+            Bench { server, client, meter, store, request, objective, dir, cancel: CancellationToken::new() }
+        }
+
+        /// The job of compacting the bench's request into a window of `window` tokens.
+        fn job(&self, window: u64, retry: RetryPolicy) -> Job<'_> {
+            let count = self.meter.count_request(&self.request, None).count;
+            Job {
+                task_id: "t1",
+                role: &Role::Coder,
+                client: &self.client,
+                meter: &self.meter,
+                store: &self.store,
+                request: &self.request,
+                objective: &self.objective,
+                fixed: fixed_part(&count),
+                before: count.total.tokens,
+                before_estimated: count.total.estimated,
+                sent_prefix: None,
+                thresholds: Thresholds::new(Tokens(window), 80, Tokens::ZERO),
+                working_files: Vec::new(),
+                fallback_dir: self.dir.path().join("fallback"),
+                retry,
+                cancel: &self.cancel,
+                at: "2025-01-01T00:00:00.000Z".into(),
+            }
+        }
+    }
+
+    fn quick_retries() -> RetryPolicy {
+        RetryPolicy { server_error: Schedule { attempts: 2, delay_ms: 10 }, ..RetryPolicy::default() }
+    }
+
+    async fn summariser(script: Vec<agentd_test_support::Step>) -> ScriptedServer {
+        ScriptedServer::builder().script(script).responder(|_| sse(vec![text(SUMMARY)])).start().await
+    }
+
+    #[tokio::test]
+    async fn a_history_past_the_trigger_is_summarised_and_what_left_it_archived_whole() {
+        let history = rounds(12, 300);
+        let bench = Bench::new(summariser(Vec::new()).await, history.clone()).await;
+        let job = bench.job(4_000, quick_retries());
+        let thresholds = job.thresholds;
+        assert!(thresholds.crosses_trigger(job.before), "the bench's history is past the trigger");
+        let done = compact(job).await.unwrap();
+
+        let after = bench
+            .meter
+            .count_request(&ChatRequest { messages: done.history.clone(), ..bench.request.clone() }, None);
+        assert!(
+            after.count.total.tokens <= thresholds.destination,
+            "{} over {}",
+            after.count.total.tokens,
+            thresholds.destination
+        );
+        assert!(done.batches >= 1 && !done.in_place);
+        assert!(done.history.iter().any(|m| m.text().contains(SUMMARY)), "the summary is in the history");
+        let sent = bench.server.chat_requests();
+        assert!(!sent.is_empty() && sent.iter().all(is_summary_request));
+        assert!(sent[0]["messages"][0]["content"].as_str().unwrap().starts_with(SUMMARISER_SYSTEM_START));
+        // The archive holds what left the request, whole, one message per line, in order.
+        let archive = bench.store.read_evidence(&done.archive_id, 0, 10_000, Unit::Lines).unwrap();
+        let archived: Vec<Message> = archive.data.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert!(!archived.is_empty());
+        assert_eq!(archived[..], history[..archived.len()]);
+        assert_eq!(bench.store.evidence(&done.archive_id).unwrap().source.tool, Producer::Compaction);
+    }
+
+    #[tokio::test]
+    async fn a_summary_request_is_retried_on_the_daemons_clock() {
+        let server = summariser(vec![server_error(503, "busy")]).await;
+        let bench = Bench::new(server, rounds(12, 300)).await;
+        let done = compact(bench.job(4_000, quick_retries())).await.unwrap();
+        assert!(done.history.iter().any(|m| m.text().contains(SUMMARY)));
+        let sent = bench.server.chat_requests();
+        assert_eq!(sent[0], sent[1], "the refused summary request is resent as it was");
+    }
+
+    #[tokio::test]
+    async fn a_summariser_that_refuses_fails_the_compaction_with_its_words() {
+        let server = summariser(vec![server_error(401, "Incorrect API key provided")]).await;
+        let bench = Bench::new(server, rounds(12, 300)).await;
+        let error = compact(bench.job(4_000, quick_retries())).await.unwrap_err();
+        assert!(
+            matches!(&error, CompactError::Provider(ProviderError::Rejected { status: 401, .. })),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("Incorrect API key provided"), "{error}");
+        assert_eq!(bench.server.chat_requests().len(), 1, "a refusal is not resent");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_compaction_stops_at_once() {
+        let server = summariser(vec![hang()]).await;
+        let bench = Bench::new(server, rounds(12, 300)).await;
+        let trigger = bench.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            trigger.cancel();
+        });
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(10), compact(bench.job(4_000, quick_retries())));
+        assert!(matches!(outcome.await, Ok(Err(CompactError::Cancelled))));
+    }
+
+    #[tokio::test]
+    async fn what_no_compaction_can_bring_under_the_window_fails_with_the_numbers() {
+        // The objective alone is over the window: it is never summarised away.
+        let huge = vec![Message::user("please consider this detail carefully. ".repeat(600))];
+        let bench = Bench::new(summariser(Vec::new()).await, huge).await;
+        let error = compact(bench.job(1_000, quick_retries())).await.unwrap_err();
+        let CompactError::Failed(reason) = &error else { panic!("{error:?}") };
+        assert!(reason.contains("1000-token window"), "{reason}");
+        assert!(bench.server.chat_requests().is_empty());
+    }
 }

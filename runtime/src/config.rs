@@ -390,7 +390,12 @@ impl RawConfig {
                 },
             );
         }
-        let role = |key: String, r: RawRole, is_specialist: bool| -> Result<RoleConfig, ConfigError> {
+        let role = |who: Role, r: RawRole| -> Result<RoleConfig, ConfigError> {
+            let key = match &who {
+                Role::Specialist(name) => format!("team.specialists.{name}"),
+                fixed => format!("team.{fixed}"),
+            };
+            let is_specialist = !who.is_fixed();
             if !providers.contains_key(&r.provider) {
                 return Err(invalid(
                     format!("{key}.provider"),
@@ -446,7 +451,7 @@ impl RawConfig {
                     }
                 }
             }
-            if r.verify.is_some() && key != "team.coder" {
+            if r.verify.is_some() && who != Role::Coder {
                 return Err(invalid(format!("{key}.verify"), "only the coder takes `verify`".into()));
             }
             Ok(RoleConfig {
@@ -460,8 +465,8 @@ impl RawConfig {
                 max_output_tokens,
             })
         };
-        let lead = role("team.lead".into(), self.team.lead, false)?;
-        let coder = role("team.coder".into(), self.team.coder, false)?;
+        let lead = role(Role::Lead, self.team.lead)?;
+        let coder = role(Role::Coder, self.team.coder)?;
         let mut specialists = BTreeMap::new();
         for (name, r) in self.team.specialists {
             if Role::parse(&name).is_fixed() {
@@ -470,7 +475,7 @@ impl RawConfig {
                     "a specialist may not be named lead or coder".into(),
                 ));
             }
-            let cfg = role(format!("team.specialists.{name}"), r, true)?;
+            let cfg = role(Role::Specialist(name.clone()), r)?;
             specialists.insert(name, cfg);
         }
         let command_timeout = match self.tools.command_timeout {

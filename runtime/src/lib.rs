@@ -21,8 +21,11 @@ pub mod fuzzing;
 pub mod meter;
 pub mod provider;
 pub mod render;
+pub mod retry;
 pub mod rpc;
 pub mod scheduler;
 pub mod socket;
 pub mod supervisor;
 pub mod task;
+#[cfg(test)]
+mod testing;

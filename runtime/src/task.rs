@@ -72,6 +72,16 @@ pub struct TaskCtx {
 }
 
 impl TaskCtx {
+    /// A task's context, its team not formed yet: [`launch`] forms it once the agents are started.
+    pub(crate) fn new(
+        task_id: String,
+        workspace: Workspace,
+        cancel: CancellationToken,
+        shared: Arc<Shared>,
+    ) -> TaskCtx {
+        TaskCtx { task_id, workspace, cancel, shared, team: OnceLock::new() }
+    }
+
     pub fn member(&self, role: &Role) -> Option<Addr<AgentActor>> {
         self.team.get().and_then(|t| t.get(role)).cloned()
     }
@@ -162,13 +172,7 @@ pub fn launch(
     cancel: CancellationToken,
     done: tokio::sync::watch::Sender<Option<TaskState>>,
 ) -> Result<(), TaskError> {
-    let ctx = Arc::new(TaskCtx {
-        task_id: task_id.clone(),
-        workspace,
-        cancel: cancel.clone(),
-        shared: shared.clone(),
-        team: OnceLock::new(),
-    });
+    let ctx = Arc::new(TaskCtx::new(task_id.clone(), workspace, cancel.clone(), shared.clone()));
     let roles: Vec<Role> = shared.config.roles().collect();
     let mut team = BTreeMap::new();
     let mut states = role_states(&shared.store, &task_id)?;
@@ -397,4 +401,288 @@ fn finish(
         ends.insert(task_id, crate::ends::End { record_error: e.to_string(), ..end });
     }
     state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{Rig, PROVIDER};
+    use agentd_agents::tools::ToolOutcome;
+    use agentd_policies::{Message, Part, Speaker};
+    use agentd_test_support::{delegate, finish as finish_call, sse, tool_call_with_id, ScriptedServer};
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn call(id: &str, name: &str, args: serde_json::Value) -> Part {
+        Part::ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() }
+    }
+
+    fn message(role: &str, message: Message) -> Record {
+        Record::Message { role: Role::from(role), message }
+    }
+
+    #[test]
+    fn a_lone_unanswered_delegate_call_is_a_pending_delegation() {
+        let asked = Message::new(
+            Speaker::Assistant,
+            vec![call("d1", "delegate", json!({"to": "coder", "objective": "x"}))],
+        );
+        let pending = pending_delegation(&[Message::user("Fix it"), asked.clone()]).unwrap();
+        assert_eq!((pending.call_id.as_str(), &pending.to), ("d1", &Role::Coder));
+        // Beside another call, answered, or not the last word: not a delegation to resume into.
+        let two = Message::new(
+            Speaker::Assistant,
+            vec![
+                call("d1", "delegate", json!({"to": "coder", "objective": "x"})),
+                call("r1", "read_file", json!({})),
+            ],
+        );
+        assert!(pending_delegation(&[two]).is_none());
+        assert!(pending_delegation(&[asked.clone(), Message::tool_result("d1", "done", false)]).is_none());
+        let reading = Message::new(Speaker::Assistant, vec![call("r1", "read_file", json!({"path": "a"}))]);
+        assert!(pending_delegation(&[reading]).is_none());
+        assert!(pending_delegation(&[]).is_none());
+    }
+
+    #[test]
+    fn what_each_role_resumes_with_is_read_back_from_one_pass_over_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let outcome = ToolOutcome { ok: true, content: "wrote".into(), complete: true };
+        let receipt =
+            agentd_agents::receipts::receipt(ToolName::WriteFile, r#"{"path":"a.txt"}"#, &outcome, None);
+        let writes = |id: &str, tool: &str, path: &str| {
+            Message::new(Speaker::Assistant, vec![call(id, tool, json!({"path": path, "content": "x"}))])
+        };
+        for record in [
+            message("coder", writes("c1", "write_file", "a.txt")),
+            Record::Receipt { role: Role::Coder, receipt: receipt.clone() },
+            message("coder", writes("c2", "edit_file", "b.txt")),
+            message("coder", writes("c3", "read_file", "c.txt")),
+            message("coder", writes("c4", "write_file", "a.txt")),
+        ] {
+            store.append("t1", &record).unwrap();
+        }
+        let kind = EventKind::ResponseReceived { finish_reason: "stop".into(), usage: None };
+        store.append_event("t1", &Role::Lead, "2025-01-01T00:00:00.000Z", kind).unwrap();
+
+        let mut states = role_states(&store, "t1").unwrap();
+        let coder = states.remove(&Role::Coder).unwrap();
+        assert_eq!(coder.receipts, [receipt]);
+        assert_eq!(coder.changed_files, ["b.txt", "a.txt"], "written or edited, newest last, once each");
+        assert_eq!(coder.last_answer_at, None);
+        let lead = states.remove(&Role::Lead).unwrap();
+        assert_eq!(lead.last_answer_at, crate::clock::parse_rfc3339("2025-01-01T00:00:00.000Z"));
+        assert!(lead.receipts.is_empty() && lead.changed_files.is_empty());
+    }
+
+    #[actix::test]
+    async fn every_unfinished_call_is_closed_but_a_delegation_a_resume_continues() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await, "").await;
+        let (bus, store) = (&rig.shared.bus, &rig.shared.store);
+        let called = |tool: &str, id: &str| EventKind::ToolCalled { tool: tool.into(), call_id: id.into() };
+        bus.emit("t1", &Role::from("lead"), called("delegate", "d1")).unwrap();
+        bus.emit("t1", &Role::from("coder"), called("read_file", "c1")).unwrap();
+        bus.emit("t1", &Role::from("coder"), called("read_file", "c2")).unwrap();
+        bus.emit(
+            "t1",
+            &Role::from("coder"),
+            EventKind::tool_ended(&ToolName::parse("read_file"), "c2", true, false),
+        )
+        .unwrap();
+
+        assert_eq!(close_unfinished_calls(store, bus, "t1", true).unwrap(), 1);
+        let last = rig.events("t1").pop().unwrap();
+        assert_eq!(
+            (&last.role, &last.kind),
+            (&Role::Coder, &EventKind::tool_ended(&ToolName::parse("read_file"), "c1", false, true))
+        );
+        // Closing is idempotent; once the task is over, the delegation is closed too.
+        assert_eq!(close_unfinished_calls(store, bus, "t1", true).unwrap(), 0);
+        assert_eq!(close_unfinished_calls(store, bus, "t1", false).unwrap(), 1);
+        assert_eq!(
+            rig.events("t1").pop().unwrap().kind,
+            EventKind::tool_ended(&ToolName::parse("delegate"), "d1", false, true)
+        );
+    }
+
+    #[actix::test]
+    async fn compact_at_is_the_pairs_then_the_roles_then_the_configs_then_the_default() {
+        let server = ScriptedServer::start(vec![]).await;
+        let config = format!(
+            "[providers.{PROVIDER}]\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
+             [team.lead]\nprovider = \"{PROVIDER}\"\nmodel = \"{model}\"\n\n\
+             [team.coder]\nprovider = \"{PROVIDER}\"\nmodel = \"{model}\"\ncompact_at = 70\n",
+            server.base_url(),
+            model = server.model()
+        );
+        let rig = Rig::start_with(server, &config).await;
+        let (url, model) = (rig.server.base_url(), rig.server.model().to_string());
+        let shared = &rig.shared;
+        let at = |role: &str| effective_compact_at(shared, &Role::from(role), &url, &model).unwrap();
+        let key = |role: &str, pair: Option<(&str, &str)>| {
+            let role = Role::from(role);
+            match pair {
+                None => SettingKey::CompactAt { role: &role }.to_string(),
+                Some((server, model)) => SettingKey::CompactAtOn { role: &role, server, model }.to_string(),
+            }
+        };
+        assert_eq!((at("lead"), at("coder")), (DEFAULT_COMPACT_AT, 70));
+        shared.store.set_setting(&key("coder", None), &json!(60)).unwrap();
+        assert_eq!(at("coder"), 60);
+        shared.store.set_setting(&key("coder", Some((&url, &model))), &json!(50)).unwrap();
+        assert_eq!(at("coder"), 50);
+        // Another pair's setting is not this pair's, and a value out of range is not a setting.
+        shared.store.set_setting(&key("lead", Some(("http://elsewhere/v1", &model))), &json!(40)).unwrap();
+        shared.store.set_setting(&key("lead", None), &json!(0)).unwrap();
+        assert_eq!(at("lead"), DEFAULT_COMPACT_AT);
+
+        let snapshot = rig.task("x").snapshot(&Role::Coder).unwrap();
+        assert_eq!(
+            (snapshot.compact_at, snapshot.server.as_str(), snapshot.model.as_str()),
+            (50, url.as_str(), model.as_str())
+        );
+        assert_eq!(snapshot.provider, PROVIDER);
+        assert_eq!(snapshot.tools, default_tools(&Role::Coder));
+        let unknown = rig.task("x").snapshot(&Role::specialist("reviewer")).unwrap_err();
+        assert_eq!(unknown.to_string(), "no role \"reviewer\" in the team");
+    }
+
+    #[actix::test]
+    async fn a_state_change_never_overwrites_an_end_or_an_interruption() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await, "").await;
+        let task = rig.task("x");
+        task.set_state(TaskState::WaitingRetry).unwrap();
+        assert_eq!(rig.state(&task.task_id), TaskState::WaitingRetry);
+        rig.shared.store.update_task(&task.task_id, |t| t.state = TaskState::Interrupted).unwrap();
+        task.set_state(TaskState::Running).unwrap();
+        assert_eq!(rig.state(&task.task_id), TaskState::Interrupted);
+    }
+
+    #[actix::test]
+    async fn the_end_of_a_task_is_recorded_by_its_outcome() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await, "").await;
+        let (store, bus, ends) = (&rig.shared.store, &rig.shared.bus, &rig.shared.ends);
+        let end = |outcome: Result<String, TurnError>, cancelled: bool| {
+            let task = rig.task("x");
+            if cancelled {
+                task.cancel.cancel();
+            }
+            let state = finish(store, bus, ends, &task.task_id, &task.cancel, outcome);
+            let meta = store.task(&task.task_id).unwrap().unwrap();
+            (state, meta.state, meta.result, meta.error, rig.events(&task.task_id).pop().map(|e| e.kind))
+        };
+        let (state, recorded, result, _, last) = end(Ok("fixed".into()), false);
+        assert_eq!(
+            (state, recorded, result.as_deref()),
+            (TaskState::Finished, TaskState::Finished, Some("fixed"))
+        );
+        assert_eq!(last, Some(EventKind::TaskFinished { summary: "fixed".into() }));
+        let (state, _, _, _, last) = end(Err(TurnError::Cancelled), false);
+        assert_eq!((state, last), (TaskState::Cancelled, Some(EventKind::TaskCancelled {})));
+        // A turn that failed because the task was being cancelled was cancelled.
+        let (state, _, _, error, _) = end(Err(TurnError::Team("the fitter is gone".into())), true);
+        assert_eq!((state, error), (TaskState::Cancelled, None));
+        let (state, _, _, error, last) = end(Err(TurnError::Team("the fitter is gone".into())), false);
+        assert_eq!((state, error.as_deref()), (TaskState::Failed, Some("the fitter is gone")));
+        assert_eq!(last, Some(EventKind::TaskFailed { error: "the fitter is gone".into() }));
+
+        // A shutdown's `interrupted` stands.
+        let task = rig.task("x");
+        store.update_task(&task.task_id, |t| t.state = TaskState::Interrupted).unwrap();
+        let state = finish(store, bus, ends, &task.task_id, &task.cancel, Err(TurnError::Cancelled));
+        assert_eq!((state, rig.state(&task.task_id)), (TaskState::Interrupted, TaskState::Interrupted));
+        assert!(rig.events(&task.task_id).is_empty());
+    }
+
+    /// Launches the task and waits for its end state.
+    async fn run(rig: &Rig, task: &TaskCtx, start: Start) -> TaskState {
+        let (done, mut ended) = tokio::sync::watch::channel(None);
+        launch(
+            rig.shared.clone(),
+            task.task_id.clone(),
+            task.workspace.clone(),
+            start,
+            task.cancel.clone(),
+            done,
+        )
+        .unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(30), ended.wait_for(Option::is_some)).await;
+        let state = *ended.expect("the task ends").expect("the runner reports");
+        state.expect("an end state")
+    }
+
+    #[actix::test]
+    async fn a_launched_task_runs_the_lead_through_a_delegation_to_its_end() {
+        let server = ScriptedServer::start(vec![
+            sse(vec![delegate("coder", "Fix the adder")]),
+            sse(vec![finish_call("changed - to +")]),
+            sse(vec![finish_call("the coder fixed the adder")]),
+        ])
+        .await;
+        let rig = Rig::start(server, "").await;
+        let task = rig.task("Fix the adder");
+        assert_eq!(
+            run(&rig, &task, Start::Fresh { objective: "Fix the adder".into() }).await,
+            TaskState::Finished
+        );
+
+        let meta = rig.shared.store.task(&task.task_id).unwrap().unwrap();
+        assert_eq!(meta.result.as_deref(), Some("the coder fixed the adder"));
+        let coder = rig.history(&task.task_id, "coder");
+        assert!(coder[0].text().contains("Fix the adder"), "the handoff carries the objective: {coder:#?}");
+        let lead = rig.history(&task.task_id, "lead");
+        let returned = lead.iter().flat_map(|m| &m.parts).any(
+            |p| matches!(p, Part::ToolResult { content, is_error: false, .. } if content == "changed - to +"),
+        );
+        assert!(returned, "the coder's summary is the delegate call's result: {lead:#?}");
+        let kinds = rig.kinds(&task.task_id);
+        let delegated = kinds.iter().position(|k| k == "delegated").unwrap();
+        let returned = kinds.iter().position(|k| k == "delegation_returned").unwrap();
+        assert!(delegated < returned);
+        assert_eq!(kinds.last().map(String::as_str), Some("task_finished"));
+    }
+
+    #[actix::test]
+    async fn a_resume_into_a_pending_delegation_hands_the_delegates_summary_back() {
+        let server = ScriptedServer::start(vec![
+            sse(vec![tool_call_with_id("c9", "finish", json!({"summary": "changed - to +"}))]),
+            sse(vec![finish_call("the coder fixed the adder")]),
+        ])
+        .await;
+        let rig = Rig::start(server, "").await;
+        let task = rig.task("Fix the adder");
+        // The daemon stopped while the lead waited on the coder.
+        let asked = Message::new(
+            Speaker::Assistant,
+            vec![call("d1", "delegate", json!({"to": "coder", "objective": "Fix the adder"}))],
+        );
+        for record in [
+            message("lead", Message::user("Fix the adder")),
+            message("lead", asked),
+            message("coder", Message::user("Fix the adder (handed over by lead)")),
+        ] {
+            rig.shared.store.append(&task.task_id, &record).unwrap();
+        }
+        rig.shared
+            .bus
+            .emit(
+                &task.task_id,
+                &Role::Lead,
+                EventKind::ToolCalled { tool: "delegate".into(), call_id: "d1".into() },
+            )
+            .unwrap();
+        assert_eq!(run(&rig, &task, Start::Resume).await, TaskState::Finished);
+
+        let sent = rig.server.chat_requests();
+        assert_eq!(sent.len(), 2, "the coder's turn, then the lead's: nobody starts over");
+        let lead = rig.history(&task.task_id, "lead");
+        assert_eq!(lead[2], Message::tool_result("d1", "changed - to +", false));
+        let events = rig.events(&task.task_id);
+        assert!(events
+            .iter()
+            .any(|e| e.kind == EventKind::tool_ended(&ToolName::parse("delegate"), "d1", true, false)));
+        let meta = rig.shared.store.task(&task.task_id).unwrap().unwrap();
+        assert_eq!(meta.result.as_deref(), Some("the coder fixed the adder"));
+    }
 }

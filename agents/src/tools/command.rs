@@ -13,6 +13,7 @@ use super::args::Args;
 use super::sandbox::{Cgroup, Prepared};
 use super::{ToolContext, ToolOutcome};
 use crate::error::ToolError;
+use agentd_protocol::ToolName;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,7 +38,7 @@ impl<'a> CommandArgs<'a> {
         let command = args.str("command")?;
         if command.trim().is_empty() {
             return Err(ToolError::InvalidArguments {
-                tool: "run_command".into(),
+                tool: ToolName::RunCommand.into(),
                 message: "`command` must not be empty".into(),
             });
         }

@@ -5,6 +5,7 @@
 use super::args::Args;
 use super::{ToolContext, ToolOutcome};
 use crate::error::ToolError;
+use agentd_protocol::ToolName;
 use rustix::fs::FileType;
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -24,7 +25,7 @@ impl<'a> ReadArgs<'a> {
         let limit = args.opt_u64("limit")?;
         if limit == Some(0) {
             return Err(ToolError::InvalidArguments {
-                tool: "read_file".into(),
+                tool: ToolName::ReadFile.into(),
                 message: "`limit` must be at least 1".into(),
             });
         }
@@ -60,7 +61,7 @@ impl<'a> EditArgs<'a> {
         let new_text = args.str("new_text")?;
         if old_text.is_empty() {
             return Err(ToolError::InvalidArguments {
-                tool: "edit_file".into(),
+                tool: ToolName::EditFile.into(),
                 message: "`old_text` must not be empty".into(),
             });
         }

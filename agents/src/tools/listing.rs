@@ -11,6 +11,7 @@ use super::ToolOutcome;
 use crate::error::ToolError;
 use crate::text::truncate_chars;
 use crate::workspace::{open_entry, refuse_hard_link, Opened, Workspace};
+use agentd_protocol::ToolName;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, Dir, FileType, Stat};
 use std::ffi::{OsStr, OsString};
@@ -56,7 +57,7 @@ impl<'a> SearchArgs<'a> {
         let pattern = args.str("pattern")?;
         if pattern.is_empty() {
             return Err(ToolError::InvalidArguments {
-                tool: "search".into(),
+                tool: ToolName::Search.into(),
                 message: "`pattern` must not be empty".into(),
             });
         }

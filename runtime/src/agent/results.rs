@@ -1,0 +1,158 @@
+//! A tool result sized for the model.
+//!
+//! A result within the limit of the request it answers (see `Thresholds::whole_result_limit`, by the
+//! role's measure) goes into the history whole. A larger one is stored whole as evidence, and the
+//! model gets its first page with the id, the size and how to read on (`read_evidence`); when the
+//! database cannot take it, it is written whole to a workspace file the model can read instead.
+//! Pages are cut by lines, halved until they fit their budget.
+
+use super::{Agent, Snapshot, TurnError};
+use crate::clock::now_rfc3339;
+use crate::meter::Meter;
+use crate::provider::Client;
+use agentd_agents::tools::ToolOutcome;
+use agentd_evidence::{NewEvidence, Source, Stored, Unit};
+use agentd_policies::Tokens;
+use agentd_protocol::{Producer, ToolName};
+
+/// A tool result as it goes into the history.
+pub(super) struct Bounded {
+    pub content: String,
+    pub evidence_id: Option<String>,
+    /// `content`, by the role's measure.
+    pub tokens: Tokens,
+}
+
+impl Agent {
+    /// A tool result as the model gets it: whole when it is within `limit` (by the role's measure;
+    /// see `Thresholds::whole_result_limit`); otherwise stored whole as evidence, and the model gets
+    /// the first page, the id, the size and how to read on.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn bounded(
+        &self,
+        snapshot: &Snapshot,
+        client: &Client,
+        meter: &Meter,
+        limit: Tokens,
+        tool: &ToolName,
+        call_id: &str,
+        arguments: &str,
+        outcome: &ToolOutcome,
+    ) -> Result<Bounded, TurnError> {
+        let whole = |tokens: Tokens| Bounded { content: outcome.content.clone(), evidence_id: None, tokens };
+        // An evidence page was sized when it was read.
+        if *tool == ToolName::ReadEvidence {
+            return Ok(whole(meter.count_text(&outcome.content).tokens));
+        }
+        let tokens = meter.measure_text(client, &snapshot.model, &outcome.content).await.tokens;
+        if tokens <= limit {
+            return Ok(whole(tokens));
+        }
+        let detail = serde_json::from_str::<serde_json::Value>(arguments).ok().and_then(|v| {
+            v.get("path").or_else(|| v.get("command")).and_then(|p| p.as_str()).map(str::to_string)
+        });
+        let stored = self
+            .task
+            .shared
+            .store
+            .put_evidence(
+                NewEvidence {
+                    data: outcome.content.as_bytes(),
+                    media_type: "text/plain",
+                    source: Source {
+                        task_id: self.task.task_id.clone(),
+                        role: self.role.clone(),
+                        tool: Producer::Tool(tool.clone()),
+                        call_id: Some(call_id.to_string()),
+                        detail,
+                    },
+                    complete: outcome.complete,
+                    incomplete_reason: (!outcome.complete)
+                        .then(|| "the producer was cut off (see the text)".into()),
+                    created_at: &now_rfc3339(),
+                },
+                &self.task.workspace.root().join(".agentd-evidence"),
+            )
+            .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))?;
+        match stored {
+            Stored::InStore(meta) => {
+                let page = self
+                    .page(snapshot, client, meter, &meta.id, 0, None, limit)
+                    .await
+                    .map_err(TurnError::Team)?;
+                let tokens = meter.count_text(&page).tokens;
+                Ok(Bounded { content: page, evidence_id: Some(meta.id), tokens })
+            }
+            Stored::Fallback { path, meta } => {
+                // The database could not hold it: the whole text is in a file the model can read.
+                let rel =
+                    path.strip_prefix(self.task.workspace.root()).unwrap_or(&path).display().to_string();
+                let mut head = outcome.content.clone();
+                let mut cut = (limit.0 as usize).min(head.len());
+                while !head.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                head.truncate(cut);
+                let content = format!(
+                    "[the {tool} result ({} bytes) was too large for one request and the evidence \
+                     database could not take it; it is stored whole in the workspace file {rel} — \
+                     read it with read_file {{\"path\": \"{rel}\", \"offset\": N}}. Its beginning:]\n{head}",
+                    meta.bytes
+                );
+                let tokens = meter.count_text(&content).tokens;
+                Ok(Bounded { content, evidence_id: None, tokens })
+            }
+        }
+    }
+
+    /// One page of evidence, in lines from `offset`, no larger than `budget` tokens, with a header
+    /// that says where it is and how to read on.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn page(
+        &self,
+        snapshot: &Snapshot,
+        client: &Client,
+        meter: &Meter,
+        id: &str,
+        offset: u64,
+        limit: Option<u64>,
+        budget: Tokens,
+    ) -> Result<String, String> {
+        let store = &self.task.shared.store;
+        let meta = store.evidence(id).map_err(|e| e.to_string())?;
+        let mut lines = limit.unwrap_or(400).clamp(1, 100_000);
+        loop {
+            let page = store.read_evidence(id, offset, lines, Unit::Lines).map_err(|e| e.to_string())?;
+            let fits = meter.measure_text(client, &snapshot.model, &page.data).await.tokens <= budget;
+            if fits || lines == 1 {
+                let mut data = page.data;
+                let mut note = String::new();
+                if !fits {
+                    // One line longer than a page: show its beginning and say so.
+                    let mut cut = ((budget.0 * 3) as usize).min(data.len());
+                    while !data.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    data.truncate(cut);
+                    note =
+                        format!(" Line {} is longer than a page; only its beginning is shown.", offset + 1);
+                }
+                let end = page.offset + page.len;
+                let next = match page.next_offset {
+                    Some(n) => format!(" Read on with read_evidence {{\"id\": \"{id}\", \"offset\": {n}}}."),
+                    None => " This is the end.".to_string(),
+                };
+                let complete =
+                    if meta.complete { "" } else { " The producer was cut off: the evidence is incomplete." };
+                return Ok(format!(
+                    "[evidence {id}: {} bytes, {} lines; lines {}-{} shown.{next}{note}{complete}]\n{data}",
+                    meta.bytes,
+                    meta.lines,
+                    page.offset + 1,
+                    end
+                ));
+            }
+            lines = (lines / 2).max(1);
+        }
+    }
+}
