@@ -17,6 +17,9 @@
 //! Files live in a temporary directory (under `$TMPDIR`, normally /tmp), removed at the end.
 //! Sizes: KB/MB in the row labels are powers of two (KiB/MiB); throughput MB/s is 10^6 bytes/s.
 
+// A benchmark or demo, not the daemon: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 mod common;
 
 use agentd_evidence::{NewEvidence, Page, Source, Store, Stored, Unit};

@@ -12,6 +12,9 @@
 //!
 //! `cargo run --release --example bench_longread`
 
+// A benchmark or demo, not the daemon: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 mod common;
 
 use agentd_test_support::*;

@@ -9,6 +9,9 @@
 //!
 //! `cargo run --example real_model_smoke -- http://127.0.0.1:8765/v1 smollm2`
 
+// A benchmark or demo, not the daemon: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 mod common;
 
 use agentd_policies::calibration::{Basis, Calibration, Raw};

@@ -4,6 +4,9 @@
 //! `retry-after`, 529 overloaded) is waited out, counts come from `count_tokens`, and a "prompt is too
 //! long" refusal teaches the window.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::TestDaemon;
 use agentd_test_support::*;
 use serde_json::{json, Value};

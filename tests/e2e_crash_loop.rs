@@ -7,6 +7,9 @@
 //!
 //! CI runs a few kills (`CRASH_LOOP_KILLS`, default 4); `scripts/crash-loop.sh` runs 50.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, RpcClient, TestDaemon};
 use agentd_test_support::*;
 use serde_json::{json, Value};

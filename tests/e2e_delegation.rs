@@ -2,6 +2,9 @@
 //! view with the complete list archived when they do not, and a loud failure when the archive cannot
 //! be written.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::workspace::sample_workspace;
 use agentd_test_support::*;

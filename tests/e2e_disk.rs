@@ -5,6 +5,9 @@
 //!
 //! Needs root to mount a small tmpfs for the daemon's home; elsewhere it prints `SKIPPED: …`.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::tmpfs::Tmpfs;
 use agentd_test_support::*;

@@ -5,6 +5,9 @@
 //! read whole; the coder's working files are the files it changed; a compaction's first summary
 //! continues the request the server last took, so its prefix is the cached one.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::*;
 use serde_json::{json, Value};

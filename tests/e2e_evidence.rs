@@ -4,6 +4,9 @@
 //! `read_evidence`; the archive is inspectable from the CLI, and a blob altered or deleted on disk is
 //! named by `verify` and never served.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::*;
 use serde_json::{json, Value};

@@ -1,6 +1,9 @@
 //! End-to-end: what goes wrong — path escapes, provider faults and retries, refusals that state the
 //! window, requests that cannot fit.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::workspace::sample_workspace;
 use agentd_test_support::*;

@@ -1,6 +1,9 @@
 //! End-to-end: the fitter at small windows. The scripted server counts every request itself and
 //! refuses one over its window, so "no request over the window" is checked by the other side.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::*;
 use serde_json::{json, Value};

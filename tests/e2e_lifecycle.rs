@@ -1,6 +1,9 @@
 //! End-to-end: the daemon's life — init, config errors, one daemon per home, cancel, SIGTERM,
 //! `kill -9` and resume.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::workspace::sample_workspace;
 use agentd_test_support::*;

@@ -2,6 +2,9 @@
 //! provider key in its environment; the command tries to read it, the daemon's home and socket, the
 //! world outside the workspace, and to leave a `setsid` child behind.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::*;
 use serde_json::json;

@@ -1,6 +1,9 @@
 //! End-to-end with a driven clock (`AGENTD_CLOCK=manual`, `clock.advance`): idle thinking cleanup
 //! and its prefix stability, and cron jobs.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::*;
 use serde_json::{json, Value};

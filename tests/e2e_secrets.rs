@@ -6,6 +6,9 @@
 //! are searched for both values. The command sandbox is off here: redaction is the layer that holds
 //! even then (with it on, the command cannot read the daemon's environment at all — e2e_sandbox).
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::TestDaemon;
 use agentd_test_support::*;
 use serde_json::json;

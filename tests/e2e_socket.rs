@@ -1,6 +1,9 @@
 //! End-to-end: the socket protocol's error handling. Every bad input gets its JSON-RPC error and the
 //! same connection keeps working.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;

@@ -1,6 +1,9 @@
 //! End-to-end: the real `agentd` binary over its real socket, against a scripted OpenAI-compatible
 //! server: submit → the lead reads → delegates → the coder edits → finishes → the lead finishes.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::workspace::sample_workspace;
 use agentd_test_support::*;

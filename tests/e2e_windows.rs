@@ -1,6 +1,9 @@
 //! End-to-end: the window declared by Ollama's `/api/show` and by llama.cpp's `/props`, when the model
 //! list declares none. `models probe` prints it as `declared`, and a task's requests are fitted to it.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::*;
 use serde_json::Value;

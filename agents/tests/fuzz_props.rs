@@ -2,6 +2,9 @@
 //! on every build: arbitrary text, JSON objects of arbitrary fields, and random mutations of the
 //! committed seed corpus (`fuzz/corpus/tool_args/`: the tool's name, a newline, the arguments).
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use agentd_agents::fuzzing::{check_tool_arguments, parse_tool_arguments, split_input};
 use agentd_agents::ToolError;
 use proptest::prelude::*;

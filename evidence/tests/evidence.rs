@@ -1,3 +1,5 @@
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use agentd_evidence::{
     write_fallback, BlobProblem, EvidenceError, EvidenceMeta, NewEvidence, Source, Store, Stored, Unit,
 };

@@ -1,6 +1,9 @@
 //! A store whose writes fail (a full disk) says so, refuses writes without touching the disk, and
 //! heals by reopening the database, without losing anything it acknowledged.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use agentd_evidence::{Store, StoreError};
 use agentd_policies::{EventKind, Message, Record};
 use agentd_protocol::Role;

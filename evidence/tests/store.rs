@@ -1,3 +1,5 @@
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use agentd_evidence::{Store, StoreError, TaskMeta};
 use agentd_policies::{EventKind, Message, Record, TaskState, Tokens, Window, WindowSource};
 use agentd_protocol::Role;

@@ -1,5 +1,8 @@
 //! Writes `docs/protocol.schema.json` from the protocol's types (the test `schema` checks it).
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 fn main() -> std::io::Result<()> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/protocol.schema.json");
     std::fs::write(&path, agentd_protocol::schema::protocol_schema_text())?;

@@ -2,6 +2,9 @@
 //! reads the real protocol. When this fails, run `cargo run -p agentd-protocol --example write_schema`
 //! and commit the file.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use agentd_protocol::schema::protocol_schema_text;
 use std::path::PathBuf;
 

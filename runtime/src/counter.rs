@@ -652,6 +652,14 @@ impl FoldHasher {
     }
 }
 
+/// The little-endian `u64` of an 8-byte slice (every caller slices exactly 8 bytes of a 16-byte block).
+#[inline]
+fn le_u64(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(bytes);
+    u64::from_le_bytes(word)
+}
+
 impl Hasher for FoldHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
@@ -663,8 +671,8 @@ impl Hasher for FoldHasher {
             let mut stripes = bytes.chunks_exact(64);
             for stripe in &mut stripes {
                 for (lane, block) in lanes.iter_mut().zip(stripe.chunks_exact(16)) {
-                    let a = u64::from_le_bytes(block[..8].try_into().expect("8 bytes"));
-                    let b = u64::from_le_bytes(block[8..].try_into().expect("8 bytes"));
+                    let a = le_u64(&block[..8]);
+                    let b = le_u64(&block[8..]);
                     *lane = fold_mul(a ^ *lane ^ K1, b ^ K2);
                 }
             }
@@ -674,16 +682,16 @@ impl Hasher for FoldHasher {
         }
         let mut blocks = bytes_left.chunks_exact(16);
         for block in &mut blocks {
-            let a = u64::from_le_bytes(block[..8].try_into().expect("8 bytes"));
-            let b = u64::from_le_bytes(block[8..].try_into().expect("8 bytes"));
+            let a = le_u64(&block[..8]);
+            let b = le_u64(&block[8..]);
             s = fold_mul(a ^ s ^ K1, b ^ K2);
         }
         // The tail, zero-padded, with the length so that padding cannot collide with real zeros.
         let tail = blocks.remainder();
         let mut buf = [0u8; 16];
         buf[..tail.len()].copy_from_slice(tail);
-        let a = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
-        let b = u64::from_le_bytes(buf[8..].try_into().expect("8 bytes"));
+        let a = le_u64(&buf[..8]);
+        let b = le_u64(&buf[8..]);
         self.state = fold_mul(a ^ s ^ K1, b ^ K2 ^ (bytes.len() as u64).wrapping_mul(K0));
     }
 

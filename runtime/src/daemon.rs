@@ -115,16 +115,15 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
     if std::env::var("AGENTD_CLOCK").as_deref() == Ok("manual") {
         crate::clock::install(crate::clock::Clock::manual());
     }
-    let system = actix::System::with_tokio_rt(|| {
-        // More workers than cores: an append waits for its fsync (group commit) on the thread that
-        // made it, and with one worker per core two waiting appends would stall every other task.
-        let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2) * 4;
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .enable_all()
-            .build()
-            .expect("a tokio runtime")
-    });
+    // More workers than cores: an append waits for its fsync (group commit) on the thread that
+    // made it, and with one worker per core two waiting appends would stall every other task.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2) * 4;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(|e| DaemonError::Runtime(format!("cannot start the async runtime: {e}")))?;
+    let system = actix::System::with_tokio_rt(move || runtime);
     let outcome: Result<(), DaemonError> = system.block_on(async move {
         let bus = EventBus::new(store.clone());
         let fitter_arbiter = Arbiter::new();

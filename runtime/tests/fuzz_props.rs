@@ -2,6 +2,9 @@
 //! every build: arbitrary bytes, and random mutations of the committed seed corpus
 //! (`fuzz/corpus/<target>/`). `cargo fuzz` (see `fuzz/README.md`) runs the same oracles longer.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use agentd_policies::Part;
 use agentd_runtime::fuzzing::{
     assemble_anthropic_sse, assemble_openai_sse, check_config, check_rpc_lines, check_sse, decode_rpc_lines,

@@ -62,6 +62,8 @@
 //! (step → wire rendering, pure), `count` (the server's token count) and
 //! `cache` (its prompt cache), `http` (hand-rolled HTTP/1.1 on tokio),
 //! `server` (handle, builder, routing).
+// A crate of test helpers: a failed expectation here is a failed test, so it may panic.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod anthropic;
 mod cache;

@@ -1,5 +1,8 @@
 //! The scripted server's Anthropic endpoints over real TCP with a raw HTTP/1.1 client.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use agentd_test_support::*;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

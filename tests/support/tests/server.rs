@@ -1,5 +1,8 @@
 //! Exercises the scripted server over real TCP with a raw HTTP/1.1 client.
 
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
