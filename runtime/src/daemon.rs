@@ -126,11 +126,7 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
     let system = actix::System::with_tokio_rt(move || runtime);
     let outcome: Result<(), DaemonError> = system.block_on(async move {
         let bus = EventBus::new(store.clone());
-        let fitter_arbiter = Arbiter::new();
-        let (fitter_store, fitter_bus, retry) = (store.clone(), bus.clone(), config.retry);
-        let fitter = Fitter::start_in_arbiter(&fitter_arbiter.handle(), move |_| {
-            Fitter::new(fitter_store, fitter_bus, retry)
-        });
+        let fitter = Fitter::new(store.clone(), bus.clone(), config.retry);
         let scheduler = Scheduler::new(config.jobs.clone(), store.clone(), home_dir.clone()).start();
         let mut clients = HashMap::new();
         for (name, p) in &config.providers {
@@ -187,7 +183,6 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
             tracing::error!(tasks = shared.ends.len(), "stopping with task ends the store could not record");
         }
         store.flush()?;
-        fitter_arbiter.stop();
         System::current().stop();
         Ok(())
     });

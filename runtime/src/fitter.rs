@@ -20,7 +20,6 @@ use crate::compactor::{compact, CompactError, Compacted, Job};
 use crate::counter::{prepare, CountSource, Fingerprint, RequestCount, TokenCounter};
 use crate::meter::Meter;
 use crate::provider::{ChatRequest, Client};
-use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_evidence::{Store, StoreError};
 use agentd_policies::calibration::{Basis, Calibration, Observed, Raw};
@@ -204,6 +203,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The one measurer of every request: a cheap handle (clones share the state) that each task's agents
+/// call directly from their own tokio task. It is not an actor: it holds no state of its own beyond
+/// locked maps, so a mailbox would only funnel every task's counting through one thread.
+#[derive(Clone)]
 pub struct Fitter {
     state: Arc<State>,
 }
@@ -226,13 +229,7 @@ impl Fitter {
     }
 }
 
-impl Actor for Fitter {
-    type Context = Context<Self>;
-}
-
 /// Measure a request and say whether it may be sent; past the trigger, compact the history first.
-#[derive(Message)]
-#[rtype(result = "Result<Fitted, FitError>")]
 pub struct Fit {
     pub task_id: String,
     pub role: Role,
@@ -249,12 +246,12 @@ pub struct Fit {
     pub cancel: CancellationToken,
 }
 
-impl Handler<Fit> for Fitter {
-    type Result = ResponseFuture<Result<Fitted, FitError>>;
-
-    fn handle(&mut self, msg: Fit, _: &mut Context<Self>) -> Self::Result {
-        let state = self.state.clone();
-        Box::pin(async move { state.fit(msg).await })
+impl Fitter {
+    /// Measures the request of `msg` against its window; past the trigger, compacts the history and
+    /// measures the candidate again. Runs on the caller's task: two tasks' fits never wait on each
+    /// other.
+    pub async fn fit(&self, msg: Fit) -> Result<Fitted, FitError> {
+        self.state.fit(msg).await
     }
 }
 
@@ -498,18 +495,15 @@ fn working_files(changed: &[String], workspace: &Workspace, meter: &Meter) -> Ve
 }
 
 /// A refusal stated the window: remember it. Returns the window believed before.
-#[derive(Message)]
-#[rtype(result = "Result<Window, StoreError>")]
 pub struct Learn {
     pub server: String,
     pub model: String,
     pub window: Window,
 }
 
-impl Handler<Learn> for Fitter {
-    type Result = Result<Window, StoreError>;
-
-    fn handle(&mut self, msg: Learn, _: &mut Context<Self>) -> Self::Result {
+impl Fitter {
+    /// Remembers the window a refusal stated; returns the window believed before.
+    pub fn learn(&self, msg: Learn) -> Result<Window, StoreError> {
         let old = self.state.known_window(&msg.server, &msg.model)?.unwrap_or_else(Window::assumed);
         self.state.set_window(&msg.server, &msg.model, msg.window)?;
         Ok(old)
@@ -517,8 +511,6 @@ impl Handler<Learn> for Fitter {
 }
 
 /// Probe (or recall) the window of a server/model without counting anything.
-#[derive(Message)]
-#[rtype(result = "Result<Window, StoreError>")]
 pub struct WindowOf {
     pub client: Arc<Client>,
     pub model: String,
@@ -526,36 +518,29 @@ pub struct WindowOf {
     pub fresh: bool,
 }
 
-impl Handler<WindowOf> for Fitter {
-    type Result = ResponseFuture<Result<Window, StoreError>>;
-
-    fn handle(&mut self, msg: WindowOf, _: &mut Context<Self>) -> Self::Result {
-        let state = self.state.clone();
-        Box::pin(async move {
-            if msg.fresh {
-                if let Ok(Some(tokens)) = msg.client.probe_window(&msg.model).await {
-                    let w = Window { tokens, source: WindowSource::Declared };
-                    state.set_window(msg.client.base_url(), &msg.model, w)?;
-                    return Ok(w);
-                }
+impl Fitter {
+    /// The window of a server/model: remembered, or probed (`fresh`: probed again).
+    pub async fn window_of(&self, msg: WindowOf) -> Result<Window, StoreError> {
+        if msg.fresh {
+            if let Ok(Some(tokens)) = msg.client.probe_window(&msg.model).await {
+                let w = Window { tokens, source: WindowSource::Declared };
+                self.state.set_window(msg.client.base_url(), &msg.model, w)?;
+                return Ok(w);
             }
-            state.window(&msg.client, &msg.model).await
-        })
+        }
+        self.state.window(&msg.client, &msg.model).await
     }
 }
 
 /// The last measurement of a task's role, if it has made a request.
-#[derive(Message)]
-#[rtype(result = "Option<Gauge>")]
 pub struct GaugeOf {
     pub task_id: String,
     pub role: Role,
 }
 
-impl Handler<GaugeOf> for Fitter {
-    type Result = Option<Gauge>;
-
-    fn handle(&mut self, msg: GaugeOf, _: &mut Context<Self>) -> Self::Result {
+impl Fitter {
+    /// The gauge of a task's role: its last measurement, kept across restarts.
+    pub fn gauge_of(&self, msg: GaugeOf) -> Option<Gauge> {
         if let Some(g) = lock(&self.state.gauges).get(&(msg.task_id.clone(), msg.role.clone())) {
             return Some(g.clone());
         }
@@ -571,18 +556,16 @@ impl Handler<GaugeOf> for Fitter {
 /// sent one). The report corrects the window when it shows a silent truncation, and otherwise teaches
 /// the server/model's calibration; the answered request becomes the basis of the next one. Returns
 /// the window correction, if any.
-#[derive(Message)]
-#[rtype(result = "Result<Option<(Window, Window)>, StoreError>")]
 pub struct Observe {
     pub task_id: String,
     pub role: Role,
     pub usage: Option<Usage>,
 }
 
-impl Handler<Observe> for Fitter {
-    type Result = Result<Option<(Window, Window)>, StoreError>;
-
-    fn handle(&mut self, msg: Observe, _: &mut Context<Self>) -> Self::Result {
+impl Fitter {
+    /// Pairs a server's answer (and its usage report) with the request last fitted for the role: a
+    /// window correction, if the report shows one.
+    pub fn observe(&self, msg: Observe) -> Result<Option<(Window, Window)>, StoreError> {
         let state = &self.state;
         let key = (msg.task_id, msg.role);
         let Some(mut last) = lock(&state.pending).remove(&key) else { return Ok(None) };
@@ -646,18 +629,15 @@ impl Handler<Observe> for Fitter {
 /// The server refused as too long a request the fitter had measured as fitting its known window: the
 /// calibrated count was too low. The calibration records an error of that size (its margin grows and
 /// it is no longer confirmed), so the request measured again is compacted before it is resent.
-#[derive(Message)]
-#[rtype(result = "()")]
 pub struct Underestimated {
     pub task_id: String,
     pub role: Role,
     pub window: Tokens,
 }
 
-impl Handler<Underestimated> for Fitter {
-    type Result = ();
-
-    fn handle(&mut self, msg: Underestimated, _: &mut Context<Self>) {
+impl Fitter {
+    /// A request counted as fitting was refused as too long: widen the calibration's margin.
+    pub fn underestimated(&self, msg: Underestimated) {
         let key = (msg.task_id, msg.role);
         let Some(last) = lock(&self.state.pending).remove(&key) else { return };
         // The real size was over the window: at least that far above what was counted.
@@ -668,18 +648,15 @@ impl Handler<Underestimated> for Fitter {
 
 /// The measure of a server/model, for size decisions outside a fit (tool results, evidence pages,
 /// handoffs, thinking cleanup): the same counter and calibration the fitter uses.
-#[derive(Message)]
-#[rtype(result = "Meter")]
 pub struct MeterOf {
     pub server: String,
     pub model: String,
 }
 
-impl Handler<MeterOf> for Fitter {
-    type Result = MessageResult<MeterOf>;
-
-    fn handle(&mut self, msg: MeterOf, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.state.meter(&msg.server, &msg.model))
+impl Fitter {
+    /// The measure of a server/model for a size decision outside a fit.
+    pub fn meter_of(&self, msg: MeterOf) -> Meter {
+        self.state.meter(&msg.server, &msg.model)
     }
 }
 
@@ -717,18 +694,18 @@ mod tests {
             workspace: task.workspace.clone(),
             cancel: task.cancel.clone(),
         };
-        rig.shared.fitter.send(fit).await.unwrap()
+        rig.shared.fitter.fit(fit).await
     }
 
     async fn meter(rig: &Rig) -> Meter {
         let of = MeterOf { server: rig.server.base_url(), model: rig.server.model().to_string() };
-        rig.shared.fitter.send(of).await.unwrap()
+        rig.shared.fitter.meter_of(of)
     }
 
     async fn observe(rig: &Rig, task: &TaskCtx, role: &str, prompt_tokens: u64) -> Option<(Window, Window)> {
         let usage = Some(Usage { prompt_tokens, completion_tokens: 20 });
         let msg = Observe { task_id: task.task_id.clone(), role: Role::from(role), usage };
-        rig.shared.fitter.send(msg).await.unwrap().unwrap()
+        rig.shared.fitter.observe(msg).unwrap()
     }
 
     fn long(words: usize) -> String {
@@ -749,14 +726,14 @@ mod tests {
         assert_eq!(known, Some(fitted.window), "a probed window is remembered");
 
         let gauge_of = || GaugeOf { task_id: task.task_id.clone(), role: "coder".into() };
-        let gauge = rig.shared.fitter.send(gauge_of()).await.unwrap().unwrap();
+        let gauge = rig.shared.fitter.gauge_of(gauge_of()).unwrap();
         assert_eq!(gauge.tokens, fitted.count.total.tokens);
         assert_eq!(gauge.free_tokens, Tokens(32_000) - fitted.count.total.tokens);
         assert_eq!(gauge.trigger_tokens, fitted.thresholds.trigger);
         assert!(gauge.categories.objective > Tokens::ZERO, "the objective is counted as such");
         // A fitter started afresh (a restarted daemon) shows the same gauge until the role measures.
-        let again = Fitter::new(rig.shared.store.clone(), rig.shared.bus.clone(), rig.shared.retry).start();
-        let kept = again.send(gauge_of()).await.unwrap().unwrap();
+        let again = Fitter::new(rig.shared.store.clone(), rig.shared.bus.clone(), rig.shared.retry);
+        let kept = again.gauge_of(gauge_of()).unwrap();
         assert_eq!(
             (kept.tokens, kept.window, kept.trigger_tokens),
             (gauge.tokens, gauge.window, gauge.trigger_tokens)
@@ -777,12 +754,9 @@ mod tests {
         assert_eq!(fitted.request.messages, done.history, "the rebuilt request is what is sent");
         assert!(fitted.count.total.tokens <= fitted.thresholds.trigger);
         assert_eq!(rig.kinds(&task.task_id), ["compaction_started", "compaction_finished"]);
-        let gauge = rig.shared.fitter.send(GaugeOf { task_id: task.task_id.clone(), role: "coder".into() });
-        assert_eq!(
-            gauge.await.unwrap().unwrap().tokens,
-            fitted.count.total.tokens,
-            "the gauge shows what is sent"
-        );
+        let gauge =
+            rig.shared.fitter.gauge_of(GaugeOf { task_id: task.task_id.clone(), role: "coder".into() });
+        assert_eq!(gauge.unwrap().tokens, fitted.count.total.tokens, "the gauge shows what is sent");
     }
 
     #[actix::test]
@@ -806,14 +780,14 @@ mod tests {
             model: model.clone(),
             window: Window { tokens: Tokens(tokens), source: WindowSource::Error },
         };
-        assert_eq!(rig.shared.fitter.send(learn(16_384)).await.unwrap().unwrap(), Window::assumed());
-        let old = rig.shared.fitter.send(learn(8_192)).await.unwrap().unwrap();
+        assert_eq!(rig.shared.fitter.learn(learn(16_384)).unwrap(), Window::assumed());
+        let old = rig.shared.fitter.learn(learn(8_192)).unwrap();
         assert_eq!(old, Window { tokens: Tokens(16_384), source: WindowSource::Error });
         let learned = Window { tokens: Tokens(8_192), source: WindowSource::Error };
         assert_eq!(rig.shared.store.window(&server, &model).unwrap(), Some(learned));
         let client = rig.shared.client(PROVIDER).unwrap();
-        let known = rig.shared.fitter.send(WindowOf { client, model: model.clone(), fresh: false });
-        assert_eq!(known.await.unwrap().unwrap(), learned);
+        let known = rig.shared.fitter.window_of(WindowOf { client, model: model.clone(), fresh: false });
+        assert_eq!(known.await.unwrap(), learned);
     }
 
     #[actix::test]
@@ -886,7 +860,7 @@ mod tests {
         fit(&rig, &task, "coder", history).await.unwrap();
         let refused =
             Underestimated { task_id: task.task_id.clone(), role: "coder".into(), window: Tokens(100_000) };
-        rig.shared.fitter.send(refused).await.unwrap();
+        rig.shared.fitter.underestimated(refused);
         let after = meter(&rig).await.calibration().clone();
         assert!(after.margin() > before.margin(), "{} then {}", before.margin(), after.margin());
         assert!(!after.confirmed());

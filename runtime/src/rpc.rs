@@ -277,7 +277,7 @@ impl Methods {
         let mut roles = BTreeMap::new();
         for role in self.shared.config.roles() {
             let gauge =
-                self.shared.fitter.send(GaugeOf { task_id: task_id.to_string(), role: role.clone() }).await?;
+                self.shared.fitter.gauge_of(GaugeOf { task_id: task_id.to_string(), role: role.clone() });
             if let Some(g) = gauge {
                 roles.insert(
                     role,
@@ -328,8 +328,7 @@ impl Methods {
     async fn context(&self, task_id: &str, role: &Role) -> Answer<ContextResult> {
         self.task(task_id)?;
         self.known_role(role)?;
-        let gauge =
-            self.shared.fitter.send(GaugeOf { task_id: task_id.to_string(), role: role.clone() }).await?;
+        let gauge = self.shared.fitter.gauge_of(GaugeOf { task_id: task_id.to_string(), role: role.clone() });
         Ok(match gauge {
             Some(g) => ContextResult::Measured(Box::new(g)),
             None => ContextResult::Unmeasured(Unmeasured {
@@ -417,8 +416,8 @@ impl Methods {
         let window = self
             .shared
             .fitter
-            .send(WindowOf { client: client.clone(), model: rc.model.clone(), fresh: true })
-            .await?
+            .window_of(WindowOf { client: client.clone(), model: rc.model.clone(), fresh: true })
+            .await
             .map_err(RpcError::internal)?;
         Ok(ProbeResult {
             role,

@@ -1,7 +1,7 @@
 //! A running task: its context (workspace, cancellation, team of agent actors) and the runner that
 //! drives the lead's turn to an end state and records it.
 
-use crate::agent::{AgentActor, CompleteDelegation, RunTurn, Snapshot, TurnError};
+use crate::agent::{Member, Snapshot, TurnError};
 use crate::bus::EventBus;
 use crate::clock::now_rfc3339;
 use crate::config::Config;
@@ -32,7 +32,7 @@ pub struct Shared {
     pub store: Store,
     pub bus: EventBus,
     pub config: Arc<Config>,
-    pub fitter: Addr<Fitter>,
+    pub fitter: Fitter,
     pub scheduler: Addr<Scheduler>,
     pub retry: RetryPolicy,
     pub clients: HashMap<String, Arc<Client>>,
@@ -68,7 +68,7 @@ pub struct TaskCtx {
     pub workspace: Workspace,
     pub cancel: CancellationToken,
     pub shared: Arc<Shared>,
-    team: OnceLock<BTreeMap<Role, Addr<AgentActor>>>,
+    team: OnceLock<BTreeMap<Role, Member>>,
 }
 
 impl TaskCtx {
@@ -82,7 +82,7 @@ impl TaskCtx {
         TaskCtx { task_id, workspace, cancel, shared, team: OnceLock::new() }
     }
 
-    pub fn member(&self, role: &Role) -> Option<Addr<AgentActor>> {
+    pub fn member(&self, role: &Role) -> Option<Member> {
         self.team.get().and_then(|t| t.get(role)).cloned()
     }
 
@@ -210,15 +210,14 @@ pub fn launch(
         let state = states.remove(&role).unwrap_or_default();
         team.insert(
             role.clone(),
-            AgentActor::new(
+            Member::new(
                 role,
                 history,
                 state.receipts,
                 state.changed_files,
                 state.last_answer_at,
                 ctx.clone(),
-            )
-            .start(),
+            ),
         );
     }
     let Some(lead) = team.get(&Role::Lead).cloned() else {
@@ -244,16 +243,10 @@ pub fn launch(
     let delegate = pending.as_ref().and_then(|p| ctx.member(&p.to));
     tokio::spawn(async move {
         if let (Some(p), Some(target)) = (pending, delegate) {
-            let returned = match target.send(RunTurn { input: None, inherited: Vec::new() }).await {
-                Ok(r) => r,
-                Err(e) => Err(TurnError::Team(format!("{} is gone: {e}", p.to))),
-            };
-            let completed = match returned {
-                Ok(summary) => lead
-                    .send(CompleteDelegation { call_id: p.call_id, from: p.to, summary })
-                    .await
-                    .map_err(|e| TurnError::Team(format!("the lead is gone: {e}")))
-                    .and_then(|r| r.map_err(TurnError::from)),
+            let completed = match target.run_turn(None, Vec::new()).await {
+                Ok(summary) => {
+                    lead.complete_delegation(&p.call_id, p.to, &summary).await.map_err(TurnError::from)
+                }
                 Err(e) => Err(e),
             };
             if let Err(e) = completed {
@@ -262,10 +255,7 @@ pub fn launch(
                 return;
             }
         }
-        let outcome = match lead.send(RunTurn { input, inherited: Vec::new() }).await {
-            Ok(r) => r,
-            Err(e) => Err(TurnError::Team(format!("the lead is gone: {e}"))),
-        };
+        let outcome = lead.run_turn(input, Vec::new()).await;
         let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, outcome);
         let _ = done.send(Some(state));
     });

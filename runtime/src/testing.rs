@@ -51,7 +51,7 @@ impl Rig {
         let config = Arc::new(Config::parse(text, &path).expect("the rig's configuration"));
         let store = Store::open(&home.path().join("db")).expect("a store");
         let bus = EventBus::new(store.clone());
-        let fitter = Fitter::new(store.clone(), bus.clone(), config.retry).start();
+        let fitter = Fitter::new(store.clone(), bus.clone(), config.retry);
         let scheduler = Scheduler::new(Vec::new(), store.clone(), home.path().to_path_buf()).start();
         let mut clients = HashMap::new();
         let client = OpenAiClient::new(&server.base_url(), None).with_deadlines(config.deadlines);

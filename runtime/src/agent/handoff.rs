@@ -35,9 +35,10 @@ impl Agent {
             .ok_or_else(|| TurnError::Team(format!("no team member {:?}", to.name())))?;
         let client = self.task.client(&rc.provider)?;
         let server = client.base_url().to_string();
-        let window = self.ask_fitter(WindowOf { client, model: rc.model.clone(), fresh: false }).await??;
+        let fitter = &self.task.shared.fitter;
+        let window = fitter.window_of(WindowOf { client, model: rc.model.clone(), fresh: false }).await?;
         let budget = handoff_budget(window.tokens);
-        let meter = self.ask_fitter(MeterOf { server, model: rc.model.clone() }).await?;
+        let meter = fitter.meter_of(MeterOf { server, model: rc.model.clone() });
         let measured_by = meter.measured();
         let count = |t: &str| meter.count_text(t).tokens.0;
         let from = self.role.clone();

@@ -22,17 +22,17 @@ mod thinking;
 mod tools;
 mod turn;
 
-use crate::fitter::{Fitter, MeterOf};
+use crate::fitter::MeterOf;
 use crate::meter::Meter;
 use crate::provider::ProviderError;
 use crate::retry::RetryError;
 use crate::task::TaskCtx;
-use actix::prelude::*;
 use agentd_agents::receipts::Receipt;
 use agentd_evidence::StoreError;
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
 use agentd_policies::{EventKind, Message, Part, Record, Speaker, Thresholds, Tokens};
 use agentd_protocol::{MessageKind, Role, ToolName};
+use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -67,21 +67,18 @@ impl From<RetryError<TurnError>> for TurnError {
 /// What a finished turn hands back: the `finish` summary (or the final text).
 pub type TurnResult = Result<String, TurnError>;
 
-/// Run one turn. `input` is the new user message (an objective or a delegation); `None` continues
-/// from the history as it stands (resume).
-#[derive(Message)]
-#[rtype(result = "Result<String, TurnError>")]
-pub struct RunTurn {
-    pub input: Option<String>,
-    /// The caller's receipts, inherited by a delegated agent.
-    pub inherited: Vec<Receipt>,
-}
-
-pub struct AgentActor {
+/// One role of one task: its agent behind a lock, so the role's turns run one at a time and its
+/// history has one writer. A cheap handle (clones share the agent), called directly by the task's
+/// runner and by a delegating teammate. It is not an actor: a mailbox would add nothing the lock
+/// does not already give, and the turn must run on the multi-thread runtime, not on an arbiter.
+#[derive(Clone)]
+pub struct Member {
     agent: Arc<tokio::sync::Mutex<Agent>>,
 }
 
-impl AgentActor {
+impl Member {
+    /// The member of `role`, resuming with its history, receipts, changed files and the time it
+    /// last answered (all read back from the task's log).
     pub fn new(
         role: Role,
         history: Vec<Message>,
@@ -89,27 +86,25 @@ impl AgentActor {
         changed_files: Vec<String>,
         last_answer_at: Option<SystemTime>,
         task: Arc<TaskCtx>,
-    ) -> AgentActor {
+    ) -> Member {
         let agent = Agent::new(role, history, receipts, changed_files, last_answer_at, task);
-        AgentActor { agent: Arc::new(tokio::sync::Mutex::new(agent)) }
+        Member { agent: Arc::new(tokio::sync::Mutex::new(agent)) }
     }
-}
 
-impl Actor for AgentActor {
-    type Context = Context<Self>;
-}
-
-impl Handler<RunTurn> for AgentActor {
-    type Result = ResponseFuture<TurnResult>;
-
-    fn handle(&mut self, msg: RunTurn, _: &mut Context<Self>) -> Self::Result {
+    /// Runs one turn. `input` is the new user message (an objective or a delegation); `None`
+    /// continues from the history as it stands (resume). `inherited`: the caller's receipts, handed
+    /// to a delegated agent. Waits for a turn of this role already under way to end first.
+    ///
+    /// Boxed: a turn can delegate, and a delegation runs another member's turn, so the future is
+    /// recursive and needs a name the compiler can prove `Send` through.
+    pub fn run_turn(&self, input: Option<String>, inherited: Vec<Receipt>) -> BoxFuture<'static, TurnResult> {
         let agent = self.agent.clone();
         Box::pin(async move {
-            // The turn runs on the multi-thread runtime, not on the actor's arbiter thread.
+            // Its own tokio task: a panic in a turn is a failed turn, not a dead runner.
             let handle = tokio::spawn(async move {
                 let mut agent = agent.lock().await;
-                agent.inherited = msg.inherited;
-                agent.run_turn(msg.input).await
+                agent.inherited = inherited;
+                agent.run_turn(input).await
             });
             match handle.await {
                 Ok(result) => result,
@@ -117,32 +112,19 @@ impl Handler<RunTurn> for AgentActor {
             }
         })
     }
-}
 
-/// A delegation the lead was waiting on when the daemon stopped has returned after a resume: store
-/// its summary as the `delegate` call's result.
-#[derive(Message)]
-#[rtype(result = "Result<(), StoreError>")]
-pub struct CompleteDelegation {
-    pub call_id: String,
-    pub from: Role,
-    pub summary: String,
-}
-
-impl Handler<CompleteDelegation> for AgentActor {
-    type Result = ResponseFuture<Result<(), StoreError>>;
-
-    fn handle(&mut self, msg: CompleteDelegation, _: &mut Context<Self>) -> Self::Result {
-        let agent = self.agent.clone();
-        Box::pin(async move {
-            let mut agent = agent.lock().await;
-            agent.emit(EventKind::DelegationReturned {
-                from_role: msg.from.clone(),
-                summary: msg.summary.clone(),
-            })?;
-            agent.persist(Message::tool_result(&msg.call_id, &msg.summary, false))?;
-            agent.emit(EventKind::tool_ended(&ToolName::Delegate, &msg.call_id, true, false))
-        })
+    /// A delegation this (lead) agent was waiting on when the daemon stopped has returned after a
+    /// resume: stores the teammate's summary as the `delegate` call's result.
+    pub async fn complete_delegation(
+        &self,
+        call_id: &str,
+        from: Role,
+        summary: &str,
+    ) -> Result<(), StoreError> {
+        let mut agent = self.agent.lock().await;
+        agent.emit(EventKind::DelegationReturned { from_role: from, summary: summary.to_string() })?;
+        agent.persist(Message::tool_result(call_id, summary, false))?;
+        agent.emit(EventKind::tool_ended(&ToolName::Delegate, call_id, true, false))
     }
 }
 
@@ -263,23 +245,11 @@ impl Agent {
     }
 
     /// The measure of this role's model (the fitter's: the same one every size decision uses).
-    async fn meter(&self, snapshot: &Snapshot) -> Result<Meter, TurnError> {
-        self.ask_fitter(MeterOf { server: snapshot.server.clone(), model: snapshot.model.clone() }).await
-    }
-
-    /// Sends `msg` to the fitter and waits for its answer; a fitter that is gone is a team error.
-    async fn ask_fitter<M>(&self, msg: M) -> Result<M::Result, TurnError>
-    where
-        M: actix::Message + Send + 'static,
-        M::Result: Send,
-        Fitter: Handler<M>,
-    {
+    fn meter(&self, snapshot: &Snapshot) -> Meter {
         self.task
             .shared
             .fitter
-            .send(msg)
-            .await
-            .map_err(|e| TurnError::Team(format!("the fitter is gone: {e}")))
+            .meter_of(MeterOf { server: snapshot.server.clone(), model: snapshot.model.clone() })
     }
 }
 

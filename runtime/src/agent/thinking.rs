@@ -24,7 +24,7 @@ impl Agent {
             return Ok(());
         }
         let Some((cleaned, removed)) = thinking::clear_outdated(&self.history) else { return Ok(()) };
-        let meter = self.meter(snapshot).await?;
+        let meter = self.meter(snapshot);
         let mut freed = Tokens::ZERO;
         for part in &removed {
             if let Part::Thinking { text, signature, .. } = part {

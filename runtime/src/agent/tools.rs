@@ -6,7 +6,7 @@
 //! whole result). Every other tool is a workspace tool of `agentd-agents`, run so that a cancel ends
 //! it at once. Bad arguments are an error result, never a failed turn.
 
-use super::{Agent, RunTurn, Snapshot, TurnError};
+use super::{Agent, Snapshot, TurnError};
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_policies::EventKind;
 use agentd_protocol::{Role, ToolName};
@@ -132,10 +132,7 @@ impl Agent {
         })?;
         let mut inherited = self.inherited.clone();
         inherited.extend(self.receipts.iter().cloned());
-        let summary = target
-            .send(RunTurn { input: Some(handoff.text), inherited })
-            .await
-            .map_err(|e| TurnError::Team(format!("{to} is gone: {e}")))??;
+        let summary = target.run_turn(Some(handoff.text), inherited).await?;
         self.emit(EventKind::DelegationReturned { from_role: to.clone(), summary: summary.clone() })?;
         plain(ToolOutcome { ok: true, content: summary, complete: true })
     }

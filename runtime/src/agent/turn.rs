@@ -200,7 +200,7 @@ impl Agent {
             workspace: self.task.workspace.clone(),
             cancel: self.task.cancel.clone(),
         };
-        let fitted = match self.ask_fitter(fit).await? {
+        let fitted = match self.task.shared.fitter.fit(fit).await {
             Ok(f) => f,
             Err(FitError::Cancelled) => return Err(TurnError::Cancelled),
             Err(e) => return Err(e.into()),
@@ -255,7 +255,7 @@ impl Agent {
             Lesson::Window(window) => {
                 let learn =
                     Learn { server: turn.client.base_url().to_string(), model: model.clone(), window };
-                let old = self.ask_fitter(learn).await??;
+                let old = self.task.shared.fitter.learn(learn)?;
                 self.emit(EventKind::WindowLearned {
                     old_window: old.tokens,
                     new_window: window.tokens,
@@ -265,12 +265,11 @@ impl Agent {
             }
             Lesson::Underestimated { window } => {
                 // The calibration widens its margin; measured again, the request is compacted.
-                self.ask_fitter(Underestimated {
+                self.task.shared.fitter.underestimated(Underestimated {
                     task_id: self.task.task_id.clone(),
                     role: self.role.clone(),
                     window,
-                })
-                .await?;
+                });
                 tracing::warn!(%model, %message, "refused although counted as fitting; measuring again");
             }
         }
@@ -284,13 +283,11 @@ impl Agent {
         turn: &Turn,
         response: &ChatResponse,
     ) -> Result<(), TurnError> {
-        let observed = self
-            .ask_fitter(Observe {
-                task_id: self.task.task_id.clone(),
-                role: self.role.clone(),
-                usage: response.usage,
-            })
-            .await??;
+        let observed = self.task.shared.fitter.observe(Observe {
+            task_id: self.task.task_id.clone(),
+            role: self.role.clone(),
+            usage: response.usage,
+        })?;
         if let Some((old, new)) = observed {
             let model = &turn.snapshot.model;
             tracing::warn!(%model, old = %old.tokens, new = %new.tokens, "window corrected from a usage report");
@@ -685,9 +682,10 @@ mod tests {
         std::fs::write(rig.workspace.path().join("notes.txt"), "the adder subtracts\n").unwrap();
         let task = rig.task("Read the notes");
         let (base_url, model) = (rig.server.base_url(), rig.server.model().to_string());
-        let meter =
-            |rig: &Rig| rig.shared.fitter.send(MeterOf { server: base_url.clone(), model: model.clone() });
-        assert_eq!(meter(&rig).await.unwrap().calibration().reports(), 0);
+        let meter = |rig: &Rig| {
+            rig.shared.fitter.meter_of(MeterOf { server: base_url.clone(), model: model.clone() })
+        };
+        assert_eq!(meter(&rig).calibration().reports(), 0);
         let mut lead = agent(Role::Lead, Vec::new(), &task);
         assert_eq!(lead.run_turn(Some("Read the notes".into())).await.unwrap(), "read it");
 
@@ -700,7 +698,7 @@ mod tests {
             })
             .collect();
         assert_eq!(reported, rig.server.counted(), "each answer's usage is the server's count");
-        let calibration = meter(&rig).await.unwrap().calibration().clone();
+        let calibration = meter(&rig).calibration().clone();
         assert_eq!(calibration.reports(), 2, "both reports taught the calibration");
         assert!(calibration.is_calibrated());
         // Kept: a restarted daemon starts calibrated.
@@ -891,13 +889,16 @@ mod tests {
         let cancel = CancellationToken::new();
         let task = rig.task_with("Fix it", cancel.clone());
         let mut lead = agent(Role::Lead, Vec::new(), &task);
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            trigger.cancel();
-        });
+        // Cancelled once the server holds the request (whatever the first count costs).
+        let cancel_when_sent = async {
+            while rig.server.chat_requests().is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cancel.cancel();
+        };
         let began = Instant::now();
-        assert!(matches!(lead.run_turn(Some("Fix it".into())).await, Err(TurnError::Cancelled)));
+        let (ended, ()) = tokio::join!(lead.run_turn(Some("Fix it".into())), cancel_when_sent);
+        assert!(matches!(ended, Err(TurnError::Cancelled)));
         assert!(began.elapsed() < Duration::from_secs(10));
         assert_eq!(rig.server.chat_requests().len(), 1);
         assert_eq!(rig.kinds(&task.task_id), ["request_sent"]);
