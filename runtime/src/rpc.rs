@@ -466,3 +466,48 @@ impl Methods {
         Ok(ClockResult { now: crate::clock::now_rfc3339() })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentd_protocol::TaskState;
+
+    fn code(e: SupervisorError) -> ErrorCode {
+        Refusal::from(e).0.code
+    }
+
+    #[test]
+    fn only_the_socket_layer_turns_domain_errors_into_codes() {
+        assert_eq!(code(SupervisorError::EmptyObjective), ErrorCode::InvalidParams);
+        assert_eq!(code(SupervisorError::UnknownTask("t".into())), ErrorCode::UnknownTask);
+        assert_eq!(code(SupervisorError::RelativeWorkspace("w".into())), ErrorCode::BadWorkspace);
+        let ended = SupervisorError::AlreadyEnded { task_id: "t".into(), state: TaskState::Finished };
+        assert_eq!(code(ended), ErrorCode::NotAllowed);
+        assert_eq!(code(SupervisorError::CancelTimedOut), ErrorCode::Internal);
+        let unknown = Refusal::from(EvidenceError::UnknownEvidence("ev-1".into())).0;
+        assert_eq!(
+            (unknown.code, unknown.message.as_str()),
+            (ErrorCode::UnknownEvidence, "unknown evidence ev-1")
+        );
+    }
+
+    #[test]
+    fn a_bad_param_is_named_with_what_was_expected() {
+        let line = br#"{"jsonrpc":"2.0","id":3,"method":"task.status","params":{"task_id":42}}"#;
+        let (id, e) = decode_request(line).unwrap_err();
+        assert_eq!((id, e.code), (serde_json::json!(3), ErrorCode::InvalidParams));
+        assert!(
+            e.message.starts_with("param `task_id`: invalid type: integer `42`, expected a string"),
+            "{e}"
+        );
+        let line = br#"{"jsonrpc":"2.0","id":4,"method":"task.status"}"#;
+        let (_, e) = decode_request(line).unwrap_err();
+        assert!(e.message.contains("missing field `task_id`"), "{e}");
+        let line = br#"{"jsonrpc":"2.0","id":5,"method":"task.explode","params":{}}"#;
+        let (_, e) = decode_request(line).unwrap_err();
+        assert_eq!(e.code, ErrorCode::MethodNotFound);
+        let (_, request) =
+            decode_request(br#"{"jsonrpc":"2.0","id":6,"method":"task.list","params":null}"#).unwrap();
+        assert_eq!(request.method(), agentd_protocol::Method::TaskList);
+    }
+}
