@@ -171,14 +171,9 @@ impl EventKind {
     }
 
     /// The event that ends a task's stream (a subscriber stops after it).
+    /// The four ends are listed once, in [`crate::rpc::EndKind::of`].
     pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            EventKind::TaskFinished { .. }
-                | EventKind::TaskFailed { .. }
-                | EventKind::TaskCancelled {}
-                | EventKind::TaskInterrupted {}
-        )
+        crate::rpc::EndKind::of(self).is_some()
     }
 
     pub fn name(&self) -> &'static str {
