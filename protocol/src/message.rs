@@ -2,8 +2,9 @@
 //!
 //! The [`MessageKind`] says what a message *is* to agentd — the objective, a checkpoint summary, the
 //! unresolved observations, the working files, or a plain turn — and is stored on the message when
-//! it is made, so no room ever sorts messages by their text. Provider reasoning (`Thinking`) is a part of its own, kept apart from the shown text so it can be
-//! sent back byte-identical through a chain of tool calls and cleared deliberately later.
+//! it is made, so no room ever sorts messages by their text. Provider reasoning (`Thinking`) is a part
+//! of its own, kept apart from the shown text so it can be sent back byte-identical through a chain of
+//! tool calls and cleared deliberately later.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

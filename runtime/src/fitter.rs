@@ -34,17 +34,31 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// Why a request may not be sent.
 #[derive(Debug, thiserror::Error)]
 pub enum FitError {
+    /// Even after compacting (or with nothing left to compact), the request is larger than the window.
     #[error(
         "the request is {count} tokens, over the {window}-token window of {model} ({window_source}); \
          it was not sent"
     )]
-    OverWindow { count: Count, window: Tokens, window_source: &'static str, model: String },
+    OverWindow {
+        /// The request's calibrated size (marked when estimated).
+        count: Count,
+        /// The window it does not fit, in tokens.
+        window: Tokens,
+        /// Where the window came from (`declared`, `error`, `usage`, `assumed`).
+        window_source: &'static str,
+        /// The model the request was for.
+        model: String,
+    },
+    /// The compaction failed (`compaction_failed` was emitted); holds its reason.
     #[error("{0}")]
     Compaction(String),
+    /// The task was cancelled while the fitter compacted.
     #[error("cancelled")]
     Cancelled,
+    /// The store could not take an event, the gauge's record or a learned window.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -56,7 +70,9 @@ pub struct Fitted {
     pub count: RequestCount,
     /// The measure it was made with (the same one pages and handoffs use).
     pub meter: Meter,
+    /// The model's window the request was fitted into.
     pub window: Window,
+    /// The role's trigger and destination in that window.
     pub thresholds: Thresholds,
     /// The request to send: the one asked about, or its compacted rebuild.
     pub request: ChatRequest,
@@ -204,11 +220,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The actor every model request passes through before it is sent: it knows the windows, owns the counters
+/// and calibrations per server/model, compacts past the trigger and keeps the gauges.
 pub struct Fitter {
     state: Arc<State>,
 }
 
 impl Fitter {
+    /// A fitter that stores windows, calibrations and gauges in `store`, emits compaction events on `bus`,
+    /// and retries summary requests by `retry`.
     pub fn new(store: Store, bus: EventBus, retry: RetryPolicy) -> Fitter {
         Fitter {
             state: Arc::new(State {
@@ -234,10 +254,15 @@ impl Actor for Fitter {
 #[derive(Message)]
 #[rtype(result = "Result<Fitted, FitError>")]
 pub struct Fit {
+    /// The task the request belongs to.
     pub task_id: String,
+    /// The role making the request.
     pub role: Role,
+    /// The role's provider client: the window is probed through it and summary requests go to it.
     pub client: Arc<Client>,
+    /// The request as the agent built it.
     pub request: ChatRequest,
+    /// The role's `compact_at` for this turn, percent of the window.
     pub compact_at: u8,
     /// The objective of the role's current turn: first in every rebuilt request.
     pub objective: String,
@@ -246,6 +271,7 @@ pub struct Fit {
     /// The task's workspace: the coder's working files are read from it, and evidence falls back to
     /// its `.agentd-evidence/` folder when the database cannot take it.
     pub workspace: Workspace,
+    /// Fires when the task is cancelled: a compaction in progress stops.
     pub cancel: CancellationToken,
 }
 
@@ -501,8 +527,11 @@ fn working_files(changed: &[String], workspace: &Workspace, meter: &Meter) -> Ve
 #[derive(Message)]
 #[rtype(result = "Result<Window, StoreError>")]
 pub struct Learn {
+    /// The server's base URL.
     pub server: String,
+    /// The model refused.
     pub model: String,
+    /// The window the refusal stated, marked `error`.
     pub window: Window,
 }
 
@@ -520,7 +549,9 @@ impl Handler<Learn> for Fitter {
 #[derive(Message)]
 #[rtype(result = "Result<Window, StoreError>")]
 pub struct WindowOf {
+    /// The provider client of the server to probe.
     pub client: Arc<Client>,
+    /// The model whose window to learn.
     pub model: String,
     /// Ask the server again even when a window is remembered (`models probe`).
     pub fresh: bool,
@@ -548,7 +579,9 @@ impl Handler<WindowOf> for Fitter {
 #[derive(Message)]
 #[rtype(result = "Option<Gauge>")]
 pub struct GaugeOf {
+    /// The task whose gauge to read.
     pub task_id: String,
+    /// The role measured.
     pub role: Role,
 }
 
@@ -574,8 +607,11 @@ impl Handler<GaugeOf> for Fitter {
 #[derive(Message)]
 #[rtype(result = "Result<Option<(Window, Window)>, StoreError>")]
 pub struct Observe {
+    /// The task whose role's request was answered.
     pub task_id: String,
+    /// The role that made it.
     pub role: Role,
+    /// The server's usage report for the answer; `None` when it sent none, and nothing is learned.
     pub usage: Option<Usage>,
 }
 
@@ -649,8 +685,11 @@ impl Handler<Observe> for Fitter {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Underestimated {
+    /// The task whose request was refused.
     pub task_id: String,
+    /// The role that made it.
     pub role: Role,
+    /// The window the request was refused at: the one the fitter believed it fitted.
     pub window: Tokens,
 }
 
@@ -671,7 +710,9 @@ impl Handler<Underestimated> for Fitter {
 #[derive(Message)]
 #[rtype(result = "Meter")]
 pub struct MeterOf {
+    /// The server's base URL.
     pub server: String,
+    /// The model, as the role's configuration names it.
     pub model: String,
 }
 

@@ -38,18 +38,33 @@ use std::time::SystemTime;
 
 pub use turn::MAX_STEPS_PER_TURN;
 
+/// Why a turn ended without a `finish`. The task's runner turns it into the task's end: `cancelled` for
+/// [`TurnError::Cancelled`], `failed` with this message otherwise.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
+    /// The task was cancelled while the turn ran (or waited for a retry).
     #[error("cancelled")]
     Cancelled,
+    /// The provider failed in a way the retry policy would not (or could no longer) retry.
     #[error("{0}")]
     Provider(#[from] ProviderError),
+    /// The fitter could not make the request fit: a compaction failed, or the request is over the window even
+    /// so.
     #[error("{0}")]
     Fit(#[from] crate::fitter::FitError),
+    /// The store could not take a message, a record or an event; the turn stops rather than go on unlogged.
     #[error("storage: {0}")]
     Store(#[from] StoreError),
+    /// The model kept calling tools without finishing for [`MAX_STEPS_PER_TURN`] requests.
     #[error("{role} made {steps} model requests in one turn without finishing")]
-    Runaway { role: String, steps: usize },
+    Runaway {
+        /// The role whose turn it was.
+        role: String,
+        /// How many model requests the turn made.
+        steps: usize,
+    },
+    /// The team itself failed: a teammate, the fitter or the scheduler gone, an unknown tool or provider in
+    /// the configuration, a large result that could not be stored. The message says which.
     #[error("{0}")]
     Team(String),
 }
@@ -72,16 +87,21 @@ pub type TurnResult = Result<String, TurnError>;
 #[derive(Message)]
 #[rtype(result = "Result<String, TurnError>")]
 pub struct RunTurn {
+    /// The new user message, or `None` to go on from the history.
     pub input: Option<String>,
     /// The caller's receipts, inherited by a delegated agent.
     pub inherited: Vec<Receipt>,
 }
 
+/// The actor of one role of one task: it owns the role's history, receipts and working files and runs its
+/// turns ([`RunTurn`]), one at a time.
 pub struct AgentActor {
     agent: Arc<tokio::sync::Mutex<Agent>>,
 }
 
 impl AgentActor {
+    /// An agent for `role`, starting from what its log holds: its active history, its receipts, the files it
+    /// changed (newest last) and when it last answered (for the idle thinking cleanup).
     pub fn new(
         role: Role,
         history: Vec<Message>,
@@ -124,8 +144,11 @@ impl Handler<RunTurn> for AgentActor {
 #[derive(Message)]
 #[rtype(result = "Result<(), StoreError>")]
 pub struct CompleteDelegation {
+    /// The lead's `delegate` call that waited on the delegation.
     pub call_id: String,
+    /// The teammate that finished.
     pub from: Role,
+    /// The teammate's `finish` summary, which becomes the call's result.
     pub summary: String,
 }
 
