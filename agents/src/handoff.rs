@@ -28,8 +28,12 @@ pub fn archive_lines(receipts: &[Receipt]) -> String {
 /// A rendered handoff.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Handoff {
+    /// The delegated agent's first message: the objective, then the `[receipts]` view.
     pub text: String,
+    /// How many receipts the view shows (the newest ones).
     pub shown: usize,
+    /// How many receipts the caller has; more than `shown` when the view is bounded and the complete list was
+    /// archived.
     pub total: usize,
 }
 

@@ -3,6 +3,8 @@
 pub use agentd_protocol::Role;
 use agentd_protocol::ToolName;
 
+/// The lead's tools: it reads the workspace and its evidence, delegates, and finishes; it does not write or
+/// run commands.
 pub const LEAD_TOOLS: &[ToolName] = &[
     ToolName::ReadFile,
     ToolName::ListDir,
@@ -12,6 +14,7 @@ pub const LEAD_TOOLS: &[ToolName] = &[
     ToolName::Finish,
 ];
 
+/// The coder's tools: it reads, writes and edits files, runs commands, and finishes.
 pub const CODER_TOOLS: &[ToolName] = &[
     ToolName::ReadFile,
     ToolName::ListDir,
@@ -30,6 +33,8 @@ pub const SPECIALIST_TOOLS: &[ToolName] =
 /// Every tool a model can be given.
 pub const ALL_TOOLS: &[ToolName] = &ToolName::BUILTIN;
 
+/// The tools a role gets when its configuration names none: [`LEAD_TOOLS`], [`CODER_TOOLS`] or
+/// [`SPECIALIST_TOOLS`].
 pub fn default_tools(role: &Role) -> Vec<ToolName> {
     let names = match role {
         Role::Lead => LEAD_TOOLS,

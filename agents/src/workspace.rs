@@ -54,6 +54,9 @@ static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
 /// Makes temporary names unique within the process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// A task's workspace: its root, opened once as a directory descriptor that every file tool opens beneath
+/// (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or a no-follow walk without it), so no path —
+/// swapped symlinks included — ever reaches outside. Cheap to clone: clones share the descriptor.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     /// Canonical: absolute, symlinks resolved. For display and for `run_command`'s directory.

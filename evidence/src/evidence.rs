@@ -39,10 +39,16 @@ pub use agentd_protocol::evidence::{EvidenceMeta, Producer, Source};
 /// Evidence to store.
 #[derive(Clone)]
 pub struct NewEvidence<'a> {
+    /// The bytes themselves, stored whole.
     pub data: &'a [u8],
+    /// Their media type (`text/plain` for a tool's result, `application/x-ndjson` for an archive).
     pub media_type: &'a str,
+    /// Who produced them: task, role, tool (or part of agentd), call and what it was of.
     pub source: Source,
+    /// False when the producer was cut off (a command killed at its timeout): readers are told the evidence
+    /// is incomplete.
     pub complete: bool,
+    /// Why it is incomplete, shown with it; `None` when complete.
     pub incomplete_reason: Option<String>,
     /// RFC 3339, set by the caller (this crate reads no clock for timestamps).
     pub created_at: &'a str,
@@ -68,10 +74,17 @@ pub enum Stored {
     InStore(EvidenceMeta),
     /// The db could not take the record: the bytes were written whole to this file instead. The id
     /// is not in the archive; the file is the evidence.
-    Fallback { path: PathBuf, meta: EvidenceMeta },
+    Fallback {
+        /// The fallback file, in the directory the caller named (for a task, its workspace's
+        /// `.agentd-evidence/`).
+        path: PathBuf,
+        /// The metadata the record would have had.
+        meta: EvidenceMeta,
+    },
 }
 
 impl Stored {
+    /// The evidence's metadata, wherever the bytes went.
     pub fn meta(&self) -> &EvidenceMeta {
         match self {
             Stored::InStore(meta) | Stored::Fallback { meta, .. } => meta,
@@ -90,21 +103,27 @@ impl Stored {
 /// A blob that `verify` found wrong, for one piece of evidence.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyProblem {
+    /// The evidence id (`ev-…`).
     pub id: String,
     /// The recorded sha256.
     pub sha256: String,
     /// The blob file.
     pub path: PathBuf,
+    /// What is wrong with the blob.
     pub problem: BlobProblem,
 }
 
+/// What `verify` (or a read) found wrong with a blob.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BlobProblem {
     /// The blob file is gone.
     Missing,
     /// The blob's bytes hash to `actual`, not to the recorded sha256.
-    Altered { actual: String },
+    Altered {
+        /// The sha256 the bytes hash to now.
+        actual: String,
+    },
 }
 
 impl std::fmt::Display for VerifyProblem {

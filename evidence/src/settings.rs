@@ -5,6 +5,8 @@ use crate::error::StoreError;
 use crate::store::{Store, SETTINGS};
 
 impl Store {
+    /// The setting stored under `key` (a [`agentd_policies::settings::SettingKey`] spelled out), `None` when
+    /// it was never set.
     pub fn setting(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
         match self.trees()?.settings.get(key.as_bytes())? {
             Some(bytes) => Ok(Some(decode(SETTINGS, || key.to_string(), &bytes)?)),

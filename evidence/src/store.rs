@@ -86,6 +86,7 @@ impl Trees {
 /// Whether the store takes writes, and if not, since when and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Health {
+    /// True when the store takes writes.
     pub ok: bool,
     /// The write failure that made the store unhealthy (or the last failed attempt to heal it).
     pub error: Option<String>,
@@ -102,6 +103,10 @@ struct Sickness {
     last_attempt: Option<Instant>,
 }
 
+/// The durable store: one sled database (tasks, every task's log and events, settings, learned windows,
+/// evidence metadata and indexes) and the blob directory beside it. Cheap to clone: clones share the handles,
+/// the sequence counters and the health, so one process keeps one `Store` and hands out clones. Every
+/// mutating call flushes before it returns.
 #[derive(Clone)]
 pub struct Store {
     /// The current open of the database; `None` only after the old handles were dropped for a reopen

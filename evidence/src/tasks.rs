@@ -20,6 +20,7 @@ impl Store {
         self.flush_on(&trees)
     }
 
+    /// The task recorded under `task_id`, `None` when there is none.
     pub fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StoreError> {
         match self.trees()?.tasks.get(task_id.as_bytes())? {
             Some(bytes) => Ok(Some(decode(TASKS, || task_id.to_string(), &bytes)?)),

@@ -10,6 +10,7 @@ fn key(server: &str, model: &str) -> String {
 }
 
 impl Store {
+    /// The window last learned for a server (its base URL) and model, `None` when none was.
     pub fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StoreError> {
         let key = key(server, model);
         match self.trees()?.windows.get(key.as_bytes())? {

@@ -1,3 +1,7 @@
+//! The evidence archive through the store's public API: blobs stored once per content and read back
+//! by bytes and by lines, pages deep in a large blob, incomplete evidence marked, altered or missing
+//! blobs reported and never served, and the whole-file fallback when the database cannot take a record.
+
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use agentd_evidence::{

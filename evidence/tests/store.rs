@@ -1,3 +1,8 @@
+//! The database through the store's public API: records and events numbered from 1 per task and read
+//! in order, a reopen that keeps everything, a second open refused by the lock, concurrent appends,
+//! histories rebuilt from the latest checkpoint, tasks, settings and windows, and corrupt values named
+//! by their tree and key.
+
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use agentd_evidence::{Store, StoreError, TaskMeta};

@@ -5,15 +5,27 @@
 use crate::tokens::Tokens;
 use serde::{Deserialize, Serialize};
 
+/// The trigger's percentage of the window when neither `settings.set` nor the role's configuration sets
+/// `compact_at`.
 pub const DEFAULT_COMPACT_AT: u8 = 80;
+/// The destination's percentage of the window: a compaction aims to bring a request down to half the window
+/// (less when the trigger sits lower, see [`MIN_GAP_POINTS`]).
 pub const DEFAULT_DESTINATION: u8 = 50;
 /// The destination sits at least this many points below the trigger.
 pub const MIN_GAP_POINTS: u8 = 5;
 
+/// The three sizes a request is judged by, in tokens, for one role on one server/model: the window it must
+/// never exceed, the trigger above which it is compacted, and the destination a compaction aims for. Built by
+/// [`Thresholds::new`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Thresholds {
+    /// The model's context window.
     pub window: Tokens,
+    /// The compaction trigger: `compact_at` percent of the window, lowered so that the answer's
+    /// `max_output_tokens` still fits above it. A request above it is compacted before it is sent.
     pub trigger: Tokens,
+    /// Where a compaction aims to land: [`DEFAULT_DESTINATION`] percent of the window, and always at least
+    /// [`MIN_GAP_POINTS`] percent of the window below the trigger.
     pub destination: Tokens,
 }
 

@@ -53,7 +53,9 @@ const RATIO_BOUNDS: (f64, f64) = (0.2, 5.0);
 /// priming); the rest is its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Raw {
+    /// The whole request, raw.
     pub total: Tokens,
+    /// Its fixed part, raw: system prompt, tool schemas and reply priming.
     pub fixed: Tokens,
 }
 
@@ -72,7 +74,11 @@ pub struct Basis {
 pub enum Observed {
     /// Learned from; `error` is the relative error of the prediction that was made for it
     /// (`(ours - server's) / server's`, margin excluded), when one was.
-    Learned { error: Option<f64> },
+    Learned {
+        /// The relative error of the prediction that was made for this request (`(ours - server's) /
+        /// server's`, margin excluded); `None` when no prediction was made for it (the first report).
+        error: Option<f64>,
+    },
     /// Not learned from: zero counts, or a ratio no tokenizer explains.
     Rejected,
 }
@@ -134,6 +140,7 @@ impl Calibration {
         !self.whole.is_empty()
     }
 
+    /// How many usage reports have been learned from, ever (rejected ones do not count).
     pub fn reports(&self) -> u64 {
         self.reports
     }
@@ -173,6 +180,8 @@ impl Calibration {
             .fold(0.0, f64::max)
     }
 
+    /// How the calibration stands, for the gauge and the events: reports learned from, the spread and the
+    /// margin in percent, and whether it is confirmed.
     pub fn standing(&self) -> Standing {
         Standing {
             reports: self.reports,

@@ -40,7 +40,9 @@ const ARCHIVE_REF_PLACEHOLDER: &str = "00000000000000000000000000000000000000000
 /// A file the coder is working on, with its current text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkingFile {
+    /// The file's path, relative to the workspace.
     pub path: String,
+    /// The file's current text, as it is in the workspace now.
     pub text: String,
     /// Tokens of `text`, measured by the caller.
     pub tokens: Tokens,
@@ -58,7 +60,9 @@ pub struct PlanInput<'a> {
     pub message_tokens: &'a [Tokens],
     /// System prompt + tool schemas + reply priming.
     pub fixed: Tokens,
+    /// The task's objective, re-inserted at the head of the rebuilt request.
     pub objective: &'a str,
+    /// The size the rebuilt request must land under, in tokens, counted with `fixed` included.
     pub destination: Tokens,
     /// Coder only, newest first; empty for the other roles.
     pub working_files: &'a [WorkingFile],
@@ -71,6 +75,8 @@ pub struct PlanInput<'a> {
     pub count: &'a dyn Fn(&Message) -> Tokens,
 }
 
+/// What a rebuilt request keeps and what leaves it: the result of [`plan`], for [`assemble`] to build the
+/// candidate from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// Indices of the history messages that leave the request (to be summarised and archived):
@@ -82,6 +88,7 @@ pub struct Plan {
     pub keep_from_round: usize,
     /// The first message kept verbatim (`history.len()` when none is).
     pub keep_from_message: usize,
+    /// How many recent rounds are kept verbatim (rounds `keep_from_round..`); 0 when none is.
     pub kept_rounds: usize,
     /// Unresolved observations whose round is not kept verbatim (those in kept rounds are present).
     pub observations: Vec<Observation>,
@@ -92,6 +99,7 @@ pub struct Plan {
 /// The summary of what left the request, produced by the runtime from [`Plan::summarise`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Checkpoint {
+    /// The summary text the summariser made of what left the request.
     pub summary: String,
     /// Where the removed messages are archived (an evidence id), when they are.
     pub archive_ref: Option<String>,
@@ -284,11 +292,18 @@ pub fn assemble(input: &PlanInput, plan: &Plan, checkpoint: &Checkpoint) -> Vec<
     out
 }
 
+/// What [`judge`] says of a candidate counted in full.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// The candidate is accepted: at or under the destination, or under the trigger and smaller than before.
     Accept,
+    /// Not acceptable yet, but recent rounds are still kept: plan again with one round fewer.
     RetryWithFewerRounds,
-    Fail { reason: String },
+    /// Nothing more can be removed and the candidate is still too large: the compaction fails.
+    Fail {
+        /// The numbers, in words (`compaction_failed`'s reason).
+        reason: String,
+    },
 }
 
 /// Judges a candidate counted in full: accepted when it is at or below the destination, or, failing

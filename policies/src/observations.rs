@@ -18,16 +18,24 @@ use std::collections::HashMap;
 const RUN_COMMAND: ToolName = ToolName::RunCommand;
 const FINISH: ToolName = ToolName::Finish;
 
+/// What an unresolved observation is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ObservationKind {
-    FailingCommand { command: String },
+    /// A `run_command` call that failed, until the same command succeeds or a `finish` is accepted.
+    FailingCommand {
+        /// The command string exactly as the model sent it (see [`command_of`]).
+        command: String,
+    },
+    /// A `finish` that was rejected, until a later `finish` is accepted.
     RejectedFinish,
 }
 
+/// A fact a compaction must carry verbatim, wherever in the history it sat: a failure not yet resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Observation {
     /// Index into [`rounds`] of the round holding the failed call and its result.
     pub round: usize,
+    /// What failed.
     pub kind: ObservationKind,
     /// Verbatim and self-contained, e.g. "run_command `cargo test` failed:\n<the tool result>".
     pub text: String,

@@ -15,13 +15,16 @@ pub const INTERRUPTED_RESULT: &str =
 /// What [`repair`] changed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Repairs {
+    /// Tool calls that had no result and got [`INTERRUPTED_RESULT`] as an error result.
     pub results_added: usize,
+    /// Tool results that answered no call in the history and were dropped.
     pub orphan_results_dropped: usize,
     /// Messages a compaction wrote before kinds were stored, given their kind back.
     pub kinds_restored: usize,
 }
 
 impl Repairs {
+    /// Whether the repair changed anything (the runtime then records the repaired history as a checkpoint).
     pub fn any(&self) -> bool {
         self.results_added + self.orphan_results_dropped + self.kinds_restored > 0
     }

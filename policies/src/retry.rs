@@ -7,9 +7,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
     /// 429 or a provider throttling code; `retry_after_ms` when the server said how long to wait.
-    RateLimit { retry_after_ms: Option<u64> },
+    RateLimit {
+        /// The server's `Retry-After`, in milliseconds, when it sent one.
+        retry_after_ms: Option<u64>,
+    },
     /// 529 / `overloaded_error`: a short-lived overload; `retry_after_ms` when the server said.
-    Overloaded { retry_after_ms: Option<u64> },
+    Overloaded {
+        /// The server's `Retry-After`, in milliseconds, when it sent one.
+        retry_after_ms: Option<u64>,
+    },
     /// 5xx.
     ServerError,
     /// No finish reason, no content and no tool call, a cut stream, an unparseable event.
@@ -28,13 +34,19 @@ impl Failure {
     }
 }
 
+/// How often one kind of failure is retried and the delay its waits are built from (`[retry]` in the
+/// configuration, `{ attempts, delay }`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Schedule {
     /// Retries after the first failure (not counting the first attempt).
     pub attempts: u32,
+    /// The base delay in milliseconds: the wait itself for rate limits, the step of an incremental schedule,
+    /// the first wait of an exponential one.
     pub delay_ms: u64,
 }
 
+/// The retry schedule of each kind of failure, from the `[retry]` table of the configuration (its defaults
+/// when absent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Fixed delay, or the server's `Retry-After` when it sends one.
@@ -67,7 +79,16 @@ impl Default for RetryPolicy {
 /// The decision for one failure: wait this long and try again, or give up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    Retry { attempt: u32, max_attempts: u32, delay_ms: u64 },
+    /// Wait `delay_ms` milliseconds, then send the same request again.
+    Retry {
+        /// Which retry this is, from 1.
+        attempt: u32,
+        /// How many retries the schedule allows for this kind of failure.
+        max_attempts: u32,
+        /// How long to wait first, in milliseconds.
+        delay_ms: u64,
+    },
+    /// The schedule's retries are used up (or the attempt number is 0): fail with the last error.
     GiveUp,
 }
 

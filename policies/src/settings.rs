@@ -10,19 +10,52 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SettingKey<'a> {
     /// A role's `compact_at` (`settings.set`), for every server and model.
-    CompactAt { role: &'a Role },
+    CompactAt {
+        /// The role it is set for.
+        role: &'a Role,
+    },
     /// A role's `compact_at` on one server/model pair: wins over the role's own.
-    CompactAtOn { role: &'a Role, server: &'a str, model: &'a str },
+    CompactAtOn {
+        /// The role it is set for.
+        role: &'a Role,
+        /// The provider's base URL.
+        server: &'a str,
+        /// The model's name, as the configuration gives it.
+        model: &'a str,
+    },
     /// The window a pair had before a usage report clamped it.
-    WindowBeforeClamp { server: &'a str, model: &'a str },
+    WindowBeforeClamp {
+        /// The provider's base URL.
+        server: &'a str,
+        /// The model's name.
+        model: &'a str,
+    },
     /// A server/model pair's calibration from usage reports.
-    Calibration { server: &'a str, model: &'a str },
+    Calibration {
+        /// The provider's base URL.
+        server: &'a str,
+        /// The model's name.
+        model: &'a str,
+    },
     /// A task role's last gauge.
-    Gauge { task_id: &'a str, role: &'a Role },
+    Gauge {
+        /// The id of the task whose role was measured.
+        task_id: &'a str,
+        /// The role measured.
+        role: &'a Role,
+    },
     /// A task role's thinking latch (when its thinking was last cleared).
-    ThinkingLatch { task_id: &'a str, role: &'a Role },
+    ThinkingLatch {
+        /// The id of the task the role works in.
+        task_id: &'a str,
+        /// The role whose thinking was cleared.
+        role: &'a Role,
+    },
     /// A cron job's last run.
-    Job { name: &'a str },
+    Job {
+        /// The job's name in the configuration.
+        name: &'a str,
+    },
 }
 
 impl fmt::Display for SettingKey<'_> {

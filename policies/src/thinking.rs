@@ -8,6 +8,8 @@ use crate::message::{Message, Part};
 use crate::tokens::Tokens;
 use std::time::Duration;
 
+/// How long an agent must have been idle (since its last answer) before a new request clears its outdated
+/// thinking, when `scheduler.idle_thinking_cleanup_after` is not set: an hour.
 pub const DEFAULT_IDLE_THRESHOLD: Duration = Duration::from_secs(3600);
 
 /// A cleanup frees at least this many tokens or is skipped: every cleanup rewrites the history, so the

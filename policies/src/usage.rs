@@ -7,10 +7,16 @@ use crate::event::Usage;
 use crate::tokens::{Count, Tokens};
 use crate::window::{Window, WindowSource};
 
+/// What a usage report says about the window believed, as [`correct_window`] decides it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Correction {
+    /// Nothing to correct.
     None,
+    /// The server processed less than was sent although the request was believed to fit: it truncated
+    /// silently. The window is clamped to what it processed plus its answer, marked `usage`.
     Clamp(Window),
+    /// The server processed more than a clamped window allows, so the clamp was wrong: the window is lifted
+    /// to the one believed before the clamp, or to what the server processed and answered.
     Lift(Window),
 }
 
@@ -24,18 +30,21 @@ pub fn tolerance(sent: Tokens) -> Tokens {
 /// before it counts as a silent truncation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expected {
+    /// What the server was expected to count: our count, or the calibrated prediction, of the request.
     pub count: Count,
+    /// How far below `count` the server's report may fall before it counts as a silent truncation.
     pub tolerance: Tokens,
 }
 
 impl Expected {
-    /// Counted by the model's own tokenizer, or predicted by a confirmed calibration: a report a
-    /// few percent below is template noise, more is a cut (2 %, at least 32 tokens; 3 % for a
-    /// calibrated prediction, whose confirmation allows that much).
+    /// Counted by the model's own tokenizer: a report a few percent below is template noise, more is a cut (2
+    /// %, at least 32 tokens).
     pub fn exact(count: Count) -> Expected {
         Expected { count, tolerance: tolerance(count.tokens) }
     }
 
+    /// Predicted by a confirmed calibration, whose confirmation allows errors up to 3 %: only a report more
+    /// than 3 % below (at least 32 tokens) is a cut.
     pub fn calibrated(count: Count) -> Expected {
         Expected { count, tolerance: Tokens((count.tokens.0 * 3 / 100).max(32)) }
     }

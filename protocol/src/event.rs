@@ -8,15 +8,21 @@ use crate::window::WindowSource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// One thing that happened to a task, as the log keeps it and `task.event` notifications carry it. It is
+/// stored before it is published, so a subscriber that replays the log and then follows live events sees
+/// every event once, in `seq` order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
     /// The event's number in its task, from 1, without gaps.
     pub seq: u64,
+    /// The task it happened to: the UUID v7 `task.submit` returned.
     pub task_id: String,
     /// The role it happened to (task-level events are the lead's).
     pub role: Role,
     /// RFC 3339, milliseconds, UTC.
     pub at: String,
+    /// What happened, with the fields of that kind of event; on the wire its `kind` and fields sit beside
+    /// `seq`, `task_id`, `role` and `at` in one flat object.
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -24,47 +30,90 @@ pub struct Event {
 /// Token usage reported by a provider for one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
+    /// The tokens the server says it processed for the prompt. OpenAI-style servers report `prompt_tokens`;
+    /// for Anthropic it is `input_tokens` plus `cache_read_input_tokens` plus `cache_creation_input_tokens`,
+    /// so cached prefixes count too. This is the figure the calibration learns from.
     pub prompt_tokens: u64,
+    /// The tokens the server says it generated for the answer, thinking included.
     pub completion_tokens: u64,
 }
 
+/// Every kind of event and the fields each carries; `kind` on the wire is the variant's name in snake case
+/// (`task_started`, `request_sent`, …).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
+    /// The task was accepted and its team is starting work. Always the task's first event.
     TaskStarted {
+        /// The objective as it was submitted.
         objective: String,
     },
+    /// A model request passed the fitter (compacted first if it had to be) and goes to the provider. A retry
+    /// resends the same request without a second `request_sent`.
     RequestSent {
+        /// The request's size as the fitter measured it: the role's counter, calibrated when usage reports
+        /// exist, with the calibration's margin added.
         tokens: Tokens,
+        /// True when no tokenizer of the model's own measured the request (the one-token-per-three-bytes
+        /// estimate, not yet confirmed by usage reports); shown as `~` by the CLI.
         estimated: bool,
+        /// The model's context window the request was fitted into, in tokens.
         window: Tokens,
+        /// Where `window` came from: declared by the server, stated by a refusal, corrected from a usage
+        /// report, or assumed.
         window_source: WindowSource,
+        /// The compaction trigger in force, in tokens: a request above it is compacted before it is sent. It
+        /// is `compact_at` percent of the window, lowered when needed to leave room for the answer's
+        /// `max_output_tokens`.
         trigger_tokens: Tokens,
         /// The measure: the counter's source and how many usage reports calibrated it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,
     },
+    /// The provider's answer to a request arrived whole and was stored in the role's history.
     ResponseReceived {
+        /// Why the model stopped, in OpenAI's words: `stop`, `tool_calls`, `length`, or what the server said.
+        /// Anthropic's stop reasons are mapped (`end_turn` → `stop`, `tool_use` → `tool_calls`, `max_tokens`
+        /// → `length`).
         finish_reason: String,
+        /// The server's token usage for this answer; absent when the server sent none, or sent one agentd
+        /// does not trust (a null or negative figure).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
     },
+    /// A model's tool call starts running. Every `tool_called` is followed by its `tool_finished` before the
+    /// task's terminal event.
     ToolCalled {
+        /// The tool the model called.
         tool: ToolName,
+        /// The call's id, as the model's answer gave it; the matching `tool_finished` carries the same id.
         call_id: String,
     },
+    /// A tool call ended, its result stored in the history (a normal end), or the task stopped while it ran
+    /// (`interrupted`).
     ToolFinished {
+        /// The tool that ran.
         tool: ToolName,
+        /// The id of the call, as in its `tool_called`.
         call_id: String,
+        /// Whether the tool succeeded. False for an error result (the model sees it as one) and for an
+        /// interrupted call.
         ok: bool,
+        /// Set when the result was too large to go into the history whole: the evidence item that holds all
+        /// of it (`evidence.read` it); the model got its first page.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         evidence_id: Option<String>,
-        /// The result's size and the limit it was kept whole under (or paged above), by the measure
-        /// named, when it was measured.
+        /// The result's size as it went into the history — the whole result, or its first page when it was
+        /// stored as evidence — by the measure in `measured_by`. Absent for a call whose result was not sized
+        /// (a delegation's return, an interrupted call).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result_tokens: Option<Tokens>,
+        /// The paging rule's limit for this result: a result up to this size goes into the history whole, a
+        /// larger one is stored as evidence and paged. Absent when the result was not sized.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         whole_limit: Option<Tokens>,
+        /// The measure `result_tokens` and `whole_limit` were taken with: the counter's source and how many
+        /// usage reports had calibrated it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,
         /// The call never finished: the task stopped (a crash, a shutdown, a cancel) while it ran.
@@ -72,69 +121,130 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         interrupted: bool,
     },
+    /// A role's request crossed its trigger and is being compacted: older rounds are summarised into a
+    /// checkpoint and archived as evidence.
     CompactionStarted {
+        /// The request's size before the compaction, by the role's calibrated measure.
         tokens_before: Tokens,
+        /// The trigger it crossed, in tokens.
         trigger_tokens: Tokens,
+        /// The size the compaction aims for, in tokens: the rebuilt request should land at or under it.
         destination_tokens: Tokens,
+        /// The model's context window, in tokens.
         window: Tokens,
     },
+    /// A compaction succeeded: the role's history was replaced by a checkpoint and the rounds kept verbatim.
     CompactionFinished {
+        /// The request's size before the compaction, as in `compaction_started`.
         tokens_before: Tokens,
+        /// The rebuilt request's size, counted in full (system prompt and tools included) by the same
+        /// measure.
         tokens_after: Tokens,
+        /// The evidence item that holds, whole, one message per JSON line, what the compaction removed from
+        /// the request.
         archive_id: String,
+        /// How many summary requests made the checkpoint's summary: 1 when one request summarised it all
+        /// (often in place, reusing the cached prefix), more when the removed text was folded in token-sized
+        /// batches.
         batches: u32,
+        /// The measure the sizes were taken with.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,
     },
+    /// A compaction failed: no rebuilt request passed its judgement, or the archive or a summary could not
+    /// be made. The request is not sent and the turn fails with this reason.
     CompactionFailed {
+        /// Why, in words, with the numbers (for instance a summary request that would not fit the window).
         reason: String,
     },
+    /// A model request failed in a way worth retrying; the task is `waiting_retry` until the wait ends.
     RetryScheduled {
+        /// The kind of failure: `rate_limit` (429), `overloaded` (529, Anthropic's `overloaded_error`),
+        /// `server_error` (5xx, a broken connection) or `stream_anomaly` (a broken, stalled or malformed
+        /// stream).
         reason: String,
+        /// Which retry of this kind of failure this is, from 1.
         attempt: u32,
+        /// How many retries of this kind the `[retry]` configuration allows.
         max_attempts: u32,
+        /// How long the task waits before resending, in milliseconds: the server's `Retry-After` when it sent
+        /// one, else the configured schedule's delay for this attempt.
         delay_ms: u64,
     },
+    /// What agentd believed about a model's context window changed. The new window is kept per server and
+    /// model in the database.
     WindowLearned {
+        /// The window believed before, in tokens.
         old_window: Tokens,
+        /// The window now believed, in tokens.
         new_window: Tokens,
+        /// What taught it: `error` (a refusal stated the limit), `usage` (a usage report showed the server
+        /// silently truncating the request) or `declared` (the server's own listing).
         source: WindowSource,
     },
+    /// A new request came to a role that had been idle for longer than
+    /// `scheduler.idle_thinking_cleanup_after`, and every thinking block but the latest was cleared from its
+    /// history (only done when it frees at least `scheduler.idle_thinking_clear_at_least` tokens).
     ThinkingCleared {
+        /// How many thinking blocks were removed.
         blocks_removed: u32,
+        /// How many tokens the removal freed, by the role's measure.
         tokens_freed: Tokens,
+        /// How long the role had been idle (since its last answer), in milliseconds.
         idle_ms: u64,
     },
+    /// The lead handed an objective to a teammate through the `delegate` tool. The teammate's first message
+    /// is the objective followed by the lead's `[receipts]`.
     Delegated {
+        /// The teammate that takes the objective: `coder` or a specialist's name.
         to_role: Role,
+        /// The objective the caller wrote for the teammate.
         objective: String,
+        /// The evidence item holding the caller's complete receipts list, when it was too large to hand over
+        /// whole and the teammate got a bounded view of it instead.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         receipts_id: Option<String>,
-        /// The handoff's bound and the measure it was checked with.
+        /// The bound the handoff (objective and receipts) was checked against, in tokens: a tenth of the
+        /// receiver's window.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         budget_tokens: Option<Tokens>,
+        /// The receiver's measure, which `budget_tokens` was checked with.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,
     },
+    /// A delegated teammate finished; its summary goes back to the caller as the `delegate` call's result.
     DelegationReturned {
+        /// The teammate that finished.
         from_role: Role,
+        /// The teammate's `finish` summary.
         summary: String,
     },
+    /// A model called `finish` and agentd refused it; the model is told why and goes on.
     FinishRejected {
+        /// Why, in words: the role's configured `verify` command failed (``verification `cargo test`
+        /// failed``); the model gets the command's output as the `finish` call's error result.
         reason: String,
     },
+    /// The task ended well: the lead called `finish`. A terminal event.
     TaskFinished {
+        /// The lead's `finish` summary, which is also the task's `result`.
         summary: String,
     },
+    /// The task ended in failure. A terminal event; `task.resume` may continue it.
     TaskFailed {
+        /// What went wrong, in words (a provider error, a compaction that could not fit, a storage failure…).
         error: String,
     },
+    /// The task was cancelled by `task.cancel`. A terminal event: a cancelled task never runs again.
     TaskCancelled {},
+    /// The task stopped because the daemon shut down or crashed while it ran. A terminal event in the stream,
+    /// but not an end state: `task.resume` continues it, after which `task_resumed` follows.
     TaskInterrupted {},
     /// An interrupted or failed task was resumed from its log.
     TaskResumed {},
     /// A follow-up request for a task that had stopped: the lead takes it as a new user message.
     TaskMessage {
+        /// The follow-up text, as the lead receives it.
         text: String,
     },
 }
@@ -176,6 +286,7 @@ impl EventKind {
         crate::rpc::EndKind::of(self).is_some()
     }
 
+    /// The event's `kind` as it is on the wire, in snake case (`tool_finished`).
     pub fn name(&self) -> &'static str {
         match self {
             EventKind::TaskStarted { .. } => "task_started",

@@ -73,12 +73,17 @@ impl fmt::Display for Producer {
 /// Who produced a piece of evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Source {
+    /// The task whose work produced the evidence.
     pub task_id: String,
+    /// The role that made the call (or whose history was compacted, or whose receipts were handed over).
     pub role: Role,
     /// The tool whose result this is, or the part of agentd that archived it.
     pub tool: Producer,
+    /// The tool call whose result this is, by the id the model gave it; absent for a compaction's archive and
+    /// a receipts list.
     pub call_id: Option<String>,
-    /// The path read or the command run.
+    /// What the evidence is of, in words: the path read or the command run for a tool's result; for a
+    /// compaction's archive or a receipts list, a line saying what was moved and where.
     pub detail: Option<String>,
 }
 
@@ -89,8 +94,12 @@ pub struct EvidenceMeta {
     pub id: String,
     /// The sha256 of the bytes, lowercase hex: the blob's name.
     pub sha256: String,
+    /// The blob's size in bytes.
     pub bytes: u64,
+    /// The blob's media type: `text/plain` for a tool's result, `application/x-ndjson` (one JSON message or
+    /// receipt a line) for a compaction's archive and a receipts list.
     pub media_type: String,
+    /// Where the evidence came from: the task, the role and the tool (or part of agentd) that produced it.
     pub source: Source,
     /// False when the producer was cut off (e.g. a command killed at its timeout).
     pub complete: bool,
@@ -107,7 +116,9 @@ pub struct EvidenceMeta {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Unit {
+    /// Offsets and lengths count bytes of the blob.
     Bytes,
+    /// Offsets and lengths count lines (`\n`-terminated, a trailing partial line counting as one), from 0.
     Lines,
 }
 
@@ -132,6 +143,7 @@ pub struct Page {
 /// One evidence item `verify` found wrong.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Problem {
+    /// The evidence item's id (`ev-…`).
     pub id: String,
     /// The recorded sha256.
     pub sha256: String,

@@ -2,8 +2,9 @@
 //!
 //! The [`MessageKind`] says what a message *is* to agentd — the objective, a checkpoint summary, the
 //! unresolved observations, the working files, or a plain turn — and is stored on the message when
-//! it is made, so no room ever sorts messages by their text. Provider reasoning (`Thinking`) is a part of its own, kept apart from the shown text so it can be
-//! sent back byte-identical through a chain of tool calls and cleared deliberately later.
+//! it is made, so no room ever sorts messages by their text. Provider reasoning (`Thinking`) is a part
+//! of its own, kept apart from the shown text so it can be sent back byte-identical through a chain of
+//! tool calls and cleared deliberately later.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -47,6 +48,7 @@ impl MessageKind {
 }
 
 impl Speaker {
+    /// The speaker's name on the OpenAI wire (`system`, `user`, `assistant`, `tool`).
     pub fn as_str(self) -> &'static str {
         match self {
             Speaker::System => "system",
@@ -57,43 +59,67 @@ impl Speaker {
     }
 }
 
+/// One piece of a message's content. On the wire `type` names the variant in snake case (`text`, `thinking`,
+/// `tool_call`, `tool_result`, `image`) beside its fields.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
+    /// Text shown to or written by the model.
     Text {
+        /// The text itself.
         text: String,
     },
     /// Provider reasoning. `signature` is the provider's opaque proof (Anthropic) and must be sent back
     /// unchanged with the text; `redacted` holds encrypted reasoning the provider would not show.
     Thinking {
+        /// The reasoning as the provider streamed it (for a redacted block, the encrypted data).
         text: String,
+        /// Anthropic's signature over the block, sent back unchanged with the text; absent for providers that
+        /// sign nothing.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+        /// True for a block the provider redacted: `text` is opaque encrypted data, sent back as is.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         redacted: bool,
     },
+    /// A call the model made to one of its tools, answered by a `tool_result` part with the same id.
     ToolCall {
+        /// The call's id, as the model's answer gave it (agentd makes one up when a server gives none).
         id: String,
+        /// The tool's name as the model wrote it; it may name no tool the role has, which is answered with an
+        /// error result.
         name: String,
         /// The arguments exactly as the model produced them (a JSON text, possibly malformed).
         arguments: String,
     },
+    /// A tool's answer to a call, in a `tool` message.
     ToolResult {
+        /// The id of the `tool_call` this answers.
         call_id: String,
+        /// The result as the model sees it: the tool's output with secrets redacted, or the first page of it
+        /// with a note naming the evidence that holds the rest.
         content: String,
+        /// True when the call failed (a refused path, a command that exited non-zero, bad arguments): the
+        /// model is told it is an error.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// An image given to the model.
     Image {
+        /// The image's media type, such as `image/png`.
         media_type: String,
         /// Base64 data.
         data: String,
     },
 }
 
+/// One message of a conversation: who speaks, what they say, and what the message is to agentd.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
+    /// Who the message is from.
     pub role: Speaker,
+    /// Its content, in order: text, thinking, tool calls, tool results and images as the model exchanged
+    /// them.
     pub parts: Vec<Part>,
     /// What the message is to agentd; `plain` unless agentd made it for a purpose.
     #[serde(default, skip_serializing_if = "MessageKind::is_plain")]
@@ -101,6 +127,7 @@ pub struct Message {
 }
 
 impl Message {
+    /// A plain message of `role` with these parts.
     pub fn new(role: Speaker, parts: Vec<Part>) -> Message {
         Message { role, parts, kind: MessageKind::Plain }
     }
@@ -111,18 +138,22 @@ impl Message {
         self
     }
 
+    /// A plain system message holding `text`.
     pub fn system(text: impl Into<String>) -> Message {
         Message::new(Speaker::System, vec![Part::Text { text: text.into() }])
     }
 
+    /// A plain user message holding `text`.
     pub fn user(text: impl Into<String>) -> Message {
         Message::new(Speaker::User, vec![Part::Text { text: text.into() }])
     }
 
+    /// A plain assistant message holding `text`.
     pub fn assistant_text(text: impl Into<String>) -> Message {
         Message::new(Speaker::Assistant, vec![Part::Text { text: text.into() }])
     }
 
+    /// A tool message answering the call `call_id` with `content`, marked as an error when `is_error`.
     pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>, is_error: bool) -> Message {
         Message::new(
             Speaker::Tool,
@@ -157,6 +188,7 @@ impl Message {
         })
     }
 
+    /// Whether the message carries provider reasoning (a thinking part).
     pub fn has_thinking(&self) -> bool {
         self.parts.iter().any(|p| matches!(p, Part::Thinking { .. }))
     }

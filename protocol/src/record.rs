@@ -9,28 +9,52 @@ use crate::tool::ToolName;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// One entry of a task's append-only log: the messages, checkpoints, settings snapshots, events and receipts
+/// of every role, in the order they happened. On the wire `type` names the variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
     /// One message of a role's history.
-    Message { role: Role, message: Message },
+    Message {
+        /// The role whose history the message belongs to.
+        role: Role,
+        /// The message, as it was sent to or received from the model.
+        message: Message,
+    },
     /// The role's whole active history replaced (compaction, thinking cleanup, repair).
     /// Shape per the design: `{type: system, subtype: compaction, history: [...]}` (stored before
     /// as `type: checkpoint`, which still reads).
     #[serde(rename = "system", alias = "checkpoint")]
     Checkpoint {
+        /// The role whose history this replaces.
         role: Role,
+        /// Why the history was replaced: a compaction, a thinking cleanup or a repair.
         subtype: CheckpointKind,
+        /// The role's whole active history from here on, replacing everything before.
         history: Vec<Message>,
+        /// The evidence item archiving what a compaction removed; absent for other checkpoints.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         archive_id: Option<String>,
     },
     /// The settings a role's turn started with.
-    Settings { role: Role, settings: TurnSettings },
+    Settings {
+        /// The role whose turn started.
+        role: Role,
+        /// The snapshot the whole turn runs with.
+        settings: TurnSettings,
+    },
     /// An event, also kept in the event index.
-    Event { event: Event },
+    Event {
+        /// The event, with its own `seq` in the task's event numbering.
+        event: Event,
+    },
     /// What one operation of a role did (tool, arguments, outcome, evidence): its receipt.
-    Receipt { role: Role, receipt: Receipt },
+    Receipt {
+        /// The role that made the call.
+        role: Role,
+        /// What was called, with what, and how it ended.
+        receipt: Receipt,
+    },
 }
 
 /// Why a role's history was replaced.
@@ -66,9 +90,11 @@ pub struct TurnSettings {
     pub provider: String,
     /// The provider's base URL.
     pub server: String,
+    /// The model the role's requests go to.
     pub model: String,
     /// The compaction trigger, percent of the window.
     pub compact_at: u8,
+    /// How long `run_command` (and the coder's `verify`) may run before it is killed, in seconds.
     pub command_timeout_s: u64,
     /// The command that checks the coder's work, when configured.
     pub verify: Option<String>,
@@ -85,16 +111,20 @@ pub struct TurnSettings {
 /// the full result, when archived, is named by `evidence_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Receipt {
+    /// The tool called.
     pub tool: ToolName,
     /// The arguments on one line, shortened.
     pub arguments: String,
+    /// Whether the call succeeded.
     pub ok: bool,
     /// The result on one line, shortened; `(incomplete)` leads when the output was cut off.
     pub outcome: String,
+    /// The evidence item holding the full result, when it was too large to keep whole in the history.
     pub evidence_id: Option<String>,
 }
 
 impl Record {
+    /// The role the record belongs to (for an event, the event's role).
     pub fn role(&self) -> &Role {
         match self {
             Record::Message { role, .. }

@@ -82,40 +82,58 @@ pub enum Request {
 /// The methods, by name: what a request line names before its params are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Method {
+    /// `task.submit`: starts a task.
     #[serde(rename = "task.submit")]
     TaskSubmit,
+    /// `task.list`: every task, a summary line each.
     #[serde(rename = "task.list")]
     TaskList,
+    /// `task.status`: one task, with each role's last measured request.
     #[serde(rename = "task.status")]
     TaskStatus,
+    /// `task.cancel`: stops a task.
     #[serde(rename = "task.cancel")]
     TaskCancel,
+    /// `task.resume`: continues an interrupted or failed task.
     #[serde(rename = "task.resume")]
     TaskResume,
+    /// `task.message`: a follow-up request for a stopped task.
     #[serde(rename = "task.message")]
     TaskMessage,
+    /// `task.subscribe`: follows a task's events.
     #[serde(rename = "task.subscribe")]
     TaskSubscribe,
+    /// `context.get`: a role's context gauge.
     #[serde(rename = "context.get")]
     ContextGet,
+    /// `log.get`: a task's log records.
     #[serde(rename = "log.get")]
     LogGet,
+    /// `evidence.list`: the evidence archive's items.
     #[serde(rename = "evidence.list")]
     EvidenceList,
+    /// `evidence.get`: one evidence item's metadata.
     #[serde(rename = "evidence.get")]
     EvidenceGet,
+    /// `evidence.read`: a page of one evidence item.
     #[serde(rename = "evidence.read")]
     EvidenceRead,
+    /// `evidence.verify`: re-hashes every blob.
     #[serde(rename = "evidence.verify")]
     EvidenceVerify,
+    /// `settings.get`: a role's setting.
     #[serde(rename = "settings.get")]
     SettingsGet,
+    /// `settings.set`: changes a role's setting.
     #[serde(rename = "settings.set")]
     SettingsSet,
+    /// `models.probe`: asks a role's server for its window again.
     #[serde(rename = "models.probe")]
     ModelsProbe,
+    /// `daemon.status`: the daemon's own state.
     #[serde(rename = "daemon.status")]
     DaemonStatus,
+    /// `clock.advance`: moves a manual clock forward (tests).
     #[serde(rename = "clock.advance")]
     ClockAdvance,
 }
@@ -180,6 +198,7 @@ impl Request {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NoParams {}
 
+/// `task.submit`'s params: what to do, and where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SubmitParams {
     /// What the team is to do; not empty.
@@ -191,36 +210,47 @@ pub struct SubmitParams {
     pub team: Option<String>,
 }
 
+/// Params naming one task (`task.status`, `task.cancel`, `task.resume`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskRef {
+    /// The task's id, as `task.submit` returned it; an unknown one is refused with -32001.
     pub task_id: String,
 }
 
+/// `task.message`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageParams {
+    /// The stopped task to follow up (finished, failed or interrupted; a cancelled task is refused with
+    /// -32003).
     pub task_id: String,
     /// The follow-up, taken by the lead as a new user message.
     pub text: String,
 }
 
+/// `task.subscribe`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SubscribeParams {
+    /// The task to follow.
     pub task_id: String,
     /// Replay starts after this event (0 or absent: from the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
 }
 
+/// `context.get`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ContextParams {
+    /// The task whose gauge to read.
     pub task_id: String,
     /// Default: the lead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
 }
 
+/// `log.get`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LogParams {
+    /// The task whose log to read.
     pub task_id: String,
     /// Only this role's records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,6 +263,7 @@ pub struct LogParams {
     pub limit: Option<u64>,
 }
 
+/// `evidence.list`'s params.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EvidenceListParams {
     /// Only this task's evidence.
@@ -240,13 +271,17 @@ pub struct EvidenceListParams {
     pub task_id: Option<String>,
 }
 
+/// Params naming one evidence item (`evidence.get`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EvidenceRef {
+    /// The item's id (`ev-…`); an unknown one is refused with -32002.
     pub id: String,
 }
 
+/// `evidence.read`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EvidenceReadParams {
+    /// The item's id (`ev-…`); an unknown one is refused with -32002.
     pub id: String,
     /// Where to start, in `unit`s (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -276,20 +311,26 @@ impl SettingKey {
     }
 }
 
+/// `settings.get`'s and `settings.set`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SettingParams {
+    /// The role whose setting it is: `lead`, `coder` or a specialist's name from the configuration.
     pub role: Role,
+    /// Which setting.
     pub key: SettingKey,
     /// `settings.set` only: the new value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<serde_json::Value>,
 }
 
+/// Params naming one role (`models.probe`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RoleParams {
+    /// The role, as the configuration names it; a role the team lacks is refused with -32602.
     pub role: Role,
 }
 
+/// `clock.advance`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClockParams {
     /// Milliseconds to move the clock forward.
@@ -306,9 +347,13 @@ pub struct Submitted {
 /// One line of `task.list`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskSummary {
+    /// The task's id (a UUID v7).
     pub task_id: String,
+    /// The task's state: the real one, even while its end is not recorded.
     pub state: TaskState,
+    /// What the team was asked to do.
     pub objective: String,
+    /// When the task was submitted, RFC 3339.
     pub created_at: String,
     /// False while the task's end is held in memory because the store could not take it.
     pub recorded: bool,
@@ -320,11 +365,17 @@ pub struct TaskSummary {
 /// A role's last measured request, in `task.status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RoleStatus {
+    /// The request's size as the fitter measured it (calibrated when usage reports exist).
     pub tokens: Tokens,
+    /// True when no tokenizer of the model's own measured it; shown as `~`.
     pub estimated: bool,
+    /// The model's context window, in tokens.
     pub window: Tokens,
+    /// Where `window` came from.
     pub window_source: WindowSource,
+    /// What counted the request: `tiktoken`, `endpoint` or `estimate`.
     pub count_source: CountSource,
+    /// How the server's usage reports have calibrated the count; absent until one has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<Standing>,
     /// The measure in words.
@@ -335,16 +386,25 @@ pub struct RoleStatus {
 /// `task.status`'s answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskStatus {
+    /// The task's id (a UUID v7).
     pub task_id: String,
+    /// The task's state: the real one, even while its end is not recorded.
     pub state: TaskState,
+    /// What the team was asked to do.
     pub objective: String,
+    /// The workspace directory, absolute, as submitted.
     pub workspace: String,
+    /// When the task was submitted, RFC 3339.
     pub created_at: String,
+    /// When the task's record last changed, RFC 3339.
     pub updated_at: String,
     /// The roles that have made a request since the daemon started.
     pub roles: BTreeMap<Role, RoleStatus>,
+    /// The lead's `finish` summary, once the task finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// What made the task fail, while it is `failed`; with `recorded: false`, also why its end is not
+    /// recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// False while the task's end is held in memory because the store could not take it.
@@ -357,12 +417,15 @@ pub struct TaskStatus {
 /// `task.cancel`, `task.resume` and `task.message` answer with the task's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct StateResult {
+    /// The task's state after the call: `cancelled` after a cancel (or the end a running task reached first),
+    /// `running` after a resume or a follow-up.
     pub state: TaskState,
 }
 
 /// `task.subscribe`'s answer, before the notifications.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Subscribed {
+    /// Always true: `task.event` notifications follow on this connection.
     pub subscribed: bool,
 }
 
@@ -370,23 +433,30 @@ pub struct Subscribed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ContextResult {
+    /// The role's last measured request.
     Measured(Box<crate::gauge::Gauge>),
+    /// The role has not been measured since the daemon started.
     Unmeasured(Unmeasured),
 }
 
 /// A role that has made no request since the daemon started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Unmeasured {
+    /// The role asked about.
     pub role: Role,
     /// Always false.
     pub measured: bool,
+    /// Why there is no gauge, in words.
     pub note: String,
 }
 
 /// One record of a task's log, with its number. Checkpoints show as `{type: "system", subtype, …}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LogEntry {
+    /// The record's number in the task's log, from 1 (the log numbers records apart from events); give the
+    /// last one seen as `log.get`'s `after_seq` to read on.
     pub seq: u64,
+    /// The record itself; its fields sit beside `seq` on the wire.
     #[serde(flatten)]
     pub record: Record,
 }
@@ -394,6 +464,7 @@ pub struct LogEntry {
 /// `log.get`'s answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LogResult {
+    /// The records, in log order, at most the `limit` asked for; fewer (or none) at the log's end.
     pub records: Vec<LogEntry>,
 }
 
@@ -409,20 +480,32 @@ pub struct VerifyResult {
 /// `settings.get` / `settings.set`'s answer: the value in effect for the role's server and model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SettingResult {
+    /// The role the setting is for.
     pub role: Role,
+    /// The setting.
     pub key: SettingKey,
+    /// The value in effect, a percentage from 1 to 100: the one set for the role on its current server and
+    /// model, else the one set for the role, else the role's `compact_at` in the configuration, else 80.
     pub value: u8,
+    /// The base URL of the role's provider, which the value is remembered for.
     pub server: String,
+    /// The role's model, which the value is remembered for.
     pub model: String,
 }
 
 /// `models.probe`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ProbeResult {
+    /// The role probed.
     pub role: Role,
+    /// The base URL of the role's provider.
     pub server: String,
+    /// The model probed.
     pub model: String,
+    /// The window now believed, in tokens.
     pub window: Tokens,
+    /// Where it came from: `declared` when the server declared it, else the window learned before (or
+    /// `assumed`).
     pub window_source: WindowSource,
 }
 
@@ -456,19 +539,28 @@ impl JobAction {
 /// A cron job and how its runs went.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct JobStatus {
+    /// The job's name in the configuration.
     pub name: String,
+    /// The job's schedule: a cron expression with seconds (`0 0 3 * * *` is 03:00 every day).
     pub cron: String,
+    /// What the job runs.
     pub action: JobAction,
+    /// How many times the job has run, across restarts.
     pub runs: u64,
+    /// When the last run started, RFC 3339; absent before the first.
     pub last_run_at: Option<String>,
+    /// Whether the last run succeeded; absent before the first.
     pub last_ok: Option<bool>,
+    /// What the last run said, in words: its summary or its error.
     pub last_outcome: Option<String>,
+    /// When the job runs next, RFC 3339; absent when its schedule never fires again.
     pub next_run_at: Option<String>,
 }
 
 /// Whether the store takes writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct StorageStatus {
+    /// True when the store takes writes.
     pub ok: bool,
     /// Why it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -483,18 +575,24 @@ pub struct StorageStatus {
 /// `daemon.status`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DaemonStatus {
+    /// The daemon's version.
     pub version: String,
+    /// How long the daemon has run, in seconds.
     pub uptime_s: u64,
+    /// How many tasks are being run now: started, and their runner not yet ended.
     pub tasks_running: u64,
+    /// The scheduled jobs, with their last and next runs.
     pub jobs: Vec<JobStatus>,
     /// The daemon's clock, RFC 3339.
     pub clock: String,
+    /// Whether the store takes writes, and since when it has not.
     pub storage: StorageStatus,
 }
 
 /// `clock.advance`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ClockResult {
+    /// The daemon's clock after the move, RFC 3339.
     pub now: String,
 }
 
@@ -514,9 +612,13 @@ pub enum Notification {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EndKind {
+    /// The task finished (`task_finished`).
     TaskFinished,
+    /// The task failed (`task_failed`).
     TaskFailed,
+    /// The task was cancelled (`task_cancelled`).
     TaskCancelled,
+    /// The task was interrupted (`task_interrupted`) by a shutdown or a crash, and not resumed since.
     TaskInterrupted,
 }
 
@@ -537,9 +639,11 @@ impl EndKind {
 /// `task.end`: which event ended the stream; with `recorded: false`, an end the store could not take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskEnd {
+    /// The task the stream followed.
     pub task_id: String,
     /// The terminal event's seq (unrecorded: the last event sent).
     pub seq: u64,
+    /// Which end it was.
     pub kind: EndKind,
     /// With `recorded: false`: the task's real state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -547,6 +651,7 @@ pub struct TaskEnd {
     /// Absent (true) unless the end could not be recorded.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub recorded: bool,
+    /// With `recorded: false`: the task's error, and why its end could not be recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -635,11 +740,14 @@ impl TryFrom<i64> for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
 #[error("{message} ({})", code.code())]
 pub struct RpcError {
+    /// Which error: the number on the wire.
     pub code: ErrorCode,
+    /// What went wrong, in words; for -32602 it names the parameter.
     pub message: String,
 }
 
 impl RpcError {
+    /// An error with this code and message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> RpcError {
         RpcError { code, message: message.into() }
     }

@@ -3,15 +3,25 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// Where a task is in its life. `finished`, `failed` and `cancelled` are ends; `interrupted` is a pause a
+/// `task.resume` continues from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
+    /// Accepted and recorded; its team has not started working yet.
     Queued,
+    /// A model turn or a tool call is under way.
     Running,
+    /// A model request failed in a way worth retrying, and the task is waiting out the delay
+    /// (`retry_scheduled` says how long).
     WaitingRetry,
+    /// The lead called `finish`: the task's `result` holds its summary.
     Finished,
+    /// The task stopped on an error (`error` says which); `task.resume` can continue it.
     Failed,
+    /// Stopped by `task.cancel`; it never runs again.
     Cancelled,
+    /// The daemon shut down or crashed while the task ran; `task.resume` continues it from its log.
     Interrupted,
 }
 
@@ -26,6 +36,7 @@ impl TaskState {
         matches!(self, TaskState::Queued | TaskState::Running | TaskState::WaitingRetry)
     }
 
+    /// The state's name on the wire and in the CLI (`waiting_retry`).
     pub fn as_str(self) -> &'static str {
         match self {
             TaskState::Queued => "queued",
@@ -47,15 +58,22 @@ impl std::fmt::Display for TaskState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 /// A task as the store keeps it.
 pub struct TaskMeta {
+    /// The task's id: a UUID v7, so ids sort by creation.
     pub task_id: String,
+    /// What the team is to do, as submitted.
     pub objective: String,
+    /// The absolute workspace directory the tools are confined to, as submitted.
     pub workspace: String,
+    /// The team name given at submission, if any (this daemon runs one team, `default`).
     pub team: Option<String>,
+    /// Where the task is in its life, as last recorded.
     pub state: TaskState,
     /// RFC 3339, set by the caller (this crate reads no clock).
     pub created_at: String,
     /// RFC 3339, set by the caller (this crate reads no clock).
     pub updated_at: String,
+    /// The lead's `finish` summary, once the task finished.
     pub result: Option<String>,
+    /// What made the task fail, while it is `failed`.
     pub error: Option<String>,
 }

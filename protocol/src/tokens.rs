@@ -14,6 +14,7 @@ use std::ops::{Add, AddAssign, Sub};
 pub struct Tokens(pub u64);
 
 impl Tokens {
+    /// No tokens.
     pub const ZERO: Tokens = Tokens(0);
 
     /// `percent` % of this many tokens, rounded down.
@@ -21,6 +22,7 @@ impl Tokens {
         Tokens(self.0 * u64::from(percent) / 100)
     }
 
+    /// This many tokens less `other`, never below zero.
     pub fn saturating_sub(self, other: Tokens) -> Tokens {
         Tokens(self.0.saturating_sub(other.0))
     }
@@ -61,16 +63,19 @@ impl fmt::Display for Tokens {
 /// A measured or estimated token count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Count {
+    /// How many tokens.
     pub tokens: Tokens,
     /// True when no tokenizer of the model's own measured this; shown as `~` to users.
     pub estimated: bool,
 }
 
 impl Count {
+    /// A count a tokenizer of the model's own (or the provider) made.
     pub fn measured(tokens: u64) -> Count {
         Count { tokens: Tokens(tokens), estimated: false }
     }
 
+    /// A count that was only estimated; it never certifies that a request fits.
     pub fn estimated(tokens: u64) -> Count {
         Count { tokens: Tokens(tokens), estimated: true }
     }
@@ -120,6 +125,7 @@ pub enum CountSource {
 }
 
 impl CountSource {
+    /// The source's name on the wire and in the CLI (`tiktoken`, `endpoint`, `estimate`).
     pub fn as_str(self) -> &'static str {
         match self {
             CountSource::Tiktoken => "tiktoken",
@@ -133,7 +139,9 @@ impl CountSource {
 /// reports had calibrated it (0: the raw count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Measured {
+    /// What counted: the model's tokenizer, the provider's counting endpoint, or the estimate.
     pub source: CountSource,
+    /// How many of the server's usage reports had calibrated the counter (0: its raw count).
     #[serde(default)]
     pub calibrated_by: u64,
 }

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 /// What we assume for a server that declares nothing, until a refusal states the limit.
 pub const ASSUMED_WINDOW: Tokens = Tokens(256_000);
 
+/// Where a window's size came from. Windows are never configured: they are probed, learned from refusals and
+/// usage reports, and remembered per server and model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WindowSource {
@@ -21,6 +23,7 @@ pub enum WindowSource {
 }
 
 impl WindowSource {
+    /// The source's name on the wire and in the CLI (`declared`, `error`, `usage`, `assumed`).
     pub fn as_str(self) -> &'static str {
         match self {
             WindowSource::Declared => "declared",
@@ -31,13 +34,19 @@ impl WindowSource {
     }
 }
 
+/// A model's context window: how many tokens a request and its answer may hold together, and where that
+/// figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Window {
+    /// The window's size in tokens.
     pub tokens: Tokens,
+    /// Where the size came from.
     pub source: WindowSource,
 }
 
 impl Window {
+    /// The window of a server that declares nothing, until a refusal or a usage report teaches better:
+    /// [`ASSUMED_WINDOW`] tokens, marked `assumed`.
     pub fn assumed() -> Window {
         Window { tokens: ASSUMED_WINDOW, source: WindowSource::Assumed }
     }

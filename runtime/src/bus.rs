@@ -7,6 +7,8 @@ use agentd_policies::{Event, EventKind};
 use agentd_protocol::Role;
 use tokio::sync::broadcast;
 
+/// Where events go: each is appended to the task's log (flushed) and then broadcast to every live subscriber.
+/// Cheap to clone; clones share the store and the channel.
 #[derive(Clone)]
 pub struct EventBus {
     store: Store,
@@ -14,6 +16,8 @@ pub struct EventBus {
 }
 
 impl EventBus {
+    /// A bus over `store`, with room for 8,192 unread events per subscriber (a slower one misses events and
+    /// must replay them from the store).
     pub fn new(store: Store) -> EventBus {
         let (live, _) = broadcast::channel(8192);
         EventBus { store, live }
@@ -27,6 +31,8 @@ impl EventBus {
         Ok(event)
     }
 
+    /// A live feed of every event emitted from now on, for every task; a subscriber filters by task and
+    /// replays what came before from the store.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.live.subscribe()
     }

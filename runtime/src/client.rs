@@ -13,16 +13,31 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
+/// Why a call over the socket failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The socket could not be connected to: no daemon is serving this home, or the path is wrong.
     #[error("cannot reach the daemon at {path}: {source}")]
-    Connect { path: PathBuf, source: std::io::Error },
+    Connect {
+        /// The socket's path.
+        path: PathBuf,
+        /// Why the connection failed.
+        source: std::io::Error,
+    },
+    /// The connection broke, or the daemon closed it.
     #[error("connection to the daemon lost: {0}")]
     Io(#[from] std::io::Error),
+    /// The daemon sent a line that is not the protocol (not JSON, or not the shape expected).
     #[error("the daemon sent an unreadable line: {0}")]
     Protocol(String),
+    /// The daemon answered with a JSON-RPC error.
     #[error("{message}")]
-    Rpc { code: i64, message: String },
+    Rpc {
+        /// The error's code (see [`ErrorCode`]).
+        code: i64,
+        /// The daemon's message, naming what was wrong.
+        message: String,
+    },
 }
 
 impl ClientError {
@@ -35,6 +50,8 @@ impl ClientError {
     }
 }
 
+/// A connection to the daemon's socket. Blocking, and one request at a time: it sends a line and reads lines
+/// until the answer with its id, keeping notifications that arrive meanwhile for [`Client::next_item`].
 pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
@@ -43,6 +60,7 @@ pub struct Client {
 }
 
 impl Client {
+    /// Connects to the daemon's socket at `socket`.
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(socket)
             .map_err(|source| ClientError::Connect { path: socket.to_path_buf(), source })?;
@@ -120,6 +138,7 @@ impl Client {
 /// What a subscription delivers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamItem {
+    /// One event of the task, in order.
     Event(Box<Event>),
     /// The terminal event that ended the stream; or, for a task whose end the daemon could not
     /// record (its storage failed), `recorded: false` with the state and error — never a success.

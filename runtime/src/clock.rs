@@ -8,6 +8,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
+/// The daemon's clock: the system time, or (with `AGENTD_CLOCK=manual`) the system time plus whatever
+/// `clock.advance` added. Cheap to clone; clones share the offset.
 #[derive(Clone)]
 pub struct Clock {
     inner: Arc<Inner>,
@@ -35,10 +37,12 @@ impl Clock {
         Clock { inner: Arc::new(Inner { manual, offset_ms: AtomicU64::new(0), advanced: Notify::new() }) }
     }
 
+    /// Whether `clock.advance` can move this clock (`AGENTD_CLOCK=manual`).
     pub fn is_manual(&self) -> bool {
         self.inner.manual
     }
 
+    /// The time now on this clock.
     pub fn now(&self) -> SystemTime {
         SystemTime::now() + Duration::from_millis(self.inner.offset_ms.load(Ordering::SeqCst))
     }

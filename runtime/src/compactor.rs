@@ -20,50 +20,72 @@ use agentd_protocol::{Producer, Role};
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
+/// Why a compaction did not produce an accepted history. The fitter reports it as `compaction_failed` (except
+/// a cancel) and the turn fails.
 #[derive(Debug, thiserror::Error)]
 pub enum CompactError {
     /// `compaction_failed`: no candidate could be accepted; the reason names the numbers.
     #[error("compaction failed: {0}")]
     Failed(String),
+    /// The task was cancelled during a summary request or a wait for its retry.
     #[error("compaction cancelled")]
     Cancelled,
+    /// A summary request failed past what the retry policy retries.
     #[error("the summariser failed: {0}")]
     Provider(#[from] ProviderError),
+    /// The removed messages could not be archived (neither in the store nor in the fallback file).
     #[error("cannot archive the compacted steps: {0}")]
     Archive(String),
 }
 
 /// What a compaction needs to know.
 pub struct Job<'a> {
+    /// The task compacted.
     pub task_id: &'a str,
+    /// The role whose request is compacted.
     pub role: &'a Role,
+    /// The role's provider client, which the summary requests go to.
     pub client: &'a Client,
+    /// The role's measure: every candidate is counted with it, as the fitter counts the request.
     pub meter: &'a Meter,
+    /// Where the archive of what leaves the request is stored, as evidence.
     pub store: &'a Store,
     /// The request that crossed the trigger: its system prompt and tools are reused by a summary that
     /// continues it, and its messages are the history compacted.
     pub request: &'a ChatRequest,
+    /// The task's objective, re-inserted at the head of the rebuilt history.
     pub objective: &'a str,
     /// System prompt + tool schemas + reply priming, as counted for the request.
     pub fixed: Tokens,
+    /// The request's size before the compaction, counted in full, in tokens.
     pub before: Tokens,
+    /// Whether `before` is an estimate (the history is then not summarised in place, whose fit an estimate
+    /// cannot vouch for).
     pub before_estimated: bool,
     /// The request last sent for this role, when the history starts with its messages.
     pub sent_prefix: Option<SentPrefix>,
+    /// The role's window, trigger and destination.
     pub thresholds: Thresholds,
+    /// The coder's working files (the files it wrote or edited, as they are now); empty for other roles.
     pub working_files: Vec<WorkingFile>,
     /// Where evidence goes when the database cannot take it: the workspace's evidence folder.
     pub fallback_dir: PathBuf,
+    /// How summary requests are retried.
     pub retry: RetryPolicy,
+    /// Fires when the task is cancelled: summary requests and their waits stop at once.
     pub cancel: &'a CancellationToken,
+    /// When the compaction started (RFC 3339): the archive's `created_at`.
     pub at: String,
 }
 
 /// An accepted candidate.
 #[derive(Debug, Clone)]
 pub struct Compacted {
+    /// The rebuilt history: objective, checkpoint, observations, working files, then the kept rounds.
     pub history: Vec<Message>,
+    /// The evidence item holding, one message per JSON line, what left the request.
     pub archive_id: String,
+    /// How many summary requests made the checkpoint's summary.
     pub batches: u32,
     /// Whether the first summary continued the request already sent (its prefix cached).
     pub in_place: bool,
@@ -97,6 +119,8 @@ impl Measure for JobMeasure<'_> {
     }
 }
 
+/// Runs one compaction to its end: drives the policies' compaction machine, sending the summary requests it
+/// asks for (retried on the daemon's clock) and storing the archive.
 pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
     let measure = JobMeasure { meter: job.meter, request: job.request, fixed: job.fixed };
     let history = &job.request.messages;

@@ -12,14 +12,36 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// Why `agentd.toml` was not accepted. Each variant names the file; a bad value names its key too
+/// (`team.lead.compact_at`).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The configuration file.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
+    /// The file is not TOML of the expected shape (a syntax error, an unknown key, a wrong type).
     #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    Parse {
+        /// The configuration file.
+        path: PathBuf,
+        /// The TOML parser's message, on one line.
+        message: String,
+    },
+    /// A key has a value agentd does not accept.
     #[error("{path}: key `{key}`: {message}")]
-    Invalid { path: PathBuf, key: String, message: String },
+    Invalid {
+        /// The configuration file.
+        path: PathBuf,
+        /// The key, dotted (`providers.local.base_url`).
+        key: String,
+        /// What is wrong with its value.
+        message: String,
+    },
 }
 
 /// The text `agentd init` writes: every key commented, so a user sees what exists.
@@ -92,21 +114,40 @@ pub const MIN_THINKING_BUDGET: i64 = 1024;
 /// Defined with the wire formats, where the kind names are parsed.
 pub use crate::provider::ProviderKind;
 
+/// One `[providers.NAME]` table: a server the roles' requests go to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
+    /// The provider's name, the `NAME` in `[providers.NAME]`, which roles name as their `provider`.
     pub name: String,
+    /// Which wire format the server speaks (`kind`: `openai`, `ollama` or `anthropic`).
     pub kind: ProviderKind,
+    /// The server's base URL (`http://` or `https://`, a trailing `/` removed), such as
+    /// `http://127.0.0.1:8000/v1`. Windows, calibrations and `compact_at` are remembered per base URL and
+    /// model.
     pub base_url: String,
+    /// The name of the environment variable that holds the API key, if the server needs one. The key itself
+    /// never goes in the file, and its value is redacted from every tool result.
     pub api_key_env: Option<String>,
 }
 
+/// One role's table (`[team.lead]`, `[team.coder]`, `[team.specialists.NAME]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoleConfig {
+    /// The name of the provider (a `[providers.NAME]` table) the role's requests go to.
     pub provider: String,
+    /// The model to ask, as the provider names it.
     pub model: String,
+    /// The compaction trigger as a percentage of the window (1–100); `None` for the default, 80. A
+    /// `settings.set` wins over it.
     pub compact_at: Option<u8>,
+    /// The coder's check (`verify = "cargo test"`): its `finish` is rejected while this command fails. Only
+    /// the coder takes it.
     pub verify: Option<String>,
+    /// More instructions for the role's system prompt: a specialist's own prompt, appended as "Additional
+    /// instructions" for the lead and the coder.
     pub prompt: Option<String>,
+    /// A specialist's tools; `None` for the default, read-only tools plus `finish`. Only specialists take a
+    /// list (the lead's and coder's are fixed), and never `delegate`.
     pub tools: Option<Vec<ToolName>>,
     /// Extended thinking's token budget (at least 1024). Accepted for any provider, sent only to
     /// Anthropic: the OpenAI wire has no such field.
@@ -115,14 +156,22 @@ pub struct RoleConfig {
     pub max_output_tokens: Option<u32>,
 }
 
+/// The daemon's configuration, read from `<home>/agentd.toml` and validated as a whole: every role names a
+/// configured provider, and every value is in range.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// The file it was read from (in error messages).
     pub path: PathBuf,
+    /// The providers, by name.
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// The lead's configuration (`[team.lead]`).
     pub lead: RoleConfig,
+    /// The coder's configuration (`[team.coder]`).
     pub coder: RoleConfig,
     /// Keyed by name: every key is a `Role::Specialist`.
     pub specialists: BTreeMap<String, RoleConfig>,
+    /// How long `run_command` (and `verify`) may run when the call names no timeout (`tools.command_timeout`,
+    /// default 120 s).
     pub command_timeout: Duration,
     /// How long a model request may take, and how long its stream may go without an event.
     pub deadlines: Deadlines,
@@ -131,21 +180,26 @@ pub struct Config {
     pub secret_env: Vec<String>,
     /// `[tools.sandbox]`, with the home (this file's directory) as the path commands must not reach.
     pub sandbox: SandboxPolicy,
+    /// How each kind of failed model request is retried (`[retry]`).
     pub retry: RetryPolicy,
     /// A new user request after this long since an agent's last answer clears its old thinking.
     pub idle_thinking_cleanup_after: Duration,
     /// A thinking cleanup that would free fewer tokens than this is skipped.
     pub idle_thinking_clear_at_least: agentd_policies::Tokens,
+    /// The maintenance jobs of `[[scheduler.jobs]]`, in file order.
     pub jobs: Vec<JobConfig>,
 }
 
 /// A maintenance job the scheduler runs on a cron schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobConfig {
+    /// The job's name (`name`), unique, which `daemon.status` shows.
     pub name: String,
     /// The expression as written (6 fields: sec min hour day month weekday).
     pub cron: String,
+    /// The parsed schedule.
     pub schedule: cron::Schedule,
+    /// What the job runs (`action`: `evidence.verify` or `logs.export`).
     pub action: JobAction,
 }
 
@@ -168,17 +222,22 @@ impl Config {
             .chain(self.specialists.keys().map(|n| Role::Specialist(n.clone())))
     }
 
+    /// The provider a role's configuration names. Every role's provider exists (the configuration is
+    /// validated when it is loaded), so this does not fail for a role of this configuration.
     pub fn provider_of(&self, role: &RoleConfig) -> &ProviderConfig {
         // Validated at load: every role names a configured provider.
         &self.providers[&role.provider]
     }
 
+    /// Reads and validates the configuration file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         Config::parse(&text, path)
     }
 
+    /// Parses and validates `text` as a configuration; `path` is only named in errors (and its directory is
+    /// the home the sandbox keeps out of commands' reach).
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),

@@ -67,6 +67,7 @@ pub enum Tokenizer {
 }
 
 impl Tokenizer {
+    /// The tokenizer's name in logs (`o200k_base`, `cl100k_base`, `endpoint`, `estimate`).
     pub fn as_str(self) -> &'static str {
         match self {
             Tokenizer::O200k => "o200k_base",
@@ -128,9 +129,13 @@ pub fn tokenizer_for(model: &str) -> Tokenizer {
 /// A request's count, by category. `total = system + tools + messages + reply priming`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RequestCount {
+    /// The whole request, in tokens.
     pub total: Count,
+    /// The system prompt, counted as a message.
     pub system: Count,
+    /// The tool schemas.
     pub tools: Count,
+    /// Every message of the request (thinking included).
     pub messages: Count,
     /// The part of `messages` that is thinking (reasoning sent back to the provider).
     pub thinking: Count,
@@ -512,11 +517,14 @@ impl Texts<'_> {
 /// other's messages are the start of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprint {
+    /// A hash of the system prompt, the tool schemas and whether tools are forbidden (`tool_choice: "none"`).
     pub head: u64,
+    /// Each message's content hash, in order.
     pub messages: Vec<u64>,
 }
 
 impl Fingerprint {
+    /// The fingerprint of `req`.
     pub fn of(req: &ChatRequest) -> Fingerprint {
         Fingerprint::from_keys(RequestKeys::of(req), req.tool_choice_none)
     }

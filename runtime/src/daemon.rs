@@ -22,22 +22,28 @@ use tokio_util::sync::CancellationToken;
 /// The files of a home directory.
 #[derive(Debug, Clone)]
 pub struct Home {
+    /// The home directory itself (`--home`, `AGENTD_HOME`, default `./.agentd`).
     pub dir: PathBuf,
 }
 
 impl Home {
+    /// The home at `dir` (nothing is created until [`Home::ensure`]).
     pub fn new(dir: impl Into<PathBuf>) -> Home {
         Home { dir: dir.into() }
     }
+    /// The configuration file: `<home>/agentd.toml`.
     pub fn config(&self) -> PathBuf {
         self.dir.join("agentd.toml")
     }
+    /// The socket the daemon listens on: `<home>/agentd.sock`.
     pub fn socket(&self) -> PathBuf {
         self.dir.join("agentd.sock")
     }
+    /// The sled database's directory: `<home>/db` (evidence blobs go beside it, in `<home>/evidence`).
     pub fn db(&self) -> PathBuf {
         self.dir.join("db")
     }
+    /// The single-instance lock file: `<home>/agentd.lock`, held by the serving daemon.
     pub fn lock(&self) -> PathBuf {
         self.dir.join("agentd.lock")
     }
@@ -49,20 +55,44 @@ impl Home {
     }
 }
 
+/// Why `agentd serve` could not start, or stopped uncleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
+    /// The home could not be created, locked or tightened.
     #[error("cannot prepare the home {path}: {source}")]
-    Home { path: PathBuf, source: std::io::Error },
+    Home {
+        /// The home, or its file, concerned.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// Another daemon holds the home's lock.
     #[error("another agentd is already serving {home} (it holds {lock})")]
-    AlreadyServing { home: PathBuf, lock: PathBuf },
+    AlreadyServing {
+        /// The home directory.
+        home: PathBuf,
+        /// The lock file the other daemon holds.
+        lock: PathBuf,
+    },
+    /// The home has no `agentd.toml`. Holds the path looked for.
     #[error("no configuration at {0}; run `agentd init` first")]
     NoConfig(PathBuf),
+    /// The configuration is not valid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The database could not be opened (another process holding it shows as [`DaemonError::AlreadyServing`]
+    /// first).
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// The socket could not be bound or given its mode.
     #[error("cannot listen on {path}: {source}")]
-    Socket { path: PathBuf, source: std::io::Error },
+    Socket {
+        /// The socket's path.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The async runtime could not start, or the actors stopped before the shutdown was done.
     #[error("{0}")]
     Runtime(String),
 }

@@ -13,9 +13,12 @@ use tokio::sync::watch;
 /// A task's end that is not (yet) in the store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct End {
+    /// The state the task ended in, which `task.status` and `task.list` show while the store still holds the
+    /// one before.
     pub state: TaskState,
     /// The terminal event to record.
     pub kind: EventKind,
+    /// The lead's `finish` summary, when the task finished.
     pub result: Option<String>,
     /// The task's own error (a failed task), if any.
     pub error: Option<String>,
@@ -52,19 +55,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Ends {
+    /// Keeps `end` for `task_id` (replacing an earlier one) and signals subscribers.
     pub fn insert(&self, task_id: &str, end: End) {
         lock(&self.map).insert(task_id.to_string(), end);
         self.signal.send_modify(|n| *n += 1);
     }
 
+    /// The end kept for `task_id`, if its end is not recorded.
     pub fn get(&self, task_id: &str) -> Option<End> {
         lock(&self.map).get(task_id).cloned()
     }
 
+    /// How many ends are waiting to be recorded (`daemon.status`'s `storage.unrecorded_ends`).
     pub fn len(&self) -> usize {
         lock(&self.map).len()
     }
 
+    /// Whether every end is recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

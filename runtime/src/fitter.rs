@@ -1,6 +1,6 @@
 //! The fitter: the one owner of "how big is this request and does it fit".
 //!
-//! Every request of every agent passes through this actor. It knows the window of each server/model
+//! Every request of every agent passes through it (a handle, called on the agent's own task). It knows the window of each server/model
 //! (probed on first use, learned from refusals, persisted), counts the fully materialised request with
 //! the model's tokenizer (or a marked estimate) calibrated by that server's usage reports
 //! ([`crate::meter`]), and keeps the last measurement of each task and role as the gauge that
@@ -33,17 +33,31 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// Why a request may not be sent.
 #[derive(Debug, thiserror::Error)]
 pub enum FitError {
+    /// Even after compacting (or with nothing left to compact), the request is larger than the window.
     #[error(
         "the request is {count} tokens, over the {window}-token window of {model} ({window_source}); \
          it was not sent"
     )]
-    OverWindow { count: Count, window: Tokens, window_source: &'static str, model: String },
+    OverWindow {
+        /// The request's calibrated size (marked when estimated).
+        count: Count,
+        /// The window it does not fit, in tokens.
+        window: Tokens,
+        /// Where the window came from (`declared`, `error`, `usage`, `assumed`).
+        window_source: &'static str,
+        /// The model the request was for.
+        model: String,
+    },
+    /// The compaction failed (`compaction_failed` was emitted); holds its reason.
     #[error("{0}")]
     Compaction(String),
+    /// The task was cancelled while the fitter compacted.
     #[error("cancelled")]
     Cancelled,
+    /// The store could not take an event, the gauge's record or a learned window.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -55,7 +69,9 @@ pub struct Fitted {
     pub count: RequestCount,
     /// The measure it was made with (the same one pages and handoffs use).
     pub meter: Meter,
+    /// The model's window the request was fitted into.
     pub window: Window,
+    /// The role's trigger and destination in that window.
     pub thresholds: Thresholds,
     /// The request to send: the one asked about, or its compacted rebuild.
     pub request: ChatRequest,
@@ -212,6 +228,8 @@ pub struct Fitter {
 }
 
 impl Fitter {
+    /// A fitter that stores windows, calibrations and gauges in `store`, emits compaction events on `bus`,
+    /// and retries summary requests by `retry`.
     pub fn new(store: Store, bus: EventBus, retry: RetryPolicy) -> Fitter {
         Fitter {
             state: Arc::new(State {
@@ -231,10 +249,15 @@ impl Fitter {
 
 /// Measure a request and say whether it may be sent; past the trigger, compact the history first.
 pub struct Fit {
+    /// The task the request belongs to.
     pub task_id: String,
+    /// The role making the request.
     pub role: Role,
+    /// The role's provider client: the window is probed through it and summary requests go to it.
     pub client: Arc<Client>,
+    /// The request as the agent built it.
     pub request: ChatRequest,
+    /// The role's `compact_at` for this turn, percent of the window.
     pub compact_at: u8,
     /// The objective of the role's current turn: first in every rebuilt request.
     pub objective: String,
@@ -243,6 +266,7 @@ pub struct Fit {
     /// The task's workspace: the coder's working files are read from it, and evidence falls back to
     /// its `.agentd-evidence/` folder when the database cannot take it.
     pub workspace: Workspace,
+    /// Fires when the task is cancelled: a compaction in progress stops.
     pub cancel: CancellationToken,
 }
 
@@ -496,8 +520,11 @@ fn working_files(changed: &[String], workspace: &Workspace, meter: &Meter) -> Ve
 
 /// A refusal stated the window: remember it. Returns the window believed before.
 pub struct Learn {
+    /// The server's base URL.
     pub server: String,
+    /// The model refused.
     pub model: String,
+    /// The window the refusal stated, marked `error`.
     pub window: Window,
 }
 
@@ -512,7 +539,9 @@ impl Fitter {
 
 /// Probe (or recall) the window of a server/model without counting anything.
 pub struct WindowOf {
+    /// The provider client of the server to probe.
     pub client: Arc<Client>,
+    /// The model whose window to learn.
     pub model: String,
     /// Ask the server again even when a window is remembered (`models probe`).
     pub fresh: bool,
@@ -534,7 +563,9 @@ impl Fitter {
 
 /// The last measurement of a task's role, if it has made a request.
 pub struct GaugeOf {
+    /// The task whose gauge to read.
     pub task_id: String,
+    /// The role measured.
     pub role: Role,
 }
 
@@ -557,8 +588,11 @@ impl Fitter {
 /// the server/model's calibration; the answered request becomes the basis of the next one. Returns
 /// the window correction, if any.
 pub struct Observe {
+    /// The task whose role's request was answered.
     pub task_id: String,
+    /// The role that made it.
     pub role: Role,
+    /// The server's usage report for the answer; `None` when it sent none, and nothing is learned.
     pub usage: Option<Usage>,
 }
 
@@ -630,8 +664,11 @@ impl Fitter {
 /// calibrated count was too low. The calibration records an error of that size (its margin grows and
 /// it is no longer confirmed), so the request measured again is compacted before it is resent.
 pub struct Underestimated {
+    /// The task whose request was refused.
     pub task_id: String,
+    /// The role that made it.
     pub role: Role,
+    /// The window the request was refused at: the one the fitter believed it fitted.
     pub window: Tokens,
 }
 
@@ -649,7 +686,9 @@ impl Fitter {
 /// The measure of a server/model, for size decisions outside a fit (tool results, evidence pages,
 /// handoffs, thinking cleanup): the same counter and calibration the fitter uses.
 pub struct MeterOf {
+    /// The server's base URL.
     pub server: String,
+    /// The model, as the role's configuration names it.
     pub model: String,
 }
 

@@ -14,6 +14,8 @@ use agentd_policies::calibration::{Basis, Calibration, Standing};
 use agentd_policies::{Count, Measured, Message, Tokens};
 use std::sync::Arc;
 
+/// A server/model's measure: its token counter and a snapshot of its calibration. Cheap to clone (the counter
+/// is shared); the fitter keeps the calibration current and hands out fresh meters.
 #[derive(Debug, Clone)]
 pub struct Meter {
     counter: Arc<TokenCounter>,
@@ -33,10 +35,12 @@ pub struct Measurement {
 }
 
 impl Meter {
+    /// A meter counting with `counter`, calibrated by `calibration` as it stands now.
     pub fn new(counter: Arc<TokenCounter>, calibration: Calibration) -> Meter {
         Meter { counter, calibration }
     }
 
+    /// The calibration this meter scales counts by.
     pub fn calibration(&self) -> &Calibration {
         &self.calibration
     }

@@ -39,10 +39,13 @@ pub enum RetryError<E> {
 /// A retry the policy scheduled: what failed, the how-many-th retry of its kind it is, and the wait.
 #[derive(Debug)]
 pub struct Scheduled<'a> {
+    /// The kind of failure, with the server's `Retry-After` when it sent one.
     pub failure: Failure,
     /// 1 for the first retry of this kind of failure.
     pub attempt: u32,
+    /// How many retries the policy allows for this kind of failure.
     pub max_attempts: u32,
+    /// How long to wait before resending.
     pub delay: Duration,
     /// The error that is being retried.
     pub error: &'a ProviderError,
@@ -55,6 +58,7 @@ impl Scheduled<'_> {
         self.failure.reason()
     }
 
+    /// `delay` in whole milliseconds (as `retry_scheduled` carries it).
     pub fn delay_ms(&self) -> u64 {
         u64::try_from(self.delay.as_millis()).unwrap_or(u64::MAX)
     }
@@ -63,6 +67,8 @@ impl Scheduled<'_> {
 /// What a caller does while a retry waits: announce it, wait out `retry.delay` (or until `cancel`
 /// fires), and get ready for the next attempt.
 pub trait Pause {
+    /// Why a pause could fail (an event that could not be stored, a scheduler that is gone); it ends the
+    /// retry loop as [`RetryError::Pause`].
     type Error;
 
     /// Waits out a scheduled retry. `Ok(Waited::Cancelled)` when `cancel` fired first.

@@ -187,8 +187,11 @@ type Answer<T> = Result<T, Refusal>;
 
 /// Everything a method needs.
 pub struct Methods {
+    /// The state every task shares: store, bus, configuration, actors and provider clients.
     pub shared: Arc<Shared>,
+    /// The supervisor, which owns the tasks.
     pub supervisor: Addr<Supervisor>,
+    /// When the daemon started (`daemon.status`'s `uptime_s`).
     pub started: Instant,
 }
 

@@ -17,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 /// What `daemon.status` shows of a job.
 pub use agentd_protocol::rpc::JobStatus;
 
+/// The actor that waits on purpose: retry delays ([`Wait`]) and the cron jobs of `[[scheduler.jobs]]`, on the
+/// daemon's clock. Each job's runs are recorded in the store, so `daemon.status` shows them across restarts.
 pub struct Scheduler {
     jobs: Vec<JobConfig>,
     store: Store,
@@ -26,6 +28,8 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// A scheduler for `jobs`, recording their runs in `store`; `home` is where `logs.export` writes
+    /// (`<home>/exports/`). The jobs start when the actor does.
     pub fn new(jobs: Vec<JobConfig>, store: Store, home: PathBuf) -> Scheduler {
         let status = jobs
             .iter()
@@ -183,9 +187,12 @@ impl Handler<Jobs> for Scheduler {
     }
 }
 
+/// How a [`Wait`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
+    /// The delay passed.
     Elapsed,
+    /// The cancellation token fired first.
     Cancelled,
 }
 
@@ -193,7 +200,9 @@ pub enum Waited {
 #[derive(Message)]
 #[rtype(result = "Waited")]
 pub struct Wait {
+    /// How long to wait, on the daemon's clock.
     pub delay: Duration,
+    /// Ends the wait early when it fires (the task was cancelled).
     pub cancel: CancellationToken,
 }
 

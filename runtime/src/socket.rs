@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 /// The longest request line accepted.
 pub const MAX_LINE: usize = 8 << 20;
 
+/// Accepts connections on `listener` until `stop` fires, serving each on its own task: requests answered
+/// through `methods`, subscriptions streamed. Connections from another uid are refused.
 pub async fn serve(listener: UnixListener, methods: Arc<Methods>, stop: CancellationToken) {
     loop {
         tokio::select! {

@@ -22,38 +22,88 @@ use tokio_util::sync::CancellationToken;
 /// Why the supervisor refused or failed a request. The socket layer maps each to its `ErrorCode`.
 #[derive(Debug, thiserror::Error)]
 pub enum SupervisorError {
+    /// The daemon is stopping and takes no new work.
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// `task.submit` with an empty objective.
     #[error("objective must not be empty")]
     EmptyObjective,
+    /// `task.message` with an empty text.
     #[error("text must not be empty")]
     EmptyText,
+    /// A team other than `default` was asked for. Holds the name given.
     #[error("unknown team {0:?}; this daemon runs one team, \"default\"")]
     UnknownTeam(String),
+    /// No task with this id is recorded. Holds the id.
     #[error("unknown task {0}")]
     UnknownTask(String),
+    /// The workspace is not an absolute path. Holds the path given.
     #[error("workspace must be an absolute path: {0}")]
     RelativeWorkspace(String),
+    /// The workspace could not be opened as one (missing, not a directory).
     #[error("workspace {path}: {source}")]
-    Workspace { path: String, source: ToolError },
+    Workspace {
+        /// The workspace path, as given.
+        path: String,
+        /// Why it could not be opened.
+        source: ToolError,
+    },
+    /// The workspace is one no task may use: the root, a system directory, or agentd's home or a directory
+    /// holding it (judged after symlinks are resolved).
     #[error("workspace {path} is refused: {why}")]
-    RefusedWorkspace { path: String, why: String },
+    RefusedWorkspace {
+        /// The workspace path, as given.
+        path: String,
+        /// Which rule refuses it.
+        why: String,
+    },
+    /// The task is already being run. Holds its id.
     #[error("task {0} is already running")]
     AlreadyRunning(String),
+    /// `task.resume` of a task that is neither interrupted nor failed.
     #[error("task {task_id} is {state}; only interrupted or failed tasks can be resumed")]
-    NotResumable { task_id: String, state: TaskState },
+    NotResumable {
+        /// The task's id.
+        task_id: String,
+        /// The state it is in.
+        state: TaskState,
+    },
+    /// `task.message` to a task that is still queued, running or waiting to retry.
     #[error("task {task_id} is {state}; wait for it to stop")]
-    StillActive { task_id: String, state: TaskState },
+    StillActive {
+        /// The task's id.
+        task_id: String,
+        /// The state it is in.
+        state: TaskState,
+    },
+    /// `task.message` to a cancelled task, which never runs again. Holds its id.
     #[error("task {0} was cancelled")]
     WasCancelled(String),
+    /// `task.cancel` of a task that has already ended.
     #[error("task {task_id} is already {state}")]
-    AlreadyEnded { task_id: String, state: TaskState },
+    AlreadyEnded {
+        /// The task's id.
+        task_id: String,
+        /// The end it reached.
+        state: TaskState,
+    },
+    /// The task has already ended, but the store could not record the end yet (it is held in memory).
     #[error("task {task_id} is already {state} (its end is not recorded yet: {why})")]
-    EndNotRecorded { task_id: String, state: TaskState, why: String },
+    EndNotRecorded {
+        /// The task's id.
+        task_id: String,
+        /// The end it reached.
+        state: TaskState,
+        /// Why the store refused the end.
+        why: String,
+    },
+    /// A running task did not stop within 30 s of being cancelled.
     #[error("the task did not stop within 30s of being cancelled")]
     CancelTimedOut,
+    /// The store failed.
     #[error("storage: {0}")]
     Store(#[from] StoreError),
+    /// The task's team could not be formed.
     #[error("{0}")]
     Task(#[from] TaskError),
 }
@@ -63,6 +113,8 @@ struct Running {
     done: watch::Receiver<Option<TaskState>>,
 }
 
+/// The actor that owns the tasks: it creates them, starts and resumes their teams, cancels them, and on
+/// shutdown marks every running one `interrupted`.
 pub struct Supervisor {
     shared: Arc<Shared>,
     running: HashMap<String, Running>,
@@ -70,6 +122,7 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
+    /// A supervisor over `shared`, accepting work and running no task yet.
     pub fn new(shared: Arc<Shared>) -> Supervisor {
         Supervisor { shared, running: HashMap::new(), accepting: true }
     }
@@ -147,6 +200,7 @@ impl Supervisor {
         Ok(workspace)
     }
 
+    /// How many tasks are being run now: started, and their runner not yet done.
     pub fn running_count(&self) -> usize {
         self.running.values().filter(|r| r.done.borrow().is_none()).count()
     }
@@ -156,11 +210,15 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 }
 
+/// Start a task (`task.submit`); answers with its id, a UUID v7.
 #[derive(Message)]
 #[rtype(result = "Result<String, SupervisorError>")]
 pub struct Submit {
+    /// What the team is to do; not empty.
     pub objective: String,
+    /// The workspace: an absolute, existing directory that a task may use.
     pub workspace: String,
+    /// The team asked for; only `default` (or none) is accepted.
     pub team: Option<String>,
 }
 
@@ -207,9 +265,11 @@ impl Handler<Submit> for Supervisor {
     }
 }
 
+/// Cancel a task (`task.cancel`); answers with the state it ended in.
 #[derive(Message)]
 #[rtype(result = "Result<TaskState, SupervisorError>")]
 pub struct Cancel {
+    /// The task to cancel.
     pub task_id: String,
 }
 
@@ -268,9 +328,11 @@ impl Handler<Cancel> for Supervisor {
     }
 }
 
+/// Resume an interrupted or failed task from its log (`task.resume`); answers `running`.
 #[derive(Message)]
 #[rtype(result = "Result<TaskState, SupervisorError>")]
 pub struct Resume {
+    /// The task to resume.
     pub task_id: String,
 }
 
@@ -306,7 +368,9 @@ impl Handler<Resume> for Supervisor {
 #[derive(Message)]
 #[rtype(result = "Result<TaskState, SupervisorError>")]
 pub struct Followup {
+    /// The stopped task to follow up.
     pub task_id: String,
+    /// The follow-up, which the lead takes as a new user message; not empty.
     pub text: String,
 }
 

@@ -1,4 +1,4 @@
-//! A running task: its context (workspace, cancellation, team of agent actors) and the runner that
+//! A running task: its context (workspace, cancellation, team of members) and the runner that
 //! drives the lead's turn to an end state and records it.
 
 use crate::agent::{Member, Snapshot, TurnError};
@@ -29,18 +29,26 @@ pub struct Shared {
     pub home: std::path::PathBuf,
     /// The providers' keys and the configured secrets: redacted from every tool result.
     pub redactor: agentd_policies::redact::Redactor,
+    /// The durable store: tasks, logs, settings, windows and evidence.
     pub store: Store,
+    /// Where events are persisted and published.
     pub bus: EventBus,
+    /// The daemon's configuration.
     pub config: Arc<Config>,
+    /// The fitter every request passes through.
     pub fitter: Fitter,
+    /// The scheduler that runs retry waits and cron jobs.
     pub scheduler: Addr<Scheduler>,
+    /// How failed model requests are retried (`[retry]`).
     pub retry: RetryPolicy,
+    /// A provider client per configured provider, by the provider's name.
     pub clients: HashMap<String, Arc<Client>>,
     /// Ends of tasks the store could not record yet (see [`crate::ends`]).
     pub ends: crate::ends::Ends,
 }
 
 impl Shared {
+    /// The client of the provider named `provider`, if one is configured.
     pub fn client(&self, provider: &str) -> Option<Arc<Client>> {
         self.clients.get(provider).cloned()
     }
@@ -63,10 +71,17 @@ pub fn effective_compact_at(
     Ok(shared.config.role(role).and_then(|r| r.compact_at).unwrap_or(DEFAULT_COMPACT_AT))
 }
 
+/// One task's context, shared by its agents: its id, its workspace, its cancellation and the daemon's shared
+/// state, and (once formed) its team.
 pub struct TaskCtx {
+    /// The task's id.
     pub task_id: String,
+    /// The task's workspace, opened once; every tool call is confined to it.
     pub workspace: Workspace,
+    /// Fires when the task is cancelled (or the daemon shuts down): every model request, wait and tool call
+    /// of the task stops.
     pub cancel: CancellationToken,
+    /// What every task shares.
     pub shared: Arc<Shared>,
     team: OnceLock<BTreeMap<Role, Member>>,
 }
@@ -82,6 +97,8 @@ impl TaskCtx {
         TaskCtx { task_id, workspace, cancel, shared, team: OnceLock::new() }
     }
 
+    /// The member of `role` in this task's team; `None` before the team is formed or for a role the
+    /// team lacks.
     pub fn member(&self, role: &Role) -> Option<Member> {
         self.team.get().and_then(|t| t.get(role)).cloned()
     }
@@ -91,12 +108,16 @@ impl TaskCtx {
         self.shared.config.roles().filter(|r| *r != Role::Lead).collect()
     }
 
+    /// The client of the provider named `provider`, or a [`TurnError::Team`] naming it when none is
+    /// configured.
     pub fn client(&self, provider: &str) -> Result<Arc<Client>, TurnError> {
         self.shared
             .client(provider)
             .ok_or_else(|| TurnError::Team(format!("no provider named {provider:?} is configured")))
     }
 
+    /// The system prompt of `role` in this task: the role's own, the workspace, the teammates the lead may
+    /// delegate to, and the configuration's `prompt`.
     pub fn system_prompt(&self, role: &Role) -> String {
         let custom = self.shared.config.role(role).and_then(|r| r.prompt.as_deref());
         let delegates = if *role == Role::Lead { self.delegates() } else { Vec::new() };
@@ -142,20 +163,24 @@ impl TaskCtx {
 
 /// How a task starts: fresh with its objective, or resumed from its log.
 pub enum Start {
+    /// A new task: the lead takes its objective as the first user message.
     Fresh {
+        /// The objective, as submitted.
         objective: String,
     },
+    /// An interrupted or failed task continues from its log: every role's history as it was, repaired.
     Resume,
     /// A follow-up user request to a task that had stopped.
     Followup {
+        /// The follow-up, which the lead takes as a new user message.
         text: String,
     },
 }
 
-/// Builds the team and runs the task to an end state on the tokio runtime. Returns the final state
 /// Why a task could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
+    /// The store could not read the task's log or take its records.
     #[error("storage: {0}")]
     Store(#[from] StoreError),
     /// The configuration yields no lead (it always should: the lead is required).
@@ -163,6 +188,7 @@ pub enum TaskError {
     NoLead,
 }
 
+/// Builds the team and runs the task to an end state on the tokio runtime. Returns the final state
 /// through `done`.
 pub fn launch(
     shared: Arc<Shared>,

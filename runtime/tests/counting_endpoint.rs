@@ -1,7 +1,8 @@
+//! Counting with the provider's own endpoint (vLLM / llama.cpp `POST /tokenize`) for a model tiktoken
+//! does not know, against the scripted server over real HTTP.
+
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-// Counting with the provider's own endpoint (vLLM / llama.cpp `POST /tokenize`) for a model tiktoken
-// does not know, against the scripted server over real HTTP.
 
 mod common;
 

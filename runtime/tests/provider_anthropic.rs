@@ -1,7 +1,8 @@
+//! The Anthropic Messages client against the scripted server's /v1/messages: real HTTP, real SSE,
+//! Anthropic's faults.
+
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-// The Anthropic Messages client against the scripted server's /v1/messages: real HTTP, real SSE,
-// Anthropic's faults.
 
 mod common;
 

@@ -1,6 +1,7 @@
+//! The OpenAI client against the scripted server: real HTTP, real SSE, scripted faults.
+
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-// The OpenAI client against the scripted server: real HTTP, real SSE, scripted faults.
 
 mod common;
 

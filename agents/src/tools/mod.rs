@@ -20,14 +20,17 @@ use args::Args;
 pub use sandbox::{SandboxMode, SandboxPolicy};
 use std::time::Duration;
 
+/// How long `run_command` lets a command run when neither the call nor `tools.command_timeout` says.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 /// The cap on output held in memory: a command's captured output, or the text `read_file` returns.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
 /// Tools the runtime executes itself.
 pub const RUNTIME_TOOLS: &[ToolName] = &[ToolName::ReadEvidence, ToolName::Delegate, ToolName::Finish];
 
+/// What a tool call runs with: the workspace it is confined to and the limits of the calls.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
+    /// The task's workspace, opened once; every file the tools touch is opened beneath it.
     pub workspace: Workspace,
     /// The `run_command` timeout when the call names none.
     pub command_timeout: Duration,
@@ -49,19 +52,24 @@ impl ToolContext {
     }
 }
 
+/// What a tool call returns to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
+    /// Whether the call did what was asked; `false` makes the result an error result.
     pub ok: bool,
+    /// The result's text as the model will see it (before paging and redaction by the runtime).
     pub content: String,
     /// False when the output was cut off (a command killed at its timeout, output over the cap).
     pub complete: bool,
 }
 
 impl ToolOutcome {
+    /// A successful, complete result with this text.
     pub fn ok(content: impl Into<String>) -> ToolOutcome {
         ToolOutcome { ok: true, content: content.into(), complete: true }
     }
 
+    /// A failed, complete result: `content` says what went wrong.
     pub fn error(content: impl Into<String>) -> ToolOutcome {
         ToolOutcome { ok: false, content: content.into(), complete: true }
     }
@@ -73,7 +81,6 @@ impl From<ToolError> for ToolOutcome {
     }
 }
 
-/// Runs tool `name` with `arguments` (the JSON text the model produced) in `ctx`'s workspace.
 /// The workspace path a call changes, for the tools that change files (`write_file`, `edit_file`);
 /// `None` for every other call, or when the arguments name no path.
 pub fn changed_path(tool: &ToolName, arguments: &str) -> Option<String> {
@@ -85,6 +92,8 @@ pub fn changed_path(tool: &ToolName, arguments: &str) -> Option<String> {
     args.opt_str("path").ok()?.map(str::to_string)
 }
 
+/// Runs `tool` with `arguments` (the JSON text the model produced) in `ctx`'s workspace. Only the workspace
+/// tools run here; the runtime's own (`read_evidence`, `delegate`, `finish`) get an error outcome.
 pub async fn execute(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> ToolOutcome {
     let result = match tool {
         ToolName::ReadFile

@@ -47,6 +47,7 @@ pub enum SandboxMode {
 }
 
 impl SandboxMode {
+    /// The mode's name in the configuration (`tools.sandbox.mode`).
     pub fn as_str(self) -> &'static str {
         match self {
             SandboxMode::WorkspaceWrite => "workspace-write",
@@ -59,8 +60,10 @@ impl SandboxMode {
 /// Which kernel the sandbox assumes: the running one, or (to test the refusal) one without Landlock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Kernel {
+    /// Ask the running kernel which Landlock ABI it has.
     #[default]
     Detect,
+    /// Behave as if the kernel had no Landlock, to test that commands are then refused.
     WithoutLandlock,
 }
 
@@ -76,8 +79,11 @@ pub const SYSTEM_READ: &[&str] = &[
 /// Devices a sandboxed command may also write.
 const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
+/// How `run_command` (and the coder's `verify`) is sandboxed: the `[tools.sandbox]` configuration, plus what
+/// the daemon must keep out of reach.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SandboxPolicy {
+    /// What the command may write (`tools.sandbox.mode`).
     pub mode: SandboxMode,
     /// Allow TCP (and keep the daemon's network namespace).
     pub network: bool,
@@ -87,31 +93,58 @@ pub struct SandboxPolicy {
     pub read: Vec<PathBuf>,
     /// Paths that must stay out of reach (the daemon's home); a granted path above one is an error.
     pub protected: Vec<PathBuf>,
+    /// Which kernel to assume; `Detect` except in tests.
     pub kernel: Kernel,
 }
 
+/// Why a command could not be sandboxed as configured; the command is refused, never run unconfined.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// The kernel has no Landlock.
     #[error(
         "this kernel does not enforce Landlock, so run_command cannot be sandboxed and is refused; \
          set `tools.sandbox.mode = \"off\"` in agentd.toml to run commands unsandboxed"
     )]
     NoLandlock,
+    /// `network = false` cannot be enforced here.
     #[error(
         "`tools.sandbox.network = false` cannot be enforced: this kernel's Landlock (ABI {abi}) has \
          no TCP rules (ABI 4) and a new network namespace could not be made"
     )]
-    NoNetworkIsolation { abi: i32 },
+    NoNetworkIsolation {
+        /// The kernel's Landlock ABI (TCP rules need 4).
+        abi: i32,
+    },
+    /// A path commands may reach lies above a path they must not.
     #[error("the sandbox would expose {protected}: it lies beneath {granted}, which commands may access")]
-    ExposesProtected { granted: PathBuf, protected: PathBuf },
+    ExposesProtected {
+        /// The path commands may reach (the workspace, a `read` path).
+        granted: PathBuf,
+        /// The path that must stay out of reach (the daemon's home).
+        protected: PathBuf,
+    },
+    /// A path commands may reach lies inside one they must not.
     #[error("{granted} lies inside {protected}, which commands must not reach; use a workspace outside it")]
-    InsideProtected { granted: PathBuf, protected: PathBuf },
+    InsideProtected {
+        /// The path commands may reach (the workspace, a `read` path).
+        granted: PathBuf,
+        /// The path that must stay out of reach (the daemon's home).
+        protected: PathBuf,
+    },
+    /// The per-call temp dir (the command's `HOME` and `TMPDIR`) could not be made.
     #[error("cannot create the command's temp dir: {0}")]
     TempDir(#[source] std::io::Error),
+    /// Landlock refused the ruleset.
     #[error("cannot build the Landlock ruleset: {0}")]
     Ruleset(#[from] landlock::RulesetError),
+    /// A path for a Landlock rule could not be opened.
     #[error("cannot open {path} for a Landlock rule: {source}")]
-    Path { path: PathBuf, source: landlock::PathFdError },
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// Why it could not be opened.
+        source: landlock::PathFdError,
+    },
 }
 
 /// The Landlock ABI the running kernel reports (0: none).

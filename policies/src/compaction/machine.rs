@@ -52,6 +52,7 @@ pub struct SentPrefix {
 /// Everything a compaction is decided from, besides the history itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Setup {
+    /// The role's window, trigger and destination.
     pub thresholds: Thresholds,
     /// System prompt + tool schemas + reply priming, as counted for the request.
     pub fixed: Tokens,
@@ -61,6 +62,9 @@ pub struct Setup {
     pub before_estimated: bool,
     /// Tokens reserved for the summary in the checkpoint, and the summariser's `max_tokens`.
     pub summary_reserve: Tokens,
+    /// The request last sent for the role, when the history still starts with its messages: the first summary
+    /// then continues it, served from the provider's prompt cache. `None` when nothing was sent yet or the
+    /// history has changed since.
     pub sent_prefix: Option<SentPrefix>,
 }
 
@@ -70,12 +74,27 @@ pub enum Need {
     /// A summary continuing the role's own request: the same system prompt and tools, the first
     /// `messages` messages of the history, then `instruction` as a user message; tools forbidden,
     /// `max_tokens` = `max_tokens`. Answer with [`Answer::Summary`] (`None` if it could not be made).
-    InPlace { messages: usize, instruction: String, max_tokens: Tokens },
+    InPlace {
+        /// How many leading messages of the history the summary request carries.
+        messages: usize,
+        /// The `[compaction]` instruction, sent as the last user message.
+        instruction: String,
+        /// The summary's `max_tokens`: the room reserved for it in the checkpoint.
+        max_tokens: Tokens,
+    },
     /// One folding step: a request with [`SUMMARISER_SYSTEM`] as its system prompt and `prompt` as
     /// its one user message, no tools. Answer with [`Answer::Summary`].
-    Fold { prompt: String, max_tokens: Tokens },
+    Fold {
+        /// The user message: the instruction, the objective, the summary so far and the batch.
+        prompt: String,
+        /// The summary's `max_tokens`: the room reserved for it in the checkpoint.
+        max_tokens: Tokens,
+    },
     /// Store `history[..upto]` whole; answer with [`Answer::Archived`] and its reference.
-    Archive { upto: usize },
+    Archive {
+        /// How many leading messages of the history leave the request and are archived.
+        upto: usize,
+    },
     /// Accepted.
     Done(Compacted),
     /// `compaction_failed`, with the numbers.
@@ -94,8 +113,11 @@ pub enum Answer {
 /// An accepted candidate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Compacted {
+    /// The rebuilt history: objective, checkpoint, observations, working files, then the kept rounds.
     pub history: Vec<Message>,
+    /// The plan the candidate was assembled from.
     pub plan: Plan,
+    /// The archive's reference, as [`Answer::Archived`] gave it (an evidence id).
     pub archive_ref: String,
     /// How many summary requests made the summary.
     pub batches: u32,

@@ -1,11 +1,11 @@
-//! One agent actor per role per task: it owns that role's history and runs its turns.
+//! One agent per role per task (a [`Member`]): it owns that role's history and runs its turns.
 //!
 //! A turn takes a settings snapshot when it starts (a `settings.set` applies from the next turn, never
 //! mid-turn), then loops: build the request, pass it through the fitter, send it, persist the answer,
 //! run the tools it called and persist their results — until the model calls `finish` or answers
 //! without a tool call. Every message is in the task's log before anything depending on it happens.
 //!
-//! This file holds the actor, its messages and the agent's state, with the few operations every step
+//! This file holds the member handle, the agent's state and its errors, with the few operations every step
 //! shares (log a message, emit an event, ask the fitter). The steps live beside it:
 //!
 //! - `turn`: the turn loop, one small step per function — start, fit, send (with retries), learn
@@ -38,18 +38,33 @@ use std::time::SystemTime;
 
 pub use turn::MAX_STEPS_PER_TURN;
 
+/// Why a turn ended without a `finish`. The task's runner turns it into the task's end: `cancelled` for
+/// [`TurnError::Cancelled`], `failed` with this message otherwise.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
+    /// The task was cancelled while the turn ran (or waited for a retry).
     #[error("cancelled")]
     Cancelled,
+    /// The provider failed in a way the retry policy would not (or could no longer) retry.
     #[error("{0}")]
     Provider(#[from] ProviderError),
+    /// The fitter could not make the request fit: a compaction failed, or the request is over the window even
+    /// so.
     #[error("{0}")]
     Fit(#[from] crate::fitter::FitError),
+    /// The store could not take a message, a record or an event; the turn stops rather than go on unlogged.
     #[error("storage: {0}")]
     Store(#[from] StoreError),
+    /// The model kept calling tools without finishing for [`MAX_STEPS_PER_TURN`] requests.
     #[error("{role} made {steps} model requests in one turn without finishing")]
-    Runaway { role: String, steps: usize },
+    Runaway {
+        /// The role whose turn it was.
+        role: String,
+        /// How many model requests the turn made.
+        steps: usize,
+    },
+    /// The team itself failed: a teammate, the fitter or the scheduler gone, an unknown tool or provider in
+    /// the configuration, a large result that could not be stored. The message says which.
     #[error("{0}")]
     Team(String),
 }

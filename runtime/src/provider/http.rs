@@ -98,7 +98,10 @@ pub(crate) fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
 /// those is stalled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadlines {
+    /// The longest a stream may go without an event (`requests.idle_timeout`, default 60 s).
     pub idle: Duration,
+    /// The longest a whole request may take, from sending to its last event (`requests.timeout`, default 10
+    /// min).
     pub total: Duration,
 }
 

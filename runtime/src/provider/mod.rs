@@ -89,15 +89,19 @@ impl ProviderKind {
 /// One request to a chat model, in agentd's terms. [`OpenAiClient::body`] shows it on the wire.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
+    /// The model to ask, as the provider names it.
     pub model: String,
     /// Sent as the first message (`role: system`); left out when empty.
     pub system: String,
+    /// The conversation after the system prompt, in order.
     pub messages: Vec<Message>,
     /// The tools the model may call, as the agents describe them; each wire format wraps them.
     pub tools: Vec<ToolSchema>,
     /// Keep the tools (so the cached prompt prefix is reused) but forbid calling them
     /// (`tool_choice: "none"`), as a summarisation request does.
     pub tool_choice_none: bool,
+    /// The most tokens the answer may take (`max_tokens` on the wire); `None` leaves it to the server, except
+    /// where a wire format requires one.
     pub max_tokens: Option<u32>,
     /// Extended thinking's token budget (the role's `thinking_budget`). Sent only to Anthropic
     /// (`thinking: {type: enabled, budget_tokens}`, with `max_tokens` raised above it); the
@@ -111,6 +115,8 @@ pub struct ChatResponse {
     /// Speaker `Assistant`. Parts in order: `Thinking` (the provider's reasoning) first if any, then
     /// `Text` if any, then the `ToolCall`s in the provider's index order.
     pub message: Message,
+    /// Why the model stopped, in OpenAI's words (`stop`, `tool_calls`, `length`, …); Anthropic's stop reasons
+    /// are mapped to them.
     pub finish_reason: String,
     /// The provider's own count, when it reported a well-formed one. `prompt_tokens` is everything
     /// the model processed, cached or not (Anthropic: input + cache read + cache creation).
@@ -140,6 +146,7 @@ pub enum AnomalyKind {
 }
 
 impl AnomalyKind {
+    /// The kind's name, as error messages and logs show it (`no_finish_reason`, `stalled`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             AnomalyKind::NoFinishReason => "no_finish_reason",
@@ -165,28 +172,68 @@ impl fmt::Display for AnomalyKind {
 pub enum ProviderError {
     /// HTTP 429. `retry_after` is the server's `Retry-After`, when it sent one.
     #[error("rate limited by the provider: {message}")]
-    RateLimited { retry_after: Option<Duration>, message: String },
+    RateLimited {
+        /// How long the server asked to wait (`Retry-After`), when it said.
+        retry_after: Option<Duration>,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
     /// HTTP 529 (or Anthropic's `overloaded_error`): the provider is overloaded, briefly; its own
     /// shorter schedule, `Retry-After` honoured.
     #[error("the provider is overloaded: {message}")]
-    Overloaded { retry_after: Option<Duration>, message: String },
+    Overloaded {
+        /// How long the server asked to wait (`Retry-After`), when it said.
+        retry_after: Option<Duration>,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
     /// HTTP 5xx, or an error object inside an accepted stream.
     #[error("provider server error {status}: {message}")]
-    Server { status: u16, message: String },
+    Server {
+        /// The HTTP status (500 for an error inside an accepted stream).
+        status: u16,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
     /// The request does not fit the model's window. `limit` is the window the refusal states.
     #[error("context window exceeded: {message}")]
-    ContextOverflow { limit: Option<Tokens>, message: String },
+    ContextOverflow {
+        /// The window the refusal states, when it states one.
+        limit: Option<Tokens>,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
+    /// An accepted stream that broke, stalled or carried no usable answer: resent by the `stream_anomaly`
+    /// schedule.
     #[error("stream anomaly ({kind}): {message}")]
-    StreamAnomaly { kind: AnomalyKind, message: String },
+    StreamAnomaly {
+        /// What went wrong with the stream.
+        kind: AnomalyKind,
+        /// What was seen, in words.
+        message: String,
+    },
     /// Any other 4xx (bad key, unknown model, malformed request …): resending will not help.
     #[error("provider refused the request ({status}): {message}")]
-    Rejected { status: u16, message: String },
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
     /// No answer at all: connection refused, DNS, TLS, timeout.
     #[error("cannot reach the provider at {url}: {message}")]
-    Transport { url: String, message: String },
+    Transport {
+        /// The URL the request went to.
+        url: String,
+        /// The transport error and its causes, in words.
+        message: String,
+    },
     /// The caller's cancellation token fired: the call to `url` was dropped unanswered.
     #[error("the request to {url} was cancelled")]
-    Cancelled { url: String },
+    Cancelled {
+        /// The URL the request went to.
+        url: String,
+    },
 }
 
 impl ProviderError {

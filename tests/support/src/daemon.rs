@@ -18,8 +18,12 @@ pub fn team_config(base_url: &str, model: &str, extra: &str) -> String {
     )
 }
 
+/// The real `agentd` binary serving a temporary home: prepared with a config, started and stopped by the
+/// test, its log (stderr) kept in `<home>/serve.log`. Dropping it kills a daemon still running.
 pub struct TestDaemon {
+    /// The `agentd` binary that is run.
     pub bin: PathBuf,
+    /// The temporary home (`--home`), removed when the value is dropped.
     pub home: tempfile::TempDir,
     child: Option<Child>,
     env: Vec<(String, String)>,
@@ -45,10 +49,12 @@ impl TestDaemon {
         d
     }
 
+    /// The home directory.
     pub fn home(&self) -> &Path {
         self.home.path()
     }
 
+    /// The daemon's socket: `<home>/agentd.sock`.
     pub fn socket(&self) -> PathBuf {
         self.home.path().join("agentd.sock")
     }
@@ -122,10 +128,12 @@ impl TestDaemon {
         }
     }
 
+    /// What `agentd serve` logged so far (its stderr), empty before it started.
     pub fn serve_log(&self) -> String {
         std::fs::read_to_string(self.home.path().join("serve.log")).unwrap_or_default()
     }
 
+    /// A new connection to the daemon's socket; panics when the daemon does not answer.
     pub fn client(&self) -> RpcClient {
         RpcClient::connect(&self.socket()).expect("connect to the daemon")
     }
@@ -259,7 +267,9 @@ pub struct RpcClient {
 /// A JSON-RPC error answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
+    /// The JSON-RPC error code; 0 when the connection failed before an answer came.
     pub code: i64,
+    /// The daemon's message (or the connection's error).
     pub message: String,
 }
 
@@ -270,12 +280,14 @@ impl std::fmt::Display for RpcError {
 }
 
 impl RpcClient {
+    /// Connects to the socket, with a 60 s read timeout.
     pub fn connect(socket: &Path) -> std::io::Result<RpcClient> {
         let s = UnixStream::connect(socket)?;
         s.set_read_timeout(Some(Duration::from_secs(60)))?;
         Ok(RpcClient { reader: BufReader::new(s.try_clone()?), writer: s, next_id: 1, pending: Vec::new() })
     }
 
+    /// Sets how long a read may wait for the daemon (`None`: forever).
     pub fn set_timeout(&mut self, t: Option<Duration>) {
         let _ = self.writer.set_read_timeout(t);
     }
@@ -294,6 +306,8 @@ impl RpcClient {
         serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     }
 
+    /// Calls `method` with `params` and waits for its answer, keeping notifications that arrive meanwhile for
+    /// later reads.
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value, RpcError> {
         let id = self.next_id;
         self.next_id += 1;

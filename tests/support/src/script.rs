@@ -83,13 +83,25 @@ pub enum Chunk {
     Reasoning(String),
     /// An Anthropic `thinking` block with its `signature` (on the OpenAI
     /// endpoint: reasoning text, no signature).
-    Thinking { text: String, signature: String },
+    Thinking {
+        /// The thinking text.
+        text: String,
+        /// The signature the server sends with it.
+        signature: String,
+    },
     /// An Anthropic `redacted_thinking` block's `data` (not rendered on the
     /// OpenAI endpoint).
     RedactedThinking(String),
     /// A function tool call. `arguments` is the raw JSON text sent on the
     /// wire (split across several deltas when streamed).
-    ToolCall { id: String, name: String, arguments: String },
+    ToolCall {
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// The raw arguments text.
+        arguments: String,
+    },
 }
 
 /// Failure modes the server can simulate.
@@ -97,9 +109,17 @@ pub enum Chunk {
 pub enum Fault {
     /// HTTP 429 with an OpenAI `rate_limit_exceeded` body, plus a
     /// `Retry-After` header when `Some`.
-    RateLimited { retry_after: Option<String> },
+    RateLimited {
+        /// The `Retry-After` header's value, sent verbatim (`"2"`).
+        retry_after: Option<String>,
+    },
     /// Any HTTP error status (500/502/503, ...) with an OpenAI error body.
-    ServerError { status: u16, message: String },
+    ServerError {
+        /// The HTTP status.
+        status: u16,
+        /// The error body's `message`.
+        message: String,
+    },
     /// HTTP 200 SSE: sends the chunks' deltas, then closes the connection
     /// without a finish reason, without `[DONE]` and without the terminating
     /// HTTP chunk (so an HTTP client sees an incomplete body).
@@ -110,13 +130,21 @@ pub enum Fault {
     /// its context (the error is raised after the headers went out). Non-streaming: as `EmptyStream`.
     SilentStream,
     /// HTTP 400 `context_length_exceeded`, worded like OpenAI/vLLM.
-    ContextLengthExceeded { limit: u64, requested: u64 },
+    ContextLengthExceeded {
+        /// The context length the message states.
+        limit: u64,
+        /// The prompt length the message says was requested.
+        requested: u64,
+    },
     /// Streaming: sends the 200 SSE response head, then nothing until the
     /// client disconnects. Non-streaming: sends nothing at all.
     Hang,
     /// A 200 SSE stream of nothing but comments (`: keepalive`), one every `every`, until the
     /// client disconnects: bytes flow, no event ever comes. Non-streaming: as `Hang`.
-    KeepAliveOnly { every: Duration },
+    KeepAliveOnly {
+        /// How long between two comments.
+        every: Duration,
+    },
     /// HTTP 200 with an HTML page as the body (a proxy's or a captive portal's answer), whatever
     /// was asked for.
     HtmlBody,

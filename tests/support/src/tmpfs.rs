@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
+/// A tmpfs mounted on a temporary directory, for tests that fill the disk; unmounted (lazily) when dropped.
+/// Mounting needs root.
 pub struct Tmpfs {
     dir: tempfile::TempDir,
 }
@@ -27,6 +29,7 @@ impl Tmpfs {
         Ok(Tmpfs { dir })
     }
 
+    /// Where the tmpfs is mounted.
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

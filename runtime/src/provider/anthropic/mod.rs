@@ -54,6 +54,7 @@ impl AnthropicClient {
         AnthropicClient { http: self.http.with_deadlines(deadlines), ..self }
     }
 
+    /// The server's base URL, as configured (`https://api.anthropic.com/v1`).
     pub fn base_url(&self) -> &str {
         self.http.base_url()
     }

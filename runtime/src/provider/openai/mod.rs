@@ -44,6 +44,7 @@ impl OpenAiClient {
         OpenAiClient { http: self.http.with_deadlines(deadlines), ..self }
     }
 
+    /// The server's base URL, as configured (`http://127.0.0.1:8000/v1`).
     pub fn base_url(&self) -> &str {
         self.http.base_url()
     }
