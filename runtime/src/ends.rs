@@ -95,7 +95,10 @@ pub fn record_end(store: &Store, bus: &EventBus, task_id: &str, end: &End) -> Re
     close_unfinished_calls(store, bus, task_id, false)?;
     let last = store.last_event_seq(task_id)?;
     let already = last > 0
-        && store.events(task_id, last - 1, 1)?.first().is_some_and(|e| e.kind.name() == end.kind.name());
+        && store.events(task_id, last - 1, 1)?.first().is_some_and(|e| {
+            let end_kind = agentd_protocol::rpc::EndKind::of;
+            end_kind(&e.kind).is_some() && end_kind(&e.kind) == end_kind(&end.kind)
+        });
     if !already {
         bus.emit(task_id, &agentd_protocol::Role::Lead, end.kind.clone())?;
     }
