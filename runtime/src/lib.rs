@@ -16,6 +16,7 @@ pub mod counter;
 pub mod daemon;
 pub mod ends;
 pub mod fitter;
+mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod meter;
