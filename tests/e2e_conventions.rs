@@ -41,3 +41,21 @@ fn a_line_over_the_cap_is_refused_before_its_end_and_the_connection_goes_on() {
     let status = c.call("daemon.status", serde_json::json!({})).unwrap();
     assert!(status["version"].is_string(), "{status}");
 }
+
+#[test]
+fn cron_takes_the_five_field_form_and_daemon_status_states_the_zone() {
+    let jobs = "[scheduler]\ntz = \"+02:00\"\n[[scheduler.jobs]]\nname = \"nightly\"\ncron = \"30 3 * * *\"\naction = \"logs.export\"\n";
+    let d = TestDaemon::start(Path::new(BIN), &team_config(NO_MODEL, "gpt-4o", jobs));
+    let status = d.client().call("daemon.status", serde_json::json!({})).unwrap();
+    assert_eq!(status["tz"], "+02:00", "{status}");
+    let job = &status["jobs"][0];
+    assert_eq!(job["cron"], "30 3 * * *", "{status}");
+    // 03:30 at +02:00 is 01:30 UTC; run times are instants, shown in UTC.
+    let next = job["next_run_at"].as_str().unwrap();
+    assert!(next.ends_with("T01:30:00.000Z"), "{next}");
+
+    // Without `tz`, schedules are read in UTC, and daemon.status says so.
+    let d = daemon();
+    let status = d.client().call("daemon.status", serde_json::json!({})).unwrap();
+    assert_eq!(status["tz"], "UTC", "{status}");
+}

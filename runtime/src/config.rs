@@ -2,6 +2,7 @@
 //! that name the key and the file. The context window is deliberately absent: it is measured.
 
 use crate::provider::Deadlines;
+pub use crate::schedule::{Schedule, Zone};
 use agentd_agents::roles::ALL_TOOLS;
 use agentd_agents::tools::{SandboxMode, SandboxPolicy};
 use agentd_policies::retry::RetryPolicy;
@@ -9,7 +10,6 @@ use agentd_protocol::{Role, ToolName};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -53,9 +53,10 @@ model = "qwen3-coder"
 # idle_thinking_cleanup_after = "1h"   # a new request after this much idleness clears old thinking
 # idle_thinking_clear_at_least = 512   # tokens: a cleanup that would free fewer is skipped (it would
 #                                      # throw the provider's prompt cache away for little)
+# tz = "UTC"                           # the zone of the cron expressions: UTC, +02:00, or local ($TZ)
 # [[scheduler.jobs]]
 # name = "verify-evidence"
-# cron = "0 0 3 * * *"                 # sec min hour day month weekday
+# cron = "0 3 * * *"                   # min hour day month weekday (or 6 fields, seconds first)
 # action = "evidence.verify"           # or "logs.export"
 
 # [retry]
@@ -137,15 +138,18 @@ pub struct Config {
     /// A thinking cleanup that would free fewer tokens than this is skipped.
     pub idle_thinking_clear_at_least: agentd_policies::Tokens,
     pub jobs: Vec<JobConfig>,
+    /// `[scheduler] tz`: the zone the jobs' cron expressions are read in (UTC unless set).
+    pub tz: Zone,
 }
 
 /// A maintenance job the scheduler runs on a cron schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobConfig {
     pub name: String,
-    /// The expression as written (6 fields: sec min hour day month weekday).
+    /// The expression as written (5 fields: min hour day month weekday, or 6 with seconds first).
     pub cron: String,
-    pub schedule: cron::Schedule,
+    /// The expression, read in `[scheduler] tz` (see [`crate::schedule`]).
+    pub schedule: Schedule,
     pub action: JobAction,
 }
 
@@ -271,6 +275,7 @@ struct RawSchedule {
 struct RawScheduler {
     idle_thinking_cleanup_after: Option<String>,
     idle_thinking_clear_at_least: Option<u64>,
+    tz: Option<String>,
     #[serde(default)]
     jobs: Vec<RawJob>,
 }
@@ -325,7 +330,11 @@ impl RawConfig {
         let mut idle_thinking_cleanup_after = agentd_policies::thinking::DEFAULT_IDLE_THRESHOLD;
         let mut idle_thinking_clear_at_least = agentd_policies::thinking::DEFAULT_CLEAR_AT_LEAST;
         let mut jobs = Vec::new();
+        let mut tz = Zone::Utc;
         if let Some(s) = self.scheduler {
+            if let Some(v) = &s.tz {
+                tz = Zone::parse(v).map_err(|e| invalid("scheduler.tz".into(), e))?;
+            }
             if let Some(v) = s.idle_thinking_clear_at_least {
                 idle_thinking_clear_at_least = agentd_policies::Tokens(v);
             }
@@ -342,14 +351,8 @@ impl RawConfig {
                 if jobs.iter().any(|j: &JobConfig| j.name == job.name) {
                     return Err(invalid(format!("{key}.name"), "two jobs share this name".into()));
                 }
-                let schedule = cron::Schedule::from_str(&job.cron).map_err(|e| {
-                    invalid(
-                        format!("{key}.cron"),
-                        format!(
-                            "bad cron expression {:?} (6 fields: sec min hour day month weekday): {e}",
-                            job.cron
-                        ),
-                    )
+                let schedule = Schedule::parse(&job.cron, tz).map_err(|e| {
+                    invalid(format!("{key}.cron"), format!("bad cron expression {:?}: {e}", job.cron))
                 })?;
                 let action = match JobAction::parse(&job.action) {
                     Some(action) => action,
@@ -532,6 +535,7 @@ impl RawConfig {
             idle_thinking_cleanup_after,
             idle_thinking_clear_at_least,
             jobs,
+            tz,
         })
     }
 }
@@ -678,6 +682,26 @@ mod tests {
         let bad_action = ok.replace("evidence.verify", "coffee.make");
         let e = parse(&bad_action).unwrap_err().to_string();
         assert!(e.contains("action") && e.contains("coffee.make"), "{e}");
+    }
+
+    #[test]
+    fn cron_takes_five_fields_and_the_zone_is_checked() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.tz, Zone::Utc);
+        let ok = format!(
+            "{DEFAULT_CONFIG}\n[scheduler]\ntz = \"+02:00\"\n[[scheduler.jobs]]\nname = \"v\"\ncron = \"30 3 * * MON-FRI\"\naction = \"logs.export\"\n"
+        );
+        let c = parse(&ok).unwrap();
+        assert_eq!(c.tz, Zone::parse("+02:00").unwrap());
+        assert_eq!(c.jobs[0].schedule.zone(), c.tz);
+        assert_eq!(c.jobs[0].cron, "30 3 * * MON-FRI");
+        let e = parse(&ok.replace("+02:00", "Mars/Olympus")).unwrap_err().to_string();
+        assert!(
+            e.contains("scheduler.tz") && e.contains("Mars/Olympus") && e.contains("/h/agentd.toml"),
+            "{e}"
+        );
+        let e = parse(&ok.replace("30 3 * * MON-FRI", "30 3 * * 9")).unwrap_err().to_string();
+        assert!(e.contains("scheduler.jobs[0]") && e.contains("\"9\""), "{e}");
     }
 
     #[test]

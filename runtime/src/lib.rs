@@ -24,6 +24,7 @@ pub mod provider;
 pub mod render;
 pub mod retry;
 pub mod rpc;
+pub mod schedule;
 pub mod scheduler;
 pub mod socket;
 pub mod supervisor;
