@@ -20,6 +20,21 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("{path}: key `{key}`: {message}")]
     Invalid { path: PathBuf, key: String, message: String },
+    /// A provider's `api_key_env` names a variable the daemon's environment does not set (or sets
+    /// empty): every request would fail authentication, so `serve` refuses to start.
+    #[error(
+        "{path}: key `providers.{provider}.api_key_env`: provider {provider:?} takes its API key from \
+         the environment variable {var}, which is not set (or empty) for agentd serve; export {var} \
+         before starting the daemon, or remove api_key_env if the server needs no key"
+    )]
+    UnsetKey {
+        /// The config file.
+        path: PathBuf,
+        /// The provider's name (`[providers.NAME]`).
+        provider: String,
+        /// The variable it names.
+        var: String,
+    },
 }
 
 /// The text `agentd init` writes: every key commented, so a user sees what exists.
@@ -175,6 +190,24 @@ impl Config {
     pub fn provider_of(&self, role: &RoleConfig) -> &ProviderConfig {
         // Validated at load: every role names a configured provider.
         &self.providers[&role.provider]
+    }
+
+    /// Checks that every provider's `api_key_env` names a variable `var` finds set and not empty
+    /// (`var` is `std::env::var_os` for the daemon; a parameter so tests need not touch the
+    /// process's environment). The first provider without its key is the error, naming the
+    /// provider and the variable.
+    pub fn check_keys(&self, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<(), ConfigError> {
+        for p in self.providers.values() {
+            let Some(name) = &p.api_key_env else { continue };
+            if var(name).is_none_or(|v| v.is_empty()) {
+                return Err(ConfigError::UnsetKey {
+                    path: self.path.clone(),
+                    provider: p.name.clone(),
+                    var: name.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -786,6 +819,24 @@ mod tests {
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("tools.sandbox.env"), "{e}");
         assert!(e.contains("OPENAI_API_KEY") && e.contains("providers.local.api_key_env"), "{e}");
+    }
+
+    #[test]
+    fn an_unset_key_variable_names_the_provider_and_the_variable() {
+        let text =
+            DEFAULT_CONFIG.replace("# api_key_env = \"OPENAI_API_KEY\"", "api_key_env = \"OPENAI_API_KEY\"");
+        let c = parse(&text).unwrap();
+        let e = c.check_keys(|_| None).unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::UnsetKey { provider, var, .. } if provider == "local" && var == "OPENAI_API_KEY")
+        );
+        let shown = e.to_string();
+        assert!(shown.starts_with("/h/agentd.toml: key `providers.local.api_key_env`"), "{shown}");
+        // Empty is as good as unset: the server would refuse it the same way.
+        assert!(c.check_keys(|_| Some("".into())).is_err());
+        assert!(c.check_keys(|v| (v == "OPENAI_API_KEY").then(|| "sk-1".into())).is_ok());
+        // A provider without api_key_env needs nothing.
+        assert!(parse(DEFAULT_CONFIG).unwrap().check_keys(|_| None).is_ok());
     }
 
     #[test]
