@@ -13,89 +13,154 @@ use agentd_runtime::client::{Client, ClientError, StreamItem};
 use agentd_runtime::config::{Config, DEFAULT_CONFIG};
 use agentd_runtime::daemon::{serve, DaemonError, Home};
 use agentd_runtime::render::{estimate_mark, event_line};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Exit codes (`docs/interface.md`): what a script can tell apart without reading the message.
+mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// The task failed or was cancelled, or the command could not do what it was asked.
+    pub const FAILED: u8 = 1;
+    /// Bad usage or bad config (the message names the argument, or the key and the file).
+    pub const USAGE: u8 = 2;
+    /// The daemon cannot be reached (the message names the socket).
+    pub const UNREACHABLE: u8 = 3;
+    /// No such task or evidence: the id names nothing the daemon knows.
+    pub const NOT_FOUND: u8 = 4;
+}
+
 #[derive(Parser)]
-#[command(name = "agentd", version, about = "Runs teams of LLM agents inside measured context windows")]
+#[command(
+    name = "agentd",
+    version,
+    about = "Runs teams of LLM agents inside measured context windows",
+    after_help = "Exit codes: 0 success; 1 the task failed or was cancelled; 2 bad usage or config; \
+                  3 the daemon cannot be reached; 4 no such task or evidence."
+)]
 struct Cli {
-    /// The home directory: config, socket, database and evidence.
-    #[arg(long, global = true, env = "AGENTD_HOME", default_value = "./.agentd")]
-    home: PathBuf,
+    /// The home directory: config, socket, database and evidence (default: $AGENTD_HOME, else
+    /// ~/.agentd).
+    #[arg(long, global = true, env = "AGENTD_HOME", value_name = "DIR")]
+    home: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How `serve` writes its log (to stderr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields), for journald or a log shipper.
+    Json,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Write a commented default agentd.toml (never overwrites one).
-    Init,
+    Init {
+        /// Print what was done as JSON: {"config": PATH, "written": BOOL}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the daemon in the foreground until SIGINT/SIGTERM.
-    Serve,
+    Serve {
+        /// The log's format on stderr.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
+    },
     /// Submit a task; prints its id.
     Submit {
+        /// What the team should do, in words.
         objective: String,
         /// The task's workspace (default: the current directory).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
-        #[arg(long)]
+        /// The team to run it (default: the configured one).
+        #[arg(long, value_name = "NAME")]
         team: Option<String>,
         /// Stream the events until the task ends; exit 0 only if it finished.
         #[arg(long)]
         wait: bool,
-        /// With --wait: one event per line as JSON.
+        /// Print JSON: the task id as {"task_id": ...}, or with --wait one event per line.
         #[arg(long)]
         json: bool,
     },
     /// List tasks.
     Tasks {
+        /// Print the list as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Show a task.
     Status {
+        /// The task's id.
         task: String,
+        /// Print the status as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Stream a task's events from the first until it ends.
     Watch {
+        /// The task's id.
         task: String,
+        /// Print one event per line as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Stop a task.
-    Cancel { task: String },
+    Cancel {
+        /// The task's id.
+        task: String,
+        /// Print the new state as JSON: {"state": ...}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Continue an interrupted or failed task from its log.
-    Resume { task: String },
+    Resume {
+        /// The task's id.
+        task: String,
+        /// Print the new state as JSON: {"state": ...}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Send a follow-up request to a task that has stopped; the lead takes it up.
     Message {
+        /// The task's id.
         task: String,
+        /// The follow-up request, in words.
         text: String,
         /// Stream the events until the task stops again.
         #[arg(long)]
         wait: bool,
+        /// Print JSON: the new state as {"state": ...}, or with --wait one event per line.
         #[arg(long)]
         json: bool,
     },
     /// The context gauge of a task's role.
     Context {
+        /// The task's id.
         task: String,
+        /// The role: lead, coder or a specialist's name.
         #[arg(long, default_value = "lead")]
         role: String,
+        /// Print the gauge as JSON.
         #[arg(long)]
         json: bool,
     },
     /// The transcript: messages, checkpoints and events.
     Log {
+        /// The task's id.
         task: String,
+        /// Only this role's records: lead, coder or a specialist's name.
         #[arg(long)]
         role: Option<String>,
-        /// One record per line as JSON.
-        #[arg(long)]
-        jsonl: bool,
+        /// Print one record per line as JSON.
+        #[arg(long, visible_alias = "jsonl")]
+        json: bool,
     },
     /// Inspect the evidence archive.
     Evidence {
@@ -108,56 +173,102 @@ enum Command {
         command: ModelsCommand,
     },
     /// Read or change a role's setting (compact_at).
-    Settings { role: String, key: String, value: Option<u64> },
-    /// The daemon's version, uptime and running tasks.
-    Daemon,
+    Settings {
+        /// The role: lead, coder or a specialist's name.
+        role: String,
+        /// The setting: compact_at (the percent of the window at which a request is compacted).
+        key: String,
+        /// The new value; without it the current value is printed.
+        value: Option<u64>,
+        /// Print the setting as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon's version, uptime, running tasks, jobs, time zone and storage.
+    Daemon {
+        /// Print daemon.status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script: `agentd completions bash > ~/.local/share/bash-completion/completions/agentd`.
+    Completions {
+        /// The shell: bash, zsh or fish (elvish and powershell work too).
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand)]
 enum EvidenceCommand {
     /// List evidence, optionally of one task.
     List {
+        /// Only this task's evidence.
         #[arg(long)]
         task: Option<String>,
+        /// Print the list as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Show one piece of evidence's metadata.
-    Show { id: String },
+    Show {
+        /// The evidence id (ev-…).
+        id: String,
+        /// Print the metadata as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a page of evidence (bytes by default).
     Read {
+        /// The evidence id (ev-…).
         id: String,
+        /// Where the page starts, in bytes (or lines with --lines), from 0.
         #[arg(long, default_value_t = 0)]
         offset: u64,
+        /// How much to print, in bytes (or lines with --lines); default 64 KiB.
         #[arg(long)]
         limit: Option<u64>,
         /// Count offset and limit in lines instead of bytes.
         #[arg(long)]
         lines: bool,
+        /// Print the page as JSON: {data, offset, len, total_bytes, complete, next_offset}.
+        #[arg(long)]
+        json: bool,
     },
     /// Re-hash every blob; exit 1 naming each one missing or altered.
-    Verify,
+    Verify {
+        /// Print the report as JSON: {checked, problems}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
 enum ModelsCommand {
     /// Ask the provider for the role's window and print it with its source.
     Probe {
+        /// The role whose provider and model are asked: lead, coder or a specialist's name.
         #[arg(long)]
         role: String,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
-/// A failure and the exit code it maps to (1 task failed, 2 usage or config, 3 unreachable).
+/// A failure and the exit code it maps to (see [`exit`]).
+#[derive(Debug)]
 struct Failure {
     code: u8,
     message: String,
+    /// Already written to the log (`serve --log-format json`): not printed again.
+    logged: bool,
 }
 
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Failure {
         let code = match (&e, e.error_code()) {
-            (ClientError::Connect { .. }, _) => 3,
+            (ClientError::Connect { .. }, _) => exit::UNREACHABLE,
+            (ClientError::RequestTooLong { .. }, _) => exit::USAGE,
+            (_, Some(ErrorCode::UnknownTask | ErrorCode::UnknownEvidence)) => exit::NOT_FOUND,
             (
                 _,
                 Some(
@@ -166,15 +277,15 @@ impl From<ClientError> for Failure {
                     | ErrorCode::InvalidParams
                     | ErrorCode::BadWorkspace,
                 ),
-            ) => 2,
-            _ => 1,
+            ) => exit::USAGE,
+            _ => exit::FAILED,
         };
-        Failure { code, message: e.to_string() }
+        fail(code, e.to_string())
     }
 }
 
 fn fail(code: u8, message: impl Into<String>) -> Failure {
-    Failure { code, message: message.into() }
+    Failure { code, message: message.into(), logged: false }
 }
 
 fn main() -> ExitCode {
@@ -182,7 +293,9 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("agentd: {}", f.message);
+            if !f.logged {
+                eprintln!("agentd: {}", f.message);
+            }
             ExitCode::from(f.code)
         }
     }
@@ -193,29 +306,50 @@ fn pretty<T: agentd_protocol::Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
+/// The home: `--home`, else `$AGENTD_HOME` (clap reads both), else `~/.agentd` — never the
+/// current directory.
+fn home_of(cli_home: Option<PathBuf>) -> Result<Home, Failure> {
+    match cli_home.or_else(Home::default_dir) {
+        Some(dir) => Ok(Home::new(dir)),
+        None => {
+            Err(fail(exit::USAGE, "no home directory: HOME is not set; pass --home DIR or set AGENTD_HOME"))
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<u8, Failure> {
-    let home = Home::new(cli.home.clone());
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "agentd", &mut std::io::stdout());
+        return Ok(exit::OK);
+    }
+    let home = home_of(cli.home)?;
     match cli.command {
-        Command::Init => init(&home),
-        Command::Serve => serve_command(&home),
+        Command::Completions { .. } => Ok(exit::OK),
+        Command::Init { json } => init(&home, json),
+        Command::Serve { log_format } => serve_command(&home, log_format),
         Command::Submit { objective, workspace, team, wait, json } => {
             let workspace = match workspace {
                 Some(w) => w,
-                None => std::env::current_dir().map_err(|e| fail(2, format!("current directory: {e}")))?,
+                None => std::env::current_dir()
+                    .map_err(|e| fail(exit::USAGE, format!("current directory: {e}")))?,
             };
             let workspace = std::fs::canonicalize(&workspace)
-                .map_err(|e| fail(2, format!("workspace {}: {e}", workspace.display())))?;
+                .map_err(|e| fail(exit::USAGE, format!("workspace {}: {e}", workspace.display())))?;
             let mut client = connect(&home)?;
             let submit = SubmitParams { objective, workspace: workspace.display().to_string(), team };
-            let Submitted { task_id } = client.request(&Request::TaskSubmit(submit))?;
+            let submitted: Submitted = client.request(&Request::TaskSubmit(submit))?;
             if !wait {
-                println!("{task_id}");
-                return Ok(0);
+                if json {
+                    println!("{}", pretty(&submitted));
+                } else {
+                    println!("{}", submitted.task_id);
+                }
+                return Ok(exit::OK);
             }
             if !json {
-                println!("task {task_id}");
+                println!("task {}", submitted.task_id);
             }
-            follow(&mut client, &task_id, json)
+            follow(&mut client, &submitted.task_id, json)
         }
         Command::Tasks { json } => {
             let tasks: Vec<TaskSummary> = connect(&home)?.request(&Request::TaskList(NoParams {}))?;
@@ -232,7 +366,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     );
                 }
             }
-            Ok(0)
+            Ok(exit::OK)
         }
         Command::Status { task, json } => {
             let status: TaskStatus =
@@ -242,29 +376,29 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             } else {
                 print_status(&status);
             }
-            Ok(0)
+            Ok(exit::OK)
         }
         Command::Watch { task, json } => {
             let mut client = connect(&home)?;
             follow(&mut client, &task, json)
         }
-        Command::Cancel { task } => {
+        Command::Cancel { task, json } => {
             let r: StateResult = connect(&home)?.request(&Request::TaskCancel(TaskRef { task_id: task }))?;
-            println!("{}", r.state);
-            Ok(0)
+            print_state(&r, json);
+            Ok(exit::OK)
         }
-        Command::Resume { task } => {
+        Command::Resume { task, json } => {
             let r: StateResult = connect(&home)?.request(&Request::TaskResume(TaskRef { task_id: task }))?;
-            println!("{}", r.state);
-            Ok(0)
+            print_state(&r, json);
+            Ok(exit::OK)
         }
         Command::Message { task, text, wait, json } => {
             let mut client = connect(&home)?;
             let r: StateResult =
                 client.request(&Request::TaskMessage(MessageParams { task_id: task.clone(), text }))?;
             if !wait {
-                println!("{}", r.state);
-                return Ok(0);
+                print_state(&r, json);
+                return Ok(exit::OK);
             }
             follow_from(&mut client, &task, json, true)
         }
@@ -279,9 +413,9 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     ContextResult::Unmeasured(u) => println!("{}: {}", u.role, u.note),
                 }
             }
-            Ok(0)
+            Ok(exit::OK)
         }
-        Command::Log { task, role, jsonl } => {
+        Command::Log { task, role, json } => {
             let mut client = connect(&home)?;
             let mut after = 0u64;
             loop {
@@ -297,32 +431,36 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 }
                 for r in &page.records {
                     after = after.max(r.seq);
-                    if jsonl {
+                    if json {
                         println!("{}", serde_json::to_string(r).unwrap_or_default());
                     } else {
                         print_record(r);
                     }
                 }
             }
-            Ok(0)
+            Ok(exit::OK)
         }
         Command::Evidence { command } => evidence(&home, command),
-        Command::Models { command: ModelsCommand::Probe { role } } => {
+        Command::Models { command: ModelsCommand::Probe { role, json } } => {
             let params = RoleParams { role: Role::from(role) };
             let r: ProbeResult = connect(&home)?.request(&Request::ModelsProbe(params))?;
-            println!(
-                "{}: {} at {}: window {} tokens ({})",
-                r.role,
-                r.model,
-                r.server,
-                r.window,
-                r.window_source.as_str()
-            );
-            Ok(0)
+            if json {
+                println!("{}", pretty(&r));
+            } else {
+                println!(
+                    "{}: {} at {}: window {} tokens ({})",
+                    r.role,
+                    r.model,
+                    r.server,
+                    r.window,
+                    r.window_source.as_str()
+                );
+            }
+            Ok(exit::OK)
         }
-        Command::Settings { role, key, value } => {
+        Command::Settings { role, key, value, json } => {
             let key: SettingKey = serde_json::from_value(serde_json::Value::String(key.clone()))
-                .map_err(|_| fail(2, format!("unknown setting {key:?}; settable: compact_at")))?;
+                .map_err(|_| fail(exit::USAGE, format!("unknown setting {key:?}; settable: compact_at")))?;
             let mut client = connect(&home)?;
             let params =
                 SettingParams { role: Role::from(role), key, value: value.map(serde_json::Value::from) };
@@ -330,12 +468,20 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                 Some(_) => client.request(&Request::SettingsSet(params))?,
                 None => client.request(&Request::SettingsGet(params))?,
             };
-            println!("{} {} = {}", r.role, r.key.as_str(), r.value);
-            Ok(0)
+            if json {
+                println!("{}", pretty(&r));
+            } else {
+                println!("{} {} = {}", r.role, r.key.as_str(), r.value);
+            }
+            Ok(exit::OK)
         }
-        Command::Daemon => {
+        Command::Daemon { json } => {
             let r: DaemonStatus = connect(&home)?.request(&Request::DaemonStatus(NoParams {}))?;
-            println!("{}", pretty(&r));
+            if json {
+                println!("{}", pretty(&r));
+            } else {
+                print_daemon(&r);
+            }
             if !r.storage.ok {
                 eprintln!(
                     "storage is failing since {}: {}",
@@ -343,8 +489,16 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                     r.storage.error.as_deref().unwrap_or("")
                 );
             }
-            Ok(0)
+            Ok(exit::OK)
         }
+    }
+}
+
+fn print_state(r: &StateResult, json: bool) {
+    if json {
+        println!("{}", pretty(r));
+    } else {
+        println!("{}", r.state);
     }
 }
 
@@ -370,69 +524,111 @@ fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
                 }
             }
         }
-        EvidenceCommand::Show { id } => {
+        EvidenceCommand::Show { id, json } => {
             let meta: EvidenceMeta = client.request(&Request::EvidenceGet(EvidenceRef { id }))?;
-            println!("{}", pretty(&meta));
+            if json {
+                println!("{}", pretty(&meta));
+            } else {
+                print_meta(&meta);
+            }
         }
-        EvidenceCommand::Read { id, offset, limit, lines } => {
+        EvidenceCommand::Read { id, offset, limit, lines, json } => {
             let unit = if lines { Unit::Lines } else { Unit::Bytes };
             let params = EvidenceReadParams { id, offset: Some(offset), limit, unit: Some(unit) };
             let page: Page = client.request(&Request::EvidenceRead(params))?;
+            if json {
+                println!("{}", pretty(&page));
+                return Ok(exit::OK);
+            }
             print!("{}", page.data);
             let _ = std::io::stdout().flush();
             if let Some(next) = page.next_offset {
                 eprintln!("\n(more: --offset {next})");
             }
         }
-        EvidenceCommand::Verify => {
+        EvidenceCommand::Verify { json } => {
             let r: VerifyResult = client.request(&Request::EvidenceVerify(NoParams {}))?;
-            for p in &r.problems {
-                println!("{}", p.problem);
+            if json {
+                println!("{}", pretty(&r));
+            } else {
+                for p in &r.problems {
+                    println!("{}", p.problem);
+                }
+                println!("{} checked, {} problems", r.checked, r.problems.len());
             }
-            println!("{} checked, {} problems", r.checked, r.problems.len());
             if !r.problems.is_empty() {
-                return Ok(1);
+                return Ok(exit::FAILED);
             }
         }
     }
-    Ok(0)
+    Ok(exit::OK)
 }
 
-fn init(home: &Home) -> Result<u8, Failure> {
-    home.ensure().map_err(|e| fail(2, format!("cannot create {}: {e}", home.dir.display())))?;
+fn init(home: &Home, json: bool) -> Result<u8, Failure> {
+    home.ensure().map_err(|e| fail(exit::USAGE, format!("cannot create {}: {e}", home.dir.display())))?;
     let path = home.config();
+    let report = |written: bool| {
+        if json {
+            println!("{}", pretty(&serde_json::json!({"config": path, "written": written})));
+        } else if written {
+            println!("wrote {}", path.display());
+        } else {
+            println!("{} already exists; left unchanged", path.display());
+        }
+    };
     match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
         Ok(mut f) => {
             f.write_all(DEFAULT_CONFIG.as_bytes())
-                .map_err(|e| fail(2, format!("{}: {e}", path.display())))?;
-            println!("wrote {}", path.display());
-            Ok(0)
+                .map_err(|e| fail(exit::USAGE, format!("{}: {e}", path.display())))?;
+            report(true);
+            Ok(exit::OK)
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            println!("{} already exists; left unchanged", path.display());
-            Ok(0)
+            report(false);
+            Ok(exit::OK)
         }
-        Err(e) => Err(fail(2, format!("{}: {e}", path.display()))),
+        Err(e) => Err(fail(exit::USAGE, format!("{}: {e}", path.display()))),
     }
 }
 
-fn serve_command(home: &Home) -> Result<u8, Failure> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+fn serve_command(home: &Home, log_format: LogFormat) -> Result<u8, Failure> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = log_format == LogFormat::Json;
+    if json {
+        tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(std::io::stderr).init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
+    let outcome = serve_in(home, json);
+    match outcome {
+        // With JSON logs every line of stderr is JSON: the failure is a log record too.
+        Err(mut f) if json => {
+            tracing::error!(exit_code = f.code, error = %f.message, "agentd serve failed");
+            f.logged = true;
+            Err(f)
+        }
+        other => other,
+    }
+}
+
+fn serve_in(home: &Home, json: bool) -> Result<u8, Failure> {
     // Check the config before anything else, so a bad one is exit code 2 with the key named.
     let config = home.config();
     if config.exists() {
-        Config::load(&config).map_err(|e| fail(2, e.to_string()))?;
+        let loaded = Config::load(&config).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+        loaded.check_keys(|name| std::env::var_os(name)).map_err(|e| fail(exit::USAGE, e.to_string()))?;
     }
-    match serve(home, |socket| eprintln!("agentd: serving on {}", socket.display())) {
-        Ok(()) => Ok(0),
-        Err(e @ (DaemonError::Config(_) | DaemonError::NoConfig(_))) => Err(fail(2, e.to_string())),
-        Err(e) => Err(fail(1, e.to_string())),
+    let ready = move |socket: &std::path::Path| {
+        // The JSON log already says so ("agentd is serving", with the socket).
+        if !json {
+            eprintln!("agentd: serving on {}", socket.display());
+        }
+    };
+    match serve(home, ready) {
+        Ok(()) => Ok(exit::OK),
+        Err(e @ (DaemonError::Config(_) | DaemonError::NoConfig(_))) => Err(fail(exit::USAGE, e.to_string())),
+        Err(e) => Err(fail(exit::FAILED, e.to_string())),
     }
 }
 
@@ -475,9 +671,11 @@ fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool) -> 
                     end.state.map_or("?", |s| s.as_str()),
                     end.error.as_deref().unwrap_or("")
                 );
-                return Ok(1);
+                return Ok(exit::FAILED);
             }
-            StreamItem::End(end) => return Ok(if end.kind == EndKind::TaskFinished { 0 } else { 1 }),
+            StreamItem::End(end) => {
+                return Ok(if end.kind == EndKind::TaskFinished { exit::OK } else { exit::FAILED })
+            }
         };
         if json {
             println!("{}", serde_json::to_string(&event).unwrap_or_default());
@@ -486,6 +684,59 @@ fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool) -> 
         }
         let _ = std::io::stdout().flush();
     }
+}
+
+fn print_daemon(r: &DaemonStatus) {
+    println!("version      {}", r.version);
+    println!("uptime       {}s", r.uptime_s);
+    println!("tasks        {} running", r.tasks_running);
+    println!("clock        {}", r.clock);
+    println!("time zone    {} (cron schedules)", r.tz);
+    if r.storage.ok {
+        println!("storage      ok");
+    } else {
+        println!(
+            "storage      failing since {}: {} ({} task ends held in memory)",
+            r.storage.since.as_deref().unwrap_or("?"),
+            r.storage.error.as_deref().unwrap_or(""),
+            r.storage.unrecorded_ends
+        );
+    }
+    for j in &r.jobs {
+        let last = match (&j.last_run_at, j.last_ok) {
+            (Some(at), Some(ok)) => format!(
+                "; last {at} {}: {}",
+                if ok { "ok" } else { "failed" },
+                j.last_outcome.as_deref().unwrap_or("")
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "job          {} `{}` {}: {} runs{last}; next {}",
+            j.name,
+            j.cron,
+            j.action.as_str(),
+            j.runs,
+            j.next_run_at.as_deref().unwrap_or("never")
+        );
+    }
+}
+
+fn print_meta(m: &EvidenceMeta) {
+    println!("id         {}", m.id);
+    println!("size       {} bytes, {} lines ({})", m.bytes, m.lines, m.media_type);
+    println!("sha256     {}", m.sha256);
+    println!("task       {}", m.source.task_id);
+    let detail = m.source.detail.as_deref().map(|d| format!(" {d}")).unwrap_or_default();
+    let call = m.source.call_id.as_deref().map(|c| format!(" (call {c})")).unwrap_or_default();
+    println!("made by    {} {}{detail}{call}", m.source.role.name(), m.source.tool.as_str());
+    match (&m.complete, &m.incomplete_reason) {
+        (true, _) => println!("complete   yes"),
+        (false, reason) => {
+            println!("complete   no: {}", reason.as_deref().unwrap_or("the producer was cut off"))
+        }
+    }
+    println!("created    {}", m.created_at);
 }
 
 fn print_status(s: &TaskStatus) {
@@ -579,5 +830,77 @@ fn print_record(entry: &LogEntry) {
             one_line(&receipt.arguments, 60),
             if receipt.ok { "ok" } else { "failed" }
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every subcommand at any depth, with its path (`evidence read`).
+    fn leaves(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        if cmd.get_subcommands().next().is_none() {
+            out.push((path, cmd.clone()));
+            return;
+        }
+        for sub in cmd.get_subcommands() {
+            let name = format!("{path} {}", sub.get_name()).trim().to_string();
+            leaves(sub, name, out);
+        }
+    }
+
+    fn commands() -> Vec<(String, clap::Command)> {
+        let mut out = Vec::new();
+        leaves(&Cli::command(), String::new(), &mut out);
+        out
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_argument_and_flag_has_a_help_text() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        for arg in cmd.get_arguments() {
+            if arg.get_help().is_none() && !matches!(arg.get_id().as_str(), "help" | "version") {
+                missing.push(format!("agentd --{}", arg.get_id()));
+            }
+        }
+        for (path, sub) in commands() {
+            if sub.get_about().is_none() {
+                missing.push(format!("agentd {path} (about)"));
+            }
+            for arg in sub.get_arguments() {
+                if arg.get_help().is_none() && !matches!(arg.get_id().as_str(), "help" | "home") {
+                    missing.push(format!("agentd {path} {}", arg.get_id()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+    }
+
+    #[test]
+    fn every_command_that_prints_takes_json() {
+        // `serve` prints a log (see --log-format), `completions` a shell script.
+        let exempt = ["serve", "completions"];
+        let without: Vec<String> = commands()
+            .into_iter()
+            .filter(|(path, _)| !exempt.contains(&path.as_str()))
+            .filter(|(_, sub)| !sub.get_arguments().any(|a| a.get_long() == Some("json")))
+            .map(|(path, _)| path)
+            .collect();
+        assert!(without.is_empty(), "no --json: {without:?}");
+        assert!(commands().len() > 15, "the walk found the commands");
+    }
+
+    #[test]
+    fn the_home_is_never_the_current_directory() {
+        let home = home_of(None).unwrap();
+        assert!(home.dir.is_absolute() && home.dir.ends_with(".agentd"), "{}", home.dir.display());
+        assert_eq!(home_of(Some(PathBuf::from("/srv/agentd"))).unwrap().dir, PathBuf::from("/srv/agentd"));
     }
 }

@@ -387,10 +387,13 @@ async fn the_cli_lists_shows_reads_and_verifies_evidence() {
     let none: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(none, json!([]));
 
-    // show: the metadata as JSON.
+    // show: the metadata in words, and as JSON with --json.
     let out = d.cli(&["evidence", "show", id]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let meta: Value = serde_json::from_str(&stdout(&out)).expect("evidence show prints JSON");
+    assert!(stdout(&out).contains(&format!("size       {} bytes", file.len())), "{}", stdout(&out));
+    let out = d.cli(&["evidence", "show", id, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let meta: Value = serde_json::from_str(&stdout(&out)).expect("evidence show --json prints JSON");
     assert_eq!(meta["id"], id.as_str());
     assert_eq!(meta["bytes"], file.len() as u64);
     assert_eq!(meta["source"]["detail"], "data.txt");
@@ -502,7 +505,7 @@ async fn an_altered_or_deleted_blob_is_named_by_verify_and_never_served() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_evidence_id_is_error_32002_and_exit_code_1() {
+async fn an_unknown_evidence_id_is_error_32002_and_exit_code_4() {
     let server = ScriptedServer::builder().max_model_len(Some(WINDOW)).start().await;
     let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let id = "ev-00000000-0000-7000-8000-000000000000";
@@ -525,8 +528,9 @@ async fn an_unknown_evidence_id_is_error_32002_and_exit_code_1() {
         vec!["evidence", "read", id],
         vec!["evidence", "read", id, "--offset", "5", "--limit", "10", "--lines"],
     ] {
+        // No such evidence: exit 4, as for no such task.
         let out = d.cli(&args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {}\n{}", stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {}\n{}", stdout(&out), stderr(&out));
         assert!(out.stdout.is_empty(), "{args:?}: {}", stdout(&out));
         assert!(stderr(&out).contains(id), "{args:?}: {}", stderr(&out));
     }

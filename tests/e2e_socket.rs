@@ -107,7 +107,11 @@ fn bad_input_gets_errors_and_the_connection_stays_usable() {
 #[test]
 fn home_and_socket_are_private() {
     let d = daemon();
-    let home_mode = std::fs::metadata(d.home()).unwrap().permissions().mode() & 0o777;
+    // A home agentd creates is private; one it did not create keeps its mode (tests/e2e_conventions.rs).
+    let fresh = d.home().join("fresh-home");
+    let out = std::process::Command::new(BIN).arg("--home").arg(&fresh).arg("init").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let home_mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
     let sock_mode = std::fs::metadata(d.socket()).unwrap().permissions().mode() & 0o777;
     assert_eq!(home_mode, 0o700);
     assert_eq!(sock_mode, 0o600);
@@ -125,8 +129,9 @@ fn cli_without_a_daemon_exits_3_naming_the_socket() {
 #[test]
 fn cli_unknown_task_and_bad_usage() {
     let d = daemon();
+    // No such task: exit 4, not 1 (a task that failed).
     let out = d.cli(&["status", "nope"]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown task nope"));
     let out = d.cli(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));

@@ -39,8 +39,7 @@ mod tests {
 
     #[test]
     fn summarises_both_sides() {
-        let outcome =
-            ToolOutcome { ok: true, content: "exit code: 0\n--- stdout ---\nok".into(), complete: true };
+        let outcome = ToolOutcome::ok("exit code: 0\n--- stdout ---\nok");
         let r =
             receipt(ToolName::RunCommand, "{\"command\":\n \"cargo test\"}", &outcome, Some("ev1".into()));
         assert_eq!(r.tool, ToolName::RunCommand);
@@ -53,7 +52,7 @@ mod tests {
     #[test]
     fn truncates_on_char_boundaries() {
         let long = "é".repeat(500);
-        let outcome = ToolOutcome { ok: false, content: long.clone(), complete: false };
+        let outcome = ToolOutcome { complete: false, ..ToolOutcome::error(long.clone()) };
         let r = receipt(ToolName::ReadFile, &long, &outcome, None);
         assert_eq!(r.arguments.chars().count(), SUMMARY_CHARS);
         assert!(r.arguments.ends_with('…'));

@@ -1,6 +1,7 @@
 //! The JSON schemas of the tools, as the models see them. Provider clients wrap these in their own
 //! wire shapes; this module knows nothing of those.
 
+use crate::tools::search::{DEFAULT_MAX_RESULTS, MAX_CONTEXT, MAX_MAX_RESULTS};
 use agentd_protocol::ToolName;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -40,10 +41,21 @@ pub fn schema(tool: &ToolName) -> Option<ToolSchema> {
             &["path"],
         ),
         ToolName::Search => (
-            "Search files for a plain substring (not a regex), recursively. Prints path:line: text.",
+            "Search file contents with a regular expression, recursively, as ripgrep does: .gitignore, \
+             .ignore and .rgignore are respected, hidden and binary files skipped, files sorted by path. \
+             Prints path:line:text for each matching line (path-line-text for context lines, -- between \
+             groups). At most max_results matching lines and 32 KiB are shown; the rest is counted, and \
+             the complete output is kept as evidence you can read on with read_evidence.",
             json!({
-                "pattern": {"type": "string", "description": "The exact text to look for."},
-                "path": path_prop("File or directory to search, relative to the workspace; default \".\".")
+                "pattern": {"type": "string", "description": "A regular expression (Rust/ripgrep syntax: \\b, \\w, (a|b), .*?), matched against each line. With fixed_strings, the exact text."},
+                "path": path_prop("File or directory to search, relative to the workspace; default \".\". A path named here is searched even if ignored."),
+                "glob": {"type": "array", "items": {"type": "string"}, "description": "Only files matching these globs (\"*.rs\", \"src/**/*.ts\"); a glob starting with ! excludes (\"!*.md\"). Like rg -g."},
+                "fixed_strings": {"type": "boolean", "description": "Search for the pattern as literal text, not a regex (rg -F)."},
+                "case_insensitive": {"type": "boolean", "description": "Ignore case (rg -i)."},
+                "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (rg -C)."},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_MAX_RESULTS, "description": format!("Matching lines to show (default {DEFAULT_MAX_RESULTS}).")},
+                "hidden": {"type": "boolean", "description": "Also search hidden files and directories (rg --hidden); .git never."},
+                "no_ignore": {"type": "boolean", "description": "Also search files that .gitignore/.ignore exclude (rg --no-ignore)."}
             }),
             &["pattern"],
         ),

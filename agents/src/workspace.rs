@@ -85,6 +85,8 @@ pub(crate) struct Opened {
     /// The path that was opened, relative to the root, with inside symlinks resolved (`"."` for the
     /// root): for display.
     pub(crate) shown: String,
+    /// The same path as symlink-free components from the root (none for the root itself).
+    pub(crate) parts: Vec<OsString>,
 }
 
 impl Opened {
@@ -201,7 +203,20 @@ impl Workspace {
         let stat = rfs::fstat(&fd).map_err(|e| errno(rel, e))?;
         refuse_hard_link(rel, &stat)?;
         let shown = if parts.is_empty() { ".".to_string() } else { shown(&parts) };
-        Ok(Opened { fd, stat, shown })
+        Ok(Opened { fd, stat, shown, parts })
+    }
+
+    /// Opens the entry at `parts` (symlink-free components from the root, as a walk beneath the root
+    /// listed them) for reading, crossing no symlink at all — not even one that stays inside — so an
+    /// entry swapped for a symlink between the listing and the open is refused, never followed. A
+    /// regular file with more than one hard link is refused.
+    pub(crate) fn open_exact(&self, parts: &[OsString]) -> Result<Opened, ToolError> {
+        let shown = if parts.is_empty() { ".".to_string() } else { shown(parts) };
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let fd = self.open_parts(parts, flags, Mode::empty()).map_err(|e| errno(&shown, e))?;
+        let stat = rfs::fstat(&fd).map_err(|e| errno(&shown, e))?;
+        refuse_hard_link(&shown, &stat)?;
+        Ok(Opened { fd, stat, shown, parts: parts.to_vec() })
     }
 
     /// Replaces (or, unless `must_exist`, creates) the regular file `rel` with `content`, atomically:

@@ -131,6 +131,10 @@ fn arguments_object() -> impl Strategy<Value = String> {
         Just("timeout_s".to_string()),
         Just("offset".to_string()),
         Just("limit".to_string()),
+        Just("glob".to_string()),
+        Just("context".to_string()),
+        Just("max_results".to_string()),
+        Just("fixed_strings".to_string()),
         "[a-z_]{1,8}",
     ];
     prop::collection::btree_map(field, json_value(), 0..6)

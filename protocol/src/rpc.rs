@@ -585,6 +585,10 @@ pub struct DaemonStatus {
     pub jobs: Vec<JobStatus>,
     /// The daemon's clock, RFC 3339.
     pub clock: String,
+    /// The time zone the jobs' cron expressions are read in (`[scheduler] tz`): `UTC`, a fixed
+    /// offset such as `+02:00`, or `local (TZ=Europe/Paris, +02:00 now)`. Run times (`next_run_at`,
+    /// `last_run_at`) are instants in RFC 3339 whatever the zone.
+    pub tz: String,
     /// Whether the store takes writes, and since when it has not.
     pub storage: StorageStatus,
 }

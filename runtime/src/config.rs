@@ -2,6 +2,7 @@
 //! that name the key and the file. The context window is deliberately absent: it is measured.
 
 use crate::provider::Deadlines;
+pub use crate::schedule::{Schedule, Zone};
 use agentd_agents::roles::ALL_TOOLS;
 use agentd_agents::tools::{SandboxMode, SandboxPolicy};
 use agentd_policies::retry::RetryPolicy;
@@ -9,7 +10,6 @@ use agentd_protocol::{Role, ToolName};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 /// Why `agentd.toml` was not accepted. Each variant names the file; a bad value names its key too
@@ -41,6 +41,21 @@ pub enum ConfigError {
         key: String,
         /// What is wrong with its value.
         message: String,
+    },
+    /// A provider's `api_key_env` names a variable the daemon's environment does not set (or sets
+    /// empty): every request would fail authentication, so `serve` refuses to start.
+    #[error(
+        "{path}: key `providers.{provider}.api_key_env`: provider {provider:?} takes its API key from \
+         the environment variable {var}, which is not set (or empty) for agentd serve; export {var} \
+         before starting the daemon, or remove api_key_env if the server needs no key"
+    )]
+    UnsetKey {
+        /// The config file.
+        path: PathBuf,
+        /// The provider's name (`[providers.NAME]`).
+        provider: String,
+        /// The variable it names.
+        var: String,
     },
 }
 
@@ -75,9 +90,10 @@ model = "qwen3-coder"
 # idle_thinking_cleanup_after = "1h"   # a new request after this much idleness clears old thinking
 # idle_thinking_clear_at_least = 512   # tokens: a cleanup that would free fewer is skipped (it would
 #                                      # throw the provider's prompt cache away for little)
+# tz = "UTC"                           # the zone of the cron expressions: UTC, +02:00, or local ($TZ)
 # [[scheduler.jobs]]
 # name = "verify-evidence"
-# cron = "0 0 3 * * *"                 # sec min hour day month weekday
+# cron = "0 3 * * *"                   # min hour day month weekday (or 6 fields, seconds first)
 # action = "evidence.verify"           # or "logs.export"
 
 # [retry]
@@ -188,6 +204,8 @@ pub struct Config {
     pub idle_thinking_clear_at_least: agentd_policies::Tokens,
     /// The maintenance jobs of `[[scheduler.jobs]]`, in file order.
     pub jobs: Vec<JobConfig>,
+    /// `[scheduler] tz`: the zone the jobs' cron expressions are read in (UTC unless set).
+    pub tz: Zone,
 }
 
 /// A maintenance job the scheduler runs on a cron schedule.
@@ -195,10 +213,10 @@ pub struct Config {
 pub struct JobConfig {
     /// The job's name (`name`), unique, which `daemon.status` shows.
     pub name: String,
-    /// The expression as written (6 fields: sec min hour day month weekday).
+    /// The expression as written (5 fields: min hour day month weekday, or 6 with seconds first).
     pub cron: String,
-    /// The parsed schedule.
-    pub schedule: cron::Schedule,
+    /// The expression, read in `[scheduler] tz` (see [`crate::schedule`]).
+    pub schedule: Schedule,
     /// What the job runs (`action`: `evidence.verify` or `logs.export`).
     pub action: JobAction,
 }
@@ -227,6 +245,24 @@ impl Config {
     pub fn provider_of(&self, role: &RoleConfig) -> &ProviderConfig {
         // Validated at load: every role names a configured provider.
         &self.providers[&role.provider]
+    }
+
+    /// Checks that every provider's `api_key_env` names a variable `var` finds set and not empty
+    /// (`var` is `std::env::var_os` for the daemon; a parameter so tests need not touch the
+    /// process's environment). The first provider without its key is the error, naming the
+    /// provider and the variable.
+    pub fn check_keys(&self, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<(), ConfigError> {
+        for p in self.providers.values() {
+            let Some(name) = &p.api_key_env else { continue };
+            if var(name).is_none_or(|v| v.is_empty()) {
+                return Err(ConfigError::UnsetKey {
+                    path: self.path.clone(),
+                    provider: p.name.clone(),
+                    var: name.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Reads and validates the configuration file at `path`.
@@ -330,6 +366,7 @@ struct RawSchedule {
 struct RawScheduler {
     idle_thinking_cleanup_after: Option<String>,
     idle_thinking_clear_at_least: Option<u64>,
+    tz: Option<String>,
     #[serde(default)]
     jobs: Vec<RawJob>,
 }
@@ -384,7 +421,11 @@ impl RawConfig {
         let mut idle_thinking_cleanup_after = agentd_policies::thinking::DEFAULT_IDLE_THRESHOLD;
         let mut idle_thinking_clear_at_least = agentd_policies::thinking::DEFAULT_CLEAR_AT_LEAST;
         let mut jobs = Vec::new();
+        let mut tz = Zone::Utc;
         if let Some(s) = self.scheduler {
+            if let Some(v) = &s.tz {
+                tz = Zone::parse(v).map_err(|e| invalid("scheduler.tz".into(), e))?;
+            }
             if let Some(v) = s.idle_thinking_clear_at_least {
                 idle_thinking_clear_at_least = agentd_policies::Tokens(v);
             }
@@ -401,14 +442,8 @@ impl RawConfig {
                 if jobs.iter().any(|j: &JobConfig| j.name == job.name) {
                     return Err(invalid(format!("{key}.name"), "two jobs share this name".into()));
                 }
-                let schedule = cron::Schedule::from_str(&job.cron).map_err(|e| {
-                    invalid(
-                        format!("{key}.cron"),
-                        format!(
-                            "bad cron expression {:?} (6 fields: sec min hour day month weekday): {e}",
-                            job.cron
-                        ),
-                    )
+                let schedule = Schedule::parse(&job.cron, tz).map_err(|e| {
+                    invalid(format!("{key}.cron"), format!("bad cron expression {:?}: {e}", job.cron))
                 })?;
                 let action = match JobAction::parse(&job.action) {
                     Some(action) => action,
@@ -591,6 +626,7 @@ impl RawConfig {
             idle_thinking_cleanup_after,
             idle_thinking_clear_at_least,
             jobs,
+            tz,
         })
     }
 }
@@ -740,6 +776,26 @@ mod tests {
     }
 
     #[test]
+    fn cron_takes_five_fields_and_the_zone_is_checked() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.tz, Zone::Utc);
+        let ok = format!(
+            "{DEFAULT_CONFIG}\n[scheduler]\ntz = \"+02:00\"\n[[scheduler.jobs]]\nname = \"v\"\ncron = \"30 3 * * MON-FRI\"\naction = \"logs.export\"\n"
+        );
+        let c = parse(&ok).unwrap();
+        assert_eq!(c.tz, Zone::parse("+02:00").unwrap());
+        assert_eq!(c.jobs[0].schedule.zone(), c.tz);
+        assert_eq!(c.jobs[0].cron, "30 3 * * MON-FRI");
+        let e = parse(&ok.replace("+02:00", "Mars/Olympus")).unwrap_err().to_string();
+        assert!(
+            e.contains("scheduler.tz") && e.contains("Mars/Olympus") && e.contains("/h/agentd.toml"),
+            "{e}"
+        );
+        let e = parse(&ok.replace("30 3 * * MON-FRI", "30 3 * * 9")).unwrap_err().to_string();
+        assert!(e.contains("scheduler.jobs[0]") && e.contains("\"9\""), "{e}");
+    }
+
+    #[test]
     fn bad_duration_is_named() {
         let text = DEFAULT_CONFIG.replace("\"120s\"", "\"soon\"");
         let e = parse(&text).unwrap_err().to_string();
@@ -821,6 +877,24 @@ mod tests {
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("tools.sandbox.env"), "{e}");
         assert!(e.contains("OPENAI_API_KEY") && e.contains("providers.local.api_key_env"), "{e}");
+    }
+
+    #[test]
+    fn an_unset_key_variable_names_the_provider_and_the_variable() {
+        let text =
+            DEFAULT_CONFIG.replace("# api_key_env = \"OPENAI_API_KEY\"", "api_key_env = \"OPENAI_API_KEY\"");
+        let c = parse(&text).unwrap();
+        let e = c.check_keys(|_| None).unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::UnsetKey { provider, var, .. } if provider == "local" && var == "OPENAI_API_KEY")
+        );
+        let shown = e.to_string();
+        assert!(shown.starts_with("/h/agentd.toml: key `providers.local.api_key_env`"), "{shown}");
+        // Empty is as good as unset: the server would refuse it the same way.
+        assert!(c.check_keys(|_| Some("".into())).is_err());
+        assert!(c.check_keys(|v| (v == "OPENAI_API_KEY").then(|| "sk-1".into())).is_ok());
+        // A provider without api_key_env needs nothing.
+        assert!(parse(DEFAULT_CONFIG).unwrap().check_keys(|_| None).is_ok());
     }
 
     #[test]

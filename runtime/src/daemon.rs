@@ -48,10 +48,38 @@ impl Home {
         self.dir.join("agentd.lock")
     }
 
-    /// Creates the home (mode 0700) if it does not exist; tightens its mode if it does.
+    /// Creates the home if it does not exist: mode 0700, and so are the missing parents agentd
+    /// makes on the way. A directory that exists is left as it is — agentd never changes the mode
+    /// of a directory it did not create (see [`Home::loose_mode`] for saying so instead). A path
+    /// that exists and is not a directory is an error.
     pub fn ensure(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
-        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::metadata(&self.dir) {
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Ok(_) => {
+                Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists and is not a directory"))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The home's mode when others than its owner may enter or read it (any group or other bit
+    /// set): agentd leaves such a directory as it is and the daemon warns at start. `None` when
+    /// the home is private or cannot be read.
+    pub fn loose_mode(&self) -> Option<u32> {
+        let mode = std::fs::metadata(&self.dir).ok()?.permissions().mode() & 0o7777;
+        (mode & 0o077 != 0).then_some(mode)
+    }
+
+    /// Where the home is when no `--home` or `AGENTD_HOME` names one: `~/.agentd`, from `$HOME`.
+    /// `None` when `HOME` is unset or empty — never the current directory, so a command run from
+    /// another directory finds the same daemon.
+    pub fn default_dir() -> Option<PathBuf> {
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+        Some(PathBuf::from(home).join(".agentd"))
     }
 }
 
@@ -136,8 +164,19 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
     if !config_path.exists() {
         return Err(DaemonError::NoConfig(config_path));
     }
-    let config = Arc::new(Config::load(&config_path)?);
+    let config = Config::load(&config_path)?;
+    // A key the environment does not hold would fail every request with a 401: refuse to start.
+    config.check_keys(|name| std::env::var_os(name))?;
+    let config = Arc::new(config);
     report_sandbox(&config);
+    if let Some(mode) = home.loose_mode() {
+        tracing::warn!(
+            home = %home.dir.display(),
+            mode = format!("{mode:o}"),
+            "the home may be read by other users; agentd leaves the mode of a directory it did not \
+             create as it is (chmod 700 it to make it private)"
+        );
+    }
     let store = Store::open(&home.db())?;
     let socket_path = home.socket();
     let home_dir = home.dir.clone();

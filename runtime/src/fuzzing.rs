@@ -8,7 +8,7 @@ use crate::provider::sse::drive_within;
 use crate::provider::{anthropic, openai, ChatResponse, ProviderError};
 pub use crate::rpc::Request;
 use crate::rpc::{ErrorCode, RpcError};
-use crate::socket::{decode_request, error_response, oversized_error, Frame, Framer};
+use crate::socket::{decode_request, error_response, framing_error, Frame, Lines};
 use serde_json::Value;
 use std::path::Path;
 
@@ -21,22 +21,22 @@ pub enum Decoded {
     Error { id: Value, error: RpcError, line: String },
 }
 
-/// Splits `bytes` into request lines as a connection does (with a line limit of `max_line` bytes, the
-/// socket's being [`crate::socket::MAX_LINE`]), feeding the framer pieces of at most `piece` bytes
-/// (0: all at once), and decodes each line. A line not ended by `\n` is never decoded, as on the
-/// socket.
+/// Splits `bytes` into request lines as a connection does — the same framing
+/// ([`crate::framing`], a length-capped `LinesCodec`) with a line limit of `max_line` bytes, the
+/// socket's being [`crate::socket::MAX_LINE`] — feeding it pieces of at most `piece` bytes (0: all
+/// at once), and decodes each line. A line not ended by `\n` is never decoded, as on the socket;
+/// a line over the limit is refused as soon as the limit is passed.
 pub fn decode_rpc_lines(bytes: &[u8], max_line: usize, piece: usize) -> Vec<Decoded> {
-    let mut framer = Framer::new(max_line);
+    let mut lines = Lines::new(max_line);
     let mut out = Vec::new();
     let pieces: Vec<&[u8]> = if piece == 0 { vec![bytes] } else { bytes.chunks(piece).collect() };
-    for mut buf in pieces {
-        while !buf.is_empty() {
-            let (used, frame) = framer.feed(buf);
-            buf = &buf[used..];
-            match frame {
-                None => {}
-                Some(Frame::Oversized) => out.push(error(Value::Null, oversized_error(max_line))),
-                Some(Frame::Line(text)) => out.push(decode_rpc_line(&text)),
+    for buf in pieces {
+        lines.extend(buf);
+        while let Some(frame) = lines.next_frame() {
+            match (&frame, framing_error(&frame, max_line)) {
+                (Frame::Line(text), _) => out.push(decode_rpc_line(text.as_bytes())),
+                (_, Some(refusal)) => out.push(error(Value::Null, refusal)),
+                (_, None) => {}
             }
         }
     }
@@ -126,8 +126,11 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
     let whole = decode_rpc_lines(bytes, crate::socket::MAX_LINE, 0);
     let lines = bytes.iter().filter(|&&b| b == b'\n').count();
-    if whole.len() > lines {
-        return Err(format!("{} frames from {lines} line ends", whole.len()));
+    // Every frame ends at a line end, but for a refusal of a line over the limit (which is
+    // refused before its end arrives).
+    let ended = whole.iter().filter(|d| !is_oversized(d)).count();
+    if ended > lines {
+        return Err(format!("{ended} frames from {lines} line ends"));
     }
     for d in &whole {
         match d {
@@ -170,6 +173,11 @@ pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
         return Err(format!("a 64-byte limit gave {} frames, no limit {}", small.len(), whole.len()));
     }
     Ok(())
+}
+
+fn is_oversized(d: &Decoded) -> bool {
+    matches!(d, Decoded::Error { error, .. }
+        if error.code == ErrorCode::InvalidRequest && error.message.starts_with("request line over"))
 }
 
 /// Which protocol [`check_sse`] drives.

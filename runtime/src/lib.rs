@@ -16,6 +16,7 @@ pub mod counter;
 pub mod daemon;
 pub mod ends;
 pub mod fitter;
+mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod meter;
@@ -23,6 +24,7 @@ pub mod provider;
 pub mod render;
 pub mod retry;
 pub mod rpc;
+pub mod schedule;
 pub mod scheduler;
 pub mod socket;
 pub mod supervisor;

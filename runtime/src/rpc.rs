@@ -448,6 +448,7 @@ impl Methods {
             tasks_running: running as u64,
             jobs,
             clock: crate::clock::now_rfc3339(),
+            tz: self.shared.config.tz.describe(crate::clock::clock().now()),
             storage: StorageStatus {
                 ok: health.ok,
                 error: health.error,

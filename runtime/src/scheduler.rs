@@ -70,10 +70,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The next time after `now` the schedule fires.
+/// The next time after `now` the schedule fires (in its zone; an instant all the same).
 fn next_after(job: &JobConfig, now: SystemTime) -> Option<SystemTime> {
-    let now: chrono::DateTime<chrono::Utc> = now.into();
-    job.schedule.after(&now).next().map(SystemTime::from)
+    job.schedule.next_after(now)
 }
 
 async fn run_job(

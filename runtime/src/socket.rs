@@ -1,10 +1,12 @@
 //! The socket server: JSON-RPC 2.0, one object per line, over `<home>/agentd.sock`.
 //!
-//! Each connection has a reader (bounded lines: a line over 8 MiB is answered with -32600 and skipped,
-//! and the connection stays usable) and a writer fed by a channel, so subscriptions can stream
+//! Each connection has a reader (lines framed by [`crate::framing`], tokio-util's length-capped
+//! `LinesCodec`: a line over 8 MiB is answered with -32600 and skipped, and the connection stays
+//! usable) and a writer fed by a channel, so subscriptions can stream
 //! `task.event` notifications while the same connection keeps answering requests. Connections from
 //! another uid are refused.
 
+pub(crate) use crate::framing::{Frame, Lines};
 pub(crate) use crate::rpc::{decode_request, error_response};
 use crate::rpc::{
     end_notification, event_notification, result_response, unrecorded_end_notification, ErrorCode, Methods,
@@ -13,7 +15,7 @@ use crate::rpc::{
 use agentd_policies::Event;
 use serde_json::Value;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -48,60 +50,22 @@ fn same_uid(stream: &UnixStream) -> bool {
     matches!(stream.peer_cred(), Ok(cred) if cred.uid() == me)
 }
 
-/// A request line's framing: bytes in, whole lines out. A line over `max` bytes is skipped to its
-/// end and reported as [`Frame::Oversized`], so the connection stays usable; blank lines are skipped.
-pub(crate) struct Framer {
-    line: Vec<u8>,
-    oversized: bool,
-    max: usize,
-}
-
-/// What [`Framer::feed`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Frame {
-    /// One request line, without its `\n`; never blank.
-    Line(Vec<u8>),
-    /// A line over the limit ended; its bytes were dropped.
-    Oversized,
-}
-
-impl Framer {
-    pub(crate) fn new(max: usize) -> Framer {
-        Framer { line: Vec::new(), oversized: false, max }
-    }
-
-    /// Takes bytes from `buf` up to and including the first `\n` (or all of it when there is none):
-    /// how many it took, and the frame that `\n` ended, if any.
-    pub(crate) fn feed(&mut self, buf: &[u8]) -> (usize, Option<Frame>) {
-        let (chunk, end, used) = match buf.iter().position(|&b| b == b'\n') {
-            Some(pos) => (&buf[..pos], true, pos + 1),
-            None => (buf, false, buf.len()),
-        };
-        if !self.oversized {
-            if self.line.len() + chunk.len() > self.max {
-                self.oversized = true;
-                self.line = Vec::new();
-            } else {
-                self.line.extend_from_slice(chunk);
-            }
-        }
-        if !end {
-            return (used, None);
-        }
-        if self.oversized {
-            self.oversized = false;
-            return (used, Some(Frame::Oversized));
-        }
-        let text = std::mem::take(&mut self.line);
-        if text.iter().all(|b| b.is_ascii_whitespace()) {
-            return (used, None);
-        }
-        (used, Some(Frame::Line(text)))
-    }
-}
-
 pub(crate) fn oversized_error(max: usize) -> RpcError {
     RpcError::new(ErrorCode::InvalidRequest, format!("request line over {max} bytes"))
+}
+
+/// The answer to a request line that is not UTF-8 (so not JSON either).
+pub(crate) fn not_utf8_error() -> RpcError {
+    RpcError::new(ErrorCode::ParseError, "parse error: the line is not valid UTF-8")
+}
+
+/// The answer to what the framing found that is not a request line, if it is one of those.
+pub(crate) fn framing_error(frame: &Frame, max: usize) -> Option<RpcError> {
+    match frame {
+        Frame::Line(_) => None,
+        Frame::Oversized => Some(oversized_error(max)),
+        Frame::NotUtf8 => Some(not_utf8_error()),
+    }
 }
 
 /// A decoded JSON-RPC request: its id (`null` when it has none), method and params (`null` when
@@ -127,7 +91,7 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
         return;
     }
-    let (r, mut w) = stream.into_split();
+    let (mut r, mut w) = stream.into_split();
     let (out, mut rx) = mpsc::channel::<String>(1024);
     let writer = tokio::spawn(async move {
         while let Some(mut line) = rx.recv().await {
@@ -137,27 +101,23 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
             }
         }
     });
-    let mut reader = BufReader::with_capacity(64 << 10, r);
-    let mut framer = Framer::new(MAX_LINE);
-    loop {
-        let buf = tokio::select! {
+    let mut lines = Lines::new(MAX_LINE);
+    'read: loop {
+        let read = tokio::select! {
             _ = stop.cancelled() => break,
-            b = reader.fill_buf() => match b { Ok(b) => b, Err(_) => break },
+            n = r.read_buf(lines.buffer(64 << 10)) => n,
         };
-        if buf.is_empty() {
+        if matches!(read, Ok(0) | Err(_)) {
             break;
         }
-        let (used, frame) = framer.feed(buf);
-        reader.consume(used);
-        match frame {
-            None => {}
-            Some(Frame::Oversized) => {
-                let refusal = error_response(Value::Null, &oversized_error(MAX_LINE));
-                if out.send(refusal).await.is_err() {
-                    break;
+        while let Some(frame) = lines.next_frame() {
+            if let Frame::Line(text) = &frame {
+                handle_line(text.as_bytes(), &methods, &out).await;
+            } else if let Some(refusal) = framing_error(&frame, MAX_LINE) {
+                if out.send(error_response(Value::Null, &refusal)).await.is_err() {
+                    break 'read;
                 }
             }
-            Some(Frame::Line(text)) => handle_line(&text, &methods, &out).await,
         }
     }
     drop(out);

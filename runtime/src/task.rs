@@ -464,7 +464,7 @@ mod tests {
     fn what_each_role_resumes_with_is_read_back_from_one_pass_over_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
-        let outcome = ToolOutcome { ok: true, content: "wrote".into(), complete: true };
+        let outcome = ToolOutcome::ok("wrote");
         let receipt =
             agentd_agents::receipts::receipt(ToolName::WriteFile, r#"{"path":"a.txt"}"#, &outcome, None);
         let writes = |id: &str, tool: &str, path: &str| {

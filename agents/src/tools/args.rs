@@ -53,6 +53,38 @@ impl Args {
         }
     }
 
+    /// A boolean; the strings `"true"` and `"false"` are accepted too.
+    pub(crate) fn opt_bool(&self, field: &str) -> Result<Option<bool>, ToolError> {
+        match self.present(field) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(Value::String(s)) if s.trim() == "true" => Ok(Some(true)),
+            Some(Value::String(s)) if s.trim() == "false" => Ok(Some(false)),
+            Some(other) => {
+                Err(self.invalid(format!("field `{field}` must be true or false, got {}", kind(other))))
+            }
+        }
+    }
+
+    /// A list of strings; one string is a list of one.
+    pub(crate) fn opt_strs(&self, field: &str) -> Result<Vec<&str>, ToolError> {
+        let not_strings = |got: &Value| {
+            self.invalid(format!("field `{field}` must be a string or a list of strings, got {}", kind(got)))
+        };
+        match self.present(field) {
+            None => Ok(Vec::new()),
+            Some(Value::String(s)) => Ok(vec![s.as_str()]),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(s) => Ok(s.as_str()),
+                    other => Err(not_strings(other)),
+                })
+                .collect(),
+            Some(other) => Err(not_strings(other)),
+        }
+    }
+
     /// A non-negative integer; an integral float or a numeric string is accepted too.
     pub(crate) fn opt_u64(&self, field: &str) -> Result<Option<u64>, ToolError> {
         let Some(value) = self.present(field) else {
@@ -141,6 +173,24 @@ mod tests {
         assert!(a.opt_seconds("timeout_s").unwrap_err().to_string().contains("out of range"));
         let a = Args::parse("run_command", r#"{"timeout_s":1.5}"#).unwrap();
         assert_eq!(a.opt_seconds("timeout_s").unwrap(), Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn booleans_and_lists() {
+        let a = Args::parse("search", r#"{"a":true,"b":"false","c":1,"g":"*.rs","h":["*.rs","!x"],"i":[1]}"#)
+            .unwrap();
+        assert_eq!(a.opt_bool("a").unwrap(), Some(true));
+        assert_eq!(a.opt_bool("b").unwrap(), Some(false));
+        assert_eq!(a.opt_bool("zz").unwrap(), None);
+        assert!(a.opt_bool("c").unwrap_err().to_string().contains("field `c` must be true or false"));
+        assert_eq!(a.opt_strs("g").unwrap(), ["*.rs"]);
+        assert_eq!(a.opt_strs("h").unwrap(), ["*.rs", "!x"]);
+        assert!(a.opt_strs("zz").unwrap().is_empty());
+        assert!(a
+            .opt_strs("i")
+            .unwrap_err()
+            .to_string()
+            .contains("a string or a list of strings, got a number"));
     }
 
     #[test]

@@ -133,6 +133,7 @@ pub(crate) async fn run_command(ctx: &ToolContext, args: &Args) -> Result<ToolOu
         ok: !killed && status.and_then(|s| s.code()) == Some(0),
         content,
         complete: !killed && !overflow && drained,
+        overflow: None,
     })
 }
 

@@ -112,7 +112,7 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<ToolOutcome, T
     if content.is_empty() && !lines.cut {
         content = "[empty file]".to_string();
     }
-    Ok(ToolOutcome { ok: true, content, complete: !lines.cut })
+    Ok(ToolOutcome { complete: !lines.cut, ..ToolOutcome::ok(content) })
 }
 
 struct Lines {

@@ -11,6 +11,7 @@ mod command;
 mod files;
 mod listing;
 pub mod sandbox;
+pub(crate) mod search;
 
 use crate::error::ToolError;
 use crate::text::truncate_chars;
@@ -61,17 +62,32 @@ pub struct ToolOutcome {
     pub content: String,
     /// False when the output was cut off (a command killed at its timeout, output over the cap).
     pub complete: bool,
+    /// The complete output, when `content` shows only its beginning (a `search` past its caps).
+    pub overflow: Option<Overflow>,
+}
+
+/// Output a tool held back from its result: the tool capped what the model sees at once, and hands
+/// over the whole so nothing is lost. `content` shows the first `shown_lines` lines of `full`, then a
+/// footer of its own; the runtime stores `full` as evidence and tells the model where to read on
+/// (`read_evidence` from offset `shown_lines`). Redaction applies to it as to the content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overflow {
+    /// The complete output (up to the tool's memory cap: `ToolOutcome::complete` is false when even
+    /// this was cut).
+    pub full: String,
+    /// How many leading lines of `full` the result's content shows.
+    pub shown_lines: u64,
 }
 
 impl ToolOutcome {
     /// A successful, complete result with this text.
     pub fn ok(content: impl Into<String>) -> ToolOutcome {
-        ToolOutcome { ok: true, content: content.into(), complete: true }
+        ToolOutcome { ok: true, content: content.into(), complete: true, overflow: None }
     }
 
     /// A failed, complete result: `content` says what went wrong.
     pub fn error(content: impl Into<String>) -> ToolOutcome {
-        ToolOutcome { ok: false, content: content.into(), complete: true }
+        ToolOutcome { ok: false, content: content.into(), complete: true, overflow: None }
     }
 }
 
@@ -130,7 +146,7 @@ pub(crate) fn check_arguments(tool: &ToolName, arguments: &str) -> Result<(), To
         ToolName::WriteFile => files::WriteArgs::parse(&args).map(drop),
         ToolName::EditFile => files::EditArgs::parse(&args).map(drop),
         ToolName::ListDir => listing::ListArgs::parse(&args).map(drop),
-        ToolName::Search => listing::SearchArgs::parse(&args).map(drop),
+        ToolName::Search => search::SearchArgs::parse(&args).map(drop),
         _ => command::CommandArgs::parse(&args).map(drop),
     }
 }
@@ -147,7 +163,7 @@ async fn blocking(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> Result
             ToolName::WriteFile => files::write_file(&ctx, &args),
             ToolName::EditFile => files::edit_file(&ctx, &args),
             ToolName::ListDir => listing::list_dir(&ctx.workspace, &args),
-            ToolName::Search => listing::search(&ctx.workspace, &args),
+            ToolName::Search => search::search(&ctx, &args),
             other => Err(ToolError::Failed(format!("unknown tool {other}"))),
         }
     });

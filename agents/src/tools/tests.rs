@@ -91,45 +91,187 @@ async fn list_dir_sorted_with_dir_suffix() {
 }
 
 #[tokio::test]
-async fn search_finds_substrings() {
+async fn search_finds_regex_matches_as_ripgrep_prints_them() {
     let (dir, ctx) = setup();
-    for skipped in ["target", "node_modules", ".git"] {
+    fs::write(dir.path().join(".gitignore"), "target/\nnode_modules/\n").unwrap();
+    for skipped in ["target", "node_modules", ".git", ".hidden"] {
         fs::create_dir(dir.path().join(skipped)).unwrap();
         fs::write(dir.path().join(skipped).join("x.rs"), "fn add() {}\n").unwrap();
     }
     fs::write(dir.path().join("blob.bin"), b"add\0\0\0").unwrap();
     let out = run(&ctx, "search", json!({"pattern": "add"})).await;
-    assert!(out.ok);
+    assert_eq!(
+        out,
+        ToolOutcome::ok(
+            "src/lib.rs:1:pub fn add(a: i32, b: i32) -> i32 {\nsrc/nested/util.rs:1:// add helpers"
+        ),
+        "ignored, hidden, .git and binary files are skipped"
+    );
+    // A regular expression, in ripgrep's syntax.
+    let out = run(&ctx, "search", json!({"pattern": r"fn \w+\(", "path": "src"})).await;
     assert_eq!(
         out.content,
-        "src/lib.rs:1: pub fn add(a: i32, b: i32) -> i32 {\nsrc/nested/util.rs:1: // add helpers"
+        "src/lib.rs:1:pub fn add(a: i32, b: i32) -> i32 {\nsrc/nested/util.rs:2:fn helper() {}"
     );
-    let out = run(&ctx, "search", json!({"pattern": "a + b", "path": "src"})).await;
-    assert_eq!(out.content, "src/lib.rs:2:     a + b");
-    let out = run(&ctx, "search", json!({"pattern": "(a", "path": "src/lib.rs"})).await;
-    assert_eq!(out.content, "src/lib.rs:1: pub fn add(a: i32, b: i32) -> i32 {");
-    let out = run(&ctx, "search", json!({"pattern": "zzz"})).await;
-    assert!(out.ok && out.content.starts_with("no matches"));
+    let out =
+        run(&ctx, "search", json!({"pattern": "ADD", "case_insensitive": true, "path": "src/lib.rs"})).await;
+    assert_eq!(out.content, "src/lib.rs:1:pub fn add(a: i32, b: i32) -> i32 {");
+    // fixed_strings: the text as it is ("a + b" as a regex wants spaces before " b").
+    let out = run(&ctx, "search", json!({"pattern": "a + b"})).await;
+    assert!(out.ok && out.content.starts_with("no matches for \"a + b\" in ."), "{out:?}");
+    let out = run(&ctx, "search", json!({"pattern": "a + b", "fixed_strings": true})).await;
+    assert_eq!(out.content, "src/lib.rs:2:    a + b");
+    // A bad pattern is an error that says so, and how to search for the text instead.
+    let out = run(&ctx, "search", json!({"pattern": "(a"})).await;
+    assert!(!out.ok, "{out:?}");
+    assert!(
+        out.content.starts_with("invalid arguments for search: `pattern` is not a valid regular expression"),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content.contains("unclosed group") && out.content.contains("fixed_strings"),
+        "{}",
+        out.content
+    );
+    let out = run(&ctx, "search", json!({"pattern": "(a", "fixed_strings": true, "path": "src"})).await;
+    assert_eq!(out.content, "src/lib.rs:1:pub fn add(a: i32, b: i32) -> i32 {");
+    // An explicit path is searched even when it is ignored; hidden and no_ignore search the rest.
     let out = run(&ctx, "search", json!({"pattern": "add", "path": "target"})).await;
-    assert_eq!(
-        out.content, "target/x.rs:1: fn add() {}",
-        "an explicit path is searched even if skipped below"
-    );
-    let out = run(&ctx, "search", json!({"pattern": ""})).await;
-    assert!(!out.ok);
+    assert_eq!(out.content, "target/x.rs:1:fn add() {}");
+    let out = run(&ctx, "search", json!({"pattern": "fn add\\(\\)", "hidden": true})).await;
+    assert_eq!(out.content, ".hidden/x.rs:1:fn add() {}");
+    let out = run(&ctx, "search", json!({"pattern": "fn add\\(\\)", "no_ignore": true})).await;
+    assert_eq!(out.content, "node_modules/x.rs:1:fn add() {}\ntarget/x.rs:1:fn add() {}");
+    // Globs include or exclude, and override the ignore files.
+    let out = run(&ctx, "search", json!({"pattern": "o", "glob": "*.md"})).await;
+    assert_eq!(out.content, "README.md:1:one\nREADME.md:2:two\nREADME.md:4:four");
+    let out = run(&ctx, "search", json!({"pattern": "add", "glob": ["!*.rs"]})).await;
+    assert!(out.content.starts_with("no matches"), "{out:?}");
+    let out = run(&ctx, "search", json!({"pattern": "add", "glob": ["*.rs", "!util.rs"]})).await;
+    assert_eq!(out.content, "src/lib.rs:1:pub fn add(a: i32, b: i32) -> i32 {");
+    let out = run(&ctx, "search", json!({"pattern": "x", "glob": "a[b"})).await;
+    assert!(!out.ok && out.content.contains("bad glob \"a[b\""), "{out:?}");
+    // What was skipped is said when nothing matched.
+    let out = run(&ctx, "search", json!({"pattern": "fn add\\(\\)"})).await;
+    assert!(out.content.contains("hidden or ignored entries were not searched"), "{out:?}");
+    let out = run(&ctx, "search", json!({"pattern": "add", "path": "blob.bin"})).await;
+    assert!(!out.ok && out.content.contains("binary file"), "{out:?}");
+    for (args, message) in [
+        (json!({"pattern": ""}), "`pattern` must not be empty"),
+        (json!({"pattern": "a\nb"}), "line break"),
+        (json!({"pattern": "x", "context": 11}), "`context` must be at most 10"),
+        (json!({"pattern": "x", "max_results": 0}), "`max_results` must be from 1 to 1000"),
+        (json!({"pattern": "x", "hidden": "yes"}), "field `hidden` must be true or false"),
+    ] {
+        let out = run(&ctx, "search", args.clone()).await;
+        assert!(!out.ok && out.content.contains(message), "{args}: {out:?}");
+    }
     let out = run(&ctx, "search", json!({"pattern": "x", "path": "/"})).await;
     assert!(!out.ok && out.content.starts_with("absolute paths"));
 }
 
 #[tokio::test]
-async fn search_caps_matches() {
+async fn search_prints_context_lines_and_separates_groups() {
     let (dir, ctx) = setup();
+    let out = run(&ctx, "search", json!({"pattern": "three", "context": 1})).await;
+    assert_eq!(out.content, "README.md-2-two\nREADME.md:3:three\nREADME.md-4-four");
+    let text: String =
+        (1..=12).map(|i| format!("{}\n", if i == 2 || i == 8 || i == 9 { "hit" } else { "x" })).collect();
+    fs::write(dir.path().join("f.txt"), text).unwrap();
+    let out = run(&ctx, "search", json!({"pattern": "hit", "context": 1, "path": "f.txt"})).await;
+    assert_eq!(
+        out.content,
+        "f.txt-1-x\nf.txt:2:hit\nf.txt-3-x\n--\nf.txt-7-x\nf.txt:8:hit\nf.txt:9:hit\nf.txt-10-x"
+    );
+    // Between files too.
+    let out =
+        run(&ctx, "search", json!({"pattern": "^(hit|four)$", "context": 1, "glob": ["*.md", "f.txt"]}))
+            .await;
+    assert!(
+        out.content.starts_with("README.md-3-three\nREADME.md:4:four\nREADME.md-5-five\n--\nf.txt-1-x"),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
+async fn search_subdirectories_keep_their_parents_ignore_rules() {
+    let (dir, ctx) = setup();
+    fs::write(dir.path().join(".gitignore"), "*.log\n").unwrap();
+    fs::write(dir.path().join("src/debug.log"), "needle\n").unwrap();
+    fs::write(dir.path().join("src/keep.log"), "needle\n").unwrap();
+    fs::write(dir.path().join("src/nested/.ignore"), "!*.log\n").unwrap();
+    fs::write(dir.path().join("src/nested/deep.log"), "needle\n").unwrap();
+    let out = run(&ctx, "search", json!({"pattern": "needle", "path": "src"})).await;
+    assert_eq!(
+        out.content, "src/nested/deep.log:1:needle",
+        "the root's *.log holds in src; src/nested's .ignore re-includes"
+    );
+    fs::write(dir.path().join("src/.gitignore"), "!keep.log\n").unwrap();
+    let out = run(&ctx, "search", json!({"pattern": "needle"})).await;
+    assert_eq!(out.content, "src/keep.log:1:needle\nsrc/nested/deep.log:1:needle");
+    // An ignore file that is a symlink is not read (it could lead anywhere).
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("rules"), "*.rs\n").unwrap();
+    fs::remove_file(dir.path().join(".gitignore")).unwrap();
+    symlink(outside.path().join("rules"), dir.path().join(".gitignore")).unwrap();
+    let out = run(&ctx, "search", json!({"pattern": "fn add"})).await;
+    assert_eq!(out.content, "src/lib.rs:1:pub fn add(a: i32, b: i32) -> i32 {");
+}
+
+#[tokio::test]
+async fn search_caps_what_it_shows_and_hands_over_the_rest() {
+    let (dir, mut ctx) = setup();
     fs::write(dir.path().join("many.txt"), "hit\n".repeat(250)).unwrap();
     let out = run(&ctx, "search", json!({"pattern": "hit"})).await;
     let lines: Vec<_> = out.content.lines().collect();
-    assert_eq!(lines.len(), 201);
-    assert_eq!(lines[0], "many.txt:1: hit");
-    assert_eq!(lines[200], "... 50 more matches not shown");
+    assert_eq!(lines.len(), 101, "{}", out.content);
+    assert_eq!(lines[0], "many.txt:1:hit");
+    assert_eq!(lines[99], "many.txt:100:hit");
+    assert_eq!(lines[100], "[search: 250 matching lines in 1 file; the first 100 shown (max_results 100).]");
+    let overflow = out.overflow.as_ref().expect("the complete output goes with the result");
+    assert_eq!(overflow.shown_lines, 100);
+    assert_eq!(overflow.full.lines().count(), 250);
+    assert!(overflow.full.starts_with(&lines[..100].join("\n")));
+    assert!(out.ok && out.complete);
+    let out = run(&ctx, "search", json!({"pattern": "hit", "max_results": 10})).await;
+    assert_eq!(out.content.lines().count(), 11);
+    assert_eq!(out.overflow.unwrap().shown_lines, 10);
+    // Bytes: long lines fill the shown output before max_results does; lines are cut at 500 chars.
+    fs::write(dir.path().join("wide.txt"), format!("{}\n", "w".repeat(2000)).repeat(100)).unwrap();
+    let out = run(&ctx, "search", json!({"pattern": "w", "path": "wide.txt"})).await;
+    assert!(out.content.len() <= search::MAX_SHOWN_BYTES + 200, "{}", out.content.len());
+    assert!(out.content.lines().next().unwrap().ends_with('…'));
+    assert!(
+        out.content.contains("(output shown is capped at 32 KiB)"),
+        "{}",
+        out.content.lines().last().unwrap()
+    );
+    assert_eq!(out.overflow.unwrap().full.lines().count(), 100);
+    // The complete output is bounded too: past it the result is marked incomplete and says so.
+    ctx.max_output_bytes = 1000;
+    let out = run(&ctx, "search", json!({"pattern": "hit", "path": "many.txt", "max_results": 5})).await;
+    assert!(out.ok && !out.complete, "{out:?}");
+    assert!(
+        out.content.contains("250 matching lines") && out.content.contains("stops at 1000 bytes"),
+        "{}",
+        out.content
+    );
+    assert!(out.overflow.unwrap().full.len() <= 1000);
+    // A small result has no overflow.
+    assert_eq!(run(&ctx, "search", json!({"pattern": "three"})).await.overflow, None);
+}
+
+#[tokio::test]
+async fn search_streams_files_of_any_size() {
+    let (dir, ctx) = setup();
+    let mut big = "filler line of text\n".repeat(250_000);
+    big.push_str("the needle at the end\n");
+    assert!(big.len() > 4 << 20);
+    fs::write(dir.path().join("big.txt"), big).unwrap();
+    let out = run(&ctx, "search", json!({"pattern": "needle"})).await;
+    assert_eq!(out.content, "big.txt:250001:the needle at the end");
 }
 
 #[tokio::test]

@@ -328,8 +328,7 @@ mod tests {
         let task = rig.task("Fix it");
         let mut agent = Agent::new(Role::Coder, Vec::new(), Vec::new(), Vec::new(), None, task.clone());
         agent.persist(Message::user("Fix it")).unwrap();
-        let outcome =
-            agentd_agents::tools::ToolOutcome { ok: true, content: "1 line".into(), complete: true };
+        let outcome = agentd_agents::tools::ToolOutcome::ok("1 line");
         let read =
             agentd_agents::receipts::receipt(ToolName::ReadFile, r#"{"path":"a.txt"}"#, &outcome, None);
         agent.receipt(read).unwrap();

@@ -4,13 +4,15 @@
 //! role's measure) goes into the history whole. A larger one is stored whole as evidence, and the
 //! model gets its first page with the id, the size and how to read on (`read_evidence`); when the
 //! database cannot take it, it is written whole to a workspace file the model can read instead.
-//! Pages are cut by lines, halved until they fit their budget.
+//! Pages are cut by lines, halved until they fit their budget. A tool that held part of its output
+//! back (its [`Overflow`]: `search` past its caps) has the complete output stored as evidence, and
+//! the model gets the part the tool showed with where to read on.
 
 use super::{Agent, Snapshot, TurnError};
 use crate::clock::now_rfc3339;
 use crate::meter::Meter;
 use crate::provider::Client;
-use agentd_agents::tools::ToolOutcome;
+use agentd_agents::tools::{Overflow, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, Stored, Unit};
 use agentd_policies::Tokens;
 use agentd_protocol::{Producer, ToolName};
@@ -44,36 +46,16 @@ impl Agent {
         if *tool == ToolName::ReadEvidence {
             return Ok(whole(meter.count_text(&outcome.content).tokens));
         }
+        if let Some(overflow) = &outcome.overflow {
+            return self
+                .with_overflow(snapshot, client, meter, limit, tool, call_id, arguments, outcome, overflow)
+                .await;
+        }
         let tokens = meter.measure_text(client, &snapshot.model, &outcome.content).await.tokens;
         if tokens <= limit {
             return Ok(whole(tokens));
         }
-        let detail = serde_json::from_str::<serde_json::Value>(arguments).ok().and_then(|v| {
-            v.get("path").or_else(|| v.get("command")).and_then(|p| p.as_str()).map(str::to_string)
-        });
-        let stored = self
-            .task
-            .shared
-            .store
-            .put_evidence(
-                NewEvidence {
-                    data: outcome.content.as_bytes(),
-                    media_type: "text/plain",
-                    source: Source {
-                        task_id: self.task.task_id.clone(),
-                        role: self.role.clone(),
-                        tool: Producer::Tool(tool.clone()),
-                        call_id: Some(call_id.to_string()),
-                        detail,
-                    },
-                    complete: outcome.complete,
-                    incomplete_reason: (!outcome.complete)
-                        .then(|| "the producer was cut off (see the text)".into()),
-                    created_at: &now_rfc3339(),
-                },
-                &self.task.workspace.root().join(".agentd-evidence"),
-            )
-            .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))?;
+        let stored = self.store_whole(tool, call_id, arguments, &outcome.content, outcome.complete)?;
         match stored {
             Stored::InStore(meta) => {
                 let page = self
@@ -103,6 +85,112 @@ impl Agent {
                 Ok(Bounded { content, evidence_id: None, tokens })
             }
         }
+    }
+
+    /// A result whose tool held part of its output back (a `search` past its caps): the complete
+    /// output is stored as evidence, and the result is the tool's shown part with a line naming the
+    /// evidence and where to read on — the first line not shown. If even that is over `limit`, the
+    /// model gets the evidence's first page instead, as for any large result.
+    #[allow(clippy::too_many_arguments)]
+    async fn with_overflow(
+        &self,
+        snapshot: &Snapshot,
+        client: &Client,
+        meter: &Meter,
+        limit: Tokens,
+        tool: &ToolName,
+        call_id: &str,
+        arguments: &str,
+        outcome: &ToolOutcome,
+        overflow: &Overflow,
+    ) -> Result<Bounded, TurnError> {
+        let shown = overflow.shown_lines;
+        let stored = self.store_whole(tool, call_id, arguments, &overflow.full, outcome.complete)?;
+        let (note, evidence_id) = match &stored {
+            Stored::InStore(meta) => (
+                format!(
+                    "[the complete output is evidence {id}: {} bytes, {} lines, of which the first {shown} \
+                     are above. Read on with read_evidence {{\"id\": \"{id}\", \"offset\": {shown}}}.]",
+                    meta.bytes,
+                    meta.lines,
+                    id = meta.id
+                ),
+                Some(meta.id.clone()),
+            ),
+            Stored::Fallback { path, meta } => {
+                let rel = path.strip_prefix(self.task.workspace.root()).unwrap_or(path).display().to_string();
+                let next = shown + 1;
+                (
+                    format!(
+                        "[the complete output ({} bytes) is in the workspace file {rel} (the evidence database \
+                         could not take it); the first {shown} lines are above. Read on with read_file \
+                         {{\"path\": \"{rel}\", \"offset\": {next}}}.]",
+                        meta.bytes
+                    ),
+                    None,
+                )
+            }
+        };
+        let content = format!("{}\n{note}", outcome.content);
+        let tokens = meter.measure_text(client, &snapshot.model, &content).await.tokens;
+        if tokens <= limit {
+            return Ok(Bounded { content, evidence_id, tokens });
+        }
+        match (stored, evidence_id) {
+            (Stored::InStore(_), Some(id)) => {
+                let page =
+                    self.page(snapshot, client, meter, &id, 0, None, limit).await.map_err(TurnError::Team)?;
+                let tokens = meter.count_text(&page).tokens;
+                Ok(Bounded { content: page, evidence_id: Some(id), tokens })
+            }
+            _ => {
+                // The shown part alone is over the limit and there is no evidence to page: its beginning.
+                let mut head = content;
+                let mut cut = (limit.0 as usize).min(head.len());
+                while !head.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                head.truncate(cut);
+                let tokens = meter.count_text(&head).tokens;
+                Ok(Bounded { content: head, evidence_id: None, tokens })
+            }
+        }
+    }
+
+    /// Stores `text`, a result of `tool`, whole as evidence (or, when the database cannot take it,
+    /// in the workspace's `.agentd-evidence/`).
+    fn store_whole(
+        &self,
+        tool: &ToolName,
+        call_id: &str,
+        arguments: &str,
+        text: &str,
+        complete: bool,
+    ) -> Result<Stored, TurnError> {
+        let detail = serde_json::from_str::<serde_json::Value>(arguments).ok().and_then(|v| {
+            v.get("path").or_else(|| v.get("command")).and_then(|p| p.as_str()).map(str::to_string)
+        });
+        self.task
+            .shared
+            .store
+            .put_evidence(
+                NewEvidence {
+                    data: text.as_bytes(),
+                    media_type: "text/plain",
+                    source: Source {
+                        task_id: self.task.task_id.clone(),
+                        role: self.role.clone(),
+                        tool: Producer::Tool(tool.clone()),
+                        call_id: Some(call_id.to_string()),
+                        detail,
+                    },
+                    complete,
+                    incomplete_reason: (!complete).then(|| "the producer was cut off (see the text)".into()),
+                    created_at: &now_rfc3339(),
+                },
+                &self.task.workspace.root().join(".agentd-evidence"),
+            )
+            .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))
     }
 
     /// One page of evidence, in lines from `offset`, no larger than `budget` tokens, with a header

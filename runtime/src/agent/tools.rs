@@ -96,10 +96,7 @@ impl Agent {
                 )));
             }
         }
-        Ok(CallOutcome {
-            outcome: ToolOutcome { ok: true, content: "finished".into(), complete: true },
-            finished: Some(args.summary),
-        })
+        Ok(CallOutcome { outcome: ToolOutcome::ok("finished"), finished: Some(args.summary) })
     }
 
     /// `delegate`: a whole turn of another team member, handed the objective and everything this
@@ -134,7 +131,7 @@ impl Agent {
         inherited.extend(self.receipts.iter().cloned());
         let summary = target.run_turn(Some(handoff.text), inherited).await?;
         self.emit(EventKind::DelegationReturned { from_role: to.clone(), summary: summary.clone() })?;
-        plain(ToolOutcome { ok: true, content: summary, complete: true })
+        plain(ToolOutcome::ok(summary))
     }
 
     /// `read_evidence`: one page, sized by the same rule as a whole result of the last request.
@@ -156,7 +153,7 @@ impl Agent {
         let client = self.task.client(&snapshot.provider)?;
         let offset = args.offset.unwrap_or(0);
         plain(match self.page(snapshot, &client, &last.meter, &args.id, offset, args.limit, budget).await {
-            Ok(page) => ToolOutcome { ok: true, content: page, complete: true },
+            Ok(page) => ToolOutcome::ok(page),
             Err(e) => failure(e),
         })
     }
@@ -183,7 +180,7 @@ impl Agent {
 }
 
 fn failure(content: String) -> ToolOutcome {
-    ToolOutcome { ok: false, content, complete: true }
+    ToolOutcome::error(content)
 }
 
 fn parse_args<T: serde::de::DeserializeOwned>(tool: &ToolName, arguments: &str) -> Result<T, ToolOutcome> {

@@ -354,6 +354,11 @@ impl Agent {
         if let std::borrow::Cow::Owned(clean) = self.task.shared.redactor.redact(&result.outcome.content) {
             result.outcome.content = clean;
         }
+        if let Some(overflow) = &mut result.outcome.overflow {
+            if let std::borrow::Cow::Owned(clean) = self.task.shared.redactor.redact(&overflow.full) {
+                overflow.full = clean;
+            }
+        }
         let limit = fitted.thresholds.whole_result_limit(carried);
         let bounded = self
             .bounded(&turn.snapshot, &turn.client, &fitted.meter, limit, name, id, arguments, &result.outcome)

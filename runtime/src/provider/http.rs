@@ -9,7 +9,7 @@ use super::{AnomalyKind, ChatResponse, ProviderError};
 use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::RequestBuilder;
 use std::future::Future;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -264,71 +264,15 @@ pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration
         let secs = value.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
         return Some(Duration::from_secs_f64(secs));
     }
-    let at = parse_http_date(value)?;
+    // IMF-fixdate, and the obsolete RFC 850 and asctime forms (RFC 9110 §5.6.7).
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-/// An HTTP date (RFC 9110 §5.6.7): IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete
-/// RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime `Sun Nov  6 08:49:37 1994` forms.
-fn parse_http_date(s: &str) -> Option<SystemTime> {
-    let (year, month, day, clock) = if let Some((_, rest)) = s.split_once(',') {
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        match fields.as_slice() {
-            [day, month, year, clock, zone] if is_gmt(zone) => {
-                (year.parse::<i64>().ok()?, *month, *day, *clock)
-            }
-            [date, clock, zone] if is_gmt(zone) => {
-                let mut it = date.split('-');
-                let (day, month, yy) = (it.next()?, it.next()?, it.next()?);
-                let yy: i64 = yy.parse().ok()?;
-                let year = match yy {
-                    0..=69 => 2000 + yy,
-                    70..=99 => 1900 + yy,
-                    _ => yy,
-                };
-                (year, month, day, *clock)
-            }
-            _ => return None,
-        }
-    } else {
-        let fields: Vec<&str> = s.split_whitespace().collect();
-        match fields.as_slice() {
-            [_weekday, month, day, clock, year] => (year.parse::<i64>().ok()?, *month, *day, *clock),
-            _ => return None,
-        }
-    };
-    const MONTHS: [&str; 12] =
-        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
-    let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as u32 + 1;
-    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
-    let mut hms = clock.split(':').map(|p| p.parse::<u32>().ok());
-    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
-    if hms.next().is_some() || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year) {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(sec);
-    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
-}
-
-fn is_gmt(zone: &str) -> bool {
-    zone.eq_ignore_ascii_case("GMT") || zone.eq_ignore_ascii_case("UTC")
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = i64::from((month + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn retry_after_seconds_and_dates() {
@@ -348,13 +292,16 @@ mod tests {
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-1", now), None);
         assert_eq!(parse_retry_after("Wed, 32 Oct 2015 07:28:00 GMT", now), None);
+        // A weekday that does not fit the date is not a date.
+        assert_eq!(parse_retry_after("Mon, 21 Oct 2015 07:28:00 GMT", now), None);
+        let epoch = UNIX_EPOCH;
         assert_eq!(
-            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(UNIX_EPOCH + Duration::from_secs(784_111_777))
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", epoch),
+            Some(Duration::from_secs(784_111_777))
         );
         assert_eq!(
-            parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT"),
-            Some(UNIX_EPOCH + Duration::from_secs(1_709_164_800))
+            parse_retry_after("Thu, 29 Feb 2024 00:00:00 GMT", epoch),
+            Some(Duration::from_secs(1_709_164_800))
         );
     }
 

@@ -27,6 +27,7 @@ pub struct TestDaemon {
     pub home: tempfile::TempDir,
     child: Option<Child>,
     env: Vec<(String, String)>,
+    serve_args: Vec<String>,
 }
 
 impl TestDaemon {
@@ -39,7 +40,7 @@ impl TestDaemon {
 
     /// A daemon of `bin` for a home made by the caller, not started yet.
     pub fn in_home(bin: &Path, home: tempfile::TempDir) -> TestDaemon {
-        TestDaemon { bin: bin.to_path_buf(), home, child: None, env: Vec::new() }
+        TestDaemon { bin: bin.to_path_buf(), home, child: None, env: Vec::new(), serve_args: Vec::new() }
     }
 
     /// Prepares a home and starts `agentd serve` in it, waiting until the socket answers.
@@ -94,6 +95,7 @@ impl TestDaemon {
             .arg("--home")
             .arg(self.home.path())
             .arg("serve")
+            .args(&self.serve_args)
             .env_remove("AGENTD_HOME")
             .env("RUST_LOG", "info,agentd_runtime=debug")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -225,6 +227,12 @@ impl TestDaemon {
     pub fn serve_with_env(&mut self, env: &[(&str, &str)]) {
         self.set_env(env);
         self.serve();
+    }
+
+    /// The extra arguments of `serve` every later start of the daemon gets (e.g. `--log-format
+    /// json`), replacing earlier ones.
+    pub fn set_serve_args(&mut self, args: &[&str]) {
+        self.serve_args = args.iter().map(|a| a.to_string()).collect();
     }
 
     /// The extra environment variables every later start of the daemon gets (replacing earlier ones).
