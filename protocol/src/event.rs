@@ -40,6 +40,10 @@ pub enum EventKind {
         window: Tokens,
         window_source: WindowSource,
         trigger_tokens: Tokens,
+        /// Where a compaction at this window would land the request: with `trigger_tokens`, the two
+        /// lines a chart of the role's requests draws. Absent in events logged before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination_tokens: Option<Tokens>,
         /// The measure: the counter's source and how many usage reports calibrated it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,
