@@ -16,6 +16,7 @@ pub mod counter;
 pub mod daemon;
 pub mod ends;
 pub mod fitter;
+pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod meter;
