@@ -10,8 +10,8 @@ use agentd_protocol::rpc::{
 };
 use agentd_protocol::{ErrorCode, EventKind, EvidenceMeta, Page, Part, Record, Request, Role, Unit};
 use agentd_runtime::client::{Client, ClientError, StreamItem};
-use agentd_runtime::config::{Config, DEFAULT_CONFIG};
-use agentd_runtime::daemon::{serve, DaemonError, Home};
+use agentd_runtime::config::{parse_listen, Config, DEFAULT_CONFIG};
+use agentd_runtime::daemon::{serve, DaemonError, Home, ServeOptions};
 use agentd_runtime::render::{estimate_mark, event_line};
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -33,7 +33,14 @@ enum Command {
     /// Write a commented default agentd.toml (never overwrites one).
     Init,
     /// Run the daemon in the foreground until SIGINT/SIGTERM.
-    Serve,
+    Serve {
+        /// Also serve the dashboard and HTTP API here (PORT, IP:PORT or [IPv6]:PORT; a port alone
+        /// is 127.0.0.1), whatever `[http] listen` says.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+    },
+    /// Print the dashboard's URL with its login token (the daemon must serve HTTP).
+    Dashboard,
     /// Submit a task; prints its id.
     Submit {
         objective: String,
@@ -197,7 +204,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let home = Home::new(cli.home.clone());
     match cli.command {
         Command::Init => init(&home),
-        Command::Serve => serve_command(&home),
+        Command::Serve { http } => serve_command(&home, http.as_deref()),
+        Command::Dashboard => dashboard(&home),
         Command::Submit { objective, workspace, team, wait, json } => {
             let workspace = match workspace {
                 Some(w) => w,
@@ -416,7 +424,12 @@ fn init(home: &Home) -> Result<u8, Failure> {
     }
 }
 
-fn serve_command(home: &Home) -> Result<u8, Failure> {
+fn serve_command(home: &Home, http: Option<&str>) -> Result<u8, Failure> {
+    let http = match http {
+        None => None,
+        Some(text) => Some(parse_listen(text).map_err(|e| fail(2, format!("--http: {e}")))?),
+    };
+    let options = ServeOptions { http };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -429,11 +442,41 @@ fn serve_command(home: &Home) -> Result<u8, Failure> {
     if config.exists() {
         Config::load(&config).map_err(|e| fail(2, e.to_string()))?;
     }
-    match serve(home, |socket| eprintln!("agentd: serving on {}", socket.display())) {
+    match serve(home, &options, |socket| eprintln!("agentd: serving on {}", socket.display())) {
         Ok(()) => Ok(0),
         Err(e @ (DaemonError::Config(_) | DaemonError::NoConfig(_))) => Err(fail(2, e.to_string())),
         Err(e) => Err(fail(1, e.to_string())),
     }
+}
+
+/// `agentd dashboard`: the URL that logs a browser in, from the daemon's HTTP address and the token.
+fn dashboard(home: &Home) -> Result<u8, Failure> {
+    let status: DaemonStatus = connect(home)?.request(&Request::DaemonStatus(NoParams {}))?;
+    let Some(http) = status.http else {
+        return Err(fail(
+            2,
+            format!(
+                "the daemon serves no dashboard: set `[http] listen = \"127.0.0.1:7878\"` in {} or run `agentd serve --http 127.0.0.1:7878`",
+                home.config().display()
+            ),
+        ));
+    };
+    let path = home.http_token();
+    let token = std::fs::read_to_string(&path).map_err(|e| fail(1, format!("{}: {e}", path.display())))?;
+    let addr: std::net::SocketAddr = http
+        .listen
+        .parse()
+        .map_err(|e| fail(1, format!("the daemon's HTTP address {:?}: {e}", http.listen)))?;
+    // Listening on every address: this machine reaches it on loopback.
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => {
+            std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()))
+        }
+        ip if ip.is_unspecified() => std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port())),
+        _ => addr,
+    };
+    println!("http://{host}/?{}={}", agentd_protocol::http::TOKEN_QUERY, token.trim());
+    Ok(0)
 }
 
 fn connect(home: &Home) -> Result<Client, Failure> {

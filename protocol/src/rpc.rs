@@ -490,6 +490,16 @@ pub struct DaemonStatus {
     /// The daemon's clock, RFC 3339.
     pub clock: String,
     pub storage: StorageStatus,
+    /// Where the HTTP API and dashboard listen; absent when the daemon serves none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpServing>,
+}
+
+/// The daemon's HTTP server, in `daemon.status`: what `agentd dashboard` builds its URL from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HttpServing {
+    /// The address it is bound to (`127.0.0.1:7878`; the real port when port 0 was asked for).
+    pub listen: String,
 }
 
 /// `clock.advance`'s answer.

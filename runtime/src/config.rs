@@ -8,6 +8,7 @@ use agentd_policies::retry::RetryPolicy;
 use agentd_protocol::{Role, ToolName};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -70,6 +71,11 @@ model = "qwen3-coder"
 # [requests]
 # idle_timeout = "60s"    # a stream with no event for this long is cut (comments/keep-alives are not events)
 # timeout = "10m"         # a whole model request, from sending to the last event
+
+# The dashboard and HTTP API (off unless listen is set, or `agentd serve --http ADDR`). Every request
+# needs the token in <home>/http.token; `agentd dashboard` prints the URL that logs a browser in.
+# [http]
+# listen = "127.0.0.1:7878"         # a port alone means 127.0.0.1; another address must be named
 
 [tools]
 command_timeout = "120s"
@@ -137,6 +143,20 @@ pub struct Config {
     /// A thinking cleanup that would free fewer tokens than this is skipped.
     pub idle_thinking_clear_at_least: agentd_policies::Tokens,
     pub jobs: Vec<JobConfig>,
+    /// `[http] listen`: where the dashboard and HTTP API listen; `None` (the default) serves none.
+    pub http_listen: Option<SocketAddr>,
+}
+
+/// Reads an HTTP listen address: `PORT` (on 127.0.0.1), `IP:PORT` or `[IPv6]:PORT`. Only an address
+/// the user names is ever off loopback; a host name is refused, since what it resolves to could be.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse::<SocketAddr>().map_err(|_| {
+        format!("expected PORT, IP:PORT or [IPv6]:PORT (such as \"127.0.0.1:7878\"), got {text:?}")
+    })
 }
 
 /// A maintenance job the scheduler runs on a cron schedule.
@@ -204,6 +224,14 @@ struct RawConfig {
     requests: RawRequests,
     #[serde(default)]
     secrets: RawSecrets,
+    #[serde(default)]
+    http: RawHttp,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    listen: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -518,6 +546,10 @@ impl RawConfig {
             ));
         }
         let sandbox = sandbox_policy(self.tools.sandbox.unwrap_or_default(), &providers, path, &invalid)?;
+        let http_listen = match &self.http.listen {
+            None => None,
+            Some(text) => Some(parse_listen(text).map_err(|message| invalid("http.listen".into(), message))?),
+        };
         Ok(Config {
             path: path.to_path_buf(),
             providers,
@@ -532,6 +564,7 @@ impl RawConfig {
             idle_thinking_cleanup_after,
             idle_thinking_clear_at_least,
             jobs,
+            http_listen,
         })
     }
 }
@@ -762,6 +795,26 @@ mod tests {
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("tools.sandbox.env"), "{e}");
         assert!(e.contains("OPENAI_API_KEY") && e.contains("providers.local.api_key_env"), "{e}");
+    }
+
+    #[test]
+    fn http_is_off_by_default_and_a_port_alone_is_loopback() {
+        assert_eq!(parse(DEFAULT_CONFIG).unwrap().http_listen, None);
+        let with = |listen: &str| parse(&format!("{DEFAULT_CONFIG}\n[http]\nlisten = \"{listen}\"\n"));
+        assert_eq!(
+            with("127.0.0.1:7878").unwrap().http_listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 7878)))
+        );
+        assert_eq!(with("7878").unwrap().http_listen, Some(SocketAddr::from(([127, 0, 0, 1], 7878))));
+        assert_eq!(with("[::1]:0").unwrap().http_listen.map(|a| a.ip().is_loopback()), Some(true));
+        // Named explicitly, another address is the user's choice.
+        assert_eq!(with("0.0.0.0:7878").unwrap().http_listen.map(|a| a.port()), Some(7878));
+        for bad in ["localhost:7878", "7878x", ""] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains("http.listen") && e.contains("/h/agentd.toml"), "{bad}: {e}");
+        }
+        let e = parse(&format!("{DEFAULT_CONFIG}\n[http]\nport = 1\n")).unwrap_err().to_string();
+        assert!(e.contains("port"), "{e}");
     }
 
     #[test]

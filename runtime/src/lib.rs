@@ -19,6 +19,7 @@ pub mod fitter;
 pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod http;
 pub mod meter;
 pub mod provider;
 pub mod render;

@@ -11,9 +11,9 @@ use agentd_evidence::{EvidenceError, StoreError, Unit};
 use agentd_policies::settings::SettingKey;
 use agentd_protocol::evidence::Problem;
 use agentd_protocol::rpc::{
-    ClockParams, ClockResult, ContextResult, DaemonStatus, LogEntry, LogParams, LogResult, Method,
-    Notification, ProbeResult, RoleStatus, SettingKey as Setting, SettingParams, SettingResult, StateResult,
-    StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
+    ClockParams, ClockResult, ContextResult, DaemonStatus, HttpServing, LogEntry, LogParams, LogResult,
+    Method, Notification, ProbeResult, RoleStatus, SettingKey as Setting, SettingParams, SettingResult,
+    StateResult, StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
 };
 use agentd_protocol::Role;
 pub use agentd_protocol::{ErrorCode, Request, RpcError};
@@ -167,6 +167,8 @@ pub struct Methods {
     pub shared: Arc<Shared>,
     pub supervisor: Addr<Supervisor>,
     pub started: Instant,
+    /// Where the HTTP server listens, for `daemon.status` (`None`: it is off).
+    pub http: Option<std::net::SocketAddr>,
 }
 
 fn to_json<T: Serialize>(answer: Answer<T>) -> Result<Value, RpcError> {
@@ -429,6 +431,7 @@ impl Methods {
                 since: health.since.map(|s| humantime::format_rfc3339_millis(s).to_string()),
                 unrecorded_ends: self.shared.ends.len() as u64,
             },
+            http: self.http.map(|addr| HttpServing { listen: addr.to_string() }),
         })
     }
 

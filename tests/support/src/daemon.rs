@@ -23,6 +23,7 @@ pub struct TestDaemon {
     pub home: tempfile::TempDir,
     child: Option<Child>,
     env: Vec<(String, String)>,
+    serve_args: Vec<String>,
 }
 
 impl TestDaemon {
@@ -35,7 +36,7 @@ impl TestDaemon {
 
     /// A daemon of `bin` for a home made by the caller, not started yet.
     pub fn in_home(bin: &Path, home: tempfile::TempDir) -> TestDaemon {
-        TestDaemon { bin: bin.to_path_buf(), home, child: None, env: Vec::new() }
+        TestDaemon { bin: bin.to_path_buf(), home, child: None, env: Vec::new(), serve_args: Vec::new() }
     }
 
     /// Prepares a home and starts `agentd serve` in it, waiting until the socket answers.
@@ -88,6 +89,7 @@ impl TestDaemon {
             .arg("--home")
             .arg(self.home.path())
             .arg("serve")
+            .args(&self.serve_args)
             .env_remove("AGENTD_HOME")
             .env("RUST_LOG", "info,agentd_runtime=debug")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -222,6 +224,28 @@ impl TestDaemon {
     /// The extra environment variables every later start of the daemon gets (replacing earlier ones).
     pub fn set_env(&mut self, env: &[(&str, &str)]) {
         self.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    }
+
+    /// Arguments every later start of the daemon passes after `serve` (e.g. `--http 127.0.0.1:0`).
+    pub fn set_serve_args(&mut self, args: &[&str]) {
+        self.serve_args = args.iter().map(|a| a.to_string()).collect();
+    }
+
+    /// The HTTP API's base URL (`http://127.0.0.1:PORT`), from `daemon.status`; panics when the
+    /// daemon serves no HTTP.
+    pub fn http_base(&self) -> String {
+        let status = self.client().call("daemon.status", json!({})).expect("daemon.status");
+        let listen = status["http"]["listen"].as_str().unwrap_or_else(|| panic!("no HTTP server: {status}"));
+        format!("http://{listen}")
+    }
+
+    /// The token in `<home>/http.token`.
+    pub fn http_token(&self) -> String {
+        let path = self.home.path().join("http.token");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .trim()
+            .to_string()
     }
 
     /// Polls `task.status` until the state is `state`.
