@@ -237,6 +237,22 @@ pub fn params_of(
     Ok(Value::Object(params))
 }
 
+/// A query string's `name=value` pairs, percent-decoded; a query that is not one is -32602.
+pub fn query_pairs(query: &str) -> Result<Vec<(String, String)>, RpcError> {
+    web::Query::<Vec<(String, String)>>::from_query(query)
+        .map(web::Query::into_inner)
+        .map_err(|e| RpcError::invalid_params(format!("the query string: {e}")))
+}
+
+/// What a route makes of a request: its path segments' values (in the route's order), its query
+/// string and its body, read into the route's method's params — exactly what the server dispatches.
+pub fn decode_route(route: &Route, path: &[String], query: &str, body: &[u8]) -> Result<Request, RpcError> {
+    let names: Vec<(&str, String)> = route.path_params().zip(path.iter().cloned()).collect();
+    let pairs = query_pairs(query)?;
+    let params = params_of(route, &names, &pairs, if route.body { body } else { b"" })?;
+    request_of(&route.method.name(), params)
+}
+
 impl Api {
     /// Runs a method on the daemon's runtime.
     async fn call(&self, request: Request) -> Result<Value, RpcError> {
@@ -264,19 +280,12 @@ async fn call(
         },
         false => Vec::new(),
     };
-    let path: Vec<(&str, String)> = route
-        .path_params()
-        .map(|name| (name, req.match_info().get(name).unwrap_or_default().to_string()))
-        .collect();
-    let query = match web::Query::<Vec<(String, String)>>::from_query(req.query_string()) {
-        Ok(q) => q.into_inner(),
-        Err(e) => return error_response(RpcError::invalid_params(format!("the query string: {e}"))),
+    let path: Vec<String> =
+        route.path_params().map(|name| req.match_info().get(name).unwrap_or_default().to_string()).collect();
+    let request = match decode_route(route, &path, req.query_string(), &body) {
+        Ok(request) => request,
+        Err(e) => return error_response(e),
     };
-    let request =
-        match params_of(route, &path, &query, &body).and_then(|p| request_of(&route.method.name(), p)) {
-            Ok(request) => request,
-            Err(e) => return error_response(e),
-        };
     if route.is_event_stream() {
         return events(&api, &req, request).await;
     }
@@ -382,7 +391,7 @@ async fn openapi(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
 /// The dashboard: `/?token=…` exchanges the token for the cookie and redirects to `/`, so the token
 /// leaves the address bar and the history; `/` with the cookie is the page.
 async fn index(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
-    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string()).map(|q| q.into_inner());
+    let query = query_pairs(req.query_string());
     let offered = query.ok().and_then(|q| q.into_iter().find(|(k, _)| k == TOKEN_QUERY).map(|(_, v)| v));
     if let Some(offered) = offered {
         if !api.token.matches(&offered) {
