@@ -89,6 +89,9 @@ async fn log_in_with_the_token_submit_and_watch_a_task_finish_live() {
             sse(vec![finish("still one file")]),
             // The second task: rate limited until it is cancelled.
             rate_limited(Some("600")),
+            // The third: refused for good, so it fails; resumed, it finishes.
+            server_error(400, "the model is not loaded"),
+            sse(vec![finish("done after the resume")]),
         ])
         .start()
         .await;
@@ -190,8 +193,25 @@ async fn log_in_with_the_token_submit_and_watch_a_task_finish_live() {
     b.wait_for("document.querySelector('#task-state').innerText === 'cancelled'", WAIT).await;
     assert_eq!(d.client().call("task.status", json!({"task_id": other})).unwrap()["state"], "cancelled");
 
-    // The task list shows both, with their states.
+    // Resume a failed task from the page: it runs again, live, to its end.
+    let failed = d.submit("Fail once", ws.path());
+    b.goto(&format!("{base}/#/task/{failed}")).await;
+    b.wait_for("document.querySelector('#stream-state').innerText === 'ended: failed'", WAIT).await;
+    b.wait_for("document.querySelector('#task-error') && !document.querySelector('#resume').disabled", WAIT)
+        .await;
+    b.click("#resume").await;
+    b.wait_for("document.querySelector('#events [data-kind=task_resumed]')", WAIT).await;
+    b.wait_for("document.querySelector('#stream-state').innerText === 'ended: finished'", WAIT).await;
+    b.wait_for("document.querySelector('#task-state').innerText === 'finished'", WAIT).await;
+    assert_eq!(b.text("#task-result").await, "result: done after the resume");
+
+    // The task list shows them, with their states.
     b.goto(&format!("{base}/#/")).await;
+    b.wait_for(
+        &format!("document.querySelector('tr[data-task=\"{failed}\"] .state').innerText === 'finished'"),
+        WAIT,
+    )
+    .await;
     b.wait_for(
         &format!("document.querySelector('tr[data-task=\"{task}\"] .state').innerText === 'finished'"),
         WAIT,
@@ -301,6 +321,14 @@ async fn a_long_run_marks_compactions_on_the_chart_and_its_evidence_reads_in_pag
         .collect();
     assert_eq!(of("compaction (before → after)"), marked);
     assert!(!of("refused").is_empty(), "the refused request is marked: {series}");
+    // Until the calibration is confirmed the model's counts are estimates, and marked so.
+    let estimated: Vec<u64> = of_kind(&events, "request_sent")
+        .into_iter()
+        .filter(|e| coder(e) && e["estimated"] == true)
+        .map(|e| e["tokens"].as_u64().unwrap())
+        .collect();
+    assert!(!estimated.is_empty(), "an unknown model starts as an estimate");
+    assert_eq!(of("estimated"), estimated);
     assert_eq!(
         of("window learned"),
         learned.iter().map(|l| l["new_window"].as_u64().unwrap()).collect::<Vec<_>>()

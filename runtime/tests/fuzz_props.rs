@@ -7,8 +7,8 @@
 
 use agentd_policies::Part;
 use agentd_runtime::fuzzing::{
-    assemble_anthropic_sse, assemble_openai_sse, check_config, check_http_request, check_rpc_lines, check_sse,
-    decode_rpc_lines, parse_config, Decoded, Delivery, Protocol,
+    assemble_anthropic_sse, assemble_openai_sse, check_config, check_http_request, check_rpc_lines,
+    check_sse, decode_rpc_lines, parse_config, Decoded, Delivery, Protocol,
 };
 use proptest::prelude::*;
 use std::path::PathBuf;
@@ -119,7 +119,8 @@ fn http_seeds_decode_as_the_socket_would() {
     use agentd_protocol::http::ROUTES;
     use agentd_runtime::http::decode_route;
     let route = |method: &str| ROUTES.iter().find(|r| r.method.name() == method).unwrap();
-    let r = decode_route(route("log.get"), &["t".into()], "role=coder&after_seq=12&limit=500&colour=red", b"");
+    let r =
+        decode_route(route("log.get"), &["t".into()], "role=coder&after_seq=12&limit=500&colour=red", b"");
     let (method, params) = r.unwrap().to_wire();
     assert_eq!(method, "log.get");
     assert_eq!(params, serde_json::json!({"task_id": "t", "role": "coder", "after_seq": 12, "limit": 500}));

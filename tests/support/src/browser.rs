@@ -207,10 +207,19 @@ impl Browser {
         v[ELEMENT].as_str().unwrap_or_else(|| panic!("no element {css}: {v}")).to_string()
     }
 
-    /// Clicks the first element `css` selects.
+    /// Clicks the first element `css` selects, as a user's click. A page that redraws the element
+    /// between finding and clicking it (a live page does) is asked again.
     pub async fn click(&self, css: &str) {
-        let id = self.find(css).await;
-        self.command("POST", &format!("/element/{id}/click"), Some(json!({}))).await;
+        for _ in 0..50 {
+            let id = self.find(css).await;
+            let path = format!("/session/{}/element/{id}/click", self.session);
+            match self.raw("POST", &path, Some(json!({}))).await {
+                Ok(_) => return,
+                Err(e) if e.contains("stale element") => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("{css} kept being redrawn before it could be clicked");
     }
 
     /// Types `text` into the first element `css` selects.

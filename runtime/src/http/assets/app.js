@@ -431,27 +431,39 @@ function taskView(main, taskId) {
     }));
   }
 
+  // Built once, so a refresh never wipes a follow-up being typed; each refresh sets what is
+  // allowed in the task's state.
+  let controls = null;
   function drawActions(s) {
+    if (!controls) {
+      const out = h("span", { class: "bad", id: "action-error" });
+      // Resume and a follow-up start the task again: its stream (ended) is followed again from
+      // the last event this page has. A cancel ends the stream that is open.
+      const act = async (path, body) => {
+        out.textContent = "";
+        try {
+          await api(`/tasks/${taskId}/${path}`, { method: "POST", body });
+          if (path !== "cancel") follow();
+          refreshSoon();
+          return true;
+        } catch (e) { out.textContent = `${e.message} (${e.code})`; return false; }
+      };
+      const text = h("input", { id: "followup", placeholder: "A follow-up for the lead", size: 60 });
+      const send = h("button", { type: "submit" }, "Send follow-up");
+      const form = h("form", { class: "inline", id: "message-form" }, text, send);
+      form.addEventListener("submit", async ev => {
+        ev.preventDefault();
+        if (text.value.trim() && await act("message", { text: text.value })) text.value = "";
+      });
+      const cancel = h("button", { class: "danger", id: "cancel", onclick: () => act("cancel") }, "Cancel");
+      const resume = h("button", { class: "secondary", id: "resume", onclick: () => act("resume") }, "Resume");
+      actions.replaceChildren(h("div", { style: "display:flex;gap:.5em;flex-wrap:wrap;align-items:center" }, cancel, resume, form, out));
+      controls = { cancel, resume, send };
+    }
     const active = ACTIVE.includes(s.state);
-    const out = h("span", { class: "bad", id: "action-error" });
-    // Resume and a follow-up start the task again: its stream (ended) is followed again from the
-    // last event this page has. A cancel ends the stream that is open.
-    const act = async (path, body) => {
-      out.textContent = "";
-      try {
-        await api(`/tasks/${taskId}/${path}`, { method: "POST", body });
-        if (path !== "cancel") follow();
-        refreshSoon();
-      } catch (e) { out.textContent = `${e.message} (${e.code})`; }
-    };
-    const text = h("input", { id: "followup", placeholder: "A follow-up for the lead", size: 60 });
-    const form = h("form", { class: "inline", id: "message-form" }, text,
-      h("button", { type: "submit", disabled: active || s.state === "cancelled" }, "Send follow-up"));
-    form.addEventListener("submit", ev => { ev.preventDefault(); if (text.value.trim()) act("message", { text: text.value }); });
-    actions.replaceChildren(h("div", { class: "inline", style: "display:flex;gap:.5em;flex-wrap:wrap;align-items:center" },
-      h("button", { class: "danger", id: "cancel", disabled: !active, onclick: () => act("cancel") }, "Cancel"),
-      h("button", { class: "secondary", id: "resume", disabled: !["interrupted", "failed"].includes(s.state), onclick: () => act("resume") }, "Resume"),
-      form, out));
+    controls.cancel.disabled = !active;
+    controls.resume.disabled = !["interrupted", "failed"].includes(s.state);
+    controls.send.disabled = active || s.state === "cancelled";
   }
 
   async function refreshTranscript() {
