@@ -380,30 +380,23 @@ async fn a_long_run_marks_compactions_on_the_chart_and_its_evidence_reads_in_pag
     )
     .await;
     b.wait_for("document.querySelector('#page-where').innerText.startsWith('lines 0')", WAIT).await;
-    let first_page = d
-        .client()
-        .call("evidence.read", json!({"id": archive, "offset": 0, "limit": 200, "unit": "lines"}))
-        .unwrap();
-    assert_eq!(
-        b.js("return document.querySelector('#evidence-page').textContent", json!([])).await,
-        first_page["data"]
-    );
-    if let Some(next) = first_page["next_offset"].as_u64() {
-        b.click("#next").await;
-        b.wait_for(
-            &format!("document.querySelector('#page-where').innerText.startsWith('lines {next}')"),
-            WAIT,
-        )
+    let page = |offset: u64, limit: u64| {
+        d.client()
+            .call("evidence.read", json!({"id": archive, "offset": offset, "limit": limit, "unit": "lines"}))
+            .unwrap()
+    };
+    let shown = || b.js("return document.querySelector('#evidence-page').textContent", json!([]));
+    assert_eq!(shown().await, page(0, 200)["data"]);
+    // Pages of 4 lines: the first, then the next, as the daemon pages them.
+    b.type_into("#limit", "4").await;
+    b.click("#read").await;
+    b.wait_for("document.querySelector('#page-where').innerText.startsWith('lines 0–4 ')", WAIT).await;
+    assert_eq!(shown().await, page(0, 4)["data"]);
+    let next = page(0, 4)["next_offset"].as_u64().expect("a compaction archive of more than 4 lines");
+    b.click("#next").await;
+    b.wait_for(&format!("document.querySelector('#page-where').innerText.startsWith('lines {next}–')"), WAIT)
         .await;
-        let second = d
-            .client()
-            .call("evidence.read", json!({"id": archive, "offset": next, "limit": 200, "unit": "lines"}))
-            .unwrap();
-        assert_eq!(
-            b.js("return document.querySelector('#evidence-page').textContent", json!([])).await,
-            second["data"]
-        );
-    }
+    assert_eq!(shown().await, page(next, 4)["data"]);
     b.js(
         "const u = document.querySelector('#unit'); u.value = 'bytes'; u.dispatchEvent(new Event('change'))",
         json!([]),
@@ -418,6 +411,7 @@ async fn a_long_run_marks_compactions_on_the_chart_and_its_evidence_reads_in_pag
         b.js("return document.querySelector('#evidence-page').textContent", json!([])).await,
         bytes["data"]
     );
+    std::fs::write(dir.join("dashboard-evidence.png"), b.screenshot().await).unwrap();
     b.click("#verify").await;
     let checked = d.client().call("evidence.verify", json!({})).unwrap()["checked"].as_u64().unwrap();
     b.wait_for(
@@ -429,4 +423,7 @@ async fn a_long_run_marks_compactions_on_the_chart_and_its_evidence_reads_in_pag
     // The evidence list of the task holds the archive.
     b.goto(&format!("{base}/#/evidence?task={task}")).await;
     b.wait_for(&format!("document.querySelector('tr[data-evidence=\"{archive}\"]')"), WAIT).await;
+    b.goto(&format!("{base}/#/")).await;
+    b.wait_for(&format!("document.querySelector('tr[data-task=\"{task}\"] .rolegauge')"), WAIT).await;
+    std::fs::write(dir.join("dashboard-tasks.png"), b.screenshot().await).unwrap();
 }
