@@ -892,14 +892,16 @@ mod tests {
         let cancel = CancellationToken::new();
         let task = rig.task_with("Fix it", cancel.clone());
         let mut lead = agent(Role::Lead, Vec::new(), &task);
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            trigger.cancel();
-        });
-        let began = Instant::now();
-        assert!(matches!(lead.run_turn(Some("Fix it".into())).await, Err(TurnError::Cancelled)));
-        assert!(began.elapsed() < Duration::from_secs(10));
+        // Cancelled once the server holds the request (not after a fixed delay: a loaded machine
+        // may not have sent it yet).
+        let trigger = async {
+            assert!(rig.server.wait_for_requests(1, Duration::from_secs(60)).await);
+            cancel.cancel();
+            Instant::now()
+        };
+        let (outcome, cancelled_at) = tokio::join!(lead.run_turn(Some("Fix it".into())), trigger);
+        assert!(matches!(outcome, Err(TurnError::Cancelled)));
+        assert!(cancelled_at.elapsed() < Duration::from_secs(10), "the hanging request is dropped at once");
         assert_eq!(rig.server.chat_requests().len(), 1);
         assert_eq!(rig.kinds(&task.task_id), ["request_sent"]);
         assert_eq!(lead.history.len(), 1);
