@@ -385,7 +385,9 @@ async fn openapi(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
     if let Err(refused) = authorize(&req, &api) {
         return refusal(&refused, false);
     }
-    HttpResponse::Ok().json(agentd_protocol::openapi::openapi_document())
+    // The same for the daemon's life: generated once.
+    static DOCUMENT: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    HttpResponse::Ok().json(DOCUMENT.get_or_init(agentd_protocol::openapi::openapi_document))
 }
 
 /// The dashboard: `/?token=…` exchanges the token for the cookie and redirects to `/`, so the token
