@@ -10,6 +10,12 @@
 //! 429 with `Retry-After: 1`) is thrown in to show a fault being handled. The demo prints every event as
 //! it happens, then the task's status, the diff, the lead's context gauge and the tail of the log.
 //! Exit code 0 when the task finished.
+//!
+//! With the dashboard (`cargo run --release --example team_demo -- --dashboard [ADDR]`, or
+//! `AGENTD_DASHBOARD=1` / `AGENTD_DASHBOARD=ADDR`; ADDR defaults to a free port on 127.0.0.1) the
+//! daemon also serves its web dashboard, the demo prints the login URL (`agentd dashboard`) and the
+//! scripted model takes a second per answer, so the run and its chart can be watched live. On a
+//! terminal it waits for Enter before submitting and again before stopping the daemon.
 
 // A benchmark or demo, not the daemon: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -123,12 +129,48 @@ fn story() -> (Vec<Step>, HashMap<String, String>) {
     (steps, args)
 }
 
+/// The dashboard's address when one was asked for: `--dashboard [ADDR]` or `AGENTD_DASHBOARD`.
+fn dashboard_address() -> Option<String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--dashboard") {
+        let addr = args.get(i + 1).filter(|a| !a.starts_with("--")).cloned();
+        return Some(addr.unwrap_or_else(|| "127.0.0.1:0".to_string()));
+    }
+    match std::env::var("AGENTD_DASHBOARD") {
+        Ok(v) if v.is_empty() || v == "0" => None,
+        Ok(v) if v == "1" => Some("127.0.0.1:0".to_string()),
+        Ok(v) => Some(v),
+        Err(_) => None,
+    }
+}
+
+/// On a terminal, waits for Enter (a person is watching); elsewhere, does not wait.
+fn pause(prompt: &str) {
+    // SAFETY: isatty only inspects the descriptor.
+    if unsafe { libc::isatty(0) } == 1 {
+        println!("{prompt}");
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+    }
+}
+
 fn run() -> Result<bool> {
     let bin = agentd_binary()?;
     let rt = common::runtime()?;
-    let (steps, call_args) = story();
+    let dashboard = dashboard_address();
+    let (mut steps, call_args) = story();
+    if dashboard.is_some() {
+        // Slow enough to watch: a second per answer.
+        steps = steps.into_iter().map(|s| delayed(Duration::from_secs(1), s)).collect();
+    }
     // Model turns the story has (the 429 is a fault, not a turn): the progress denominator.
-    let total = steps.iter().filter(|s| matches!(s, Step::Respond(_))).count();
+    let total = steps
+        .iter()
+        .filter(|s| {
+            matches!(s, Step::Respond(_))
+                || matches!(s, Step::Delayed(_, inner) if matches!(**inner, Step::Respond(_)))
+        })
+        .count();
     let server = rt.block_on(
         ScriptedServer::builder()
             .model("qwen3-coder")
@@ -150,12 +192,18 @@ fn run() -> Result<bool> {
     let lib = ws.path().join("src/lib.rs");
     let before = read(&lib)?;
 
-    let mut daemon = Daemon::start(&bin, &team_config(&server.base_url(), "qwen3-coder", ""))?;
+    let http = dashboard.as_ref().map(|addr| format!("[http]\nlisten = \"{addr}\"\n")).unwrap_or_default();
+    let mut daemon = Daemon::start(&bin, &team_config(&server.base_url(), "qwen3-coder", &http))?;
     println!(
         "agentd team demo — scripted model at {}, daemon home {}\nworkspace: a copy of a tiny crate whose add() subtracts (path in `status` below)",
         server.base_url(),
         daemon.home().display()
     );
+    if dashboard.is_some() {
+        let url = cli_stdout(&daemon, &["dashboard"])?;
+        println!("\ndashboard: open {}", url.trim());
+        pause("press Enter to submit the task (the page shows it as it runs)");
+    }
 
     let mut client = daemon.client()?;
     let submitted = client
@@ -219,6 +267,9 @@ fn run() -> Result<bool> {
         println!("{}", one_line(l, 150));
     }
 
+    if dashboard.is_some() {
+        pause("\nthe dashboard stays up: press Enter to stop the daemon");
+    }
     let code = daemon.stop();
     let asked = server.chat_requests().len();
     println!(

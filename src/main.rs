@@ -10,8 +10,8 @@ use agentd_protocol::rpc::{
 };
 use agentd_protocol::{ErrorCode, EventKind, EvidenceMeta, Page, Part, Record, Request, Role, Unit};
 use agentd_runtime::client::{Client, ClientError, StreamItem};
-use agentd_runtime::config::{Config, DEFAULT_CONFIG};
-use agentd_runtime::daemon::{serve, DaemonError, Home};
+use agentd_runtime::config::{parse_listen, Config, DEFAULT_CONFIG};
+use agentd_runtime::daemon::{serve, DaemonError, Home, ServeOptions};
 use agentd_runtime::render::{estimate_mark, event_line};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::io::Write;
@@ -71,6 +71,16 @@ enum Command {
         /// The log's format on stderr.
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
+        /// Also serve the dashboard and HTTP API here (PORT, IP:PORT or [IPv6]:PORT; a port alone
+        /// is 127.0.0.1), whatever `[http] listen` says.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+    },
+    /// Print the dashboard's URL with its login token (the daemon must serve HTTP).
+    Dashboard {
+        /// Print `{url}` as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Submit a task; prints its id.
     Submit {
@@ -326,7 +336,8 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Completions { .. } => Ok(exit::OK),
         Command::Init { json } => init(&home, json),
-        Command::Serve { log_format } => serve_command(&home, log_format),
+        Command::Serve { log_format, http } => serve_command(&home, log_format, http.as_deref()),
+        Command::Dashboard { json } => dashboard(&home, json),
         Command::Submit { objective, workspace, team, wait, json } => {
             let workspace = match workspace {
                 Some(w) => w,
@@ -591,7 +602,12 @@ fn init(home: &Home, json: bool) -> Result<u8, Failure> {
     }
 }
 
-fn serve_command(home: &Home, log_format: LogFormat) -> Result<u8, Failure> {
+fn serve_command(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u8, Failure> {
+    let http = match http {
+        None => None,
+        Some(text) => Some(parse_listen(text).map_err(|e| fail(exit::USAGE, format!("--http: {e}")))?),
+    };
+    let options = ServeOptions { http };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let json = log_format == LogFormat::Json;
@@ -600,7 +616,7 @@ fn serve_command(home: &Home, log_format: LogFormat) -> Result<u8, Failure> {
     } else {
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     }
-    let outcome = serve_in(home, json);
+    let outcome = serve_in(home, json, &options);
     match outcome {
         // With JSON logs every line of stderr is JSON: the failure is a log record too.
         Err(mut f) if json => {
@@ -612,7 +628,7 @@ fn serve_command(home: &Home, log_format: LogFormat) -> Result<u8, Failure> {
     }
 }
 
-fn serve_in(home: &Home, json: bool) -> Result<u8, Failure> {
+fn serve_in(home: &Home, json: bool, options: &ServeOptions) -> Result<u8, Failure> {
     // Check the config before anything else, so a bad one is exit code 2 with the key named.
     let config = home.config();
     if config.exists() {
@@ -625,11 +641,46 @@ fn serve_in(home: &Home, json: bool) -> Result<u8, Failure> {
             eprintln!("agentd: serving on {}", socket.display());
         }
     };
-    match serve(home, ready) {
+    match serve(home, options, ready) {
         Ok(()) => Ok(exit::OK),
         Err(e @ (DaemonError::Config(_) | DaemonError::NoConfig(_))) => Err(fail(exit::USAGE, e.to_string())),
         Err(e) => Err(fail(exit::FAILED, e.to_string())),
     }
+}
+
+/// `agentd dashboard`: the URL that logs a browser in, from the daemon's HTTP address and the token.
+fn dashboard(home: &Home, json: bool) -> Result<u8, Failure> {
+    let status: DaemonStatus = connect(home)?.request(&Request::DaemonStatus(NoParams {}))?;
+    let Some(http) = status.http else {
+        return Err(fail(
+            2,
+            format!(
+                "the daemon serves no dashboard: set `[http] listen = \"127.0.0.1:7878\"` in {} or run `agentd serve --http 127.0.0.1:7878`",
+                home.config().display()
+            ),
+        ));
+    };
+    let path = home.http_token();
+    let token = std::fs::read_to_string(&path).map_err(|e| fail(1, format!("{}: {e}", path.display())))?;
+    let addr: std::net::SocketAddr = http
+        .listen
+        .parse()
+        .map_err(|e| fail(1, format!("the daemon's HTTP address {:?}: {e}", http.listen)))?;
+    // Listening on every address: this machine reaches it on loopback.
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => {
+            std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()))
+        }
+        ip if ip.is_unspecified() => std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port())),
+        _ => addr,
+    };
+    let url = format!("http://{host}/?{}={}", agentd_protocol::http::TOKEN_QUERY, token.trim());
+    if json {
+        println!("{}", serde_json::json!({ "url": url }));
+    } else {
+        println!("{url}");
+    }
+    Ok(exit::OK)
 }
 
 fn connect(home: &Home) -> Result<Client, Failure> {

@@ -66,6 +66,10 @@ pub enum EventKind {
         /// is `compact_at` percent of the window, lowered when needed to leave room for the answer's
         /// `max_output_tokens`.
         trigger_tokens: Tokens,
+        /// Where a compaction at this window would land the request: with `trigger_tokens`, the two
+        /// lines a chart of the role's requests draws. Absent in events logged before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination_tokens: Option<Tokens>,
         /// The measure: the counter's source and how many usage reports calibrated it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,

@@ -12,7 +12,9 @@
 pub mod event;
 pub mod evidence;
 pub mod gauge;
+pub mod http;
 pub mod message;
+pub mod openapi;
 pub mod record;
 pub mod role;
 pub mod rpc;

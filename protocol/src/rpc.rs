@@ -591,6 +591,16 @@ pub struct DaemonStatus {
     pub tz: String,
     /// Whether the store takes writes, and since when it has not.
     pub storage: StorageStatus,
+    /// Where the HTTP API and dashboard listen; absent when the daemon serves none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpServing>,
+}
+
+/// The daemon's HTTP server, in `daemon.status`: what `agentd dashboard` builds its URL from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HttpServing {
+    /// The address it is bound to (`127.0.0.1:7878`; the real port when port 0 was asked for).
+    pub listen: String,
 }
 
 /// `clock.advance`'s answer.

@@ -24,6 +24,8 @@ struct Protocol {
     error_code: ErrorCode,
     event: Event,
     results: Results,
+    /// The HTTP API's error answer (`docs/openapi.json` has the routes).
+    http_error: crate::http::ErrorBody,
 }
 
 /// The result of each method, by method name.

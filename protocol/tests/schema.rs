@@ -24,6 +24,17 @@ fn the_committed_schema_is_current() {
 }
 
 #[test]
+fn the_committed_openapi_document_is_current() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json");
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        on_disk == agentd_protocol::openapi::openapi_text(),
+        "{} is stale: run `cargo run -p agentd-protocol --example write_schema` and commit it",
+        path.display()
+    );
+}
+
+#[test]
 fn the_schema_names_every_method_and_error_code() {
     let schema: serde_json::Value = serde_json::from_str(&protocol_schema_text()).unwrap();
     let text = schema.to_string();

@@ -9,6 +9,7 @@ use agentd_policies::retry::RetryPolicy;
 use agentd_protocol::{Role, ToolName};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -109,6 +110,11 @@ model = "qwen3-coder"
 # idle_timeout = "60s"    # a stream with no event for this long is cut (comments/keep-alives are not events)
 # timeout = "10m"         # a whole model request, from sending to the last event
 
+# The dashboard and HTTP API (off unless listen is set, or `agentd serve --http ADDR`). Every request
+# needs the token in <home>/http.token; `agentd dashboard` prints the URL that logs a browser in.
+# [http]
+# listen = "127.0.0.1:7878"         # a port alone means 127.0.0.1; another address must be named
+
 [tools]
 command_timeout = "120s"
 
@@ -206,6 +212,20 @@ pub struct Config {
     pub jobs: Vec<JobConfig>,
     /// `[scheduler] tz`: the zone the jobs' cron expressions are read in (UTC unless set).
     pub tz: Zone,
+    /// `[http] listen`: where the dashboard and HTTP API listen; `None` (the default) serves none.
+    pub http_listen: Option<SocketAddr>,
+}
+
+/// Reads an HTTP listen address: `PORT` (on 127.0.0.1), `IP:PORT` or `[IPv6]:PORT`. Only an address
+/// the user names is ever off loopback; a host name is refused, since what it resolves to could be.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse::<SocketAddr>().map_err(|_| {
+        format!("expected PORT, IP:PORT or [IPv6]:PORT (such as \"127.0.0.1:7878\"), got {text:?}")
+    })
 }
 
 /// A maintenance job the scheduler runs on a cron schedule.
@@ -299,6 +319,14 @@ struct RawConfig {
     requests: RawRequests,
     #[serde(default)]
     secrets: RawSecrets,
+    #[serde(default)]
+    http: RawHttp,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    listen: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -612,6 +640,10 @@ impl RawConfig {
             ));
         }
         let sandbox = sandbox_policy(self.tools.sandbox.unwrap_or_default(), &providers, path, &invalid)?;
+        let http_listen = match &self.http.listen {
+            None => None,
+            Some(text) => Some(parse_listen(text).map_err(|message| invalid("http.listen".into(), message))?),
+        };
         Ok(Config {
             path: path.to_path_buf(),
             providers,
@@ -627,6 +659,7 @@ impl RawConfig {
             idle_thinking_clear_at_least,
             jobs,
             tz,
+            http_listen,
         })
     }
 }
@@ -895,6 +928,26 @@ mod tests {
         assert!(c.check_keys(|v| (v == "OPENAI_API_KEY").then(|| "sk-1".into())).is_ok());
         // A provider without api_key_env needs nothing.
         assert!(parse(DEFAULT_CONFIG).unwrap().check_keys(|_| None).is_ok());
+    }
+
+    #[test]
+    fn http_is_off_by_default_and_a_port_alone_is_loopback() {
+        assert_eq!(parse(DEFAULT_CONFIG).unwrap().http_listen, None);
+        let with = |listen: &str| parse(&format!("{DEFAULT_CONFIG}\n[http]\nlisten = \"{listen}\"\n"));
+        assert_eq!(
+            with("127.0.0.1:7878").unwrap().http_listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 7878)))
+        );
+        assert_eq!(with("7878").unwrap().http_listen, Some(SocketAddr::from(([127, 0, 0, 1], 7878))));
+        assert_eq!(with("[::1]:0").unwrap().http_listen.map(|a| a.ip().is_loopback()), Some(true));
+        // Named explicitly, another address is the user's choice.
+        assert_eq!(with("0.0.0.0:7878").unwrap().http_listen.map(|a| a.port()), Some(7878));
+        for bad in ["localhost:7878", "7878x", ""] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains("http.listen") && e.contains("/h/agentd.toml"), "{bad}: {e}");
+        }
+        let e = parse(&format!("{DEFAULT_CONFIG}\n[http]\nport = 1\n")).unwrap_err().to_string();
+        assert!(e.contains("port"), "{e}");
     }
 
     #[test]

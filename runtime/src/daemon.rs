@@ -12,6 +12,7 @@ use actix::prelude::*;
 use agentd_evidence::{Store, StoreError};
 use std::collections::HashMap;
 use std::fs::File;
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -46,6 +47,10 @@ impl Home {
     /// The single-instance lock file: `<home>/agentd.lock`, held by the serving daemon.
     pub fn lock(&self) -> PathBuf {
         self.dir.join("agentd.lock")
+    }
+    /// The HTTP API's token (see [`crate::http::token`]), made by `serve` when HTTP is on.
+    pub fn http_token(&self) -> PathBuf {
+        self.dir.join("http.token")
     }
 
     /// Creates the home if it does not exist: mode 0700, and so are the missing parents agentd
@@ -123,6 +128,24 @@ pub enum DaemonError {
     /// The async runtime could not start, or the actors stopped before the shutdown was done.
     #[error("{0}")]
     Runtime(String),
+    /// The HTTP address could not be bound (in use, not this machine's, not permitted).
+    #[error("cannot listen for HTTP on {addr}: {source}")]
+    Http {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why it could not be bound.
+        source: std::io::Error,
+    },
+    /// The HTTP token could not be read or made.
+    #[error(transparent)]
+    Token(#[from] crate::http::TokenError),
+}
+
+/// What `agentd serve`'s command line adds to the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// `--http ADDR`: serve the dashboard and API here, whatever `[http] listen` says.
+    pub http: Option<SocketAddr>,
 }
 
 /// Takes the home's lock, exclusively and without waiting. Held for the daemon's life.
@@ -156,8 +179,13 @@ fn take_lock(home: &Home) -> Result<File, DaemonError> {
     Ok(file)
 }
 
-/// Runs the daemon until SIGINT/SIGTERM. `ready` is called once the socket accepts connections.
-pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<(), DaemonError> {
+/// Runs the daemon until SIGINT/SIGTERM. `ready` is called once the socket accepts connections (and
+/// the HTTP server, when one is asked for by `options` or the configuration, is listening).
+pub fn serve(
+    home: &Home,
+    options: &ServeOptions,
+    ready: impl FnOnce(&Path) + Send + 'static,
+) -> Result<(), DaemonError> {
     home.ensure().map_err(|source| DaemonError::Home { path: home.dir.clone(), source })?;
     let _lock = take_lock(home)?;
     let config_path = home.config();
@@ -178,6 +206,23 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         );
     }
     let store = Store::open(&home.db())?;
+    // Bound before anything starts, so a busy port fails the start; the token with it.
+    let http = match options.http.or(config.http_listen) {
+        None => None,
+        Some(addr) => {
+            let token = crate::http::Token::load_or_create(&home.http_token())?;
+            let listener =
+                std::net::TcpListener::bind(addr).map_err(|source| DaemonError::Http { addr, source })?;
+            let bound = listener.local_addr().map_err(|source| DaemonError::Http { addr, source })?;
+            if !bound.ip().is_loopback() {
+                tracing::warn!(
+                    %bound,
+                    "the dashboard and API listen beyond this machine (plain HTTP, token only), as configured"
+                );
+            }
+            Some((listener, bound, token))
+        }
+    };
     let socket_path = home.socket();
     let home_dir = home.dir.clone();
     // Tests drive time over the socket instead of sleeping; users run on the system clock.
@@ -235,8 +280,20 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
             shared: shared.clone(),
             supervisor: supervisor.clone(),
             started: Instant::now(),
+            http: http.as_ref().map(|(_, bound, _)| *bound),
         });
         let stop = CancellationToken::new();
+        let web = match http {
+            None => None,
+            Some((listener, bound, token)) => {
+                let web = crate::http::start(listener, methods.clone(), token)
+                    .map_err(|source| DaemonError::Http { addr: bound, source })?;
+                let handle = web.handle();
+                tokio::spawn(web);
+                tracing::info!(url = %format!("http://{bound}/"), "dashboard and HTTP API (`agentd dashboard` prints the URL that logs in)");
+                Some(handle)
+            }
+        };
         let server = tokio::spawn(crate::socket::serve(listener, methods, stop.clone()));
         tokio::spawn(storage_checks(shared.clone(), stop.clone()));
         tracing::info!(socket = %socket_path.display(), "agentd is serving");
@@ -244,6 +301,10 @@ pub fn serve(home: &Home, ready: impl FnOnce(&Path) + Send + 'static) -> Result<
         wait_for_signal().await;
         tracing::info!("stopping: no new connections; running tasks become interrupted");
         stop.cancel();
+        if let Some(web) = web {
+            // Not gracefully: an event stream would hold a graceful stop for its whole timeout.
+            web.stop(false).await;
+        }
         let _ = server.await;
         let _ = std::fs::remove_file(&socket_path);
         supervisor.send(Shutdown).await.map_err(|e| DaemonError::Runtime(e.to_string()))?;

@@ -180,6 +180,54 @@ fn is_oversized(d: &Decoded) -> bool {
         if error.code == ErrorCode::InvalidRequest && error.message.starts_with("request line over"))
 }
 
+/// `bytes` as an HTTP API request: the first byte picks the route, then up to the first `\n` the
+/// path segments (`/`-separated, as many as the route has), up to the next the query string, the
+/// rest the body — decoded as the server decodes it ([`crate::http::decode_route`]). A decoded
+/// request calls the route's method with the path's values (they win over the body); an error is a
+/// decoding code (-32700, -32600, -32602), never an internal one, and names what was wrong; the
+/// same request over the socket decodes to the same [`Request`].
+pub fn check_http_request(bytes: &[u8]) -> Result<(), String> {
+    use agentd_protocol::http::ROUTES;
+    let Some((&pick, rest)) = bytes.split_first() else { return Ok(()) };
+    let route = &ROUTES[pick as usize % ROUTES.len()];
+    let mut parts = rest.splitn(3, |&b| b == b'\n');
+    let path_text = String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
+    let query = String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
+    let body = parts.next().unwrap_or_default();
+    let mut segments = path_text.split('/').map(str::to_string);
+    let path: Vec<String> = route.path_params().map(|_| segments.next().unwrap_or_default()).collect();
+    match crate::http::decode_route(route, &path, &query, body) {
+        Ok(request) => {
+            if request.method() != route.method {
+                return Err(format!(
+                    "{} {} decoded as {:?}",
+                    route.verb.as_str(),
+                    route.path,
+                    request.method()
+                ));
+            }
+            let (method, params) = request.to_wire();
+            for (name, value) in route.path_params().zip(&path) {
+                if params.get(name).and_then(Value::as_str) != Some(value.as_str()) {
+                    return Err(format!("path param {name} = {value:?} became {params}"));
+                }
+            }
+            let line = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+            match decode_request(line.to_string().as_bytes()) {
+                Ok((_, again)) if again == request => Ok(()),
+                other => Err(format!("over the socket {request:?} decodes as {other:?}")),
+            }
+        }
+        Err(e) => {
+            let decoding = [ErrorCode::ParseError, ErrorCode::InvalidRequest, ErrorCode::InvalidParams];
+            if !decoding.contains(&e.code) || e.message.trim().is_empty() {
+                return Err(format!("a decoding error {e:?} for {} {}", route.verb.as_str(), route.path));
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Which protocol [`check_sse`] drives.
 #[derive(Debug, Clone, Copy)]
 pub enum Protocol {

@@ -16,9 +16,11 @@ pub mod counter;
 pub mod daemon;
 pub mod ends;
 pub mod fitter;
+pub mod follow;
 mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod http;
 pub mod meter;
 pub mod provider;
 pub mod render;

@@ -27,7 +27,7 @@ pub fn event_line(e: &Event) -> String {
     use EventKind as K;
     let what = match &e.kind {
         K::TaskStarted { objective } => format!("task started: {}", one_line(objective, 100)),
-        K::RequestSent { tokens, estimated, window, window_source, trigger_tokens, measured_by } => {
+        K::RequestSent { tokens, estimated, window, window_source, trigger_tokens, measured_by, .. } => {
             let measure = match measured_by {
                 Some(m) if m.calibrated_by > 0 => {
                     format!(", {} calibrated by {}", m.source.as_str(), m.calibrated_by)
@@ -111,6 +111,7 @@ mod tests {
                 window: Tokens(16_000),
                 window_source: WindowSource::Declared,
                 trigger_tokens: Tokens(12_800),
+                destination_tokens: Some(Tokens(8_000)),
                 measured_by: Some(Measured {
                     source: agentd_protocol::CountSource::Estimate,
                     calibrated_by: 3,

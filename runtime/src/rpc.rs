@@ -11,12 +11,12 @@ use agentd_evidence::{EvidenceError, StoreError, Unit};
 use agentd_policies::settings::SettingKey;
 use agentd_protocol::evidence::Problem;
 use agentd_protocol::rpc::{
-    ClockParams, ClockResult, ContextResult, DaemonStatus, EndKind, LogEntry, LogParams, LogResult, Method,
-    Notification, ProbeResult, RoleStatus, SettingKey as Setting, SettingParams, SettingResult, StateResult,
-    StorageStatus, Submitted, Subscribed, TaskEnd, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
+    ClockParams, ClockResult, ContextResult, DaemonStatus, HttpServing, LogEntry, LogParams, LogResult,
+    Method, Notification, ProbeResult, RoleStatus, SettingKey as Setting, SettingParams, SettingResult,
+    StateResult, StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
 };
+use agentd_protocol::Role;
 pub use agentd_protocol::{ErrorCode, Request, RpcError};
-use agentd_protocol::{Event, Role};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -54,20 +54,32 @@ pub fn decode_request(text: &[u8]) -> Decoded {
         Some(p @ Value::Object(_)) => p.clone(),
         Some(_) => return Err((id, RpcError::invalid_params("params must be an object"))),
     };
-    let wire = serde_json::json!({"method": name, "params": params});
-    match serde_path_to_error::deserialize::<_, Request>(wire) {
+    match request_of(&name, params) {
         Ok(request) => Ok((id, request)),
-        Err(e) => {
-            let path = e.path().to_string();
-            let field = path.strip_prefix("params.").unwrap_or("");
-            let message = if field.is_empty() {
-                format!("invalid params for {name}: {}", e.inner())
-            } else {
-                format!("param `{field}`: {}", e.inner())
-            };
-            Err((id, RpcError::invalid_params(message)))
-        }
+        Err(e) => Err((id, e)),
     }
+}
+
+/// Reads a method's name and its params object into a [`Request`]: the one decoding of params,
+/// behind the socket's lines and the HTTP API's routes alike, so both refuse bad params with the
+/// same words. An unknown name is -32601; params that do not fit the method's params type are
+/// -32602 naming the parameter (``param `task_id`: invalid type: integer `42`, expected a
+/// string``). Params the method does not know are ignored.
+pub fn request_of(name: &str, params: Value) -> Result<Request, RpcError> {
+    if Method::parse(name).is_none() {
+        return Err(RpcError::new(ErrorCode::MethodNotFound, format!("unknown method {name:?}")));
+    }
+    let wire = serde_json::json!({"method": name, "params": params});
+    serde_path_to_error::deserialize::<_, Request>(wire).map_err(|e| {
+        let path = e.path().to_string();
+        let field = path.strip_prefix("params.").unwrap_or("");
+        let message = if field.is_empty() {
+            format!("invalid params for {name}: {}", e.inner())
+        } else {
+            format!("param `{field}`: {}", e.inner())
+        };
+        RpcError::invalid_params(message)
+    })
 }
 
 /// A JSON-RPC result line.
@@ -87,41 +99,6 @@ pub fn notification(n: &Notification) -> String {
         o.insert("jsonrpc".into(), Value::String("2.0".into()));
     }
     v.to_string()
-}
-
-/// The `task.event` notification of an event.
-pub fn event_notification(event: &Event) -> String {
-    notification(&Notification::TaskEvent(event.clone()))
-}
-
-/// Sent after the terminal event that ends a subscription (one nothing follows): a client that
-/// replays a history with earlier ends in it (resumed, followed up) knows this is the real one.
-pub fn end_notification(event: &Event) -> Option<String> {
-    let kind = EndKind::of(&event.kind)?;
-    let end = TaskEnd {
-        task_id: event.task_id.clone(),
-        seq: event.seq,
-        kind,
-        state: None,
-        recorded: true,
-        error: None,
-    };
-    Some(notification(&Notification::TaskEnd(end)))
-}
-
-/// The `task.end` of a task whose end the store could not record (no terminal event in the log
-/// yet): `seq` is the last event the subscriber was sent.
-pub fn unrecorded_end_notification(task_id: &str, seq: u64, end: &crate::ends::End) -> Option<String> {
-    let kind = EndKind::of(&end.kind)?;
-    let end = TaskEnd {
-        task_id: task_id.to_string(),
-        seq,
-        kind,
-        state: Some(end.state),
-        recorded: false,
-        error: Some(end.shown_error()),
-    };
-    Some(notification(&Notification::TaskEnd(end)))
 }
 
 /// The socket's answer to a supervisor's refusal or failure.
@@ -193,6 +170,8 @@ pub struct Methods {
     pub supervisor: Addr<Supervisor>,
     /// When the daemon started (`daemon.status`'s `uptime_s`).
     pub started: Instant,
+    /// Where the HTTP server listens, for `daemon.status` (`None`: it is off).
+    pub http: Option<std::net::SocketAddr>,
 }
 
 fn to_json<T: Serialize>(answer: Answer<T>) -> Result<Value, RpcError> {
@@ -455,6 +434,7 @@ impl Methods {
                 since: health.since.map(|s| humantime::format_rfc3339_millis(s).to_string()),
                 unrecorded_ends: self.shared.ends.len() as u64,
             },
+            http: self.http.map(|addr| HttpServing { listen: addr.to_string() }),
         })
     }
 

@@ -6,18 +6,16 @@
 //! `task.event` notifications while the same connection keeps answering requests. Connections from
 //! another uid are refused.
 
+use crate::follow::follow;
 pub(crate) use crate::framing::{Frame, Lines};
 pub(crate) use crate::rpc::{decode_request, error_response};
-use crate::rpc::{
-    end_notification, event_notification, result_response, unrecorded_end_notification, ErrorCode, Methods,
-    Request, RpcError,
-};
-use agentd_policies::Event;
+use crate::rpc::{notification, result_response, ErrorCode, Methods, Request, RpcError};
+use agentd_protocol::Notification;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The longest request line accepted.
@@ -150,115 +148,13 @@ async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<Str
     if let (Some((task_id, after, live)), Ok(_)) = (follows, result) {
         let methods = methods.clone();
         let out = out.clone();
-        tokio::spawn(async move { follow(&methods, &task_id, after, live, &out).await });
-    }
-}
-
-/// Streams a task's events after `after`: the stored ones first, then live ones, with no gap and no
-/// repeat, until the terminal event that ends the task (or the connection closes). A task that ends
-/// without a recordable event (a full disk) ends the stream too: the supervisor's in-memory end
-/// (`Shared::ends`) is sent as a `task.end` with `recorded: false`.
-/// Sends one event of a subscription, and the `task.end` after it when it `ends` the stream. Whether
-/// the stream goes on.
-async fn send_event(out: &mpsc::Sender<String>, e: &Event, ends: bool) -> bool {
-    if out.send(event_notification(e)).await.is_err() {
-        return false;
-    }
-    if ends {
-        if let Some(end) = end_notification(e) {
-            let _ = out.send(end).await;
-        }
-        return false;
-    }
-    true
-}
-
-async fn follow(
-    methods: &Methods,
-    task_id: &str,
-    after: u64,
-    mut live: broadcast::Receiver<Event>,
-    out: &mpsc::Sender<String>,
-) {
-    let store = &methods.shared.store;
-    let ends = &methods.shared.ends;
-    // Subscribed before the first look, so an end added meanwhile is seen.
-    let mut ended = ends.subscribe();
-    let mut last = after;
-    // Replays stored events after `last`; true when the stream is over.
-    let replay = |last: &mut u64| -> Result<Vec<(Event, bool)>, ()> {
-        let mut sent = Vec::new();
-        loop {
-            let batch = store.events(task_id, *last, 1000).map_err(|_| ())?;
-            let n = batch.len();
-            let newest = store.last_event_seq(task_id).map_err(|_| ())?;
-            for e in batch {
-                *last = e.seq;
-                // A terminal event ends the stream only if nothing followed it (a resume would).
-                let ends = e.kind.is_terminal() && e.seq == newest;
-                sent.push((e, ends));
-                if ends {
-                    return Ok(sent);
-                }
-            }
-            if n < 1000 {
-                return Ok(sent);
-            }
-        }
-    };
-    macro_rules! send_all {
-        ($events:expr) => {
-            match $events {
-                Ok(events) => {
-                    for (e, ends) in events {
-                        if !send_event(out, &e, ends).await {
-                            return;
-                        }
-                    }
-                }
-                Err(()) => {
-                    if let Some(end) = ends.get(task_id) {
-                        if let Some(line) = unrecorded_end_notification(task_id, last, &end) {
-                            let _ = out.send(line).await;
-                        }
-                    }
-                    return;
-                }
-            }
-        };
-    }
-    send_all!(replay(&mut last));
-    let mut signal_open = true;
-    loop {
-        if let Some(end) = ends.get(task_id) {
-            // Everything the store holds was sent; the end it could not take comes from memory.
-            send_all!(replay(&mut last));
-            if let Some(line) = unrecorded_end_notification(task_id, last, &end) {
-                let _ = out.send(line).await;
-            }
-            return;
-        }
-        let received = tokio::select! {
-            r = live.recv() => r,
-            changed = ended.changed(), if signal_open => {
-                signal_open = changed.is_ok();
-                continue;
-            }
-        };
-        match received {
-            Ok(e) if e.task_id == task_id && e.seq > last => {
-                if e.seq > last + 1 {
-                    send_all!(replay(&mut last));
-                    continue;
-                }
-                last = e.seq;
-                if !send_event(out, &e, e.kind.is_terminal()).await {
-                    return;
-                }
-            }
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => send_all!(replay(&mut last)),
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
+        tokio::spawn(async move {
+            let send = |n: Notification| {
+                let out = out.clone();
+                async move { out.send(notification(&n)).await.is_ok() }
+            };
+            // A client may stop writing and go on reading: only a failed write ends the stream.
+            follow(&methods.shared, &task_id, after, live, send, std::future::pending()).await
+        });
     }
 }

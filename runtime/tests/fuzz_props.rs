@@ -7,8 +7,8 @@
 
 use agentd_policies::Part;
 use agentd_runtime::fuzzing::{
-    assemble_anthropic_sse, assemble_openai_sse, check_config, check_rpc_lines, check_sse, decode_rpc_lines,
-    parse_config, Decoded, Delivery, Protocol,
+    assemble_anthropic_sse, assemble_openai_sse, check_config, check_http_request, check_rpc_lines,
+    check_sse, decode_rpc_lines, parse_config, Decoded, Delivery, Protocol,
 };
 use proptest::prelude::*;
 use std::path::PathBuf;
@@ -109,6 +109,25 @@ fn every_seed_passes_its_oracle() {
     for (name, bytes) in corpus("config") {
         check_config(std::str::from_utf8(&bytes).unwrap()).unwrap_or_else(|e| panic!("config/{name}: {e}"));
     }
+    for (name, bytes) in corpus("http_route") {
+        check_http_request(&bytes).unwrap_or_else(|e| panic!("http_route/{name}: {e}"));
+    }
+}
+
+#[test]
+fn http_seeds_decode_as_the_socket_would() {
+    use agentd_protocol::http::ROUTES;
+    use agentd_runtime::http::decode_route;
+    let route = |method: &str| ROUTES.iter().find(|r| r.method.name() == method).unwrap();
+    let r =
+        decode_route(route("log.get"), &["t".into()], "role=coder&after_seq=12&limit=500&colour=red", b"");
+    let (method, params) = r.unwrap().to_wire();
+    assert_eq!(method, "log.get");
+    assert_eq!(params, serde_json::json!({"task_id": "t", "role": "coder", "after_seq": 12, "limit": 500}));
+    let e = decode_route(route("log.get"), &["t".into()], "limit=ten", b"").unwrap_err();
+    assert_eq!(e.code, agentd_runtime::rpc::ErrorCode::InvalidParams);
+    let e = decode_route(route("task.submit"), &[], "", br#"{"objective": 1, "workspace": [}"#).unwrap_err();
+    assert_eq!(e.code, agentd_runtime::rpc::ErrorCode::ParseError);
 }
 
 #[test]
@@ -184,6 +203,16 @@ proptest! {
     #[test]
     fn anthropic_sse_from_mutated_seeds(bytes in mutation("sse_anthropic")) {
         ok(check_sse(Protocol::Anthropic, &bytes));
+    }
+
+    #[test]
+    fn http_requests_from_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+        ok(check_http_request(&bytes));
+    }
+
+    #[test]
+    fn http_requests_from_mutated_seeds(bytes in mutation("http_route")) {
+        ok(check_http_request(&bytes));
     }
 
     #[test]

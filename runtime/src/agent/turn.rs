@@ -229,6 +229,7 @@ impl Agent {
             window: fitted.window.tokens,
             window_source: fitted.window.source,
             trigger_tokens: fitted.thresholds.trigger,
+            destination_tokens: Some(fitted.thresholds.destination),
             measured_by: Some(fitted.meter.measured()),
         })?;
         Ok(fitted)

@@ -240,6 +240,23 @@ impl TestDaemon {
         self.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     }
 
+    /// The HTTP API's base URL (`http://127.0.0.1:PORT`), from `daemon.status`; panics when the
+    /// daemon serves no HTTP.
+    pub fn http_base(&self) -> String {
+        let status = self.client().call("daemon.status", json!({})).expect("daemon.status");
+        let listen = status["http"]["listen"].as_str().unwrap_or_else(|| panic!("no HTTP server: {status}"));
+        format!("http://{listen}")
+    }
+
+    /// The token in `<home>/http.token`.
+    pub fn http_token(&self) -> String {
+        let path = self.home.path().join("http.token");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .trim()
+            .to_string()
+    }
+
     /// Polls `task.status` until the state is `state`.
     pub fn wait_for_state(&self, task_id: &str, state: &str, timeout: Duration) -> Value {
         let deadline = Instant::now() + timeout;

@@ -66,6 +66,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod anthropic;
+pub mod browser;
 mod cache;
 mod count;
 pub mod daemon;

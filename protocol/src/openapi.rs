@@ -1,0 +1,284 @@
+//! The HTTP API as an OpenAPI 3.1 document, generated from the route table ([`crate::http::ROUTES`])
+//! and the same schemars types as `docs/protocol.schema.json`: a route's parameters and body are its
+//! method's params type, its answer is the method's result type, its errors are
+//! [`ErrorBody`](crate::http::ErrorBody).
+//!
+//! The daemon serves it at [`OPENAPI_PATH`](crate::http::OPENAPI_PATH); `docs/openapi.json` is the
+//! committed copy (`tests/schema.rs` fails when it is stale; `cargo run -p agentd-protocol --example
+//! write_schema` rewrites it).
+
+use crate::evidence::{EvidenceMeta, Page};
+use crate::http::{ErrorBody, ParamKind, Route, Verb, OPENAPI_PATH, ROUTES, TOKEN_COOKIE};
+use crate::rpc::{
+    ClockParams, ClockResult, ContextParams, ContextResult, DaemonStatus, EvidenceListParams,
+    EvidenceReadParams, EvidenceRef, LogParams, LogResult, MessageParams, Method, NoParams, Notification,
+    ProbeResult, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams, Submitted,
+    SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, VerifyResult,
+};
+use schemars::generate::SchemaSettings;
+use schemars::SchemaGenerator;
+use serde_json::{json, Map, Value};
+
+const SCHEMAS: &str = "#/components/schemas/";
+
+/// The schema of a method's params type.
+fn params_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
+    let schema = match method {
+        Method::TaskSubmit => gen.subschema_for::<SubmitParams>(),
+        Method::TaskList | Method::EvidenceVerify | Method::DaemonStatus => gen.subschema_for::<NoParams>(),
+        Method::TaskStatus | Method::TaskCancel | Method::TaskResume => gen.subschema_for::<TaskRef>(),
+        Method::TaskMessage => gen.subschema_for::<MessageParams>(),
+        Method::TaskSubscribe => gen.subschema_for::<SubscribeParams>(),
+        Method::ContextGet => gen.subschema_for::<ContextParams>(),
+        Method::LogGet => gen.subschema_for::<LogParams>(),
+        Method::EvidenceList => gen.subschema_for::<EvidenceListParams>(),
+        Method::EvidenceGet => gen.subschema_for::<EvidenceRef>(),
+        Method::EvidenceRead => gen.subschema_for::<EvidenceReadParams>(),
+        Method::SettingsGet | Method::SettingsSet => gen.subschema_for::<SettingParams>(),
+        Method::ModelsProbe => gen.subschema_for::<RoleParams>(),
+        Method::ClockAdvance => gen.subschema_for::<ClockParams>(),
+    };
+    schema.to_value()
+}
+
+/// The schema of a method's result type (for `task.subscribe` over HTTP: each message's data).
+fn result_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
+    let schema = match method {
+        Method::TaskSubmit => gen.subschema_for::<Submitted>(),
+        Method::TaskList => gen.subschema_for::<Vec<TaskSummary>>(),
+        Method::TaskStatus => gen.subschema_for::<TaskStatus>(),
+        Method::TaskCancel | Method::TaskResume | Method::TaskMessage => gen.subschema_for::<StateResult>(),
+        Method::TaskSubscribe => {
+            gen.subschema_for::<Subscribed>();
+            gen.subschema_for::<Notification>()
+        }
+        Method::ContextGet => gen.subschema_for::<ContextResult>(),
+        Method::LogGet => gen.subschema_for::<LogResult>(),
+        Method::EvidenceList => gen.subschema_for::<Vec<EvidenceMeta>>(),
+        Method::EvidenceGet => gen.subschema_for::<EvidenceMeta>(),
+        Method::EvidenceRead => gen.subschema_for::<Page>(),
+        Method::EvidenceVerify => gen.subschema_for::<VerifyResult>(),
+        Method::SettingsGet | Method::SettingsSet => gen.subschema_for::<SettingResult>(),
+        Method::ModelsProbe => gen.subschema_for::<ProbeResult>(),
+        Method::DaemonStatus => gen.subschema_for::<DaemonStatus>(),
+        Method::ClockAdvance => gen.subschema_for::<ClockResult>(),
+    };
+    schema.to_value()
+}
+
+/// The definition a `$ref` schema points at.
+fn definition<'d>(schemas: &'d Map<String, Value>, schema: &Value) -> Option<&'d Value> {
+    let name = schema.get("$ref")?.as_str()?.strip_prefix(SCHEMAS)?;
+    schemas.get(name)
+}
+
+/// A property's schema in a params definition, with its description lifted out for OpenAPI.
+fn property(params: Option<&Value>, name: &str) -> (Value, Option<Value>) {
+    let mut schema = params
+        .and_then(|p| p.get("properties"))
+        .and_then(|p| p.get(name))
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "string"}));
+    let description = schema.as_object_mut().and_then(|o| o.remove("description"));
+    (not_null(schema), description)
+}
+
+/// An optional param's schema without its `null`: a path or query string has no null.
+fn not_null(schema: Value) -> Value {
+    let null = json!({"type": "null"});
+    match schema.get("anyOf").and_then(Value::as_array) {
+        Some(alternatives) if alternatives.len() == 2 && alternatives.contains(&null) => {
+            alternatives.iter().find(|a| **a != null).cloned().unwrap_or(schema)
+        }
+        _ => schema,
+    }
+}
+
+fn parameters(route: &Route, params: Option<&Value>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for name in route.path_params() {
+        // A path segment is always there: a default the params type documents does not apply.
+        let (schema, _) = property(params, name);
+        out.push(json!({"name": name, "in": "path", "required": true, "schema": schema}));
+    }
+    for q in route.query {
+        let (mut schema, description) = property(params, q.name);
+        if q.kind == ParamKind::Integer {
+            // `type: ["integer", "null"]` in the params type.
+            schema = json!({"type": "integer", "minimum": 0});
+        }
+        let mut p = json!({"name": q.name, "in": "query", "required": false, "schema": schema});
+        if let Some(d) = description {
+            p["description"] = d;
+        }
+        out.push(p);
+    }
+    if route.is_event_stream() {
+        out.push(json!({
+            "name": "Last-Event-ID",
+            "in": "header",
+            "required": false,
+            "description": "Resume after this event's seq (what a browser's EventSource sends when it reconnects); wins over after_seq.",
+            "schema": {"type": "integer", "minimum": 0}
+        }));
+    }
+    out
+}
+
+/// The body schema of a route: its params type without the params its path carries.
+fn body_schema(route: &Route, params: Option<&Value>) -> Value {
+    let mut body = params.cloned().unwrap_or_else(|| json!({"type": "object"}));
+    for name in route.path_params() {
+        if let Some(props) = body.get_mut("properties").and_then(Value::as_object_mut) {
+            props.remove(name);
+        }
+        if let Some(required) = body.get_mut("required").and_then(Value::as_array_mut) {
+            required.retain(|r| r != name);
+        }
+    }
+    body
+}
+
+fn error_responses() -> Value {
+    let error = json!({"application/json": {"schema": {"$ref": format!("{SCHEMAS}ErrorBody")}}});
+    json!({
+        "400": {"description": "Malformed or invalid params (-32700, -32600, -32602, -32004), named", "content": error},
+        "401": {"description": "No token, or the wrong one (-32600)", "content": error},
+        "404": {"description": "Unknown task or evidence (-32001, -32002)", "content": error},
+        "409": {"description": "Not allowed in the task's state (-32003)", "content": error},
+        "500": {"description": "The daemon failed (-32603)", "content": error}
+    })
+}
+
+fn operation(route: &Route, params_ref: &Value, result: &Value, schemas: &Map<String, Value>) -> Value {
+    let params = definition(schemas, params_ref);
+    let method = route.method.name();
+    let mut op = json!({
+        "operationId": method,
+        "summary": route.summary,
+        "description": format!("Calls `{method}` with the same params, result and error codes as the socket."),
+        "parameters": parameters(route, params),
+        "responses": error_responses(),
+    });
+    let ok = if route.is_event_stream() {
+        json!({
+            "description": "Server-Sent Events: `event: task.event` messages (id: the event's seq; data: the event) with no gap and no repeat, then one `event: task.end` (data: its params), and the stream ends. Data is the params of the notification schema shown.",
+            "content": {"text/event-stream": {"schema": result}}
+        })
+    } else {
+        json!({
+            "description": format!("The result of `{method}`"),
+            "content": {"application/json": {"schema": result}}
+        })
+    };
+    op["responses"]["200"] = ok;
+    if route.body {
+        op["requestBody"] = json!({
+            "required": true,
+            "content": {"application/json": {"schema": body_schema(route, params)}}
+        });
+    }
+    op
+}
+
+/// The OpenAPI 3.1 document of the HTTP API.
+pub fn openapi_document() -> Value {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.definitions_path = "/components/schemas".into();
+    settings.meta_schema = None;
+    let mut gen = SchemaGenerator::new(settings);
+    gen.subschema_for::<ErrorBody>();
+    let typed: Vec<(Value, Value)> = ROUTES
+        .iter()
+        .map(|r| (params_schema(r.method, &mut gen), result_schema(r.method, &mut gen)))
+        .collect();
+    let schemas = gen.take_definitions(true);
+    let mut paths = Map::new();
+    for (route, (params, result)) in ROUTES.iter().zip(&typed) {
+        let verb = match route.verb {
+            Verb::Get => "get",
+            Verb::Post => "post",
+        };
+        let entry = paths.entry(route.full_path()).or_insert_with(|| json!({}));
+        entry[verb] = operation(route, params, result, &schemas);
+    }
+    paths.insert(
+        OPENAPI_PATH.to_string(),
+        json!({"get": {
+            "operationId": "openapi",
+            "summary": "This document",
+            "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}
+        }}),
+    );
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "agentd HTTP API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The socket protocol's methods over HTTP: the same params, results and error codes \
+                (docs/interface.md, docs/protocol.schema.json). Every request needs the daemon's token \
+                (<home>/http.token): `Authorization: Bearer TOKEN`, or the cookie a browser gets for GET /?token=TOKEN."
+        },
+        "security": [{"bearer": []}, {"cookie": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "The contents of <home>/http.token"},
+                "cookie": {"type": "apiKey", "in": "cookie", "name": TOKEN_COOKIE}
+            },
+            "schemas": schemas
+        }
+    })
+}
+
+/// The document as the committed `docs/openapi.json` holds it: pretty JSON with a final newline.
+pub fn openapi_text() -> String {
+    let mut text = serde_json::to_string_pretty(&openapi_document()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_an_operation_with_its_methods_types() {
+        let doc = openapi_document();
+        for route in ROUTES {
+            let verb = route.verb.as_str().to_lowercase();
+            let op = &doc["paths"][route.full_path()][&verb];
+            assert_eq!(op["operationId"], route.method.name(), "{route:?}");
+            for name in route.path_params() {
+                let p = op["parameters"].as_array().unwrap().iter().find(|p| p["name"] == name);
+                assert_eq!(p.unwrap()["in"], "path", "{route:?}");
+            }
+        }
+        let message = &doc["paths"]["/api/v1/tasks/{task_id}/message"]["post"];
+        let body = &message["requestBody"]["content"]["application/json"]["schema"];
+        assert!(body["properties"].get("text").is_some(), "{body}");
+        assert!(body["properties"].get("task_id").is_none(), "the path carries it: {body}");
+        let log = &doc["paths"]["/api/v1/tasks/{task_id}/log"]["get"]["parameters"];
+        let after = log.as_array().unwrap().iter().find(|p| p["name"] == "after_seq").unwrap();
+        assert_eq!(after["schema"]["type"], "integer");
+        assert!(doc["components"]["schemas"]["TaskStatus"].is_object());
+        assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+    }
+
+    #[test]
+    fn query_params_read_as_integers_are_integers_in_their_params_types() {
+        let mut settings = SchemaSettings::draft2020_12();
+        settings.definitions_path = "/components/schemas".into();
+        let mut gen = SchemaGenerator::new(settings);
+        let refs: Vec<Value> = ROUTES.iter().map(|r| params_schema(r.method, &mut gen)).collect();
+        let schemas = gen.take_definitions(true);
+        for (route, params) in ROUTES.iter().zip(&refs) {
+            let params = definition(&schemas, params);
+            for q in route.query {
+                let (schema, _) = property(params, q.name);
+                let integer = schema.to_string().contains("integer");
+                assert_eq!(integer, q.kind == ParamKind::Integer, "{} {}: {schema}", route.path, q.name);
+            }
+        }
+    }
+}
