@@ -11,6 +11,7 @@ mod command;
 mod files;
 mod listing;
 pub mod sandbox;
+pub mod service;
 
 use crate::error::ToolError;
 use crate::text::truncate_chars;
