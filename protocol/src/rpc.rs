@@ -44,6 +44,10 @@ pub enum Request {
     /// Follows a task's events → [`Subscribed`], then [`Notification`]s.
     #[serde(rename = "task.subscribe")]
     TaskSubscribe(SubscribeParams),
+    /// A page of a task's events after a seq, and its state → [`EventsResult`]: for a client that
+    /// polls instead of holding a subscription open.
+    #[serde(rename = "task.events")]
+    TaskEvents(EventsParams),
     /// A role's context gauge → [`ContextResult`].
     #[serde(rename = "context.get")]
     ContextGet(ContextParams),
@@ -96,6 +100,9 @@ pub enum Method {
     TaskMessage,
     #[serde(rename = "task.subscribe")]
     TaskSubscribe,
+    /// `task.events`: a page of events and the task's state.
+    #[serde(rename = "task.events")]
+    TaskEvents,
     #[serde(rename = "context.get")]
     ContextGet,
     #[serde(rename = "log.get")]
@@ -152,6 +159,7 @@ impl Request {
             Request::TaskResume(_) => Method::TaskResume,
             Request::TaskMessage(_) => Method::TaskMessage,
             Request::TaskSubscribe(_) => Method::TaskSubscribe,
+            Request::TaskEvents(_) => Method::TaskEvents,
             Request::ContextGet(_) => Method::ContextGet,
             Request::LogGet(_) => Method::LogGet,
             Request::EvidenceList(_) => Method::EvidenceList,
@@ -209,6 +217,19 @@ pub struct SubscribeParams {
     /// Replay starts after this event (0 or absent: from the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
+}
+
+/// `task.events`' params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EventsParams {
+    /// The task.
+    pub task_id: String,
+    /// Events after this seq (0 or absent: from the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+    /// At most this many events (default 100, at most 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -395,6 +416,20 @@ pub struct LogEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LogResult {
     pub records: Vec<LogEntry>,
+}
+
+/// `task.events`' answer: the events after `after_seq`, oldest first, and the task's state when they
+/// were read. A client polls with `after_seq` = the last seq it has until `state` is no longer
+/// active (`queued`, `running`, `waiting_retry`) and a page comes back empty: then it has every
+/// event of the task's end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EventsResult {
+    /// At most `limit` events, seqs ascending.
+    pub events: Vec<Event>,
+    /// The task's state as `task.status` shows it (an end held in memory included).
+    pub state: TaskState,
+    /// The seq of the task's newest event: more are waiting when it is past the page's last.
+    pub last_seq: u64,
 }
 
 /// `evidence.verify`'s answer.

@@ -11,9 +11,10 @@ use agentd_evidence::{EvidenceError, StoreError, Unit};
 use agentd_policies::settings::SettingKey;
 use agentd_protocol::evidence::Problem;
 use agentd_protocol::rpc::{
-    ClockParams, ClockResult, ContextResult, DaemonStatus, EndKind, LogEntry, LogParams, LogResult, Method,
-    Notification, ProbeResult, RoleStatus, SettingKey as Setting, SettingParams, SettingResult, StateResult,
-    StorageStatus, Submitted, Subscribed, TaskEnd, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
+    ClockParams, ClockResult, ContextResult, DaemonStatus, EndKind, EventsParams, EventsResult, LogEntry,
+    LogParams, LogResult, Method, Notification, ProbeResult, RoleStatus, SettingKey as Setting,
+    SettingParams, SettingResult, StateResult, StorageStatus, Submitted, Subscribed, TaskEnd, TaskStatus,
+    TaskSummary, Unmeasured, VerifyResult,
 };
 pub use agentd_protocol::{ErrorCode, Request, RpcError};
 use agentd_protocol::{Event, Role};
@@ -217,6 +218,7 @@ impl Methods {
             Request::TaskSubscribe(p) => {
                 to_json(self.task(&p.task_id).map(|_| Subscribed { subscribed: true }))
             }
+            Request::TaskEvents(p) => to_json(self.events(p)),
             Request::ContextGet(p) => to_json(self.context(&p.task_id, &p.role.unwrap_or(Role::Lead)).await),
             Request::LogGet(p) => to_json(self.log(p)),
             Request::EvidenceList(p) => {
@@ -338,6 +340,16 @@ impl Methods {
                 note: "this role has not made a request since the daemon started".into(),
             }),
         })
+    }
+
+    /// A page of the task's events after `after_seq`, with its state (an end held in memory wins).
+    fn events(&self, p: EventsParams) -> Answer<EventsResult> {
+        let meta = self.task(&p.task_id)?;
+        let limit = p.limit.unwrap_or(100).clamp(1, 1_000) as usize;
+        let events = self.shared.store.events(&p.task_id, p.after_seq.unwrap_or(0), limit)?;
+        let last_seq = self.shared.store.last_event_seq(&p.task_id)?;
+        let state = self.shared.ends.get(&p.task_id).map_or(meta.state, |end| end.state);
+        Ok(EventsResult { events, state, last_seq })
     }
 
     fn log(&self, p: LogParams) -> Answer<LogResult> {
