@@ -18,6 +18,7 @@ pub mod ends;
 pub mod fitter;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod mcp;
 pub mod meter;
 pub mod provider;
 pub mod render;

@@ -68,6 +68,9 @@ pub struct TaskCtx {
     pub workspace: Workspace,
     pub cancel: CancellationToken,
     pub shared: Arc<Shared>,
+    /// The task's MCP servers: started when a role that gets their tools first needs them, closed
+    /// when the task ends ([`crate::mcp`]).
+    pub mcp: crate::mcp::TaskServers,
     team: OnceLock<BTreeMap<Role, Addr<AgentActor>>>,
 }
 
@@ -79,7 +82,8 @@ impl TaskCtx {
         cancel: CancellationToken,
         shared: Arc<Shared>,
     ) -> TaskCtx {
-        TaskCtx { task_id, workspace, cancel, shared, team: OnceLock::new() }
+        let mcp = crate::mcp::TaskServers::new(&shared.config, workspace.root());
+        TaskCtx { task_id, workspace, cancel, shared, mcp, team: OnceLock::new() }
     }
 
     pub fn member(&self, role: &Role) -> Option<Addr<AgentActor>> {
@@ -258,6 +262,7 @@ pub fn launch(
             };
             if let Err(e) = completed {
                 let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, Err(e));
+                ctx.mcp.shutdown().await;
                 let _ = done.send(Some(state));
                 return;
             }
@@ -267,6 +272,8 @@ pub fn launch(
             Err(e) => Err(TurnError::Team(format!("the lead is gone: {e}"))),
         };
         let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, outcome);
+        // The task's MCP servers end with its run; a follow-up or a resume starts them again.
+        ctx.mcp.shutdown().await;
         let _ = done.send(Some(state));
     });
     Ok(())
