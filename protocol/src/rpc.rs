@@ -418,10 +418,11 @@ pub struct LogResult {
     pub records: Vec<LogEntry>,
 }
 
-/// `task.events`' answer: the events after `after_seq`, oldest first, and the task's state when they
-/// were read. A client polls with `after_seq` = the last seq it has until `state` is no longer
-/// active (`queued`, `running`, `waiting_retry`) and a page comes back empty: then it has every
-/// event of the task's end.
+/// `task.events`' answer: the events after `after_seq`, oldest first, the task's state, and whether
+/// its runner is still at work. A client polls with `after_seq` = the last seq it has until
+/// `running` is false and a page comes back empty: then it has every event up to the task's end.
+/// (`state` turns `finished` a moment before the terminal event is stored and the runner lets go;
+/// `running` is read first, so once it is false the page holds everything.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventsResult {
     /// At most `limit` events, seqs ascending.
@@ -430,6 +431,9 @@ pub struct EventsResult {
     pub state: TaskState,
     /// The seq of the task's newest event: more are waiting when it is past the page's last.
     pub last_seq: u64,
+    /// Whether the task's runner is at work (more events may come; `task.message` and
+    /// `task.resume` are refused meanwhile).
+    pub running: bool,
 }
 
 /// `evidence.verify`'s answer.
