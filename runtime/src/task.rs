@@ -261,8 +261,8 @@ pub fn launch(
                 Err(e) => Err(e),
             };
             if let Err(e) = completed {
-                let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, Err(e));
                 ctx.mcp.shutdown().await;
+                let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, Err(e));
                 let _ = done.send(Some(state));
                 return;
             }
@@ -271,9 +271,10 @@ pub fn launch(
             Ok(r) => r,
             Err(e) => Err(TurnError::Team(format!("the lead is gone: {e}"))),
         };
-        let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, outcome);
-        // The task's MCP servers end with its run; a follow-up or a resume starts them again.
+        // The task's MCP servers end with its run, before its end is recorded; a follow-up or a
+        // resume starts them again.
         ctx.mcp.shutdown().await;
+        let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, outcome);
         let _ = done.send(Some(state));
     });
     Ok(())
