@@ -111,6 +111,9 @@ enum Command {
     Settings { role: String, key: String, value: Option<u64> },
     /// The daemon's version, uptime and running tasks.
     Daemon,
+    /// Serve MCP on stdin and stdout: tools with which another agent submits and follows tasks of
+    /// the running daemon.
+    Mcp,
 }
 
 #[derive(Subcommand)]
@@ -188,6 +191,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// `agentd mcp`: stdout is the MCP channel, so the log goes to stderr; a task submitted without a
+/// workspace runs in the directory this was started in.
+fn mcp_command(home: &Home) -> Result<u8, Failure> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cwd = std::env::current_dir().map_err(|e| fail(2, format!("current directory: {e}")))?;
+    let server = agentd_runtime::mcp::server::AgentdMcp::new(home.socket(), cwd);
+    agentd_runtime::mcp::server::run_stdio(server).map_err(|e| fail(1, e.to_string()))?;
+    Ok(0)
+}
+
 /// Pretty JSON of a typed answer, for `--json`.
 fn pretty<T: agentd_protocol::Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
@@ -198,6 +217,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Init => init(&home),
         Command::Serve => serve_command(&home),
+        Command::Mcp => mcp_command(&home),
         Command::Submit { objective, workspace, team, wait, json } => {
             let workspace = match workspace {
                 Some(w) => w,

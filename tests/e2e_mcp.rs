@@ -4,12 +4,13 @@
 //! timeout, an invalid result — reaches the model as an error result while the task goes on. A
 //! large result becomes evidence with a first page, an image goes to the model as an image, a
 //! crashed server is started again, and a streamable HTTP server with a bearer token serves the lead.
+//! The other direction — another program driving a team through `agentd mcp` — is at the end.
 
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use agentd_test_support::daemon::TestDaemon;
-use agentd_test_support::mcp::{fixture_bin, McpHttpServer};
+use agentd_test_support::mcp::{fixture_bin, McpClient, McpHttpServer};
 use agentd_test_support::workspace::sample_workspace;
 use agentd_test_support::*;
 use serde_json::{json, Value};
@@ -284,4 +285,143 @@ async fn a_server_that_cannot_start_leaves_its_tools_out_and_the_task_finishes()
     assert!(!tool_names(&server.chat_requests()[0]).iter().any(|n| n.starts_with("mcp__")));
     assert!(result_of(&server, "l-1").contains("is not available to the lead role"));
     assert!(d.serve_log().contains("cannot start MCP server gone"), "{}", d.serve_log());
+}
+
+// -------------------------------------------------------------------------------------------------
+// agentd as an MCP server
+// -------------------------------------------------------------------------------------------------
+
+/// `agentd --home HOME mcp`, run in `dir`, as an MCP client sees it.
+async fn agentd_mcp(d: &TestDaemon, dir: &Path) -> McpClient {
+    let mut command = d.command(&["mcp"]);
+    command.current_dir(dir);
+    McpClient::spawn(command).await
+}
+
+/// Every event of `task` through `task_events`, polled with a wait until its runner has stopped and
+/// a page comes back empty.
+async fn all_events(client: &McpClient, task: &str, mut after: u64) -> (Vec<Value>, String) {
+    let mut events = Vec::new();
+    for _ in 0..200 {
+        let page =
+            client.call("task_events", json!({"task_id": task, "after_seq": after, "wait_s": 5})).await;
+        assert!(!page.is_error, "{}", page.text);
+        let page = page.json();
+        let batch = page["events"].as_array().unwrap().clone();
+        let state = page["state"].as_str().unwrap().to_string();
+        if batch.is_empty() && page["running"] == false {
+            return (events, state);
+        }
+        if let Some(last) = batch.last() {
+            after = last["seq"].as_u64().unwrap();
+        }
+        events.extend(batch);
+    }
+    panic!("the task did not end: {events:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_program_drives_a_team_through_agentd_mcp() {
+    let ws = tempfile::tempdir().unwrap();
+    sample_workspace(ws.path());
+    let big: String = (1..=3000).map(|i| format!("row {i}: some data to page through\n")).collect();
+    std::fs::write(ws.path().join("big.txt"), big).unwrap();
+    let server = ScriptedServer::builder()
+        .max_model_len(Some(16_384))
+        .script(vec![
+            sse(vec![tool_call_with_id("r1", "read_file", json!({"path": "big.txt"}))]),
+            sse(vec![delegate("coder", "Fix add() in src/lib.rs")]),
+            sse(vec![tool_call(
+                "edit_file",
+                json!({"path": "src/lib.rs", "old_text": "a - b", "new_text": "a + b"}),
+            )]),
+            sse(vec![finish("add() adds now")]),
+            sse(vec![finish("fixed add()")]),
+            // The follow-up.
+            sse(vec![finish("nothing more to do")]),
+            // The second task, which the client cancels while the model thinks.
+            hang(),
+        ])
+        .start()
+        .await;
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), ""));
+    let client = agentd_mcp(&d, ws.path()).await;
+    let names = client.tool_names().await;
+    assert_eq!(
+        names,
+        ["submit_task", "task_status", "task_events", "task_message", "cancel_task", "read_evidence"]
+    );
+
+    // Submitted without a workspace: the directory `agentd mcp` runs in.
+    let submitted = client.call("submit_task", json!({"objective": "Fix the adder"})).await;
+    assert!(!submitted.is_error, "{}", submitted.text);
+    let task = submitted.json()["task_id"].as_str().unwrap().to_string();
+    let (events, state) = all_events(&client, &task, 0).await;
+    assert_eq!(state, "finished");
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "every event, in order, once");
+    assert_eq!(events.last().unwrap()["kind"], "task_finished");
+    assert!(events.iter().any(|e| e["kind"] == "delegated" && e["to_role"] == "coder"));
+    assert!(std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap().contains("a + b"));
+
+    let status = client.call("task_status", json!({"task_id": task})).await.json();
+    assert_eq!(
+        (status["state"].as_str(), status["result"].as_str()),
+        (Some("finished"), Some("fixed add()"))
+    );
+    assert_eq!(status["workspace"], ws.path().canonicalize().unwrap().display().to_string());
+
+    // What the task stored whole is readable by the id its events name.
+    let id = finished(&events, "r1")["evidence_id"].as_str().unwrap().to_string();
+    let page =
+        client.call("read_evidence", json!({"id": id, "offset": 10, "limit": 2, "lines": true})).await.json();
+    assert_eq!(page["data"], "row 11: some data to page through\nrow 12: some data to page through\n");
+    assert_eq!(page["next_offset"], 12);
+
+    // A follow-up runs the task again; its events continue the same seqs.
+    let followed = client.call("task_message", json!({"task_id": task, "text": "Anything else?"})).await;
+    assert!(!followed.is_error, "{}", followed.text);
+    let last = *seqs.last().unwrap();
+    let (more, state) = all_events(&client, &task, last).await;
+    assert_eq!(state, "finished");
+    assert_eq!(more[0]["seq"].as_u64(), Some(last + 1));
+    assert!(more.iter().any(|e| e["kind"] == "task_message"));
+    assert_eq!(more.last().unwrap()["kind"], "task_finished");
+
+    // A running task is cancelled.
+    let second =
+        client.call("submit_task", json!({"objective": "Think forever", "workspace": ws.path()})).await;
+    let second = second.json()["task_id"].as_str().unwrap().to_string();
+    d.wait_for_state(&second, "running", Duration::from_secs(10));
+    let cancelled = client.call("cancel_task", json!({"task_id": second})).await;
+    assert!(!cancelled.is_error, "{}", cancelled.text);
+    let (_, state) = all_events(&client, &second, 0).await;
+    assert_eq!(state, "cancelled");
+
+    // The daemon's refusals are error results with their code and message.
+    let unknown = client.call("task_status", json!({"task_id": "nope"})).await;
+    assert!(
+        unknown.is_error && unknown.text.contains("-32001") && unknown.text.contains("unknown task"),
+        "{unknown:?}"
+    );
+    let bad = client.call("submit_task", json!({"objective": "x", "workspace": "/"})).await;
+    assert!(bad.is_error && bad.text.contains("-32004"), "{bad:?}");
+    let typo = client.call("task_status", json!({"task": task})).await;
+    assert!(typo.is_error && typo.text.contains("invalid arguments for task_status"), "{typo:?}");
+    let status = client.close().await.expect("agentd mcp exits when its client goes");
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentd_mcp_without_a_daemon_answers_each_call_with_an_error_naming_the_socket() {
+    let d = TestDaemon::prepare(Path::new(BIN), &config("http://127.0.0.1:9/v1", ""));
+    let ws = tempfile::tempdir().unwrap();
+    let client = agentd_mcp(&d, ws.path()).await;
+    let reply = client.call("submit_task", json!({"objective": "anything"})).await;
+    assert!(reply.is_error, "{reply:?}");
+    assert!(
+        reply.text.contains("cannot reach the daemon") && reply.text.contains("agentd.sock"),
+        "{}",
+        reply.text
+    );
 }

@@ -1,4 +1,5 @@
-//! MCP: the configured servers' tools for the team ([`client`]).
+//! MCP, both ways: the configured servers' tools for the team ([`client`]), and agentd itself as an
+//! MCP server that other agents hand work to ([`server`], `agentd mcp`).
 //!
 //! **As a client.** Each task has its own [`TaskServers`]: for every `[mcp.servers.NAME]`, a
 //! connection started the first time a role that gets the server's tools starts a turn (a stdio
@@ -11,9 +12,14 @@
 //! model reads ([`McpError`]), never a failed turn. A server that crashed or could not start is
 //! started again at its next use, no sooner than `policies::retry::restart_delay_ms` after its
 //! failure (1 s, 2 s, 4 s … 60 s; from 0 again once a call succeeds).
+//!
+//! **As a server.** [`server::serve_stdio`] answers MCP on stdin and stdout with the tools
+//! `submit_task`, `task_status`, `task_events`, `task_message`, `cancel_task` and `read_evidence`,
+//! each one request to the running daemon over its socket.
 
 pub mod client;
 pub mod content;
+pub mod server;
 
 pub use client::{TaskServers, ToolSpec};
 pub use content::{Image, McpOutcome};
