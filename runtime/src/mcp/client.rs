@@ -209,8 +209,14 @@ impl Server {
                 self.state.lock().await.failures = 0;
                 content::outcome(tool, result)
             }
+            // The connection is gone (a stdio server exited, an HTTP server stopped answering):
+            // the server is down until it is started again.
             Err(source)
-                if peer.is_transport_closed() || matches!(source, rmcp::ServiceError::TransportClosed) =>
+                if peer.is_transport_closed()
+                    || matches!(
+                        source,
+                        rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
+                    ) =>
             {
                 let mut state = self.state.lock().await;
                 let how = match state.live.take_if(|l| l.generation == generation) {
@@ -512,6 +518,22 @@ mod tests {
         assert_eq!(slow.to_string(), "mcp__web__slow took longer than its timeout (0.3s) and was cancelled");
         let quick = call(&servers, "mcp__web__slow", r#"{"ms": 1}"#).await.unwrap();
         assert_eq!(quick.text, "slept 1 ms");
+    }
+
+    #[tokio::test]
+    async fn an_http_server_that_goes_away_is_down_then_started_again_at_its_next_use() {
+        let fixture = McpHttpServer::start().await;
+        let c = config(&format!("[mcp.servers.web]\nurl = \"{}\"\ntimeout = \"5s\"\n", fixture.url()));
+        let ws = tempfile::tempdir().unwrap();
+        let servers = TaskServers::new(&c, ws.path());
+        assert!(call(&servers, "mcp__web__echo", r#"{"text": "up"}"#).await.is_ok());
+        drop(fixture);
+        let gone = call(&servers, "mcp__web__echo", r#"{"text": "down"}"#).await.unwrap_err();
+        assert!(matches!(gone, McpError::Stopped { .. }), "{gone}");
+        // The next call waits out the backoff and tries to start it again: nothing listens, so
+        // that start fails, and the call says so; the turn would go on.
+        let again = call(&servers, "mcp__web__echo", "{}").await.unwrap_err();
+        assert!(matches!(again, McpError::Initialize { .. }), "{again}");
     }
 
     #[tokio::test]
