@@ -205,6 +205,9 @@ enum Command {
         /// The shell: bash, zsh or fish (elvish and powershell work too).
         shell: clap_complete::Shell,
     },
+    /// Serve MCP on stdin and stdout: tools with which another agent submits and follows tasks of
+    /// the running daemon.
+    Mcp,
 }
 
 #[derive(Subcommand)]
@@ -311,6 +314,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// `agentd mcp`: stdout is the MCP channel, so the log goes to stderr; a task submitted without a
+/// workspace runs in the directory this was started in.
+fn mcp_command(home: &Home) -> Result<u8, Failure> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cwd = std::env::current_dir().map_err(|e| fail(2, format!("current directory: {e}")))?;
+    let server = agentd_runtime::mcp::server::AgentdMcp::new(home.socket(), cwd);
+    agentd_runtime::mcp::server::run_stdio(server).map_err(|e| fail(1, e.to_string()))?;
+    Ok(0)
+}
+
 /// Pretty JSON of a typed answer, for `--json`.
 fn pretty<T: agentd_protocol::Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
@@ -338,6 +357,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Init { json } => init(&home, json),
         Command::Serve { log_format, http } => serve_command(&home, log_format, http.as_deref()),
         Command::Dashboard { json } => dashboard(&home, json),
+        Command::Mcp => mcp_command(&home),
         Command::Submit { objective, workspace, team, wait, json } => {
             let workspace = match workspace {
                 Some(w) => w,
@@ -936,8 +956,9 @@ mod tests {
 
     #[test]
     fn every_command_that_prints_takes_json() {
-        // `serve` prints a log (see --log-format), `completions` a shell script.
-        let exempt = ["serve", "completions"];
+        // `serve` prints a log (see --log-format), `completions` a shell script, `mcp` speaks MCP's
+        // own JSON-RPC on stdout.
+        let exempt = ["serve", "completions", "mcp"];
         let without: Vec<String> = commands()
             .into_iter()
             .filter(|(path, _)| !exempt.contains(&path.as_str()))

@@ -106,7 +106,8 @@ pub fn schema(tool: &ToolName) -> Option<ToolSchema> {
             json!({"summary": {"type": "string", "description": "What was done, and anything left open."}}),
             &["summary"],
         ),
-        ToolName::Other(_) => return None,
+        // An MCP tool's schema is its server's (listed at run time); an unknown name has none.
+        ToolName::Mcp(_) | ToolName::Other(_) => return None,
     };
     Some(ToolSchema {
         name: tool.as_str().to_string(),

@@ -117,6 +117,30 @@ pub fn decide(policy: &RetryPolicy, failure: Failure, attempt: u32) -> Decision 
     Decision::Retry { attempt, max_attempts: schedule.attempts, delay_ms }
 }
 
+/// The wait before a tool server that crashed or failed to start (an MCP server) is started again
+/// after its first failure.
+pub const RESTART_FIRST_DELAY_MS: u64 = 1_000;
+
+/// The longest wait between two starts of a tool server that keeps failing.
+pub const RESTART_MAX_DELAY_MS: u64 = 60_000;
+
+/// How long to wait, after the `failures`-th failure in a row of a tool server (a crash, or a start
+/// that failed), before starting it again: nothing before the first failure, then 1 s, 2 s, 4 s …
+/// doubling up to [`RESTART_MAX_DELAY_MS`]. A server that answers a call counts from 0 again, so
+/// one that crashes now and then is back at once, and one that cannot start costs a start a minute.
+///
+/// ```
+/// use agentd_policies::retry::restart_delay_ms;
+/// assert_eq!([0, 1, 2, 3].map(restart_delay_ms), [0, 1_000, 2_000, 4_000]);
+/// assert_eq!(restart_delay_ms(50), 60_000);
+/// ```
+pub fn restart_delay_ms(failures: u32) -> u64 {
+    match failures {
+        0 => 0,
+        n => RESTART_FIRST_DELAY_MS.saturating_mul(1u64 << (n - 1).min(32)).min(RESTART_MAX_DELAY_MS),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,5 +35,5 @@ pub use rpc::{ErrorCode, Method, Notification, Request, RpcError};
 pub use serde::Serialize;
 pub use task::{TaskMeta, TaskState};
 pub use tokens::{Count, CountSource, Measured, Standing, Tokens};
-pub use tool::ToolName;
+pub use tool::{McpTool, ToolName};
 pub use window::{Window, WindowSource};

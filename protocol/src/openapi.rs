@@ -10,10 +10,10 @@
 use crate::evidence::{EvidenceMeta, Page};
 use crate::http::{ErrorBody, ParamKind, Route, Verb, OPENAPI_PATH, ROUTES, TOKEN_COOKIE};
 use crate::rpc::{
-    ClockParams, ClockResult, ContextParams, ContextResult, DaemonStatus, EvidenceListParams,
-    EvidenceReadParams, EvidenceRef, LogParams, LogResult, MessageParams, Method, NoParams, Notification,
-    ProbeResult, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams, Submitted,
-    SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, VerifyResult,
+    ClockParams, ClockResult, ContextParams, ContextResult, DaemonStatus, EventsParams, EventsResult,
+    EvidenceListParams, EvidenceReadParams, EvidenceRef, LogParams, LogResult, MessageParams, Method,
+    NoParams, Notification, ProbeResult, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams,
+    Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, VerifyResult,
 };
 use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
@@ -29,6 +29,7 @@ fn params_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
         Method::TaskStatus | Method::TaskCancel | Method::TaskResume => gen.subschema_for::<TaskRef>(),
         Method::TaskMessage => gen.subschema_for::<MessageParams>(),
         Method::TaskSubscribe => gen.subschema_for::<SubscribeParams>(),
+        Method::TaskEvents => gen.subschema_for::<EventsParams>(),
         Method::ContextGet => gen.subschema_for::<ContextParams>(),
         Method::LogGet => gen.subschema_for::<LogParams>(),
         Method::EvidenceList => gen.subschema_for::<EvidenceListParams>(),
@@ -52,6 +53,7 @@ fn result_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
             gen.subschema_for::<Subscribed>();
             gen.subschema_for::<Notification>()
         }
+        Method::TaskEvents => gen.subschema_for::<EventsResult>(),
         Method::ContextGet => gen.subschema_for::<ContextResult>(),
         Method::LogGet => gen.subschema_for::<LogResult>(),
         Method::EvidenceList => gen.subschema_for::<Vec<EvidenceMeta>>(),

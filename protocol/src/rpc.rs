@@ -44,6 +44,10 @@ pub enum Request {
     /// Follows a task's events → [`Subscribed`], then [`Notification`]s.
     #[serde(rename = "task.subscribe")]
     TaskSubscribe(SubscribeParams),
+    /// A page of a task's events after a seq, and its state → [`EventsResult`]: for a client that
+    /// polls instead of holding a subscription open.
+    #[serde(rename = "task.events")]
+    TaskEvents(EventsParams),
     /// A role's context gauge → [`ContextResult`].
     #[serde(rename = "context.get")]
     ContextGet(ContextParams),
@@ -103,6 +107,9 @@ pub enum Method {
     /// `task.subscribe`: follows a task's events.
     #[serde(rename = "task.subscribe")]
     TaskSubscribe,
+    /// `task.events`: a page of events and the task's state.
+    #[serde(rename = "task.events")]
+    TaskEvents,
     /// `context.get`: a role's context gauge.
     #[serde(rename = "context.get")]
     ContextGet,
@@ -170,6 +177,7 @@ impl Request {
             Request::TaskResume(_) => Method::TaskResume,
             Request::TaskMessage(_) => Method::TaskMessage,
             Request::TaskSubscribe(_) => Method::TaskSubscribe,
+            Request::TaskEvents(_) => Method::TaskEvents,
             Request::ContextGet(_) => Method::ContextGet,
             Request::LogGet(_) => Method::LogGet,
             Request::EvidenceList(_) => Method::EvidenceList,
@@ -235,6 +243,19 @@ pub struct SubscribeParams {
     /// Replay starts after this event (0 or absent: from the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
+}
+
+/// `task.events`' params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EventsParams {
+    /// The task.
+    pub task_id: String,
+    /// Events after this seq (0 or absent: from the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+    /// At most this many events (default 100, at most 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
 }
 
 /// `context.get`'s params.
@@ -466,6 +487,24 @@ pub struct LogEntry {
 pub struct LogResult {
     /// The records, in log order, at most the `limit` asked for; fewer (or none) at the log's end.
     pub records: Vec<LogEntry>,
+}
+
+/// `task.events`' answer: the events after `after_seq`, oldest first, the task's state, and whether
+/// its runner is still at work. A client polls with `after_seq` = the last seq it has until
+/// `running` is false and a page comes back empty: then it has every event up to the task's end.
+/// (`state` turns `finished` a moment before the terminal event is stored and the runner lets go;
+/// `running` is read first, so once it is false the page holds everything.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EventsResult {
+    /// At most `limit` events, seqs ascending.
+    pub events: Vec<Event>,
+    /// The task's state as `task.status` shows it (an end held in memory included).
+    pub state: TaskState,
+    /// The seq of the task's newest event: more are waiting when it is past the page's last.
+    pub last_seq: u64,
+    /// Whether the task's runner is at work (more events may come; `task.message` and
+    /// `task.resume` are refused meanwhile).
+    pub running: bool,
 }
 
 /// `evidence.verify`'s answer.

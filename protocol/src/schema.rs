@@ -7,8 +7,9 @@ use crate::event::Event;
 use crate::evidence::{EvidenceMeta, Page};
 use crate::gauge::Gauge;
 use crate::rpc::{
-    ClockResult, ContextResult, DaemonStatus, ErrorCode, LogResult, Notification, ProbeResult, Request,
-    RpcError, SettingResult, StateResult, Submitted, Subscribed, TaskStatus, TaskSummary, VerifyResult,
+    ClockResult, ContextResult, DaemonStatus, ErrorCode, EventsResult, LogResult, Notification, ProbeResult,
+    Request, RpcError, SettingResult, StateResult, Submitted, Subscribed, TaskStatus, TaskSummary,
+    VerifyResult,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
@@ -46,6 +47,8 @@ struct Results {
     task_message: StateResult,
     #[serde(rename = "task.subscribe")]
     task_subscribe: Subscribed,
+    #[serde(rename = "task.events")]
+    task_events: EventsResult,
     #[serde(rename = "context.get")]
     context_get: ContextResult,
     #[serde(rename = "log.get")]

@@ -46,6 +46,7 @@ fn the_schema_names_every_method_and_error_code() {
         "task.resume",
         "task.message",
         "task.subscribe",
+        "task.events",
         "context.get",
         "log.get",
         "evidence.list",

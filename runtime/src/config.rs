@@ -128,6 +128,23 @@ command_timeout = "120s"
 # network = false                   # true: allow TCP (and keep the daemon's network namespace)
 # env = ["CARGO_HOME"]              # more variables passed through; never a provider's api_key_env
 # read = ["/root/.cargo"]           # more paths commands may read (absolute)
+
+# MCP servers whose tools the roles get, each named to the model as mcp__SERVER__TOOL. A stdio server
+# is started for a task when one of its roles first needs it (in the task's workspace, in the sandbox
+# above, with only the env names below passed from the daemon's environment) and stopped when the
+# task ends; a crashed one is restarted at its next use, after a backoff.
+# [mcp.servers.git]
+# command = "mcp-server-git"        # a stdio server: the program, found on PATH
+# args = ["--repository", "."]
+# env = ["GIT_AUTHOR_NAME"]         # variables passed through (never a provider's api_key_env)
+# roles = ["coder"]                 # who sees its tools (default: the coder)
+# tools = ["git_status", "git_diff"] # only these of its tools (default: all)
+# timeout = "60s"                   # one tool call, from sending to its result
+# network = true                    # override [tools.sandbox] network for this server
+# [mcp.servers.docs]
+# url = "http://127.0.0.1:8931/mcp" # a streamable HTTP server
+# bearer_env = "DOCS_TOKEN"         # optional: sent as `Authorization: Bearer …`, redacted like a secret
+# roles = ["lead", "coder"]
 "#;
 
 /// The smallest extended-thinking budget Anthropic accepts.
@@ -214,6 +231,8 @@ pub struct Config {
     pub tz: Zone,
     /// `[http] listen`: where the dashboard and HTTP API listen; `None` (the default) serves none.
     pub http_listen: Option<SocketAddr>,
+    /// `[mcp.servers.NAME]`, by name.
+    pub mcp: BTreeMap<String, McpServerConfig>,
 }
 
 /// Reads an HTTP listen address: `PORT` (on 127.0.0.1), `IP:PORT` or `[IPv6]:PORT`. Only an address
@@ -226,6 +245,69 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     text.parse::<SocketAddr>().map_err(|_| {
         format!("expected PORT, IP:PORT or [IPv6]:PORT (such as \"127.0.0.1:7878\"), got {text:?}")
     })
+}
+
+/// How long one MCP tool call may take, when `timeout` is not set.
+pub const DEFAULT_MCP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long an MCP server may take to start and answer `initialize` and `tools/list`.
+pub const MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One `[mcp.servers.NAME]` table: an MCP server whose tools some roles get.
+///
+/// Its tools reach a model as `mcp__NAME__TOOL` ([`agentd_protocol::McpTool`]); the runtime's
+/// `mcp` module starts the server, lists and calls its tools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerConfig {
+    /// The table's name: the `SERVER` of `mcp__SERVER__TOOL` (checked by
+    /// [`McpTool::valid_server`](agentd_protocol::McpTool::valid_server)).
+    pub name: String,
+    /// How agentd reaches it.
+    pub transport: McpTransport,
+    /// The roles that get its tools (`roles`; default: the coder). Every one is in the team.
+    pub roles: Vec<Role>,
+    /// Only these of its tools, by the server's names (`tools`); `None`: every tool it lists.
+    pub tools: Option<Vec<String>>,
+    /// How long one tool call may take (`timeout`, default [`DEFAULT_MCP_CALL_TIMEOUT`]); past it the
+    /// call is cancelled and the model gets an error.
+    pub call_timeout: Duration,
+}
+
+impl McpServerConfig {
+    /// Whether `role` gets this server's tools.
+    pub fn serves(&self, role: &Role) -> bool {
+        self.roles.contains(role)
+    }
+
+    /// Whether the server's tool named `tool` is offered (the `tools` filter).
+    pub fn offers(&self, tool: &str) -> bool {
+        self.tools.as_ref().is_none_or(|only| only.iter().any(|t| t == tool))
+    }
+}
+
+/// How agentd talks to an MCP server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpTransport {
+    /// A program agentd starts for each task that uses it, speaking MCP over its stdin and stdout.
+    Stdio {
+        /// The program (`command`), looked up on `PATH` unless it is a path.
+        command: String,
+        /// Its arguments (`args`).
+        args: Vec<String>,
+        /// Names of the daemon's environment variables it gets besides the sandbox's allowlist
+        /// (`env`). Never a provider's `api_key_env`.
+        env: Vec<String>,
+        /// `network`: overrides `[tools.sandbox] network` for this server.
+        network: Option<bool>,
+    },
+    /// A server already running, spoken to by streamable HTTP.
+    Http {
+        /// The endpoint (`url`, `http://` or `https://`).
+        url: String,
+        /// The variable holding a bearer token (`bearer_env`), sent as `Authorization: Bearer …`.
+        /// Its value is redacted from every tool result, like `[secrets] env`.
+        bearer_env: Option<String>,
+    },
 }
 
 /// A maintenance job the scheduler runs on a cron schedule.
@@ -321,12 +403,35 @@ struct RawConfig {
     secrets: RawSecrets,
     #[serde(default)]
     http: RawHttp,
+    #[serde(default)]
+    mcp: RawMcp,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawHttp {
     listen: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMcp {
+    #[serde(default)]
+    servers: BTreeMap<String, RawMcpServer>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcpServer {
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<Vec<String>>,
+    network: Option<bool>,
+    url: Option<String>,
+    bearer_env: Option<String>,
+    roles: Option<Vec<Role>>,
+    tools: Option<Vec<String>>,
+    timeout: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -644,6 +749,21 @@ impl RawConfig {
             None => None,
             Some(text) => Some(parse_listen(text).map_err(|message| invalid("http.listen".into(), message))?),
         };
+        let team: Vec<Role> = [Role::Lead, Role::Coder]
+            .into_iter()
+            .chain(specialists.keys().cloned().map(Role::Specialist))
+            .collect();
+        let mut mcp = BTreeMap::new();
+        for (name, raw) in self.mcp.servers {
+            let server = mcp_server(&name, raw, &providers, &team, &invalid)?;
+            // A bearer token is a secret: redacted from every tool result.
+            if let McpTransport::Http { bearer_env: Some(var), .. } = &server.transport {
+                if !secret_env.contains(var) {
+                    secret_env.push(var.clone());
+                }
+            }
+            mcp.insert(name, server);
+        }
         Ok(Config {
             path: path.to_path_buf(),
             providers,
@@ -660,8 +780,147 @@ impl RawConfig {
             jobs,
             tz,
             http_listen,
+            mcp,
         })
     }
+}
+
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// One `[mcp.servers.NAME]` table, checked: errors name `mcp.servers.NAME.KEY`.
+fn mcp_server(
+    name: &str,
+    raw: RawMcpServer,
+    providers: &BTreeMap<String, ProviderConfig>,
+    team: &[Role],
+    invalid: &dyn Fn(String, String) -> ConfigError,
+) -> Result<McpServerConfig, ConfigError> {
+    let key = |k: &str| format!("mcp.servers.{name}.{k}");
+    if !agentd_protocol::McpTool::valid_server(name) {
+        return Err(invalid(
+            format!("mcp.servers.{name}"),
+            "a server name is ASCII letters, digits, `-` and `_`, without `__` and not ending with `_` \
+             (its tools are named mcp__SERVER__TOOL)"
+                .into(),
+        ));
+    }
+    let provider_key = |var: &str| providers.values().find(|p| p.api_key_env.as_deref() == Some(var));
+    let transport = match (raw.command, raw.url) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                key("url"),
+                "a server has `command` (stdio) or `url` (HTTP), not both".into(),
+            ))
+        }
+        (None, None) => {
+            return Err(invalid(
+                format!("mcp.servers.{name}"),
+                "needs `command` (a stdio server) or `url` (a streamable HTTP server)".into(),
+            ))
+        }
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err(invalid(key("command"), "must not be empty".into()));
+            }
+            if raw.bearer_env.is_some() {
+                return Err(invalid(
+                    key("bearer_env"),
+                    "only an HTTP server (`url`) takes a bearer token".into(),
+                ));
+            }
+            let env = raw.env.unwrap_or_default();
+            for var in &env {
+                if !is_env_name(var) {
+                    return Err(invalid(key("env"), format!("{var:?} is not an environment variable name")));
+                }
+                if matches!(var.as_str(), "HOME" | "TMPDIR") {
+                    return Err(invalid(
+                        key("env"),
+                        format!("{var} is set by the sandbox (the server's temp dir)"),
+                    ));
+                }
+                if let Some(p) = provider_key(var) {
+                    return Err(invalid(
+                        key("env"),
+                        format!(
+                            "{var:?} is the key of provider {:?} (providers.{}.api_key_env); provider keys never reach MCP servers",
+                            p.name, p.name
+                        ),
+                    ));
+                }
+            }
+            McpTransport::Stdio { command, args: raw.args.unwrap_or_default(), env, network: raw.network }
+        }
+        (None, Some(url)) => {
+            for (k, set) in
+                [("args", raw.args.is_some()), ("env", raw.env.is_some()), ("network", raw.network.is_some())]
+            {
+                if set {
+                    return Err(invalid(key(k), "only a stdio server (`command`) takes this".into()));
+                }
+            }
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(key("url"), format!("must be an http:// or https:// URL, got {url:?}")));
+            }
+            if let Some(var) = &raw.bearer_env {
+                if !is_env_name(var) {
+                    return Err(invalid(
+                        key("bearer_env"),
+                        format!("{var:?} is not an environment variable name"),
+                    ));
+                }
+                if let Some(p) = provider_key(var) {
+                    return Err(invalid(
+                        key("bearer_env"),
+                        format!(
+                            "{var:?} is the key of provider {:?} (providers.{}.api_key_env); provider keys never reach MCP servers",
+                            p.name, p.name
+                        ),
+                    ));
+                }
+            }
+            McpTransport::Http { url, bearer_env: raw.bearer_env }
+        }
+    };
+    let roles = raw.roles.unwrap_or_else(|| vec![Role::Coder]);
+    if roles.is_empty() {
+        return Err(invalid(key("roles"), "must name at least one role".into()));
+    }
+    for role in &roles {
+        if !team.contains(role) {
+            let names: Vec<&str> = team.iter().map(Role::name).collect();
+            return Err(invalid(
+                key("roles"),
+                format!("no role {:?} in the team; the team is {}", role.name(), names.join(", ")),
+            ));
+        }
+    }
+    if let Some(tools) = &raw.tools {
+        if let Some(bad) = tools.iter().find(|t| agentd_protocol::McpTool::new(name, t).is_none()) {
+            return Err(invalid(
+                key("tools"),
+                format!(
+                    "{bad:?} cannot be offered as mcp__{name}__{bad}: a tool name is ASCII letters, digits, `_` and `-`, \
+                     the whole at most {} bytes",
+                    agentd_protocol::McpTool::MAX_LEN
+                ),
+            ));
+        }
+    }
+    let call_timeout = match raw.timeout {
+        None => DEFAULT_MCP_CALL_TIMEOUT,
+        Some(v) => {
+            let d =
+                humantime::parse_duration(&v).map_err(|e| invalid(key("timeout"), format!("{e}: {v:?}")))?;
+            if d.is_zero() {
+                return Err(invalid(key("timeout"), "must be longer than 0s".into()));
+            }
+            d
+        }
+    };
+    Ok(McpServerConfig { name: name.to_string(), transport, roles, tools: raw.tools, call_timeout })
 }
 
 fn sandbox_policy(
@@ -910,6 +1169,97 @@ mod tests {
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("tools.sandbox.env"), "{e}");
         assert!(e.contains("OPENAI_API_KEY") && e.contains("providers.local.api_key_env"), "{e}");
+    }
+
+    const FIXTURE: &str = "[mcp.servers.fix]\ncommand = \"mcp-fixture\"\nargs = [\"stdio\"]\n";
+
+    #[test]
+    fn mcp_servers_parse_with_their_defaults() {
+        let text = format!(
+            "{DEFAULT_CONFIG}\n{FIXTURE}env = [\"GIT_AUTHOR_NAME\"]\ntools = [\"echo\"]\ntimeout = \"5s\"\n\
+             [mcp.servers.docs]\nurl = \"http://127.0.0.1:9/mcp\"\nbearer_env = \"DOCS_TOKEN\"\nroles = [\"lead\", \"coder\"]\n"
+        );
+        let c = parse(&text).unwrap();
+        let fix = &c.mcp["fix"];
+        assert_eq!(
+            fix.transport,
+            McpTransport::Stdio {
+                command: "mcp-fixture".into(),
+                args: vec!["stdio".into()],
+                env: vec!["GIT_AUTHOR_NAME".into()],
+                network: None
+            }
+        );
+        assert_eq!(fix.roles, [Role::Coder], "the coder by default");
+        assert!(fix.serves(&Role::Coder) && !fix.serves(&Role::Lead));
+        assert!(fix.offers("echo") && !fix.offers("crash"));
+        assert_eq!(fix.call_timeout, Duration::from_secs(5));
+        let docs = &c.mcp["docs"];
+        assert_eq!(
+            docs.transport,
+            McpTransport::Http {
+                url: "http://127.0.0.1:9/mcp".into(),
+                bearer_env: Some("DOCS_TOKEN".into())
+            }
+        );
+        assert!(docs.offers("anything"));
+        assert_eq!(docs.call_timeout, DEFAULT_MCP_CALL_TIMEOUT);
+        // A bearer token is redacted like a configured secret.
+        assert!(c.secret_env.contains(&"DOCS_TOKEN".to_string()));
+        assert!(parse(DEFAULT_CONFIG).unwrap().mcp.is_empty());
+    }
+
+    #[test]
+    fn bad_mcp_servers_are_named_by_their_key() {
+        let with_key =
+            DEFAULT_CONFIG.replace("# api_key_env = \"OPENAI_API_KEY\"", "api_key_env = \"OPENAI_API_KEY\"");
+        for (table, key, says) in [
+            ("[mcp.servers.fix]\nargs = []\n", "mcp.servers.fix", "`command`"),
+            ("[mcp.servers.fix]\ncommand = \"x\"\nurl = \"http://h/\"\n", "mcp.servers.fix.url", "not both"),
+            ("[mcp.servers.fix]\ncommand = \" \"\n", "mcp.servers.fix.command", "empty"),
+            ("[mcp.servers.a__b]\ncommand = \"x\"\n", "mcp.servers.a__b", "__"),
+            (&format!("{FIXTURE}roles = [\"reviewer\"]\n"), "mcp.servers.fix.roles", "reviewer"),
+            (&format!("{FIXTURE}roles = []\n"), "mcp.servers.fix.roles", "at least one"),
+            (
+                &format!("{FIXTURE}env = [\"OPENAI_API_KEY\"]\n"),
+                "mcp.servers.fix.env",
+                "providers.local.api_key_env",
+            ),
+            (&format!("{FIXTURE}env = [\"HOME\"]\n"), "mcp.servers.fix.env", "sandbox"),
+            (&format!("{FIXTURE}env = [\"A=B\"]\n"), "mcp.servers.fix.env", "not an environment variable"),
+            (&format!("{FIXTURE}bearer_env = \"T\"\n"), "mcp.servers.fix.bearer_env", "HTTP"),
+            (&format!("{FIXTURE}timeout = \"soon\"\n"), "mcp.servers.fix.timeout", "soon"),
+            (&format!("{FIXTURE}timeout = \"0s\"\n"), "mcp.servers.fix.timeout", "0s"),
+            (&format!("{FIXTURE}tools = [\"log.oneline\"]\n"), "mcp.servers.fix.tools", "log.oneline"),
+            (&format!("{FIXTURE}colour = 1\n"), "colour", "colour"),
+            ("[mcp.servers.web]\nurl = \"ftp://h/\"\n", "mcp.servers.web.url", "ftp://"),
+            ("[mcp.servers.web]\nurl = \"http://h/\"\nargs = [\"x\"]\n", "mcp.servers.web.args", "stdio"),
+            (
+                "[mcp.servers.web]\nurl = \"http://h/\"\nbearer_env = \"OPENAI_API_KEY\"\n",
+                "mcp.servers.web.bearer_env",
+                "provider keys",
+            ),
+        ] {
+            let e = parse(&format!("{with_key}\n{table}")).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(says) && e.contains("/h/agentd.toml"), "{table}: {e}");
+        }
+        // A specialist named in `roles` exists once it is configured.
+        let text = format!(
+            "{DEFAULT_CONFIG}\n[team.specialists.reviewer]\nprovider = \"local\"\nmodel = \"m\"\n\n{FIXTURE}roles = [\"reviewer\"]\n"
+        );
+        assert_eq!(parse(&text).unwrap().mcp["fix"].roles, [Role::specialist("reviewer")]);
+    }
+
+    #[test]
+    fn the_default_configs_mcp_example_parses_when_uncommented() {
+        let start = DEFAULT_CONFIG.find("# [mcp.servers.git]").unwrap();
+        let example: String = DEFAULT_CONFIG[start..]
+            .lines()
+            .map(|l| l.strip_prefix("# ").unwrap_or(l))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = parse(&format!("{}\n{example}\n", &DEFAULT_CONFIG[..start])).unwrap();
+        assert_eq!(c.mcp.keys().collect::<Vec<_>>(), ["docs", "git"]);
     }
 
     #[test]

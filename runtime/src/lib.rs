@@ -21,6 +21,7 @@ mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
+pub mod mcp;
 pub mod meter;
 pub mod provider;
 pub mod render;

@@ -417,6 +417,24 @@ impl Handler<RunningCount> for Supervisor {
     }
 }
 
+/// Whether a task's runner is still at work: until it has recorded the task's end (and closed what
+/// the task had open), more events may come and a follow-up or resume is refused.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct IsRunning {
+    /// The task.
+    pub task_id: String,
+}
+
+impl Handler<IsRunning> for Supervisor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: IsRunning, _: &mut Context<Self>) -> bool {
+        self.reap();
+        self.running.contains_key(&msg.task_id)
+    }
+}
+
 /// Stop accepting work; mark every running task `interrupted` (persisted, with its event) and stop it.
 #[derive(Message)]
 #[rtype(result = "()")]

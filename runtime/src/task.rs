@@ -83,6 +83,9 @@ pub struct TaskCtx {
     pub cancel: CancellationToken,
     /// What every task shares.
     pub shared: Arc<Shared>,
+    /// The task's MCP servers: started when a role that gets their tools first needs them, closed
+    /// when the task ends ([`crate::mcp`]).
+    pub mcp: crate::mcp::TaskServers,
     team: OnceLock<BTreeMap<Role, Member>>,
 }
 
@@ -94,7 +97,8 @@ impl TaskCtx {
         cancel: CancellationToken,
         shared: Arc<Shared>,
     ) -> TaskCtx {
-        TaskCtx { task_id, workspace, cancel, shared, team: OnceLock::new() }
+        let mcp = crate::mcp::TaskServers::new(&shared.config, workspace.root());
+        TaskCtx { task_id, workspace, cancel, shared, mcp, team: OnceLock::new() }
     }
 
     /// The member of `role` in this task's team; `None` before the team is formed or for a role the
@@ -276,12 +280,16 @@ pub fn launch(
                 Err(e) => Err(e),
             };
             if let Err(e) = completed {
+                ctx.mcp.shutdown().await;
                 let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, Err(e));
                 let _ = done.send(Some(state));
                 return;
             }
         }
         let outcome = lead.run_turn(input, Vec::new()).await;
+        // The task's MCP servers end with its run, before its end is recorded; a follow-up or a
+        // resume starts them again.
+        ctx.mcp.shutdown().await;
         let state = finish(&store, &bus, &owner.ends, &task_id, &cancel, outcome);
         let _ = done.send(Some(state));
     });

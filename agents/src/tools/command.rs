@@ -162,13 +162,13 @@ fn render(stdout: &[u8], stderr: &[u8]) -> String {
 }
 
 /// Kills the process group (and the call's cgroup) when told to or when dropped.
-struct GroupGuard {
-    pgid: Option<u32>,
-    cgroup: Option<Cgroup>,
+pub(crate) struct GroupGuard {
+    pub(crate) pgid: Option<u32>,
+    pub(crate) cgroup: Option<Cgroup>,
 }
 
 impl GroupGuard {
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(pgid) = self.pgid.take().and_then(|p| libc::pid_t::try_from(p).ok()) {
             // SAFETY: killpg on the group the shell leads; a group with no members gets ESRCH.
             unsafe { libc::killpg(pgid, libc::SIGKILL) };

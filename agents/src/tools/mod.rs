@@ -12,6 +12,7 @@ mod files;
 mod listing;
 pub mod sandbox;
 pub(crate) mod search;
+pub mod service;
 
 use crate::error::ToolError;
 use crate::text::truncate_chars;
@@ -121,7 +122,7 @@ pub async fn execute(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> Too
             Ok(args) => command::run_command(ctx, &args).await,
             Err(e) => Err(e),
         },
-        ToolName::ReadEvidence | ToolName::Delegate | ToolName::Finish => {
+        ToolName::ReadEvidence | ToolName::Delegate | ToolName::Finish | ToolName::Mcp(_) => {
             Err(ToolError::Failed(format!("tool {tool} is handled by the runtime")))
         }
         ToolName::Other(name) => {
@@ -134,7 +135,7 @@ pub async fn execute(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> Too
 /// Parses and checks `arguments` for tool `name` exactly as [`execute`] does before it acts, and
 /// stops there: no filesystem or process effect. `Ok` means `execute` would go on to act.
 pub(crate) fn check_arguments(tool: &ToolName, arguments: &str) -> Result<(), ToolError> {
-    if RUNTIME_TOOLS.contains(tool) {
+    if RUNTIME_TOOLS.contains(tool) || tool.mcp().is_some() {
         return Err(ToolError::Failed(format!("tool {tool} is handled by the runtime")));
     }
     if let ToolName::Other(name) = tool {

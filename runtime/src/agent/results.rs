@@ -14,7 +14,7 @@ use crate::meter::Meter;
 use crate::provider::Client;
 use agentd_agents::tools::{Overflow, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, Stored, Unit};
-use agentd_policies::Tokens;
+use agentd_policies::{Message, Part, Speaker, Tokens};
 use agentd_protocol::{Producer, ToolName};
 
 /// A tool result as it goes into the history.
@@ -191,6 +191,73 @@ impl Agent {
                 &self.task.workspace.root().join(".agentd-evidence"),
             )
             .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))
+    }
+
+    /// The images of a result (an MCP tool's), as parts of its message: counted by the provider's
+    /// rule (the counter's), they go along when the text and they fit `limit` together. Past it,
+    /// each is stored as evidence with its own type and the text says so — the model is not sent
+    /// what does not fit, and nothing is lost.
+    pub(super) fn bounded_images(
+        &self,
+        meter: &Meter,
+        limit: Tokens,
+        tool: &ToolName,
+        call_id: &str,
+        bounded: &mut Bounded,
+        images: Vec<crate::mcp::Image>,
+    ) -> Result<Vec<Part>, TurnError> {
+        if images.is_empty() {
+            return Ok(Vec::new());
+        }
+        let parts: Vec<Part> = images
+            .iter()
+            .map(|i| Part::Image { media_type: i.media_type.clone(), data: i.data.clone() })
+            .collect();
+        let tokens = meter.count_message(&Message::new(Speaker::Tool, parts.clone())).tokens;
+        if bounded.tokens + tokens <= limit {
+            bounded.tokens += tokens;
+            return Ok(parts);
+        }
+        let mut notes = String::new();
+        for image in &images {
+            let stored = self
+                .task
+                .shared
+                .store
+                .put_evidence(
+                    NewEvidence {
+                        data: &image.bytes,
+                        media_type: &image.media_type,
+                        source: Source {
+                            task_id: self.task.task_id.clone(),
+                            role: self.role.clone(),
+                            tool: Producer::Tool(tool.clone()),
+                            call_id: Some(call_id.to_string()),
+                            detail: Some(format!("an image of the {tool} result")),
+                        },
+                        complete: true,
+                        incomplete_reason: None,
+                        created_at: &now_rfc3339(),
+                    },
+                    &self.task.workspace.root().join(".agentd-evidence"),
+                )
+                .map_err(|e| TurnError::Team(format!("cannot store an image of a {tool} result: {e}")))?;
+            let place = match stored {
+                Stored::InStore(meta) => format!("evidence {}", meta.id),
+                Stored::Fallback { path, .. } => {
+                    let rel = path.strip_prefix(self.task.workspace.root()).unwrap_or(&path);
+                    format!("the workspace file {}", rel.display())
+                }
+            };
+            notes.push_str(&format!(
+                "\n[an image ({}, {} bytes) of this result does not fit this request and is not shown; it is stored as {place}]",
+                image.media_type,
+                image.bytes.len()
+            ));
+        }
+        bounded.content.push_str(&notes);
+        bounded.tokens += meter.count_text(&notes).tokens;
+        Ok(Vec::new())
     }
 
     /// One page of evidence, in lines from `offset`, no larger than `budget` tokens, with a header

@@ -38,11 +38,13 @@ pub(super) struct CallOutcome {
     pub outcome: ToolOutcome,
     /// Set by an accepted `finish`: the turn's summary.
     pub finished: Option<String>,
+    /// Images an MCP tool answered beside its text.
+    pub images: Vec<crate::mcp::Image>,
 }
 
 /// A result that does not end the turn.
 fn plain(outcome: ToolOutcome) -> Result<CallOutcome, TurnError> {
-    Ok(CallOutcome { outcome, finished: None })
+    Ok(CallOutcome { outcome, finished: None, images: Vec::new() })
 }
 
 impl Agent {
@@ -64,6 +66,7 @@ impl Agent {
             ToolName::Finish => self.finish(snapshot, name, arguments).await,
             ToolName::Delegate => self.delegate(name, arguments).await,
             ToolName::ReadEvidence => self.read_evidence(snapshot, name, arguments).await,
+            ToolName::Mcp(tool) => self.mcp(tool, arguments).await,
             _ => {
                 let ctx = self.tool_context(snapshot);
                 let outcome = self.cancellable(agent_tools::execute(&ctx, name, arguments)).await?;
@@ -96,7 +99,11 @@ impl Agent {
                 )));
             }
         }
-        Ok(CallOutcome { outcome: ToolOutcome::ok("finished"), finished: Some(args.summary) })
+        Ok(CallOutcome {
+            outcome: ToolOutcome::ok("finished"),
+            finished: Some(args.summary),
+            images: Vec::new(),
+        })
     }
 
     /// `delegate`: a whole turn of another team member, handed the objective and everything this
@@ -156,6 +163,25 @@ impl Agent {
             Ok(page) => ToolOutcome::ok(page),
             Err(e) => failure(e),
         })
+    }
+
+    /// A tool of one of the task's MCP servers. Whatever goes wrong — the server is down, the tool
+    /// errs, times out or answers something invalid — is an error result the model reads; only a
+    /// cancel of the task ends the turn.
+    async fn mcp(
+        &mut self,
+        tool: &agentd_protocol::McpTool,
+        arguments: &str,
+    ) -> Result<CallOutcome, TurnError> {
+        match self.task.mcp.call(tool, arguments, &self.task.cancel).await {
+            Ok(answer) => Ok(CallOutcome {
+                outcome: ToolOutcome { ok: answer.ok, content: answer.text, complete: true, overflow: None },
+                finished: None,
+                images: answer.images,
+            }),
+            Err(crate::mcp::McpError::Cancelled) => Err(TurnError::Cancelled),
+            Err(e) => plain(failure(e.for_model(tool))),
+        }
     }
 
     fn tool_context(&self, snapshot: &Snapshot) -> ToolContext {

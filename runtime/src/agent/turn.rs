@@ -30,7 +30,7 @@ use agentd_agents::receipts::receipt;
 use agentd_agents::schema::ToolSchema;
 use agentd_agents::tools as agent_tools;
 use agentd_policies::budget::refusal_bound;
-use agentd_policies::{EventKind, Message, Record, TaskState, Tokens, Window, WindowSource};
+use agentd_policies::{EventKind, Message, Part, Record, Speaker, TaskState, Tokens, Window, WindowSource};
 use agentd_protocol::{CheckpointKind, MessageKind, ToolName};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -105,7 +105,9 @@ pub(super) struct Call {
 
 /// The tools of a role as the provider gets them; an unknown tool name is a team error.
 pub(super) fn tool_specs(role: &str, tools: &[ToolName]) -> Result<Vec<ToolSchema>, TurnError> {
-    agentd_agents::schema::schemas(tools)
+    // An MCP tool's schema is its server's, from `TaskServers::tools_for`: only built-ins here.
+    let builtin: Vec<ToolName> = tools.iter().filter(|t| t.mcp().is_none()).cloned().collect();
+    agentd_agents::schema::schemas(&builtin)
         .map_err(|e| TurnError::Team(format!("role {role}: unknown tool {}", e.0)))
 }
 
@@ -152,14 +154,18 @@ impl Agent {
     /// The settings snapshot (logged), the new input (logged, after an idle spell's thinking
     /// cleanup), and what the turn's requests share.
     pub(super) async fn start(&mut self, input: Option<String>) -> Result<Started, TurnError> {
-        let snapshot = self.task.snapshot(&self.role)?;
+        let mut snapshot = self.task.snapshot(&self.role)?;
+        // Resumed after the turn's end was stored: it is over, and no MCP server need start for it.
+        let over = if input.is_none() { self.already_finished() } else { None };
+        let mcp = match over {
+            Some(_) => Vec::new(),
+            None => self.task.mcp.tools_for(&self.role, &self.task.cancel).await,
+        };
+        snapshot.tools.extend(mcp.iter().map(|t| t.name.clone()));
         let record = Record::Settings { role: self.role.clone(), settings: snapshot.clone() };
         self.task.shared.store.append(&self.task.task_id, &record)?;
-        if input.is_none() {
-            if let Some(summary) = self.already_finished() {
-                // Resumed after the turn's end was stored: it is over.
-                return Ok(Started::Over(summary));
-            }
+        if let Some(summary) = over {
+            return Ok(Started::Over(summary));
         }
         if let Some(text) = input {
             self.clear_idle_thinking(&snapshot).await?;
@@ -167,7 +173,9 @@ impl Agent {
             self.persist(Message::user(text).with_kind(MessageKind::Objective))?;
         }
         let client = self.task.client(&snapshot.provider)?;
-        let tools = tool_specs(self.name(), &snapshot.tools)?;
+        // The built-in tools' schemas, then the MCP servers' own: one list, counted as one.
+        let mut tools = tool_specs(self.name(), &snapshot.tools)?;
+        tools.extend(mcp.into_iter().map(|t| t.schema));
         let system = self.task.system_prompt(&self.role);
         Ok(Started::Run(Turn { snapshot, client, system, tools }))
     }
@@ -361,10 +369,17 @@ impl Agent {
             }
         }
         let limit = fitted.thresholds.whole_result_limit(carried);
-        let bounded = self
+        let mut bounded = self
             .bounded(&turn.snapshot, &turn.client, &fitted.meter, limit, name, id, arguments, &result.outcome)
             .await?;
-        self.persist(Message::tool_result(id, &bounded.content, !result.outcome.ok))?;
+        let images = self.bounded_images(&fitted.meter, limit, name, id, &mut bounded, result.images)?;
+        let mut parts = vec![Part::ToolResult {
+            call_id: id.clone(),
+            content: bounded.content.clone(),
+            is_error: !result.outcome.ok,
+        }];
+        parts.extend(images);
+        self.persist(Message::new(Speaker::Tool, parts))?;
         self.receipt(receipt(name.clone(), arguments, &result.outcome, bounded.evidence_id.clone()))?;
         self.emit(EventKind::ToolFinished {
             tool: name.clone(),
@@ -739,6 +754,83 @@ mod tests {
         let known = rig.shared.store.window(&rig.server.base_url(), rig.server.model()).unwrap();
         assert_eq!(known.map(|w| w.tokens), Some(*new_window));
         assert_eq!(rig.kinds(&task.task_id).last().map(String::as_str), Some("response_received"));
+    }
+
+    #[actix::test]
+    async fn an_mcp_tool_is_offered_called_and_its_image_goes_along_within_the_limit() {
+        let fixture = agentd_test_support::mcp::McpHttpServer::start().await;
+        let server = ScriptedServer::start(vec![
+            sse(vec![tool_call_with_id("m1", "mcp__web__image", json!({}))]),
+            sse(vec![tool_call_with_id("m2", "finish", json!({"summary": "looked at it"}))]),
+        ])
+        .await;
+        let extra = format!("[mcp.servers.web]\nurl = \"{}\"\ntools = [\"image\"]\n", fixture.url());
+        let rig = Rig::start(server, &extra).await;
+        let task = rig.task("Look at the picture");
+        let mut coder = agent(Role::Coder, Vec::new(), &task);
+        assert_eq!(coder.run_turn(Some("Look at the picture".into())).await.unwrap(), "looked at it");
+        // The settings snapshot names the MCP tool; the request carries its schema with the others.
+        let settings = rig.records(&task.task_id).into_iter().find_map(|r| match r {
+            Record::Settings { role: Role::Coder, settings } => Some(settings),
+            _ => None,
+        });
+        assert!(settings.unwrap().tools.contains(&ToolName::parse("mcp__web__image")));
+        let first = &rig.server.chat_requests()[0];
+        let names: Vec<&str> = first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names.last(), Some(&"mcp__web__image"));
+        assert_eq!(names.len(), agentd_agents::roles::CODER_TOOLS.len() + 1);
+        // The result is one tool message: its text, then the image.
+        let result = &coder.history[2];
+        assert!(matches!(&result.parts[0], Part::ToolResult { call_id, content, is_error: false }
+            if call_id == "m1" && content == "a 1x1 png:"));
+        assert!(matches!(&result.parts[1], Part::Image { media_type, .. } if media_type == "image/png"));
+        let events = rig.events(&task.task_id);
+        let EventKind::ToolFinished { tool, result_tokens, whole_limit, .. } =
+            of_kind(&events, "tool_finished")[0]
+        else {
+            unreachable!()
+        };
+        assert_eq!(tool.as_str(), "mcp__web__image");
+        // Measured with the image, by the provider's rule (an estimate of 765 tokens).
+        assert!(result_tokens.is_some_and(|t| t.0 > 765 && Some(t) <= *whole_limit), "{result_tokens:?}");
+    }
+
+    #[actix::test]
+    async fn an_image_past_the_limit_is_stored_as_evidence_and_named_instead() {
+        let server = ScriptedServer::start(vec![]).await;
+        let model = server.model().to_string();
+        let rig = Rig::start(server, "").await;
+        let task = rig.task("x");
+        let coder = agent(Role::Coder, Vec::new(), &task);
+        let meter = rig.shared.fitter.meter_of(MeterOf { server: rig.server.base_url(), model });
+        let png = crate::mcp::content::decode_base64(agentd_test_support::mcp::PIXEL_PNG).unwrap();
+        let image = crate::mcp::Image {
+            media_type: "image/png".into(),
+            data: agentd_test_support::mcp::PIXEL_PNG.into(),
+            bytes: png.clone(),
+        };
+        let tool = ToolName::parse("mcp__fix__image");
+        let mut bounded = super::super::results::Bounded {
+            content: "a 1x1 png:".into(),
+            evidence_id: None,
+            tokens: Tokens(5),
+        };
+        let parts =
+            coder.bounded_images(&meter, Tokens(100), &tool, "c1", &mut bounded, vec![image]).unwrap();
+        assert!(parts.is_empty(), "an image of 765 tokens does not fit 100");
+        let id =
+            bounded.content.split("stored as evidence ").nth(1).unwrap().trim_end_matches(']').to_string();
+        assert!(bounded
+            .content
+            .starts_with("a 1x1 png:\n[an image (image/png, 70 bytes) of this result does not fit"));
+        let meta = rig.shared.store.evidence(&id).unwrap();
+        assert_eq!((meta.media_type.as_str(), meta.bytes), ("image/png", png.len() as u64));
+        assert!(bounded.tokens > Tokens(5));
     }
 
     #[actix::test]

@@ -71,6 +71,7 @@ mod cache;
 mod count;
 pub mod daemon;
 mod http;
+pub mod mcp;
 mod openai;
 mod requests;
 mod script;
