@@ -1,5 +1,5 @@
 //! The context machinery against a real model: `scripts/real-model-smoke.sh` starts
-//! llama-cpp-python's server with SmolLM2-135M and a 2,048-token context, then runs this.
+//! llama-cpp-python's server with SmolLM2-135M and a 4,096-token context, then runs this.
 //!
 //! It checks, on the real server: the window probe (and what the server declares), counting through
 //! the server's own tokenizer endpoint, a refusal of an over-long request whose stated limit is
@@ -27,10 +27,21 @@ use std::time::Duration;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(base_url), Some(model)) = (args.first(), args.get(1)) else {
-        eprintln!("usage: real_model_smoke BASE_URL MODEL   (e.g. http://127.0.0.1:8765/v1 smollm2)");
+        eprintln!(
+            "usage: real_model_smoke BASE_URL MODEL [WINDOW]   (e.g. http://127.0.0.1:8765/v1 smollm2 4096)"
+        );
         std::process::exit(2);
     };
-    match run(base_url, model) {
+    // The server's real context (its n_ctx): what a refusal must teach.
+    let window: u64 = match args.get(2).map(|w| w.parse()) {
+        None => 4096,
+        Some(Ok(w)) => w,
+        Some(Err(e)) => {
+            eprintln!("real_model_smoke: WINDOW {:?}: {e}", args[2]);
+            std::process::exit(2);
+        }
+    };
+    match run(base_url, model, window) {
         Ok(0) => println!("\nreal-model smoke: all checks passed"),
         Ok(failures) => {
             println!("\nreal-model smoke: {failures} check(s) failed");
@@ -56,7 +67,7 @@ impl Checks {
     }
 }
 
-fn run(base_url: &str, model: &str) -> Result<usize> {
+fn run(base_url: &str, model: &str, window: u64) -> Result<usize> {
     let mut c = Checks { failures: 0 };
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio: {e}"))?;
 
@@ -166,14 +177,14 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
     let first = wait_end(&daemon, &task, 0)?;
     c.check(first.iter().any(|e| e["kind"] == "response_received"), "the real model answered a request");
 
-    // Follow-ups that grow the history past the real 2,048-token context.
+    // Follow-ups that grow the history past the real context.
     let filler = "The service keeps a ledger of every shipment: the origin depot, the destination, the weight in \
                   kilograms, the carrier and the day it left. Summaries must keep depot names and weights exactly. ";
     let mut all = first;
     // Until the real server refuses (its template drops the tool schemas, so it fills up later than
     // agentd's count says), and one more turn after that.
     let mut after_refusal = 0;
-    for i in 0..16 {
+    for i in 0..40 {
         let after = all.last().and_then(|e| e["seq"].as_u64()).unwrap_or(0);
         let text = format!("Note {i}: {}", filler.repeat(4));
         rpc.call("task.message", json!({"task_id": task, "text": text})).map_err(|e| e.to_string())?;
@@ -190,8 +201,10 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
         println!("     window_learned: {} → {} ({})", l["old_window"], l["new_window"], l["source"]);
     }
     c.check(
-        learned.iter().any(|l| l["source"] == "error" && l["new_window"] == 2048),
-        "an over-long request was refused by the real server and its stated limit (2048) learned",
+        learned.iter().any(|l| l["source"] == "error" && l["new_window"] == window),
+        &format!(
+            "an over-long request was refused by the real server and its stated limit ({window}) learned"
+        ),
     );
     let finished: Vec<&Value> = all.iter().filter(|e| e["kind"] == "compaction_finished").collect();
     for f in &finished {
@@ -227,9 +240,9 @@ fn run(base_url: &str, model: &str) -> Result<usize> {
         "the checkpoint carries a real summary",
     );
     let sent: Vec<&Value> = all.iter().filter(|e| e["kind"] == "request_sent").collect();
-    let after_learning = sent.iter().filter(|e| e["window"] == 2048).collect::<Vec<_>>();
+    let after_learning = sent.iter().filter(|e| e["window"] == window).collect::<Vec<_>>();
     c.check(
-        after_learning.iter().all(|e| e["tokens"].as_u64().unwrap_or(u64::MAX) <= 2048),
+        after_learning.iter().all(|e| e["tokens"].as_u64().unwrap_or(u64::MAX) <= window),
         "after learning, no request over the real window",
     );
     c.check(sent.iter().all(|e| e["estimated"] == false), "every request measured, none estimated");

