@@ -40,6 +40,15 @@ fn config(base_url: &str, extra: &str) -> String {
     )
 }
 
+/// A daemon serving `config` with the provider's key in its environment (`serve` refuses a provider
+/// whose `api_key_env` is unset).
+fn keyed(config: &str) -> TestDaemon {
+    let mut d = TestDaemon::prepare(Path::new(BIN), config);
+    d.set_env(&[("AGENTD_E2E_PROVIDER_KEY", KEY)]);
+    d.serve();
+    d
+}
+
 fn tool_names(body: &Value) -> Vec<String> {
     body["tools"]
         .as_array()
@@ -240,7 +249,7 @@ async fn an_http_mcp_server_with_a_bearer_token_serves_the_lead_and_its_token_is
     .await;
     let ws = tempfile::tempdir().unwrap();
     let mut d = TestDaemon::prepare(Path::new(BIN), &config(&server.base_url(), &mcp));
-    d.set_env(&[("AGENTD_E2E_MCP_TOKEN", token)]);
+    d.set_env(&[("AGENTD_E2E_PROVIDER_KEY", KEY), ("AGENTD_E2E_MCP_TOKEN", token)]);
     d.serve();
     let task = d.submit("Echo through the web server", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(30));
@@ -278,7 +287,7 @@ async fn a_server_that_cannot_start_leaves_its_tools_out_and_the_task_finishes()
     ])
     .await;
     let ws = tempfile::tempdir().unwrap();
-    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), mcp));
+    let d = keyed(&config(&server.base_url(), mcp));
     let task = d.submit("Use a server that is not there", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(30));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
@@ -344,7 +353,7 @@ async fn another_program_drives_a_team_through_agentd_mcp() {
         ])
         .start()
         .await;
-    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), ""));
+    let d = keyed(&config(&server.base_url(), ""));
     let client = agentd_mcp(&d, ws.path()).await;
     let names = client.tool_names().await;
     assert_eq!(
