@@ -198,7 +198,7 @@ def answers(when):
 
 answers("before")
 filler = ("The service keeps a ledger of every shipment: the origin depot, the destination, the weight "
-          "in kilograms, the carrier and the day it left. ") * 110
+          "in kilograms, the carrier and the day it left. ") * (110 * n_ctx // 2048)
 status, text = post("/extras/tokenize/count", {"input": filler, "model": "smollm2"})
 count = json.loads(text).get("count") if status == 200 else None
 if not isinstance(count, int) or count <= n_ctx:

@@ -104,8 +104,19 @@ async fn send_chat<F: WireFormat>(
         // which carries the server's real answer or its real error.
         None => {
             tracing::debug!(%url, "empty stream; asking again without streaming");
-            let request = format.authorize(http.post(url)).json(&unstreamed);
-            F::from_json_body(&send_whole(request, url, F::classify_http).await?)
+            let send =
+                || send_whole(format.authorize(http.post(url)).json(&unstreamed), url, F::classify_http);
+            // The empty stream's connection went back to the pool as the server closed it, and the
+            // question may go out on it and die unsent: a send that fails to reach the server at
+            // all is made once more, on a fresh connection (the dead one is gone from the pool).
+            let text = match send().await {
+                Err(ProviderError::Transport { message, .. }) => {
+                    tracing::debug!(%url, %message, "the unstreamed question did not go out; sending it again");
+                    send().await?
+                }
+                other => other?,
+            };
+            F::from_json_body(&text)
         }
         Some(first) => {
             let bytes = futures_util::stream::iter([first]).chain(bytes);
