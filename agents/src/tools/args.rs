@@ -12,23 +12,9 @@ pub(crate) struct Args {
 }
 
 impl Args {
-    /// Parses `text` as a JSON object. Empty text is an empty object; an object encoded once more as
-    /// a JSON string (some models do that) is unwrapped.
+    /// Parses `text` as a JSON object (see [`arguments_object`]).
     pub(crate) fn parse(tool: &str, text: &str) -> Result<Args, ToolError> {
-        let text = text.trim();
-        let value = if text.is_empty() {
-            Value::Object(Map::new())
-        } else {
-            serde_json::from_str(text).map_err(|e| invalid(tool, format!("malformed JSON: {e}")))?
-        };
-        let value = match value {
-            Value::String(inner) => serde_json::from_str(&inner).unwrap_or(Value::String(inner)),
-            other => other,
-        };
-        match value {
-            Value::Object(fields) => Ok(Args { tool: tool.to_string(), fields }),
-            other => Err(invalid(tool, format!("expected a JSON object, got {}", kind(&other)))),
-        }
+        Ok(Args { tool: tool.to_string(), fields: arguments_object(tool, text)? })
     }
 
     fn invalid(&self, message: String) -> ToolError {
@@ -123,6 +109,26 @@ impl Args {
                 Err(self.invalid(format!("field `{field}` must be a number of seconds, got {}", kind(value))))
             }
         }
+    }
+}
+
+/// A tool call's arguments — the JSON text a model produced — as the object every tool takes, built-in
+/// or an MCP server's. Empty text is an empty object; an object encoded once more as a JSON string
+/// (some models do that) is unwrapped. Anything else is `InvalidArguments` naming `tool`.
+pub fn arguments_object(tool: &str, text: &str) -> Result<Map<String, Value>, ToolError> {
+    let text = text.trim();
+    let value = if text.is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_str(text).map_err(|e| invalid(tool, format!("malformed JSON: {e}")))?
+    };
+    let value = match value {
+        Value::String(inner) => serde_json::from_str(&inner).unwrap_or(Value::String(inner)),
+        other => other,
+    };
+    match value {
+        Value::Object(fields) => Ok(fields),
+        other => Err(invalid(tool, format!("expected a JSON object, got {}", kind(&other)))),
     }
 }
 

@@ -18,6 +18,7 @@ use crate::error::ToolError;
 use crate::text::truncate_chars;
 use crate::workspace::Workspace;
 use agentd_protocol::ToolName;
+pub use args::arguments_object;
 use args::Args;
 pub use sandbox::{SandboxMode, SandboxPolicy};
 use std::time::Duration;

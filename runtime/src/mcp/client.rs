@@ -391,33 +391,16 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
     }
 }
 
-/// The model's arguments as the JSON object `tools/call` takes: empty text is no arguments.
+/// The model's arguments as the JSON object `tools/call` takes, read as every built-in tool reads
+/// its own (`agentd_agents::tools::arguments_object`): empty text is no arguments, a doubly encoded
+/// object is unwrapped.
 fn parse_arguments(tool: &McpTool, arguments: &str) -> Result<serde_json::Map<String, Value>, McpError> {
-    if arguments.trim().is_empty() {
-        return Ok(serde_json::Map::new());
-    }
-    let invalid = |reason: String| McpError::Arguments { tool: tool.to_string(), reason };
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(Value::Object(map)) => Ok(map),
-        // A model that encodes the object twice: read it as the tool would have meant it.
-        Ok(Value::String(inner)) => match serde_json::from_str::<Value>(&inner) {
-            Ok(Value::Object(map)) => Ok(map),
-            _ => Err(invalid("expected a JSON object, got a string".into())),
-        },
-        Ok(other) => Err(invalid(format!("expected a JSON object, got {}", kind(&other)))),
-        Err(e) => Err(invalid(format!("not JSON: {e}"))),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    agentd_agents::tools::arguments_object(tool.as_str(), arguments).map_err(|e| match e {
+        agentd_agents::ToolError::InvalidArguments { tool, message } => {
+            McpError::Arguments { tool, reason: message }
+        }
+        other => McpError::Arguments { tool: tool.to_string(), reason: other.to_string() },
+    })
 }
 
 #[cfg(test)]
