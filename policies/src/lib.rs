@@ -19,6 +19,7 @@ pub mod retry;
 pub mod rounds;
 pub mod settings;
 pub mod summary;
+pub mod text;
 pub use agentd_protocol::task;
 pub mod thinking;
 pub use agentd_protocol::tokens;

@@ -415,9 +415,5 @@ pub fn cut_objective(objective: &str, window: Tokens) -> String {
     if objective.len() <= max_bytes {
         return objective.to_string();
     }
-    let mut cut = max_bytes;
-    while !objective.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}… (cut)", &objective[..cut])
+    format!("{}… (cut)", &objective[..crate::text::floor_boundary(objective, max_bytes)])
 }

@@ -14,6 +14,7 @@ use crate::meter::Meter;
 use crate::provider::Client;
 use agentd_agents::tools::{Overflow, ToolOutcome};
 use agentd_evidence::{NewEvidence, Source, Stored, Unit};
+use agentd_policies::text::truncate_bytes;
 use agentd_policies::{Message, Part, Speaker, Tokens};
 use agentd_protocol::{Producer, ToolName};
 
@@ -57,24 +58,13 @@ impl Agent {
         }
         let stored = self.store_whole(tool, call_id, arguments, &outcome.content, outcome.complete)?;
         match stored {
-            Stored::InStore(meta) => {
-                let page = self
-                    .page(snapshot, client, meter, &meta.id, 0, None, limit)
-                    .await
-                    .map_err(TurnError::Team)?;
-                let tokens = meter.count_text(&page).tokens;
-                Ok(Bounded { content: page, evidence_id: Some(meta.id), tokens })
-            }
+            Stored::InStore(meta) => self.first_page(snapshot, client, meter, meta.id, limit).await,
             Stored::Fallback { path, meta } => {
                 // The database could not hold it: the whole text is in a file the model can read.
                 let rel =
                     path.strip_prefix(self.task.workspace.root()).unwrap_or(&path).display().to_string();
                 let mut head = outcome.content.clone();
-                let mut cut = (limit.0 as usize).min(head.len());
-                while !head.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                head.truncate(cut);
+                truncate_bytes(&mut head, limit.0 as usize);
                 let content = format!(
                     "[the {tool} result ({} bytes) was too large for one request and the evidence \
                      database could not take it; it is stored whole in the workspace file {rel} — \
@@ -85,6 +75,20 @@ impl Agent {
                 Ok(Bounded { content, evidence_id: None, tokens })
             }
         }
+    }
+
+    /// What the model gets of a result stored as evidence `id`: its first page within `limit`.
+    async fn first_page(
+        &self,
+        snapshot: &Snapshot,
+        client: &Client,
+        meter: &Meter,
+        id: String,
+        limit: Tokens,
+    ) -> Result<Bounded, TurnError> {
+        let page = self.page(snapshot, client, meter, &id, 0, None, limit).await.map_err(TurnError::Team)?;
+        let tokens = meter.count_text(&page).tokens;
+        Ok(Bounded { content: page, evidence_id: Some(id), tokens })
     }
 
     /// A result whose tool held part of its output back (a `search` past its caps): the complete
@@ -137,20 +141,11 @@ impl Agent {
             return Ok(Bounded { content, evidence_id, tokens });
         }
         match (stored, evidence_id) {
-            (Stored::InStore(_), Some(id)) => {
-                let page =
-                    self.page(snapshot, client, meter, &id, 0, None, limit).await.map_err(TurnError::Team)?;
-                let tokens = meter.count_text(&page).tokens;
-                Ok(Bounded { content: page, evidence_id: Some(id), tokens })
-            }
+            (Stored::InStore(_), Some(id)) => self.first_page(snapshot, client, meter, id, limit).await,
             _ => {
                 // The shown part alone is over the limit and there is no evidence to page: its beginning.
                 let mut head = content;
-                let mut cut = (limit.0 as usize).min(head.len());
-                while !head.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                head.truncate(cut);
+                truncate_bytes(&mut head, limit.0 as usize);
                 let tokens = meter.count_text(&head).tokens;
                 Ok(Bounded { content: head, evidence_id: None, tokens })
             }
@@ -284,11 +279,7 @@ impl Agent {
                 let mut note = String::new();
                 if !fits {
                     // One line longer than a page: show its beginning and say so.
-                    let mut cut = ((budget.0 * 3) as usize).min(data.len());
-                    while !data.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    data.truncate(cut);
+                    truncate_bytes(&mut data, (budget.0 * 3) as usize);
                     note =
                         format!(" Line {} is longer than a page; only its beginning is shown.", offset + 1);
                 }
