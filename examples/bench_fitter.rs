@@ -23,10 +23,10 @@
 
 mod common;
 
+use agentd_engine::counter::{Fingerprint, TokenCounter};
 use agentd_policies::compaction::{plan, PlanInput, WorkingFile};
 use agentd_policies::{Message, Part, Speaker, Thresholds, Tokens};
-use agentd_runtime::counter::{Fingerprint, TokenCounter};
-use agentd_runtime::provider::ChatRequest;
+use agentd_protocol::ChatRequest;
 use common::{group, mb, median, ms, percentile, ratio, us};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};

@@ -17,9 +17,9 @@
 // A benchmark or demo, not the daemon: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use agentd_engine::counter::TokenCounter;
 use agentd_policies::thinking::clear_outdated;
 use agentd_policies::{Message, Part, Speaker};
-use agentd_runtime::counter::TokenCounter;
 
 const DAYS: usize = 5;
 const CHAIN: usize = 12;

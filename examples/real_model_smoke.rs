@@ -14,11 +14,12 @@
 
 mod common;
 
+use agentd_engine::counter::{prepare, TokenCounter};
+use agentd_engine::meter::Meter;
 use agentd_policies::calibration::{Basis, Calibration, Raw};
 use agentd_policies::Tokens;
-use agentd_runtime::counter::{prepare, TokenCounter};
-use agentd_runtime::meter::Meter;
-use agentd_runtime::provider::{ChatRequest, Client, OpenAiClient};
+use agentd_protocol::ChatRequest;
+use agentd_providers::{Client, OpenAiClient};
 use common::{agentd_binary, team_config, Daemon, Result};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -302,7 +303,7 @@ fn run(base_url: &str, model: &str, window: u64) -> Result<usize> {
 fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
     use agentd_policies::Message;
     let tools = tool_specs(&["read_file", "list_dir", "search", "finish"]);
-    let base = |messages: Vec<Message>, tools: Vec<agentd_agents::ToolSchema>| ChatRequest {
+    let base = |messages: Vec<Message>, tools: Vec<agentd_protocol::ToolSchema>| ChatRequest {
         model: model.to_string(),
         system: "You are a helpful assistant.".into(),
         messages,
@@ -326,7 +327,7 @@ fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
 }
 
 /// The schemas of these tools, as the daemon sends them.
-fn tool_specs(names: &[&str]) -> Vec<agentd_agents::ToolSchema> {
+fn tool_specs(names: &[&str]) -> Vec<agentd_protocol::ToolSchema> {
     let names: Vec<agentd_protocol::ToolName> =
         names.iter().map(|n| agentd_protocol::ToolName::parse(n)).collect();
     agentd_agents::schema::schemas(&names).unwrap_or_default()
@@ -383,7 +384,7 @@ fn wait_end(daemon: &Daemon, task: &str, after: u64) -> Result<Vec<Value>> {
         let e = n["params"].clone();
         let event: agentd_protocol::Event =
             serde_json::from_value(e.clone()).map_err(|err| format!("an unreadable event {e}: {err}"))?;
-        println!("     {}", agentd_runtime::render::event_line(&event));
+        println!("     {}", agentd_client::render::event_line(&event));
         let end = common::is_terminal(&e);
         events.push(e);
         if end {

@@ -22,7 +22,7 @@
 
 mod common;
 
-use agentd_runtime::render::{event_line, one_line};
+use agentd_client::render::{event_line, one_line};
 use agentd_test_support::workspace::sample_workspace;
 use agentd_test_support::*;
 use common::{agentd_binary, is_terminal, team_config, Daemon, Result};

@@ -1,6 +1,10 @@
 //! The `agentd` binary: command-line parsing and wiring only. The daemon lives in `agentd-runtime`;
 //! every other command is a client of its socket.
 
+use agentd_client::render::{estimate_mark, event_line};
+use agentd_client::{Client, ClientError, StreamItem};
+use agentd_daemon::config::{parse_listen, Config, DEFAULT_CONFIG};
+use agentd_daemon::daemon::{serve, DaemonError, Home, ServeOptions};
 use agentd_protocol::gauge::Gauge;
 use agentd_protocol::rpc::{
     ContextParams, ContextResult, DaemonStatus, EndKind, EvidenceListParams, EvidenceReadParams, EvidenceRef,
@@ -9,10 +13,6 @@ use agentd_protocol::rpc::{
     TaskStatus, TaskSummary, VerifyResult,
 };
 use agentd_protocol::{ErrorCode, EventKind, EvidenceMeta, Page, Part, Record, Request, Role, Unit};
-use agentd_runtime::client::{Client, ClientError, StreamItem};
-use agentd_runtime::config::{parse_listen, Config, DEFAULT_CONFIG};
-use agentd_runtime::daemon::{serve, DaemonError, Home, ServeOptions};
-use agentd_runtime::render::{estimate_mark, event_line};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::PathBuf;
@@ -325,8 +325,8 @@ fn mcp_command(home: &Home) -> Result<u8, Failure> {
         .with_writer(std::io::stderr)
         .init();
     let cwd = std::env::current_dir().map_err(|e| fail(2, format!("current directory: {e}")))?;
-    let server = agentd_runtime::mcp::server::AgentdMcp::new(home.socket(), cwd);
-    agentd_runtime::mcp::server::run_stdio(server).map_err(|e| fail(1, e.to_string()))?;
+    let server = agentd_daemon::mcp::server::AgentdMcp::new(home.socket(), cwd);
+    agentd_daemon::mcp::server::run_stdio(server).map_err(|e| fail(1, e.to_string()))?;
     Ok(0)
 }
 
@@ -393,7 +393,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
                         t.task_id,
                         t.state.as_str(),
                         t.created_at,
-                        agentd_runtime::render::one_line(&t.objective, 60)
+                        agentd_client::render::one_line(&t.objective, 60)
                     );
                 }
             }
@@ -549,7 +549,7 @@ fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
                         e.bytes,
                         e.source.role.name(),
                         e.source.tool.as_str(),
-                        agentd_runtime::render::one_line(e.source.detail.as_deref().unwrap_or(""), 50),
+                        agentd_client::render::one_line(e.source.detail.as_deref().unwrap_or(""), 50),
                         if e.complete { "" } else { "  (incomplete)" }
                     );
                 }
@@ -872,7 +872,7 @@ fn print_gauge(g: &Gauge) {
 
 fn print_record(entry: &LogEntry) {
     let seq = entry.seq;
-    let one_line = agentd_runtime::render::one_line;
+    let one_line = agentd_client::render::one_line;
     match &entry.record {
         Record::Event { event } => println!("{}", event_line(event)),
         Record::Message { role, message } => {

@@ -139,7 +139,7 @@ async fn the_coder_uses_a_stdio_mcp_servers_tools_and_survives_everything_they_d
         .iter()
         .map(|t| {
             let f = &t["function"];
-            let schema = agentd_agents::schema::ToolSchema {
+            let schema = agentd_protocol::ToolSchema {
                 name: f["name"].as_str().unwrap().to_string(),
                 description: f["description"].as_str().unwrap().to_string(),
                 parameters: f["parameters"].clone(),

@@ -2,21 +2,9 @@
 //! wire shapes; this module knows nothing of those.
 
 use crate::tools::search::{DEFAULT_MAX_RESULTS, MAX_CONTEXT, MAX_MAX_RESULTS};
-use agentd_protocol::ToolName;
-use serde::Serialize;
+use agentd_protocol::{ToolName, ToolSchema};
 use serde_json::{json, Value};
 use thiserror::Error;
-
-/// One tool as the model is told about it: its name, what it does, and the JSON Schema of its arguments.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSchema {
-    /// The tool's name, as the model calls it (`read_file`).
-    pub name: String,
-    /// What the tool does, in words for the model.
-    pub description: String,
-    /// A JSON Schema object describing the arguments.
-    pub parameters: Value,
-}
 
 /// A tool name that is no built-in tool, so it has no schema. Holds the name.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

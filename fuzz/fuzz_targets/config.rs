@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    if let Err(e) = agentd_runtime::fuzzing::check_config(text) {
+    if let Err(e) = agentd_daemon::fuzzing::check_config(text) {
         panic!("{e}");
     }
 });

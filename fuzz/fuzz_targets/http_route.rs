@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(e) = agentd_runtime::fuzzing::check_http_request(data) {
+    if let Err(e) = agentd_daemon::fuzzing::check_http_request(data) {
         panic!("{e}");
     }
 });

@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(e) = agentd_runtime::fuzzing::check_rpc_lines(data) {
+    if let Err(e) = agentd_daemon::fuzzing::check_rpc_lines(data) {
         panic!("{e}");
     }
 });

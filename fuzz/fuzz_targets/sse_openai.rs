@@ -1,6 +1,6 @@
 //! The OpenAi SSE stream through the real driver and assembler (and as a non-streamed body).
 #![no_main]
-use agentd_runtime::fuzzing::{check_sse, Protocol};
+use agentd_providers::fuzzing::{check_sse, Protocol};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -24,7 +24,7 @@ pub use agentd_protocol::task;
 pub mod thinking;
 pub use agentd_protocol::tokens;
 pub mod usage;
-pub mod window;
+pub use agentd_protocol::window;
 pub mod workspace;
 
 pub use budget::Thresholds;

@@ -1,6 +1,7 @@
 //! Retry schedules: which provider failures are retried, how often, and after how long. Pure: the
 //! scheduler executes the waits and the runtime classifies the failures.
 
+use agentd_protocol::ProviderError;
 use serde::{Deserialize, Serialize};
 
 /// A failure the runtime may retry, as classified from a provider error.
@@ -23,6 +24,25 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// The failure the retry policy weighs, when waiting and resending may help: a rate limit (with
+    /// the server's `Retry-After`), a server error, or a stream anomaly. A connection that broke or
+    /// was refused is retried like a server error, but not a cancelled call. `None`: give up.
+    pub fn of(error: &ProviderError) -> Option<Failure> {
+        match error {
+            ProviderError::RateLimited { retry_after, .. } => {
+                Some(Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
+            }
+            ProviderError::Overloaded { retry_after, .. } => {
+                Some(Failure::Overloaded { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
+            }
+            ProviderError::Server { .. } | ProviderError::Transport { .. } => Some(Failure::ServerError),
+            ProviderError::StreamAnomaly { .. } => Some(Failure::StreamAnomaly),
+            ProviderError::ContextOverflow { .. }
+            | ProviderError::Rejected { .. }
+            | ProviderError::Cancelled { .. } => None,
+        }
+    }
+
     /// The `reason` of the `retry_scheduled` event.
     pub fn reason(self) -> &'static str {
         match self {
@@ -144,6 +164,33 @@ pub fn restart_delay_ms(failures: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn which_provider_errors_are_retried() {
+        use agentd_protocol::AnomalyKind;
+        use std::time::Duration;
+        let transport = |message: &str| ProviderError::Transport { url: "u".into(), message: message.into() };
+        let rate_limited = |retry_after| ProviderError::RateLimited { retry_after, message: "m".into() };
+        assert_eq!(
+            Failure::of(&rate_limited(Some(Duration::from_millis(1500)))),
+            Some(Failure::RateLimit { retry_after_ms: Some(1500) })
+        );
+        assert_eq!(Failure::of(&rate_limited(None)), Some(Failure::RateLimit { retry_after_ms: None }));
+        let server = ProviderError::Server { status: 503, message: "m".into() };
+        assert_eq!(Failure::of(&server), Some(Failure::ServerError));
+        assert_eq!(Failure::of(&transport("connection refused")), Some(Failure::ServerError));
+        // A transport error that merely says "cancelled" is still a transport error: only the
+        // variant means the caller cancelled.
+        assert_eq!(Failure::of(&transport("cancelled")), Some(Failure::ServerError));
+        let cancelled = ProviderError::Cancelled { url: "u".into() };
+        assert!(cancelled.is_cancelled() && !transport("cancelled").is_cancelled());
+        assert_eq!(Failure::of(&cancelled), None);
+        let anomaly = ProviderError::StreamAnomaly { kind: AnomalyKind::Cut, message: "m".into() };
+        assert_eq!(Failure::of(&anomaly), Some(Failure::StreamAnomaly));
+        let overflow = ProviderError::ContextOverflow { limit: None, message: "m".into() };
+        assert_eq!(Failure::of(&overflow), None);
+        assert_eq!(Failure::of(&ProviderError::Rejected { status: 401, message: "m".into() }), None);
+    }
     use proptest::prelude::*;
 
     #[test]

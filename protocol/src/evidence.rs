@@ -8,6 +8,7 @@ use crate::tool::ToolName;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// What produced a piece of evidence: a tool's result, or a part of agentd archiving what it moved.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -151,4 +152,68 @@ pub struct Problem {
     pub path: String,
     /// What is wrong, in words.
     pub problem: String,
+}
+
+/// Evidence to store.
+#[derive(Clone)]
+pub struct NewEvidence<'a> {
+    /// The bytes themselves, stored whole.
+    pub data: &'a [u8],
+    /// Their media type (`text/plain` for a tool's result, `application/x-ndjson` for an archive).
+    pub media_type: &'a str,
+    /// Who produced them: task, role, tool (or part of agentd), call and what it was of.
+    pub source: Source,
+    /// False when the producer was cut off (a command killed at its timeout): readers are told the evidence
+    /// is incomplete.
+    pub complete: bool,
+    /// Why it is incomplete, shown with it; `None` when complete.
+    pub incomplete_reason: Option<String>,
+    /// RFC 3339, set by the caller (this crate reads no clock for timestamps).
+    pub created_at: &'a str,
+}
+
+impl std::fmt::Debug for NewEvidence<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewEvidence")
+            .field("bytes", &self.data.len())
+            .field("media_type", &self.media_type)
+            .field("source", &self.source)
+            .field("complete", &self.complete)
+            .field("incomplete_reason", &self.incomplete_reason)
+            .field("created_at", &self.created_at)
+            .finish()
+    }
+}
+
+/// Where stored evidence went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    /// In the archive: readable by id.
+    InStore(EvidenceMeta),
+    /// The db could not take the record: the bytes were written whole to this file instead. The id
+    /// is not in the archive; the file is the evidence.
+    Fallback {
+        /// The fallback file, in the directory the caller named (for a task, its workspace's
+        /// `.agentd-evidence/`).
+        path: PathBuf,
+        /// The metadata the record would have had.
+        meta: EvidenceMeta,
+    },
+}
+
+impl Stored {
+    /// The evidence's metadata, wherever the bytes went.
+    pub fn meta(&self) -> &EvidenceMeta {
+        match self {
+            Stored::InStore(meta) | Stored::Fallback { meta, .. } => meta,
+        }
+    }
+
+    /// The fallback file, if the evidence went there.
+    pub fn fallback_path(&self) -> Option<&Path> {
+        match self {
+            Stored::InStore(_) => None,
+            Stored::Fallback { path, .. } => Some(path),
+        }
+    }
 }

@@ -219,6 +219,17 @@ impl fmt::Display for ToolName {
     }
 }
 
+/// One tool as the model is told about it: its name, what it does, and the JSON Schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSchema {
+    /// The tool's name, as the model calls it (`read_file`).
+    pub name: String,
+    /// What the tool does, in words for the model.
+    pub description: String,
+    /// A JSON Schema object describing the arguments.
+    pub parameters: serde_json::Value,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,7 +85,7 @@ impl TestDaemon {
     }
 
     /// [`serve`](Self::serve), answering what went wrong (with the daemon's log) instead of
-    /// panicking. `RUST_LOG` is `info,agentd_runtime=debug` unless [`set_env`](Self::set_env)
+    /// panicking. `RUST_LOG` is `info,agentd_engine=debug,agentd_daemon=debug,agentd_providers=debug` unless [`set_env`](Self::set_env)
     /// names another.
     pub fn try_serve(&mut self) -> Result<(), String> {
         let log_path = self.home.path().join("serve.log");
@@ -97,7 +97,7 @@ impl TestDaemon {
             .arg("serve")
             .args(&self.serve_args)
             .env_remove("AGENTD_HOME")
-            .env("RUST_LOG", "info,agentd_runtime=debug")
+            .env("RUST_LOG", "info,agentd_engine=debug,agentd_daemon=debug,agentd_providers=debug")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -68,6 +68,7 @@
 mod anthropic;
 pub mod browser;
 mod cache;
+pub mod corpus;
 mod count;
 pub mod daemon;
 mod http;
@@ -233,4 +234,21 @@ pub fn html_body() -> Step {
 /// Waits `delay` before answering with `step`.
 pub fn delayed(delay: Duration, step: Step) -> Step {
     Step::Delayed(delay, Box::new(step))
+}
+
+/// A terse system prompt, one `read_file` tool and at most 256 output tokens.
+pub fn chat_request(model: &str, messages: Vec<agentd_protocol::Message>) -> agentd_protocol::ChatRequest {
+    agentd_protocol::ChatRequest {
+        model: model.to_string(),
+        system: "You are terse.".into(),
+        messages,
+        tools: vec![agentd_protocol::ToolSchema {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }],
+        tool_choice_none: false,
+        max_tokens: Some(256),
+        thinking_budget: None,
+    }
 }

@@ -1,0 +1,153 @@
+//! MCP, both ways: the configured servers' tools for the team ([`client`]), and agentd itself as an
+//! MCP server that other agents hand work to ([`server`], `agentd mcp`).
+//!
+//! **As a client.** Each task has its own [`TaskServers`]: for every `[mcp.servers.NAME]`, a
+//! connection started the first time a role that gets the server's tools starts a turn (a stdio
+//! server runs in the task's workspace, so it cannot be shared between tasks), kept for the task,
+//! and closed when the task ends. Its tools join the role's tools as `mcp__NAME__TOOL` with the
+//! server's own schemas, so the fitter counts them with the other tool schemas; a call goes to the
+//! server with the configured timeout and its result — text, and images by the provider's rule — is
+//! sized like any tool result (whole when it fits, else evidence with a first page) and redacted.
+//! A server that is down, a tool that errors, a timeout or an invalid result is an error result the
+//! model reads ([`McpError`]), never a failed turn. A server that crashed or could not start is
+//! started again at its next use, no sooner than `policies::retry::restart_delay_ms` after its
+//! failure (1 s, 2 s, 4 s … 60 s; from 0 again once a call succeeds).
+//!
+//! **As a server.** [`server::serve_stdio`] answers MCP on stdin and stdout with the tools
+//! `submit_task`, `task_status`, `task_events`, `task_message`, `cancel_task` and `read_evidence`,
+//! each one request to the running daemon over its socket.
+
+pub mod client;
+pub mod content;
+pub mod server;
+
+pub use client::TaskServers;
+
+use std::time::Duration;
+
+/// Why an MCP tool call (or the listing of a server's tools) did not give a result. Each is shown to
+/// the model as the call's error result; none fails the turn but [`McpError::Cancelled`].
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The stdio server's program could not be started (sandbox refused, not found).
+    #[error("cannot start MCP server {server}: {source}")]
+    Spawn {
+        /// The server's name.
+        server: String,
+        /// Why the program did not start.
+        #[source]
+        source: agentd_agents::tools::service::ServiceError,
+    },
+    /// The HTTP server's `bearer_env` names a variable the daemon does not have.
+    #[error("MCP server {server}: its bearer_env {var} is not set in the daemon's environment")]
+    NoToken {
+        /// The server's name.
+        server: String,
+        /// The variable `bearer_env` names.
+        var: String,
+    },
+    /// The server did not complete the MCP handshake.
+    #[error("MCP server {server} did not start: {source}")]
+    Initialize {
+        /// The server's name.
+        server: String,
+        /// What the handshake ran into.
+        #[source]
+        source: Box<rmcp::service::ClientInitializeError>,
+    },
+    /// The server did not start and list its tools in time.
+    #[error("MCP server {server} did not start within {}s", after.as_secs())]
+    StartTimeout {
+        /// The server's name.
+        server: String,
+        /// The startup timeout.
+        after: Duration,
+    },
+    /// A request the server answered with an error, or a transport failure that left it running.
+    #[error("MCP server {server}: {what} failed: {source}")]
+    Request {
+        /// The server's name.
+        server: String,
+        /// The request (`tools/list`, `tools/call`).
+        what: &'static str,
+        /// What the SDK reported.
+        #[source]
+        source: rmcp::ServiceError,
+    },
+    /// The server went away during the call (a crash, an exit, a closed connection). Whether the
+    /// call had an effect is unknown.
+    #[error(
+        "MCP server {server} stopped during the call ({how}); it is started again at its next use, \
+         after {}s",
+        retry_in.as_secs()
+    )]
+    Stopped {
+        /// The server's name.
+        server: String,
+        /// How it ended, as far as agentd saw (`exited with code 7`, `its connection closed`).
+        how: String,
+        /// How long until it may be started again.
+        retry_in: Duration,
+    },
+    /// The server crashed or failed to start recently and its restart delay has not passed.
+    #[error(
+        "MCP server {server} is down ({failures} failure(s) in a row, the last: {last}); it is started \
+         again in {}s",
+        retry_in.as_secs().max(1)
+    )]
+    Down {
+        /// The server's name.
+        server: String,
+        /// Crashes and failed starts in a row.
+        failures: u32,
+        /// How long until it may be started again.
+        retry_in: Duration,
+        /// The last failure, in words.
+        last: String,
+    },
+    /// The call took longer than the server's `timeout` and was cancelled.
+    #[error("{tool} took longer than its timeout ({}s) and was cancelled", after.as_secs_f64())]
+    Timeout {
+        /// The tool, `mcp__SERVER__TOOL`.
+        tool: String,
+        /// The server's `timeout`.
+        after: Duration,
+    },
+    /// The model's arguments are not a JSON object.
+    #[error("invalid arguments for {tool}: {reason}")]
+    Arguments {
+        /// The tool, `mcp__SERVER__TOOL`.
+        tool: String,
+        /// What is wrong with them.
+        reason: String,
+    },
+    /// The server's answer is not something agentd can give a model.
+    #[error("{tool} answered an invalid result: {reason}")]
+    Invalid {
+        /// The tool, `mcp__SERVER__TOOL`.
+        tool: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The tool names a server this daemon has no `[mcp.servers.NAME]` for.
+    #[error("no MCP server {server} is configured")]
+    Unknown {
+        /// The server's name from the tool's name.
+        server: String,
+    },
+    /// The task was cancelled while the call ran.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl McpError {
+    /// The error as the model reads it: naming the tool once.
+    pub fn for_model(&self, tool: &agentd_protocol::McpTool) -> String {
+        match self {
+            McpError::Timeout { .. } | McpError::Arguments { .. } | McpError::Invalid { .. } => {
+                self.to_string()
+            }
+            _ => format!("{tool}: {self}"),
+        }
+    }
+}

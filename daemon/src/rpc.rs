@@ -1,0 +1,531 @@
+//! The methods of the socket protocol (`docs/interface.md`, typed in `agentd_protocol::rpc`):
+//! decoding a line into a [`Request`] with errors that name the parameter, dispatch to the
+//! supervisor, the fitter and the store, and the one place domain errors become [`ErrorCode`]s.
+
+use crate::scheduler::Jobs;
+use crate::shared::Shared;
+use crate::supervisor::{
+    Cancel, Followup, IsRunning, Resume, RunningCount, Submit, Supervisor, SupervisorError,
+};
+use actix::prelude::*;
+use agentd_engine::fitter::{GaugeOf, WindowOf};
+use agentd_engine::storage::{Storage, StorageError};
+use agentd_engine::task::{effective_compact_at, TaskError};
+use agentd_evidence::{EvidenceError, StoreError, Unit};
+use agentd_policies::settings::SettingKey;
+use agentd_protocol::evidence::Problem;
+use agentd_protocol::rpc::{
+    ClockParams, ClockResult, ContextResult, DaemonStatus, EventsParams, EventsResult, HttpServing, LogEntry,
+    LogParams, LogResult, Method, Notification, ProbeResult, RoleStatus, SettingKey as Setting,
+    SettingParams, SettingResult, StateResult, StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary,
+    Unmeasured, VerifyResult,
+};
+use agentd_protocol::Role;
+pub use agentd_protocol::{ErrorCode, Request, RpcError};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A request line's id and its request, or the id (null when unreadable) and the error to answer.
+pub type Decoded = Result<(Value, Request), (Value, RpcError)>;
+
+/// Reads one request line: JSON-RPC 2.0 framing, then the method's name, then its params into the
+/// method's params type. Absent or `null` params read as `{}`.
+pub fn decode_request(text: &[u8]) -> Decoded {
+    let line: Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err((Value::Null, RpcError::new(ErrorCode::ParseError, format!("parse error: {e}"))))
+        }
+    };
+    let id = line.get("id").cloned().unwrap_or(Value::Null);
+    let name = match (&line, line.get("jsonrpc"), line.get("method")) {
+        (Value::Object(_), Some(Value::String(v)), Some(Value::String(m))) if v == "2.0" => m.clone(),
+        _ => {
+            let e = RpcError::new(
+                ErrorCode::InvalidRequest,
+                "invalid request: expected an object with \"jsonrpc\": \"2.0\" and a string \"method\"",
+            );
+            return Err((id, e));
+        }
+    };
+    if Method::parse(&name).is_none() {
+        return Err((id, RpcError::new(ErrorCode::MethodNotFound, format!("unknown method {name:?}"))));
+    }
+    let params = match line.get("params") {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(_) => return Err((id, RpcError::invalid_params("params must be an object"))),
+    };
+    match request_of(&name, params) {
+        Ok(request) => Ok((id, request)),
+        Err(e) => Err((id, e)),
+    }
+}
+
+/// Reads a method's name and its params object into a [`Request`]: the one decoding of params,
+/// behind the socket's lines and the HTTP API's routes alike, so both refuse bad params with the
+/// same words. An unknown name is -32601; params that do not fit the method's params type are
+/// -32602 naming the parameter (``param `task_id`: invalid type: integer `42`, expected a
+/// string``). Params the method does not know are ignored.
+pub fn request_of(name: &str, params: Value) -> Result<Request, RpcError> {
+    if Method::parse(name).is_none() {
+        return Err(RpcError::new(ErrorCode::MethodNotFound, format!("unknown method {name:?}")));
+    }
+    let wire = serde_json::json!({"method": name, "params": params});
+    serde_path_to_error::deserialize::<_, Request>(wire).map_err(|e| {
+        let path = e.path().to_string();
+        let field = path.strip_prefix("params.").unwrap_or("");
+        let message = if field.is_empty() {
+            format!("invalid params for {name}: {}", e.inner())
+        } else {
+            format!("param `{field}`: {}", e.inner())
+        };
+        RpcError::invalid_params(message)
+    })
+}
+
+/// A JSON-RPC result line.
+pub fn result_response(id: Value, result: Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+/// A JSON-RPC error line.
+pub fn error_response(id: Value, e: &RpcError) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": e}).to_string()
+}
+
+/// A notification line.
+pub fn notification(n: &Notification) -> String {
+    let mut v = serde_json::to_value(n).unwrap_or(Value::Null);
+    if let Value::Object(o) = &mut v {
+        o.insert("jsonrpc".into(), Value::String("2.0".into()));
+    }
+    v.to_string()
+}
+
+/// The socket's answer to a supervisor's refusal or failure.
+impl From<SupervisorError> for Refusal {
+    fn from(e: SupervisorError) -> Refusal {
+        use SupervisorError as E;
+        let code = match &e {
+            E::EmptyObjective | E::EmptyText | E::UnknownTeam(_) => ErrorCode::InvalidParams,
+            E::UnknownTask(_) => ErrorCode::UnknownTask,
+            E::RelativeWorkspace(_) | E::Workspace { .. } | E::RefusedWorkspace { .. } => {
+                ErrorCode::BadWorkspace
+            }
+            E::ShuttingDown
+            | E::AlreadyRunning(_)
+            | E::NotResumable { .. }
+            | E::StillActive { .. }
+            | E::WasCancelled(_)
+            | E::AlreadyEnded { .. }
+            | E::EndNotRecorded { .. } => ErrorCode::NotAllowed,
+            E::CancelTimedOut
+            | E::Store(_)
+            | E::Storage(_)
+            | E::Task(TaskError::Storage(_) | TaskError::NoLead) => ErrorCode::Internal,
+        };
+        Refusal(RpcError::new(code, e.to_string()))
+    }
+}
+
+impl From<EvidenceError> for Refusal {
+    fn from(e: EvidenceError) -> Refusal {
+        match e {
+            EvidenceError::UnknownEvidence(id) => {
+                Refusal(RpcError::new(ErrorCode::UnknownEvidence, format!("unknown evidence {id}")))
+            }
+            other => Refusal(RpcError::internal(other)),
+        }
+    }
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Refusal {
+        Refusal(RpcError::internal(e))
+    }
+}
+
+impl From<StorageError> for Refusal {
+    fn from(e: StorageError) -> Refusal {
+        Refusal(RpcError::internal(e))
+    }
+}
+
+impl From<MailboxError> for Refusal {
+    fn from(e: MailboxError) -> Refusal {
+        Refusal(RpcError::internal(e))
+    }
+}
+
+impl From<RpcError> for Refusal {
+    fn from(e: RpcError) -> Refusal {
+        Refusal(e)
+    }
+}
+
+/// An error on its way to the socket: every domain error converts into one with its code, so the
+/// methods below can use `?` on anything.
+#[derive(Debug)]
+pub struct Refusal(pub RpcError);
+
+type Answer<T> = Result<T, Refusal>;
+
+/// Everything a method needs.
+pub struct Methods {
+    /// The state every task shares: store, bus, configuration, actors and provider clients.
+    pub shared: Arc<Shared>,
+    /// The supervisor, which owns the tasks.
+    pub supervisor: Addr<Supervisor>,
+    /// When the daemon started (`daemon.status`'s `uptime_s`).
+    pub started: Instant,
+    /// Where the HTTP server listens, for `daemon.status` (`None`: it is off).
+    pub http: Option<std::net::SocketAddr>,
+}
+
+fn to_json<T: Serialize>(answer: Answer<T>) -> Result<Value, RpcError> {
+    let value = answer.map_err(|r| r.0)?;
+    serde_json::to_value(value).map_err(RpcError::internal)
+}
+
+impl Methods {
+    /// Runs one request. `task.subscribe` is answered here and followed by the connection.
+    pub async fn call(&self, request: Request) -> Result<Value, RpcError> {
+        match request {
+            Request::TaskSubmit(p) => to_json(
+                self.supervisor
+                    .send(Submit { objective: p.objective, workspace: p.workspace, team: p.team })
+                    .await
+                    .map_err(Refusal::from)
+                    .and_then(|r| r.map_err(Refusal::from))
+                    .map(|task_id| Submitted { task_id }),
+            ),
+            Request::TaskList(_) => to_json(self.list()),
+            Request::TaskStatus(p) => to_json(self.status(&p.task_id).await),
+            Request::TaskCancel(p) => to_json(self.ask(Cancel { task_id: p.task_id }).await),
+            Request::TaskResume(p) => to_json(self.ask(Resume { task_id: p.task_id }).await),
+            Request::TaskMessage(p) => to_json(self.ask(Followup { task_id: p.task_id, text: p.text }).await),
+            Request::TaskSubscribe(p) => {
+                to_json(self.task(&p.task_id).map(|_| Subscribed { subscribed: true }))
+            }
+            Request::TaskEvents(p) => to_json(self.events(p).await),
+            Request::ContextGet(p) => to_json(self.context(&p.task_id, &p.role.unwrap_or(Role::Lead)).await),
+            Request::LogGet(p) => to_json(self.log(p)),
+            Request::EvidenceList(p) => {
+                to_json(self.shared.store.evidence_list(p.task_id.as_deref()).map_err(Refusal::from))
+            }
+            Request::EvidenceGet(p) => to_json(self.shared.store.evidence(&p.id).map_err(Refusal::from)),
+            Request::EvidenceRead(p) => {
+                let offset = p.offset.unwrap_or(0);
+                let limit = p.limit.unwrap_or(64 << 10).min(4 << 20);
+                let unit = p.unit.unwrap_or(Unit::Bytes);
+                to_json(self.shared.store.read_evidence(&p.id, offset, limit, unit).map_err(Refusal::from))
+            }
+            Request::EvidenceVerify(_) => to_json(self.verify()),
+            Request::SettingsGet(p) => to_json(self.settings(false, p)),
+            Request::SettingsSet(p) => to_json(self.settings(true, p)),
+            Request::ModelsProbe(p) => to_json(self.probe(p.role).await),
+            Request::DaemonStatus(_) => to_json(self.daemon_status().await),
+            Request::ClockAdvance(ClockParams { ms }) => to_json(Self::advance(ms)),
+        }
+    }
+
+    async fn ask<M>(&self, msg: M) -> Answer<StateResult>
+    where
+        M: actix::Message<Result = Result<agentd_policies::TaskState, SupervisorError>> + Send + 'static,
+        Supervisor: Handler<M>,
+    {
+        let state = self.supervisor.send(msg).await??;
+        Ok(StateResult { state })
+    }
+
+    fn task(&self, task_id: &str) -> Answer<agentd_evidence::TaskMeta> {
+        self.shared
+            .store
+            .task(task_id)?
+            .ok_or_else(|| Refusal(RpcError::new(ErrorCode::UnknownTask, format!("unknown task {task_id}"))))
+    }
+
+    fn list(&self) -> Answer<Vec<TaskSummary>> {
+        let tasks = self.shared.store.tasks()?;
+        Ok(tasks
+            .into_iter()
+            .map(|t| {
+                let end = self.shared.ends.get(&t.task_id);
+                TaskSummary {
+                    state: end.as_ref().map_or(t.state, |e| e.state),
+                    recorded: end.is_none(),
+                    error: end.map(|e| e.shown_error()),
+                    task_id: t.task_id,
+                    objective: t.objective,
+                    created_at: t.created_at,
+                }
+            })
+            .collect())
+    }
+
+    async fn status(&self, task_id: &str) -> Answer<TaskStatus> {
+        let meta = self.task(task_id)?;
+        let mut roles = BTreeMap::new();
+        for role in self.shared.config.team.roles() {
+            let gauge = self
+                .shared
+                .engine
+                .fitter()
+                .gauge_of(GaugeOf { task_id: task_id.to_string(), role: role.clone() });
+            if let Some(g) = gauge {
+                roles.insert(
+                    role,
+                    RoleStatus {
+                        tokens: g.tokens,
+                        estimated: g.estimated,
+                        window: g.window,
+                        window_source: g.window_source,
+                        count_source: g.count_source,
+                        calibration: g.calibration,
+                        measured_by: g.measured_by,
+                    },
+                );
+            }
+        }
+        let mut status = TaskStatus {
+            task_id: meta.task_id,
+            state: meta.state,
+            objective: meta.objective,
+            workspace: meta.workspace,
+            created_at: meta.created_at,
+            updated_at: meta.updated_at,
+            roles,
+            result: meta.result,
+            error: meta.error,
+            recorded: true,
+            record_error: None,
+        };
+        // An end the store could not record yet is the truth; the store still shows the old state.
+        if let Some(end) = self.shared.ends.get(task_id) {
+            status.state = end.state;
+            status.recorded = false;
+            status.error = Some(end.shown_error());
+            status.record_error = Some(end.record_error.clone());
+            if let Some(r) = end.result {
+                status.result = Some(r);
+            }
+        }
+        Ok(status)
+    }
+
+    fn known_role(&self, role: &Role) -> Answer<&agentd_engine::team::RoleConfig> {
+        self.shared.config.team.role(role).ok_or_else(|| {
+            Refusal(RpcError::invalid_params(format!("no role {:?} in the team", role.name())))
+        })
+    }
+
+    async fn context(&self, task_id: &str, role: &Role) -> Answer<ContextResult> {
+        self.task(task_id)?;
+        self.known_role(role)?;
+        let gauge = self
+            .shared
+            .engine
+            .fitter()
+            .gauge_of(GaugeOf { task_id: task_id.to_string(), role: role.clone() });
+        Ok(match gauge {
+            Some(g) => ContextResult::Measured(Box::new(g)),
+            None => ContextResult::Unmeasured(Unmeasured {
+                role: role.clone(),
+                measured: false,
+                note: "this role has not made a request since the daemon started".into(),
+            }),
+        })
+    }
+
+    /// A page of the task's events after `after_seq`, with its state (an end held in memory wins)
+    /// and whether its runner is still at work. Asked first: once it is not, every event is stored.
+    async fn events(&self, p: EventsParams) -> Answer<EventsResult> {
+        let running = self.supervisor.send(IsRunning { task_id: p.task_id.clone() }).await?;
+        let meta = self.task(&p.task_id)?;
+        let limit = p.limit.unwrap_or(100).clamp(1, 1_000) as usize;
+        let events = self.shared.store.events(&p.task_id, p.after_seq.unwrap_or(0), limit)?;
+        let last_seq = self.shared.store.last_event_seq(&p.task_id)?;
+        let state = self.shared.ends.get(&p.task_id).map_or(meta.state, |end| end.state);
+        Ok(EventsResult { events, state, last_seq, running })
+    }
+
+    fn log(&self, p: LogParams) -> Answer<LogResult> {
+        let limit = p.limit.unwrap_or(10_000).min(100_000) as usize;
+        self.task(&p.task_id)?;
+        // Scan page by page so a role filter still returns up to `limit` records.
+        let mut records = Vec::new();
+        let mut cursor = p.after_seq.unwrap_or(0);
+        while records.len() < limit {
+            let page = self.shared.store.records(&p.task_id, cursor, 1000)?;
+            let Some((last, _)) = page.last() else { break };
+            cursor = *last;
+            for (seq, record) in page {
+                if records.len() < limit && p.role.as_ref().is_none_or(|want| record.role() == want) {
+                    records.push(LogEntry { seq, record });
+                }
+            }
+        }
+        Ok(LogResult { records })
+    }
+
+    fn verify(&self) -> Answer<VerifyResult> {
+        let problems = self.shared.store.verify_evidence()?;
+        let checked = self.shared.store.evidence_list(None)?.len() as u64;
+        let problems = problems
+            .iter()
+            .map(|p| Problem {
+                id: p.id.clone(),
+                sha256: p.sha256.clone(),
+                path: p.path.display().to_string(),
+                problem: p.to_string(),
+            })
+            .collect();
+        Ok(VerifyResult { checked, problems })
+    }
+
+    fn settings(&self, set: bool, p: SettingParams) -> Answer<SettingResult> {
+        let rc = self.known_role(&p.role)?;
+        let server = &self.shared.config.provider_of(rc).base_url;
+        let role = &p.role;
+        match p.key {
+            Setting::CompactAt => {
+                if set {
+                    let value = match &p.value {
+                        Some(v) => v.as_u64().filter(|v| (1..=100).contains(v)).ok_or_else(|| {
+                            RpcError::invalid_params(
+                                "param `value` must be an integer percentage from 1 to 100",
+                            )
+                        })?,
+                        None => return Err(RpcError::invalid_params("missing param `value`").into()),
+                    };
+                    let model = rc.model.as_str();
+                    for key in
+                        [SettingKey::CompactAt { role }, SettingKey::CompactAtOn { role, server, model }]
+                    {
+                        self.shared.storage.set_setting(&key, &Value::from(value))?;
+                    }
+                }
+                let value = effective_compact_at(&self.shared.engine, role, server, &rc.model)?;
+                Ok(SettingResult {
+                    role: role.clone(),
+                    key: p.key,
+                    value,
+                    server: server.clone(),
+                    model: rc.model.clone(),
+                })
+            }
+        }
+    }
+
+    async fn probe(&self, role: Role) -> Answer<ProbeResult> {
+        let rc = self.known_role(&role)?;
+        let client = self
+            .shared
+            .engine
+            .model(&rc.provider)
+            .ok_or_else(|| RpcError::internal(format!("no client for provider {}", rc.provider)))?;
+        let window = self
+            .shared
+            .engine
+            .fitter()
+            .window_of(WindowOf { client: client.clone(), model: rc.model.clone(), fresh: true })
+            .await
+            .map_err(RpcError::internal)?;
+        Ok(ProbeResult {
+            role,
+            server: client.server().to_string(),
+            model: rc.model.clone(),
+            window: window.tokens,
+            window_source: window.source,
+        })
+    }
+
+    async fn daemon_status(&self) -> Answer<DaemonStatus> {
+        let running = self.supervisor.send(RunningCount).await?;
+        let jobs = self.shared.scheduler.send(Jobs).await?;
+        // A status is a health check too: heal the store and record what it refused.
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::ends::check_storage(&shared.store, &shared.storage, &shared.ends)
+        })
+        .await
+        .map_err(RpcError::internal)?;
+        let health = self.shared.store.health();
+        Ok(DaemonStatus {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_s: self.started.elapsed().as_secs(),
+            tasks_running: running as u64,
+            jobs,
+            clock: agentd_engine::clock::now_rfc3339(),
+            tz: self.shared.config.tz.describe(agentd_engine::clock::clock().now()),
+            storage: StorageStatus {
+                ok: health.ok,
+                error: health.error,
+                since: health.since.map(|s| humantime::format_rfc3339_millis(s).to_string()),
+                unrecorded_ends: self.shared.ends.len() as u64,
+            },
+            http: self.http.map(|addr| HttpServing { listen: addr.to_string() }),
+        })
+    }
+
+    fn advance(ms: u64) -> Answer<ClockResult> {
+        let clock = agentd_engine::clock::clock();
+        if !clock.advance(std::time::Duration::from_millis(ms)) {
+            return Err(RpcError::new(
+                ErrorCode::NotAllowed,
+                "the clock can only be advanced when the daemon runs with AGENTD_CLOCK=manual",
+            )
+            .into());
+        }
+        Ok(ClockResult { now: agentd_engine::clock::now_rfc3339() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentd_protocol::TaskState;
+
+    fn code(e: SupervisorError) -> ErrorCode {
+        Refusal::from(e).0.code
+    }
+
+    #[test]
+    fn only_the_socket_layer_turns_domain_errors_into_codes() {
+        assert_eq!(code(SupervisorError::EmptyObjective), ErrorCode::InvalidParams);
+        assert_eq!(code(SupervisorError::UnknownTask("t".into())), ErrorCode::UnknownTask);
+        assert_eq!(code(SupervisorError::RelativeWorkspace("w".into())), ErrorCode::BadWorkspace);
+        let ended = SupervisorError::AlreadyEnded { task_id: "t".into(), state: TaskState::Finished };
+        assert_eq!(code(ended), ErrorCode::NotAllowed);
+        assert_eq!(code(SupervisorError::CancelTimedOut), ErrorCode::Internal);
+        let unknown = Refusal::from(EvidenceError::UnknownEvidence("ev-1".into())).0;
+        assert_eq!(
+            (unknown.code, unknown.message.as_str()),
+            (ErrorCode::UnknownEvidence, "unknown evidence ev-1")
+        );
+    }
+
+    #[test]
+    fn a_bad_param_is_named_with_what_was_expected() {
+        let line = br#"{"jsonrpc":"2.0","id":3,"method":"task.status","params":{"task_id":42}}"#;
+        let (id, e) = decode_request(line).unwrap_err();
+        assert_eq!((id, e.code), (serde_json::json!(3), ErrorCode::InvalidParams));
+        assert!(
+            e.message.starts_with("param `task_id`: invalid type: integer `42`, expected a string"),
+            "{e}"
+        );
+        let line = br#"{"jsonrpc":"2.0","id":4,"method":"task.status"}"#;
+        let (_, e) = decode_request(line).unwrap_err();
+        assert!(e.message.contains("missing field `task_id`"), "{e}");
+        let line = br#"{"jsonrpc":"2.0","id":5,"method":"task.explode","params":{}}"#;
+        let (_, e) = decode_request(line).unwrap_err();
+        assert_eq!(e.code, ErrorCode::MethodNotFound);
+        let (_, request) =
+            decode_request(br#"{"jsonrpc":"2.0","id":6,"method":"task.list","params":null}"#).unwrap();
+        assert_eq!(request.method(), agentd_protocol::Method::TaskList);
+    }
+}

@@ -1,0 +1,71 @@
+//! What the daemon's surfaces share: the socket's methods, the HTTP API, the supervisor and the
+//! storage checks each get the one [`Shared`] of the running daemon.
+
+use crate::bus::EventBus;
+use crate::config::Config;
+use crate::ends::Ends;
+use crate::scheduler::Scheduler;
+use crate::storage::SledStorage;
+use actix::prelude::*;
+use agentd_engine::task::Engine;
+use agentd_engine::tool_servers::ToolServers;
+use agentd_evidence::Store;
+use agentd_policies::redact::Redactor;
+use agentd_protocol::Model;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The running daemon's parts, as its surfaces reach them. The engine's own parts (fitter,
+/// models, team settings) are the engine's, reached through it.
+pub struct Shared {
+    /// The daemon's home, canonical: never a workspace, never reachable from one.
+    pub home: PathBuf,
+    /// The durable store: tasks, logs, settings, windows and evidence.
+    pub store: Store,
+    /// Where events are persisted and published.
+    pub bus: EventBus,
+    /// The engine's storage over `store` and `bus`.
+    pub storage: SledStorage,
+    /// The daemon's configuration.
+    pub config: Arc<Config>,
+    /// The team engine every task runs on.
+    pub engine: Arc<Engine>,
+    /// The scheduler that runs the cron jobs.
+    pub scheduler: Addr<Scheduler>,
+    /// Ends of tasks the store could not record yet (see [`crate::ends`]).
+    pub ends: Arc<Ends>,
+}
+
+impl Shared {
+    /// The daemon's parts over an opened `store`, for `config`, with the scheduler started on the
+    /// running actix system. `env` reads the daemon's environment (the providers' keys and the
+    /// secrets to redact): `std::env::var` for the daemon, a map in tests.
+    pub fn start(
+        home: PathBuf,
+        store: Store,
+        config: Arc<Config>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Shared {
+        let bus = EventBus::new(store.clone());
+        let ends = Arc::new(Ends::default());
+        let storage = SledStorage::new(store.clone(), bus.clone(), ends.clone());
+        let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
+        for (name, p) in &config.providers {
+            let key = p.api_key_env.as_deref().and_then(&env);
+            models.insert(name.clone(), Arc::new(p.kind.connect(&p.base_url, key, config.deadlines)));
+        }
+        // Provider keys and configured secrets, by variable name: redacted from every tool result.
+        let secret_names =
+            config.providers.values().filter_map(|p| p.api_key_env.clone()).chain(config.secret_env.clone());
+        let redactor = Redactor::new(secret_names.filter_map(|name| env(&name).map(|value| (name, value))));
+        let engine = Arc::new(Engine::new(Arc::new(storage.clone()), config.team.clone(), models, redactor));
+        let scheduler = Scheduler::new(config.jobs.clone(), store.clone(), home.clone()).start();
+        Shared { home, store, bus, storage, config, engine, scheduler, ends }
+    }
+
+    /// The tool servers of a new task in `workspace`: the configured MCP servers, none started yet.
+    pub fn tool_servers(&self, workspace: &Path) -> Arc<dyn ToolServers> {
+        Arc::new(crate::mcp::TaskServers::new(&self.config, workspace))
+    }
+}

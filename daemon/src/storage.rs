@@ -1,0 +1,117 @@
+//! The engine's storage on one machine: [`SledStorage`], `agentd_engine::storage::Storage` over the
+//! sled [`Store`] of `agentd-evidence`, with events published on the daemon's [`EventBus`] once
+//! stored, and the ends a full disk refused kept in [`Ends`] until the store heals.
+//!
+//! This is the one place the engine's storage calls become sled's: a second implementation (the
+//! fleet's replicated log) sits beside it as a module of its own.
+
+use crate::bus::EventBus;
+use crate::ends::Ends;
+use agentd_engine::end::End;
+use agentd_engine::storage::{Storage, StorageError};
+use agentd_evidence::Store;
+use agentd_policies::settings::SettingKey;
+use agentd_protocol::{
+    Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
+};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The engine's storage over sled.
+#[derive(Clone)]
+pub struct SledStorage {
+    store: Store,
+    bus: EventBus,
+    ends: Arc<Ends>,
+}
+
+impl SledStorage {
+    /// Storage in `store`, publishing events on `bus`, keeping refused ends in `ends`.
+    pub fn new(store: Store, bus: EventBus, ends: Arc<Ends>) -> SledStorage {
+        SledStorage { store, bus, ends }
+    }
+}
+
+impl Storage for SledStorage {
+    fn append(&self, task_id: &str, record: &Record) -> Result<u64, StorageError> {
+        self.store.append(task_id, record).map_err(StorageError::new)
+    }
+
+    fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<Event, StorageError> {
+        self.bus.emit(task_id, role, kind).map_err(StorageError::new)
+    }
+
+    fn history(&self, task_id: &str, role: &Role) -> Result<Vec<Message>, StorageError> {
+        self.store.history(task_id, role).map_err(StorageError::new)
+    }
+
+    fn records(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<(u64, Record)>, StorageError> {
+        self.store.records(task_id, after, limit).map_err(StorageError::new)
+    }
+
+    fn events(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
+        self.store.events(task_id, after, limit).map_err(StorageError::new)
+    }
+
+    fn last_event_seq(&self, task_id: &str) -> Result<u64, StorageError> {
+        self.store.last_event_seq(task_id).map_err(StorageError::new)
+    }
+
+    fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StorageError> {
+        self.store.task(task_id).map_err(StorageError::new)
+    }
+
+    fn update_task(&self, task_id: &str, change: &mut dyn FnMut(&mut TaskMeta)) -> Result<(), StorageError> {
+        self.store.update_task(task_id, |t| change(t)).map(|_| ()).map_err(StorageError::new)
+    }
+
+    fn keep_end(&self, task_id: &str, end: End) {
+        self.ends.insert(task_id, end);
+    }
+
+    fn setting(&self, key: &SettingKey<'_>) -> Result<Option<Value>, StorageError> {
+        self.store.setting(&key.to_string()).map_err(StorageError::new)
+    }
+
+    fn set_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError> {
+        self.store.set_setting(&key.to_string(), value).map_err(StorageError::new)
+    }
+
+    fn cache_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError> {
+        self.store.cache_setting(&key.to_string(), value).map_err(StorageError::new)
+    }
+
+    fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StorageError> {
+        self.store.window(server, model).map_err(StorageError::new)
+    }
+
+    fn set_window(&self, server: &str, model: &str, window: Window) -> Result<(), StorageError> {
+        self.store.set_window(server, model, window).map_err(StorageError::new)
+    }
+
+    fn put_evidence(&self, new: NewEvidence<'_>, fallback_dir: &Path) -> Result<Stored, StorageError> {
+        self.store.put_evidence(new, fallback_dir).map_err(StorageError::new)
+    }
+
+    fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError> {
+        self.store.evidence(id).map_err(StorageError::new)
+    }
+
+    fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError> {
+        self.store.read_evidence(id, offset, limit, unit).map_err(StorageError::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sled_storage_keeps_the_storage_contract() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let storage = SledStorage::new(store.clone(), EventBus::new(store.clone()), Arc::default());
+        agentd_engine::contract::check(&storage, |meta| store.put_task(&meta).unwrap(), dir.path());
+    }
+}

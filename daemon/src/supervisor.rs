@@ -1,0 +1,623 @@
+//! The supervisor owns the tasks: it creates them, starts and resumes their teams, cancels them, and on
+//! shutdown marks the running ones `interrupted` so they can be resumed. At start it marks tasks a
+//! crashed daemon left active as `interrupted` too.
+
+use crate::shared::Shared;
+use actix::prelude::*;
+use agentd_agents::workspace::Workspace;
+use agentd_agents::ToolError;
+use agentd_engine::clock::{clock, now_rfc3339};
+use agentd_engine::end::{close_unfinished_calls, record_end, End};
+use agentd_engine::storage::{Storage, StorageError};
+use agentd_engine::task::{launch, Start, TaskError};
+use agentd_evidence::StoreError;
+use agentd_evidence::TaskMeta;
+use agentd_policies::{EventKind, TaskState};
+use agentd_protocol::Role;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Why the supervisor refused or failed a request. The socket layer maps each to its `ErrorCode`.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    /// The daemon is stopping and takes no new work.
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+    /// `task.submit` with an empty objective.
+    #[error("objective must not be empty")]
+    EmptyObjective,
+    /// `task.message` with an empty text.
+    #[error("text must not be empty")]
+    EmptyText,
+    /// A team other than `default` was asked for. Holds the name given.
+    #[error("unknown team {0:?}; this daemon runs one team, \"default\"")]
+    UnknownTeam(String),
+    /// No task with this id is recorded. Holds the id.
+    #[error("unknown task {0}")]
+    UnknownTask(String),
+    /// The workspace is not an absolute path. Holds the path given.
+    #[error("workspace must be an absolute path: {0}")]
+    RelativeWorkspace(String),
+    /// The workspace could not be opened as one (missing, not a directory).
+    #[error("workspace {path}: {source}")]
+    Workspace {
+        /// The workspace path, as given.
+        path: String,
+        /// Why it could not be opened.
+        source: ToolError,
+    },
+    /// The workspace is one no task may use: the root, a system directory, or agentd's home or a directory
+    /// holding it (judged after symlinks are resolved).
+    #[error("workspace {path} is refused: {why}")]
+    RefusedWorkspace {
+        /// The workspace path, as given.
+        path: String,
+        /// Which rule refuses it.
+        why: String,
+    },
+    /// The task is already being run. Holds its id.
+    #[error("task {0} is already running")]
+    AlreadyRunning(String),
+    /// `task.resume` of a task that is neither interrupted nor failed.
+    #[error("task {task_id} is {state}; only interrupted or failed tasks can be resumed")]
+    NotResumable {
+        /// The task's id.
+        task_id: String,
+        /// The state it is in.
+        state: TaskState,
+    },
+    /// `task.message` to a task that is still queued, running or waiting to retry.
+    #[error("task {task_id} is {state}; wait for it to stop")]
+    StillActive {
+        /// The task's id.
+        task_id: String,
+        /// The state it is in.
+        state: TaskState,
+    },
+    /// `task.message` to a cancelled task, which never runs again. Holds its id.
+    #[error("task {0} was cancelled")]
+    WasCancelled(String),
+    /// `task.cancel` of a task that has already ended.
+    #[error("task {task_id} is already {state}")]
+    AlreadyEnded {
+        /// The task's id.
+        task_id: String,
+        /// The end it reached.
+        state: TaskState,
+    },
+    /// The task has already ended, but the store could not record the end yet (it is held in memory).
+    #[error("task {task_id} is already {state} (its end is not recorded yet: {why})")]
+    EndNotRecorded {
+        /// The task's id.
+        task_id: String,
+        /// The end it reached.
+        state: TaskState,
+        /// Why the store refused the end.
+        why: String,
+    },
+    /// A running task did not stop within 30 s of being cancelled.
+    #[error("the task did not stop within 30s of being cancelled")]
+    CancelTimedOut,
+    /// The store failed.
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    /// The engine's storage failed (the store behind it; the cause says how).
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    /// The task's team could not be formed.
+    #[error("{0}")]
+    Task(#[from] TaskError),
+}
+
+struct Running {
+    cancel: CancellationToken,
+    done: watch::Receiver<Option<TaskState>>,
+}
+
+/// The actor that owns the tasks: it creates them, starts and resumes their teams, cancels them, and on
+/// shutdown marks every running one `interrupted`.
+pub struct Supervisor {
+    shared: Arc<Shared>,
+    running: HashMap<String, Running>,
+    accepting: bool,
+}
+
+impl Supervisor {
+    /// A supervisor over `shared`, accepting work and running no task yet.
+    pub fn new(shared: Arc<Shared>) -> Supervisor {
+        Supervisor { shared, running: HashMap::new(), accepting: true }
+    }
+
+    /// Tasks left active by a daemon that died become `interrupted`, with the event that says so.
+    pub fn recover(shared: &Shared) -> Result<usize, SupervisorError> {
+        let mut n = 0;
+        for meta in shared.store.tasks()? {
+            if meta.state.is_active() {
+                shared.store.update_task(&meta.task_id, |t| {
+                    t.state = TaskState::Interrupted;
+                    t.updated_at = now_rfc3339();
+                })?;
+                close_unfinished_calls(&shared.storage, &meta.task_id, true)?;
+                shared.bus.emit(&meta.task_id, &Role::Lead, EventKind::TaskInterrupted {})?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn start_task(
+        &mut self,
+        task_id: String,
+        workspace: Workspace,
+        start: Start,
+    ) -> Result<(), SupervisorError> {
+        let cancel = CancellationToken::new();
+        let (tx, rx) = watch::channel(None);
+        let servers = self.shared.tool_servers(workspace.root());
+        let engine = self.shared.engine.clone();
+        launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx)?;
+        self.running.insert(task_id, Running { cancel, done: rx });
+        Ok(())
+    }
+
+    fn reap(&mut self) {
+        self.running.retain(|_, r| r.done.borrow().is_none());
+    }
+
+    /// New work is refused once shutdown has begun.
+    fn ensure_accepting(&self) -> Result<(), SupervisorError> {
+        if !self.accepting {
+            return Err(SupervisorError::ShuttingDown);
+        }
+        Ok(())
+    }
+
+    /// A stored task about to be started again (resumed, or given a follow-up): its meta and its
+    /// re-opened workspace. `check` sees the meta and whether the task is running now, and refuses
+    /// what the caller cannot restart; it runs before the workspace is opened.
+    fn restartable(
+        &mut self,
+        task_id: &str,
+        check: impl FnOnce(&TaskMeta, bool) -> Result<(), SupervisorError>,
+    ) -> Result<(TaskMeta, Workspace), SupervisorError> {
+        self.reap();
+        let meta = self
+            .shared
+            .store
+            .task(task_id)?
+            .ok_or_else(|| SupervisorError::UnknownTask(task_id.to_string()))?;
+        check(&meta, self.running.contains_key(task_id))?;
+        let workspace = self.workspace(&meta.workspace)?;
+        Ok((meta, workspace))
+    }
+
+    /// The workspace at `path`: an existing directory, and one a task may write in — not `/`, a
+    /// system directory, the daemon's home or a directory holding it
+    /// (`agentd_policies::workspace::refusal`).
+    fn workspace(&self, path: &str) -> Result<Workspace, SupervisorError> {
+        let workspace = Workspace::new(Path::new(path))
+            .map_err(|source| SupervisorError::Workspace { path: path.to_string(), source })?;
+        if let Some(why) = agentd_policies::workspace::refusal(workspace.root(), &self.shared.home) {
+            return Err(SupervisorError::RefusedWorkspace { path: path.to_string(), why: why.to_string() });
+        }
+        Ok(workspace)
+    }
+
+    /// How many tasks are being run now: started, and their runner not yet done.
+    pub fn running_count(&self) -> usize {
+        self.running.values().filter(|r| r.done.borrow().is_none()).count()
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+}
+
+/// Start a task (`task.submit`); answers with its id, a UUID v7.
+#[derive(Message)]
+#[rtype(result = "Result<String, SupervisorError>")]
+pub struct Submit {
+    /// What the team is to do; not empty.
+    pub objective: String,
+    /// The workspace: an absolute, existing directory that a task may use.
+    pub workspace: String,
+    /// The team asked for; only `default` (or none) is accepted.
+    pub team: Option<String>,
+}
+
+impl Handler<Submit> for Supervisor {
+    type Result = Result<String, SupervisorError>;
+
+    fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
+        self.ensure_accepting()?;
+        self.reap();
+        if msg.objective.trim().is_empty() {
+            return Err(SupervisorError::EmptyObjective);
+        }
+        if let Some(team) = &msg.team {
+            if team != "default" {
+                return Err(SupervisorError::UnknownTeam(team.clone()));
+            }
+        }
+        let path = Path::new(&msg.workspace);
+        if !path.is_absolute() {
+            return Err(SupervisorError::RelativeWorkspace(msg.workspace));
+        }
+        let workspace = self.workspace(&msg.workspace)?;
+        let task_id = uuid::Uuid::now_v7().to_string();
+        let now = now_rfc3339();
+        let meta = TaskMeta {
+            task_id: task_id.clone(),
+            objective: msg.objective.clone(),
+            workspace: workspace.root().display().to_string(),
+            team: msg.team,
+            state: TaskState::Queued,
+            created_at: now.clone(),
+            updated_at: now,
+            result: None,
+            error: None,
+        };
+        self.shared.store.put_task(&meta)?;
+        self.shared.bus.emit(
+            &task_id,
+            &Role::Lead,
+            EventKind::TaskStarted { objective: msg.objective.clone() },
+        )?;
+        self.start_task(task_id.clone(), workspace, Start::Fresh { objective: msg.objective })?;
+        Ok(task_id)
+    }
+}
+
+/// Cancel a task (`task.cancel`); answers with the state it ended in.
+#[derive(Message)]
+#[rtype(result = "Result<TaskState, SupervisorError>")]
+pub struct Cancel {
+    /// The task to cancel.
+    pub task_id: String,
+}
+
+impl Handler<Cancel> for Supervisor {
+    type Result = ResponseFuture<Result<TaskState, SupervisorError>>;
+
+    fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) -> Self::Result {
+        let shared = self.shared.clone();
+        let running = self.running.get(&msg.task_id).map(|r| (r.cancel.clone(), r.done.clone()));
+        Box::pin(async move {
+            let store = &shared.store;
+            // A running task is cancelled in memory first: its runner records the end when it can
+            // (else keeps it in `ends`), so a cancel works while the disk is full.
+            if let Some((cancel, mut done)) = running {
+                if done.borrow().is_none() {
+                    cancel.cancel();
+                    let waited =
+                        clock().timeout(Duration::from_secs(30), done.wait_for(|s| s.is_some())).await;
+                    if let Ok(Ok(state)) = waited {
+                        if let Some(state) = *state {
+                            return Ok(state);
+                        }
+                    }
+                    return Err(SupervisorError::CancelTimedOut);
+                }
+            }
+            if let Some(end) = shared.ends.get(&msg.task_id) {
+                return Err(SupervisorError::EndNotRecorded {
+                    task_id: msg.task_id,
+                    state: end.state,
+                    why: end.record_error,
+                });
+            }
+            let meta =
+                store.task(&msg.task_id)?.ok_or_else(|| SupervisorError::UnknownTask(msg.task_id.clone()))?;
+            match meta.state {
+                state if state.is_terminal() => {
+                    Err(SupervisorError::AlreadyEnded { task_id: msg.task_id, state })
+                }
+                _ => {
+                    let end = End {
+                        state: TaskState::Cancelled,
+                        kind: EventKind::TaskCancelled {},
+                        result: None,
+                        error: None,
+                        record_error: String::new(),
+                    };
+                    if let Err(e) = record_end(&shared.storage, &msg.task_id, &end) {
+                        tracing::error!(task = %msg.task_id, error = %e, "could not record the cancel; kept in memory");
+                        shared.ends.insert(&msg.task_id, End { record_error: e.to_string(), ..end });
+                    }
+                    Ok(TaskState::Cancelled)
+                }
+            }
+        })
+    }
+}
+
+/// Resume an interrupted or failed task from its log (`task.resume`); answers `running`.
+#[derive(Message)]
+#[rtype(result = "Result<TaskState, SupervisorError>")]
+pub struct Resume {
+    /// The task to resume.
+    pub task_id: String,
+}
+
+impl Handler<Resume> for Supervisor {
+    type Result = Result<TaskState, SupervisorError>;
+
+    fn handle(&mut self, msg: Resume, _: &mut Context<Self>) -> Self::Result {
+        self.ensure_accepting()?;
+        let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
+            if running {
+                return Err(SupervisorError::AlreadyRunning(msg.task_id.clone()));
+            }
+            if !matches!(meta.state, TaskState::Interrupted | TaskState::Failed) {
+                return Err(SupervisorError::NotResumable {
+                    task_id: msg.task_id.clone(),
+                    state: meta.state,
+                });
+            }
+            Ok(())
+        })?;
+        self.shared.store.update_task(&msg.task_id, |t| {
+            t.error = None;
+            t.updated_at = now_rfc3339();
+        })?;
+        self.shared.bus.emit(&msg.task_id, &Role::Lead, EventKind::TaskResumed {})?;
+        self.start_task(msg.task_id, workspace, Start::Resume)?;
+        Ok(TaskState::Running)
+    }
+}
+
+/// A follow-up request to a task that has stopped (finished, failed or interrupted): the lead takes
+/// it as a new user message, with the team's histories as they are.
+#[derive(Message)]
+#[rtype(result = "Result<TaskState, SupervisorError>")]
+pub struct Followup {
+    /// The stopped task to follow up.
+    pub task_id: String,
+    /// The follow-up, which the lead takes as a new user message; not empty.
+    pub text: String,
+}
+
+impl Handler<Followup> for Supervisor {
+    type Result = Result<TaskState, SupervisorError>;
+
+    fn handle(&mut self, msg: Followup, _: &mut Context<Self>) -> Self::Result {
+        self.ensure_accepting()?;
+        if msg.text.trim().is_empty() {
+            return Err(SupervisorError::EmptyText);
+        }
+        let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
+            if running || meta.state.is_active() {
+                return Err(SupervisorError::StillActive { task_id: msg.task_id.clone(), state: meta.state });
+            }
+            if meta.state == TaskState::Cancelled {
+                return Err(SupervisorError::WasCancelled(msg.task_id.clone()));
+            }
+            Ok(())
+        })?;
+        self.shared.store.update_task(&msg.task_id, |t| {
+            t.state = TaskState::Queued;
+            t.error = None;
+            t.result = None;
+            t.updated_at = now_rfc3339();
+        })?;
+        self.shared.bus.emit(&msg.task_id, &Role::Lead, EventKind::TaskMessage { text: msg.text.clone() })?;
+        self.start_task(msg.task_id, workspace, Start::Followup { text: msg.text })?;
+        Ok(TaskState::Running)
+    }
+}
+
+/// How many tasks are running now.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct RunningCount;
+
+impl Handler<RunningCount> for Supervisor {
+    type Result = usize;
+
+    fn handle(&mut self, _: RunningCount, _: &mut Context<Self>) -> usize {
+        self.reap();
+        self.running_count()
+    }
+}
+
+/// Whether a task's runner is still at work: until it has recorded the task's end (and closed what
+/// the task had open), more events may come and a follow-up or resume is refused.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct IsRunning {
+    /// The task.
+    pub task_id: String,
+}
+
+impl Handler<IsRunning> for Supervisor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: IsRunning, _: &mut Context<Self>) -> bool {
+        self.reap();
+        self.running.contains_key(&msg.task_id)
+    }
+}
+
+/// Stop accepting work; mark every running task `interrupted` (persisted, with its event) and stop it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+impl Handler<Shutdown> for Supervisor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Shutdown, _: &mut Context<Self>) -> Self::Result {
+        self.accepting = false;
+        self.reap();
+        let shared = self.shared.clone();
+        let running: Vec<(String, CancellationToken, watch::Receiver<Option<TaskState>>)> =
+            self.running.drain().map(|(id, r)| (id, r.cancel, r.done)).collect();
+        Box::pin(async move {
+            // Marked first (so the runner's own end does not record a cancel), then stopped; the
+            // terminal event comes last, after the calls the stop cut short are closed.
+            for (task_id, cancel, _) in &running {
+                let marked = shared.store.update_task(task_id, |t| {
+                    t.state = TaskState::Interrupted;
+                    t.updated_at = now_rfc3339();
+                });
+                if let Err(e) = marked {
+                    tracing::error!(task = %task_id, error = %e, "could not mark the task interrupted");
+                }
+                cancel.cancel();
+            }
+            for (task_id, _, mut done) in running {
+                let _ = clock().timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some())).await;
+                let ended = close_unfinished_calls(&shared.storage, &task_id, true)
+                    .and_then(|_| shared.storage.emit(&task_id, &Role::Lead, EventKind::TaskInterrupted {}));
+                if let Err(e) = ended {
+                    tracing::error!(task = %task_id, error = %e, "could not record the interruption");
+                }
+            }
+            if let Err(e) = shared.store.flush() {
+                tracing::error!(error = %e, "final flush failed");
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Rig;
+    use agentd_test_support::{finish, hang, sse, ScriptedServer};
+
+    async fn supervised(steps: Vec<agentd_test_support::Step>) -> (Rig, Addr<Supervisor>) {
+        let rig = Rig::start(ScriptedServer::start(steps).await, "").await;
+        let supervisor = Supervisor::new(rig.shared.clone()).start();
+        (rig, supervisor)
+    }
+
+    fn submit(rig: &Rig, objective: &str) -> Submit {
+        Submit {
+            objective: objective.into(),
+            workspace: rig.workspace.path().display().to_string(),
+            team: None,
+        }
+    }
+
+    /// Waits until the task's recorded state is terminal (or interrupted), at most 20 s.
+    async fn settled(rig: &Rig, task_id: &str) -> TaskState {
+        for _ in 0..2_000 {
+            let state = rig.state(task_id);
+            if !state.is_active() {
+                return state;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        rig.state(task_id)
+    }
+
+    #[actix::test]
+    async fn a_submitted_task_runs_to_its_end_and_is_recorded_as_started_first() {
+        let (rig, supervisor) = supervised(vec![sse(vec![finish("done")])]).await;
+        let task_id = supervisor.send(submit(&rig, "Fix the adder")).await.unwrap().unwrap();
+        assert_eq!(settled(&rig, &task_id).await, TaskState::Finished);
+        let kinds = rig.kinds(&task_id);
+        assert_eq!(kinds.first().map(String::as_str), Some("task_started"));
+        assert_eq!(kinds.last().map(String::as_str), Some("task_finished"));
+        let meta = rig.shared.store.task(&task_id).unwrap().unwrap();
+        assert_eq!(meta.result.as_deref(), Some("done"));
+        assert_eq!(supervisor.send(RunningCount).await.unwrap(), 0);
+    }
+
+    #[actix::test]
+    async fn bad_submissions_are_refused_with_what_was_wrong_and_nothing_is_stored() {
+        let (rig, supervisor) = supervised(vec![]).await;
+        let refused = |msg: Submit| {
+            let supervisor = supervisor.clone();
+            async move { supervisor.send(msg).await.unwrap().unwrap_err() }
+        };
+        assert!(matches!(refused(submit(&rig, "  ")).await, SupervisorError::EmptyObjective));
+        let relative = Submit { workspace: "relative/dir".into(), ..submit(&rig, "x") };
+        assert!(
+            matches!(refused(relative).await, SupervisorError::RelativeWorkspace(p) if p == "relative/dir")
+        );
+        let missing = Submit { workspace: "/no/such/dir".into(), ..submit(&rig, "x") };
+        assert!(
+            matches!(refused(missing).await, SupervisorError::Workspace { path, .. } if path == "/no/such/dir")
+        );
+        let root = Submit { workspace: "/".into(), ..submit(&rig, "x") };
+        assert!(matches!(refused(root).await, SupervisorError::RefusedWorkspace { .. }));
+        let team = Submit { team: Some("other".into()), ..submit(&rig, "x") };
+        assert!(matches!(refused(team).await, SupervisorError::UnknownTeam(t) if t == "other"));
+        assert!(rig.shared.store.tasks().unwrap().is_empty(), "a refused task is not stored");
+    }
+
+    #[actix::test]
+    async fn a_running_task_is_cancelled_at_once_and_an_ended_one_refuses() {
+        let (rig, supervisor) = supervised(vec![hang()]).await;
+        let task_id = supervisor.send(submit(&rig, "Wait forever")).await.unwrap().unwrap();
+        while rig.server.chat_requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let state = supervisor.send(Cancel { task_id: task_id.clone() }).await.unwrap().unwrap();
+        assert_eq!(state, TaskState::Cancelled);
+        assert_eq!(rig.state(&task_id), TaskState::Cancelled);
+        let again = supervisor.send(Cancel { task_id: task_id.clone() }).await.unwrap().unwrap_err();
+        assert!(matches!(again, SupervisorError::AlreadyEnded { state: TaskState::Cancelled, .. }));
+        let unknown = supervisor.send(Cancel { task_id: "nope".into() }).await.unwrap().unwrap_err();
+        assert!(matches!(unknown, SupervisorError::UnknownTask(id) if id == "nope"));
+        // A cancelled task takes no follow-up and cannot be resumed.
+        let followup = Followup { task_id: task_id.clone(), text: "more".into() };
+        let refused = supervisor.send(followup).await.unwrap().unwrap_err();
+        assert!(matches!(refused, SupervisorError::WasCancelled(_)));
+        let resumed = supervisor.send(Resume { task_id }).await.unwrap().unwrap_err();
+        assert!(matches!(resumed, SupervisorError::NotResumable { state: TaskState::Cancelled, .. }));
+    }
+
+    #[actix::test]
+    async fn a_finished_task_takes_a_follow_up_and_runs_again() {
+        let (rig, supervisor) =
+            supervised(vec![sse(vec![finish("first")]), sse(vec![finish("second")])]).await;
+        let task_id = supervisor.send(submit(&rig, "Fix it")).await.unwrap().unwrap();
+        assert_eq!(settled(&rig, &task_id).await, TaskState::Finished);
+        let empty = Followup { task_id: task_id.clone(), text: " ".into() };
+        assert!(matches!(supervisor.send(empty).await.unwrap(), Err(SupervisorError::EmptyText)));
+        let more = Followup { task_id: task_id.clone(), text: "Now add a test".into() };
+        assert_eq!(supervisor.send(more).await.unwrap().unwrap(), TaskState::Running);
+        assert_eq!(settled(&rig, &task_id).await, TaskState::Finished);
+        let meta = rig.shared.store.task(&task_id).unwrap().unwrap();
+        assert_eq!(meta.result.as_deref(), Some("second"));
+        assert!(rig.kinds(&task_id).contains(&"task_message".to_string()));
+    }
+
+    #[actix::test]
+    async fn shutdown_interrupts_what_runs_and_refuses_new_work_and_recover_finds_nothing_left() {
+        let (rig, supervisor) = supervised(vec![hang()]).await;
+        let task_id = supervisor.send(submit(&rig, "Wait forever")).await.unwrap().unwrap();
+        while rig.server.chat_requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        supervisor.send(Shutdown).await.unwrap();
+        assert_eq!(rig.state(&task_id), TaskState::Interrupted);
+        assert_eq!(rig.kinds(&task_id).last().map(String::as_str), Some("task_interrupted"));
+        let late = supervisor.send(submit(&rig, "Too late")).await.unwrap().unwrap_err();
+        assert!(matches!(late, SupervisorError::ShuttingDown));
+        // What a restarted daemon finds: nothing active, so nothing to mark.
+        assert_eq!(Supervisor::recover(&rig.shared).unwrap(), 0);
+    }
+
+    #[actix::test]
+    async fn a_task_a_crashed_daemon_left_running_is_marked_interrupted_with_its_calls_closed() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await, "").await;
+        let task = rig.task("Left running");
+        let called =
+            EventKind::ToolCalled { tool: agentd_protocol::ToolName::RunCommand, call_id: "c1".into() };
+        rig.shared.bus.emit(&task.task_id, &Role::Coder, called).unwrap();
+        assert_eq!(Supervisor::recover(&rig.shared).unwrap(), 1);
+        assert_eq!(rig.state(&task.task_id), TaskState::Interrupted);
+        let events = rig.events(&task.task_id);
+        let n = events.len();
+        assert!(matches!(&events[n - 2].kind, EventKind::ToolFinished { interrupted: true, .. }));
+        assert!(matches!(events[n - 1].kind, EventKind::TaskInterrupted {}));
+    }
+}

@@ -1,0 +1,82 @@
+//! The in-process test rig of the daemon's unit tests: a daemon's shared parts without its socket or
+//! its binary.
+//!
+//! [`Rig::start`] parses a real configuration pointing the team at a [`ScriptedServer`] (the real
+//! OpenAI wire protocol over real HTTP), opens a sled [`Store`] in a temp home, and builds the
+//! daemon's [`Shared`] in the test's actix `System` (`#[actix::test]`). [`Rig::task`] records a task
+//! as `task.submit` would.
+
+use crate::config::Config;
+use crate::shared::Shared;
+use agentd_evidence::{Store, TaskMeta};
+use agentd_protocol::{Event, Message, Role, TaskState};
+use agentd_test_support::daemon::team_config;
+use agentd_test_support::ScriptedServer;
+use std::sync::Arc;
+
+pub struct Rig {
+    pub server: ScriptedServer,
+    pub shared: Arc<Shared>,
+    pub workspace: tempfile::TempDir,
+    /// Held, not read: the home (its database) lives as long as the rig.
+    _home: tempfile::TempDir,
+}
+
+/// A recorded task of the rig.
+pub struct RigTask {
+    pub task_id: String,
+}
+
+impl Rig {
+    /// A lead and a coder on `server`'s model, plus `extra` configuration (e.g. a `[retry]` table).
+    /// Must run inside an actix `System`.
+    pub async fn start(server: ScriptedServer, extra: &str) -> Rig {
+        let text = team_config(&server.base_url(), server.model(), extra);
+        let home = tempfile::Builder::new().prefix("agentd-rig").tempdir().expect("a temp home");
+        let workspace = tempfile::Builder::new().prefix("agentd-ws").tempdir().expect("a temp workspace");
+        let path = home.path().join("agentd.toml");
+        let config = Arc::new(Config::parse(&text, &path).expect("the rig's configuration"));
+        let store = Store::open(&home.path().join("db")).expect("a store");
+        let shared = Arc::new(Shared::start(home.path().to_path_buf(), store, config, |_| None));
+        Rig { server, shared, workspace, _home: home }
+    }
+
+    /// A running task in the rig's workspace, recorded as `task.submit` records one.
+    pub fn task(&self, objective: &str) -> RigTask {
+        let task_id = uuid::Uuid::now_v7().to_string();
+        let now = agentd_engine::clock::now_rfc3339();
+        let meta = TaskMeta {
+            task_id: task_id.clone(),
+            objective: objective.to_string(),
+            workspace: self.workspace.path().display().to_string(),
+            team: None,
+            state: TaskState::Running,
+            created_at: now.clone(),
+            updated_at: now,
+            result: None,
+            error: None,
+        };
+        self.shared.store.put_task(&meta).expect("the task record");
+        RigTask { task_id }
+    }
+
+    /// Every event of a task, in order.
+    pub fn events(&self, task_id: &str) -> Vec<Event> {
+        self.shared.store.events(task_id, 0, 100_000).expect("the task's events")
+    }
+
+    /// The kinds of a task's events (`request_sent`, `tool_finished`, …), in order.
+    pub fn kinds(&self, task_id: &str) -> Vec<String> {
+        self.events(task_id).iter().map(|e| e.kind.name().to_string()).collect()
+    }
+
+    /// The task's state as recorded.
+    pub fn state(&self, task_id: &str) -> TaskState {
+        self.shared.store.task(task_id).expect("a readable task").expect("the task").state
+    }
+
+    /// The messages of a role, as its log holds them.
+    pub fn history(&self, task_id: &str, role: &str) -> Vec<Message> {
+        self.shared.store.history(task_id, &Role::from(role)).expect("the role's history")
+    }
+}

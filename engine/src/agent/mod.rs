@@ -1,0 +1,351 @@
+//! One agent per role per task (a [`Member`]): it owns that role's history and runs its turns.
+//!
+//! A turn takes a settings snapshot when it starts (a `settings.set` applies from the next turn, never
+//! mid-turn), then loops: build the request, pass it through the fitter, send it, persist the answer,
+//! run the tools it called and persist their results — until the model calls `finish` or answers
+//! without a tool call. Every message is in the task's log before anything depending on it happens.
+//!
+//! This file holds the member handle, the agent's state and its errors, with the few operations every step
+//! shares (log a message, emit an event, ask the fitter). The steps live beside it:
+//!
+//! - `turn`: the turn loop, one small step per function — start, fit, send (with retries), learn
+//!   from a refusal, record usage, run the tools.
+//! - `tools`: one tool call — the team's own tools (`finish`, `delegate`, `read_evidence`) and the
+//!   workspace tools of `agentd-agents`.
+//! - `results`: a tool result sized for the model: whole, or stored as evidence with its first page.
+//! - `handoff`: the first message of a delegation, bounded by the receiver's measure.
+//! - `thinking`: clearing old thinking after an idle spell.
+
+mod handoff;
+mod results;
+mod thinking;
+mod tools;
+mod turn;
+
+use crate::fitter::MeterOf;
+use crate::meter::Meter;
+use crate::retry::RetryError;
+use crate::storage::StorageError;
+use crate::task::TaskCtx;
+use agentd_agents::receipts::Receipt;
+use agentd_policies::compaction::OBJECTIVE_PREFIX;
+use agentd_policies::{EventKind, Message, Part, Record, Speaker, Thresholds, Tokens};
+use agentd_protocol::ProviderError;
+use agentd_protocol::{MessageKind, Role, ToolName};
+use futures_util::future::BoxFuture;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+pub use turn::MAX_STEPS_PER_TURN;
+
+/// Why a turn ended without a `finish`. The task's runner turns it into the task's end: `cancelled` for
+/// [`TurnError::Cancelled`], `failed` with this message otherwise.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The task was cancelled while the turn ran (or waited for a retry).
+    #[error("cancelled")]
+    Cancelled,
+    /// The provider failed in a way the retry policy would not (or could no longer) retry.
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    /// The fitter could not make the request fit: a compaction failed, or the request is over the window even
+    /// so.
+    #[error("{0}")]
+    Fit(#[from] crate::fitter::FitError),
+    /// The store could not take a message, a record or an event; the turn stops rather than go on unlogged.
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    /// The model kept calling tools without finishing for [`MAX_STEPS_PER_TURN`] requests.
+    #[error("{role} made {steps} model requests in one turn without finishing")]
+    Runaway {
+        /// The role whose turn it was.
+        role: String,
+        /// How many model requests the turn made.
+        steps: usize,
+    },
+    /// The team itself failed: a teammate, the fitter or the scheduler gone, an unknown tool or provider in
+    /// the configuration, a large result that could not be stored. The message says which.
+    #[error("{0}")]
+    Team(String),
+}
+
+impl From<RetryError<TurnError>> for TurnError {
+    fn from(e: RetryError<TurnError>) -> TurnError {
+        match e {
+            RetryError::Cancelled => TurnError::Cancelled,
+            RetryError::Provider(e) => TurnError::Provider(e),
+            RetryError::Pause(e) => e,
+        }
+    }
+}
+
+/// What a finished turn hands back: the `finish` summary (or the final text).
+pub type TurnResult = Result<String, TurnError>;
+
+/// One role of one task: its agent behind a lock, so the role's turns run one at a time and its
+/// history has one writer. A cheap handle (clones share the agent), called directly by the task's
+/// runner and by a delegating teammate. It is not an actor: a mailbox would add nothing the lock
+/// does not already give, and the turn must run on the multi-thread runtime, not on an arbiter.
+#[derive(Clone)]
+pub struct Member {
+    agent: Arc<tokio::sync::Mutex<Agent>>,
+}
+
+impl Member {
+    /// The member of `role`, resuming with its history, receipts, changed files and the time it
+    /// last answered (all read back from the task's log).
+    pub fn new(
+        role: Role,
+        history: Vec<Message>,
+        receipts: Vec<Receipt>,
+        changed_files: Vec<String>,
+        last_answer_at: Option<SystemTime>,
+        task: Arc<TaskCtx>,
+    ) -> Member {
+        let agent = Agent::new(role, history, receipts, changed_files, last_answer_at, task);
+        Member { agent: Arc::new(tokio::sync::Mutex::new(agent)) }
+    }
+
+    /// Runs one turn. `input` is the new user message (an objective or a delegation); `None`
+    /// continues from the history as it stands (resume). `inherited`: the caller's receipts, handed
+    /// to a delegated agent. Waits for a turn of this role already under way to end first.
+    ///
+    /// Boxed: a turn can delegate, and a delegation runs another member's turn, so the future is
+    /// recursive and needs a name the compiler can prove `Send` through.
+    pub fn run_turn(&self, input: Option<String>, inherited: Vec<Receipt>) -> BoxFuture<'static, TurnResult> {
+        let agent = self.agent.clone();
+        Box::pin(async move {
+            // Its own tokio task: a panic in a turn is a failed turn, not a dead runner.
+            let handle = tokio::spawn(async move {
+                let mut agent = agent.lock().await;
+                agent.inherited = inherited;
+                agent.run_turn(input).await
+            });
+            match handle.await {
+                Ok(result) => result,
+                Err(e) => Err(TurnError::Team(format!("the turn stopped unexpectedly: {e}"))),
+            }
+        })
+    }
+
+    /// A delegation this (lead) agent was waiting on when the daemon stopped has returned after a
+    /// resume: stores the teammate's summary as the `delegate` call's result.
+    pub async fn complete_delegation(
+        &self,
+        call_id: &str,
+        from: Role,
+        summary: &str,
+    ) -> Result<(), StorageError> {
+        let mut agent = self.agent.lock().await;
+        agent.emit(EventKind::DelegationReturned { from_role: from, summary: summary.to_string() })?;
+        agent.persist(Message::tool_result(call_id, summary, false))?;
+        agent.emit(EventKind::tool_ended(&ToolName::Delegate, call_id, true, false))
+    }
+}
+
+/// The settings a turn runs with, taken when it starts (logged as the turn's `settings` record).
+pub use agentd_protocol::TurnSettings as Snapshot;
+
+struct Agent {
+    role: Role,
+    history: Vec<Message>,
+    task: Arc<TaskCtx>,
+    /// The objective of the current turn (the task's, or the delegation's).
+    objective: Option<String>,
+    /// The last request's thresholds, size and measure: what a result or an evidence page is kept
+    /// whole against.
+    last_fit: Option<LastFit>,
+    /// This role's own operations in this task, oldest first.
+    receipts: Vec<Receipt>,
+    /// The files this role wrote or edited in this task, newest last: its working files.
+    changed_files: Vec<String>,
+    /// What the delegating agent had done when it handed over.
+    inherited: Vec<Receipt>,
+    /// When this agent last answered (by the daemon's clock): idleness is measured from here.
+    last_answer_at: Option<SystemTime>,
+}
+
+/// What a result is sized against: the thresholds of the request it answers, that request's size and
+/// the measure it was counted with.
+#[derive(Clone)]
+struct LastFit {
+    thresholds: Thresholds,
+    tokens: Tokens,
+    meter: Meter,
+}
+
+impl Agent {
+    fn new(
+        role: Role,
+        history: Vec<Message>,
+        receipts: Vec<Receipt>,
+        changed_files: Vec<String>,
+        last_answer_at: Option<SystemTime>,
+        task: Arc<TaskCtx>,
+    ) -> Agent {
+        Agent {
+            role,
+            history,
+            task,
+            objective: None,
+            last_fit: None,
+            receipts,
+            changed_files,
+            inherited: Vec::new(),
+            last_answer_at,
+        }
+    }
+
+    fn name(&self) -> &str {
+        self.role.name()
+    }
+
+    /// The summary of a turn whose end is already in the history: a final answer with no tool call,
+    /// or a `finish` call that was accepted.
+    fn already_finished(&self) -> Option<String> {
+        let (i, last) = self.history.iter().enumerate().rev().find(|(_, m)| m.role == Speaker::Assistant)?;
+        if i + 1 == self.history.len() && last.tool_calls().next().is_none() {
+            return Some(last.text());
+        }
+        let (id, _, args) =
+            last.tool_calls().find(|(_, name, _)| ToolName::parse(name) == ToolName::Finish)?;
+        let accepted = self.history[i + 1..]
+            .iter()
+            .flat_map(|m| &m.parts)
+            .any(|p| matches!(p, Part::ToolResult { call_id, is_error: false, .. } if call_id == id));
+        if !accepted {
+            return None;
+        }
+        let args: tools::FinishArgs = serde_json::from_str(args).ok()?;
+        Some(args.summary)
+    }
+
+    /// The current turn's objective; after a resume, the newest plain user message of the history.
+    fn objective(&self) -> String {
+        if let Some(o) = &self.objective {
+            return o.clone();
+        }
+        self.history
+            .iter()
+            .rev()
+            .find(|m| {
+                m.role == Speaker::User && matches!(m.kind, MessageKind::Plain | MessageKind::Objective)
+            })
+            .map(|m| {
+                let text = m.text();
+                match (m.kind, text.strip_prefix(OBJECTIVE_PREFIX)) {
+                    (MessageKind::Objective, Some(objective)) => objective.to_string(),
+                    _ => text,
+                }
+            })
+            .unwrap_or_default()
+    }
+
+    fn emit(&self, kind: EventKind) -> Result<(), StorageError> {
+        self.task.engine.storage().emit(&self.task.task_id, &self.role, kind).map(|_| ())
+    }
+
+    fn persist(&mut self, message: Message) -> Result<(), StorageError> {
+        let record = Record::Message { role: self.role.clone(), message: message.clone() };
+        self.task.engine.storage().append(&self.task.task_id, &record)?;
+        self.history.push(message);
+        Ok(())
+    }
+
+    fn receipt(&mut self, receipt: Receipt) -> Result<(), StorageError> {
+        let record = Record::Receipt { role: self.role.clone(), receipt: receipt.clone() };
+        self.task.engine.storage().append(&self.task.task_id, &record)?;
+        self.receipts.push(receipt);
+        Ok(())
+    }
+
+    /// The measure of this role's model (the fitter's: the same one every size decision uses).
+    fn meter(&self, snapshot: &Snapshot) -> Meter {
+        self.task
+            .engine
+            .fitter()
+            .meter_of(MeterOf { server: snapshot.server.clone(), model: snapshot.model.clone() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::Storage;
+    use crate::testing::Rig;
+    use agentd_test_support::ScriptedServer;
+
+    fn call(id: &str, name: &str, args: &str) -> Part {
+        Part::ToolCall { id: id.into(), name: name.into(), arguments: args.into() }
+    }
+
+    #[tokio::test]
+    async fn a_turn_is_over_when_its_end_is_in_the_history() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let task = rig.task("Fix it");
+        let agent = |history: Vec<Message>| {
+            Agent::new(Role::Lead, history, Vec::new(), Vec::new(), None, task.clone())
+        };
+        // A final answer without a tool call.
+        let answered = agent(vec![Message::user("Fix it"), Message::assistant_text("fixed")]);
+        assert_eq!(answered.already_finished().as_deref(), Some("fixed"));
+        // A finish call whose result was an error (rejected by verify) is no end; an accepted one is.
+        let finish =
+            Message::new(Speaker::Assistant, vec![call("c1", "finish", r#"{"summary":"all done"}"#)]);
+        let rejected = agent(vec![
+            Message::user("Fix it"),
+            finish.clone(),
+            Message::tool_result("c1", "finish rejected", true),
+        ]);
+        assert_eq!(rejected.already_finished(), None);
+        let accepted =
+            agent(vec![Message::user("Fix it"), finish, Message::tool_result("c1", "finished", false)]);
+        assert_eq!(accepted.already_finished().as_deref(), Some("all done"));
+        // A tool call waiting for its result is work in progress.
+        let busy = agent(vec![
+            Message::user("Fix it"),
+            Message::new(Speaker::Assistant, vec![call("c2", "read_file", r#"{"path":"a"}"#)]),
+        ]);
+        assert_eq!(busy.already_finished(), None);
+    }
+
+    #[tokio::test]
+    async fn after_a_resume_the_objective_is_the_newest_plain_user_message() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let history = vec![
+            agentd_policies::compaction::objective_message("Fix the adder"),
+            Message::assistant_text("looking"),
+            Message::user("[checkpoint: what was done]").with_kind(MessageKind::Checkpoint),
+        ];
+        let mut agent = Agent::new(Role::Lead, history, Vec::new(), Vec::new(), None, rig.task("x"));
+        assert_eq!(agent.objective(), "Fix the adder", "a checkpoint is not an objective");
+        agent.objective = Some("Now add tests".into());
+        assert_eq!(agent.objective(), "Now add tests");
+    }
+
+    #[tokio::test]
+    async fn messages_and_receipts_are_logged_before_they_are_kept() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let task = rig.task("Fix it");
+        let mut agent = Agent::new(Role::Coder, Vec::new(), Vec::new(), Vec::new(), None, task.clone());
+        agent.persist(Message::user("Fix it")).unwrap();
+        let outcome = agentd_agents::tools::ToolOutcome::ok("1 line");
+        let read =
+            agentd_agents::receipts::receipt(ToolName::ReadFile, r#"{"path":"a.txt"}"#, &outcome, None);
+        agent.receipt(read).unwrap();
+        assert_eq!(rig.storage.history(&task.task_id, &Role::Coder).unwrap(), agent.history);
+        assert_eq!(agent.receipts.len(), 1);
+        let logged = rig
+            .storage
+            .records(&task.task_id, 0, 100)
+            .unwrap()
+            .into_iter()
+            .filter(|(_, r)| matches!(r, Record::Receipt { role, .. } if *role == Role::Coder))
+            .count();
+        assert_eq!(logged, 1);
+        // A store that cannot take the message keeps it out of the history too.
+        rig.storage.fail_writes(true);
+        assert!(agent.persist(Message::user("lost")).is_err());
+        assert_eq!(agent.history.len(), 1);
+    }
+}

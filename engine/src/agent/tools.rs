@@ -1,0 +1,220 @@
+//! One tool call, as an agent runs it.
+//!
+//! A tool the role does not have is answered as an error the model sees. The team's own tools are
+//! here: `finish` (rejected while the role's `verify` command fails), `delegate` (a whole turn of
+//! another member, handed the objective and the receipts), and `read_evidence` (a page sized like a
+//! whole result). Every other tool is a workspace tool of `agentd-agents`, run so that a cancel ends
+//! it at once. Bad arguments are an error result, never a failed turn.
+
+use super::{Agent, Snapshot, TurnError};
+use crate::tool_servers::ToolFailure;
+use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
+use agentd_policies::EventKind;
+use agentd_protocol::{Role, ToolName};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FinishArgs {
+    pub summary: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadEvidenceArgs {
+    id: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DelegateArgs {
+    to: String,
+    objective: String,
+}
+
+/// What running one tool call produced.
+pub(super) struct CallOutcome {
+    pub outcome: ToolOutcome,
+    /// Set by an accepted `finish`: the turn's summary.
+    pub finished: Option<String>,
+    /// Images an MCP tool answered beside its text.
+    pub images: Vec<crate::tool_servers::Image>,
+}
+
+/// A result that does not end the turn.
+fn plain(outcome: ToolOutcome) -> Result<CallOutcome, TurnError> {
+    Ok(CallOutcome { outcome, finished: None, images: Vec::new() })
+}
+
+impl Agent {
+    pub(super) async fn call_tool(
+        &mut self,
+        snapshot: &Snapshot,
+        name: &ToolName,
+        arguments: &str,
+    ) -> Result<CallOutcome, TurnError> {
+        if !snapshot.tools.contains(name) {
+            return plain(failure(format!(
+                "tool {:?} is not available to the {} role; available: {}",
+                name.as_str(),
+                self.name(),
+                snapshot.tools.iter().map(ToolName::as_str).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        match name {
+            ToolName::Finish => self.finish(snapshot, name, arguments).await,
+            ToolName::Delegate => self.delegate(name, arguments).await,
+            ToolName::ReadEvidence => self.read_evidence(snapshot, name, arguments).await,
+            ToolName::Mcp(tool) => self.mcp(tool, arguments).await,
+            _ => {
+                let ctx = self.tool_context(snapshot);
+                let outcome = self.cancellable(agent_tools::execute(&ctx, name, arguments)).await?;
+                plain(outcome)
+            }
+        }
+    }
+
+    /// `finish`: accepted, unless the role's `verify` command fails (`finish_rejected`).
+    async fn finish(
+        &mut self,
+        snapshot: &Snapshot,
+        name: &ToolName,
+        arguments: &str,
+    ) -> Result<CallOutcome, TurnError> {
+        let args: FinishArgs = match parse_args(name, arguments) {
+            Ok(a) => a,
+            Err(outcome) => return plain(outcome),
+        };
+        if let Some(verify) = &snapshot.verify {
+            let ctx = self.tool_context(snapshot);
+            let check = serde_json::json!({ "command": verify }).to_string();
+            let outcome = self.cancellable(agent_tools::execute(&ctx, &ToolName::RunCommand, &check)).await?;
+            if !outcome.ok {
+                let reason = format!("verification `{verify}` failed");
+                self.emit(EventKind::FinishRejected { reason: reason.clone() })?;
+                return plain(failure(format!(
+                    "finish rejected: {reason}; fix it and call finish again.\n{}",
+                    outcome.content
+                )));
+            }
+        }
+        Ok(CallOutcome {
+            outcome: ToolOutcome::ok("finished"),
+            finished: Some(args.summary),
+            images: Vec::new(),
+        })
+    }
+
+    /// `delegate`: a whole turn of another team member, handed the objective and everything this
+    /// agent knows was done; its summary is the result.
+    async fn delegate(&mut self, name: &ToolName, arguments: &str) -> Result<CallOutcome, TurnError> {
+        let args: DelegateArgs = match parse_args(name, arguments) {
+            Ok(a) => a,
+            Err(outcome) => return plain(outcome),
+        };
+        let to = Role::from(args.to);
+        let Some(target) = self.task.member(&to) else {
+            let delegates = self.task.delegates();
+            let names: Vec<&str> = delegates.iter().map(Role::name).collect();
+            return plain(failure(format!(
+                "no team member {:?}; delegate to one of: {}",
+                to.name(),
+                names.join(", ")
+            )));
+        };
+        if to == self.role {
+            return plain(failure("an agent cannot delegate to itself".into()));
+        }
+        let handoff = self.handoff(&to, &args.objective).await?;
+        self.emit(EventKind::Delegated {
+            to_role: to.clone(),
+            objective: args.objective.clone(),
+            receipts_id: handoff.receipts_id,
+            budget_tokens: Some(handoff.budget),
+            measured_by: Some(handoff.measured_by),
+        })?;
+        let mut inherited = self.inherited.clone();
+        inherited.extend(self.receipts.iter().cloned());
+        let summary = target.run_turn(Some(handoff.text), inherited).await?;
+        self.emit(EventKind::DelegationReturned { from_role: to.clone(), summary: summary.clone() })?;
+        plain(ToolOutcome::ok(summary))
+    }
+
+    /// `read_evidence`: one page, sized by the same rule as a whole result of the last request.
+    async fn read_evidence(
+        &mut self,
+        snapshot: &Snapshot,
+        name: &ToolName,
+        arguments: &str,
+    ) -> Result<CallOutcome, TurnError> {
+        let args: ReadEvidenceArgs = match parse_args(name, arguments) {
+            Ok(a) => a,
+            Err(outcome) => return plain(outcome),
+        };
+        let Some(last) = self.last_fit.clone() else {
+            return plain(failure("read_evidence before any request was measured".into()));
+        };
+        // A page is sized by the same rule as a whole result.
+        let budget = last.thresholds.whole_result_limit(last.tokens);
+        let client = self.task.model(&snapshot.provider)?;
+        let offset = args.offset.unwrap_or(0);
+        plain(
+            match self
+                .page(snapshot, client.as_ref(), &last.meter, &args.id, offset, args.limit, budget)
+                .await
+            {
+                Ok(page) => ToolOutcome::ok(page),
+                Err(e) => failure(e),
+            },
+        )
+    }
+
+    /// A tool of one of the task's MCP servers. Whatever goes wrong — the server is down, the tool
+    /// errs, times out or answers something invalid — is an error result the model reads; only a
+    /// cancel of the task ends the turn.
+    async fn mcp(
+        &mut self,
+        tool: &agentd_protocol::McpTool,
+        arguments: &str,
+    ) -> Result<CallOutcome, TurnError> {
+        match self.task.servers.call(tool, arguments, &self.task.cancel).await {
+            Ok(answer) => Ok(CallOutcome {
+                outcome: ToolOutcome { ok: answer.ok, content: answer.text, complete: true, overflow: None },
+                finished: None,
+                images: answer.images,
+            }),
+            Err(ToolFailure::Cancelled) => Err(TurnError::Cancelled),
+            Err(ToolFailure::Failed(reason)) => plain(failure(reason)),
+        }
+    }
+
+    fn tool_context(&self, snapshot: &Snapshot) -> ToolContext {
+        ToolContext {
+            workspace: self.task.workspace.clone(),
+            command_timeout: std::time::Duration::from_secs(snapshot.command_timeout_s),
+            max_output_bytes: 8 << 20,
+            sandbox: self.task.engine.team().sandbox.clone(),
+        }
+    }
+
+    /// Runs a tool until it ends or the task is cancelled.
+    async fn cancellable<F: std::future::Future<Output = ToolOutcome>>(
+        &self,
+        f: F,
+    ) -> Result<ToolOutcome, TurnError> {
+        tokio::select! {
+            outcome = f => Ok(outcome),
+            _ = self.task.cancel.cancelled() => Err(TurnError::Cancelled),
+        }
+    }
+}
+
+fn failure(content: String) -> ToolOutcome {
+    ToolOutcome::error(content)
+}
+
+fn parse_args<T: serde::de::DeserializeOwned>(tool: &ToolName, arguments: &str) -> Result<T, ToolOutcome> {
+    serde_json::from_str(arguments).map_err(|e| failure(format!("invalid arguments for {tool}: {e}")))
+}

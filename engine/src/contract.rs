@@ -1,0 +1,122 @@
+//! The storage seam's contract as a check any implementation runs: [`check`] drives a fresh
+//! [`Storage`] through what the engine relies on and panics at the first difference, naming it. The
+//! in-memory storage runs it in the engine's tests, the daemon's sled storage in the daemon's; a new
+//! implementation (a replicated log) is done when it passes too.
+
+use crate::storage::Storage;
+use agentd_policies::settings::SettingKey;
+use agentd_protocol::{
+    CheckpointKind, EventKind, Message, NewEvidence, Producer, Record, Role, Source, Stored, TaskMeta,
+    TaskState, Tokens, Unit, Window, WindowSource,
+};
+use std::path::Path;
+
+fn task(id: &str) -> TaskMeta {
+    TaskMeta {
+        task_id: id.to_string(),
+        objective: "Fix the adder".into(),
+        workspace: "/tmp".into(),
+        team: None,
+        state: TaskState::Running,
+        created_at: "2025-01-01T00:00:00.000Z".into(),
+        updated_at: "2025-01-01T00:00:00.000Z".into(),
+        result: None,
+        error: None,
+    }
+}
+
+/// Runs the contract on `storage`, which holds the task record `put_task` makes (a fresh storage
+/// given `contract-task`), with `fallback` as a directory evidence may fall back to.
+///
+/// Panics, naming the broken promise, when `storage` does not keep it.
+pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path) {
+    let t = "contract-task";
+    put_task(task(t));
+    let message = |text: &str| Record::Message { role: Role::Coder, message: Message::user(text) };
+
+    // The log: numbered from 1, events are records too, numbering without gaps.
+    assert_eq!(storage.append(t, &message("one")).unwrap(), 1, "the first record is number 1");
+    let event = storage.emit(t, &Role::Coder, EventKind::TaskResumed {}).unwrap();
+    assert_eq!(event.seq, 1, "the first event is number 1");
+    assert_eq!((event.task_id.as_str(), &event.role), (t, &Role::Coder));
+    assert_eq!(storage.append(t, &message("two")).unwrap(), 3, "an event is a record of the log too");
+    assert_eq!(storage.last_event_seq(t).unwrap(), 1);
+    assert_eq!(storage.last_event_seq("no-such-task").unwrap(), 0, "a task without events has 0");
+    let records = storage.records(t, 0, 100).unwrap();
+    assert_eq!(records.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(matches!(&records[1].1, Record::Event { event: e } if e.seq == 1));
+    assert_eq!(storage.records(t, 1, 1).unwrap().len(), 1, "records page after a number");
+    assert_eq!(storage.records(t, 1, 1).unwrap()[0].0, 2);
+    assert_eq!(storage.events(t, 0, 10).unwrap(), [event.clone()]);
+    assert!(storage.events(t, 1, 10).unwrap().is_empty(), "events page after a number");
+
+    // A role's history: its latest checkpoint and what came after.
+    assert_eq!(storage.history(t, &Role::Coder).unwrap(), [Message::user("one"), Message::user("two")]);
+    let checkpoint = Record::Checkpoint {
+        role: Role::Coder,
+        subtype: CheckpointKind::Compaction,
+        history: vec![Message::user("summary")],
+        archive_id: None,
+    };
+    storage.append(t, &checkpoint).unwrap();
+    storage.append(t, &message("three")).unwrap();
+    assert_eq!(
+        storage.history(t, &Role::Coder).unwrap(),
+        [Message::user("summary"), Message::user("three")],
+        "the history is the latest checkpoint and what followed"
+    );
+    assert!(storage.history(t, &Role::Lead).unwrap().is_empty(), "another role's history is its own");
+
+    // The task's record.
+    storage.update_task(t, &mut |m| m.state = TaskState::Finished).unwrap();
+    assert_eq!(storage.task(t).unwrap().map(|m| m.state), Some(TaskState::Finished));
+    assert!(storage.task("no-such-task").unwrap().is_none());
+    assert!(storage.update_task("no-such-task", &mut |_| {}).is_err(), "an unknown task is an error");
+
+    // Settings and windows.
+    let role = Role::Coder;
+    let key = SettingKey::CompactAt { role: &role };
+    assert!(storage.setting(&key).unwrap().is_none());
+    storage.set_setting(&key, &serde_json::json!(70)).unwrap();
+    assert_eq!(storage.setting(&key).unwrap(), Some(serde_json::json!(70)));
+    let gauge = SettingKey::Gauge { task_id: t, role: &role };
+    storage.cache_setting(&gauge, &serde_json::json!({"tokens": 1})).unwrap();
+    assert_eq!(storage.setting(&gauge).unwrap(), Some(serde_json::json!({"tokens": 1})));
+    assert!(storage.window("http://s/v1", "m").unwrap().is_none());
+    let window = Window { tokens: Tokens(8_192), source: WindowSource::Error };
+    storage.set_window("http://s/v1", "m", window).unwrap();
+    assert_eq!(storage.window("http://s/v1", "m").unwrap(), Some(window));
+    assert!(storage.window("http://s/v1", "other").unwrap().is_none(), "windows are per model");
+
+    // Evidence, whole, read back by page.
+    let data = "line 1\nline 2\nline 3\nline 4";
+    let source = Source {
+        task_id: t.to_string(),
+        role: Role::Coder,
+        tool: Producer::Compaction,
+        call_id: None,
+        detail: Some("a contract check".into()),
+    };
+    let new = NewEvidence {
+        data: data.as_bytes(),
+        media_type: "text/plain",
+        source: source.clone(),
+        complete: true,
+        incomplete_reason: None,
+        created_at: "2025-01-01T00:00:00.000Z",
+    };
+    let Stored::InStore(meta) = storage.put_evidence(new, fallback).unwrap() else {
+        panic!("evidence a healthy storage can hold is stored, not fallen back")
+    };
+    assert_eq!((meta.bytes, meta.lines, meta.source), (data.len() as u64, 4, source));
+    assert_eq!(storage.evidence(&meta.id).unwrap().id, meta.id);
+    let page = storage.read_evidence(&meta.id, 1, 2, Unit::Lines).unwrap();
+    assert_eq!((page.data.as_str(), page.offset, page.len), ("line 2\nline 3\n", 1, 2));
+    assert_eq!(page.next_offset, Some(3));
+    let last = storage.read_evidence(&meta.id, 3, 10, Unit::Lines).unwrap();
+    assert_eq!((last.data.as_str(), last.next_offset), ("line 4", None), "the last page says so");
+    let bytes = storage.read_evidence(&meta.id, 0, 4, Unit::Bytes).unwrap();
+    assert_eq!((bytes.data.as_str(), bytes.next_offset), ("line", Some(4)));
+    assert!(storage.evidence("ev-no-such").is_err(), "unknown evidence is an error");
+    assert!(storage.read_evidence("ev-no-such", 0, 1, Unit::Lines).is_err());
+}

@@ -1,0 +1,87 @@
+//! How a task's end is recorded: its state, result and error on the task's record, an end for
+//! every tool call left open, and the terminal event — once, even when a write that seemed to fail
+//! reached the disk after all. An end the storage cannot take is kept by it ([`Storage::keep_end`])
+//! and recorded again with [`record_end`] once it heals.
+
+use crate::clock::now_rfc3339;
+use crate::storage::{Storage, StorageError};
+use agentd_protocol::rpc::EndKind;
+use agentd_protocol::{EventKind, Role, TaskState, ToolName};
+
+/// A task's end, as it is (or is to be) recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct End {
+    /// The state the task ended in, which `task.status` and `task.list` show while the store still holds the
+    /// one before.
+    pub state: TaskState,
+    /// The terminal event to record.
+    pub kind: EventKind,
+    /// The lead's `finish` summary, when the task finished.
+    pub result: Option<String>,
+    /// The task's own error (a failed task), if any.
+    pub error: Option<String>,
+    /// Why the end could not be recorded; empty until it could not.
+    pub record_error: String,
+}
+
+impl End {
+    /// What to show as the task's error: its own, else why its end is not recorded.
+    pub fn shown_error(&self) -> String {
+        match &self.error {
+            Some(e) => format!("{e} (not recorded: {})", self.record_error),
+            None => format!("the end could not be recorded: {}", self.record_error),
+        }
+    }
+}
+
+/// Writes one end: the task's state, result and error, an end for every call left open, and the
+/// terminal event — unless a write that failed reached the disk after all and the log already ends
+/// with it.
+pub fn record_end(storage: &dyn Storage, task_id: &str, end: &End) -> Result<(), StorageError> {
+    storage.update_task(task_id, &mut |t| {
+        t.state = end.state;
+        t.updated_at = now_rfc3339();
+        t.result = end.result.clone();
+        t.error = end.error.clone();
+    })?;
+    close_unfinished_calls(storage, task_id, false)?;
+    let last = storage.last_event_seq(task_id)?;
+    let already = last > 0
+        && storage.events(task_id, last - 1, 1)?.first().is_some_and(|e| {
+            EndKind::of(&e.kind).is_some() && EndKind::of(&e.kind) == EndKind::of(&end.kind)
+        });
+    if !already {
+        storage.emit(task_id, &Role::Lead, end.kind.clone())?;
+    }
+    Ok(())
+}
+
+/// Every tool call of the task that was called and never finished (the task stopped while it ran:
+/// a crash, a shutdown, a cancel) gets its `tool_finished`, marked interrupted — its effect on the
+/// workspace is unknown — so the event history never holds a call without its end. Returns how
+/// many were closed.
+///
+/// `resumable`: the task is interrupted, not over. A `delegate` call then stays open: a resume
+/// continues the delegation, and its summary becomes the call's end.
+pub fn close_unfinished_calls(
+    storage: &dyn Storage,
+    task_id: &str,
+    resumable: bool,
+) -> Result<usize, StorageError> {
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = storage.events(task_id, after, 10_000)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        events.extend(page);
+    }
+    let mut open = agentd_policies::event::unfinished_calls(&events);
+    if resumable {
+        open.retain(|(_, tool, _)| *tool != ToolName::Delegate);
+    }
+    for (role, tool, call_id) in &open {
+        storage.emit(task_id, role, EventKind::tool_ended(tool, call_id, false, true))?;
+    }
+    Ok(open.len())
+}

@@ -1,0 +1,98 @@
+//! The storage seam: everything the engine keeps, through one narrow trait.
+//!
+//! A team's turn writes its messages, receipts, settings snapshots and checkpoints to the task's
+//! append-only log, emits events (persisted, then published), keeps windows, calibrations and
+//! gauges, stores large results and archives as evidence and reads them back by page, and records
+//! how the task ended. [`Storage`] is all of that and nothing more: the engine never sees the
+//! database behind it.
+//!
+//! Implementations: the daemon's over sled (`agentd_daemon::storage`), the in-memory one of the
+//! engine's tests ([`crate::memory`]). A replicated log (the fleet's) is one more implementation of
+//! this trait, in a module of its own; nothing in the engine changes for it.
+//!
+//! The contract every implementation keeps:
+//!
+//! - **Durable before acknowledged.** A call that returns `Ok` has made its write durable (sled:
+//!   flushed; a replicated log: acknowledged by the quorum). The engine publishes, answers or moves
+//!   on only after that.
+//! - **Numbered without gaps.** Records and events of a task are numbered from 1 in the order they
+//!   were appended; [`Storage::emit`] publishes an event to live subscribers only once it is stored.
+//! - **Never lost silently.** An end the storage cannot take ([`Storage::keep_end`]) is kept and
+//!   written once the storage can take it again.
+//!
+//! The calls are synchronous: the engine calls them from its tasks, and an implementation over a
+//! network log blocks in place on its acknowledgement.
+
+use crate::end::End;
+use agentd_policies::settings::SettingKey;
+use agentd_protocol::{
+    Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
+};
+use serde_json::Value;
+use std::error::Error;
+use std::path::Path;
+
+/// A storage call that failed, with its cause kept (the implementation's own error: a full disk, a
+/// corrupt record, an unknown evidence id …), shown as the cause says it.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct StorageError(Box<dyn Error + Send + Sync + 'static>);
+
+impl StorageError {
+    /// Wraps an implementation's error.
+    pub fn new(cause: impl Error + Send + Sync + 'static) -> StorageError {
+        StorageError(Box::new(cause))
+    }
+
+    /// The implementation's error, for a caller that knows the implementation (the daemon maps a
+    /// store's errors to socket codes with it).
+    pub fn cause(&self) -> &(dyn Error + Send + Sync + 'static) {
+        self.0.as_ref()
+    }
+}
+
+/// What the engine keeps, and where it reads it back. See the module documentation for the
+/// contract.
+pub trait Storage: Send + Sync + 'static {
+    /// Appends `record` to the task's log; its number in the log.
+    fn append(&self, task_id: &str, record: &Record) -> Result<u64, StorageError>;
+    /// Appends an event of `role` (timestamped now, by the daemon's clock) to the task's log, then
+    /// publishes it to live subscribers; the event with its number.
+    fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<Event, StorageError>;
+    /// The active history of a role: its latest checkpoint and every message after it.
+    fn history(&self, task_id: &str, role: &Role) -> Result<Vec<Message>, StorageError>;
+    /// Up to `limit` records of the task's log after number `after`, with their numbers.
+    fn records(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<(u64, Record)>, StorageError>;
+    /// Up to `limit` events of the task after number `after`.
+    fn events(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StorageError>;
+    /// The number of the task's last event; 0 when it has none.
+    fn last_event_seq(&self, task_id: &str) -> Result<u64, StorageError>;
+
+    /// The task's record, if there is one.
+    fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StorageError>;
+    /// Changes the task's record (an unknown task is an error).
+    fn update_task(&self, task_id: &str, change: &mut dyn FnMut(&mut TaskMeta)) -> Result<(), StorageError>;
+    /// Keeps an end the storage could not record (see [`crate::end::record_end`]): it is shown
+    /// from memory and written once the storage heals.
+    fn keep_end(&self, task_id: &str, end: End);
+
+    /// A setting, if one is stored under `key`.
+    fn setting(&self, key: &SettingKey<'_>) -> Result<Option<Value>, StorageError>;
+    /// Stores a setting, durably before it returns.
+    fn set_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError>;
+    /// Stores a value that is only a cache (a calibration, a gauge): losing the last one in a
+    /// crash costs a recount, so it need not be flushed at once.
+    fn cache_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError>;
+    /// The window learned for a server's model, if one is.
+    fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StorageError>;
+    /// Keeps the window of a server's model.
+    fn set_window(&self, server: &str, model: &str, window: Window) -> Result<(), StorageError>;
+
+    /// Stores evidence whole; when the storage cannot take it, the bytes go whole to a file in
+    /// `fallback_dir` (the workspace's evidence folder) and [`Stored::Fallback`] names it.
+    fn put_evidence(&self, new: NewEvidence<'_>, fallback_dir: &Path) -> Result<Stored, StorageError>;
+    /// The record of one piece of evidence.
+    fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError>;
+    /// One page of evidence: `limit` lines (or bytes) from `offset`.
+    fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError>;
+}

@@ -1,0 +1,697 @@
+//! A running task: the engine every task shares ([`Engine`]), a task's context (workspace,
+//! cancellation, tool servers, team of members) and the runner that drives the lead's turn to an end
+//! state and records it.
+
+use crate::agent::{Member, Snapshot, TurnError};
+use crate::clock::now_rfc3339;
+use crate::end::{record_end, End};
+use crate::fitter::Fitter;
+use crate::storage::{Storage, StorageError};
+use crate::team::TeamConfig;
+use crate::tool_servers::ToolServers;
+use agentd_agents::receipts::Receipt;
+use agentd_agents::roles::default_tools;
+use agentd_agents::workspace::Workspace;
+use agentd_policies::budget::DEFAULT_COMPACT_AT;
+use agentd_policies::redact::Redactor;
+use agentd_policies::repair::repair;
+use agentd_policies::settings::SettingKey;
+use agentd_protocol::{
+    CheckpointKind, EventKind, Message, Model, Record, Role, Speaker, TaskState, ToolName,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+use tokio_util::sync::CancellationToken;
+
+/// What every task of one engine shares, set up once by the daemon: where everything is kept, the
+/// fitter every request passes through, the team's settings, a model per configured provider and
+/// the redactor of secrets. Its parts are reached through methods, each by what needs it.
+pub struct Engine {
+    storage: Arc<dyn Storage>,
+    fitter: Fitter,
+    team: TeamConfig,
+    models: HashMap<String, Arc<dyn Model>>,
+    redactor: Redactor,
+}
+
+impl Engine {
+    /// An engine over `storage` for a team with these settings, its providers' models by name, and
+    /// the secrets to redact from every tool result.
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        team: TeamConfig,
+        models: HashMap<String, Arc<dyn Model>>,
+        redactor: Redactor,
+    ) -> Engine {
+        let fitter = Fitter::new(storage.clone(), team.retry);
+        Engine { storage, fitter, team, models, redactor }
+    }
+
+    /// Where the engine keeps everything.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The fitter every request passes through.
+    pub fn fitter(&self) -> &Fitter {
+        &self.fitter
+    }
+
+    /// The team's settings.
+    pub fn team(&self) -> &TeamConfig {
+        &self.team
+    }
+
+    /// The model of the provider named `provider`, if one is configured.
+    pub fn model(&self, provider: &str) -> Option<Arc<dyn Model>> {
+        self.models.get(provider).cloned()
+    }
+
+    /// The redactor of the providers' keys and the configured secrets.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+}
+
+/// The effective `compact_at` of a role: pair-specific setting, then role setting, then config, then 80.
+pub fn effective_compact_at(
+    engine: &Engine,
+    role: &Role,
+    server: &str,
+    model: &str,
+) -> Result<u8, StorageError> {
+    for key in [SettingKey::CompactAtOn { role, server, model }, SettingKey::CompactAt { role }] {
+        if let Some(v) = engine.storage.setting(&key)?.and_then(|v| v.as_u64()) {
+            if (1..=100).contains(&v) {
+                return Ok(v as u8);
+            }
+        }
+    }
+    Ok(engine.team.role(role).and_then(|r| r.compact_at).unwrap_or(DEFAULT_COMPACT_AT))
+}
+
+/// One task's context, shared by its agents: its id, its workspace, its cancellation and the daemon's shared
+/// state, and (once formed) its team.
+pub struct TaskCtx {
+    /// The task's id.
+    pub task_id: String,
+    /// The task's workspace, opened once; every tool call is confined to it.
+    pub workspace: Workspace,
+    /// Fires when the task is cancelled (or the daemon shuts down): every model request, wait and tool call
+    /// of the task stops.
+    pub cancel: CancellationToken,
+    /// What every task of the engine shares.
+    pub engine: Arc<Engine>,
+    /// The task's tool servers (MCP): started when a role that gets their tools first needs them,
+    /// closed when the task's run ends.
+    pub servers: Arc<dyn ToolServers>,
+    team: OnceLock<BTreeMap<Role, Member>>,
+}
+
+impl TaskCtx {
+    /// A task's context, its team not formed yet: [`launch`] forms it once the agents are started.
+    pub(crate) fn new(
+        task_id: String,
+        workspace: Workspace,
+        cancel: CancellationToken,
+        engine: Arc<Engine>,
+        servers: Arc<dyn ToolServers>,
+    ) -> TaskCtx {
+        TaskCtx { task_id, workspace, cancel, engine, servers, team: OnceLock::new() }
+    }
+
+    /// The member of `role` in this task's team; `None` before the team is formed or for a role the
+    /// team lacks.
+    pub fn member(&self, role: &Role) -> Option<Member> {
+        self.team.get().and_then(|t| t.get(role)).cloned()
+    }
+
+    /// Who the lead may delegate to: the coder and the configured specialists.
+    pub fn delegates(&self) -> Vec<Role> {
+        self.engine.team.roles().filter(|r| *r != Role::Lead).collect()
+    }
+
+    /// The model of the provider named `provider`, or a [`TurnError::Team`] naming it when none is
+    /// configured.
+    pub fn model(&self, provider: &str) -> Result<Arc<dyn Model>, TurnError> {
+        self.engine
+            .model(provider)
+            .ok_or_else(|| TurnError::Team(format!("no provider named {provider:?} is configured")))
+    }
+
+    /// The system prompt of `role` in this task: the role's own, the workspace, the teammates the lead may
+    /// delegate to, and the configuration's `prompt`.
+    pub fn system_prompt(&self, role: &Role) -> String {
+        let custom = self.engine.team.role(role).and_then(|r| r.prompt.as_deref());
+        let delegates = if *role == Role::Lead { self.delegates() } else { Vec::new() };
+        agentd_agents::prompts::system_prompt(role, custom, self.workspace.root(), &delegates)
+    }
+
+    /// Records a state change of the running task (`running` ⇄ `waiting_retry`).
+    pub fn set_state(&self, state: TaskState) -> Result<(), StorageError> {
+        self.engine.storage.update_task(&self.task_id, &mut |t| {
+            // Never overwrite an end state or a shutdown's `interrupted`.
+            if t.state.is_active() {
+                t.state = state;
+                t.updated_at = now_rfc3339();
+            }
+        })
+    }
+
+    /// The settings a turn of `role` starts with.
+    pub fn snapshot(&self, role: &Role) -> Result<Snapshot, TurnError> {
+        let team = &self.engine.team;
+        let rc = team
+            .role(role)
+            .ok_or_else(|| TurnError::Team(format!("no role {:?} in the team", role.name())))?;
+        let server = self.model(&rc.provider)?.server().to_string();
+        let compact_at = effective_compact_at(&self.engine, role, &server, &rc.model)?;
+        let tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));
+        Ok(Snapshot {
+            provider: rc.provider.clone(),
+            server,
+            model: rc.model.clone(),
+            compact_at,
+            command_timeout_s: team.command_timeout.as_secs().max(1),
+            verify: rc.verify.clone(),
+            tools,
+            thinking_budget: rc.thinking_budget,
+            max_output_tokens: rc.max_output_tokens,
+        })
+    }
+}
+
+/// How a task starts: fresh with its objective, or resumed from its log.
+pub enum Start {
+    /// A new task: the lead takes its objective as the first user message.
+    Fresh {
+        /// The objective, as submitted.
+        objective: String,
+    },
+    /// An interrupted or failed task continues from its log: every role's history as it was, repaired.
+    Resume,
+    /// A follow-up user request to a task that had stopped.
+    Followup {
+        /// The follow-up, which the lead takes as a new user message.
+        text: String,
+    },
+}
+
+/// Why a task could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// The storage could not read the task's log or take its records.
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    /// The configuration yields no lead (it always should: the lead is required).
+    #[error("the team has no lead")]
+    NoLead,
+}
+
+/// Builds the team and runs the task to an end state on the tokio runtime, with `servers` as its
+/// tool servers. Returns the final state through `done`.
+pub fn launch(
+    engine: Arc<Engine>,
+    task_id: String,
+    workspace: Workspace,
+    start: Start,
+    cancel: CancellationToken,
+    servers: Arc<dyn ToolServers>,
+    done: tokio::sync::watch::Sender<Option<TaskState>>,
+) -> Result<(), TaskError> {
+    let ctx = Arc::new(TaskCtx::new(task_id.clone(), workspace, cancel.clone(), engine.clone(), servers));
+    let storage = engine.storage.clone();
+    let roles: Vec<Role> = engine.team.roles().collect();
+    let mut team = BTreeMap::new();
+    let mut states = role_states(storage.as_ref(), &task_id)?;
+    let mut pending = None;
+    let mut lead_empty = false;
+    for role in roles {
+        let stored = storage.history(&task_id, &role)?;
+        if role == Role::Lead {
+            lead_empty = stored.is_empty();
+        }
+        let (mut history, mut repairs) = repair(&stored);
+        if matches!(start, Start::Resume) && role == Role::Lead {
+            // The lead was waiting on a delegation: resume the delegate's turn instead of telling the
+            // lead it was interrupted, and hand its summary back as the result.
+            if let Some(p) = pending_delegation(&stored) {
+                if history.last().is_some_and(|m| m.tool_result_ids().any(|id| id == p.call_id)) {
+                    history.pop();
+                    repairs.results_added -= 1;
+                }
+                pending = Some(p);
+            }
+        }
+        if repairs.any() {
+            tracing::info!(task = %task_id, role = role.name(), ?repairs, "repaired history on resume");
+            storage.append(
+                &task_id,
+                &Record::Checkpoint {
+                    role: role.clone(),
+                    subtype: CheckpointKind::Repair,
+                    history: history.clone(),
+                    archive_id: None,
+                },
+            )?;
+        }
+        let state = states.remove(&role).unwrap_or_default();
+        team.insert(
+            role.clone(),
+            Member::new(
+                role,
+                history,
+                state.receipts,
+                state.changed_files,
+                state.last_answer_at,
+                ctx.clone(),
+            ),
+        );
+    }
+    let Some(lead) = team.get(&Role::Lead).cloned() else {
+        return Err(TaskError::NoLead);
+    };
+    // Set once, right here, before any turn can look the team up.
+    let _ = ctx.team.set(team);
+    let input = match start {
+        Start::Fresh { objective } => Some(objective),
+        // A task acknowledged but stopped before its lead wrote anything starts over from its
+        // objective; otherwise the lead continues from its log.
+        Start::Resume if lead_empty => storage.task(&task_id)?.map(|t| t.objective),
+        Start::Resume => None,
+        Start::Followup { text } => Some(text),
+    };
+    storage.update_task(&task_id, &mut |t| {
+        t.state = TaskState::Running;
+        t.updated_at = now_rfc3339();
+    })?;
+    let delegate = pending.as_ref().and_then(|p| ctx.member(&p.to));
+    tokio::spawn(async move {
+        if let (Some(p), Some(target)) = (pending, delegate) {
+            let completed = match target.run_turn(None, Vec::new()).await {
+                Ok(summary) => {
+                    lead.complete_delegation(&p.call_id, p.to, &summary).await.map_err(TurnError::from)
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = completed {
+                ctx.servers.shutdown().await;
+                let state = finish(storage.as_ref(), &task_id, &cancel, Err(e));
+                let _ = done.send(Some(state));
+                return;
+            }
+        }
+        let outcome = lead.run_turn(input, Vec::new()).await;
+        // The task's MCP servers end with its run, before its end is recorded; a follow-up or a
+        // resume starts them again.
+        ctx.servers.shutdown().await;
+        let state = finish(storage.as_ref(), &task_id, &cancel, outcome);
+        let _ = done.send(Some(state));
+    });
+    Ok(())
+}
+
+/// A delegation the lead was waiting on when the daemon stopped.
+struct PendingDelegation {
+    call_id: String,
+    to: Role,
+}
+
+/// The lead's last message is a `delegate` call with no result (and nothing else unanswered).
+fn pending_delegation(history: &[Message]) -> Option<PendingDelegation> {
+    let last = history.last()?;
+    if last.role != Speaker::Assistant {
+        return None;
+    }
+    let calls: Vec<(&str, &str, &str)> = last.tool_calls().collect();
+    match calls.as_slice() {
+        [(id, name, args)] if ToolName::parse(name) == ToolName::Delegate => {
+            let to = serde_json::from_str::<serde_json::Value>(args).ok()?.get("to")?.as_str()?.to_string();
+            Some(PendingDelegation { call_id: id.to_string(), to: Role::from(to) })
+        }
+        _ => None,
+    }
+}
+
+/// What each role's agent resumes with besides its history: its receipts, the files it changed
+/// (newest last) and when it last answered (the `at` of its last `response_received`). One pass over
+/// the log serves every role.
+#[derive(Default)]
+struct RoleState {
+    receipts: Vec<Receipt>,
+    changed_files: Vec<String>,
+    last_answer_at: Option<std::time::SystemTime>,
+}
+
+fn role_states(storage: &dyn Storage, task_id: &str) -> Result<HashMap<Role, RoleState>, StorageError> {
+    let mut states: HashMap<Role, RoleState> = HashMap::new();
+    let mut after = 0;
+    loop {
+        let page = storage.records(task_id, after, 10_000)?;
+        let Some((last, _)) = page.last() else { break };
+        after = *last;
+        for (_, record) in page {
+            match record {
+                Record::Receipt { role, receipt } => states.entry(role).or_default().receipts.push(receipt),
+                Record::Message { role, message } => {
+                    let changed = &mut states.entry(role).or_default().changed_files;
+                    for (_, name, arguments) in message.tool_calls() {
+                        if let Some(path) =
+                            agentd_agents::tools::changed_path(&ToolName::parse(name), arguments)
+                        {
+                            changed.retain(|p| *p != path);
+                            changed.push(path);
+                        }
+                    }
+                }
+                Record::Event { event } if matches!(event.kind, EventKind::ResponseReceived { .. }) => {
+                    states.entry(event.role).or_default().last_answer_at =
+                        crate::clock::parse_rfc3339(&event.at);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(states)
+}
+
+/// Records the end of a task: its state, result or error, and the terminal event. An end the storage
+/// cannot take (a full disk) is handed to [`Storage::keep_end`], reported from memory and recorded
+/// once the storage heals.
+fn finish(
+    storage: &dyn Storage,
+    task_id: &str,
+    cancel: &CancellationToken,
+    outcome: Result<String, TurnError>,
+) -> TaskState {
+    let (state, kind, result, error) = match outcome {
+        Ok(summary) => {
+            (TaskState::Finished, EventKind::TaskFinished { summary: summary.clone() }, Some(summary), None)
+        }
+        Err(TurnError::Cancelled) => (TaskState::Cancelled, EventKind::TaskCancelled {}, None, None),
+        Err(_) if cancel.is_cancelled() => (TaskState::Cancelled, EventKind::TaskCancelled {}, None, None),
+        Err(e) => {
+            let error = e.to_string();
+            (TaskState::Failed, EventKind::TaskFailed { error: error.clone() }, None, Some(error))
+        }
+    };
+    // A shutdown marks the task interrupted itself; do not overwrite that with cancelled.
+    if let Ok(Some(meta)) = storage.task(task_id) {
+        if meta.state == TaskState::Interrupted {
+            return TaskState::Interrupted;
+        }
+    }
+    let end = End { state, kind, result, error, record_error: String::new() };
+    if let Err(e) = record_end(storage, task_id, &end) {
+        tracing::error!(task = %task_id, error = %e, "could not record the end of the task; kept in memory");
+        storage.keep_end(task_id, End { record_error: e.to_string(), ..end });
+    }
+    state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::end::close_unfinished_calls;
+    use crate::storage::Storage;
+    use crate::testing::{Rig, PROVIDER};
+    use agentd_agents::tools::ToolOutcome;
+    use agentd_policies::{Message, Part, Speaker};
+    use agentd_test_support::{delegate, finish as finish_call, sse, tool_call_with_id, ScriptedServer};
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn call(id: &str, name: &str, args: serde_json::Value) -> Part {
+        Part::ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() }
+    }
+
+    fn message(role: &str, message: Message) -> Record {
+        Record::Message { role: Role::from(role), message }
+    }
+
+    #[test]
+    fn a_lone_unanswered_delegate_call_is_a_pending_delegation() {
+        let asked = Message::new(
+            Speaker::Assistant,
+            vec![call("d1", "delegate", json!({"to": "coder", "objective": "x"}))],
+        );
+        let pending = pending_delegation(&[Message::user("Fix it"), asked.clone()]).unwrap();
+        assert_eq!((pending.call_id.as_str(), &pending.to), ("d1", &Role::Coder));
+        // Beside another call, answered, or not the last word: not a delegation to resume into.
+        let two = Message::new(
+            Speaker::Assistant,
+            vec![
+                call("d1", "delegate", json!({"to": "coder", "objective": "x"})),
+                call("r1", "read_file", json!({})),
+            ],
+        );
+        assert!(pending_delegation(&[two]).is_none());
+        assert!(pending_delegation(&[asked.clone(), Message::tool_result("d1", "done", false)]).is_none());
+        let reading = Message::new(Speaker::Assistant, vec![call("r1", "read_file", json!({"path": "a"}))]);
+        assert!(pending_delegation(&[reading]).is_none());
+        assert!(pending_delegation(&[]).is_none());
+    }
+
+    #[test]
+    fn what_each_role_resumes_with_is_read_back_from_one_pass_over_the_log() {
+        let store = crate::memory::MemoryStorage::new();
+        let outcome = ToolOutcome::ok("wrote");
+        let receipt =
+            agentd_agents::receipts::receipt(ToolName::WriteFile, r#"{"path":"a.txt"}"#, &outcome, None);
+        let writes = |id: &str, tool: &str, path: &str| {
+            Message::new(Speaker::Assistant, vec![call(id, tool, json!({"path": path, "content": "x"}))])
+        };
+        for record in [
+            message("coder", writes("c1", "write_file", "a.txt")),
+            Record::Receipt { role: Role::Coder, receipt: receipt.clone() },
+            message("coder", writes("c2", "edit_file", "b.txt")),
+            message("coder", writes("c3", "read_file", "c.txt")),
+            message("coder", writes("c4", "write_file", "a.txt")),
+        ] {
+            store.append("t1", &record).unwrap();
+        }
+        let kind = EventKind::ResponseReceived { finish_reason: "stop".into(), usage: None };
+        let record = Record::Event {
+            event: agentd_protocol::Event {
+                seq: 1,
+                task_id: "t1".into(),
+                role: Role::Lead,
+                at: "2025-01-01T00:00:00.000Z".into(),
+                kind,
+            },
+        };
+        store.append("t1", &record).unwrap();
+
+        let mut states = role_states(&store, "t1").unwrap();
+        let coder = states.remove(&Role::Coder).unwrap();
+        assert_eq!(coder.receipts, [receipt]);
+        assert_eq!(coder.changed_files, ["b.txt", "a.txt"], "written or edited, newest last, once each");
+        assert_eq!(coder.last_answer_at, None);
+        let lead = states.remove(&Role::Lead).unwrap();
+        assert_eq!(lead.last_answer_at, crate::clock::parse_rfc3339("2025-01-01T00:00:00.000Z"));
+        assert!(lead.receipts.is_empty() && lead.changed_files.is_empty());
+    }
+
+    #[tokio::test]
+    async fn every_unfinished_call_is_closed_but_a_delegation_a_resume_continues() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let storage = rig.storage.as_ref();
+        let called = |tool: &str, id: &str| EventKind::ToolCalled { tool: tool.into(), call_id: id.into() };
+        storage.emit("t1", &Role::from("lead"), called("delegate", "d1")).unwrap();
+        storage.emit("t1", &Role::from("coder"), called("read_file", "c1")).unwrap();
+        storage.emit("t1", &Role::from("coder"), called("read_file", "c2")).unwrap();
+        storage
+            .emit(
+                "t1",
+                &Role::from("coder"),
+                EventKind::tool_ended(&ToolName::parse("read_file"), "c2", true, false),
+            )
+            .unwrap();
+
+        assert_eq!(close_unfinished_calls(storage, "t1", true).unwrap(), 1);
+        let last = rig.events("t1").pop().unwrap();
+        assert_eq!(
+            (&last.role, &last.kind),
+            (&Role::Coder, &EventKind::tool_ended(&ToolName::parse("read_file"), "c1", false, true))
+        );
+        // Closing is idempotent; once the task is over, the delegation is closed too.
+        assert_eq!(close_unfinished_calls(storage, "t1", true).unwrap(), 0);
+        assert_eq!(close_unfinished_calls(storage, "t1", false).unwrap(), 1);
+        assert_eq!(
+            rig.events("t1").pop().unwrap().kind,
+            EventKind::tool_ended(&ToolName::parse("delegate"), "d1", false, true)
+        );
+    }
+
+    #[tokio::test]
+    async fn compact_at_is_the_pairs_then_the_roles_then_the_configs_then_the_default() {
+        let server = ScriptedServer::start(vec![]).await;
+        let rig = Rig::start_with(server, |team| team.coder.compact_at = Some(70)).await;
+        let (url, model) = (rig.server.base_url(), rig.server.model().to_string());
+        let at = |role: &str| effective_compact_at(&rig.engine, &Role::from(role), &url, &model).unwrap();
+        let set = |role: &Role, pair: Option<(&str, &str)>, value: u64| {
+            let key = match pair {
+                None => SettingKey::CompactAt { role },
+                Some((server, model)) => SettingKey::CompactAtOn { role, server, model },
+            };
+            rig.storage.set_setting(&key, &json!(value)).unwrap();
+        };
+        assert_eq!((at("lead"), at("coder")), (DEFAULT_COMPACT_AT, 70));
+        set(&Role::Coder, None, 60);
+        assert_eq!(at("coder"), 60);
+        set(&Role::Coder, Some((&url, &model)), 50);
+        assert_eq!(at("coder"), 50);
+        // Another pair's setting is not this pair's, and a value out of range is not a setting.
+        set(&Role::Lead, Some(("http://elsewhere/v1", &model)), 40);
+        set(&Role::Lead, None, 0);
+        assert_eq!(at("lead"), DEFAULT_COMPACT_AT);
+
+        let snapshot = rig.task("x").snapshot(&Role::Coder).unwrap();
+        assert_eq!(
+            (snapshot.compact_at, snapshot.server.as_str(), snapshot.model.as_str()),
+            (50, url.as_str(), model.as_str())
+        );
+        assert_eq!(snapshot.provider, PROVIDER);
+        assert_eq!(snapshot.tools, default_tools(&Role::Coder));
+        let unknown = rig.task("x").snapshot(&Role::specialist("reviewer")).unwrap_err();
+        assert_eq!(unknown.to_string(), "no role \"reviewer\" in the team");
+    }
+
+    #[tokio::test]
+    async fn a_state_change_never_overwrites_an_end_or_an_interruption() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let task = rig.task("x");
+        task.set_state(TaskState::WaitingRetry).unwrap();
+        assert_eq!(rig.state(&task.task_id), TaskState::WaitingRetry);
+        rig.storage.update_task(&task.task_id, &mut |t| t.state = TaskState::Interrupted).unwrap();
+        task.set_state(TaskState::Running).unwrap();
+        assert_eq!(rig.state(&task.task_id), TaskState::Interrupted);
+    }
+
+    #[tokio::test]
+    async fn the_end_of_a_task_is_recorded_by_its_outcome() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let storage = rig.storage.as_ref();
+        let end = |outcome: Result<String, TurnError>, cancelled: bool| {
+            let task = rig.task("x");
+            if cancelled {
+                task.cancel.cancel();
+            }
+            let state = finish(storage, &task.task_id, &task.cancel, outcome);
+            let meta = storage.task(&task.task_id).unwrap().unwrap();
+            (state, meta.state, meta.result, meta.error, rig.events(&task.task_id).pop().map(|e| e.kind))
+        };
+        let (state, recorded, result, _, last) = end(Ok("fixed".into()), false);
+        assert_eq!(
+            (state, recorded, result.as_deref()),
+            (TaskState::Finished, TaskState::Finished, Some("fixed"))
+        );
+        assert_eq!(last, Some(EventKind::TaskFinished { summary: "fixed".into() }));
+        let (state, _, _, _, last) = end(Err(TurnError::Cancelled), false);
+        assert_eq!((state, last), (TaskState::Cancelled, Some(EventKind::TaskCancelled {})));
+        // A turn that failed because the task was being cancelled was cancelled.
+        let (state, _, _, error, _) = end(Err(TurnError::Team("the fitter is gone".into())), true);
+        assert_eq!((state, error), (TaskState::Cancelled, None));
+        let (state, _, _, error, last) = end(Err(TurnError::Team("the fitter is gone".into())), false);
+        assert_eq!((state, error.as_deref()), (TaskState::Failed, Some("the fitter is gone")));
+        assert_eq!(last, Some(EventKind::TaskFailed { error: "the fitter is gone".into() }));
+
+        // A shutdown's `interrupted` stands.
+        let task = rig.task("x");
+        storage.update_task(&task.task_id, &mut |t| t.state = TaskState::Interrupted).unwrap();
+        let state = finish(storage, &task.task_id, &task.cancel, Err(TurnError::Cancelled));
+        assert_eq!((state, rig.state(&task.task_id)), (TaskState::Interrupted, TaskState::Interrupted));
+        assert!(rig.events(&task.task_id).is_empty());
+    }
+
+    /// Launches the task and waits for its end state.
+    async fn run(rig: &Rig, task: &TaskCtx, start: Start) -> TaskState {
+        let (done, mut ended) = tokio::sync::watch::channel(None);
+        launch(
+            rig.engine.clone(),
+            task.task_id.clone(),
+            task.workspace.clone(),
+            start,
+            task.cancel.clone(),
+            task.servers.clone(),
+            done,
+        )
+        .unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(30), ended.wait_for(Option::is_some)).await;
+        let state = *ended.expect("the task ends").expect("the runner reports");
+        state.expect("an end state")
+    }
+
+    #[tokio::test]
+    async fn a_launched_task_runs_the_lead_through_a_delegation_to_its_end() {
+        let server = ScriptedServer::start(vec![
+            sse(vec![delegate("coder", "Fix the adder")]),
+            sse(vec![finish_call("changed - to +")]),
+            sse(vec![finish_call("the coder fixed the adder")]),
+        ])
+        .await;
+        let rig = Rig::start(server).await;
+        let task = rig.task("Fix the adder");
+        assert_eq!(
+            run(&rig, &task, Start::Fresh { objective: "Fix the adder".into() }).await,
+            TaskState::Finished
+        );
+
+        let meta = rig.storage.task(&task.task_id).unwrap().unwrap();
+        assert_eq!(meta.result.as_deref(), Some("the coder fixed the adder"));
+        let coder = rig.history(&task.task_id, "coder");
+        assert!(coder[0].text().contains("Fix the adder"), "the handoff carries the objective: {coder:#?}");
+        let lead = rig.history(&task.task_id, "lead");
+        let returned = lead.iter().flat_map(|m| &m.parts).any(
+            |p| matches!(p, Part::ToolResult { content, is_error: false, .. } if content == "changed - to +"),
+        );
+        assert!(returned, "the coder's summary is the delegate call's result: {lead:#?}");
+        let kinds = rig.kinds(&task.task_id);
+        let delegated = kinds.iter().position(|k| k == "delegated").unwrap();
+        let returned = kinds.iter().position(|k| k == "delegation_returned").unwrap();
+        assert!(delegated < returned);
+        assert_eq!(kinds.last().map(String::as_str), Some("task_finished"));
+    }
+
+    #[tokio::test]
+    async fn a_resume_into_a_pending_delegation_hands_the_delegates_summary_back() {
+        let server = ScriptedServer::start(vec![
+            sse(vec![tool_call_with_id("c9", "finish", json!({"summary": "changed - to +"}))]),
+            sse(vec![finish_call("the coder fixed the adder")]),
+        ])
+        .await;
+        let rig = Rig::start(server).await;
+        let task = rig.task("Fix the adder");
+        // The daemon stopped while the lead waited on the coder.
+        let asked = Message::new(
+            Speaker::Assistant,
+            vec![call("d1", "delegate", json!({"to": "coder", "objective": "Fix the adder"}))],
+        );
+        for record in [
+            message("lead", Message::user("Fix the adder")),
+            message("lead", asked),
+            message("coder", Message::user("Fix the adder (handed over by lead)")),
+        ] {
+            rig.storage.append(&task.task_id, &record).unwrap();
+        }
+        rig.storage
+            .emit(
+                &task.task_id,
+                &Role::Lead,
+                EventKind::ToolCalled { tool: "delegate".into(), call_id: "d1".into() },
+            )
+            .unwrap();
+        assert_eq!(run(&rig, &task, Start::Resume).await, TaskState::Finished);
+
+        let sent = rig.server.chat_requests();
+        assert_eq!(sent.len(), 2, "the coder's turn, then the lead's: nobody starts over");
+        let lead = rig.history(&task.task_id, "lead");
+        assert_eq!(lead[2], Message::tool_result("d1", "changed - to +", false));
+        let events = rig.events(&task.task_id);
+        assert!(events
+            .iter()
+            .any(|e| e.kind == EventKind::tool_ended(&ToolName::parse("delegate"), "d1", true, false)));
+        let meta = rig.storage.task(&task.task_id).unwrap().unwrap();
+        assert_eq!(meta.result.as_deref(), Some("the coder fixed the adder"));
+    }
+}

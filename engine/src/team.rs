@@ -1,0 +1,76 @@
+//! The team's settings: what each role runs with (its provider, model, trigger, tools …) and what
+//! every turn of the team shares (the command timeout, the sandbox, retries, the idle thinking
+//! cleanup). The daemon reads them from its configuration file; the engine only reads them.
+
+use agentd_agents::tools::SandboxPolicy;
+use agentd_policies::retry::RetryPolicy;
+use agentd_protocol::{Role, Tokens, ToolName};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One role's table (`[team.lead]`, `[team.coder]`, `[team.specialists.NAME]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleConfig {
+    /// The name of the provider (a `[providers.NAME]` table) the role's requests go to.
+    pub provider: String,
+    /// The model to ask, as the provider names it.
+    pub model: String,
+    /// The compaction trigger as a percentage of the window (1–100); `None` for the default, 80. A
+    /// `settings.set` wins over it.
+    pub compact_at: Option<u8>,
+    /// The coder's check (`verify = "cargo test"`): its `finish` is rejected while this command fails. Only
+    /// the coder takes it.
+    pub verify: Option<String>,
+    /// More instructions for the role's system prompt: a specialist's own prompt, appended as "Additional
+    /// instructions" for the lead and the coder.
+    pub prompt: Option<String>,
+    /// A specialist's tools; `None` for the default, read-only tools plus `finish`. Only specialists take a
+    /// list (the lead's and coder's are fixed), and never `delegate`.
+    pub tools: Option<Vec<ToolName>>,
+    /// Extended thinking's token budget (at least 1024). Accepted for any provider, sent only to
+    /// Anthropic: the OpenAI wire has no such field.
+    pub thinking_budget: Option<u32>,
+    /// The most tokens an answer may take (`max_tokens` on the wire); the trigger is lowered so it fits.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// The settings of a whole team (`[team]`, `[tools]`, `[retry]`, `[thinking]` of the daemon's
+/// configuration).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeamConfig {
+    /// The lead's settings (`[team.lead]`).
+    pub lead: RoleConfig,
+    /// The coder's settings (`[team.coder]`).
+    pub coder: RoleConfig,
+    /// Keyed by name: every key is a `Role::Specialist`.
+    pub specialists: BTreeMap<String, RoleConfig>,
+    /// How long `run_command` (and `verify`) may run when the call names no timeout (`tools.command_timeout`,
+    /// default 120 s).
+    pub command_timeout: Duration,
+    /// `[tools.sandbox]`, with the home as the path commands must not reach.
+    pub sandbox: SandboxPolicy,
+    /// How each kind of failed model request is retried (`[retry]`).
+    pub retry: RetryPolicy,
+    /// A new user request after this long since an agent's last answer clears its old thinking.
+    pub idle_thinking_cleanup_after: Duration,
+    /// A thinking cleanup that would free fewer tokens than this is skipped.
+    pub idle_thinking_clear_at_least: Tokens,
+}
+
+impl TeamConfig {
+    /// The settings of a role: the lead, the coder or a configured specialist.
+    pub fn role(&self, role: &Role) -> Option<&RoleConfig> {
+        match role {
+            Role::Lead => Some(&self.lead),
+            Role::Coder => Some(&self.coder),
+            Role::Specialist(name) => self.specialists.get(name),
+        }
+    }
+
+    /// Every role of the team: the lead, the coder, then the specialists by name.
+    pub fn roles(&self) -> impl Iterator<Item = Role> + '_ {
+        [Role::Lead, Role::Coder]
+            .into_iter()
+            .chain(self.specialists.keys().map(|n| Role::Specialist(n.clone())))
+    }
+}

@@ -1,0 +1,197 @@
+//! The model seam: what a chat request and its answer are to agentd, the errors a provider answers
+//! with (already sorted by what the caller should do about them), and [`Model`], the one trait a
+//! provider client implements for the engine.
+//!
+//! It sits here, in the vocabulary every room shares, because two rooms meet at it that must not
+//! know each other: `agentd-providers` (wire formats over HTTP) implements [`Model`], and
+//! `agentd-engine` (the turn loop and the fitter) calls it without depending on any HTTP client.
+//! Nothing here does IO: the trait only names the calls, and its futures are plain boxed futures.
+
+use crate::event::Usage;
+use crate::message::Message;
+use crate::tokens::Tokens;
+use crate::tool::ToolSchema;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// One request to a chat model, in agentd's terms; each wire format of `agentd-providers` shows it
+/// in its own body.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The model to ask, as the provider names it.
+    pub model: String,
+    /// Sent as the first message (`role: system`); left out when empty.
+    pub system: String,
+    /// The conversation after the system prompt, in order.
+    pub messages: Vec<Message>,
+    /// The tools the model may call, as the agents describe them; each wire format wraps them.
+    pub tools: Vec<ToolSchema>,
+    /// Keep the tools (so the cached prompt prefix is reused) but forbid calling them
+    /// (`tool_choice: "none"`), as a summarisation request does.
+    pub tool_choice_none: bool,
+    /// The most tokens the answer may take (`max_tokens` on the wire); `None` leaves it to the server, except
+    /// where a wire format requires one.
+    pub max_tokens: Option<u32>,
+    /// Extended thinking's token budget (the role's `thinking_budget`). Sent only to Anthropic
+    /// (`thinking: {type: enabled, budget_tokens}`, with `max_tokens` raised above it); the
+    /// OpenAI wire has no such field and ignores it.
+    pub thinking_budget: Option<u32>,
+}
+
+/// A complete answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    /// Speaker `Assistant`. Parts in order: `Thinking` (the provider's reasoning) first if any, then
+    /// `Text` if any, then the `ToolCall`s in the provider's index order.
+    pub message: Message,
+    /// Why the model stopped, in OpenAI's words (`stop`, `tool_calls`, `length`, …); Anthropic's stop reasons
+    /// are mapped to them.
+    pub finish_reason: String,
+    /// The provider's own count, when it reported a well-formed one. `prompt_tokens` is everything
+    /// the model processed, cached or not (Anthropic: input + cache read + cache creation).
+    pub usage: Option<Usage>,
+    /// Prompt tokens read from the provider's prompt cache, when it reports them (Anthropic).
+    pub cache_read_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's prompt cache, when it reports them (Anthropic).
+    pub cache_creation_tokens: Option<u64>,
+}
+
+/// What went wrong with a stream that was accepted by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnomalyKind {
+    /// The stream ended (closed or `[DONE]`) after some output but without a finish reason.
+    NoFinishReason,
+    /// Nothing usable came back: no text and no tool call.
+    Empty,
+    /// The connection failed in the middle of the stream.
+    Cut,
+    /// A data line was not valid JSON (or the stream was not valid SSE/UTF-8).
+    Parse,
+    /// A 2xx answer that is not the protocol at all (an HTML page from a proxy or a portal).
+    NotProtocol,
+    /// No event within the idle deadline (comments and keep-alives are not progress), or the whole
+    /// answer not within the request deadline.
+    Stalled,
+}
+
+impl AnomalyKind {
+    /// The kind's name, as error messages and logs show it (`no_finish_reason`, `stalled`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnomalyKind::NoFinishReason => "no_finish_reason",
+            AnomalyKind::Empty => "empty",
+            AnomalyKind::Cut => "cut",
+            AnomalyKind::Parse => "parse",
+            AnomalyKind::NotProtocol => "not_protocol",
+            AnomalyKind::Stalled => "stalled",
+        }
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A provider failure, classified by what the caller should do: wait and resend
+/// (`RateLimited`, `Server`, `StreamAnomaly`), compact and resend (`ContextOverflow`), or give up
+/// with the provider's words (`Rejected`, `Transport`); `Cancelled` is the caller's own doing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// HTTP 429. `retry_after` is the server's `Retry-After`, when it sent one.
+    #[error("rate limited by the provider: {message}")]
+    RateLimited {
+        /// How long the server asked to wait (`Retry-After`), when it said.
+        retry_after: Option<Duration>,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
+    /// HTTP 529 (or Anthropic's `overloaded_error`): the provider is overloaded, briefly; its own
+    /// shorter schedule, `Retry-After` honoured.
+    #[error("the provider is overloaded: {message}")]
+    Overloaded {
+        /// How long the server asked to wait (`Retry-After`), when it said.
+        retry_after: Option<Duration>,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
+    /// HTTP 5xx, or an error object inside an accepted stream.
+    #[error("provider server error {status}: {message}")]
+    Server {
+        /// The HTTP status (500 for an error inside an accepted stream).
+        status: u16,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
+    /// The request does not fit the model's window. `limit` is the window the refusal states.
+    #[error("context window exceeded: {message}")]
+    ContextOverflow {
+        /// The window the refusal states, when it states one.
+        limit: Option<Tokens>,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
+    /// An accepted stream that broke, stalled or carried no usable answer: resent by the `stream_anomaly`
+    /// schedule.
+    #[error("stream anomaly ({kind}): {message}")]
+    StreamAnomaly {
+        /// What went wrong with the stream.
+        kind: AnomalyKind,
+        /// What was seen, in words.
+        message: String,
+    },
+    /// Any other 4xx (bad key, unknown model, malformed request …): resending will not help.
+    #[error("provider refused the request ({status}): {message}")]
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
+        message: String,
+    },
+    /// No answer at all: connection refused, DNS, TLS, timeout.
+    #[error("cannot reach the provider at {url}: {message}")]
+    Transport {
+        /// The URL the request went to.
+        url: String,
+        /// The transport error and its causes, in words.
+        message: String,
+    },
+    /// The caller's cancellation token fired: the call to `url` was dropped unanswered.
+    #[error("the request to {url} was cancelled")]
+    Cancelled {
+        /// The URL the request went to.
+        url: String,
+    },
+}
+
+impl ProviderError {
+    /// True for the error a chat call returns when its cancellation token fired.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, ProviderError::Cancelled { .. })
+    }
+}
+
+/// The future of a call to a model's server.
+pub type ModelCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, ProviderError>> + Send + 'a>>;
+
+/// A model's server, whatever its wire format: what the engine sends requests to, probes windows
+/// from and asks to count. Implemented by `agentd_providers::Client`.
+///
+/// A call is cancelled by dropping its future (the engine races it against the task's
+/// cancellation and answers [`ProviderError::Cancelled`] itself).
+pub trait Model: Send + Sync {
+    /// The server's base URL: with the model name, the key windows and calibrations are kept under.
+    fn server(&self) -> &str;
+    /// Sends the request, streaming, and assembles the answer.
+    fn chat<'a>(&'a self, req: &'a ChatRequest) -> ModelCall<'a, ChatResponse>;
+    /// The output room a request claims inside the window: what the wire says the answer may take.
+    fn output_reserve(&self, req: &ChatRequest) -> Tokens;
+    /// The window the server declares for `model`, if it declares one.
+    fn probe_window<'a>(&'a self, model: &'a str) -> ModelCall<'a, Option<Tokens>>;
+    /// The tokens of `text` for `model` by the server's own count (no special tokens), when the
+    /// server offers a counting endpoint; `None` when it has none.
+    fn count_text<'a>(&'a self, model: &'a str, text: &'a str) -> ModelCall<'a, Option<u64>>;
+}

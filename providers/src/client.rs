@@ -1,0 +1,127 @@
+//! The provider a role talks to, whatever its wire format: [`Client`], the one type the rest of the
+//! runtime holds, calling its format's [`WireFormat`] through a boxed, object-safe view of it.
+
+use super::wire::{self, WireFormat};
+use agentd_protocol::Tokens;
+use agentd_protocol::{ChatRequest, ChatResponse, ProviderError};
+use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+/// A client of one provider's server, in whichever wire format it speaks. Made by
+/// [`ProviderKind::connect`](super::ProviderKind::connect), or from a format's client
+/// (`Client::from(OpenAiClient::new(…))`).
+pub struct Client {
+    format: Box<dyn Dispatch>,
+}
+
+impl Client {
+    pub(crate) fn new(format: impl WireFormat) -> Client {
+        Client { format: Box::new(format) }
+    }
+
+    /// The server's base URL: with the model name, the key windows are remembered under.
+    pub fn base_url(&self) -> &str {
+        self.format.base_url()
+    }
+
+    /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
+    /// at once with [`ProviderError::Cancelled`].
+    pub async fn chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
+        self.format.chat(req, cancel).await
+    }
+
+    /// The output room a request claims inside the window: what the wire says the answer may take.
+    /// The fitter lowers the trigger so that this still fits above it.
+    pub fn output_reserve(&self, req: &ChatRequest) -> Tokens {
+        self.format.output_reserve(req)
+    }
+
+    /// The window the server declares for `model`, if it declares one.
+    pub async fn probe_window(&self, model: &str) -> Result<Option<Tokens>, ProviderError> {
+        self.format.probe_window(model).await
+    }
+
+    /// The tokens of `text` for `model`, counted by the server's own tokenizer (no special tokens),
+    /// when the server offers a counting endpoint; `None` when it has none.
+    pub async fn count_text(&self, model: &str, text: &str) -> Result<Option<u64>, ProviderError> {
+        self.format.count_text(model, text).await
+    }
+}
+
+/// [`WireFormat`] as a trait object: its calls with their futures boxed.
+trait Dispatch: Send + Sync {
+    fn base_url(&self) -> &str;
+    fn chat<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>>;
+    fn output_reserve(&self, req: &ChatRequest) -> Tokens;
+    fn probe_window<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Option<Tokens>, ProviderError>>;
+    fn count_text<'a>(
+        &'a self,
+        model: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>>;
+}
+
+impl<F: WireFormat> Dispatch for F {
+    fn base_url(&self) -> &str {
+        self.http().base_url()
+    }
+
+    fn chat<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderError>> {
+        Box::pin(wire::chat(self, req, cancel))
+    }
+
+    fn output_reserve(&self, req: &ChatRequest) -> Tokens {
+        F::output_reserve(req)
+    }
+
+    fn probe_window<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Result<Option<Tokens>, ProviderError>> {
+        Box::pin(WireFormat::probe_window(self, model))
+    }
+
+    fn count_text<'a>(
+        &'a self,
+        model: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
+        Box::pin(WireFormat::count_text(self, model, text))
+    }
+}
+
+/// The engine's view of a provider: [`Client`]'s calls, with cancellation by dropping the future.
+impl agentd_protocol::Model for Client {
+    fn server(&self) -> &str {
+        self.base_url()
+    }
+
+    fn chat<'a>(&'a self, req: &'a ChatRequest) -> agentd_protocol::model::ModelCall<'a, ChatResponse> {
+        Box::pin(async move { self.format.chat(req, &CancellationToken::new()).await })
+    }
+
+    fn output_reserve(&self, req: &ChatRequest) -> Tokens {
+        Client::output_reserve(self, req)
+    }
+
+    fn probe_window<'a>(&'a self, model: &'a str) -> agentd_protocol::model::ModelCall<'a, Option<Tokens>> {
+        Box::pin(Client::probe_window(self, model))
+    }
+
+    fn count_text<'a>(
+        &'a self,
+        model: &'a str,
+        text: &'a str,
+    ) -> agentd_protocol::model::ModelCall<'a, Option<u64>> {
+        Box::pin(Client::count_text(self, model, text))
+    }
+}

@@ -1,0 +1,318 @@
+//! The HTTP client every wire format sends with ([`Http`]: one server's pooled connections, API
+//! root, key and deadlines), and the parts of a call they share: its cancellation and deadlines, a
+//! refusal's status and `Retry-After`, a connection that failed (with its causes), a short probe or
+//! count exchange, and a server that answers a streaming request in one JSON piece. How the key is
+//! sent, and what the bodies and answers mean, is each wire format's business.
+
+use super::error::truncate_chars;
+use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
+use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::RequestBuilder;
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Between two reads of a stream: a thinking model can be silent for a while, not for five minutes.
+const READ_TIMEOUT: Duration = Duration::from_secs(300);
+/// Servers close idle keep-alive connections after a few seconds (uvicorn: 5 s); reusing one then
+/// fails with "connection closed before message completed".
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+/// Each window probe or count request, as a whole.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client whose connecting times out after 10 s and whose stream may run as long as it keeps
+/// sending (a read waits at most 300 s); idle pooled connections are dropped after 4 s.
+// Building fails only when the TLS backend cannot initialise (no input is involved): there is no
+// client at all then, and the daemon cannot talk to any model.
+#[allow(clippy::expect_used)]
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build()
+        .expect("the HTTP client (TLS backend) could not be initialised")
+}
+
+/// One server as every wire format talks to it: a pooled client, the API root (without a trailing
+/// slash, e.g. `http://127.0.0.1:8000/v1`), the key when there is one, and the request deadlines.
+/// Clones share the connection pool.
+#[derive(Debug, Clone)]
+pub(crate) struct Http {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    deadlines: Deadlines,
+}
+
+impl Http {
+    /// `base_url` is the API root including its version; an empty key is no key. The deadlines
+    /// are the defaults until [`with_deadlines`](Self::with_deadlines).
+    pub(crate) fn new(base_url: &str, api_key: Option<String>) -> Http {
+        Http {
+            client: http_client(),
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+            deadlines: Deadlines::default(),
+        }
+    }
+
+    pub(crate) fn with_deadlines(self, deadlines: Deadlines) -> Http {
+        Http { deadlines, ..self }
+    }
+
+    pub(crate) fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// `{base}{path}`, `path` starting with `/`.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    pub(crate) fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    pub(crate) fn deadlines(&self) -> Deadlines {
+        self.deadlines
+    }
+
+    pub(crate) fn get(&self, url: &str) -> RequestBuilder {
+        self.client.get(url)
+    }
+
+    pub(crate) fn post(&self, url: &str) -> RequestBuilder {
+        self.client.post(url)
+    }
+}
+
+/// A request to `url` that got no answer (connection refused, DNS, TLS, timeout, a broken read).
+pub(crate) fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
+    ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
+}
+
+/// How long a model request may take: `total` from sending to the last event, `idle` between two
+/// events of its stream (SSE comments and keep-alives are not events: a server that only sends
+/// those is stalled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// The longest a stream may go without an event (`requests.idle_timeout`, default 60 s).
+    pub idle: Duration,
+    /// The longest a whole request may take, from sending to its last event (`requests.timeout`, default 10
+    /// min).
+    pub total: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines { idle: Duration::from_secs(60), total: Duration::from_secs(600) }
+    }
+}
+
+/// Runs `call` to its end, unless `cancel` fires first — then `call` is dropped at once and the
+/// answer is [`ProviderError::Cancelled`] — or `total` passes first: a `Stalled`
+/// anomaly naming the deadline.
+pub(crate) async fn cancellable(
+    url: String,
+    cancel: &CancellationToken,
+    total: Duration,
+    call: impl Future<Output = Result<ChatResponse, ProviderError>>,
+) -> Result<ChatResponse, ProviderError> {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(ProviderError::Cancelled { url }),
+        result = call => result,
+        _ = tokio::time::sleep(total) => Err(ProviderError::StreamAnomaly {
+            kind: AnomalyKind::Stalled,
+            message: format!("no complete answer from {url} within the request deadline of {total:?} (requests.timeout)"),
+        }),
+    }
+}
+
+/// What a server accepted a streaming chat request with.
+pub(crate) enum Answer {
+    /// The server ignored `stream: true` and answered in one JSON piece: its text.
+    Whole(String),
+    /// A stream, not read yet.
+    Stream(reqwest::Response),
+}
+
+/// Sends a chat request that asks for a stream. A non-2xx answer is the error `classify` makes of
+/// its status, `Retry-After` and body; an `application/json` answer is read whole.
+pub(crate) async fn send_streaming(
+    request: RequestBuilder,
+    url: &str,
+    classify: fn(u16, Option<Duration>, &str) -> ProviderError,
+) -> Result<Answer, ProviderError> {
+    let response = request.send().await.map_err(|e| transport(url, &e))?;
+    let status = response.status();
+    if !status.is_success() {
+        let retry_after = retry_after(response.headers(), SystemTime::now());
+        let text = response.text().await.unwrap_or_default();
+        return Err(classify(status.as_u16(), retry_after, &text));
+    }
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|ct| ct.trim_start().to_ascii_lowercase())
+        .unwrap_or_default();
+    if content_type.starts_with("application/json") {
+        return Ok(Answer::Whole(whole_body(response).await?));
+    }
+    // An event stream, or a server that names no type (some do); anything else — an HTML page from
+    // a proxy or a login portal — is not the protocol, whatever its status says.
+    if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
+        let body = whole_body(response).await.unwrap_or_default();
+        return Err(ProviderError::StreamAnomaly {
+            kind: AnomalyKind::NotProtocol,
+            message: format!(
+                "{url} answered {} with {content_type}, not an event stream: {}",
+                status.as_u16(),
+                truncate_chars(body.trim(), 200)
+            ),
+        });
+    }
+    Ok(Answer::Stream(response))
+}
+
+/// Sends a chat request that asks for one JSON answer: its body text. A non-2xx answer is the error
+/// `classify` makes of its status, `Retry-After` and body.
+pub(crate) async fn send_whole(
+    request: RequestBuilder,
+    url: &str,
+    classify: fn(u16, Option<Duration>, &str) -> ProviderError,
+) -> Result<String, ProviderError> {
+    let response = request.send().await.map_err(|e| transport(url, &e))?;
+    let status = response.status();
+    let retry_after = retry_after(response.headers(), SystemTime::now());
+    let text = whole_body(response).await?;
+    if !status.is_success() {
+        return Err(classify(status.as_u16(), retry_after, &text));
+    }
+    Ok(text)
+}
+
+/// What a short exchange (a window probe, a count) was answered with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) body: String,
+}
+
+impl Reply {
+    pub(crate) fn is_success(&self) -> bool {
+        (200..=299).contains(&self.status)
+    }
+}
+
+/// Sends a short request — a window probe, a count — within [`PROBE_TIMEOUT`] and reads its whole
+/// answer, whatever its status; an answer that does not come (or breaks off) is a transport error.
+pub(crate) async fn exchange(request: RequestBuilder, url: &str) -> Result<Reply, ProviderError> {
+    let response = request.timeout(PROBE_TIMEOUT).send().await.map_err(|e| transport(url, &e))?;
+    let status = response.status().as_u16();
+    let retry_after = retry_after(response.headers(), SystemTime::now());
+    let body = response.text().await.map_err(|e| transport(url, &e))?;
+    Ok(Reply { status, retry_after, body })
+}
+
+/// A chat answer's whole body; a body that breaks off is a `Cut` anomaly.
+pub(crate) async fn whole_body(response: reqwest::Response) -> Result<String, ProviderError> {
+    response.text().await.map_err(|e| ProviderError::StreamAnomaly {
+        kind: AnomalyKind::Cut,
+        message: format!("the response broke off: {}", error_chain(&e)),
+    })
+}
+
+/// An error and its sources, `: `-separated (reqwest's own message hides the cause).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// The server's requested delay: `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as an
+/// HTTP date (relative to `now`; a date in the past means "now").
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now))
+}
+
+/// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`.
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let secs = value.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+        return Some(Duration::from_secs_f64(secs));
+    }
+    // IMF-fixdate, and the obsolete RFC 850 and asctime forms (RFC 9110 §5.6.7).
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 90);
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
+        // 2015-10-21T07:28:00Z is 1445412480.
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(90)));
+        assert_eq!(
+            parse_retry_after("Wednesday, 21-Oct-15 07:28:00 GMT", now),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(parse_retry_after("Wed Oct 21 07:28:00 2015", now), Some(Duration::from_secs(90)));
+        // In the past: retry now.
+        let later = UNIX_EPOCH + Duration::from_secs(1_445_412_480 + 5);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", later), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(parse_retry_after("Wed, 32 Oct 2015 07:28:00 GMT", now), None);
+        // A weekday that does not fit the date is not a date.
+        assert_eq!(parse_retry_after("Mon, 21 Oct 2015 07:28:00 GMT", now), None);
+        let epoch = UNIX_EPOCH;
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", epoch),
+            Some(Duration::from_secs(784_111_777))
+        );
+        assert_eq!(
+            parse_retry_after("Thu, 29 Feb 2024 00:00:00 GMT", epoch),
+            Some(Duration::from_secs(1_709_164_800))
+        );
+    }
+
+    #[test]
+    fn retry_after_headers() {
+        let now = SystemTime::now();
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers, now), None);
+        headers.insert(RETRY_AFTER, "7".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_millis(250)));
+    }
+}
