@@ -20,6 +20,7 @@ use crate::counter::{prepare, CountSource, Fingerprint, RequestCount, TokenCount
 use crate::meter::Meter;
 use crate::storage::{Storage, StorageError};
 use agentd_agents::workspace::Workspace;
+use agentd_policies::budget::{WORKING_FILES, WORKING_FILE_BYTES};
 use agentd_policies::calibration::{Basis, Calibration, Observed, Raw};
 use agentd_policies::compaction::{SentPrefix, WorkingFile};
 use agentd_policies::retry::RetryPolicy;
@@ -499,12 +500,10 @@ fn categories(request: &ChatRequest, count: &RequestCount, meter: &Meter) -> Cat
 /// newest first, from its log), as they are in the workspace now. A file it only read is reference,
 /// not work: it stays in the rounds that read it, or in the summary and the archive.
 fn working_files(changed: &[String], workspace: &Workspace, meter: &Meter) -> Vec<WorkingFile> {
-    const MAX_FILES: usize = 8;
-    const MAX_BYTES: u64 = 256 << 10;
     let mut files = Vec::new();
-    for path in changed.iter().take(MAX_FILES) {
+    for path in changed.iter().take(WORKING_FILES) {
         // Opened beneath the workspace root like the file tools do: no symlink out, no hard link.
-        if let Ok(text) = workspace.read_text(path, MAX_BYTES) {
+        if let Ok(text) = workspace.read_text(path, WORKING_FILE_BYTES) {
             let tokens = meter.count_text(&text).tokens;
             files.push(WorkingFile { path: path.clone(), text, tokens });
         }
@@ -674,8 +673,7 @@ impl Fitter {
         let key = (msg.task_id, msg.role);
         let Some(last) = lock(&self.state.pending).remove(&key) else { return };
         // The real size was over the window: at least that far above what was counted.
-        let under = msg.window.0.saturating_sub(last.counted.0) as f64 / msg.window.0.max(1) as f64 + 0.02;
-        self.state.update_calibration(&last.server, &last.model, |c| c.refused(under));
+        self.state.update_calibration(&last.server, &last.model, |c| c.refused_at(msg.window, last.counted));
     }
 }
 

@@ -5,6 +5,14 @@
 use crate::tokens::Tokens;
 use serde::{Deserialize, Serialize};
 
+/// How many of the coder's working files (the files it wrote or edited, newest first) a rebuilt
+/// request may carry; the compaction keeps them within half the rebuilt request.
+pub const WORKING_FILES: usize = 8;
+
+/// A working file larger than this (bytes) is left out of a rebuilt request: the model reads it
+/// with `read_file` instead.
+pub const WORKING_FILE_BYTES: u64 = 256 << 10;
+
 /// The trigger's percentage of the window when neither `settings.set` nor the role's configuration sets
 /// `compact_at`.
 pub const DEFAULT_COMPACT_AT: u8 = 80;

@@ -26,6 +26,10 @@
 use crate::tokens::{Count, Tokens};
 use serde::{Deserialize, Serialize};
 
+/// How much more than the gap to the window a refused count is taken to have missed: the request's
+/// real size was somewhere above the window, not at it.
+pub const REFUSAL_SLACK: f64 = 0.02;
+
 /// How many recent samples a ratio is taken over: recent enough to follow what the conversation is
 /// made of now (code, prose, JSON), long enough to be steady.
 pub const RATIO_SAMPLES: usize = 8;
@@ -317,6 +321,15 @@ impl Calibration {
         }
         self.reports += 1;
         Observed::Learned { error }
+    }
+
+    /// The server refused, as over a `window` of tokens, a request we had counted as `counted`
+    /// (which fitted): the real size was over the window, so the count was too low by at least the
+    /// gap, as a fraction of the window, plus two points for the unknown rest above it. Recorded
+    /// with [`Calibration::refused`].
+    pub fn refused_at(&mut self, window: Tokens, counted: Tokens) {
+        let gap = window.0.saturating_sub(counted.0) as f64 / window.0.max(1) as f64;
+        self.refused(gap + REFUSAL_SLACK);
     }
 
     /// The server refused a request we had predicted would fit: our count was too low by at least
