@@ -7,7 +7,7 @@ use crate::storage::SledStorage;
 use agentd_engine::end::{record_end, End};
 use agentd_evidence::Store;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 /// The unrecorded ends, by task id, with a signal that changes whenever one is added.
@@ -24,25 +24,22 @@ impl Default for Ends {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 impl Ends {
     /// Keeps `end` for `task_id` (replacing an earlier one) and signals subscribers.
     pub fn insert(&self, task_id: &str, end: End) {
-        lock(&self.map).insert(task_id.to_string(), end);
+        self.map.lock().insert(task_id.to_string(), end);
         self.signal.send_modify(|n| *n += 1);
     }
 
     /// The end kept for `task_id`, if its end is not recorded.
     pub fn get(&self, task_id: &str) -> Option<End> {
-        lock(&self.map).get(task_id).cloned()
+        self.map.lock().get(task_id).cloned()
     }
 
     /// How many ends are waiting to be recorded (`daemon.status`'s `storage.unrecorded_ends`).
     pub fn len(&self) -> usize {
-        lock(&self.map).len()
+        self.map.lock().len()
     }
 
     /// Whether every end is recorded.
@@ -68,12 +65,12 @@ pub fn check_storage(store: &Store, storage: &SledStorage, ends: &Ends) {
     let Ok(_recording) = ends.recording.try_lock() else {
         return;
     };
-    let pending: Vec<(String, End)> = lock(&ends.map).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let pending: Vec<(String, End)> = ends.map.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     for (task_id, end) in pending {
         match record_end(storage, &task_id, &end) {
             Ok(()) => {
                 tracing::info!(task = %task_id, state = %end.state, "recorded the end the full store had refused");
-                lock(&ends.map).remove(&task_id);
+                ends.map.lock().remove(&task_id);
             }
             Err(e) => {
                 tracing::warn!(task = %task_id, error = %e, "the end of the task is still not recorded");

@@ -9,7 +9,8 @@ use agentd_evidence::Store;
 use agentd_policies::settings::SettingKey;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
@@ -64,9 +65,6 @@ impl Actor for Scheduler {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The next time after `now` the schedule fires (in its zone; an instant all the same).
 fn next_after(job: &JobConfig, now: SystemTime) -> Option<SystemTime> {
@@ -86,7 +84,7 @@ async fn run_job(
             tracing::warn!(job = %job.name, "the schedule never fires again");
             return;
         };
-        if let Some(s) = lock(&status).get_mut(&job.name) {
+        if let Some(s) = status.lock().get_mut(&job.name) {
             s.next_run_at = Some(humantime::format_rfc3339_millis(next).to_string());
         }
         let wait = next.duration_since(clock.now()).unwrap_or(Duration::ZERO);
@@ -109,7 +107,7 @@ async fn run_job(
             tracing::error!(job = %job.name, outcome = %text, "scheduled job failed");
         }
         let snapshot = {
-            let mut all = lock(&status);
+            let mut all = status.lock();
             let s = all.entry(job.name.clone()).or_default();
             s.runs += 1;
             s.last_run_at = Some(at);
@@ -180,6 +178,6 @@ impl Handler<Jobs> for Scheduler {
     type Result = MessageResult<Jobs>;
 
     fn handle(&mut self, _: Jobs, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(lock(&self.status).values().cloned().collect())
+        MessageResult(self.status.lock().values().cloned().collect())
     }
 }

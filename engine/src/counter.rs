@@ -29,7 +29,7 @@ use futures_util::stream::{self, StreamExt};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
 
 /// Framing tokens of every message (`<|im_start|>`, role separator, `<|im_end|>` …).
 const MESSAGE_FRAMING: u64 = 4;
@@ -243,7 +243,7 @@ impl TokenCounter {
 
         // One pass under the lock for the hits; the misses are measured outside it.
         let (system, mut tools, mut messages) = {
-            let cache = self.lock();
+            let cache = self.cache.lock();
             let get = |k: &u64| cache.get(k).copied();
             (
                 keys.system.map(|k| get(&k)),
@@ -317,7 +317,7 @@ impl TokenCounter {
         }
         let keys = RequestKeys::of(req);
         let (system_new, tools_new, messages_new) = {
-            let cache = self.lock();
+            let cache = self.cache.lock();
             let new = |k: &u64| !cache.contains_key(k);
             (
                 keys.system.is_some_and(|k| new(&k)),
@@ -371,7 +371,7 @@ impl TokenCounter {
         }
         // After the flag: a measurement racing with this either stores before the clear, or sees the
         // new mode in `store` and drops its entries.
-        self.lock().clear();
+        self.cache.lock().clear();
         self.learned().clear();
     }
 
@@ -381,22 +381,17 @@ impl TokenCounter {
         Texts { mode, learned, guessed: false }
     }
 
-    fn lock(&self) -> MutexGuard<'_, KeyMap<Entry>> {
-        // A panic elsewhere cannot leave a half-written count: entries are inserted whole.
-        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn learned(&self) -> MutexGuard<'_, KeyMap<u64>> {
-        self.external.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.external.lock()
     }
 
     fn lookup(&self, key: u64) -> Option<Entry> {
-        self.lock().get(&key).copied()
+        self.cache.lock().get(&key).copied()
     }
 
     /// Caches entries measured in `mode`, unless the counter has changed mode meanwhile.
     fn store(&self, mode: Tokenizer, entries: &[(u64, Entry)]) {
-        let mut cache = self.lock();
+        let mut cache = self.cache.lock();
         if self.tokenizer() != mode {
             return;
         }
@@ -408,7 +403,7 @@ impl TokenCounter {
 
     #[cfg(test)]
     fn cached(&self) -> usize {
-        self.lock().len()
+        self.cache.lock().len()
     }
 }
 

@@ -30,7 +30,8 @@ use agentd_policies::{Count, EventKind, Thresholds, Tokens, Usage, Window, Windo
 use agentd_protocol::{ChatRequest, Model};
 use agentd_protocol::{MessageKind, Role};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Why a request may not be sent.
@@ -127,7 +128,7 @@ impl State {
     /// counting endpoint, else a marked estimate. Keyed by server too: one server's missing endpoint
     /// says nothing about another's.
     fn counter(&self, server: &str, model: &str) -> Arc<TokenCounter> {
-        let mut counters = lock(&self.counters);
+        let mut counters = self.counters.lock();
         counters
             .entry(pair_key(server, model))
             .or_insert_with(|| Arc::new(TokenCounter::with_endpoint(model)))
@@ -137,7 +138,7 @@ impl State {
     /// The calibration of a server/model: in memory, else as persisted, else none yet.
     fn calibration(&self, server: &str, model: &str) -> Calibration {
         let key = pair_key(server, model);
-        if let Some(c) = lock(&self.calibrations).get(&key) {
+        if let Some(c) = self.calibrations.lock().get(&key) {
             return c.clone();
         }
         let stored = self
@@ -147,7 +148,7 @@ impl State {
             .flatten()
             .and_then(|v| serde_json::from_value::<Calibration>(v).ok())
             .unwrap_or_default();
-        lock(&self.calibrations).entry(key).or_insert(stored).clone()
+        self.calibrations.lock().entry(key).or_insert(stored).clone()
     }
 
     /// Applies `update` to a server/model's calibration and keeps the result (persisted: a restarted
@@ -165,7 +166,7 @@ impl State {
                 tracing::warn!(error = %e, "could not keep the calibration");
             }
         }
-        lock(&self.calibrations).insert(pair_key(server, model), c);
+        self.calibrations.lock().insert(pair_key(server, model), c);
         out
     }
 
@@ -176,19 +177,19 @@ impl State {
 
     fn known_window(&self, server: &str, model: &str) -> Result<Option<Window>, StorageError> {
         let key = (server.to_string(), model.to_string());
-        if let Some(w) = lock(&self.windows).get(&key) {
+        if let Some(w) = self.windows.lock().get(&key) {
             return Ok(Some(*w));
         }
         let stored = self.storage.window(server, model)?;
         if let Some(w) = stored {
-            lock(&self.windows).insert(key, w);
+            self.windows.lock().insert(key, w);
         }
         Ok(stored)
     }
 
     fn set_window(&self, server: &str, model: &str, window: Window) -> Result<(), StorageError> {
         self.storage.set_window(server, model, window)?;
-        lock(&self.windows).insert((server.to_string(), model.to_string()), window);
+        self.windows.lock().insert((server.to_string(), model.to_string()), window);
         Ok(())
     }
 
@@ -211,10 +212,6 @@ impl State {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock means a panic elsewhere mid-update of a cache; the data is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The one measurer of every request: a cheap handle (clones share the state) that each task's agents
 /// call directly from their own tokio task. It is not an actor: it holds no state of its own beyond
@@ -290,7 +287,7 @@ impl State {
         let key = (msg.task_id.clone(), msg.role.clone());
         let (raw, mut fingerprint) = meter.count_raw(&request);
         // The last request of this role the server answered, if this one extends it.
-        let extended = lock(&self.answered)
+        let extended = self.answered.lock()
             .get(&key)
             .filter(|l| l.server == server && l.model == model && fingerprint.extends(&l.fingerprint))
             .cloned();
@@ -404,7 +401,7 @@ impl State {
                 model: request.model.clone(),
             });
         }
-        lock(&self.pending).insert(
+        self.pending.lock().insert(
             key,
             LastRequest {
                 server,
@@ -457,7 +454,7 @@ impl State {
                 tracing::warn!(error = %e, "could not keep the gauge");
             }
         }
-        lock(&self.gauges).insert((task_id.to_string(), role.clone()), gauge);
+        self.gauges.lock().insert((task_id.to_string(), role.clone()), gauge);
     }
 
     fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<(), StorageError> {
@@ -565,13 +562,13 @@ pub struct GaugeOf {
 impl Fitter {
     /// The gauge of a task's role: its last measurement, kept across restarts.
     pub fn gauge_of(&self, msg: GaugeOf) -> Option<Gauge> {
-        if let Some(g) = lock(&self.state.gauges).get(&(msg.task_id.clone(), msg.role.clone())) {
+        if let Some(g) = self.state.gauges.lock().get(&(msg.task_id.clone(), msg.role.clone())) {
             return Some(g.clone());
         }
         let key = SettingKey::Gauge { task_id: &msg.task_id, role: &msg.role };
         let stored = self.state.storage.setting(&key).ok().flatten()?;
         let gauge: Gauge = serde_json::from_value(stored).ok()?;
-        lock(&self.state.gauges).insert((msg.task_id, msg.role), gauge.clone());
+        self.state.gauges.lock().insert((msg.task_id, msg.role), gauge.clone());
         Some(gauge)
     }
 }
@@ -595,7 +592,7 @@ impl Fitter {
     pub fn observe(&self, msg: Observe) -> Result<Option<(Window, Window)>, StorageError> {
         let state = &self.state;
         let key = (msg.task_id, msg.role);
-        let Some(mut last) = lock(&state.pending).remove(&key) else { return Ok(None) };
+        let Some(mut last) = state.pending.lock().remove(&key) else { return Ok(None) };
         let (server, model) = (last.server.clone(), last.model.clone());
         let mut corrected = None;
         let raw = Raw { total: last.raw.tokens, fixed: last.raw_fixed };
@@ -650,7 +647,7 @@ impl Fitter {
                 last.reported = Some(actual);
             }
         }
-        lock(&state.answered).insert(key, last);
+        state.answered.lock().insert(key, last);
         Ok(corrected)
     }
 }
@@ -671,7 +668,7 @@ impl Fitter {
     /// A request counted as fitting was refused as too long: widen the calibration's margin.
     pub fn underestimated(&self, msg: Underestimated) {
         let key = (msg.task_id, msg.role);
-        let Some(last) = lock(&self.state.pending).remove(&key) else { return };
+        let Some(last) = self.state.pending.lock().remove(&key) else { return };
         // The real size was over the window: at least that far above what was counted.
         self.state.update_calibration(&last.server, &last.model, |c| c.refused_at(msg.window, last.counted));
     }

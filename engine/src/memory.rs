@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 /// Why the in-memory storage refused a call.
 #[derive(Debug, thiserror::Error)]
@@ -65,15 +65,11 @@ impl MemoryStorage {
         MemoryStorage::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn writing(&self) -> Result<std::sync::MutexGuard<'_, Inner>, StorageError> {
+    fn writing(&self) -> Result<MutexGuard<'_, Inner>, StorageError> {
         if self.refuse.load(Ordering::SeqCst) {
             return Err(StorageError::new(MemoryError::Refused));
         }
-        Ok(self.lock())
+        Ok(self.inner.lock())
     }
 
     /// From now on every write fails (`true`) or succeeds again (`false`); reads keep working.
@@ -83,22 +79,22 @@ impl MemoryStorage {
 
     /// Records a task, as the daemon does when a task is submitted.
     pub fn put_task(&self, meta: TaskMeta) {
-        self.lock().tasks.insert(meta.task_id.clone(), meta);
+        self.inner.lock().tasks.insert(meta.task_id.clone(), meta);
     }
 
     /// The end kept for a task whose end could not be recorded.
     pub fn kept_end(&self, task_id: &str) -> Option<End> {
-        self.lock().ends.get(task_id).cloned()
+        self.inner.lock().ends.get(task_id).cloned()
     }
 
     /// Every record of a task's log, in order.
     pub fn all_records(&self, task_id: &str) -> Vec<Record> {
-        self.lock().logs.get(task_id).map(|l| l.records.clone()).unwrap_or_default()
+        self.inner.lock().logs.get(task_id).map(|l| l.records.clone()).unwrap_or_default()
     }
 
     /// Every event of a task, in order.
     pub fn all_events(&self, task_id: &str) -> Vec<Event> {
-        self.lock().logs.get(task_id).map(|l| l.events.clone()).unwrap_or_default()
+        self.inner.lock().logs.get(task_id).map(|l| l.events.clone()).unwrap_or_default()
     }
 }
 
@@ -131,12 +127,12 @@ impl Storage for MemoryStorage {
     }
 
     fn history(&self, task_id: &str, role: &Role) -> Result<Vec<Message>, StorageError> {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         Ok(inner.logs.get(task_id).map(|l| history_of(role, &l.records)).unwrap_or_default())
     }
 
     fn records(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<(u64, Record)>, StorageError> {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         let Some(log) = inner.logs.get(task_id) else { return Ok(Vec::new()) };
         Ok((after as usize..log.records.len())
             .take(limit)
@@ -145,17 +141,17 @@ impl Storage for MemoryStorage {
     }
 
     fn events(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         let Some(log) = inner.logs.get(task_id) else { return Ok(Vec::new()) };
         Ok(log.events.iter().skip(after as usize).take(limit).cloned().collect())
     }
 
     fn last_event_seq(&self, task_id: &str) -> Result<u64, StorageError> {
-        Ok(self.lock().logs.get(task_id).map_or(0, |l| l.events.len() as u64))
+        Ok(self.inner.lock().logs.get(task_id).map_or(0, |l| l.events.len() as u64))
     }
 
     fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StorageError> {
-        Ok(self.lock().tasks.get(task_id).cloned())
+        Ok(self.inner.lock().tasks.get(task_id).cloned())
     }
 
     fn update_task(&self, task_id: &str, change: &mut dyn FnMut(&mut TaskMeta)) -> Result<(), StorageError> {
@@ -169,11 +165,11 @@ impl Storage for MemoryStorage {
     }
 
     fn keep_end(&self, task_id: &str, end: End) {
-        self.lock().ends.insert(task_id.to_string(), end);
+        self.inner.lock().ends.insert(task_id.to_string(), end);
     }
 
     fn setting(&self, key: &SettingKey<'_>) -> Result<Option<Value>, StorageError> {
-        Ok(self.lock().settings.get(&key.to_string()).cloned())
+        Ok(self.inner.lock().settings.get(&key.to_string()).cloned())
     }
 
     fn set_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError> {
@@ -186,7 +182,7 @@ impl Storage for MemoryStorage {
     }
 
     fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StorageError> {
-        Ok(self.lock().windows.get(&(server.to_string(), model.to_string())).copied())
+        Ok(self.inner.lock().windows.get(&(server.to_string(), model.to_string())).copied())
     }
 
     fn set_window(&self, server: &str, model: &str, window: Window) -> Result<(), StorageError> {
@@ -214,7 +210,7 @@ impl Storage for MemoryStorage {
     }
 
     fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError> {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         let (meta, _) = inner
             .evidence
             .get(id)
@@ -223,7 +219,7 @@ impl Storage for MemoryStorage {
     }
 
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError> {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         let (meta, data) = inner
             .evidence
             .get(id)

@@ -16,7 +16,8 @@ use crate::error::ToolError;
 use agentd_protocol::ToolName;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
@@ -217,7 +218,7 @@ impl Capture {
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| Some(left.saturating_sub(n)));
                 let keep = left.unwrap_or(0).min(n);
                 if keep > 0 {
-                    lock(&buffers[index]).extend_from_slice(&chunk[..keep]);
+                    buffers[index].lock().extend_from_slice(&chunk[..keep]);
                 }
                 if keep < n {
                     overflow.store(true, Ordering::SeqCst);
@@ -227,10 +228,7 @@ impl Capture {
     }
 
     fn take(&self) -> (Vec<u8>, Vec<u8>) {
-        (std::mem::take(&mut *lock(&self.buffers[0])), std::mem::take(&mut *lock(&self.buffers[1])))
+        (std::mem::take(&mut *self.buffers[0].lock()), std::mem::take(&mut *self.buffers[1].lock()))
     }
 }
 
-fn lock(m: &Mutex<Vec<u8>>) -> std::sync::MutexGuard<'_, Vec<u8>> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
