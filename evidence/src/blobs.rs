@@ -18,7 +18,7 @@
 //! re-hashes again on first read.
 
 use crate::error::EvidenceError;
-use crate::store::lock;
+use crate::lock::lock;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fs::{self, File, Metadata};

@@ -18,11 +18,14 @@ mod codec;
 pub mod error;
 pub mod evidence;
 mod lines;
+mod lock;
 mod log;
 pub mod page;
+mod seqs;
 mod settings;
 pub mod store;
 pub mod tasks;
+mod trees;
 mod windows;
 
 pub use blobs::write_fallback;

@@ -1,11 +1,8 @@
 //! Opening, flushing and healing the database.
 //!
-//! One sled database holds the trees `tasks` (task metadata by id), `log` (every task's records and
-//! events), `settings` (JSON values by key), `windows` (learned context windows per server/model) and
-//! the evidence trees `evidence` (metadata by id), `evidence_by_task` (task id, NUL, evidence id) and
-//! `evidence_lines` (a sparse line index per blob sha256). Evidence bytes live outside the database,
-//! as content-addressed files in the blob directory (see [`crate::blobs`]): normally `<home>/evidence`
-//! beside the database in `<home>/db`.
+//! The store is one sled database (its trees: [`crate::trees`]) under `<home>/db`, and the blob
+//! directory of evidence bytes, content-addressed files (see [`crate::blobs`]): normally
+//! `<home>/evidence` beside the database.
 //!
 //! sled takes an exclusive file lock on the database: a second process opening the same directory
 //! gets [`StoreError::Open`] naming the path. The lock is an `flock` on a freshly opened file, so a
@@ -25,63 +22,19 @@
 
 use crate::blobs::Blobs;
 use crate::error::StoreError;
-use crate::log::SeqTable;
+use crate::lock::lock;
+use crate::trees::Trees;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
-pub(crate) const TASKS: &str = "tasks";
-pub(crate) const LOG: &str = "log";
-pub(crate) const SETTINGS: &str = "settings";
-pub(crate) const WINDOWS: &str = "windows";
-pub(crate) const EVIDENCE: &str = "evidence";
-pub(crate) const EVIDENCE_BY_TASK: &str = "evidence_by_task";
-pub(crate) const EVIDENCE_LINES: &str = "evidence_lines";
-
 /// The least time between two attempts to reopen an unhealthy database.
 const REOPEN_EVERY: Duration = Duration::from_secs(1);
 /// How much the directory must take (written, synced and removed) before a reopen is tried: a little
 /// more than the sled segment a fresh open may start.
 const PROBE_BYTES: usize = 1 << 20;
-
-/// One open of the database: its handles and the counters that go with them.
-pub(crate) struct Trees {
-    /// Which open this is (1 for the first): a failure seen on an older open does not mark a newer
-    /// one unhealthy.
-    generation: u64,
-    pub(crate) db: sled::Db,
-    pub(crate) tasks: sled::Tree,
-    pub(crate) log: sled::Tree,
-    pub(crate) settings: sled::Tree,
-    pub(crate) windows: sled::Tree,
-    pub(crate) evidence: sled::Tree,
-    pub(crate) evidence_by_task: sled::Tree,
-    pub(crate) evidence_lines: sled::Tree,
-    /// Per-task sequence counters, loaded lazily from this open's log.
-    pub(crate) seqs: SeqTable,
-}
-
-impl Trees {
-    fn open(dir: &Path, generation: u64) -> Result<Trees, StoreError> {
-        let open_err = |source| StoreError::Open { path: dir.to_path_buf(), source };
-        let db = open_db(dir).map_err(open_err)?;
-        let tree = |name: &str| db.open_tree(name).map_err(open_err);
-        Ok(Trees {
-            generation,
-            tasks: tree(TASKS)?,
-            log: tree(LOG)?,
-            settings: tree(SETTINGS)?,
-            windows: tree(WINDOWS)?,
-            evidence: tree(EVIDENCE)?,
-            evidence_by_task: tree(EVIDENCE_BY_TASK)?,
-            evidence_lines: tree(EVIDENCE_LINES)?,
-            db,
-            seqs: SeqTable::default(),
-        })
-    }
-}
 
 /// Whether the store takes writes, and if not, since when and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -397,30 +350,4 @@ fn probe(dir: &Path) -> std::io::Result<()> {
     let removed = std::fs::remove_file(&path);
     written?;
     removed
-}
-
-/// Locks a mutex, recovering from poisoning: every critical section in this crate leaves its data
-/// consistent at each step (counters advance only after a successful write).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Opens the database, waiting up to two seconds for a lock that the same process is still releasing
-/// (sled's background flusher outlives a dropped handle briefly). Another process's lock is still an
-/// error after the wait.
-fn open_db(dir: &Path) -> Result<sled::Db, sled::Error> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        match sled::Config::new().path(dir).open() {
-            Err(sled::Error::Io(e)) if is_lock_held(&e) && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// sled reports a held lock as `Other` with the OS error in its text.
-fn is_lock_held(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
 }

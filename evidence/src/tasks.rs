@@ -2,7 +2,9 @@
 
 use crate::codec::{decode, encode, show_key};
 use crate::error::StoreError;
-use crate::store::{lock, Store, TASKS};
+use crate::lock::lock;
+use crate::store::Store;
+use crate::trees::TASKS;
 
 pub use agentd_protocol::task::TaskMeta;
 
