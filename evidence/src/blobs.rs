@@ -203,6 +203,7 @@ impl Blobs {
     }
 
     /// Forgets which blobs were verified: the next read of each re-hashes it in full.
+    #[cfg(feature = "testing")]
     pub(crate) fn forget_verified(&self) {
         lock(&self.verified).clear();
     }

@@ -1,6 +1,6 @@
 //! Opening, flushing and healing the database.
 //!
-//! The store is one sled database (its trees: [`crate::trees`]) under `<home>/db`, and the blob
+//! The store is one sled database (its trees: `trees.rs`) under `<home>/db`, and the blob
 //! directory of evidence bytes, content-addressed files (see [`crate::blobs`]): normally
 //! `<home>/evidence` beside the database.
 //!
@@ -9,19 +9,21 @@
 //! second [`Store::open`] of the same directory inside one process is refused the same way while the
 //! first is alive; share one [`Store`] by cloning it instead (clones are cheap and share everything).
 //!
-//! Healing. sled 0.34 remembers the first IO error of a database (a full disk) and fails every later
-//! write of that handle with it, even after the space is back; only a fresh open clears it. So the
-//! handles live behind a swappable inner ([`Trees`]): a write that fails with an IO error marks the
-//! store unhealthy ([`Store::health`]); while unhealthy, the next write (or [`Store::heal`], which
-//! the daemon calls periodically) first checks that the directory takes a write again, then drops
-//! the old handles, opens the database again and swaps it in — at most once a second. Writes made
-//! while unhealthy fail with [`StoreError::Unavailable`] without touching the disk. Per-task sequence
-//! counters belong to the inner and are reloaded from the reopened log, so they continue from what is
-//! really on disk. Nothing acknowledged is lost: an acknowledgement comes only after a flush of the
-//! same handles the write went to.
+//! Healing. sled 0.34 remembers the first IO error of a database (a full disk) and fails every
+//! later write of that handle with it, even after the space is back; only a fresh open clears it.
+//! So the handles live behind a swappable inner (`Trees`, one open of the database): a write that
+//! fails with an IO error marks the store unhealthy ([`Store::health`]); while unhealthy, the next
+//! write (or [`Store::heal`], which the daemon calls periodically) first checks that the directory
+//! takes a write again, then drops the old handles, opens the database again and swaps it in — at
+//! most once a second. Writes made while unhealthy fail with [`StoreError::Unavailable`] without
+//! touching the disk. Per-task sequence counters belong to the inner and are reloaded from the
+//! reopened log, so they continue from what is really on disk. Nothing acknowledged is lost: an
+//! acknowledgement comes only after a flush of the same handles the write went to.
 
 use crate::blobs::Blobs;
 use crate::error::StoreError;
+#[cfg(feature = "testing")]
+use crate::faults::Faults;
 use crate::lock::lock;
 use crate::trees::Trees;
 use std::io::Write;
@@ -72,13 +74,11 @@ pub struct Store {
     reopening: Arc<Mutex<()>>,
     /// The current open cannot be dropped (see [`can_drop`]): no reopen is tried again.
     stuck: Arc<AtomicBool>,
-    /// Test-only fault injection: the next write fails as if the disk refused it (see
-    /// [`Store::inject_write_failure`]).
-    fail_next_write: Arc<AtomicBool>,
     /// The blob directory and the in-memory record of blobs verified by this process.
     pub(crate) blobs: Arc<Blobs>,
-    /// Fault injection: while set, evidence metadata inserts fail as if the database refused them.
-    pub(crate) fail_evidence_inserts: Arc<AtomicBool>,
+    /// The fault switches tests turn on (only with the `testing` feature; see [`crate::faults`]).
+    #[cfg(feature = "testing")]
+    pub(crate) faults: Arc<Faults>,
     /// Serialises read-modify-write of task metadata.
     pub(crate) task_writes: Arc<Mutex<()>>,
     path: Arc<PathBuf>,
@@ -117,9 +117,9 @@ impl Store {
             sickness: Arc::new(Mutex::new(Sickness::default())),
             reopening: Arc::new(Mutex::new(())),
             stuck: Arc::new(AtomicBool::new(false)),
-            fail_next_write: Arc::new(AtomicBool::new(false)),
             blobs: Arc::new(Blobs::new(blob_dir.to_path_buf())),
-            fail_evidence_inserts: Arc::new(AtomicBool::new(false)),
+            #[cfg(feature = "testing")]
+            faults: Arc::default(),
             task_writes: Arc::new(Mutex::new(())),
             path: Arc::new(dir.to_path_buf()),
         })
@@ -159,11 +159,12 @@ impl Store {
         self.try_heal().is_ok()
     }
 
-    /// Test-only fault injection: the next write fails with an IO error as if the disk had refused
-    /// it, marking the store unhealthy exactly as a real failure does (the database's own handles are
-    /// left as they are, so a reopen is real but not strictly needed).
+    /// Fault injection, only with the `testing` feature: the next write fails with an IO error as if
+    /// the disk had refused it, marking the store unhealthy exactly as a real failure does (the
+    /// database's own handles are left as they are, so a reopen is real but not strictly needed).
+    #[cfg(feature = "testing")]
     pub fn inject_write_failure(&self) {
-        self.fail_next_write.store(true, Ordering::SeqCst);
+        self.faults.fail_next_write();
     }
 
     /// The current handles, for reading. Reads keep working on the handles of an unhealthy store
@@ -180,7 +181,8 @@ impl Store {
     /// The current handles, for writing: heals an unhealthy store first (or refuses with
     /// [`StoreError::Unavailable`] while it cannot be healed).
     pub(crate) fn writing(&self) -> Result<Arc<Trees>, StoreError> {
-        if self.fail_next_write.swap(false, Ordering::SeqCst) {
+        #[cfg(feature = "testing")]
+        if self.faults.take_write_failure() {
             let trees = self.trees()?;
             let injected = sled::Error::Io(std::io::Error::other("injected write failure (fault injection)"));
             return self.noted(&trees, Err(StoreError::Db(injected)));
