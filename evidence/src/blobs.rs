@@ -303,7 +303,7 @@ mod tests {
     #[test]
     fn fallback_writes_the_whole_file_and_creates_the_dir() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("ws").join(".agentd-evidence");
+        let dir = tmp.path().join("ws").join(agentd_protocol::task::EVIDENCE_FOLDER);
         let path = write_fallback(&dir, "ev-1", "text/plain", b"all of it\n").unwrap();
         assert_eq!(path, dir.join("ev-1.txt"));
         assert_eq!(fs::read(&path).unwrap(), b"all of it\n");

@@ -28,6 +28,7 @@ use agentd_policies::retry::RetryPolicy;
 use agentd_policies::settings::SettingKey;
 use agentd_policies::usage::{correct_window, Correction, Expected};
 use agentd_policies::{Count, EventKind, Thresholds, Tokens, Usage, Window, WindowSource};
+use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::{MessageKind, Role};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -359,7 +360,7 @@ impl State {
                 sent_prefix,
                 thresholds,
                 working_files,
-                fallback_dir: msg.workspace.root().join(".agentd-evidence"),
+                fallback_dir: msg.workspace.root().join(EVIDENCE_FOLDER),
                 retry: self.retry,
                 cancel: &msg.cancel,
                 at: now_rfc3339(),
