@@ -5,6 +5,7 @@
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::workspace::sample_workspace;
 use agentd_test_support::*;
@@ -131,7 +132,7 @@ async fn an_unwritable_receipts_archive_fails_the_handoff_loudly() {
     let evidence = d.home().join("evidence");
     let _ = std::fs::remove_dir_all(&evidence);
     std::fs::write(&evidence, "not a directory").unwrap();
-    std::fs::write(ws.path().join(".agentd-evidence"), "not a directory").unwrap();
+    std::fs::write(ws.path().join(EVIDENCE_FOLDER), "not a directory").unwrap();
 
     let task = d.submit("Look around, then have the coder fix add()", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(60));

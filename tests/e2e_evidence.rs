@@ -570,7 +570,8 @@ async fn when_the_store_cannot_take_a_large_result_it_is_written_whole_to_the_wo
 
     let (_task, events) = run_task(&d, "Read big.txt", ws.path());
 
-    // The whole result is one file in the workspace's evidence folder.
+    // The whole result is one file in the workspace's evidence folder. Its name is spelled out, not
+    // `EVIDENCE_FOLDER`: it is the documented, user-visible path (docs/interface.md) this pins.
     let folder = ws.path().join(".agentd-evidence");
     let files: Vec<PathBuf> = std::fs::read_dir(&folder)
         .unwrap_or_else(|e| panic!("{}: {e}\n{}", folder.display(), d.serve_log()))

@@ -9,6 +9,7 @@
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_test_support::daemon::TestDaemon;
 use agentd_test_support::*;
 use serde_json::json;
@@ -100,7 +101,7 @@ async fn provider_keys_and_configured_secrets_are_redacted_everywhere() {
         assert!(!contains(bytes, KEY) && !contains(bytes, TOKEN), "{} holds a secret", path.display());
     }
     for (path, bytes) in
-        files(ws.path()).iter().filter(|(p, _)| p.starts_with(ws.path().join(".agentd-evidence")))
+        files(ws.path()).iter().filter(|(p, _)| p.starts_with(ws.path().join(EVIDENCE_FOLDER)))
     {
         assert!(!contains(bytes, KEY), "{} holds a secret", path.display());
     }

@@ -1,6 +1,6 @@
 //! Entry points for the fuzz targets (`fuzz/`) and the property tests (`tests/fuzz_props.rs`): the
-//! argument parsing every tool call goes through, without executing anything. Not an API; hidden
-//! from the docs.
+//! argument parsing every tool call goes through, without executing anything. Not an API: hidden
+//! from the docs, and compiled only with the crate's `fuzzing` feature.
 
 use crate::ToolError;
 use agentd_protocol::ToolName;

@@ -8,8 +8,13 @@
 //! It never talks to providers, never knows a wire format or the socket, and touches the disk only
 //! inside a task's workspace. The tools the runtime dispatches itself (`delegate`, `finish`,
 //! `read_evidence`) are described here but not executed here.
+//!
+//! The entry points of the fuzz targets and their property tests (`fuzzing`) are not part of the
+//! library: they exist only with the cargo feature `fuzzing`, off by default and enabled by `fuzz/`
+//! and by this crate's own tests.
 
 pub mod error;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handoff;

@@ -6,8 +6,8 @@
 use crate::storage::SledStorage;
 use agentd_engine::end::{record_end, End};
 use agentd_evidence::Store;
-use std::collections::HashMap;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use tokio::sync::watch;
 
 /// The unrecorded ends, by task id, with a signal that changes whenever one is added.
@@ -23,7 +23,6 @@ impl Default for Ends {
         Ends { map: Mutex::default(), recording: Mutex::default(), signal: watch::channel(0).0 }
     }
 }
-
 
 impl Ends {
     /// Keeps `end` for `task_id` (replacing an earlier one) and signals subscribers.
@@ -62,7 +61,7 @@ pub fn check_storage(store: &Store, storage: &SledStorage, ends: &Ends) {
     if !store.heal() {
         return;
     }
-    let Ok(_recording) = ends.recording.try_lock() else {
+    let Some(_recording) = ends.recording.try_lock() else {
         return;
     };
     let pending: Vec<(String, End)> = ends.map.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();

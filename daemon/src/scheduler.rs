@@ -7,9 +7,9 @@ use actix::prelude::*;
 use agentd_engine::clock::{clock, now_rfc3339};
 use agentd_evidence::Store;
 use agentd_policies::settings::SettingKey;
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -64,7 +64,6 @@ impl Actor for Scheduler {
         self.stop.cancel();
     }
 }
-
 
 /// The next time after `now` the schedule fires (in its zone; an instant all the same).
 fn next_after(job: &JobConfig, now: SystemTime) -> Option<SystemTime> {

@@ -26,10 +26,10 @@ use agentd_policies::{Count, Message, Part, Speaker};
 use agentd_protocol::ToolSchema;
 use agentd_protocol::{ChatRequest, Model};
 use futures_util::stream::{self, StreamExt};
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use parking_lot::{Mutex, MutexGuard};
 
 /// Framing tokens of every message (`<|im_start|>`, role separator, `<|im_end|>` …).
 const MESSAGE_FRAMING: u64 = 4;

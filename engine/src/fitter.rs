@@ -27,10 +27,11 @@ use agentd_policies::retry::RetryPolicy;
 use agentd_policies::settings::SettingKey;
 use agentd_policies::usage::{correct_window, Correction, Expected};
 use agentd_policies::{Count, EventKind, Thresholds, Tokens, Usage, Window, WindowSource};
+use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::{ChatRequest, Model};
 use agentd_protocol::{MessageKind, Role};
-use std::collections::HashMap;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -212,7 +213,6 @@ impl State {
     }
 }
 
-
 /// The one measurer of every request: a cheap handle (clones share the state) that each task's agents
 /// call directly from their own tokio task. It is not an actor: it holds no state of its own beyond
 /// locked maps, so a mailbox would only funnel every task's counting through one thread.
@@ -287,7 +287,9 @@ impl State {
         let key = (msg.task_id.clone(), msg.role.clone());
         let (raw, mut fingerprint) = meter.count_raw(&request);
         // The last request of this role the server answered, if this one extends it.
-        let extended = self.answered.lock()
+        let extended = self
+            .answered
+            .lock()
             .get(&key)
             .filter(|l| l.server == server && l.model == model && fingerprint.extends(&l.fingerprint))
             .cloned();
@@ -352,7 +354,7 @@ impl State {
                 sent_prefix,
                 thresholds,
                 working_files,
-                fallback_dir: msg.workspace.root().join(".agentd-evidence"),
+                fallback_dir: msg.workspace.root().join(EVIDENCE_FOLDER),
                 retry: self.retry,
                 cancel: &msg.cancel,
                 at: now_rfc3339(),

@@ -15,12 +15,12 @@ use agentd_protocol::record::history_of;
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
 };
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use parking_lot::{Mutex, MutexGuard};
 
 /// Why the in-memory storage refused a call.
 #[derive(Debug, thiserror::Error)]

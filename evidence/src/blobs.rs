@@ -18,13 +18,12 @@
 //! re-hashes again on first read.
 
 use crate::error::EvidenceError;
-use crate::store::lock;
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fs::{self, File, Metadata};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::SystemTime;
 
 /// The blob directory and the blobs this process has verified.
@@ -203,8 +202,9 @@ impl Blobs {
     }
 
     /// Forgets which blobs were verified: the next read of each re-hashes it in full.
+    #[cfg(feature = "testing")]
     pub(crate) fn forget_verified(&self) {
-        lock(&self.verified).clear();
+        self.verified.lock().clear();
     }
 
     /// Stores `data` (whose sha256 is `sha`) unless an intact copy is already there; `tag` makes the
@@ -224,7 +224,7 @@ impl Blobs {
         // Written from `data` by this call: verified by construction.
         match fs::metadata(&path) {
             Ok(md) => {
-                lock(&self.verified).insert(sha.to_string(), Fingerprint::of(&md));
+                self.verified.lock().insert(sha.to_string(), Fingerprint::of(&md));
             }
             Err(source) => return Err(EvidenceError::Io { path, source }),
         }
@@ -248,7 +248,7 @@ impl Blobs {
             return Err(io::Error::other("the blob is not a regular file"));
         }
         let fingerprint = Fingerprint::of(&before);
-        if !full && lock(&self.verified).get(sha) == Some(&fingerprint) {
+        if !full && self.verified.lock().get(sha) == Some(&fingerprint) {
             return Ok(Check::Good);
         }
         let actual = match hash_file(&path) {
@@ -265,13 +265,13 @@ impl Blobs {
         }
         // Remember the identity only if the file did not change while it was hashed.
         if fs::metadata(&path).is_ok_and(|after| Fingerprint::of(&after) == fingerprint) {
-            lock(&self.verified).insert(sha.to_string(), fingerprint);
+            self.verified.lock().insert(sha.to_string(), fingerprint);
         }
         Ok(Check::Good)
     }
 
     fn unverify(&self, sha: &str) {
-        lock(&self.verified).remove(sha);
+        self.verified.lock().remove(sha);
     }
 }
 
@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn fallback_writes_the_whole_file_and_creates_the_dir() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("ws").join(".agentd-evidence");
+        let dir = tmp.path().join("ws").join(agentd_protocol::task::EVIDENCE_FOLDER);
         let path = write_fallback(&dir, "ev-1", "text/plain", b"all of it\n").unwrap();
         assert_eq!(path, dir.join("ev-1.txt"));
         assert_eq!(fs::read(&path).unwrap(), b"all of it\n");

@@ -23,7 +23,8 @@ use crate::codec::{decode, encode, show_key};
 use crate::error::{EvidenceError, StoreError};
 use crate::lines::{self, LineScanner};
 use crate::page::{bytes_page, lines_page, Extent, Page, Unit};
-use crate::store::{Store, EVIDENCE};
+use crate::store::Store;
+use crate::trees::EVIDENCE;
 use serde::Serialize;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
@@ -32,7 +33,6 @@ use std::convert::Infallible;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 pub use agentd_protocol::evidence::{EvidenceMeta, NewEvidence, Producer, Source, Stored};
 
@@ -123,14 +123,17 @@ impl Store {
         is_sha256_hex(sha256).then(|| self.blobs.path(sha256))
     }
 
-    /// Fault injection switch: while on, every evidence record insert fails as if the database could
-    /// not hold it, so callers (and tests) exercise the fallback file. Off unless switched on; nothing
-    /// else is affected.
+    /// Fault injection switch, only with the `testing` feature: while on, every evidence record insert
+    /// fails as if the database could not hold it, so callers (and tests) exercise the fallback file.
+    /// Off unless switched on; nothing else is affected.
+    #[cfg(feature = "testing")]
     pub fn fail_evidence_inserts(&self, fail: bool) {
-        self.fail_evidence_inserts.store(fail, Ordering::SeqCst);
+        self.faults.set_evidence_inserts_fail(fail);
     }
 
     /// Forgets which blobs this process has verified: the next read of each re-hashes it in full.
+    /// Only with the `testing` feature, for tests and benchmarks of a first read.
+    #[cfg(feature = "testing")]
     pub fn forget_verified_blobs(&self) {
         self.blobs.forget_verified();
     }
@@ -169,7 +172,8 @@ impl Store {
 
     fn store_evidence(&self, meta: &EvidenceMeta, data: &[u8], index: &[u8]) -> Result<(), EvidenceError> {
         self.blobs.put(&meta.sha256, data, &meta.id)?;
-        if self.fail_evidence_inserts.load(Ordering::SeqCst) {
+        #[cfg(feature = "testing")]
+        if self.faults.evidence_inserts_fail() {
             return Err(StoreError::Db(sled::Error::Unsupported(
                 "evidence inserts are switched off (fault injection)".into(),
             ))

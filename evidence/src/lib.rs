@@ -10,6 +10,11 @@
 //! depends on it is acknowledged. Every mutating method of [`Store`] flushes before it returns, so a
 //! caller may publish or acknowledge as soon as the call succeeds.
 //!
+//! Test support is not part of the shipped library: the fault switches and the cache reset that
+//! tests and benchmarks use (`Store::inject_write_failure`, `Store::fail_evidence_inserts`,
+//! `Store::forget_verified_blobs`) exist only with the cargo feature `testing`, which is off by
+//! default and enabled only from the `[dev-dependencies]` of the crates whose tests use them.
+//!
 //! Stored data is never trusted: a value that does not decode is reported as
 //! [`StoreError::Corrupt`] naming its tree and key, never a panic.
 
@@ -17,12 +22,16 @@ pub mod blobs;
 mod codec;
 pub mod error;
 pub mod evidence;
+#[cfg(feature = "testing")]
+mod faults;
 mod lines;
 mod log;
 pub mod page;
+mod seqs;
 mod settings;
 pub mod store;
 pub mod tasks;
+mod trees;
 mod windows;
 
 pub use blobs::write_fallback;

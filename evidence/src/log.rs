@@ -9,9 +9,10 @@
 //! An event is written under both kinds in one atomic batch, so `records` shows it in its place among
 //! the messages and `events` serves subscribers without decoding messages.
 //!
-//! Sequence numbers come from per-task counters kept in memory and loaded lazily from the last key of
-//! the task's prefix, so they continue after a reopen (also the store's own reopen when it heals:
-//! the counters belong to one open of the database and are reloaded from what the new open holds). Allocating a number and inserting under it
+//! Sequence numbers come from per-task counters kept in memory ([`crate::seqs`]) and loaded lazily
+//! from the last key of the task's prefix, so they continue after a reopen (also the store's own
+//! reopen when it heals: the counters belong to one open of the database and are reloaded from what
+//! the new open holds). Allocating a number and inserting under it
 //! happen under the task's lock (numbers are unique and contiguous); the flush happens after the lock
 //! is released, so concurrent appenders' flushes coalesce. Each append returns only after its flush,
 //! but a concurrent reader may see an entry a moment before it is durable, and two concurrent
@@ -19,30 +20,16 @@
 
 use crate::codec::{decode, encode};
 use crate::error::StoreError;
-use crate::store::{lock, Store, Trees, LOG};
+use crate::seqs::Seqs;
+use crate::store::Store;
+use crate::trees::{Trees, LOG};
 use agentd_policies::record::history_of;
 use agentd_policies::{Event, EventKind, Message, Record};
 use agentd_protocol::Role;
 use serde::de::DeserializeOwned;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 const RECORD: u8 = b'r';
 const EVENT: u8 = b'e';
-
-/// The next-free bookkeeping of one task.
-#[derive(Debug, Default)]
-struct Seqs {
-    loaded: bool,
-    /// The last record seq written (0 = none).
-    record: u64,
-    /// The last event seq written (0 = none).
-    event: u64,
-}
-
-/// Per-task counters, each behind its own lock so different tasks append in parallel.
-#[derive(Clone, Default)]
-pub(crate) struct SeqTable(Arc<Mutex<HashMap<String, Arc<Mutex<Seqs>>>>>);
 
 fn prefix(task_id: &str, kind: u8) -> Vec<u8> {
     let mut p = Vec::with_capacity(task_id.len() + 10);
@@ -172,8 +159,8 @@ impl Store {
         task_id: &str,
         f: impl FnOnce(&mut Seqs) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let slot = lock(&trees.seqs.0).entry(task_id.to_string()).or_default().clone();
-        let mut seqs = lock(&slot);
+        let slot = trees.seqs.slot(task_id);
+        let mut seqs = slot.lock();
         if !seqs.loaded {
             seqs.record = self.last_seq(trees, task_id, RECORD)?;
             seqs.event = self.last_seq(trees, task_id, EVENT)?;

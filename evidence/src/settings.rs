@@ -2,7 +2,8 @@
 
 use crate::codec::{decode, encode};
 use crate::error::StoreError;
-use crate::store::{Store, SETTINGS};
+use crate::store::Store;
+use crate::trees::SETTINGS;
 
 impl Store {
     /// The setting stored under `key` (a [`agentd_policies::settings::SettingKey`] spelled out), `None` when

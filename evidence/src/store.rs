@@ -1,87 +1,42 @@
 //! Opening, flushing and healing the database.
 //!
-//! One sled database holds the trees `tasks` (task metadata by id), `log` (every task's records and
-//! events), `settings` (JSON values by key), `windows` (learned context windows per server/model) and
-//! the evidence trees `evidence` (metadata by id), `evidence_by_task` (task id, NUL, evidence id) and
-//! `evidence_lines` (a sparse line index per blob sha256). Evidence bytes live outside the database,
-//! as content-addressed files in the blob directory (see [`crate::blobs`]): normally `<home>/evidence`
-//! beside the database in `<home>/db`.
+//! The store is one sled database (its trees: `trees.rs`) under `<home>/db`, and the blob
+//! directory of evidence bytes, content-addressed files (see [`crate::blobs`]): normally
+//! `<home>/evidence` beside the database.
 //!
 //! sled takes an exclusive file lock on the database: a second process opening the same directory
 //! gets [`StoreError::Open`] naming the path. The lock is an `flock` on a freshly opened file, so a
 //! second [`Store::open`] of the same directory inside one process is refused the same way while the
 //! first is alive; share one [`Store`] by cloning it instead (clones are cheap and share everything).
 //!
-//! Healing. sled 0.34 remembers the first IO error of a database (a full disk) and fails every later
-//! write of that handle with it, even after the space is back; only a fresh open clears it. So the
-//! handles live behind a swappable inner ([`Trees`]): a write that fails with an IO error marks the
-//! store unhealthy ([`Store::health`]); while unhealthy, the next write (or [`Store::heal`], which
-//! the daemon calls periodically) first checks that the directory takes a write again, then drops
-//! the old handles, opens the database again and swaps it in — at most once a second. Writes made
-//! while unhealthy fail with [`StoreError::Unavailable`] without touching the disk. Per-task sequence
-//! counters belong to the inner and are reloaded from the reopened log, so they continue from what is
-//! really on disk. Nothing acknowledged is lost: an acknowledgement comes only after a flush of the
-//! same handles the write went to.
+//! Healing. sled 0.34 remembers the first IO error of a database (a full disk) and fails every
+//! later write of that handle with it, even after the space is back; only a fresh open clears it.
+//! So the handles live behind a swappable inner (`Trees`, one open of the database): a write that
+//! fails with an IO error marks the store unhealthy ([`Store::health`]); while unhealthy, the next
+//! write (or [`Store::heal`], which the daemon calls periodically) first checks that the directory
+//! takes a write again, then drops the old handles, opens the database again and swaps it in — at
+//! most once a second. Writes made while unhealthy fail with [`StoreError::Unavailable`] without
+//! touching the disk. Per-task sequence counters belong to the inner and are reloaded from the
+//! reopened log, so they continue from what is really on disk. Nothing acknowledged is lost: an
+//! acknowledgement comes only after a flush of the same handles the write went to.
 
 use crate::blobs::Blobs;
 use crate::error::StoreError;
-use crate::log::SeqTable;
+#[cfg(feature = "testing")]
+use crate::faults::Faults;
+use crate::trees::Trees;
+use parking_lot::Mutex;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
-
-pub(crate) const TASKS: &str = "tasks";
-pub(crate) const LOG: &str = "log";
-pub(crate) const SETTINGS: &str = "settings";
-pub(crate) const WINDOWS: &str = "windows";
-pub(crate) const EVIDENCE: &str = "evidence";
-pub(crate) const EVIDENCE_BY_TASK: &str = "evidence_by_task";
-pub(crate) const EVIDENCE_LINES: &str = "evidence_lines";
 
 /// The least time between two attempts to reopen an unhealthy database.
 const REOPEN_EVERY: Duration = Duration::from_secs(1);
 /// How much the directory must take (written, synced and removed) before a reopen is tried: a little
 /// more than the sled segment a fresh open may start.
 const PROBE_BYTES: usize = 1 << 20;
-
-/// One open of the database: its handles and the counters that go with them.
-pub(crate) struct Trees {
-    /// Which open this is (1 for the first): a failure seen on an older open does not mark a newer
-    /// one unhealthy.
-    generation: u64,
-    pub(crate) db: sled::Db,
-    pub(crate) tasks: sled::Tree,
-    pub(crate) log: sled::Tree,
-    pub(crate) settings: sled::Tree,
-    pub(crate) windows: sled::Tree,
-    pub(crate) evidence: sled::Tree,
-    pub(crate) evidence_by_task: sled::Tree,
-    pub(crate) evidence_lines: sled::Tree,
-    /// Per-task sequence counters, loaded lazily from this open's log.
-    pub(crate) seqs: SeqTable,
-}
-
-impl Trees {
-    fn open(dir: &Path, generation: u64) -> Result<Trees, StoreError> {
-        let open_err = |source| StoreError::Open { path: dir.to_path_buf(), source };
-        let db = open_db(dir).map_err(open_err)?;
-        let tree = |name: &str| db.open_tree(name).map_err(open_err);
-        Ok(Trees {
-            generation,
-            tasks: tree(TASKS)?,
-            log: tree(LOG)?,
-            settings: tree(SETTINGS)?,
-            windows: tree(WINDOWS)?,
-            evidence: tree(EVIDENCE)?,
-            evidence_by_task: tree(EVIDENCE_BY_TASK)?,
-            evidence_lines: tree(EVIDENCE_LINES)?,
-            db,
-            seqs: SeqTable::default(),
-        })
-    }
-}
 
 /// Whether the store takes writes, and if not, since when and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,13 +74,11 @@ pub struct Store {
     reopening: Arc<Mutex<()>>,
     /// The current open cannot be dropped (see [`can_drop`]): no reopen is tried again.
     stuck: Arc<AtomicBool>,
-    /// Test-only fault injection: the next write fails as if the disk refused it (see
-    /// [`Store::inject_write_failure`]).
-    fail_next_write: Arc<AtomicBool>,
     /// The blob directory and the in-memory record of blobs verified by this process.
     pub(crate) blobs: Arc<Blobs>,
-    /// Fault injection: while set, evidence metadata inserts fail as if the database refused them.
-    pub(crate) fail_evidence_inserts: Arc<AtomicBool>,
+    /// The fault switches tests turn on (only with the `testing` feature; see [`crate::faults`]).
+    #[cfg(feature = "testing")]
+    pub(crate) faults: Arc<Faults>,
     /// Serialises read-modify-write of task metadata.
     pub(crate) task_writes: Arc<Mutex<()>>,
     path: Arc<PathBuf>,
@@ -164,9 +117,9 @@ impl Store {
             sickness: Arc::new(Mutex::new(Sickness::default())),
             reopening: Arc::new(Mutex::new(())),
             stuck: Arc::new(AtomicBool::new(false)),
-            fail_next_write: Arc::new(AtomicBool::new(false)),
             blobs: Arc::new(Blobs::new(blob_dir.to_path_buf())),
-            fail_evidence_inserts: Arc::new(AtomicBool::new(false)),
+            #[cfg(feature = "testing")]
+            faults: Arc::default(),
             task_writes: Arc::new(Mutex::new(())),
             path: Arc::new(dir.to_path_buf()),
         })
@@ -186,7 +139,7 @@ impl Store {
 
     /// Whether the store takes writes now.
     pub fn health(&self) -> Health {
-        let sickness = lock(&self.sickness);
+        let sickness = self.sickness.lock();
         match &sickness.cause {
             None => Health { ok: true, error: None, since: None },
             Some((cause, since)) => {
@@ -206,11 +159,12 @@ impl Store {
         self.try_heal().is_ok()
     }
 
-    /// Test-only fault injection: the next write fails with an IO error as if the disk had refused
-    /// it, marking the store unhealthy exactly as a real failure does (the database's own handles are
-    /// left as they are, so a reopen is real but not strictly needed).
+    /// Fault injection, only with the `testing` feature: the next write fails with an IO error as if
+    /// the disk had refused it, marking the store unhealthy exactly as a real failure does (the
+    /// database's own handles are left as they are, so a reopen is real but not strictly needed).
+    #[cfg(feature = "testing")]
     pub fn inject_write_failure(&self) {
-        self.fail_next_write.store(true, Ordering::SeqCst);
+        self.faults.fail_next_write();
     }
 
     /// The current handles, for reading. Reads keep working on the handles of an unhealthy store
@@ -227,7 +181,8 @@ impl Store {
     /// The current handles, for writing: heals an unhealthy store first (or refuses with
     /// [`StoreError::Unavailable`] while it cannot be healed).
     pub(crate) fn writing(&self) -> Result<Arc<Trees>, StoreError> {
-        if self.fail_next_write.swap(false, Ordering::SeqCst) {
+        #[cfg(feature = "testing")]
+        if self.faults.take_write_failure() {
             let trees = self.trees()?;
             let injected = sled::Error::Io(std::io::Error::other("injected write failure (fault injection)"));
             return self.noted(&trees, Err(StoreError::Db(injected)));
@@ -267,7 +222,7 @@ impl Store {
     pub(crate) fn noted<T>(&self, trees: &Trees, result: Result<T, StoreError>) -> Result<T, StoreError> {
         if let Err(StoreError::Db(e @ sled::Error::Io(_))) = &result {
             if trees.generation == self.generation.load(Ordering::SeqCst) {
-                let mut sickness = lock(&self.sickness);
+                let mut sickness = self.sickness.lock();
                 if sickness.cause.is_none() {
                     sickness.cause = Some((e.clone(), SystemTime::now()));
                     sickness.attempt_error = None;
@@ -280,7 +235,7 @@ impl Store {
     }
 
     fn unavailable(&self) -> StoreError {
-        let sickness = lock(&self.sickness);
+        let sickness = self.sickness.lock();
         match &sickness.cause {
             Some((cause, _)) => StoreError::Unavailable {
                 path: self.path.to_path_buf(),
@@ -300,12 +255,12 @@ impl Store {
         if !self.unhealthy.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let _reopening = lock(&self.reopening);
+        let _reopening = self.reopening.lock();
         if !self.unhealthy.load(Ordering::SeqCst) {
             return Ok(());
         }
         {
-            let mut sickness = lock(&self.sickness);
+            let mut sickness = self.sickness.lock();
             if sickness.last_attempt.is_some_and(|at| at.elapsed() < REOPEN_EVERY) {
                 drop(sickness);
                 return Err(self.unavailable());
@@ -313,7 +268,7 @@ impl Store {
             sickness.last_attempt = Some(Instant::now());
         }
         let failed = |store: &Store, why: String| {
-            lock(&store.sickness).attempt_error = Some(why);
+            store.sickness.lock().attempt_error = Some(why);
             Err(store.unavailable())
         };
         // Keep the old handles (reads still work on them) until the disk takes a write again.
@@ -342,7 +297,7 @@ impl Store {
                 self.generation.store(generation, Ordering::SeqCst);
                 *self.inner.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
                     Some(Arc::new(trees));
-                *lock(&self.sickness) = Sickness::default();
+                *self.sickness.lock() = Sickness::default();
                 self.unhealthy.store(false, Ordering::SeqCst);
                 Ok(())
             }
@@ -397,30 +352,4 @@ fn probe(dir: &Path) -> std::io::Result<()> {
     let removed = std::fs::remove_file(&path);
     written?;
     removed
-}
-
-/// Locks a mutex, recovering from poisoning: every critical section in this crate leaves its data
-/// consistent at each step (counters advance only after a successful write).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Opens the database, waiting up to two seconds for a lock that the same process is still releasing
-/// (sled's background flusher outlives a dropped handle briefly). Another process's lock is still an
-/// error after the wait.
-fn open_db(dir: &Path) -> Result<sled::Db, sled::Error> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        match sled::Config::new().path(dir).open() {
-            Err(sled::Error::Io(e)) if is_lock_held(&e) && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// sled reports a held lock as `Other` with the OS error in its text.
-fn is_lock_held(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
 }

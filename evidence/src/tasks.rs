@@ -2,7 +2,8 @@
 
 use crate::codec::{decode, encode, show_key};
 use crate::error::StoreError;
-use crate::store::{lock, Store, TASKS};
+use crate::store::Store;
+use crate::trees::TASKS;
 
 pub use agentd_protocol::task::TaskMeta;
 
@@ -13,7 +14,7 @@ impl Store {
         let trees = self.writing()?;
         self.room(&trees, bytes.len())?;
         {
-            let _guard = lock(&self.task_writes);
+            let _guard = self.task_writes.lock();
             let inserted = trees.tasks.insert(meta.task_id.as_bytes(), bytes).map_err(StoreError::from);
             self.noted(&trees, inserted)?;
         }
@@ -46,7 +47,7 @@ impl Store {
     pub fn update_task(&self, task_id: &str, f: impl FnOnce(&mut TaskMeta)) -> Result<TaskMeta, StoreError> {
         let trees = self.writing()?;
         let meta = {
-            let _guard = lock(&self.task_writes);
+            let _guard = self.task_writes.lock();
             let mut meta = self.task(task_id)?.ok_or_else(|| StoreError::UnknownTask(task_id.to_string()))?;
             f(&mut meta);
             meta.task_id = task_id.to_string();

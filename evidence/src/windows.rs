@@ -2,7 +2,8 @@
 
 use crate::codec::{decode, encode};
 use crate::error::StoreError;
-use crate::store::{Store, WINDOWS};
+use crate::store::Store;
+use crate::trees::WINDOWS;
 use agentd_policies::Window;
 
 fn key(server: &str, model: &str) -> String {

@@ -7,6 +7,7 @@
 use agentd_evidence::{
     write_fallback, BlobProblem, EvidenceError, EvidenceMeta, NewEvidence, Source, Store, Stored, Unit,
 };
+use agentd_protocol::task::EVIDENCE_FOLDER;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -25,7 +26,7 @@ impl Env {
     }
 
     fn fallback_dir(&self) -> PathBuf {
-        self.dir.path().join("workspace").join(".agentd-evidence")
+        self.dir.path().join("workspace").join(EVIDENCE_FOLDER)
     }
 
     fn put(&self, task: &str, data: &[u8]) -> EvidenceMeta {
@@ -388,7 +389,7 @@ fn an_unwritable_blob_dir_also_falls_back() {
     let blob_dir = dir.path().join("evidence");
     fs::write(&blob_dir, b"not a directory").unwrap();
     let store = Store::open_with_blobs(&dir.path().join("db"), &blob_dir).unwrap();
-    let fallback = dir.path().join("ws").join(".agentd-evidence");
+    let fallback = dir.path().join("ws").join(EVIDENCE_FOLDER);
     let stored = store.put_evidence(new("t", b"out\n"), &fallback).unwrap();
     let path = stored.fallback_path().expect("fell back").to_path_buf();
     assert_eq!(fs::read(path).unwrap(), b"out\n");

@@ -55,6 +55,12 @@ impl std::fmt::Display for TaskState {
         f.write_str(self.as_str())
     }
 }
+/// The folder in a task's workspace ([`TaskMeta::workspace`]) that takes evidence whole when the
+/// daemon's store cannot: `<workspace>/.agentd-evidence/<id>.<ext>`. A tool result or a handoff that
+/// could not be archived names its file there, for the model to read back with `read_file`. The name
+/// is part of the user-visible interface (`docs/interface.md`); this is its one spelling.
+pub const EVIDENCE_FOLDER: &str = ".agentd-evidence";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 /// A task as the store keeps it.
 pub struct TaskMeta {

@@ -14,9 +14,9 @@ use super::sandbox::{Cgroup, Prepared};
 use super::{ToolContext, ToolOutcome};
 use crate::error::ToolError;
 use agentd_protocol::ToolName;
+use parking_lot::Mutex;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -231,4 +231,3 @@ impl Capture {
         (std::mem::take(&mut *self.buffers[0].lock()), std::mem::take(&mut *self.buffers[1].lock()))
     }
 }
-

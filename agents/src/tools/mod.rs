@@ -134,7 +134,9 @@ pub async fn execute(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> Too
 }
 
 /// Parses and checks `arguments` for tool `name` exactly as [`execute`] does before it acts, and
-/// stops there: no filesystem or process effect. `Ok` means `execute` would go on to act.
+/// stops there: no filesystem or process effect. `Ok` means `execute` would go on to act. Only the
+/// fuzz entry points ask (`crate::fuzzing`, with the `fuzzing` feature).
+#[cfg(feature = "fuzzing")]
 pub(crate) fn check_arguments(tool: &ToolName, arguments: &str) -> Result<(), ToolError> {
     if RUNTIME_TOOLS.contains(tool) || tool.mcp().is_some() {
         return Err(ToolError::Failed(format!("tool {tool} is handled by the runtime")));

@@ -8,6 +8,7 @@ use crate::clock::now_rfc3339;
 use crate::fitter::{MeterOf, WindowOf};
 use agentd_policies::budget::handoff_budget;
 use agentd_policies::{Measured, Tokens};
+use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::{NewEvidence, Source, Stored, Unit};
 use agentd_protocol::{Producer, Role};
 
@@ -78,7 +79,7 @@ impl Agent {
                     incomplete_reason: None,
                     created_at: &now_rfc3339(),
                 },
-                &self.task.workspace.root().join(".agentd-evidence"),
+                &self.task.workspace.root().join(EVIDENCE_FOLDER),
             )
             .map_err(|e| fail(format!("their archive could not be written: {e}")))?;
         let id = match stored {

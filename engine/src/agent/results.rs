@@ -14,6 +14,7 @@ use crate::meter::Meter;
 use agentd_agents::tools::{Overflow, ToolOutcome};
 use agentd_policies::text::truncate_bytes;
 use agentd_policies::{Message, Part, Speaker, Tokens};
+use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::Model;
 use agentd_protocol::{NewEvidence, Source, Stored, Unit};
 use agentd_protocol::{Producer, ToolName};
@@ -183,7 +184,7 @@ impl Agent {
                     incomplete_reason: (!complete).then(|| "the producer was cut off (see the text)".into()),
                     created_at: &now_rfc3339(),
                 },
-                &self.task.workspace.root().join(".agentd-evidence"),
+                &self.task.workspace.root().join(EVIDENCE_FOLDER),
             )
             .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))
     }
@@ -234,7 +235,7 @@ impl Agent {
                         incomplete_reason: None,
                         created_at: &now_rfc3339(),
                     },
-                    &self.task.workspace.root().join(".agentd-evidence"),
+                    &self.task.workspace.root().join(EVIDENCE_FOLDER),
                 )
                 .map_err(|e| TurnError::Team(format!("cannot store an image of a {tool} result: {e}")))?;
             let place = match stored {
