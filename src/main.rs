@@ -1,9 +1,10 @@
 //! The `agentd` binary: command-line parsing and wiring only. The daemon lives in `agentd-runtime`;
 //! every other command is a client of its socket.
 
+use agentd_protocol::event::EndKind;
 use agentd_protocol::gauge::Gauge;
 use agentd_protocol::rpc::{
-    ContextParams, ContextResult, DaemonStatus, EndKind, EvidenceListParams, EvidenceReadParams, EvidenceRef,
+    ContextParams, ContextResult, DaemonStatus, EvidenceListParams, EvidenceReadParams, EvidenceRef,
     LogEntry, LogParams, LogResult, MessageParams, NoParams, ProbeResult, RoleParams, SettingKey,
     SettingParams, SettingResult, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
     TaskStatus, TaskSummary, VerifyResult,

@@ -285,9 +285,9 @@ impl EventKind {
     }
 
     /// The event that ends a task's stream (a subscriber stops after it).
-    /// The four ends are listed once, in [`crate::rpc::EndKind::of`].
+    /// The four ends are listed once, in [`EndKind::of`].
     pub fn is_terminal(&self) -> bool {
-        crate::rpc::EndKind::of(self).is_some()
+        EndKind::of(self).is_some()
     }
 
     /// The event's `kind` as it is on the wire, in snake case (`tool_finished`).
@@ -313,6 +313,34 @@ impl EventKind {
             EventKind::TaskInterrupted {} => "task_interrupted",
             EventKind::TaskResumed {} => "task_resumed",
             EventKind::TaskMessage { .. } => "task_message",
+        }
+    }
+}
+
+/// The terminal kinds of event, as `task.end` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndKind {
+    /// The task finished (`task_finished`).
+    TaskFinished,
+    /// The task failed (`task_failed`).
+    TaskFailed,
+    /// The task was cancelled (`task_cancelled`).
+    TaskCancelled,
+    /// The task was interrupted (`task_interrupted`) by a shutdown or a crash, and not resumed since.
+    TaskInterrupted,
+}
+
+impl EndKind {
+    /// The end an event is, if it is one.
+    pub fn of(kind: &EventKind) -> Option<EndKind> {
+        use EventKind as K;
+        match kind {
+            K::TaskFinished { .. } => Some(EndKind::TaskFinished),
+            K::TaskFailed { .. } => Some(EndKind::TaskFailed),
+            K::TaskCancelled {} => Some(EndKind::TaskCancelled),
+            K::TaskInterrupted {} => Some(EndKind::TaskInterrupted),
+            _ => None,
         }
     }
 }

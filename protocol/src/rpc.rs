@@ -6,7 +6,7 @@
 //! [`Notification`]s. `docs/protocol.schema.json` is generated from these types
 //! ([`crate::schema::protocol_schema`]) and a test fails when it is stale.
 
-use crate::event::Event;
+use crate::event::{EndKind, Event};
 use crate::evidence::{Problem, Unit};
 use crate::record::Record;
 use crate::role::Role;
@@ -659,34 +659,6 @@ pub enum Notification {
     /// The subscription is over: the task reached an end nothing follows.
     #[serde(rename = "task.end")]
     TaskEnd(TaskEnd),
-}
-
-/// The terminal kinds of event, as `task.end` names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum EndKind {
-    /// The task finished (`task_finished`).
-    TaskFinished,
-    /// The task failed (`task_failed`).
-    TaskFailed,
-    /// The task was cancelled (`task_cancelled`).
-    TaskCancelled,
-    /// The task was interrupted (`task_interrupted`) by a shutdown or a crash, and not resumed since.
-    TaskInterrupted,
-}
-
-impl EndKind {
-    /// The end an event is, if it is one.
-    pub fn of(kind: &crate::event::EventKind) -> Option<EndKind> {
-        use crate::event::EventKind as K;
-        match kind {
-            K::TaskFinished { .. } => Some(EndKind::TaskFinished),
-            K::TaskFailed { .. } => Some(EndKind::TaskFailed),
-            K::TaskCancelled {} => Some(EndKind::TaskCancelled),
-            K::TaskInterrupted {} => Some(EndKind::TaskInterrupted),
-            _ => None,
-        }
-    }
 }
 
 /// `task.end`: which event ended the stream; with `recorded: false`, an end the store could not take.

@@ -96,7 +96,7 @@ pub fn record_end(store: &Store, bus: &EventBus, task_id: &str, end: &End) -> Re
     let last = store.last_event_seq(task_id)?;
     let already = last > 0
         && store.events(task_id, last - 1, 1)?.first().is_some_and(|e| {
-            let end_kind = agentd_protocol::rpc::EndKind::of;
+            let end_kind = agentd_protocol::event::EndKind::of;
             end_kind(&e.kind).is_some() && end_kind(&e.kind) == end_kind(&end.kind)
         });
     if !already {

@@ -13,7 +13,8 @@
 
 use crate::ends::End;
 use crate::task::Shared;
-use agentd_protocol::rpc::{EndKind, Notification, TaskEnd};
+use agentd_protocol::event::EndKind;
+use agentd_protocol::rpc::{Notification, TaskEnd};
 use agentd_protocol::Event;
 use std::future::Future;
 use tokio::sync::broadcast;
