@@ -20,7 +20,7 @@
 use crate::codec::{decode, encode};
 use crate::error::StoreError;
 use crate::store::{lock, Store, Trees, LOG};
-use agentd_policies::record::history_of;
+use agentd_policies::history::history_of;
 use agentd_policies::{Event, EventKind, Message, Record};
 use agentd_protocol::Role;
 use serde::de::DeserializeOwned;
