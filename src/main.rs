@@ -5,9 +5,10 @@ use agentd_client::render::{estimate_mark, event_line};
 use agentd_client::{Client, ClientError, StreamItem};
 use agentd_daemon::config::{parse_listen, Config, DEFAULT_CONFIG};
 use agentd_daemon::daemon::{serve, DaemonError, Home, ServeOptions};
+use agentd_protocol::event::EndKind;
 use agentd_protocol::gauge::Gauge;
 use agentd_protocol::rpc::{
-    ContextParams, ContextResult, DaemonStatus, EndKind, EvidenceListParams, EvidenceReadParams, EvidenceRef,
+    ContextParams, ContextResult, DaemonStatus, EvidenceListParams, EvidenceReadParams, EvidenceRef,
     LogEntry, LogParams, LogResult, MessageParams, NoParams, ProbeResult, RoleParams, SettingKey,
     SettingParams, SettingResult, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
     TaskStatus, TaskSummary, VerifyResult,

@@ -13,7 +13,8 @@
 
 use crate::shared::Shared;
 use agentd_engine::end::End;
-use agentd_protocol::rpc::{EndKind, Notification, TaskEnd};
+use agentd_protocol::event::EndKind;
+use agentd_protocol::rpc::{Notification, TaskEnd};
 use agentd_protocol::Event;
 use std::future::Future;
 use tokio::sync::broadcast;

@@ -5,7 +5,7 @@
 
 use crate::clock::now_rfc3339;
 use crate::storage::{Storage, StorageError};
-use agentd_protocol::rpc::EndKind;
+use agentd_protocol::event::EndKind;
 use agentd_protocol::{EventKind, Role, TaskState, ToolName};
 
 /// A task's end, as it is (or is to be) recorded.

@@ -10,8 +10,8 @@
 
 use crate::end::End;
 use crate::storage::{Storage, StorageError};
+use agentd_policies::history::history_of;
 use agentd_policies::settings::SettingKey;
-use agentd_protocol::record::history_of;
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
 };

@@ -23,7 +23,7 @@ use crate::error::StoreError;
 use crate::seqs::Seqs;
 use crate::store::Store;
 use crate::trees::{Trees, LOG};
-use agentd_policies::record::history_of;
+use agentd_policies::history::history_of;
 use agentd_policies::{Event, EventKind, Message, Record};
 use agentd_protocol::Role;
 use serde::de::DeserializeOwned;

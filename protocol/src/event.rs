@@ -38,19 +38,55 @@ pub struct Usage {
     pub completion_tokens: u64,
 }
 
+/// Declares [`EventKind`] with each variant's wire name written once, beside it
+/// (`TaskStarted as "task_started" { … }`): the macro hands that one literal to serde, as the
+/// variant's `#[serde(rename)]`, and to [`EventKind::name`], so the `kind` on the wire and the name
+/// agentd shows cannot drift apart. (The enum inside is not indented, so its docs — which the schema
+/// carries line for line — keep their width.)
+macro_rules! event_kinds {
+    (
+        $(#[$attr:meta])*
+        pub enum EventKind {
+            $(
+                $(#[$variant_attr:meta])*
+                $variant:ident as $wire:literal { $($fields:tt)* }
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        pub enum EventKind {
+            $(
+                $(#[$variant_attr])*
+                #[serde(rename = $wire)]
+                $variant { $($fields)* },
+            )*
+        }
+
+        impl EventKind {
+            /// The event's `kind` as it is on the wire, in snake case (`tool_finished`).
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(EventKind::$variant { .. } => $wire,)*
+                }
+            }
+        }
+    };
+}
+
+event_kinds! {
 /// Every kind of event and the fields each carries; `kind` on the wire is the variant's name in snake case
 /// (`task_started`, `request_sent`, …).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind")]
 pub enum EventKind {
     /// The task was accepted and its team is starting work. Always the task's first event.
-    TaskStarted {
+    TaskStarted as "task_started" {
         /// The objective as it was submitted.
         objective: String,
     },
     /// A model request passed the fitter (compacted first if it had to be) and goes to the provider. A retry
     /// resends the same request without a second `request_sent`.
-    RequestSent {
+    RequestSent as "request_sent" {
         /// The request's size as the fitter measured it: the role's counter, calibrated when usage reports
         /// exist, with the calibration's margin added.
         tokens: Tokens,
@@ -75,7 +111,7 @@ pub enum EventKind {
         measured_by: Option<Measured>,
     },
     /// The provider's answer to a request arrived whole and was stored in the role's history.
-    ResponseReceived {
+    ResponseReceived as "response_received" {
         /// Why the model stopped, in OpenAI's words: `stop`, `tool_calls`, `length`, or what the server said.
         /// Anthropic's stop reasons are mapped (`end_turn` → `stop`, `tool_use` → `tool_calls`, `max_tokens`
         /// → `length`).
@@ -87,7 +123,7 @@ pub enum EventKind {
     },
     /// A model's tool call starts running. Every `tool_called` is followed by its `tool_finished` before the
     /// task's terminal event.
-    ToolCalled {
+    ToolCalled as "tool_called" {
         /// The tool the model called.
         tool: ToolName,
         /// The call's id, as the model's answer gave it; the matching `tool_finished` carries the same id.
@@ -95,7 +131,7 @@ pub enum EventKind {
     },
     /// A tool call ended, its result stored in the history (a normal end), or the task stopped while it ran
     /// (`interrupted`).
-    ToolFinished {
+    ToolFinished as "tool_finished" {
         /// The tool that ran.
         tool: ToolName,
         /// The id of the call, as in its `tool_called`.
@@ -127,7 +163,7 @@ pub enum EventKind {
     },
     /// A role's request crossed its trigger and is being compacted: older rounds are summarised into a
     /// checkpoint and archived as evidence.
-    CompactionStarted {
+    CompactionStarted as "compaction_started" {
         /// The request's size before the compaction, by the role's calibrated measure.
         tokens_before: Tokens,
         /// The trigger it crossed, in tokens.
@@ -138,7 +174,7 @@ pub enum EventKind {
         window: Tokens,
     },
     /// A compaction succeeded: the role's history was replaced by a checkpoint and the rounds kept verbatim.
-    CompactionFinished {
+    CompactionFinished as "compaction_finished" {
         /// The request's size before the compaction, as in `compaction_started`.
         tokens_before: Tokens,
         /// The rebuilt request's size, counted in full (system prompt and tools included) by the same
@@ -157,12 +193,12 @@ pub enum EventKind {
     },
     /// A compaction failed: no rebuilt request passed its judgement, or the archive or a summary could not
     /// be made. The request is not sent and the turn fails with this reason.
-    CompactionFailed {
+    CompactionFailed as "compaction_failed" {
         /// Why, in words, with the numbers (for instance a summary request that would not fit the window).
         reason: String,
     },
     /// A model request failed in a way worth retrying; the task is `waiting_retry` until the wait ends.
-    RetryScheduled {
+    RetryScheduled as "retry_scheduled" {
         /// The kind of failure: `rate_limit` (429), `overloaded` (529, Anthropic's `overloaded_error`),
         /// `server_error` (5xx, a broken connection) or `stream_anomaly` (a broken, stalled or malformed
         /// stream).
@@ -177,7 +213,7 @@ pub enum EventKind {
     },
     /// What agentd believed about a model's context window changed. The new window is kept per server and
     /// model in the database.
-    WindowLearned {
+    WindowLearned as "window_learned" {
         /// The window believed before, in tokens.
         old_window: Tokens,
         /// The window now believed, in tokens.
@@ -189,7 +225,7 @@ pub enum EventKind {
     /// A new request came to a role that had been idle for longer than
     /// `scheduler.idle_thinking_cleanup_after`, and every thinking block but the latest was cleared from its
     /// history (only done when it frees at least `scheduler.idle_thinking_clear_at_least` tokens).
-    ThinkingCleared {
+    ThinkingCleared as "thinking_cleared" {
         /// How many thinking blocks were removed.
         blocks_removed: u32,
         /// How many tokens the removal freed, by the role's measure.
@@ -199,7 +235,7 @@ pub enum EventKind {
     },
     /// The lead handed an objective to a teammate through the `delegate` tool. The teammate's first message
     /// is the objective followed by the lead's `[receipts]`.
-    Delegated {
+    Delegated as "delegated" {
         /// The teammate that takes the objective: `coder` or a specialist's name.
         to_role: Role,
         /// The objective the caller wrote for the teammate.
@@ -217,40 +253,41 @@ pub enum EventKind {
         measured_by: Option<Measured>,
     },
     /// A delegated teammate finished; its summary goes back to the caller as the `delegate` call's result.
-    DelegationReturned {
+    DelegationReturned as "delegation_returned" {
         /// The teammate that finished.
         from_role: Role,
         /// The teammate's `finish` summary.
         summary: String,
     },
     /// A model called `finish` and agentd refused it; the model is told why and goes on.
-    FinishRejected {
+    FinishRejected as "finish_rejected" {
         /// Why, in words: the role's configured `verify` command failed (``verification `cargo test`
         /// failed``); the model gets the command's output as the `finish` call's error result.
         reason: String,
     },
     /// The task ended well: the lead called `finish`. A terminal event.
-    TaskFinished {
+    TaskFinished as "task_finished" {
         /// The lead's `finish` summary, which is also the task's `result`.
         summary: String,
     },
     /// The task ended in failure. A terminal event; `task.resume` may continue it.
-    TaskFailed {
+    TaskFailed as "task_failed" {
         /// What went wrong, in words (a provider error, a compaction that could not fit, a storage failure…).
         error: String,
     },
     /// The task was cancelled by `task.cancel`. A terminal event: a cancelled task never runs again.
-    TaskCancelled {},
+    TaskCancelled as "task_cancelled" {},
     /// The task stopped because the daemon shut down or crashed while it ran. A terminal event in the stream,
     /// but not an end state: `task.resume` continues it, after which `task_resumed` follows.
-    TaskInterrupted {},
+    TaskInterrupted as "task_interrupted" {},
     /// An interrupted or failed task was resumed from its log.
-    TaskResumed {},
+    TaskResumed as "task_resumed" {},
     /// A follow-up request for a task that had stopped: the lead takes it as a new user message.
-    TaskMessage {
+    TaskMessage as "task_message" {
         /// The follow-up text, as the lead receives it.
         text: String,
     },
+}
 }
 
 /// The tool calls in `events` that were called and never finished, in order: (role, tool, call id).
@@ -285,34 +322,36 @@ impl EventKind {
     }
 
     /// The event that ends a task's stream (a subscriber stops after it).
-    /// The four ends are listed once, in [`crate::rpc::EndKind::of`].
+    /// The four ends are listed once, in [`EndKind::of`].
     pub fn is_terminal(&self) -> bool {
-        crate::rpc::EndKind::of(self).is_some()
+        EndKind::of(self).is_some()
     }
+}
 
-    /// The event's `kind` as it is on the wire, in snake case (`tool_finished`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            EventKind::TaskStarted { .. } => "task_started",
-            EventKind::RequestSent { .. } => "request_sent",
-            EventKind::ResponseReceived { .. } => "response_received",
-            EventKind::ToolCalled { .. } => "tool_called",
-            EventKind::ToolFinished { .. } => "tool_finished",
-            EventKind::CompactionStarted { .. } => "compaction_started",
-            EventKind::CompactionFinished { .. } => "compaction_finished",
-            EventKind::CompactionFailed { .. } => "compaction_failed",
-            EventKind::RetryScheduled { .. } => "retry_scheduled",
-            EventKind::WindowLearned { .. } => "window_learned",
-            EventKind::ThinkingCleared { .. } => "thinking_cleared",
-            EventKind::Delegated { .. } => "delegated",
-            EventKind::DelegationReturned { .. } => "delegation_returned",
-            EventKind::FinishRejected { .. } => "finish_rejected",
-            EventKind::TaskFinished { .. } => "task_finished",
-            EventKind::TaskFailed { .. } => "task_failed",
-            EventKind::TaskCancelled {} => "task_cancelled",
-            EventKind::TaskInterrupted {} => "task_interrupted",
-            EventKind::TaskResumed {} => "task_resumed",
-            EventKind::TaskMessage { .. } => "task_message",
+/// The terminal kinds of event, as `task.end` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndKind {
+    /// The task finished (`task_finished`).
+    TaskFinished,
+    /// The task failed (`task_failed`).
+    TaskFailed,
+    /// The task was cancelled (`task_cancelled`).
+    TaskCancelled,
+    /// The task was interrupted (`task_interrupted`) by a shutdown or a crash, and not resumed since.
+    TaskInterrupted,
+}
+
+impl EndKind {
+    /// The end an event is, if it is one.
+    pub fn of(kind: &EventKind) -> Option<EndKind> {
+        use EventKind as K;
+        match kind {
+            K::TaskFinished { .. } => Some(EndKind::TaskFinished),
+            K::TaskFailed { .. } => Some(EndKind::TaskFailed),
+            K::TaskCancelled {} => Some(EndKind::TaskCancelled),
+            K::TaskInterrupted {} => Some(EndKind::TaskInterrupted),
+            _ => None,
         }
     }
 }
@@ -365,6 +404,90 @@ mod tests {
         assert_eq!(v["seq"], 3);
         let back: Event = serde_json::from_value(v).unwrap();
         assert_eq!(back, e);
+    }
+
+    /// One event of every kind (the test below checks that none is missing).
+    fn one_of_each() -> Vec<EventKind> {
+        let t = Tokens(1);
+        vec![
+            EventKind::TaskStarted { objective: "o".into() },
+            EventKind::RequestSent {
+                tokens: t,
+                estimated: false,
+                window: t,
+                window_source: WindowSource::Assumed,
+                trigger_tokens: t,
+                destination_tokens: None,
+                measured_by: None,
+            },
+            EventKind::ResponseReceived { finish_reason: "stop".into(), usage: None },
+            EventKind::ToolCalled { tool: ToolName::ReadFile, call_id: "c".into() },
+            EventKind::tool_ended(&ToolName::ReadFile, "c", true, false),
+            EventKind::CompactionStarted {
+                tokens_before: t,
+                trigger_tokens: t,
+                destination_tokens: t,
+                window: t,
+            },
+            EventKind::CompactionFinished {
+                tokens_before: t,
+                tokens_after: t,
+                archive_id: "ev-1".into(),
+                batches: 1,
+                measured_by: None,
+            },
+            EventKind::CompactionFailed { reason: "r".into() },
+            EventKind::RetryScheduled {
+                reason: "rate_limit".into(),
+                attempt: 1,
+                max_attempts: 3,
+                delay_ms: 1,
+            },
+            EventKind::WindowLearned { old_window: t, new_window: t, source: WindowSource::Usage },
+            EventKind::ThinkingCleared { blocks_removed: 1, tokens_freed: t, idle_ms: 1 },
+            EventKind::Delegated {
+                to_role: Role::Coder,
+                objective: "o".into(),
+                receipts_id: None,
+                budget_tokens: None,
+                measured_by: None,
+            },
+            EventKind::DelegationReturned { from_role: Role::Coder, summary: "s".into() },
+            EventKind::FinishRejected { reason: "r".into() },
+            EventKind::TaskFinished { summary: "s".into() },
+            EventKind::TaskFailed { error: "e".into() },
+            EventKind::TaskCancelled {},
+            EventKind::TaskInterrupted {},
+            EventKind::TaskResumed {},
+            EventKind::TaskMessage { text: "t".into() },
+        ]
+    }
+
+    #[test]
+    fn every_kind_is_named_as_serde_writes_it() {
+        // Every kind serde knows (read from the schema it derives), so a new kind without a sample
+        // here fails this test rather than going unchecked.
+        let schema = serde_json::to_value(schemars::schema_for!(EventKind)).unwrap();
+        let mut known: Vec<&str> = schema["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|variant| variant["properties"]["kind"]["const"].as_str().unwrap())
+            .collect();
+        known.sort();
+        let samples = one_of_each();
+        let mut named: Vec<&str> = samples.iter().map(EventKind::name).collect();
+        named.sort();
+        assert_eq!(named, known);
+        for kind in samples {
+            let wire = serde_json::to_value(&kind).unwrap();
+            assert_eq!(wire["kind"], kind.name(), "{wire}");
+            assert_eq!(serde_json::from_value::<EventKind>(wire).unwrap(), kind);
+            // A task's end is named by `task.end` as its event is.
+            if let Some(end) = EndKind::of(&kind) {
+                assert_eq!(serde_json::to_value(end).unwrap(), kind.name());
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,114 @@
+//! The daemon's own state: `daemon.status` (version, uptime, running tasks, the cron jobs and their
+//! runs, the store's health, where the HTTP API listens) and `clock.advance`, which moves a manual
+//! clock forward so tests can drive waits and schedules.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `clock.advance`'s params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClockParams {
+    /// Milliseconds to move the clock forward.
+    pub ms: u64,
+}
+
+/// What a scheduled job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+pub enum JobAction {
+    /// Re-hash every evidence blob.
+    #[default]
+    #[serde(rename = "evidence.verify")]
+    VerifyEvidence,
+    /// Write every task's log as JSON lines under `<home>/exports/`.
+    #[serde(rename = "logs.export")]
+    ExportLogs,
+}
+
+impl JobAction {
+    /// The action's name in the configuration and in `daemon.status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobAction::VerifyEvidence => "evidence.verify",
+            JobAction::ExportLogs => "logs.export",
+        }
+    }
+
+    /// The action a configuration names, if any.
+    pub fn parse(name: &str) -> Option<JobAction> {
+        [JobAction::VerifyEvidence, JobAction::ExportLogs].into_iter().find(|a| a.as_str() == name)
+    }
+}
+
+/// A cron job and how its runs went.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobStatus {
+    /// The job's name in the configuration.
+    pub name: String,
+    /// The job's schedule: a cron expression with seconds (`0 0 3 * * *` is 03:00 every day).
+    pub cron: String,
+    /// What the job runs.
+    pub action: JobAction,
+    /// How many times the job has run, across restarts.
+    pub runs: u64,
+    /// When the last run started, RFC 3339; absent before the first.
+    pub last_run_at: Option<String>,
+    /// Whether the last run succeeded; absent before the first.
+    pub last_ok: Option<bool>,
+    /// What the last run said, in words: its summary or its error.
+    pub last_outcome: Option<String>,
+    /// When the job runs next, RFC 3339; absent when its schedule never fires again.
+    pub next_run_at: Option<String>,
+}
+
+/// Whether the store takes writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StorageStatus {
+    /// True when the store takes writes.
+    pub ok: bool,
+    /// Why it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Since when (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Task ends held in memory until the store takes them.
+    pub unrecorded_ends: u64,
+}
+
+/// `daemon.status`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DaemonStatus {
+    /// The daemon's version.
+    pub version: String,
+    /// How long the daemon has run, in seconds.
+    pub uptime_s: u64,
+    /// How many tasks are being run now: started, and their runner not yet ended.
+    pub tasks_running: u64,
+    /// The scheduled jobs, with their last and next runs.
+    pub jobs: Vec<JobStatus>,
+    /// The daemon's clock, RFC 3339.
+    pub clock: String,
+    /// The time zone the jobs' cron expressions are read in (`[scheduler] tz`): `UTC`, a fixed
+    /// offset such as `+02:00`, or `local (TZ=Europe/Paris, +02:00 now)`. Run times (`next_run_at`,
+    /// `last_run_at`) are instants in RFC 3339 whatever the zone.
+    pub tz: String,
+    /// Whether the store takes writes, and since when it has not.
+    pub storage: StorageStatus,
+    /// Where the HTTP API and dashboard listen; absent when the daemon serves none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpServing>,
+}
+
+/// The daemon's HTTP server, in `daemon.status`: what `agentd dashboard` builds its URL from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HttpServing {
+    /// The address it is bound to (`127.0.0.1:7878`; the real port when port 0 was asked for).
+    pub listen: String,
+}
+
+/// `clock.advance`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClockResult {
+    /// The daemon's clock after the move, RFC 3339.
+    pub now: String,
+}

@@ -1,0 +1,124 @@
+//! Error answers. JSON-RPC's own codes (-32700 … -32603) and agentd's application codes (-32001 …)
+//! are one enum, [`ErrorCode`], written on the wire as its number; an error answer is an
+//! [`RpcError`]: the code and a message in words. Only the socket layer picks a code — the rooms
+//! behind it return their own error enums, which it maps to these.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The error codes of the socket (JSON-RPC's own and agentd's application errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(into = "i64", try_from = "i64")]
+#[schemars(with = "i64")]
+pub enum ErrorCode {
+    /// -32700: the line is not JSON.
+    ParseError,
+    /// -32600: not a JSON-RPC 2.0 request object, or a line over the limit.
+    InvalidRequest,
+    /// -32601: no such method.
+    MethodNotFound,
+    /// -32602: params missing, of the wrong type, or out of range.
+    InvalidParams,
+    /// -32603: the daemon failed (storage, an actor gone).
+    Internal,
+    /// -32001: no task with that id.
+    UnknownTask,
+    /// -32002: no evidence with that id.
+    UnknownEvidence,
+    /// -32003: not allowed in the task's state (or the daemon's).
+    NotAllowed,
+    /// -32004: the workspace is not one a task may use.
+    BadWorkspace,
+}
+
+impl ErrorCode {
+    const ALL: [ErrorCode; 9] = [
+        ErrorCode::ParseError,
+        ErrorCode::InvalidRequest,
+        ErrorCode::MethodNotFound,
+        ErrorCode::InvalidParams,
+        ErrorCode::Internal,
+        ErrorCode::UnknownTask,
+        ErrorCode::UnknownEvidence,
+        ErrorCode::NotAllowed,
+        ErrorCode::BadWorkspace,
+    ];
+
+    /// The number on the wire.
+    pub fn code(self) -> i64 {
+        match self {
+            ErrorCode::ParseError => -32700,
+            ErrorCode::InvalidRequest => -32600,
+            ErrorCode::MethodNotFound => -32601,
+            ErrorCode::InvalidParams => -32602,
+            ErrorCode::Internal => -32603,
+            ErrorCode::UnknownTask => -32001,
+            ErrorCode::UnknownEvidence => -32002,
+            ErrorCode::NotAllowed => -32003,
+            ErrorCode::BadWorkspace => -32004,
+        }
+    }
+
+    /// The code a number means, if any.
+    pub fn from_code(code: i64) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.code() == code)
+    }
+}
+
+impl From<ErrorCode> for i64 {
+    fn from(c: ErrorCode) -> i64 {
+        c.code()
+    }
+}
+
+impl TryFrom<i64> for ErrorCode {
+    type Error = String;
+    fn try_from(code: i64) -> Result<ErrorCode, String> {
+        ErrorCode::from_code(code).ok_or_else(|| format!("unknown error code {code}"))
+    }
+}
+
+/// An error answer: `{"code", "message"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
+#[error("{message} ({})", code.code())]
+pub struct RpcError {
+    /// Which error: the number on the wire.
+    pub code: ErrorCode,
+    /// What went wrong, in words; for -32602 it names the parameter.
+    pub message: String,
+}
+
+impl RpcError {
+    /// An error with this code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> RpcError {
+        RpcError { code, message: message.into() }
+    }
+
+    /// -32602, naming what was wrong with the params.
+    pub fn invalid_params(message: impl Into<String>) -> RpcError {
+        RpcError::new(ErrorCode::InvalidParams, message)
+    }
+
+    /// -32603: the daemon failed; the message is the failure's.
+    pub fn internal(e: impl fmt::Display) -> RpcError {
+        RpcError::new(ErrorCode::Internal, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn error_codes_are_numbers() {
+        let e = RpcError::new(ErrorCode::UnknownTask, "unknown task t");
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v, json!({"code": -32001, "message": "unknown task t"}));
+        assert_eq!(serde_json::from_value::<RpcError>(v).unwrap(), e);
+        for c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_code(c.code()), Some(c));
+        }
+    }
+}

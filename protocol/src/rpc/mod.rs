@@ -1,0 +1,35 @@
+//! The socket protocol: JSON-RPC 2.0, one object a line, over the daemon's Unix socket.
+//!
+//! A request is a [`Request`] — its `method` names the variant and its `params` are that variant's
+//! params type — and every method answers with its own result type (the table in
+//! [`Request::method`]'s docs). Errors carry an [`ErrorCode`]. A subscription is followed by
+//! [`Notification`]s. `docs/protocol.schema.json` is generated from these types
+//! ([`crate::schema::protocol_schema`]) and a test fails when it is stale.
+//!
+//! Every type is named from here (`rpc::TaskStatus`); the files beneath hold one part each:
+//! `request` (the [`Request`] and its [`Method`]), `error` (codes and error answers), the params
+//! and results of a group of methods each — `task` (`task.*`), `inspect` (`context.get`,
+//! `log.get`), `evidence` (`evidence.*`), `settings` (`settings.*`, `models.probe`), `daemon`
+//! (`daemon.status`, `clock.advance`) — and `notification` (what follows a subscription). They
+//! import one another, never this module, so no file imports one that imports it back.
+
+mod daemon;
+mod error;
+mod evidence;
+mod inspect;
+mod notification;
+mod request;
+mod settings;
+mod task;
+
+pub use daemon::{ClockParams, ClockResult, DaemonStatus, HttpServing, JobAction, JobStatus, StorageStatus};
+pub use error::{ErrorCode, RpcError};
+pub use evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyResult};
+pub use inspect::{ContextParams, ContextResult, LogEntry, LogParams, LogResult, Unmeasured};
+pub use notification::{Notification, TaskEnd};
+pub use request::{Method, NoParams, Request};
+pub use settings::{ProbeResult, RoleParams, SettingKey, SettingParams, SettingResult};
+pub use task::{
+    EventsParams, EventsResult, MessageParams, RoleStatus, StateResult, SubmitParams, Submitted,
+    SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,
+};

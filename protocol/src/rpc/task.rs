@@ -1,0 +1,174 @@
+//! The `task.*` methods' params and results: submitting a task, listing and inspecting tasks,
+//! stopping, resuming and following one up, and reading its events — by subscription
+//! (`task.subscribe`, then notifications) or by polling (`task.events`).
+
+use crate::event::Event;
+use crate::role::Role;
+use crate::task::TaskState;
+use crate::tokens::{CountSource, Standing, Tokens};
+use crate::window::WindowSource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `task.submit`'s params: what to do, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SubmitParams {
+    /// What the team is to do; not empty.
+    pub objective: String,
+    /// An absolute, existing directory that is not the root, a system directory or agentd's home.
+    pub workspace: String,
+    /// A team name, kept with the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+}
+
+/// Params naming one task (`task.status`, `task.cancel`, `task.resume`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskRef {
+    /// The task's id, as `task.submit` returned it; an unknown one is refused with -32001.
+    pub task_id: String,
+}
+
+/// `task.message`'s params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageParams {
+    /// The stopped task to follow up (finished, failed or interrupted; a cancelled task is refused with
+    /// -32003).
+    pub task_id: String,
+    /// The follow-up, taken by the lead as a new user message.
+    pub text: String,
+}
+
+/// `task.subscribe`'s params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SubscribeParams {
+    /// The task to follow.
+    pub task_id: String,
+    /// Replay starts after this event (0 or absent: from the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+}
+
+/// `task.events`' params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EventsParams {
+    /// The task.
+    pub task_id: String,
+    /// Events after this seq (0 or absent: from the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+    /// At most this many events (default 100, at most 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// `task.submit`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Submitted {
+    /// A UUID v7.
+    pub task_id: String,
+}
+
+/// One line of `task.list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskSummary {
+    /// The task's id (a UUID v7).
+    pub task_id: String,
+    /// The task's state: the real one, even while its end is not recorded.
+    pub state: TaskState,
+    /// What the team was asked to do.
+    pub objective: String,
+    /// When the task was submitted, RFC 3339.
+    pub created_at: String,
+    /// False while the task's end is held in memory because the store could not take it.
+    pub recorded: bool,
+    /// With `recorded: false`: the task's error and why its end is not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A role's last measured request, in `task.status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RoleStatus {
+    /// The request's size as the fitter measured it (calibrated when usage reports exist).
+    pub tokens: Tokens,
+    /// True when no tokenizer of the model's own measured it; shown as `~`.
+    pub estimated: bool,
+    /// The model's context window, in tokens.
+    pub window: Tokens,
+    /// Where `window` came from.
+    pub window_source: WindowSource,
+    /// What counted the request: `tiktoken`, `endpoint` or `estimate`.
+    pub count_source: CountSource,
+    /// How the server's usage reports have calibrated the count; absent until one has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Standing>,
+    /// The measure in words.
+    #[serde(default)]
+    pub measured_by: String,
+}
+
+/// `task.status`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskStatus {
+    /// The task's id (a UUID v7).
+    pub task_id: String,
+    /// The task's state: the real one, even while its end is not recorded.
+    pub state: TaskState,
+    /// What the team was asked to do.
+    pub objective: String,
+    /// The workspace directory, absolute, as submitted.
+    pub workspace: String,
+    /// When the task was submitted, RFC 3339.
+    pub created_at: String,
+    /// When the task's record last changed, RFC 3339.
+    pub updated_at: String,
+    /// The roles that have made a request since the daemon started.
+    pub roles: BTreeMap<Role, RoleStatus>,
+    /// The lead's `finish` summary, once the task finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// What made the task fail, while it is `failed`; with `recorded: false`, also why its end is not
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// False while the task's end is held in memory because the store could not take it.
+    pub recorded: bool,
+    /// With `recorded: false`: why the end could not be recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_error: Option<String>,
+}
+
+/// `task.cancel`, `task.resume` and `task.message` answer with the task's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StateResult {
+    /// The task's state after the call: `cancelled` after a cancel (or the end a running task reached first),
+    /// `running` after a resume or a follow-up.
+    pub state: TaskState,
+}
+
+/// `task.subscribe`'s answer, before the notifications.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Subscribed {
+    /// Always true: `task.event` notifications follow on this connection.
+    pub subscribed: bool,
+}
+
+/// `task.events`' answer: the events after `after_seq`, oldest first, the task's state, and whether
+/// its runner is still at work. A client polls with `after_seq` = the last seq it has until
+/// `running` is false and a page comes back empty: then it has every event up to the task's end.
+/// (`state` turns `finished` a moment before the terminal event is stored and the runner lets go;
+/// `running` is read first, so once it is false the page holds everything.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EventsResult {
+    /// At most `limit` events, seqs ascending.
+    pub events: Vec<Event>,
+    /// The task's state as `task.status` shows it (an end held in memory included).
+    pub state: TaskState,
+    /// The seq of the task's newest event: more are waiting when it is past the page's last.
+    pub last_seq: u64,
+    /// Whether the task's runner is at work (more events may come; `task.message` and
+    /// `task.resume` are refused meanwhile).
+    pub running: bool,
+}
