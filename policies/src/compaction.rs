@@ -16,6 +16,7 @@
 //! summariser, for tests.
 
 use crate::message::{Message, MessageKind, Part, Speaker};
+pub use crate::observations::{observations_message, OBSERVATIONS_HEADER};
 use crate::observations::{unresolved, Observation};
 use crate::rounds::rounds;
 use crate::tokens::{Count, Tokens};
@@ -27,8 +28,6 @@ pub mod machine;
 
 /// The first line of the checkpoint message, so the runtime and tests can recognise it.
 pub const CHECKPOINT_HEADER: &str = "[checkpoint]";
-/// The first line of the message carrying unresolved observations.
-pub const OBSERVATIONS_HEADER: &str = "[unresolved observations]";
 /// The first line of the message carrying the coder's working files.
 pub const FILES_HEADER: &str = "[working files]";
 /// What the objective is prefixed with when it is re-inserted.
@@ -131,26 +130,6 @@ pub fn checkpoint_message(checkpoint: &Checkpoint) -> Message {
 /// Whether `message` is a checkpoint made by [`checkpoint_message`].
 pub fn is_checkpoint(message: &Message) -> bool {
     message.kind == MessageKind::Checkpoint
-}
-
-/// One message holding the given observation texts verbatim, deduplicated by exact text, separated by
-/// blank lines; `None` when there are none.
-pub fn observations_message<'t>(texts: impl IntoIterator<Item = &'t str>) -> Option<Message> {
-    let mut seen: Vec<&str> = Vec::new();
-    for t in texts {
-        if !seen.contains(&t) {
-            seen.push(t);
-        }
-    }
-    if seen.is_empty() {
-        return None;
-    }
-    let mut text = String::from(OBSERVATIONS_HEADER);
-    for t in seen {
-        text.push_str("\n\n");
-        text.push_str(t);
-    }
-    Some(Message::user(text).with_kind(MessageKind::Observations))
 }
 
 /// One message holding the working files, each as `--- path ---\n<text>`; `None` when there are none.

@@ -8,8 +8,10 @@
 //!   rejection states what is still wrong.
 //!
 //! Comparisons are by exact text only (no case or whitespace normalisation).
+//!
+//! This module also makes the message a compaction carries them in ([`observations_message`]); the
+//! compaction plan uses it and this module, never the other way round.
 
-use crate::compaction::OBSERVATIONS_HEADER;
 use crate::message::{Message, MessageKind, Part};
 use crate::rounds::{round_of_each, rounds};
 use agentd_protocol::ToolName;
@@ -17,6 +19,9 @@ use std::collections::HashMap;
 
 const RUN_COMMAND: ToolName = ToolName::RunCommand;
 const FINISH: ToolName = ToolName::Finish;
+
+/// The first line of the message carrying unresolved observations.
+pub const OBSERVATIONS_HEADER: &str = "[unresolved observations]";
 
 /// What an unresolved observation is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -64,7 +69,27 @@ pub fn rejected_finish_text(result: &str) -> String {
     format!("{FINISH} was rejected:\n{result}")
 }
 
-/// The observations an observations message (see `compaction::observations_message`) carries, read
+/// One message holding the given observation texts verbatim, deduplicated by exact text, separated by
+/// blank lines; `None` when there are none.
+pub fn observations_message<'t>(texts: impl IntoIterator<Item = &'t str>) -> Option<Message> {
+    let mut seen: Vec<&str> = Vec::new();
+    for t in texts {
+        if !seen.contains(&t) {
+            seen.push(t);
+        }
+    }
+    if seen.is_empty() {
+        return None;
+    }
+    let mut text = String::from(OBSERVATIONS_HEADER);
+    for t in seen {
+        text.push_str("\n\n");
+        text.push_str(t);
+    }
+    Some(Message::user(text).with_kind(MessageKind::Observations))
+}
+
+/// The observations an observations message (see [`observations_message`]) carries, read
 /// back exactly: blocks joined by blank lines, each starting with a failing command's or a rejected
 /// finish's first line.
 fn carried(text: &str) -> Vec<(ObservationKind, String)> {
@@ -178,7 +203,6 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compaction::observations_message;
     use crate::message::Speaker;
 
     fn call(id: &str, name: &str, arguments: &str) -> Message {

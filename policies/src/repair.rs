@@ -4,8 +4,9 @@
 //! are legal on the wire (a provider that needs alternation merges them when it serialises), and the
 //! objective, checkpoint and observations messages a compaction writes must stay apart.
 
-use crate::compaction::{CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX, OBSERVATIONS_HEADER};
+use crate::compaction::{CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX};
 use crate::message::{Message, MessageKind, Part, Speaker};
+use crate::observations::OBSERVATIONS_HEADER;
 use std::collections::HashSet;
 
 /// The text a tool call gets when the daemon stopped before its result was stored.
