@@ -166,8 +166,8 @@ pub fn plan(input: &PlanInput) -> Plan {
     let checkpoint_cost = count(&checkpoint_message(&skeleton)) + input.summary_reserve;
     // The observations message when the kept rounds start at `from_round`.
     let observations_cost = |from_round: usize| -> Tokens {
-        let texts = observations.iter().filter(|o| o.round < from_round).map(|o| o.text.as_str());
-        observations_message(texts).map_or(Tokens::ZERO, |m| count(&m))
+        let carried = observations.iter().filter(|o| o.round < from_round).map(Observation::carried);
+        observations_message(carried).map_or(Tokens::ZERO, |m| count(&m))
     };
     let mandatory = input.fixed + objective_cost + checkpoint_cost;
 
@@ -265,7 +265,7 @@ pub fn assemble(input: &PlanInput, plan: &Plan, checkpoint: &Checkpoint) -> Vec<
     if !plan.summarise.is_empty() {
         out.push(checkpoint_message(checkpoint));
     }
-    out.extend(observations_message(plan.observations.iter().map(|o| o.text.as_str())));
+    out.extend(observations_message(plan.observations.iter().map(Observation::carried)));
     out.extend(files_message(plan.files.iter().filter_map(|&i| input.working_files.get(i))));
     out.extend(kept.iter().cloned());
     out

@@ -27,7 +27,7 @@ pub mod window;
 pub use event::{Event, EventKind, Usage};
 pub use evidence::{EvidenceMeta, Page, Producer, Source, Unit};
 pub use gauge::{Categories, Gauge};
-pub use message::{Message, MessageKind, Part, Speaker};
+pub use message::{CarriedObservation, Message, MessageKind, ObservationKind, Part, Speaker};
 pub use record::{CheckpointKind, Receipt, Record, TurnSettings};
 pub use role::Role;
 pub use rpc::{ErrorCode, Method, Notification, Request, RpcError};
