@@ -7,7 +7,9 @@
 //! is committed as `docs/protocol.schema.json`.
 //!
 //! It must not do IO, read a clock, spawn, or decide anything: serde and schemars only. Decisions
-//! over this data are `agentd-policies`'.
+//! over this data are `agentd-policies`'. The one exception is [`text`]: how a text is cut to a size
+//! without splitting a character, a pure helper every room (the providers included, which depend on
+//! this crate only) must do the same way.
 
 pub mod event;
 pub mod evidence;
@@ -20,6 +22,7 @@ pub mod role;
 pub mod rpc;
 pub mod schema;
 pub mod task;
+pub mod text;
 pub mod tokens;
 pub mod tool;
 pub mod window;
