@@ -1,6 +1,9 @@
+use super::candidate::ARCHIVE_REF_PLACEHOLDER;
 use super::*;
 use crate::budget::Thresholds;
-use crate::observations::{CarriedObservation, ObservationKind};
+use crate::message::{Message, MessageKind, Part, Speaker};
+use crate::observations::{unresolved, CarriedObservation, Observation, ObservationKind};
+use crate::tokens::Tokens;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
