@@ -2,8 +2,9 @@
 //! caller's receipts travel with a delegation so the teammate knows what was already read, written
 //! and run; the full result, when archived, is named by `evidence_id`.
 
-use crate::text::{one_line, truncate_chars};
+use crate::text::one_line;
 use crate::tools::ToolOutcome;
+use agentd_protocol::text::truncate_chars;
 use agentd_protocol::ToolName;
 
 /// Characters kept of the arguments and of the outcome.

@@ -8,27 +8,21 @@
 //!   rejection states what is still wrong.
 //!
 //! Comparisons are by exact text only (no case or whitespace normalisation).
+//!
+//! This module also makes the message a compaction carries them in ([`observations_message`]); the
+//! compaction plan uses it and this module, never the other way round.
 
-use crate::compaction::OBSERVATIONS_HEADER;
 use crate::message::{Message, MessageKind, Part};
 use crate::rounds::{round_of_each, rounds};
+pub use agentd_protocol::message::{CarriedObservation, ObservationKind};
 use agentd_protocol::ToolName;
 use std::collections::HashMap;
 
 const RUN_COMMAND: ToolName = ToolName::RunCommand;
 const FINISH: ToolName = ToolName::Finish;
 
-/// What an unresolved observation is about.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ObservationKind {
-    /// A `run_command` call that failed, until the same command succeeds or a `finish` is accepted.
-    FailingCommand {
-        /// The command string exactly as the model sent it (see [`command_of`]).
-        command: String,
-    },
-    /// A `finish` that was rejected, until a later `finish` is accepted.
-    RejectedFinish,
-}
+/// The first line of the message carrying unresolved observations.
+pub const OBSERVATIONS_HEADER: &str = "[unresolved observations]";
 
 /// A fact a compaction must carry verbatim, wherever in the history it sat: a failure not yet resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -39,6 +33,14 @@ pub struct Observation {
     pub kind: ObservationKind,
     /// Verbatim and self-contained, e.g. "run_command `cargo test` failed:\n<the tool result>".
     pub text: String,
+}
+
+impl Observation {
+    /// The observation as an observations message carries it (without its round, which a rebuilt
+    /// history renumbers).
+    pub fn carried(&self) -> CarriedObservation {
+        CarriedObservation { kind: self.kind.clone(), text: self.text.clone() }
+    }
 }
 
 /// The command string of a `run_command` call: the `command` field of its JSON arguments, or the raw
@@ -64,38 +66,26 @@ pub fn rejected_finish_text(result: &str) -> String {
     format!("{FINISH} was rejected:\n{result}")
 }
 
-/// The observations an observations message (see `compaction::observations_message`) carries, read
-/// back exactly: blocks joined by blank lines, each starting with a failing command's or a rejected
-/// finish's first line.
-fn carried(text: &str) -> Vec<(ObservationKind, String)> {
-    let Some(body) = text.strip_prefix(OBSERVATIONS_HEADER).and_then(|b| b.strip_prefix("\n\n")) else {
-        return Vec::new();
-    };
-    let finish_head = format!("{FINISH} was rejected:\n");
-    let command_head = format!("{RUN_COMMAND} `");
-    let is_start = |at: usize| {
-        let rest = &body[at..];
-        (at == 0 || body[..at].ends_with("\n\n"))
-            && (rest.starts_with(&finish_head)
-                || (rest.starts_with(&command_head)
-                    && rest.lines().next().is_some_and(|l| l.ends_with("` failed:"))))
-    };
-    let starts: Vec<usize> =
-        (0..body.len()).filter(|&at| body.is_char_boundary(at) && is_start(at)).collect();
-    let mut out = Vec::new();
-    for (k, &start) in starts.iter().enumerate() {
-        let end = starts.get(k + 1).map_or(body.len(), |&next| next - 2);
-        let block = &body[start..end];
-        let kind = if block.starts_with(&finish_head) {
-            ObservationKind::RejectedFinish
-        } else {
-            let first = block.lines().next().unwrap_or("");
-            let command = first[command_head.len()..first.len() - "` failed:".len()].to_string();
-            ObservationKind::FailingCommand { command }
-        };
-        out.push((kind, block.to_string()));
+/// One message holding the given observations: as data ([`Message::observations`], what a later
+/// compaction reads) and as the text the model reads — [`OBSERVATIONS_HEADER`], then each text
+/// verbatim after a blank line. Deduplicated by exact text (the first of equal texts is kept); `None`
+/// when there are none.
+pub fn observations_message(observations: impl IntoIterator<Item = CarriedObservation>) -> Option<Message> {
+    let mut kept: Vec<CarriedObservation> = Vec::new();
+    for o in observations {
+        if !kept.iter().any(|k| k.text == o.text) {
+            kept.push(o);
+        }
     }
-    out
+    if kept.is_empty() {
+        return None;
+    }
+    let mut text = String::from(OBSERVATIONS_HEADER);
+    for o in &kept {
+        text.push_str("\n\n");
+        text.push_str(&o.text);
+    }
+    Some(Message::user(text).with_kind(MessageKind::Observations).with_observations(kept))
 }
 
 /// The unresolved observations of `history`, oldest first, with distinct texts.
@@ -108,21 +98,21 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
     let mut rejected: Option<(usize, Observation)> = None;
     let mut seq = 0usize;
     for (i, msg) in history.iter().enumerate() {
-        // Observations carried by an earlier compaction stay unresolved until resolved here.
-        if msg.kind == MessageKind::Observations {
-            let text = msg.text();
-            for (kind, obs_text) in carried(&text) {
-                seq += 1;
-                let o = Observation { round: round_of[i], kind, text: obs_text };
-                match &o.kind {
-                    ObservationKind::FailingCommand { command } => {
-                        failing.retain(|(_, p)| {
-                            !matches!(&p.kind, ObservationKind::FailingCommand { command: c } if c == command)
-                        });
-                        failing.push((seq, o));
-                    }
-                    ObservationKind::RejectedFinish => rejected = Some((seq, o)),
+        // Observations carried by an earlier compaction stay unresolved until resolved here. They are
+        // read from the message's data, never from its text (a log from before the data was stored is
+        // given it once, by `repair::repair`).
+        for carried in &msg.observations {
+            seq += 1;
+            let o =
+                Observation { round: round_of[i], kind: carried.kind.clone(), text: carried.text.clone() };
+            match &o.kind {
+                ObservationKind::FailingCommand { command } => {
+                    failing.retain(|(_, p)| {
+                        !matches!(&p.kind, ObservationKind::FailingCommand { command: c } if c == command)
+                    });
+                    failing.push((seq, o));
                 }
+                ObservationKind::RejectedFinish => rejected = Some((seq, o)),
             }
         }
         for part in &msg.parts {
@@ -178,7 +168,6 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compaction::observations_message;
     use crate::message::Speaker;
 
     fn call(id: &str, name: &str, arguments: &str) -> Message {
@@ -290,9 +279,21 @@ mod tests {
 
     #[test]
     fn observations_carried_by_a_compaction_stay_until_resolved() {
-        let first = failing_command_text("cargo test", "FAILED: adds\n\nrun_command `x` failed: not a start");
+        // Outputs that look like the start of another observation are still part of this one.
+        let first = failing_command_text(
+            "cargo test",
+            "FAILED: adds\n\nrun_command `x` failed:\nnot a start\n\nfinish was rejected:\nnor this",
+        );
         let second = rejected_finish_text("verification `make` failed");
-        let carried_msg = observations_message([first.as_str(), second.as_str()]).unwrap();
+        let carried_msg = observations_message([
+            CarriedObservation {
+                kind: ObservationKind::FailingCommand { command: "cargo test".into() },
+                text: first.clone(),
+            },
+            CarriedObservation { kind: ObservationKind::RejectedFinish, text: second.clone() },
+        ])
+        .unwrap();
+        assert_eq!(carried_msg.text(), format!("{OBSERVATIONS_HEADER}\n\n{first}\n\n{second}"));
         let h = vec![Message::user("objective"), carried_msg.clone()];
         let found = unresolved(&h);
         assert_eq!(

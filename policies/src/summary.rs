@@ -6,6 +6,7 @@
 //! [`batches`] (measuring with its own counter) and sends one [`fold_prompt`] per batch.
 
 use crate::message::{Message, Part};
+use crate::text::floor_boundary;
 use crate::tokens::Tokens;
 
 /// The summariser's system prompt for folding requests (requests of their own, without tools).
@@ -143,13 +144,6 @@ fn next_end(text: &str, start: usize, budget: Tokens, count: &dyn Fn(&str) -> To
         }
     }
     lo
-}
-
-fn floor_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }
 
 fn ceil_boundary(text: &str, mut at: usize) -> usize {

@@ -7,7 +7,9 @@
 //! is committed as `docs/protocol.schema.json`.
 //!
 //! It must not do IO, read a clock, spawn, or decide anything: serde and schemars only. Decisions
-//! over this data are `agentd-policies`'.
+//! over this data are `agentd-policies`'. The one exception is [`text`]: how a text is cut to a size
+//! without splitting a character, a pure helper every room (the providers included, which depend on
+//! this crate only) must do the same way.
 
 pub mod event;
 pub mod evidence;
@@ -21,6 +23,7 @@ pub mod role;
 pub mod rpc;
 pub mod schema;
 pub mod task;
+pub mod text;
 pub mod tokens;
 pub mod tool;
 pub mod window;
@@ -28,7 +31,7 @@ pub mod window;
 pub use event::{Event, EventKind, Usage};
 pub use evidence::{EvidenceMeta, NewEvidence, Page, Producer, Source, Stored, Unit};
 pub use gauge::{Categories, Gauge};
-pub use message::{Message, MessageKind, Part, Speaker};
+pub use message::{CarriedObservation, Message, MessageKind, ObservationKind, Part, Speaker};
 pub use model::{AnomalyKind, ChatRequest, ChatResponse, Model, ProviderError};
 pub use record::{CheckpointKind, Receipt, Record, TurnSettings};
 pub use role::Role;

@@ -2,7 +2,9 @@
 //!
 //! The [`MessageKind`] says what a message *is* to agentd — the objective, a checkpoint summary, the
 //! unresolved observations, the working files, or a plain turn — and is stored on the message when
-//! it is made, so no room ever sorts messages by their text. Provider reasoning (`Thinking`) is a part
+//! it is made, so no room ever sorts messages by their text. An observations message carries its
+//! observations as data too ([`CarriedObservation`]), so a later compaction reads them back without
+//! parsing the text they were rendered into. Provider reasoning (`Thinking`) is a part
 //! of its own, kept apart from the shown text so it can be sent back byte-identical through a chain of
 //! tool calls and cleared deliberately later.
 
@@ -38,6 +40,31 @@ pub enum MessageKind {
     Observations,
     /// The current text of the files the coder changed.
     WorkingFiles,
+}
+
+/// What an unresolved observation is about. On the wire `type` names it in snake case
+/// (`failing_command`, `rejected_finish`) beside its fields.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ObservationKind {
+    /// A `run_command` call that failed, until the same command succeeds or a `finish` is accepted.
+    FailingCommand {
+        /// The command string exactly as the model sent it.
+        command: String,
+    },
+    /// A `finish` that was rejected, until a later `finish` is accepted.
+    RejectedFinish,
+}
+
+/// An unresolved failure an observations message carries, as data: what it is about and its text.
+/// The message's shown text is made from these texts (the model reads that); a later compaction reads
+/// these, never the shown text, so a text that looks like the start of another observation is still one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct CarriedObservation {
+    /// What failed.
+    pub kind: ObservationKind,
+    /// Verbatim and self-contained, e.g. "run_command `cargo test` failed:\n<the tool result>".
+    pub text: String,
 }
 
 impl MessageKind {
@@ -124,12 +151,22 @@ pub struct Message {
     /// What the message is to agentd; `plain` unless agentd made it for a purpose.
     #[serde(default, skip_serializing_if = "MessageKind::is_plain")]
     pub kind: MessageKind,
+    /// On an `observations` message, the observations its text shows, as data; empty (and absent on
+    /// the wire) on every other message. Never sent to a model: only the parts are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observations: Vec<CarriedObservation>,
 }
 
 impl Message {
     /// A plain message of `role` with these parts.
     pub fn new(role: Speaker, parts: Vec<Part>) -> Message {
-        Message { role, parts, kind: MessageKind::Plain }
+        Message { role, parts, kind: MessageKind::Plain, observations: Vec::new() }
+    }
+
+    /// This message, carrying `observations` as data (see [`Message::observations`]).
+    pub fn with_observations(mut self, observations: Vec<CarriedObservation>) -> Message {
+        self.observations = observations;
+        self
     }
 
     /// This message, marked as being of `kind`.
@@ -191,5 +228,45 @@ impl Message {
     /// Whether the message carries provider reasoning (a thinking part).
     pub fn has_thinking(&self) -> bool {
         self.parts.iter().any(|p| matches!(p, Part::Thinking { .. }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn carried_observations_are_stored_beside_the_text_and_absent_when_none() {
+        let carried = vec![
+            CarriedObservation {
+                kind: ObservationKind::FailingCommand { command: "cargo test".into() },
+                text: "run_command `cargo test` failed:\nboom".into(),
+            },
+            CarriedObservation {
+                kind: ObservationKind::RejectedFinish,
+                text: "finish was rejected:\nno".into(),
+            },
+        ];
+        let m = Message::user("[unresolved observations]\n\n…")
+            .with_kind(MessageKind::Observations)
+            .with_observations(carried);
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            json["observations"],
+            serde_json::json!([
+                {"kind": {"type": "failing_command", "command": "cargo test"},
+                 "text": "run_command `cargo test` failed:\nboom"},
+                {"kind": {"type": "rejected_finish"}, "text": "finish was rejected:\nno"},
+            ])
+        );
+        assert_eq!(serde_json::from_value::<Message>(json).unwrap(), m);
+        // Every other message is written as before, and a message written before reads with none.
+        let plain = serde_json::to_value(Message::user("hi")).unwrap();
+        assert_eq!(plain, serde_json::json!({"role": "user", "parts": [{"type": "text", "text": "hi"}]}));
+        let old: Message = serde_json::from_str(
+            r#"{"role":"user","parts":[{"type":"text","text":"[unresolved observations]"}],"kind":"observations"}"#,
+        )
+        .unwrap();
+        assert!(old.observations.is_empty());
     }
 }

@@ -8,7 +8,10 @@ use agentd_protocol::ProviderError;
 use serde_json::Value;
 use std::time::Duration;
 
-/// How much of a provider's error text is kept.
+pub(crate) use agentd_protocol::text::truncate_chars;
+
+/// How much of a provider's error text is kept: at most this many characters, the ellipsis that marks
+/// a cut included (`agentd_protocol::text::truncate_chars`).
 pub(crate) const MAX_ERROR_CHARS: usize = 2000;
 
 /// What an error body says, in any of the shapes servers use.
@@ -112,14 +115,6 @@ pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &s
     }
 }
 
-/// At most `max` characters of `s`, with `…` when something was cut.
-pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_string(),
-        Some((at, _)) => format!("{}…", &s[..at]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,7 +195,7 @@ mod tests {
         match classify_http(429, Some(Duration::from_secs(3)), &long) {
             ProviderError::RateLimited { retry_after, message } => {
                 assert_eq!(retry_after, Some(Duration::from_secs(3)));
-                assert_eq!(message.chars().count(), MAX_ERROR_CHARS + 1);
+                assert_eq!(message.chars().count(), MAX_ERROR_CHARS);
             }
             other => panic!("{other:?}"),
         }
@@ -208,6 +203,5 @@ mod tests {
             classify_http(529, None, "overloaded"),
             ProviderError::Overloaded { retry_after: None, .. }
         ));
-        assert_eq!(truncate_chars("héllo", 2), "hé…");
     }
 }

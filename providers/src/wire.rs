@@ -203,7 +203,7 @@ mod tests {
             ProviderError::ContextOverflow { limit: None, .. }
         ));
         match F::classify_http(500, None, &"x".repeat(5000)) {
-            ProviderError::Server { message, .. } => assert_eq!(message.chars().count(), MAX_ERROR_CHARS + 1),
+            ProviderError::Server { message, .. } => assert_eq!(message.chars().count(), MAX_ERROR_CHARS),
             other => panic!("{other:?}"),
         }
     }

@@ -15,8 +15,8 @@ pub(crate) mod search;
 pub mod service;
 
 use crate::error::ToolError;
-use crate::text::truncate_chars;
 use crate::workspace::Workspace;
+use agentd_protocol::text::truncate_chars;
 use agentd_protocol::ToolName;
 pub use args::arguments_object;
 use args::Args;

@@ -4,7 +4,7 @@
 //! that continues the request already sent, a folding step, an archive — and answers with what came
 //! back ([`Answer`]). Measurements are synchronous and passed in ([`Measure`]), so the machine counts
 //! every candidate in full itself. The property tests drive this same machine with a synchronous
-//! summariser ([`super::compact_with`]); nothing of the loop lives in the runtime.
+//! summariser ([`compact_with`]); nothing of the loop lives in the runtime.
 //!
 //! The order of work:
 //! 1. Refuse early, with the numbers, when nothing can help: the system prompt, tools and objective
@@ -19,7 +19,9 @@
 //! 4. Archive everything that leaves, whole.
 //! 5. Assemble the candidate, count it in full, judge it; retry with one round fewer, or fail.
 
-use super::{assemble, judge, objective_message, plan, Checkpoint, Plan, PlanInput, Verdict, WorkingFile};
+use super::candidate::{
+    assemble, judge, objective_message, plan, Checkpoint, Plan, PlanInput, Verdict, WorkingFile,
+};
 use crate::budget::{objective_bytes_for_summary, Thresholds, FOLD_REQUEST_PERCENT, IN_PLACE_PERCENT};
 use crate::message::Message;
 use crate::summary::{batches, fold_prompt, prefix_prompt, render_for_summary, SUMMARISER_SYSTEM};
@@ -405,6 +407,29 @@ impl<'a> Compaction<'a> {
             }
             Verdict::Fail { reason } => Need::Failed(reason),
         }
+    }
+}
+
+/// The whole compaction machine driven to its end with a synchronous `respond` (summaries and
+/// archives): the accepted candidate, or the reason for `compaction_failed`.
+pub fn compact_with(
+    history: &[Message],
+    objective: &str,
+    working_files: &[WorkingFile],
+    setup: Setup,
+    measure: &dyn Measure,
+    respond: &mut dyn FnMut(&Need) -> Answer,
+) -> Result<Compacted, String> {
+    let (mut machine, mut need) = Compaction::start(history, objective, working_files, setup, measure);
+    loop {
+        need = match need {
+            Need::Done(done) => return Ok(done),
+            Need::Failed(reason) => return Err(reason),
+            other => {
+                let answer = respond(&other);
+                machine.answer(answer, measure)
+            }
+        };
     }
 }
 

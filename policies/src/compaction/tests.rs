@@ -1,6 +1,9 @@
+use super::candidate::ARCHIVE_REF_PLACEHOLDER;
 use super::*;
 use crate::budget::Thresholds;
-use crate::observations::ObservationKind;
+use crate::message::{Message, MessageKind, Part, Speaker};
+use crate::observations::{unresolved, CarriedObservation, Observation, ObservationKind};
+use crate::tokens::Tokens;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -615,7 +618,7 @@ proptest! {
             + count_msg(&objective_message(&objective))
             + count_msg(&checkpoint_message(&skeleton))
             + summary_reserve
-            + observations_message(all_obs.iter().map(|o| o.text.as_str())).map_or(Tokens::ZERO, |m| count_msg(&m));
+            + observations_message(all_obs.iter().map(Observation::carried)).map_or(Tokens::ZERO, |m| count_msg(&m));
         let destination = mandatory + Tokens(room);
         let trigger = destination + Tokens(gap);
         let before = count_all(&h) + Tokens(fixed);
@@ -644,6 +647,128 @@ proptest! {
             prop_assert!(p.kept_rounds <= limit);
             prop_assert!(p.summarise.starts_with(&previous.summarise));
             previous = p;
+        }
+    }
+}
+
+// ---- observations carried through compactions ------------------------------------------------------
+
+/// `count` reads of `len` characters each, with ids unique under `tag`: work that pushes what came
+/// before out of the kept rounds.
+fn reads(tag: &str, count: usize, len: usize) -> Vec<Message> {
+    let mut out = Vec::new();
+    for n in 0..count {
+        let id = format!("{tag}{n}");
+        out.push(call(&id, "read_file", &serde_json::json!({ "path": format!("src/{id}.rs") }).to_string()));
+        out.push(Message::tool_result(&id, filler(&id, len), false));
+    }
+    out
+}
+
+/// One compaction of `h` to 3000 tokens (trigger 4000), which must succeed.
+fn compact_to_3000(h: &[Message]) -> Result<Compacted, String> {
+    let before = count_all(h) + Tokens(100);
+    let measure = TestMeasure { framing: Tokens::ZERO };
+    compact_with(
+        h,
+        "make the tests pass",
+        &[],
+        setup(100, 3000, 4000, before, 50),
+        &measure,
+        &mut fake_summariser(&mut Vec::new()),
+    )
+}
+
+/// The observations of `h` as a compaction carries them (their rounds aside).
+fn carried_of(h: &[Message]) -> Vec<CarriedObservation> {
+    unresolved(h).iter().map(Observation::carried).collect()
+}
+
+#[test]
+fn an_observation_that_looks_like_several_survives_two_compactions_as_one() {
+    // The output, rendered into the observations message, holds what looks like the start of a
+    // rejected finish and of another failing command after blank lines.
+    let output =
+        "FAILED: adds\n\nfinish was rejected:\nnot a rejection\n\nrun_command `ls` failed:\nnor a failing ls";
+    let mut h = vec![Message::user("make the tests pass")];
+    h.extend(run("c1", "cargo test", false, output));
+    let expected = vec![CarriedObservation {
+        kind: ObservationKind::FailingCommand { command: "cargo test".into() },
+        text: format!("run_command `cargo test` failed:\n{output}"),
+    }];
+    assert_eq!(carried_of(&h), expected);
+    h.extend(reads("a", 8, 2000));
+
+    let once = compact_to_3000(&h).unwrap();
+    assert!(once.plan.keep_from_message > 2, "the failure left the kept rounds");
+    let carriers: Vec<&Message> =
+        once.history.iter().filter(|m| m.kind == MessageKind::Observations).collect();
+    assert_eq!(carriers.len(), 1);
+    assert_eq!(carriers[0].observations, expected);
+    assert_eq!(carriers[0].text(), format!("{OBSERVATIONS_HEADER}\n\n{}", expected[0].text));
+    assert_eq!(carried_of(&once.history), expected);
+
+    let mut more = once.history.clone();
+    more.extend(reads("b", 8, 2000));
+    let twice = compact_to_3000(&more).unwrap();
+    let position = |h: &[Message]| h.iter().position(|m| m.kind == MessageKind::Observations);
+    assert!(twice.plan.keep_from_message > position(&more).unwrap_or(0), "the observations message left too");
+    assert_eq!(carried_of(&twice.history), expected, "still one observation, intact");
+    let carriers: Vec<&Message> =
+        twice.history.iter().filter(|m| m.kind == MessageKind::Observations).collect();
+    assert_eq!(carriers.len(), 1);
+    assert_eq!(carriers[0].observations, expected);
+}
+
+/// Tool outputs made of pieces that, rendered, look like where one observation ends and another starts.
+fn arb_output() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "\n\n",
+        "\n",
+        "finish was rejected:\n",
+        "run_command `",
+        "cargo test",
+        "` failed:",
+        "[unresolved observations]",
+        "exit code: 1",
+        "é",
+        " ",
+    ]);
+    prop::collection::vec(pieces, 0..12).prop_map(|p| p.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn unresolved_observations_survive_two_compactions_exactly(
+        // (run_command or finish, command, succeeded, output)
+        steps in prop::collection::vec((any::<bool>(), 0usize..3, any::<bool>(), arb_output()), 1..6),
+    ) {
+        let mut h = vec![Message::user("make the tests pass")];
+        for (n, (is_command, cmd, ok, output)) in steps.iter().enumerate() {
+            let id = format!("s{n}");
+            if *is_command {
+                h.extend(run(&id, COMMANDS[*cmd], *ok, output));
+            } else {
+                h.push(call(&id, "finish", r#"{"summary":"done"}"#));
+                h.push(Message::tool_result(&id, output.clone(), !*ok));
+            }
+        }
+        let expected = carried_of(&h);
+        h.extend(reads("a", 8, 2000));
+        let once = compact_to_3000(&h).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(carried_of(&once.history), expected.clone());
+        let mut more = once.history;
+        more.extend(reads("b", 8, 2000));
+        let twice = compact_to_3000(&more).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(carried_of(&twice.history), expected.clone());
+        // Every one of them was carried as data, in one message, each exactly once.
+        let carriers: Vec<&Message> =
+            twice.history.iter().filter(|m| m.kind == MessageKind::Observations).collect();
+        prop_assert_eq!(carriers.len(), usize::from(!expected.is_empty()));
+        if let Some(m) = carriers.first() {
+            prop_assert_eq!(&m.observations, &expected);
         }
     }
 }

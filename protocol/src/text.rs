@@ -1,0 +1,116 @@
+//! Cutting text by size without splitting a character: by characters for text a person or a model
+//! reads ([`truncate_chars`], marked with an ellipsis), by bytes for text that must fit a byte budget
+//! ([`truncate_bytes`], unmarked). Every room that shortens text uses these, so a cut means the same
+//! everywhere.
+
+/// What [`truncate_chars`] ends a text it cut with.
+pub const ELLIPSIS: char = '…';
+
+/// `text` in at most `max` characters (Unicode scalar values, `char`s), never splitting one.
+///
+/// A text of at most `max` characters comes back whole. A longer one is cut: its first `max - 1`
+/// characters followed by [`ELLIPSIS`], which counts toward `max`, so a cut result is exactly `max`
+/// characters long and always ends with the ellipsis. For `max == 0` the result is empty (there is no
+/// room even for the ellipsis).
+pub fn truncate_chars(text: &str, max: usize) -> String {
+    if text.char_indices().nth(max).is_none() {
+        return text.to_string();
+    }
+    let Some(keep) = max.checked_sub(1) else {
+        return String::new();
+    };
+    // `text` has more than `max` characters, so its `keep`-th character exists.
+    let cut = text.char_indices().nth(keep).map_or(text.len(), |(at, _)| at);
+    let mut out = String::with_capacity(cut + ELLIPSIS.len_utf8());
+    out.push_str(&text[..cut]);
+    out.push(ELLIPSIS);
+    out
+}
+
+/// The largest byte index at most `max_bytes` that falls on a character boundary of `text` (its
+/// length when it is shorter): where a cut to at most `max_bytes` bytes may go.
+pub fn floor_boundary(text: &str, max_bytes: usize) -> usize {
+    let mut cut = max_bytes.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    cut
+}
+
+/// Shortens `text` in place to at most `max_bytes` bytes (UTF-8), cutting at the last character
+/// boundary that fits — so up to three bytes fewer than `max_bytes` when a character straddles it.
+/// Nothing marks the cut; a text of at most `max_bytes` bytes is left whole.
+pub fn truncate_bytes(text: &mut String, max_bytes: usize) {
+    let cut = floor_boundary(text, max_bytes);
+    text.truncate(cut);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn char_cuts_count_the_ellipsis() {
+        assert_eq!(truncate_chars("hello", 5), "hello");
+        assert_eq!(truncate_chars("hello!", 5), "hell…");
+        assert_eq!(truncate_chars("héllo", 2), "h…");
+        assert_eq!(truncate_chars("ééééé€", 3), "éé…");
+        assert_eq!(truncate_chars("abc", 1), "…");
+        assert_eq!(truncate_chars("abc", 0), "");
+        assert_eq!(truncate_chars("", 0), "");
+        assert_eq!(truncate_chars("", 3), "");
+    }
+
+    #[test]
+    fn byte_cuts_fall_between_characters() {
+        assert_eq!(floor_boundary("héllo", 2), 1, "é is two bytes: a cut at 2 would split it");
+        assert_eq!(floor_boundary("héllo", 3), 3);
+        assert_eq!(floor_boundary("ab", 10), 2);
+        let mut s = String::from("ééé");
+        truncate_bytes(&mut s, 5);
+        assert_eq!(s, "éé");
+    }
+
+    /// Texts mixing one- to four-byte characters.
+    fn arb_text() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(vec!['a', ' ', '\n', 'é', '€', '😀', '…']), 0..40)
+            .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    proptest! {
+        #[test]
+        fn truncate_chars_keeps_its_contract(text in arb_text(), max in 0usize..50) {
+            let out = truncate_chars(&text, max);
+            let n = text.chars().count();
+            if n <= max {
+                prop_assert_eq!(out, text);
+            } else {
+                prop_assert_eq!(out.chars().count(), max);
+                if max > 0 {
+                    prop_assert!(out.ends_with(ELLIPSIS));
+                    let kept = &out[..out.len() - ELLIPSIS.len_utf8()];
+                    prop_assert!(text.starts_with(kept));
+                    prop_assert_eq!(kept.chars().count(), max - 1);
+                } else {
+                    prop_assert!(out.is_empty());
+                }
+            }
+        }
+
+        #[test]
+        fn truncate_bytes_keeps_the_longest_fitting_prefix(text in arb_text(), max in 0usize..120) {
+            let mut out = text.clone();
+            truncate_bytes(&mut out, max);
+            prop_assert!(out.len() <= max);
+            prop_assert!(text.starts_with(&out));
+            if text.len() <= max {
+                prop_assert_eq!(&out, &text);
+            } else {
+                // One more character would not fit.
+                let next = text[out.len()..].chars().next().map_or(0, char::len_utf8);
+                prop_assert!(out.len() + next > max);
+            }
+        }
+    }
+}
