@@ -3,8 +3,8 @@
 //! by [`check_storage`] once it is healthy again (the engine hands them over through
 //! `Storage::keep_end`; `agentd_engine::end` is how an end is recorded).
 
-use crate::storage::SledStorage;
-use agentd_engine::end::{record_end, End};
+use agentd_engine::end::record_end;
+use agentd_engine::storage::{End, Storage};
 use agentd_evidence::Store;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -54,7 +54,7 @@ impl Ends {
 
 /// The health check: heals an unhealthy store (rate-limited by the store) and writes the ends it
 /// could not record. Called periodically and by `daemon.status`.
-pub fn check_storage(store: &Store, storage: &SledStorage, ends: &Ends) {
+pub fn check_storage(store: &Store, storage: &dyn Storage, ends: &Ends) {
     if ends.is_empty() && store.health().ok {
         return;
     }

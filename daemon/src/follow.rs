@@ -12,7 +12,7 @@
 //! *before* checking that the task exists and answering, so nothing published in between is missed.
 
 use crate::shared::Shared;
-use agentd_engine::end::End;
+use agentd_engine::storage::End;
 use agentd_protocol::event::EndKind;
 use agentd_protocol::rpc::{Notification, TaskEnd};
 use agentd_protocol::Event;

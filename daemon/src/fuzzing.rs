@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// What the socket makes of one request line.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decoded {
+pub enum LineOutcome {
     /// A well-formed request of a known method with params of its type: it would be dispatched.
     Request { id: Value, request: Request },
     /// The error the socket answers with, and the response line it sends.
@@ -24,7 +24,7 @@ pub enum Decoded {
 /// socket's being [`crate::socket::MAX_LINE`] — feeding it pieces of at most `piece` bytes (0: all
 /// at once), and decodes each line. A line not ended by `\n` is never decoded, as on the socket;
 /// a line over the limit is refused as soon as the limit is passed.
-pub fn decode_rpc_lines(bytes: &[u8], max_line: usize, piece: usize) -> Vec<Decoded> {
+pub fn decode_rpc_lines(bytes: &[u8], max_line: usize, piece: usize) -> Vec<LineOutcome> {
     let mut lines = Lines::new(max_line);
     let mut out = Vec::new();
     let pieces: Vec<&[u8]> = if piece == 0 { vec![bytes] } else { bytes.chunks(piece).collect() };
@@ -42,16 +42,16 @@ pub fn decode_rpc_lines(bytes: &[u8], max_line: usize, piece: usize) -> Vec<Deco
 }
 
 /// One request line (without its `\n`) as the socket decodes it: framing, method, typed params.
-pub fn decode_rpc_line(text: &[u8]) -> Decoded {
+pub fn decode_rpc_line(text: &[u8]) -> LineOutcome {
     match decode_request(text) {
-        Ok((id, request)) => Decoded::Request { id, request },
+        Ok((id, request)) => LineOutcome::Request { id, request },
         Err((id, e)) => error(id, e),
     }
 }
 
-fn error(id: Value, e: RpcError) -> Decoded {
+fn error(id: Value, e: RpcError) -> LineOutcome {
     let line = error_response(id.clone(), &e);
-    Decoded::Error { id, error: e, line }
+    LineOutcome::Error { id, error: e, line }
 }
 
 /// `text` as the daemon's config file (named `agentd.toml` in errors).
@@ -77,7 +77,7 @@ pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
     }
     for d in &whole {
         match d {
-            Decoded::Request { request, .. } => {
+            LineOutcome::Request { request, .. } => {
                 // What is dispatched reads back as itself: the typed request is the whole request.
                 let (method, params) = request.to_wire();
                 let again = serde_json::json!({"method": method, "params": params});
@@ -85,7 +85,7 @@ pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
                     return Err(format!("request {request:?} does not read back from its wire form"));
                 }
             }
-            Decoded::Error { id, error, line } => {
+            LineOutcome::Error { id, error, line } => {
                 let standard = [
                     ErrorCode::ParseError,
                     ErrorCode::InvalidRequest,
@@ -118,8 +118,8 @@ pub fn check_rpc_lines(bytes: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-fn is_oversized(d: &Decoded) -> bool {
-    matches!(d, Decoded::Error { error, .. }
+fn is_oversized(d: &LineOutcome) -> bool {
+    matches!(d, LineOutcome::Error { error, .. }
         if error.code == ErrorCode::InvalidRequest && error.message.starts_with("request line over"))
 }
 

@@ -8,9 +8,10 @@ use crate::supervisor::{
     Cancel, Followup, IsRunning, Resume, RunningCount, Submit, Supervisor, SupervisorError,
 };
 use actix::prelude::*;
+use agentd_engine::context::effective_compact_at;
 use agentd_engine::fitter::{GaugeOf, WindowOf};
 use agentd_engine::storage::{Storage, StorageError};
-use agentd_engine::task::{effective_compact_at, TaskError};
+use agentd_engine::task::TaskError;
 use agentd_evidence::{EvidenceError, StoreError, Unit};
 use agentd_policies::settings::SettingKey;
 use agentd_protocol::evidence::Problem;

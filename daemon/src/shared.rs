@@ -7,7 +7,7 @@ use crate::ends::Ends;
 use crate::scheduler::Scheduler;
 use crate::storage::SledStorage;
 use actix::prelude::*;
-use agentd_engine::task::Engine;
+use agentd_engine::context::Engine;
 use agentd_engine::tool_servers::ToolServers;
 use agentd_evidence::Store;
 use agentd_policies::redact::Redactor;

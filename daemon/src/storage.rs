@@ -7,7 +7,7 @@
 
 use crate::bus::EventBus;
 use crate::ends::Ends;
-use agentd_engine::end::End;
+use agentd_engine::storage::End;
 use agentd_engine::storage::{Storage, StorageError};
 use agentd_evidence::Store;
 use agentd_policies::settings::SettingKey;

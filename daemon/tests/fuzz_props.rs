@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_daemon::fuzzing::{
-    check_config, check_http_request, check_rpc_lines, decode_rpc_lines, parse_config, Decoded,
+    check_config, check_http_request, check_rpc_lines, decode_rpc_lines, parse_config, LineOutcome,
 };
 use agentd_test_support::corpus::{corpus, mutation, seed};
 use proptest::prelude::*;
@@ -51,12 +51,12 @@ fn http_seeds_decode_as_the_socket_would() {
 fn seeds_decode_as_expected() {
     let session = decode_rpc_lines(&seed("rpc_line", "session.jsonl"), 8 << 20, 0);
     assert_eq!(session.len(), 7);
-    assert!(session.iter().all(|d| matches!(d, Decoded::Request { .. })), "{session:?}");
+    assert!(session.iter().all(|d| matches!(d, LineOutcome::Request { .. })), "{session:?}");
     let broken = decode_rpc_lines(&seed("rpc_line", "broken.jsonl"), 8 << 20, 0);
     // The last line has no newline: never decoded. Blank lines are skipped.
     assert_eq!(broken.len(), 10, "{broken:?}");
     assert!(
-        matches!(&broken[5], Decoded::Error { error, .. } if error.code == agentd_protocol::ErrorCode::InvalidParams),
+        matches!(&broken[5], LineOutcome::Error { error, .. } if error.code == agentd_protocol::ErrorCode::InvalidParams),
         "{:?}",
         broken[5]
     );

@@ -4,35 +4,9 @@
 //! and recorded again with [`record_end`] once it heals.
 
 use crate::clock::now_rfc3339;
-use crate::storage::{Storage, StorageError};
+use crate::storage::{End, Storage, StorageError};
 use agentd_protocol::event::EndKind;
-use agentd_protocol::{EventKind, Role, TaskState, ToolName};
-
-/// A task's end, as it is (or is to be) recorded.
-#[derive(Debug, Clone, PartialEq)]
-pub struct End {
-    /// The state the task ended in, which `task.status` and `task.list` show while the store still holds the
-    /// one before.
-    pub state: TaskState,
-    /// The terminal event to record.
-    pub kind: EventKind,
-    /// The lead's `finish` summary, when the task finished.
-    pub result: Option<String>,
-    /// The task's own error (a failed task), if any.
-    pub error: Option<String>,
-    /// Why the end could not be recorded; empty until it could not.
-    pub record_error: String,
-}
-
-impl End {
-    /// What to show as the task's error: its own, else why its end is not recorded.
-    pub fn shown_error(&self) -> String {
-        match &self.error {
-            Some(e) => format!("{e} (not recorded: {})", self.record_error),
-            None => format!("the end could not be recorded: {}", self.record_error),
-        }
-    }
-}
+use agentd_protocol::{EventKind, Role, ToolName};
 
 /// Writes one end: the task's state, result and error, an end for every call left open, and the
 /// terminal event — unless a write that failed reached the disk after all and the log already ends

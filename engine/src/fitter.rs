@@ -695,8 +695,8 @@ impl Fitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::TaskCtx;
     use crate::storage::Storage;
-    use crate::task::TaskCtx;
     use crate::testing::{Rig, PROVIDER};
     use agentd_policies::Message;
     use agentd_test_support::{sse, text, ScriptedServer};

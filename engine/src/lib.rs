@@ -2,8 +2,8 @@
 //! it carries — the fitter, the meter and its token counter, compaction, retries, tool dispatch and
 //! the idle thinking cleanup.
 //!
-//! What it owns: one [`agent::Member`] per role per task and its turns ([`agent`]), a task's run
-//! from start to recorded end ([`task`]), the one measurer of every request ([`fitter`], [`meter`],
+//! What it owns: one [`agent::Member`] per role per task and its turns ([`agent`], [`error`]), what a
+//! task's parts share ([`context`]), a task's run from start to recorded end ([`task`], [`end`]), the one measurer of every request ([`fitter`], [`meter`],
 //! [`counter`]), compaction's IO ([`compactor`]), the one retry loop ([`retry`]), the daemon's
 //! clock ([`clock`]) and the team's settings ([`team`]).
 //!
@@ -21,10 +21,12 @@
 pub mod agent;
 pub mod clock;
 pub mod compactor;
+pub mod context;
 #[cfg(any(test, feature = "testing"))]
 pub mod contract;
 pub mod counter;
 pub mod end;
+pub mod error;
 pub mod fitter;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;

@@ -8,7 +8,7 @@
 //! writes ([`MemoryStorage::fail_writes`]) to see what the engine does with a storage that cannot
 //! take a record.
 
-use crate::end::End;
+use crate::storage::End;
 use crate::storage::{Storage, StorageError};
 use agentd_policies::history::history_of;
 use agentd_policies::settings::SettingKey;

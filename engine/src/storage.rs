@@ -23,10 +23,10 @@
 //! The calls are synchronous: the engine calls them from its tasks, and an implementation over a
 //! network log blocks in place on its acknowledgement.
 
-use crate::end::End;
 use agentd_policies::settings::SettingKey;
 use agentd_protocol::{
-    Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
+    Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, TaskState,
+    Unit, Window,
 };
 use serde_json::Value;
 use std::error::Error;
@@ -95,4 +95,30 @@ pub trait Storage: Send + Sync + 'static {
     fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError>;
     /// One page of evidence: `limit` lines (or bytes) from `offset`.
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError>;
+}
+
+/// A task's end, as it is (or is to be) recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct End {
+    /// The state the task ended in, which `task.status` and `task.list` show while the store still holds the
+    /// one before.
+    pub state: TaskState,
+    /// The terminal event to record.
+    pub kind: EventKind,
+    /// The lead's `finish` summary, when the task finished.
+    pub result: Option<String>,
+    /// The task's own error (a failed task), if any.
+    pub error: Option<String>,
+    /// Why the end could not be recorded; empty until it could not.
+    pub record_error: String,
+}
+
+impl End {
+    /// What to show as the task's error: its own, else why its end is not recorded.
+    pub fn shown_error(&self) -> String {
+        match &self.error {
+            Some(e) => format!("{e} (not recorded: {})", self.record_error),
+            None => format!("the end could not be recorded: {}", self.record_error),
+        }
+    }
 }

@@ -4,9 +4,9 @@
 //! mock. [`Rig::task`] records a task and its context, as `task.submit` would, so an agent's steps
 //! can run against it and a test can read back what they logged.
 
+use crate::context::{Engine, TaskCtx};
 use crate::memory::MemoryStorage;
 use crate::storage::Storage;
-use crate::task::{Engine, TaskCtx};
 use crate::team::{RoleConfig, TeamConfig};
 use crate::tool_servers::NoToolServers;
 use agentd_agents::tools::SandboxPolicy;

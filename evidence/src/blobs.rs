@@ -30,7 +30,7 @@ use std::time::SystemTime;
 pub(crate) struct Blobs {
     dir: PathBuf,
     /// sha256 → the file identity it had when it last hashed correctly.
-    verified: Mutex<HashMap<String, Fingerprint>>,
+    verified: Mutex<HashMap<String, FileStamp>>,
 }
 
 /// What a check of one blob found.
@@ -41,17 +41,17 @@ pub(crate) enum Check {
     Altered { actual: String },
 }
 
-/// A file's identity as far as `stat` tells: equal fingerprints mean the file was not rewritten.
+/// A file's identity as far as `stat` tells: equal stamps mean the file was not rewritten.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Fingerprint {
+struct FileStamp {
     len: u64,
     modified: Option<SystemTime>,
     /// dev, ino, ctime, ctime_nsec on Unix; zero elsewhere.
     unix: [i64; 4],
 }
 
-impl Fingerprint {
-    fn of(md: &Metadata) -> Fingerprint {
+impl FileStamp {
+    fn of(md: &Metadata) -> FileStamp {
         #[cfg(unix)]
         let unix = {
             use std::os::unix::fs::MetadataExt;
@@ -59,7 +59,7 @@ impl Fingerprint {
         };
         #[cfg(not(unix))]
         let unix = [0; 4];
-        Fingerprint { len: md.len(), modified: md.modified().ok(), unix }
+        FileStamp { len: md.len(), modified: md.modified().ok(), unix }
     }
 }
 
@@ -224,7 +224,7 @@ impl Blobs {
         // Written from `data` by this call: verified by construction.
         match fs::metadata(&path) {
             Ok(md) => {
-                self.verified.lock().insert(sha.to_string(), Fingerprint::of(&md));
+                self.verified.lock().insert(sha.to_string(), FileStamp::of(&md));
             }
             Err(source) => return Err(EvidenceError::Io { path, source }),
         }
@@ -247,8 +247,8 @@ impl Blobs {
             self.unverify(sha);
             return Err(io::Error::other("the blob is not a regular file"));
         }
-        let fingerprint = Fingerprint::of(&before);
-        if !full && self.verified.lock().get(sha) == Some(&fingerprint) {
+        let stamp = FileStamp::of(&before);
+        if !full && self.verified.lock().get(sha) == Some(&stamp) {
             return Ok(Check::Good);
         }
         let actual = match hash_file(&path) {
@@ -264,8 +264,8 @@ impl Blobs {
             return Ok(Check::Altered { actual });
         }
         // Remember the identity only if the file did not change while it was hashed.
-        if fs::metadata(&path).is_ok_and(|after| Fingerprint::of(&after) == fingerprint) {
-            self.verified.lock().insert(sha.to_string(), fingerprint);
+        if fs::metadata(&path).is_ok_and(|after| FileStamp::of(&after) == stamp) {
+            self.verified.lock().insert(sha.to_string(), stamp);
         }
         Ok(Check::Good)
     }

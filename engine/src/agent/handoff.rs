@@ -3,8 +3,9 @@
 //! receiver's measure. A list too long for that is archived whole as evidence and read back before
 //! the handoff goes; the handoff then names the archive.
 
-use super::{Agent, TurnError};
+use super::Agent;
 use crate::clock::now_rfc3339;
+use crate::error::TurnError;
 use crate::fitter::{MeterOf, WindowOf};
 use agentd_policies::budget::handoff_budget;
 use agentd_policies::{Measured, Tokens};

@@ -22,65 +22,21 @@ mod thinking;
 mod tools;
 mod turn;
 
+use crate::context::TaskCtx;
+use crate::error::{TurnError, TurnResult};
 use crate::fitter::MeterOf;
 use crate::meter::Meter;
-use crate::retry::RetryError;
 use crate::storage::StorageError;
-use crate::task::TaskCtx;
 use agentd_agents::receipts::Receipt;
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
 use agentd_policies::{EventKind, Message, Part, Record, Speaker, Thresholds, Tokens};
-use agentd_protocol::ProviderError;
-use agentd_protocol::{MessageKind, Role, ToolName};
+use agentd_protocol::{MessageKind, Role, ToolName, TurnSettings};
 use futures_util::future::BoxFuture;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 pub use turn::MAX_STEPS_PER_TURN;
-
-/// Why a turn ended without a `finish`. The task's runner turns it into the task's end: `cancelled` for
-/// [`TurnError::Cancelled`], `failed` with this message otherwise.
-#[derive(Debug, thiserror::Error)]
-pub enum TurnError {
-    /// The task was cancelled while the turn ran (or waited for a retry).
-    #[error("cancelled")]
-    Cancelled,
-    /// The provider failed in a way the retry policy would not (or could no longer) retry.
-    #[error("{0}")]
-    Provider(#[from] ProviderError),
-    /// The fitter could not make the request fit: a compaction failed, or the request is over the window even
-    /// so.
-    #[error("{0}")]
-    Fit(#[from] crate::fitter::FitError),
-    /// The store could not take a message, a record or an event; the turn stops rather than go on unlogged.
-    #[error("storage: {0}")]
-    Storage(#[from] StorageError),
-    /// The model kept calling tools without finishing for [`MAX_STEPS_PER_TURN`] requests.
-    #[error("{role} made {steps} model requests in one turn without finishing")]
-    Runaway {
-        /// The role whose turn it was.
-        role: String,
-        /// How many model requests the turn made.
-        steps: usize,
-    },
-    /// The team itself failed: a teammate, the fitter or the scheduler gone, an unknown tool or provider in
-    /// the configuration, a large result that could not be stored. The message says which.
-    #[error("{0}")]
-    Team(String),
-}
-
-impl From<RetryError<TurnError>> for TurnError {
-    fn from(e: RetryError<TurnError>) -> TurnError {
-        match e {
-            RetryError::Cancelled => TurnError::Cancelled,
-            RetryError::Provider(e) => TurnError::Provider(e),
-            RetryError::Pause(e) => e,
-        }
-    }
-}
-
-/// What a finished turn hands back: the `finish` summary (or the final text).
-pub type TurnResult = Result<String, TurnError>;
 
 /// One role of one task: its agent behind a lock, so the role's turns run one at a time and its
 /// history has one writer. A cheap handle (clones share the agent), called directly by the task's
@@ -101,8 +57,9 @@ impl Member {
         changed_files: Vec<String>,
         last_answer_at: Option<SystemTime>,
         task: Arc<TaskCtx>,
+        team: Arc<Team>,
     ) -> Member {
-        let agent = Agent::new(role, history, receipts, changed_files, last_answer_at, task);
+        let agent = Agent::new(role, history, receipts, changed_files, last_answer_at, task, team);
         Member { agent: Arc::new(tokio::sync::Mutex::new(agent)) }
     }
 
@@ -143,13 +100,29 @@ impl Member {
     }
 }
 
-/// The settings a turn runs with, taken when it starts (logged as the turn's `settings` record).
-pub use agentd_protocol::TurnSettings as Snapshot;
+/// A task's team: its members by role, formed once when the task's run starts, so a member can find
+/// the teammate it delegates to.
+#[derive(Default)]
+pub struct Team(OnceLock<BTreeMap<Role, Member>>);
+
+impl Team {
+    /// Forms the team; a second call changes nothing.
+    pub fn form(&self, members: BTreeMap<Role, Member>) {
+        let _ = self.0.set(members);
+    }
+
+    /// The member of `role`; `None` before the team is formed or for a role the team lacks.
+    pub fn member(&self, role: &Role) -> Option<Member> {
+        self.0.get().and_then(|t| t.get(role)).cloned()
+    }
+}
 
 struct Agent {
     role: Role,
     history: Vec<Message>,
     task: Arc<TaskCtx>,
+    /// The task's team: the teammates this agent may delegate to.
+    team: Arc<Team>,
     /// The objective of the current turn (the task's, or the delegation's).
     objective: Option<String>,
     /// The last request's thresholds, size and measure: what a result or an evidence page is kept
@@ -182,11 +155,13 @@ impl Agent {
         changed_files: Vec<String>,
         last_answer_at: Option<SystemTime>,
         task: Arc<TaskCtx>,
+        team: Arc<Team>,
     ) -> Agent {
         Agent {
             role,
             history,
             task,
+            team,
             objective: None,
             last_fit: None,
             receipts,
@@ -260,7 +235,7 @@ impl Agent {
     }
 
     /// The measure of this role's model (the fitter's: the same one every size decision uses).
-    fn meter(&self, snapshot: &Snapshot) -> Meter {
+    fn meter(&self, snapshot: &TurnSettings) -> Meter {
         self.task
             .engine
             .fitter()
@@ -284,7 +259,7 @@ mod tests {
         let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
         let task = rig.task("Fix it");
         let agent = |history: Vec<Message>| {
-            Agent::new(Role::Lead, history, Vec::new(), Vec::new(), None, task.clone())
+            Agent::new(Role::Lead, history, Vec::new(), Vec::new(), None, task.clone(), Arc::default())
         };
         // A final answer without a tool call.
         let answered = agent(vec![Message::user("Fix it"), Message::assistant_text("fixed")]);
@@ -317,7 +292,8 @@ mod tests {
             Message::assistant_text("looking"),
             Message::user("[checkpoint: what was done]").with_kind(MessageKind::Checkpoint),
         ];
-        let mut agent = Agent::new(Role::Lead, history, Vec::new(), Vec::new(), None, rig.task("x"));
+        let mut agent =
+            Agent::new(Role::Lead, history, Vec::new(), Vec::new(), None, rig.task("x"), Arc::default());
         assert_eq!(agent.objective(), "Fix the adder", "a checkpoint is not an objective");
         agent.objective = Some("Now add tests".into());
         assert_eq!(agent.objective(), "Now add tests");
@@ -327,7 +303,8 @@ mod tests {
     async fn messages_and_receipts_are_logged_before_they_are_kept() {
         let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
         let task = rig.task("Fix it");
-        let mut agent = Agent::new(Role::Coder, Vec::new(), Vec::new(), Vec::new(), None, task.clone());
+        let mut agent =
+            Agent::new(Role::Coder, Vec::new(), Vec::new(), Vec::new(), None, task.clone(), Arc::default());
         agent.persist(Message::user("Fix it")).unwrap();
         let outcome = agentd_agents::tools::ToolOutcome::ok("1 line");
         let read =

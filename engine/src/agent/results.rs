@@ -8,14 +8,16 @@
 //! back (its [`Overflow`]: `search` past its caps) has the complete output stored as evidence, and
 //! the model gets the part the tool showed with where to read on.
 
-use super::{Agent, Snapshot, TurnError};
+use super::Agent;
 use crate::clock::now_rfc3339;
+use crate::error::TurnError;
 use crate::meter::Meter;
 use agentd_agents::tools::{Overflow, ToolOutcome};
 use agentd_policies::text::truncate_bytes;
 use agentd_policies::{Message, Part, Speaker, Tokens};
 use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::Model;
+use agentd_protocol::TurnSettings;
 use agentd_protocol::{NewEvidence, Source, Stored, Unit};
 use agentd_protocol::{Producer, ToolName};
 
@@ -34,7 +36,7 @@ impl Agent {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn bounded(
         &self,
-        snapshot: &Snapshot,
+        snapshot: &TurnSettings,
         client: &dyn Model,
         meter: &Meter,
         limit: Tokens,
@@ -81,7 +83,7 @@ impl Agent {
     /// What the model gets of a result stored as evidence `id`: its first page within `limit`.
     async fn first_page(
         &self,
-        snapshot: &Snapshot,
+        snapshot: &TurnSettings,
         client: &dyn Model,
         meter: &Meter,
         id: String,
@@ -99,7 +101,7 @@ impl Agent {
     #[allow(clippy::too_many_arguments)]
     async fn with_overflow(
         &self,
-        snapshot: &Snapshot,
+        snapshot: &TurnSettings,
         client: &dyn Model,
         meter: &Meter,
         limit: Tokens,
@@ -261,7 +263,7 @@ impl Agent {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn page(
         &self,
-        snapshot: &Snapshot,
+        snapshot: &TurnSettings,
         client: &dyn Model,
         meter: &Meter,
         id: &str,

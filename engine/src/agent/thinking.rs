@@ -5,19 +5,21 @@
 //! `idle_thinking_clear_at_least` tokens (less is not worth the provider's prompt cache it throws
 //! away). The decisions are `policies::thinking`'s; this file does the IO.
 
-use super::{Agent, Snapshot, TurnError};
+use super::Agent;
 use crate::clock::{clock, now_rfc3339};
+use crate::error::TurnError;
 use agentd_policies::settings::SettingKey;
 use agentd_policies::thinking;
 use agentd_policies::{EventKind, Part, Record, Tokens};
 use agentd_protocol::CheckpointKind;
+use agentd_protocol::TurnSettings;
 
 impl Agent {
     /// A new user request after more than the idle threshold since this agent last answered: every
     /// thinking part but the latest goes, once. The cleaned history becomes the active one through a
     /// checkpoint (so the cleared blocks never return, through resume and restarts), and a latch in
     /// the store records it.
-    pub(super) async fn clear_idle_thinking(&mut self, snapshot: &Snapshot) -> Result<(), TurnError> {
+    pub(super) async fn clear_idle_thinking(&mut self, snapshot: &TurnSettings) -> Result<(), TurnError> {
         let Some(last) = self.last_answer_at else { return Ok(()) };
         let idle = clock().now().duration_since(last).unwrap_or_default();
         if !thinking::is_due(idle, self.task.engine.team().idle_thinking_cleanup_after) {

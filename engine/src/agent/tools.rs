@@ -6,10 +6,12 @@
 //! whole result). Every other tool is a workspace tool of `agentd-agents`, run so that a cancel ends
 //! it at once. Bad arguments are an error result, never a failed turn.
 
-use super::{Agent, Snapshot, TurnError};
+use super::Agent;
+use crate::error::TurnError;
 use crate::tool_servers::ToolFailure;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_policies::EventKind;
+use agentd_protocol::TurnSettings;
 use agentd_protocol::{Role, ToolName};
 use serde::Deserialize;
 
@@ -51,7 +53,7 @@ fn plain(outcome: ToolOutcome) -> Result<CallOutcome, TurnError> {
 impl Agent {
     pub(super) async fn call_tool(
         &mut self,
-        snapshot: &Snapshot,
+        snapshot: &TurnSettings,
         name: &ToolName,
         arguments: &str,
     ) -> Result<CallOutcome, TurnError> {
@@ -79,7 +81,7 @@ impl Agent {
     /// `finish`: accepted, unless the role's `verify` command fails (`finish_rejected`).
     async fn finish(
         &mut self,
-        snapshot: &Snapshot,
+        snapshot: &TurnSettings,
         name: &ToolName,
         arguments: &str,
     ) -> Result<CallOutcome, TurnError> {
@@ -115,7 +117,7 @@ impl Agent {
             Err(outcome) => return plain(outcome),
         };
         let to = Role::from(args.to);
-        let Some(target) = self.task.member(&to) else {
+        let Some(target) = self.team.member(&to) else {
             let delegates = self.task.delegates();
             let names: Vec<&str> = delegates.iter().map(Role::name).collect();
             return plain(failure(format!(
@@ -145,7 +147,7 @@ impl Agent {
     /// `read_evidence`: one page, sized by the same rule as a whole result of the last request.
     async fn read_evidence(
         &mut self,
-        snapshot: &Snapshot,
+        snapshot: &TurnSettings,
         name: &ToolName,
         arguments: &str,
     ) -> Result<CallOutcome, TurnError> {
@@ -190,7 +192,7 @@ impl Agent {
         }
     }
 
-    fn tool_context(&self, snapshot: &Snapshot) -> ToolContext {
+    fn tool_context(&self, snapshot: &TurnSettings) -> ToolContext {
         ToolContext {
             workspace: self.task.workspace.clone(),
             command_timeout: std::time::Duration::from_secs(snapshot.command_timeout_s),

@@ -20,8 +20,9 @@
 //! The loop ends when the model answers without a tool call or an accepted `finish`, when the task is
 //! cancelled, or after [`MAX_STEPS_PER_TURN`] round-trips.
 
-use super::{Agent, LastFit, Snapshot, TurnError, TurnResult};
+use super::{Agent, LastFit};
 use crate::clock::clock;
+use crate::error::{TurnError, TurnResult};
 use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Underestimated};
 use crate::retry::{ask, wait, with_retries, Pause, Scheduled, Waited};
 use agentd_agents::receipts::receipt;
@@ -29,6 +30,7 @@ use agentd_agents::tools as agent_tools;
 use agentd_policies::budget::refusal_bound;
 use agentd_policies::{EventKind, Message, Part, Record, Speaker, TaskState, Tokens, Window, WindowSource};
 use agentd_protocol::ToolSchema;
+use agentd_protocol::TurnSettings;
 use agentd_protocol::{ChatRequest, ChatResponse, Model, ProviderError};
 use agentd_protocol::{CheckpointKind, MessageKind, ToolName};
 use std::sync::Arc;
@@ -39,7 +41,7 @@ pub const MAX_STEPS_PER_TURN: usize = 400;
 
 /// What stays fixed for a whole turn: its settings and what every request of it carries.
 pub(super) struct Turn {
-    pub snapshot: Snapshot,
+    pub snapshot: TurnSettings,
     pub client: Arc<dyn Model>,
     pub system: String,
     pub tools: Vec<ToolSchema>,
@@ -443,9 +445,9 @@ impl Pause for TurnPause<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::TaskCtx;
     use crate::fitter::MeterOf;
     use crate::storage::Storage;
-    use crate::task::TaskCtx;
     use crate::testing::{rounds, Rig};
     use agentd_policies::{Event, Part};
     use agentd_protocol::Role;
@@ -462,7 +464,7 @@ mod tests {
     }
 
     fn agent(role: Role, history: Vec<Message>, task: &Arc<TaskCtx>) -> Agent {
-        Agent::new(role, history, Vec::new(), Vec::new(), None, task.clone())
+        Agent::new(role, history, Vec::new(), Vec::new(), None, task.clone(), Arc::default())
     }
 
     fn of_kind<'a>(events: &'a [Event], kind: &str) -> Vec<&'a EventKind> {

@@ -1,0 +1,170 @@
+//! What a task's parts share: the [`Engine`] every task of the daemon runs on, and one task's
+//! [`TaskCtx`] — its id, workspace, cancellation, tool servers — with the few questions every part
+//! of a task asks of them (a role's settings snapshot, its model, its system prompt).
+
+use crate::clock::now_rfc3339;
+use crate::error::TurnError;
+use crate::fitter::Fitter;
+use crate::storage::{Storage, StorageError};
+use crate::team::TeamConfig;
+use crate::tool_servers::ToolServers;
+use agentd_agents::roles::default_tools;
+use agentd_agents::workspace::Workspace;
+use agentd_policies::budget::DEFAULT_COMPACT_AT;
+use agentd_policies::redact::Redactor;
+use agentd_policies::settings::SettingKey;
+use agentd_protocol::{Model, Role, TaskState, TurnSettings};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// What every task of one engine shares, set up once by the daemon: where everything is kept, the
+/// fitter every request passes through, the team's settings, a model per configured provider and
+/// the redactor of secrets. Its parts are reached through methods, each by what needs it.
+pub struct Engine {
+    storage: Arc<dyn Storage>,
+    fitter: Fitter,
+    team: TeamConfig,
+    models: HashMap<String, Arc<dyn Model>>,
+    redactor: Redactor,
+}
+
+impl Engine {
+    /// An engine over `storage` for a team with these settings, its providers' models by name, and
+    /// the secrets to redact from every tool result.
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        team: TeamConfig,
+        models: HashMap<String, Arc<dyn Model>>,
+        redactor: Redactor,
+    ) -> Engine {
+        let fitter = Fitter::new(storage.clone(), team.retry);
+        Engine { storage, fitter, team, models, redactor }
+    }
+
+    /// Where the engine keeps everything.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The fitter every request passes through.
+    pub fn fitter(&self) -> &Fitter {
+        &self.fitter
+    }
+
+    /// The team's settings.
+    pub fn team(&self) -> &TeamConfig {
+        &self.team
+    }
+
+    /// The model of the provider named `provider`, if one is configured.
+    pub fn model(&self, provider: &str) -> Option<Arc<dyn Model>> {
+        self.models.get(provider).cloned()
+    }
+
+    /// The redactor of the providers' keys and the configured secrets.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+}
+
+/// The effective `compact_at` of a role: pair-specific setting, then role setting, then config, then 80.
+pub fn effective_compact_at(
+    engine: &Engine,
+    role: &Role,
+    server: &str,
+    model: &str,
+) -> Result<u8, StorageError> {
+    for key in [SettingKey::CompactAtOn { role, server, model }, SettingKey::CompactAt { role }] {
+        if let Some(v) = engine.storage.setting(&key)?.and_then(|v| v.as_u64()) {
+            if (1..=100).contains(&v) {
+                return Ok(v as u8);
+            }
+        }
+    }
+    Ok(engine.team.role(role).and_then(|r| r.compact_at).unwrap_or(DEFAULT_COMPACT_AT))
+}
+
+/// One task's context, shared by its agents: its id, its workspace, its cancellation, its tool
+/// servers and the engine.
+pub struct TaskCtx {
+    /// The task's id.
+    pub task_id: String,
+    /// The task's workspace, opened once; every tool call is confined to it.
+    pub workspace: Workspace,
+    /// Fires when the task is cancelled (or the daemon shuts down): every model request, wait and tool call
+    /// of the task stops.
+    pub cancel: CancellationToken,
+    /// What every task of the engine shares.
+    pub engine: Arc<Engine>,
+    /// The task's tool servers (MCP): started when a role that gets their tools first needs them,
+    /// closed when the task's run ends.
+    pub servers: Arc<dyn ToolServers>,
+}
+
+impl TaskCtx {
+    /// A task's context, its team not formed yet: [`launch`] forms it once the agents are started.
+    pub fn new(
+        task_id: String,
+        workspace: Workspace,
+        cancel: CancellationToken,
+        engine: Arc<Engine>,
+        servers: Arc<dyn ToolServers>,
+    ) -> TaskCtx {
+        TaskCtx { task_id, workspace, cancel, engine, servers }
+    }
+
+    /// Who the lead may delegate to: the coder and the configured specialists.
+    pub fn delegates(&self) -> Vec<Role> {
+        self.engine.team.roles().filter(|r| *r != Role::Lead).collect()
+    }
+
+    /// The model of the provider named `provider`, or a [`TurnError::Team`] naming it when none is
+    /// configured.
+    pub fn model(&self, provider: &str) -> Result<Arc<dyn Model>, TurnError> {
+        self.engine
+            .model(provider)
+            .ok_or_else(|| TurnError::Team(format!("no provider named {provider:?} is configured")))
+    }
+
+    /// The system prompt of `role` in this task: the role's own, the workspace, the teammates the lead may
+    /// delegate to, and the configuration's `prompt`.
+    pub fn system_prompt(&self, role: &Role) -> String {
+        let custom = self.engine.team.role(role).and_then(|r| r.prompt.as_deref());
+        let delegates = if *role == Role::Lead { self.delegates() } else { Vec::new() };
+        agentd_agents::prompts::system_prompt(role, custom, self.workspace.root(), &delegates)
+    }
+
+    /// Records a state change of the running task (`running` ⇄ `waiting_retry`).
+    pub fn set_state(&self, state: TaskState) -> Result<(), StorageError> {
+        self.engine.storage.update_task(&self.task_id, &mut |t| {
+            // Never overwrite an end state or a shutdown's `interrupted`.
+            if t.state.is_active() {
+                t.state = state;
+                t.updated_at = now_rfc3339();
+            }
+        })
+    }
+
+    /// The settings a turn of `role` starts with.
+    pub fn snapshot(&self, role: &Role) -> Result<TurnSettings, TurnError> {
+        let team = &self.engine.team;
+        let rc = team
+            .role(role)
+            .ok_or_else(|| TurnError::Team(format!("no role {:?} in the team", role.name())))?;
+        let server = self.model(&rc.provider)?.server().to_string();
+        let compact_at = effective_compact_at(&self.engine, role, &server, &rc.model)?;
+        let tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));
+        Ok(TurnSettings {
+            provider: rc.provider.clone(),
+            server,
+            model: rc.model.clone(),
+            compact_at,
+            command_timeout_s: team.command_timeout.as_secs().max(1),
+            verify: rc.verify.clone(),
+            tools,
+            thinking_budget: rc.thinking_budget,
+            max_output_tokens: rc.max_output_tokens,
+        })
+    }
+}
