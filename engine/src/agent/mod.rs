@@ -10,6 +10,7 @@
 //!
 //! - `turn`: the turn loop, one small step per function — start, fit, send (with retries), learn
 //!   from a refusal, record usage, run the tools.
+//! - `refusals`: what a context-overflow refusal teaches, each lesson once between two answers.
 //! - `tools`: one tool call — the team's own tools (`finish`, `delegate`, `read_evidence`) and the
 //!   workspace tools of `agentd-agents`.
 //! - `results`: a tool result sized for the model: whole, or stored as evidence with its first page.
@@ -17,6 +18,7 @@
 //! - `thinking`: clearing old thinking after an idle spell.
 
 mod handoff;
+mod refusals;
 mod results;
 mod thinking;
 mod tools;

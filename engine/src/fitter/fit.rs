@@ -1,0 +1,332 @@
+//! The fit itself: measure a request against its window, compact the history when it is past the
+//! role's trigger, and accept it — or refuse it when even then it does not fit.
+//!
+//! `State::fit` only strings the steps together:
+//!
+//! 1. `scale`: the server/model's window, counter, meter and the role's thresholds in that window,
+//!    after the endpoint (if any) has counted what is new in the request.
+//! 2. `measure`: the raw count and fingerprint in one pass, calibrated — from the server's own
+//!    figure when the request extends the last one it answered for this role. The gauge shows it.
+//! 3. `compact_history`: past the trigger, the history is compacted (`compaction_started`, then
+//!    `compaction_finished` or `compaction_failed`) and the rebuilt request measured again; it is
+//!    the gauge now.
+//! 4. `accept`: over the window, the request is refused; else it is remembered as the role's
+//!    pending request (what its usage report will be paired with) and handed back to be sent.
+
+use super::{Fitter, LastRequest, RoleKey, State};
+use crate::clock::now_rfc3339;
+use crate::compactor::{compact, CompactError, Compacted, Job};
+use crate::counter::{prepare, Fingerprint, RequestCount, TokenCounter};
+use crate::meter::{Measurement, Meter};
+use crate::storage::StorageError;
+use agentd_agents::workspace::Workspace;
+use agentd_policies::budget::{WORKING_FILES, WORKING_FILE_BYTES};
+use agentd_policies::calibration::Basis;
+use agentd_policies::compaction::{SentPrefix, WorkingFile};
+use agentd_policies::{Count, EventKind, Thresholds, Tokens, Window};
+use agentd_protocol::task::EVIDENCE_FOLDER;
+use agentd_protocol::{ChatRequest, Model, Role};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Why a request may not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    /// Even after compacting (or with nothing left to compact), the request is larger than the window.
+    #[error(
+        "the request is {count} tokens, over the {window}-token window of {model} ({window_source}); \
+         it was not sent"
+    )]
+    OverWindow {
+        /// The request's calibrated size (marked when estimated).
+        count: Count,
+        /// The window it does not fit, in tokens.
+        window: Tokens,
+        /// Where the window came from (`declared`, `error`, `usage`, `assumed`).
+        window_source: &'static str,
+        /// The model the request was for.
+        model: String,
+    },
+    /// The compaction failed (`compaction_failed` was emitted); holds its reason.
+    #[error("{0}")]
+    Compaction(String),
+    /// The task was cancelled while the fitter compacted.
+    #[error("cancelled")]
+    Cancelled,
+    /// The store could not take an event, the gauge's record or a learned window.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// A measured request that may be sent.
+#[derive(Debug, Clone)]
+pub struct Fitted {
+    /// Calibrated: what every decision about this request uses.
+    pub count: RequestCount,
+    /// The measure it was made with (the same one pages and handoffs use).
+    pub meter: Meter,
+    /// The model's window the request was fitted into.
+    pub window: Window,
+    /// The role's trigger and destination in that window.
+    pub thresholds: Thresholds,
+    /// The request to send: the one asked about, or its compacted rebuild.
+    pub request: ChatRequest,
+    /// Set when the history was compacted: the new active history and its archive.
+    pub compacted: Option<Compacted>,
+}
+
+/// Measure a request and say whether it may be sent; past the trigger, compact the history first.
+pub struct Fit {
+    /// The task the request belongs to.
+    pub task_id: String,
+    /// The role making the request.
+    pub role: Role,
+    /// The role's provider client: the window is probed through it and summary requests go to it.
+    pub client: Arc<dyn Model>,
+    /// The request as the agent built it.
+    pub request: ChatRequest,
+    /// The role's `compact_at` for this turn, percent of the window.
+    pub compact_at: u8,
+    /// The objective of the role's current turn: first in every rebuilt request.
+    pub objective: String,
+    /// The files the role changed in this task, newest first: its working files (the coder's).
+    pub changed_files: Vec<String>,
+    /// The task's workspace: the coder's working files are read from it, and evidence falls back to
+    /// its `.agentd-evidence/` folder when the database cannot take it.
+    pub workspace: Workspace,
+    /// Fires when the task is cancelled: a compaction in progress stops.
+    pub cancel: CancellationToken,
+}
+
+impl Fitter {
+    /// Measures the request of `msg` against its window; past the trigger, compacts the history and
+    /// measures the candidate again. Runs on the caller's task: two tasks' fits never wait on each
+    /// other.
+    pub async fn fit(&self, msg: Fit) -> Result<Fitted, FitError> {
+        self.state.fit(msg).await
+    }
+}
+
+/// What one fit measures against: the server/model, its counter and measure, its window and the
+/// role's thresholds in it.
+struct Scale {
+    server: String,
+    model: String,
+    counter: Arc<TokenCounter>,
+    meter: Meter,
+    window: Window,
+    thresholds: Thresholds,
+}
+
+/// One measurement of the request: its fingerprint, the basis it was counted from (if it extended
+/// a request the server answered) and its calibrated count.
+struct Measured {
+    fingerprint: Fingerprint,
+    basis: Option<Basis>,
+    measurement: Measurement,
+}
+
+impl State {
+    pub(super) async fn fit(&self, mut msg: Fit) -> Result<Fitted, FitError> {
+        let scale = self.scale(&msg).await?;
+        let key = (msg.task_id.clone(), msg.role.clone());
+        let (mut measured, extended) = self.measure(&msg, &key, &scale);
+        self.show(&msg, &scale, &measured.measurement.count);
+        let mut compacted = None;
+        if scale.thresholds.crosses_trigger(measured.measurement.count.total.tokens) {
+            let count = measured.measurement.count;
+            let (done, rebuilt) = self.compact_history(&mut msg, &scale, extended.as_ref(), count).await?;
+            measured = rebuilt;
+            compacted = Some(done);
+            // The rebuilt request is what is sent: it is the gauge now.
+            self.show(&msg, &scale, &measured.measurement.count);
+        }
+        self.accept(msg, key, scale, measured, compacted)
+    }
+
+    /// The window, counter, meter and thresholds of the request's server/model, once the endpoint
+    /// (if the counter uses one) has counted what is new in the request.
+    async fn scale(&self, msg: &Fit) -> Result<Scale, FitError> {
+        let window = self.window(msg.client.as_ref(), &msg.request.model).await?;
+        let server = msg.client.server().to_string();
+        let model = msg.request.model.clone();
+        let counter = self.counter(&server, &model);
+        tokio::select! {
+            _ = prepare(&counter, msg.client.as_ref(), &msg.request.model, &msg.request) => {}
+            _ = msg.cancel.cancelled() => return Err(FitError::Cancelled),
+        }
+        let meter = self.meter(&server, &model);
+        let reserve = msg.client.output_reserve(&msg.request);
+        let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
+        Ok(Scale { server, model, counter, meter, window, thresholds })
+    }
+
+    /// The request's raw count and fingerprint, calibrated; from the server's own figure when it
+    /// extends the last request of this role the server answered (returned too: a compaction's
+    /// first summary continues it).
+    fn measure(&self, msg: &Fit, key: &RoleKey, scale: &Scale) -> (Measured, Option<LastRequest>) {
+        let (raw, fingerprint) = scale.meter.count_raw(&msg.request);
+        let extended = self
+            .answered
+            .lock()
+            .get(key)
+            .filter(|l| {
+                l.server == scale.server && l.model == scale.model && fingerprint.extends(&l.fingerprint)
+            })
+            .cloned();
+        let basis =
+            extended.as_ref().and_then(|l| l.reported.map(|actual| Basis { raw: l.raw.tokens, actual }));
+        let measurement = scale.meter.calibrate(raw, basis);
+        tracing::debug!(
+            task = %msg.task_id, role = %msg.role, raw = %measurement.raw.tokens, raw_fixed = %measurement.raw_fixed,
+            ?basis, counted = %measurement.count.total.tokens, "measured"
+        );
+        (Measured { fingerprint, basis, measurement }, extended)
+    }
+
+    /// Shows `count` of the request as the role's gauge.
+    fn show(&self, msg: &Fit, scale: &Scale, count: &RequestCount) {
+        self.record_gauge(
+            &msg.task_id,
+            &msg.role,
+            &msg.request,
+            count,
+            &scale.meter,
+            scale.window,
+            scale.thresholds,
+            msg.compact_at,
+        );
+    }
+
+    /// Past the trigger: compacts the history of `msg`'s request (replaced by the rebuilt one) and
+    /// measures it again, announcing the compaction's start and its end or failure.
+    async fn compact_history(
+        &self,
+        msg: &mut Fit,
+        scale: &Scale,
+        extended: Option<&LastRequest>,
+        count: RequestCount,
+    ) -> Result<(Compacted, Measured), FitError> {
+        let (thresholds, window, meter) = (scale.thresholds, scale.window, &scale.meter);
+        let before = count.total.tokens;
+        self.emit(
+            &msg.task_id,
+            &msg.role,
+            EventKind::CompactionStarted {
+                tokens_before: before,
+                trigger_tokens: thresholds.trigger,
+                destination_tokens: thresholds.destination,
+                window: window.tokens,
+            },
+        )?;
+        // System prompt + tool schemas + reply priming.
+        let fixed = count.total.tokens.saturating_sub(count.messages.tokens);
+        let working_files = if msg.role == Role::Coder {
+            working_files(&msg.changed_files, &msg.workspace, meter)
+        } else {
+            Vec::new()
+        };
+        let sent_prefix = extended.map(|l| SentPrefix {
+            messages: l.fingerprint.messages.len(),
+            tokens: l.reported.unwrap_or(l.counted),
+        });
+        let job = Job {
+            task_id: &msg.task_id,
+            role: &msg.role,
+            client: msg.client.as_ref(),
+            meter,
+            storage: self.storage.as_ref(),
+            request: &msg.request,
+            objective: &msg.objective,
+            fixed,
+            before,
+            before_estimated: count.total.estimated,
+            sent_prefix,
+            thresholds,
+            working_files,
+            fallback_dir: msg.workspace.root().join(EVIDENCE_FOLDER),
+            retry: self.retry,
+            cancel: &msg.cancel,
+            at: now_rfc3339(),
+        };
+        let done = match compact(job).await {
+            Ok(done) => done,
+            Err(CompactError::Cancelled) => return Err(FitError::Cancelled),
+            Err(e) => {
+                let reason = e.to_string();
+                self.emit(&msg.task_id, &msg.role, EventKind::CompactionFailed { reason: reason.clone() })?;
+                return Err(FitError::Compaction(reason));
+            }
+        };
+        msg.request.messages = done.history.clone();
+        prepare(&scale.counter, msg.client.as_ref(), &msg.request.model, &msg.request).await;
+        // A rebuilt request extends nothing the server has seen.
+        let (raw, fingerprint) = meter.count_raw(&msg.request);
+        let measured = Measured { fingerprint, basis: None, measurement: meter.calibrate(raw, None) };
+        self.emit(
+            &msg.task_id,
+            &msg.role,
+            EventKind::CompactionFinished {
+                tokens_before: before,
+                tokens_after: measured.measurement.count.total.tokens,
+                archive_id: done.archive_id.clone(),
+                batches: done.batches,
+                measured_by: Some(meter.measured()),
+            },
+        )?;
+        Ok((done, measured))
+    }
+
+    /// Refuses a request over the window; else remembers it as the role's pending request (what its
+    /// usage report will be paired with) and hands it back to be sent.
+    fn accept(
+        &self,
+        msg: Fit,
+        key: RoleKey,
+        scale: Scale,
+        measured: Measured,
+        compacted: Option<Compacted>,
+    ) -> Result<Fitted, FitError> {
+        let Scale { server, model, meter, window, thresholds, .. } = scale;
+        let Measured { fingerprint, basis, measurement } = measured;
+        if thresholds.over_window(measurement.count.total.tokens) {
+            return Err(FitError::OverWindow {
+                count: measurement.count.total,
+                window: window.tokens,
+                window_source: window.source.as_str(),
+                model: msg.request.model.clone(),
+            });
+        }
+        self.pending.lock().insert(
+            key,
+            LastRequest {
+                server,
+                model,
+                fingerprint,
+                raw: measurement.raw,
+                raw_fixed: measurement.raw_fixed,
+                source: meter.source(),
+                basis,
+                counted: measurement.count.total.tokens,
+                reported: None,
+            },
+        );
+        let request = msg.request;
+        Ok(Fitted { count: measurement.count, meter, window, thresholds, request, compacted })
+    }
+}
+
+/// The coder's working files, newest first: the files it wrote or edited in this task (`changed`,
+/// newest first, from its log), as they are in the workspace now. A file it only read is reference,
+/// not work: it stays in the rounds that read it, or in the summary and the archive.
+fn working_files(changed: &[String], workspace: &Workspace, meter: &Meter) -> Vec<WorkingFile> {
+    let mut files = Vec::new();
+    for path in changed.iter().take(WORKING_FILES) {
+        // Opened beneath the workspace root like the file tools do: no symlink out, no hard link.
+        if let Ok(text) = workspace.read_text(path, WORKING_FILE_BYTES) {
+            let tokens = meter.count_text(&text).tokens;
+            files.push(WorkingFile { path: path.clone(), text, tokens });
+        }
+    }
+    files
+}

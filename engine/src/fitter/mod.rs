@@ -1,0 +1,191 @@
+//! The fitter: the one owner of "how big is this request and does it fit".
+//!
+//! Every request of every agent passes through it (a handle, called on the agent's own task). It knows the window of each server/model
+//! (probed on first use, learned from refusals, persisted), counts the fully materialised request with
+//! the model's tokenizer (or a marked estimate) calibrated by that server's usage reports
+//! ([`crate::meter`]), and keeps the last measurement of each task and role as the gauge that
+//! `context` and `status` show — one measurement, one owner, so the events and the gauge cannot
+//! disagree.
+//!
+//! Calibration: the fitter remembers, per task and role, the request it last measured (its content
+//! fingerprint and raw count). When the usage report for it comes back ([`Observe`]), the pair teaches
+//! the server/model's calibration (persisted), and the request becomes the basis of the next one: a
+//! request that extends it is counted as the server's figure plus a calibrated count of what was
+//! appended. The same remembered request is what a compaction's first summary continues, so the
+//! provider's cached prefix serves it.
+//!
+//! The module, one concept a file:
+//!
+//! - here: the [`Fitter`] handle, its shared state and the measure of a server/model (its counter
+//!   under its calibration, [`MeterOf`]);
+//! - `fit`: the fit itself ([`Fit`]) — measure, compact when past the trigger, accept;
+//! - `windows`: each server/model's window — probed, learned from refusals ([`Learn`]), persisted;
+//! - `gauge`: the last measurement of each task's role ([`GaugeOf`]);
+//! - `usage`: a usage report paired with the request it answers ([`Observe`]), and a refusal of a
+//!   request counted as fitting ([`Underestimated`]).
+
+mod fit;
+mod gauge;
+#[cfg(test)]
+mod tests;
+mod usage;
+mod windows;
+
+pub use fit::{Fit, FitError, Fitted};
+pub use gauge::{Categories, Gauge, GaugeOf};
+pub use usage::{Observe, Underestimated};
+pub use windows::{Learn, WindowOf};
+
+use crate::counter::{CountSource, Fingerprint, TokenCounter};
+use crate::meter::Meter;
+use crate::storage::{Storage, StorageError};
+use agentd_policies::calibration::{Basis, Calibration};
+use agentd_policies::retry::RetryPolicy;
+use agentd_policies::settings::SettingKey;
+use agentd_policies::{Count, EventKind, Tokens, Window};
+use agentd_protocol::Role;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The request the fitter last measured for a task's role: what its usage report is paired with, and
+/// what the next request may extend.
+#[derive(Debug, Clone)]
+struct LastRequest {
+    server: String,
+    model: String,
+    fingerprint: Fingerprint,
+    /// The counter's raw count of it.
+    raw: Count,
+    /// The raw count of its fixed part (system prompt, tools, priming).
+    raw_fixed: Tokens,
+    /// What made the raw count.
+    source: CountSource,
+    /// The basis it was counted from, if it extended an earlier reported request.
+    basis: Option<Basis>,
+    /// Its calibrated count.
+    counted: Tokens,
+    /// The server's count, once its usage report came back.
+    reported: Option<Tokens>,
+}
+
+type RoleKey = (String, Role);
+
+struct State {
+    storage: Arc<dyn Storage>,
+    retry: RetryPolicy,
+    counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
+    calibrations: Mutex<HashMap<String, Calibration>>,
+    windows: Mutex<HashMap<(String, String), Window>>,
+    gauges: Mutex<HashMap<RoleKey, Gauge>>,
+    /// Per task and role: the request last measured, waiting for its answer.
+    pending: Mutex<HashMap<RoleKey, LastRequest>>,
+    /// Per task and role: the last request the server answered.
+    answered: Mutex<HashMap<RoleKey, LastRequest>>,
+}
+
+/// The in-memory key of a server/model pair (counters, calibrations).
+fn pair_key(server: &str, model: &str) -> String {
+    format!("{server}\n{model}")
+}
+
+impl State {
+    /// The counter of a model on a server: tiktoken when it knows the model, else the server's own
+    /// counting endpoint, else a marked estimate. Keyed by server too: one server's missing endpoint
+    /// says nothing about another's.
+    fn counter(&self, server: &str, model: &str) -> Arc<TokenCounter> {
+        let mut counters = self.counters.lock();
+        counters
+            .entry(pair_key(server, model))
+            .or_insert_with(|| Arc::new(TokenCounter::with_endpoint(model)))
+            .clone()
+    }
+
+    /// The calibration of a server/model: in memory, else as persisted, else none yet.
+    fn calibration(&self, server: &str, model: &str) -> Calibration {
+        let key = pair_key(server, model);
+        if let Some(c) = self.calibrations.lock().get(&key) {
+            return c.clone();
+        }
+        let stored = self
+            .storage
+            .setting(&SettingKey::Calibration { server, model })
+            .ok()
+            .flatten()
+            .and_then(|v| serde_json::from_value::<Calibration>(v).ok())
+            .unwrap_or_default();
+        self.calibrations.lock().entry(key).or_insert(stored).clone()
+    }
+
+    /// Applies `update` to a server/model's calibration and keeps the result (persisted: a restarted
+    /// daemon starts calibrated).
+    fn update_calibration<R>(
+        &self,
+        server: &str,
+        model: &str,
+        update: impl FnOnce(&mut Calibration) -> R,
+    ) -> R {
+        let mut c = self.calibration(server, model);
+        let out = update(&mut c);
+        if let Ok(value) = serde_json::to_value(&c) {
+            if let Err(e) = self.storage.cache_setting(&SettingKey::Calibration { server, model }, &value) {
+                tracing::warn!(error = %e, "could not keep the calibration");
+            }
+        }
+        self.calibrations.lock().insert(pair_key(server, model), c);
+        out
+    }
+
+    /// The measure of a server/model: its counter under its calibration as it stands.
+    fn meter(&self, server: &str, model: &str) -> Meter {
+        Meter::new(self.counter(server, model), self.calibration(server, model))
+    }
+
+    /// Emits a compaction event of a task's role into the store.
+    fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<(), StorageError> {
+        self.storage.emit(task_id, role, kind).map(|_| ())
+    }
+}
+
+/// The one measurer of every request: a cheap handle (clones share the state) that each task's agents
+/// call directly from their own tokio task. It is not an actor: it holds no state of its own beyond
+/// locked maps, so a mailbox would only funnel every task's counting through one thread.
+#[derive(Clone)]
+pub struct Fitter {
+    state: Arc<State>,
+}
+
+impl Fitter {
+    /// A fitter that keeps windows, calibrations and gauges in `storage`, emits compaction events there,
+    /// and retries summary requests by `retry`.
+    pub fn new(storage: Arc<dyn Storage>, retry: RetryPolicy) -> Fitter {
+        Fitter {
+            state: Arc::new(State {
+                storage,
+                retry,
+                counters: Mutex::new(HashMap::new()),
+                calibrations: Mutex::new(HashMap::new()),
+                windows: Mutex::new(HashMap::new()),
+                gauges: Mutex::new(HashMap::new()),
+                pending: Mutex::new(HashMap::new()),
+                answered: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+/// The measure of a server/model, for size decisions outside a fit (tool results, evidence pages,
+/// handoffs, thinking cleanup): the same counter and calibration the fitter uses.
+pub struct MeterOf {
+    /// The server's base URL.
+    pub server: String,
+    /// The model, as the role's configuration names it.
+    pub model: String,
+}
+
+impl Fitter {
+    /// The measure of a server/model for a size decision outside a fit.
+    pub fn meter_of(&self, msg: MeterOf) -> Meter {
+        self.state.meter(&msg.server, &msg.model)
+    }
+}

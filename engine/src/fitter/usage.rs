@@ -1,0 +1,116 @@
+//! Usage observation: the server's answer to the request last fitted for a role, paired with it.
+//!
+//! Its usage report either shows a silent truncation (the window is clamped, and nothing else is
+//! learned from a cut prompt) or teaches the server/model's calibration; the answered request then
+//! becomes the basis of the role's next one. A refusal of a request counted as fitting
+//! ([`Underestimated`]) widens the calibration's margin instead.
+
+use super::Fitter;
+use crate::counter::CountSource;
+use crate::storage::StorageError;
+use agentd_policies::calibration::{Observed, Raw};
+use agentd_policies::settings::SettingKey;
+use agentd_policies::usage::{correct_window, Correction, Expected};
+use agentd_policies::{Count, Tokens, Usage, Window, WindowSource};
+use agentd_protocol::Role;
+
+/// The server answered the request last fitted for a task's role (with its usage report, when it
+/// sent one). The report corrects the window when it shows a silent truncation, and otherwise teaches
+/// the server/model's calibration; the answered request becomes the basis of the next one. Returns
+/// the window correction, if any.
+pub struct Observe {
+    /// The task whose role's request was answered.
+    pub task_id: String,
+    /// The role that made it.
+    pub role: Role,
+    /// The server's usage report for the answer; `None` when it sent none, and nothing is learned.
+    pub usage: Option<Usage>,
+}
+
+impl Fitter {
+    /// Pairs a server's answer (and its usage report) with the request last fitted for the role: a
+    /// window correction, if the report shows one.
+    pub fn observe(&self, msg: Observe) -> Result<Option<(Window, Window)>, StorageError> {
+        let state = &self.state;
+        let key = (msg.task_id, msg.role);
+        let Some(mut last) = state.pending.lock().remove(&key) else { return Ok(None) };
+        let (server, model) = (last.server.clone(), last.model.clone());
+        let mut corrected = None;
+        let raw = Raw { total: last.raw.tokens, fixed: last.raw_fixed };
+        if let Some(usage) = msg.usage {
+            if let Some(window) = state.known_window(&server, &model)? {
+                let before_key = SettingKey::WindowBeforeClamp { server: &server, model: &model };
+                let before_clamp = state
+                    .storage
+                    .setting(&before_key)?
+                    .and_then(|v| serde_json::from_value::<Window>(v).ok());
+                // Truncation is judged against what the server should have counted: a confirmed
+                // calibration's best prediction (margin excluded), else the raw count, with the
+                // tolerance its kind of count needs.
+                let calibration = state.calibration(&server, &model);
+                let expected = match calibration.best(raw, last.basis) {
+                    Some(best) if calibration.confirmed() => {
+                        Expected::calibrated(Count::measured(best.ceil() as u64))
+                    }
+                    _ if last.source == CountSource::Tiktoken => Expected::exact(last.raw),
+                    _ => Expected::approximate(last.raw),
+                };
+                match correct_window(window, before_clamp, expected, usage) {
+                    Correction::None => {}
+                    Correction::Clamp(new) => {
+                        if window.source != WindowSource::Usage {
+                            state.storage.set_setting(
+                                &before_key,
+                                &serde_json::to_value(window).unwrap_or_default(),
+                            )?;
+                        }
+                        state.set_window(&server, &model, new)?;
+                        corrected = Some((window, new));
+                    }
+                    Correction::Lift(new) => {
+                        state.set_window(&server, &model, new)?;
+                        corrected = Some((window, new));
+                    }
+                }
+            }
+            let clamped = matches!(corrected, Some((old, new)) if new.tokens < old.tokens);
+            // A truncated prompt's report measures what the server kept, not what was sent.
+            if !clamped && usage.prompt_tokens > 0 {
+                let actual = Tokens(usage.prompt_tokens);
+                let observed =
+                    state.update_calibration(&server, &model, |c| c.observe(raw, last.basis, actual));
+                if let Observed::Learned { error: Some(error) } = observed {
+                    tracing::debug!(
+                        server = %server, model = %model, counted = %last.counted, reported = %actual,
+                        error = format!("{:+.2}%", error * 100.0), "usage report"
+                    );
+                }
+                last.reported = Some(actual);
+            }
+        }
+        state.answered.lock().insert(key, last);
+        Ok(corrected)
+    }
+}
+
+/// The server refused as too long a request the fitter had measured as fitting its known window: the
+/// calibrated count was too low. The calibration records an error of that size (its margin grows and
+/// it is no longer confirmed), so the request measured again is compacted before it is resent.
+pub struct Underestimated {
+    /// The task whose request was refused.
+    pub task_id: String,
+    /// The role that made it.
+    pub role: Role,
+    /// The window the request was refused at: the one the fitter believed it fitted.
+    pub window: Tokens,
+}
+
+impl Fitter {
+    /// A request counted as fitting was refused as too long: widen the calibration's margin.
+    pub fn underestimated(&self, msg: Underestimated) {
+        let key = (msg.task_id, msg.role);
+        let Some(last) = self.state.pending.lock().remove(&key) else { return };
+        // The real size was over the window: at least that far above what was counted.
+        self.state.update_calibration(&last.server, &last.model, |c| c.refused_at(msg.window, last.counted));
+    }
+}
