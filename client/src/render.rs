@@ -1,16 +1,14 @@
 //! Events and gauges as lines a person reads (`watch`, `submit --wait`, `context`, the demo).
 
+use agentd_protocol::text::truncate_chars;
 use agentd_protocol::{Event, EventKind};
 
-/// Shortens text to one line of at most `max` characters.
+/// `text` as one line of at most `max` characters: each run of whitespace (newlines too) becomes one
+/// space, then a longer line is cut by [`truncate_chars`] — the ellipsis counts toward `max`, and for
+/// `max == 0` the line is empty.
 pub fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    }
+    truncate_chars(&flat, max)
 }
 
 /// `~` before an estimated count.
@@ -123,5 +121,13 @@ mod tests {
             "   7  coder    request sent: ~4000 tokens, 25% of the 16000 window (declared), trigger 12800, \
              estimate calibrated by 3"
         );
+    }
+
+    #[test]
+    fn one_line_flattens_then_cuts_with_the_ellipsis_counted() {
+        assert_eq!(one_line(" fix\n\tthe  bug ", 20), "fix the bug");
+        assert_eq!(one_line("fix the bug", 11), "fix the bug");
+        assert_eq!(one_line("fix the bug", 8), "fix the…");
+        assert_eq!(one_line("héllo wörld", 4), "hél…");
     }
 }

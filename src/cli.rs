@@ -1,0 +1,315 @@
+//! The command line: what `agentd` accepts, as clap types. Nothing here runs anything; `commands`
+//! takes a parsed [`Cli`] and does what it says.
+//!
+//! A doc comment on a command, argument or flag below is its `--help` text, so every one has one
+//! (the tests at the end hold that), and every command that prints takes `--json`.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+// The whole command line: `agentd [--home DIR] COMMAND`. (Plain comments on these types: a doc
+// comment would become their help text.)
+#[derive(Parser)]
+#[command(
+    name = "agentd",
+    version,
+    about = "Runs teams of LLM agents inside measured context windows",
+    after_help = "Exit codes: 0 success; 1 the task failed or was cancelled; 2 bad usage or config; \
+                  3 the daemon cannot be reached; 4 no such task or evidence."
+)]
+pub struct Cli {
+    /// The home directory: config, socket, database and evidence (default: $AGENTD_HOME, else
+    /// ~/.agentd).
+    #[arg(long, global = true, env = "AGENTD_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How `serve` writes its log (to stderr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields), for journald or a log shipper.
+    Json,
+}
+
+// The commands. Each variant's doc comment is its help text, each field's its argument's.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Write a commented default agentd.toml (never overwrites one).
+    Init {
+        /// Print what was done as JSON: {"config": PATH, "written": BOOL}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the daemon in the foreground until SIGINT/SIGTERM.
+    Serve {
+        /// The log's format on stderr.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
+        /// Also serve the dashboard and HTTP API here (PORT, IP:PORT or [IPv6]:PORT; a port alone
+        /// is 127.0.0.1), whatever `[http] listen` says.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+    },
+    /// Print the dashboard's URL with its login token (the daemon must serve HTTP).
+    Dashboard {
+        /// Print `{url}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Submit a task; prints its id.
+    Submit {
+        /// What the team should do, in words.
+        objective: String,
+        /// The task's workspace (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// The team to run it (default: the configured one).
+        #[arg(long, value_name = "NAME")]
+        team: Option<String>,
+        /// Stream the events until the task ends; exit 0 only if it finished.
+        #[arg(long)]
+        wait: bool,
+        /// Print JSON: the task id as {"task_id": ...}, or with --wait one event per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tasks.
+    Tasks {
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a task.
+    Status {
+        /// The task's id.
+        task: String,
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stream a task's events from the first until it ends.
+    Watch {
+        /// The task's id.
+        task: String,
+        /// Print one event per line as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a task.
+    Cancel {
+        /// The task's id.
+        task: String,
+        /// Print the new state as JSON: {"state": ...}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue an interrupted or failed task from its log.
+    Resume {
+        /// The task's id.
+        task: String,
+        /// Print the new state as JSON: {"state": ...}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a follow-up request to a task that has stopped; the lead takes it up.
+    Message {
+        /// The task's id.
+        task: String,
+        /// The follow-up request, in words.
+        text: String,
+        /// Stream the events until the task stops again.
+        #[arg(long)]
+        wait: bool,
+        /// Print JSON: the new state as {"state": ...}, or with --wait one event per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The context gauge of a task's role.
+    Context {
+        /// The task's id.
+        task: String,
+        /// The role: lead, coder or a specialist's name.
+        #[arg(long, default_value = "lead")]
+        role: String,
+        /// Print the gauge as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The transcript: messages, checkpoints and events.
+    Log {
+        /// The task's id.
+        task: String,
+        /// Only this role's records: lead, coder or a specialist's name.
+        #[arg(long)]
+        role: Option<String>,
+        /// Print one record per line as JSON.
+        #[arg(long, visible_alias = "jsonl")]
+        json: bool,
+    },
+    /// Inspect the evidence archive.
+    Evidence {
+        #[command(subcommand)]
+        command: EvidenceCommand,
+    },
+    /// Ask the providers.
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
+    /// Read or change a role's setting (compact_at).
+    Settings {
+        /// The role: lead, coder or a specialist's name.
+        role: String,
+        /// The setting: compact_at (the percent of the window at which a request is compacted).
+        key: String,
+        /// The new value; without it the current value is printed.
+        value: Option<u64>,
+        /// Print the setting as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon's version, uptime, running tasks, jobs, time zone and storage.
+    Daemon {
+        /// Print daemon.status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script: `agentd completions bash > ~/.local/share/bash-completion/completions/agentd`.
+    Completions {
+        /// The shell: bash, zsh or fish (elvish and powershell work too).
+        shell: clap_complete::Shell,
+    },
+    /// Serve MCP on stdin and stdout: tools with which another agent submits and follows tasks of
+    /// the running daemon.
+    Mcp,
+}
+
+// `agentd evidence …`.
+#[derive(Subcommand)]
+pub enum EvidenceCommand {
+    /// List evidence, optionally of one task.
+    List {
+        /// Only this task's evidence.
+        #[arg(long)]
+        task: Option<String>,
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one piece of evidence's metadata.
+    Show {
+        /// The evidence id (ev-…).
+        id: String,
+        /// Print the metadata as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a page of evidence (bytes by default).
+    Read {
+        /// The evidence id (ev-…).
+        id: String,
+        /// Where the page starts, in bytes (or lines with --lines), from 0.
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// How much to print, in bytes (or lines with --lines); default 64 KiB.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Count offset and limit in lines instead of bytes.
+        #[arg(long)]
+        lines: bool,
+        /// Print the page as JSON: {data, offset, len, total_bytes, complete, next_offset}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-hash every blob; exit 1 naming each one missing or altered.
+    Verify {
+        /// Print the report as JSON: {checked, problems}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+// `agentd models …`.
+#[derive(Subcommand)]
+pub enum ModelsCommand {
+    /// Ask the provider for the role's window and print it with its source.
+    Probe {
+        /// The role whose provider and model are asked: lead, coder or a specialist's name.
+        #[arg(long)]
+        role: String,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every subcommand at any depth, with its path (`evidence read`).
+    fn leaves(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        if cmd.get_subcommands().next().is_none() {
+            out.push((path, cmd.clone()));
+            return;
+        }
+        for sub in cmd.get_subcommands() {
+            let name = format!("{path} {}", sub.get_name()).trim().to_string();
+            leaves(sub, name, out);
+        }
+    }
+
+    fn commands() -> Vec<(String, clap::Command)> {
+        let mut out = Vec::new();
+        leaves(&Cli::command(), String::new(), &mut out);
+        out
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_argument_and_flag_has_a_help_text() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        for arg in cmd.get_arguments() {
+            if arg.get_help().is_none() && !matches!(arg.get_id().as_str(), "help" | "version") {
+                missing.push(format!("agentd --{}", arg.get_id()));
+            }
+        }
+        for (path, sub) in commands() {
+            if sub.get_about().is_none() {
+                missing.push(format!("agentd {path} (about)"));
+            }
+            for arg in sub.get_arguments() {
+                if arg.get_help().is_none() && !matches!(arg.get_id().as_str(), "help" | "home") {
+                    missing.push(format!("agentd {path} {}", arg.get_id()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+    }
+
+    #[test]
+    fn every_command_that_prints_takes_json() {
+        // `serve` prints a log (see --log-format), `completions` a shell script, `mcp` speaks MCP's
+        // own JSON-RPC on stdout.
+        let exempt = ["serve", "completions", "mcp"];
+        let without: Vec<String> = commands()
+            .into_iter()
+            .filter(|(path, _)| !exempt.contains(&path.as_str()))
+            .filter(|(_, sub)| !sub.get_arguments().any(|a| a.get_long() == Some("json")))
+            .map(|(path, _)| path)
+            .collect();
+        assert!(without.is_empty(), "no --json: {without:?}");
+        assert!(commands().len() > 15, "the walk found the commands");
+    }
+}

@@ -1,0 +1,148 @@
+//! The daemon's own commands: `init` (its config), `serve` (the daemon itself, in the foreground),
+//! `daemon` (its status) and `dashboard` (the URL that logs a browser into its HTTP side).
+//!
+//! `serve` is the one command that is not a client of the socket: it is the daemon, and its log
+//! goes to stderr in the format asked.
+
+use super::connect;
+use crate::cli::LogFormat;
+use crate::exit::{self, fail, Failure};
+use crate::print::{pretty, print_daemon};
+use agentd_daemon::config::{parse_listen, Config, DEFAULT_CONFIG};
+use agentd_daemon::daemon::{serve as run_daemon, DaemonError, Home, ServeOptions};
+use agentd_protocol::rpc::{DaemonStatus, NoParams};
+use agentd_protocol::Request;
+use std::io::Write;
+
+/// `agentd init`: writes the default config, never over one that exists (then it says so and
+/// succeeds).
+pub fn init(home: &Home, json: bool) -> Result<u8, Failure> {
+    home.ensure().map_err(|e| fail(exit::USAGE, format!("cannot create {}: {e}", home.dir.display())))?;
+    let path = home.config();
+    let report = |written: bool| {
+        if json {
+            println!("{}", pretty(&serde_json::json!({"config": path, "written": written})));
+        } else if written {
+            println!("wrote {}", path.display());
+        } else {
+            println!("{} already exists; left unchanged", path.display());
+        }
+    };
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+        Ok(mut f) => {
+            f.write_all(DEFAULT_CONFIG.as_bytes())
+                .map_err(|e| fail(exit::USAGE, format!("{}: {e}", path.display())))?;
+            report(true);
+            Ok(exit::OK)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            report(false);
+            Ok(exit::OK)
+        }
+        Err(e) => Err(fail(exit::USAGE, format!("{}: {e}", path.display()))),
+    }
+}
+
+/// `agentd serve`: sets up the log on stderr, then runs the daemon until a signal. With
+/// `--log-format json` a failure at start is a log record too, not a bare line.
+pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u8, Failure> {
+    let http = match http {
+        None => None,
+        Some(text) => Some(parse_listen(text).map_err(|e| fail(exit::USAGE, format!("--http: {e}")))?),
+    };
+    let options = ServeOptions { http };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = log_format == LogFormat::Json;
+    if json {
+        tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(std::io::stderr).init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
+    let outcome = serve_in(home, json, &options);
+    match outcome {
+        // With JSON logs every line of stderr is JSON: the failure is a log record too.
+        Err(mut f) if json => {
+            tracing::error!(exit_code = f.code, error = %f.message, "agentd serve failed");
+            f.logged = true;
+            Err(f)
+        }
+        other => other,
+    }
+}
+
+/// The daemon's run, after the log is set up: the config is checked first, so a bad one is
+/// [`exit::USAGE`] naming the key.
+fn serve_in(home: &Home, json: bool, options: &ServeOptions) -> Result<u8, Failure> {
+    // Check the config before anything else, so a bad one is exit code 2 with the key named.
+    let config = home.config();
+    if config.exists() {
+        let loaded = Config::load(&config).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+        loaded.check_keys(|name| std::env::var_os(name)).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+    }
+    let ready = move |socket: &std::path::Path| {
+        // The JSON log already says so ("agentd is serving", with the socket).
+        if !json {
+            eprintln!("agentd: serving on {}", socket.display());
+        }
+    };
+    match run_daemon(home, options, ready) {
+        Ok(()) => Ok(exit::OK),
+        Err(e @ (DaemonError::Config(_) | DaemonError::NoConfig(_))) => Err(fail(exit::USAGE, e.to_string())),
+        Err(e) => Err(fail(exit::FAILED, e.to_string())),
+    }
+}
+
+/// `agentd dashboard`: the URL that logs a browser in, from the daemon's HTTP address and the token.
+pub fn dashboard(home: &Home, json: bool) -> Result<u8, Failure> {
+    let status: DaemonStatus = connect(home)?.request(&Request::DaemonStatus(NoParams {}))?;
+    let Some(http) = status.http else {
+        return Err(fail(
+            exit::USAGE,
+            format!(
+                "the daemon serves no dashboard: set `[http] listen = \"127.0.0.1:7878\"` in {} or run `agentd serve --http 127.0.0.1:7878`",
+                home.config().display()
+            ),
+        ));
+    };
+    let path = home.http_token();
+    let token =
+        std::fs::read_to_string(&path).map_err(|e| fail(exit::FAILED, format!("{}: {e}", path.display())))?;
+    let addr: std::net::SocketAddr = http
+        .listen
+        .parse()
+        .map_err(|e| fail(exit::FAILED, format!("the daemon's HTTP address {:?}: {e}", http.listen)))?;
+    // Listening on every address: this machine reaches it on loopback.
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => {
+            std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()))
+        }
+        ip if ip.is_unspecified() => std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port())),
+        _ => addr,
+    };
+    let url = format!("http://{host}/?{}={}", agentd_protocol::http::TOKEN_QUERY, token.trim());
+    if json {
+        println!("{}", serde_json::json!({ "url": url }));
+    } else {
+        println!("{url}");
+    }
+    Ok(exit::OK)
+}
+
+/// `agentd daemon`: the status, and a warning on stderr while the daemon's storage is failing.
+pub fn status(home: &Home, json: bool) -> Result<u8, Failure> {
+    let r: DaemonStatus = connect(home)?.request(&Request::DaemonStatus(NoParams {}))?;
+    if json {
+        println!("{}", pretty(&r));
+    } else {
+        print_daemon(&r);
+    }
+    if !r.storage.ok {
+        eprintln!(
+            "storage is failing since {}: {}",
+            r.storage.since.as_deref().unwrap_or("?"),
+            r.storage.error.as_deref().unwrap_or("")
+        );
+    }
+    Ok(exit::OK)
+}

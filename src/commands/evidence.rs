@@ -1,0 +1,63 @@
+//! `agentd evidence …`: the archive of full tool outputs the agents saw only in part — list it,
+//! show one piece's metadata, read a page of it, or re-hash every blob (`verify`, exit 1 when any
+//! is missing or altered).
+
+use super::connect;
+use crate::cli::EvidenceCommand;
+use crate::exit::{self, Failure};
+use crate::print::{pretty, print_evidence_line, print_meta, print_verify};
+use agentd_daemon::daemon::Home;
+use agentd_protocol::rpc::{EvidenceListParams, EvidenceReadParams, EvidenceRef, NoParams, VerifyResult};
+use agentd_protocol::{EvidenceMeta, Page, Request, Unit};
+use std::io::Write;
+
+/// Runs one `evidence` subcommand.
+pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
+    let mut client = connect(home)?;
+    match command {
+        EvidenceCommand::List { task, json } => {
+            let list: Vec<EvidenceMeta> =
+                client.request(&Request::EvidenceList(EvidenceListParams { task_id: task }))?;
+            if json {
+                println!("{}", pretty(&list));
+            } else {
+                list.iter().for_each(print_evidence_line);
+            }
+        }
+        EvidenceCommand::Show { id, json } => {
+            let meta: EvidenceMeta = client.request(&Request::EvidenceGet(EvidenceRef { id }))?;
+            if json {
+                println!("{}", pretty(&meta));
+            } else {
+                print_meta(&meta);
+            }
+        }
+        EvidenceCommand::Read { id, offset, limit, lines, json } => {
+            let unit = if lines { Unit::Lines } else { Unit::Bytes };
+            let params = EvidenceReadParams { id, offset: Some(offset), limit, unit: Some(unit) };
+            let page: Page = client.request(&Request::EvidenceRead(params))?;
+            if json {
+                println!("{}", pretty(&page));
+                return Ok(exit::OK);
+            }
+            // The data as it is (no newline added); where to go on, on stderr.
+            print!("{}", page.data);
+            let _ = std::io::stdout().flush();
+            if let Some(next) = page.next_offset {
+                eprintln!("\n(more: --offset {next})");
+            }
+        }
+        EvidenceCommand::Verify { json } => {
+            let r: VerifyResult = client.request(&Request::EvidenceVerify(NoParams {}))?;
+            if json {
+                println!("{}", pretty(&r));
+            } else {
+                print_verify(&r);
+            }
+            if !r.problems.is_empty() {
+                return Ok(exit::FAILED);
+            }
+        }
+    }
+    Ok(exit::OK)
+}

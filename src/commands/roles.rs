@@ -1,0 +1,62 @@
+//! The commands about one role of a task or of the config: `context` (its gauge), `models probe`
+//! (the window its provider reports) and `settings` (read or change its `compact_at`).
+
+use super::connect;
+use crate::exit::{self, fail, Failure};
+use crate::print::{pretty, print_gauge, print_probe, print_setting};
+use agentd_daemon::daemon::Home;
+use agentd_protocol::rpc::{
+    ContextParams, ContextResult, ProbeResult, RoleParams, SettingKey, SettingParams, SettingResult,
+};
+use agentd_protocol::{Request, Role};
+
+/// `agentd context TASK [--role ROLE]`: a role not yet measured is a line saying why, not a failure.
+pub fn context(home: &Home, task: String, role: String, json: bool) -> Result<u8, Failure> {
+    let params = ContextParams { task_id: task, role: Some(Role::from(role)) };
+    let g: ContextResult = connect(home)?.request(&Request::ContextGet(params))?;
+    if json {
+        println!("{}", pretty(&g));
+    } else {
+        match g {
+            ContextResult::Measured(g) => print_gauge(&g),
+            ContextResult::Unmeasured(u) => println!("{}: {}", u.role, u.note),
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// `agentd models probe --role ROLE`.
+pub fn probe(home: &Home, role: String, json: bool) -> Result<u8, Failure> {
+    let params = RoleParams { role: Role::from(role) };
+    let r: ProbeResult = connect(home)?.request(&Request::ModelsProbe(params))?;
+    if json {
+        println!("{}", pretty(&r));
+    } else {
+        print_probe(&r);
+    }
+    Ok(exit::OK)
+}
+
+/// `agentd settings ROLE KEY [VALUE]`: an unknown key is bad usage, refused before connecting.
+pub fn settings(
+    home: &Home,
+    role: String,
+    key: String,
+    value: Option<u64>,
+    json: bool,
+) -> Result<u8, Failure> {
+    let key: SettingKey = serde_json::from_value(serde_json::Value::String(key.clone()))
+        .map_err(|_| fail(exit::USAGE, format!("unknown setting {key:?}; settable: compact_at")))?;
+    let mut client = connect(home)?;
+    let params = SettingParams { role: Role::from(role), key, value: value.map(serde_json::Value::from) };
+    let r: SettingResult = match params.value {
+        Some(_) => client.request(&Request::SettingsSet(params))?,
+        None => client.request(&Request::SettingsGet(params))?,
+    };
+    if json {
+        println!("{}", pretty(&r));
+    } else {
+        print_setting(&r);
+    }
+    Ok(exit::OK)
+}

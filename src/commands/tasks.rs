@@ -1,0 +1,128 @@
+//! The commands that make and steer tasks — `submit`, `tasks`, `status`, `cancel`, `resume`,
+//! `message` — and `log`, which reads a task's transcript.
+//!
+//! `submit --wait` and `message --wait` go on to follow the task (`super::follow`), so their exit
+//! code is the task's: 0 only when it finished.
+
+use super::connect;
+use super::follow::{follow, follow_from};
+use crate::exit::{self, fail, Failure};
+use crate::print::{pretty, print_record, print_state, print_status, print_task_line};
+use agentd_daemon::daemon::Home;
+use agentd_protocol::rpc::{
+    LogParams, LogResult, MessageParams, NoParams, StateResult, SubmitParams, Submitted, TaskRef, TaskStatus,
+    TaskSummary,
+};
+use agentd_protocol::{Request, Role};
+use std::path::PathBuf;
+
+/// How many records `log` asks for at a time.
+const LOG_PAGE: u64 = 1000;
+
+/// `agentd submit`: the workspace is canonical (the current directory by default) before it is
+/// sent, so the daemon gets the same path wherever the command ran.
+pub fn submit(
+    home: &Home,
+    objective: String,
+    workspace: Option<PathBuf>,
+    team: Option<String>,
+    wait: bool,
+    json: bool,
+) -> Result<u8, Failure> {
+    let workspace = match workspace {
+        Some(w) => w,
+        None => std::env::current_dir().map_err(|e| fail(exit::USAGE, format!("current directory: {e}")))?,
+    };
+    let workspace = std::fs::canonicalize(&workspace)
+        .map_err(|e| fail(exit::USAGE, format!("workspace {}: {e}", workspace.display())))?;
+    let mut client = connect(home)?;
+    let submit = SubmitParams { objective, workspace: workspace.display().to_string(), team };
+    let submitted: Submitted = client.request(&Request::TaskSubmit(submit))?;
+    if !wait {
+        if json {
+            println!("{}", pretty(&submitted));
+        } else {
+            println!("{}", submitted.task_id);
+        }
+        return Ok(exit::OK);
+    }
+    if !json {
+        println!("task {}", submitted.task_id);
+    }
+    follow(&mut client, &submitted.task_id, json)
+}
+
+/// `agentd tasks`.
+pub fn list(home: &Home, json: bool) -> Result<u8, Failure> {
+    let tasks: Vec<TaskSummary> = connect(home)?.request(&Request::TaskList(NoParams {}))?;
+    if json {
+        println!("{}", pretty(&tasks));
+    } else {
+        tasks.iter().for_each(print_task_line);
+    }
+    Ok(exit::OK)
+}
+
+/// `agentd status TASK`.
+pub fn status(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
+    let status: TaskStatus = connect(home)?.request(&Request::TaskStatus(TaskRef { task_id: task }))?;
+    if json {
+        println!("{}", pretty(&status));
+    } else {
+        print_status(&status);
+    }
+    Ok(exit::OK)
+}
+
+/// `agentd cancel TASK`.
+pub fn cancel(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
+    let r: StateResult = connect(home)?.request(&Request::TaskCancel(TaskRef { task_id: task }))?;
+    print_state(&r, json);
+    Ok(exit::OK)
+}
+
+/// `agentd resume TASK`.
+pub fn resume(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
+    let r: StateResult = connect(home)?.request(&Request::TaskResume(TaskRef { task_id: task }))?;
+    print_state(&r, json);
+    Ok(exit::OK)
+}
+
+/// `agentd message TASK TEXT`: with `--wait`, follows only the follow-up's own events.
+pub fn message(home: &Home, task: String, text: String, wait: bool, json: bool) -> Result<u8, Failure> {
+    let mut client = connect(home)?;
+    let r: StateResult =
+        client.request(&Request::TaskMessage(MessageParams { task_id: task.clone(), text }))?;
+    if !wait {
+        print_state(&r, json);
+        return Ok(exit::OK);
+    }
+    follow_from(&mut client, &task, json, true)
+}
+
+/// `agentd log TASK`: the whole transcript, fetched a page at a time until a page comes back empty.
+pub fn log(home: &Home, task: String, role: Option<String>, json: bool) -> Result<u8, Failure> {
+    let mut client = connect(home)?;
+    let mut after = 0u64;
+    loop {
+        let params = LogParams {
+            task_id: task.clone(),
+            role: role.clone().map(Role::from),
+            after_seq: Some(after),
+            limit: Some(LOG_PAGE),
+        };
+        let page: LogResult = client.request(&Request::LogGet(params))?;
+        if page.records.is_empty() {
+            break;
+        }
+        for r in &page.records {
+            after = after.max(r.seq);
+            if json {
+                println!("{}", serde_json::to_string(r).unwrap_or_default());
+            } else {
+                print_record(r);
+            }
+        }
+    }
+    Ok(exit::OK)
+}
