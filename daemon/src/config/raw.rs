@@ -1,0 +1,169 @@
+//! The file as it is written: one serde struct per table of `agentd.toml`, every field as the user
+//! typed it. Unknown keys are refused here (`deny_unknown_fields`), wrong types too; whether a value
+//! is acceptable is each section's validation's question, answered when the raw file becomes a
+//! [`Config`](super::Config).
+
+use agentd_protocol::{Role, ToolName};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The whole file: `team` is required, every other table optional.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub(super) providers: BTreeMap<String, RawProvider>,
+    pub(super) team: RawTeam,
+    #[serde(default)]
+    pub(super) retry: RawRetry,
+    #[serde(default)]
+    pub(super) scheduler: Option<RawScheduler>,
+    #[serde(default)]
+    pub(super) tools: RawTools,
+    #[serde(default)]
+    pub(super) requests: RawRequests,
+    #[serde(default)]
+    pub(super) secrets: RawSecrets,
+    #[serde(default)]
+    pub(super) http: RawHttp,
+    #[serde(default)]
+    pub(super) mcp: RawMcp,
+}
+
+/// `[http]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHttp {
+    pub(super) listen: Option<String>,
+}
+
+/// `[mcp]`: its servers, by name.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcp {
+    #[serde(default)]
+    pub(super) servers: BTreeMap<String, RawMcpServer>,
+}
+
+/// `[mcp.servers.NAME]`: a stdio server's keys and an HTTP server's, told apart when validated.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcpServer {
+    pub(super) command: Option<String>,
+    pub(super) args: Option<Vec<String>>,
+    pub(super) env: Option<Vec<String>>,
+    pub(super) network: Option<bool>,
+    pub(super) url: Option<String>,
+    pub(super) bearer_env: Option<String>,
+    pub(super) roles: Option<Vec<Role>>,
+    pub(super) tools: Option<Vec<String>>,
+    pub(super) timeout: Option<String>,
+}
+
+/// `[secrets]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSecrets {
+    #[serde(default)]
+    pub(super) env: Vec<String>,
+}
+
+/// `[providers.NAME]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    pub(super) kind: String,
+    pub(super) base_url: String,
+    pub(super) api_key_env: Option<String>,
+}
+
+/// `[team]`: the two fixed roles and the specialists, by name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTeam {
+    pub(super) lead: RawRole,
+    pub(super) coder: RawRole,
+    #[serde(default)]
+    pub(super) specialists: BTreeMap<String, RawRole>,
+}
+
+/// `[team.lead]`, `[team.coder]` or `[team.specialists.NAME]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRole {
+    pub(super) provider: String,
+    pub(super) model: String,
+    pub(super) compact_at: Option<i64>,
+    pub(super) verify: Option<String>,
+    pub(super) prompt: Option<String>,
+    pub(super) tools: Option<Vec<ToolName>>,
+    pub(super) thinking_budget: Option<i64>,
+    pub(super) max_output_tokens: Option<i64>,
+}
+
+/// `[retry]`: one schedule per kind of failure.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRetry {
+    pub(super) rate_limit: Option<RawSchedule>,
+    pub(super) stream_anomaly: Option<RawSchedule>,
+    pub(super) server_error: Option<RawSchedule>,
+    pub(super) overloaded: Option<RawSchedule>,
+}
+
+/// `[requests]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRequests {
+    pub(super) idle_timeout: Option<String>,
+    pub(super) timeout: Option<String>,
+}
+
+/// One retry schedule, such as `rate_limit = { attempts = 10, delay = "60s" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSchedule {
+    pub(super) attempts: Option<u32>,
+    pub(super) delay: Option<String>,
+}
+
+/// `[scheduler]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScheduler {
+    pub(super) idle_thinking_cleanup_after: Option<String>,
+    pub(super) idle_thinking_clear_at_least: Option<u64>,
+    pub(super) tz: Option<String>,
+    #[serde(default)]
+    pub(super) jobs: Vec<RawJob>,
+}
+
+/// One `[[scheduler.jobs]]` entry.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawJob {
+    pub(super) name: String,
+    pub(super) cron: String,
+    pub(super) action: String,
+}
+
+/// `[tools]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTools {
+    pub(super) command_timeout: Option<String>,
+    pub(super) sandbox: Option<RawSandbox>,
+}
+
+/// `[tools.sandbox]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSandbox {
+    pub(super) mode: Option<String>,
+    pub(super) network: Option<bool>,
+    #[serde(default)]
+    pub(super) env: Vec<String>,
+    #[serde(default)]
+    pub(super) read: Vec<PathBuf>,
+}

@@ -1,0 +1,187 @@
+//! `[team]`: the roles. The lead and the coder are always there; specialists are named by their
+//! tables (`[team.specialists.NAME]`). Every role names a configured provider and a model; the rest
+//! is optional and checked for range (`compact_at`, `thinking_budget`, `max_output_tokens`) or for
+//! who may take it: only the coder takes `verify`, only a specialist a tool list. Errors name the
+//! role's table: `team.lead.compact_at`, `team.specialists.NAME.tools`.
+
+use super::error::Invalid;
+use super::raw::{RawRole, RawTeam};
+use super::{ConfigError, ProviderConfig};
+use agentd_agents::roles::ALL_TOOLS;
+use agentd_engine::team::RoleConfig;
+use agentd_protocol::{Role, ToolName};
+use std::collections::BTreeMap;
+
+/// The smallest extended-thinking budget Anthropic accepts.
+pub const MIN_THINKING_BUDGET: i64 = 1024;
+
+/// `[team]` validated: each role's configuration.
+pub(super) struct Roles {
+    /// `[team.lead]`.
+    pub(super) lead: RoleConfig,
+    /// `[team.coder]`.
+    pub(super) coder: RoleConfig,
+    /// `[team.specialists.NAME]`, by name.
+    pub(super) specialists: BTreeMap<String, RoleConfig>,
+}
+
+impl Roles {
+    /// Every role of the team: the lead, the coder, then the specialists by name.
+    pub(super) fn all(&self) -> Vec<Role> {
+        [Role::Lead, Role::Coder]
+            .into_iter()
+            .chain(self.specialists.keys().cloned().map(Role::Specialist))
+            .collect()
+    }
+}
+
+/// Checks the lead, then the coder, then the specialists in name order.
+pub(super) fn roles(
+    raw: RawTeam,
+    providers: &BTreeMap<String, ProviderConfig>,
+    invalid: Invalid,
+) -> Result<Roles, ConfigError> {
+    let lead = role(Role::Lead, raw.lead, providers, invalid)?;
+    let coder = role(Role::Coder, raw.coder, providers, invalid)?;
+    let mut specialists = BTreeMap::new();
+    for (name, r) in raw.specialists {
+        if Role::parse(&name).is_fixed() {
+            return Err(invalid(
+                format!("team.specialists.{name}"),
+                "a specialist may not be named lead or coder".into(),
+            ));
+        }
+        let cfg = role(Role::Specialist(name.clone()), r, providers, invalid)?;
+        specialists.insert(name, cfg);
+    }
+    Ok(Roles { lead, coder, specialists })
+}
+
+/// One role's table, checked key by key in the order the errors are reported.
+fn role(
+    who: Role,
+    r: RawRole,
+    providers: &BTreeMap<String, ProviderConfig>,
+    invalid: Invalid,
+) -> Result<RoleConfig, ConfigError> {
+    let key = match &who {
+        Role::Specialist(name) => format!("team.specialists.{name}"),
+        fixed => format!("team.{fixed}"),
+    };
+    let is_specialist = !who.is_fixed();
+    if !providers.contains_key(&r.provider) {
+        return Err(invalid(
+            format!("{key}.provider"),
+            format!("no provider named {:?} in [providers]", r.provider),
+        ));
+    }
+    if r.model.trim().is_empty() {
+        return Err(invalid(format!("{key}.model"), "must not be empty".into()));
+    }
+    let compact_at = match r.compact_at {
+        None => None,
+        Some(v) if (1..=100).contains(&v) => Some(v as u8),
+        Some(v) => {
+            return Err(invalid(
+                format!("{key}.compact_at"),
+                format!("must be a percentage from 1 to 100, got {v}"),
+            ))
+        }
+    };
+    let thinking_budget = match r.thinking_budget {
+        None => None,
+        Some(v) if (MIN_THINKING_BUDGET..=i64::from(u32::MAX)).contains(&v) => Some(v as u32),
+        Some(v) => {
+            return Err(invalid(
+                format!("{key}.thinking_budget"),
+                format!("must be a token count of at least {MIN_THINKING_BUDGET}, got {v}"),
+            ))
+        }
+    };
+    let max_output_tokens = match r.max_output_tokens {
+        None => None,
+        Some(v) if (1..=i64::from(u32::MAX)).contains(&v) => Some(v as u32),
+        Some(v) => {
+            return Err(invalid(
+                format!("{key}.max_output_tokens"),
+                format!("must be a positive token count, got {v}"),
+            ))
+        }
+    };
+    if let Some(tools) = &r.tools {
+        if !is_specialist {
+            return Err(invalid(
+                format!("{key}.tools"),
+                "only specialists take a tool list; the lead's and coder's are fixed".into(),
+            ));
+        }
+        for t in tools {
+            if !ALL_TOOLS.contains(t) || *t == ToolName::Delegate {
+                return Err(invalid(format!("{key}.tools"), format!("unknown tool {t:?} for a specialist")));
+            }
+        }
+    }
+    if r.verify.is_some() && who != Role::Coder {
+        return Err(invalid(format!("{key}.verify"), "only the coder takes `verify`".into()));
+    }
+    Ok(RoleConfig {
+        provider: r.provider,
+        model: r.model,
+        compact_at,
+        verify: r.verify,
+        prompt: r.prompt,
+        tools: r.tools,
+        thinking_budget,
+        max_output_tokens,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::parse;
+    use super::super::DEFAULT_CONFIG;
+
+    #[test]
+    fn bad_compact_at_is_named() {
+        let text = DEFAULT_CONFIG.replace("# compact_at = 80", "compact_at = 180");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("team.lead.compact_at"), "{e}");
+    }
+
+    #[test]
+    fn unknown_provider_is_named() {
+        let text = DEFAULT_CONFIG.replacen("provider = \"local\"", "provider = \"nope\"", 1);
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("team.lead.provider"), "{e}");
+    }
+
+    #[test]
+    fn thinking_budget_parses_and_a_small_one_is_named() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.team.lead.thinking_budget, None);
+        let text = DEFAULT_CONFIG.replace("# thinking_budget = 4096", "thinking_budget = 2048");
+        let c = parse(&text).unwrap();
+        assert_eq!(c.team.lead.thinking_budget, Some(2048));
+        assert_eq!(c.team.coder.thinking_budget, None);
+        for bad in ["1023", "0", "-5", "5000000000"] {
+            let text =
+                DEFAULT_CONFIG.replace("# thinking_budget = 4096", &format!("thinking_budget = {bad}"));
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains("team.lead.thinking_budget") && e.contains(bad), "{e}");
+        }
+        let specialist = format!(
+            "{DEFAULT_CONFIG}\n[team.specialists.rev]\nprovider = \"local\"\nmodel = \"m\"\nthinking_budget = 1024\n"
+        );
+        assert_eq!(parse(&specialist).unwrap().team.specialists["rev"].thinking_budget, Some(1024));
+    }
+
+    #[test]
+    fn specialist_unknown_tool_is_named() {
+        let text = format!(
+            "{DEFAULT_CONFIG}\n[team.specialists.rev]\nprovider = \"local\"\nmodel = \"m\"\ntools = [\"read_file\", \"fly\"]\n"
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("team.specialists.rev.tools"), "{e}");
+        assert!(e.contains("fly"), "{e}");
+    }
+}
