@@ -87,6 +87,12 @@ pub enum ToolError {
     Failed(String),
 }
 
+impl From<agentd_policies::args::ArgsError> for ToolError {
+    fn from(e: agentd_policies::args::ArgsError) -> ToolError {
+        ToolError::InvalidArguments { tool: e.tool, message: e.message }
+    }
+}
+
 impl ToolError {
     /// An IO error on `path` (as the model named it), with `NotFound` kept distinct.
     pub fn io(path: &str, err: &std::io::Error) -> ToolError {

@@ -164,7 +164,7 @@ fn pending_delegation(history: &[Message]) -> Option<PendingDelegation> {
     let calls: Vec<(&str, &str, &str)> = last.tool_calls().collect();
     match calls.as_slice() {
         [(id, name, args)] if ToolName::parse(name) == ToolName::Delegate => {
-            let to = serde_json::from_str::<serde_json::Value>(args).ok()?.get("to")?.as_str()?.to_string();
+            let to = agentd_policies::args::delegate_to(args).ok()?;
             Some(PendingDelegation { call_id: id.to_string(), to: Role::from(to) })
         }
         _ => None,

@@ -2,10 +2,11 @@
 //!
 //! The plain data every room speaks — messages and their parts, token counts, windows, task states,
 //! events, log records — is `agentd-protocol`'s, re-exported here; this room owns the decisions made
-//! over them: thresholds, window learning, a role's history rebuilt from the log, history repair. It
+//! over them: how a tool call's arguments are read (`args`), thresholds, window learning, a role's history rebuilt from the log, history repair. It
 //! must not do IO, read a clock or spawn anything: time and counts come in as parameters, so every
 //! rule here is testable with nothing but data.
 
+pub mod args;
 pub mod budget;
 pub mod calibration;
 pub mod compaction;

@@ -7,7 +7,8 @@
 //!   `finish`. Only the latest rejection is kept: each `finish` is judged afresh, so the latest
 //!   rejection states what is still wrong.
 //!
-//! Comparisons are by exact text only (no case or whitespace normalisation).
+//! Comparisons are by exact text only (no case or whitespace normalisation) of the command as
+//! `run_command` read it ([`command_of`]), however the model encoded its arguments.
 //!
 //! This module also makes the message a compaction carries them in ([`observations_message`]); the
 //! compaction plan uses it and this module, never the other way round.
@@ -43,17 +44,11 @@ impl Observation {
     }
 }
 
-/// The command string of a `run_command` call: the `command` field of its JSON arguments, or the raw
-/// arguments text when they are not a JSON object with a `command` field.
+/// The command string of a `run_command` call, the key of its failure: the command as `run_command`
+/// reads it before running it ([`crate::args::run_command`] — a double-encoded object included), or
+/// the raw arguments text when they name no command (such a call never ran).
 pub fn command_of(arguments: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(serde_json::Value::Object(map)) => match map.get("command") {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => arguments.to_string(),
-        },
-        _ => arguments.to_string(),
-    }
+    crate::args::run_command(arguments).unwrap_or_else(|_| arguments.to_string())
 }
 
 /// The observation text of a failed command.
@@ -259,12 +254,37 @@ mod tests {
     fn malformed_arguments_are_the_command() {
         assert_eq!(command_of("{not json"), "{not json");
         assert_eq!(command_of(r#"{"cmd":"x"}"#), r#"{"cmd":"x"}"#);
-        assert_eq!(command_of(r#"{"command":["a","b"]}"#), r#"["a","b"]"#);
+        assert_eq!(command_of(r#"{"command":["a","b"]}"#), r#"{"command":["a","b"]}"#);
         let h = vec![
             call("c1", RUN_COMMAND.as_str(), "{oops"),
             Message::tool_result("c1", "bad arguments", true),
         ];
         assert_eq!(unresolved(&h)[0].text, "run_command `{oops` failed:\nbad arguments");
+    }
+
+    #[test]
+    fn a_double_encoded_failure_is_resolved_by_a_plain_success() {
+        // Some models encode the arguments object once more as a JSON string; `run_command` runs it
+        // all the same, so its failure is keyed on the command it ran.
+        let plain = serde_json::json!({ "command": "cargo test" }).to_string();
+        let twice = serde_json::Value::String(plain).to_string();
+        let h = history(vec![vec![
+            call("c1", RUN_COMMAND.as_str(), &twice),
+            Message::tool_result("c1", "exit code: 101", true),
+        ]]);
+        let obs = unresolved(&h);
+        assert_eq!(obs.len(), 1);
+        assert_eq!(obs[0].kind, ObservationKind::FailingCommand { command: "cargo test".into() });
+        assert_eq!(obs[0].text, "run_command `cargo test` failed:\nexit code: 101");
+
+        let mut later = h.clone();
+        later.extend(run("c2", "cargo test", true, "ok"));
+        assert!(unresolved(&later).is_empty());
+        // And the other way round: a plain failure, a double-encoded success.
+        let mut h = history(vec![run("c1", "make", false, "boom")]);
+        let twice = serde_json::Value::String(r#"{"command":"make"}"#.into()).to_string();
+        h.extend([call("c2", RUN_COMMAND.as_str(), &twice), Message::tool_result("c2", "ok", false)]);
+        assert!(unresolved(&h).is_empty());
     }
 
     #[test]
@@ -305,5 +325,47 @@ mod tests {
         later.extend(run("c9", "cargo test", true, "ok"));
         let found = unresolved(&later);
         assert_eq!(found.iter().map(|o| o.text.clone()).collect::<Vec<_>>(), vec![second]);
+    }
+
+    /// Arguments texts a model might send for `run_command`: objects with or without a command,
+    /// encoded once or twice, with other fields, and plain noise.
+    fn arguments_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let command = prop_oneof![
+            ".{0,12}".prop_map(serde_json::Value::String),
+            any::<i64>().prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+            prop::collection::vec(".{0,4}", 0..3).prop_map(|v| serde_json::json!(v)),
+        ];
+        let object = (prop::option::of(command), prop::option::of(".{0,6}"), any::<bool>()).prop_map(
+            |(command, other, twice)| {
+                let mut o = serde_json::Map::new();
+                if let Some(c) = command {
+                    o.insert("command".into(), c);
+                }
+                if let Some(x) = other {
+                    o.insert("timeout_s".into(), serde_json::Value::String(x));
+                }
+                let text = serde_json::Value::Object(o).to_string();
+                if twice {
+                    serde_json::Value::String(text).to_string()
+                } else {
+                    text
+                }
+            },
+        );
+        prop_oneof![object, ".{0,24}", r#"\s*"\{.{0,20}"#]
+    }
+
+    proptest::proptest! {
+        /// The key of a failing `run_command` is the command the `run_command` reader extracts,
+        /// whenever it extracts one; otherwise the raw text.
+        #[test]
+        fn the_key_is_the_command_as_read(text in arguments_text()) {
+            match crate::args::run_command(&text) {
+                Ok(command) => proptest::prop_assert_eq!(command_of(&text), command),
+                Err(_) => proptest::prop_assert_eq!(command_of(&text), text),
+            }
+        }
     }
 }

@@ -9,10 +9,10 @@
 //! is not reached. After a normal exit, output pipes held open by background jobs are read for a short
 //! grace period first; the result is then marked incomplete.
 
-use super::args::Args;
 use super::sandbox::{Cgroup, Prepared};
 use super::{ToolContext, ToolOutcome};
 use crate::error::ToolError;
+use agentd_policies::args::Args;
 use agentd_protocol::ToolName;
 use parking_lot::Mutex;
 use std::process::{ExitStatus, Stdio};
@@ -229,5 +229,37 @@ impl Capture {
 
     fn take(&self) -> (Vec<u8>, Vec<u8>) {
         (std::mem::take(&mut *self.buffers[0].lock()), std::mem::take(&mut *self.buffers[1].lock()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentd_policies::observations::command_of;
+    use proptest::prelude::*;
+
+    fn arguments_text() -> impl Strategy<Value = String> {
+        let object = (".{0,16}", any::<bool>()).prop_map(|(command, twice)| {
+            let text = serde_json::json!({ "command": command, "timeout_s": 3 }).to_string();
+            if twice {
+                serde_json::Value::String(text).to_string()
+            } else {
+                text
+            }
+        });
+        prop_oneof![object, ".{0,24}"]
+    }
+
+    proptest! {
+        /// The command `run_command` runs is the key its failure is observed under, however the
+        /// model encoded its arguments: a later success of the same command resolves the failure.
+        #[test]
+        fn the_command_run_is_the_observation_key(text in arguments_text()) {
+            if let Ok(args) = Args::parse(ToolName::RunCommand.as_str(), &text) {
+                if let Ok(CommandArgs { command, .. }) = CommandArgs::parse(&args) {
+                    prop_assert_eq!(command_of(&text), command);
+                }
+            }
+        }
     }
 }

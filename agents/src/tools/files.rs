@@ -2,9 +2,9 @@
 //! blocking pool. Every file is opened beneath the workspace's root descriptor with no-follow
 //! semantics ([`crate::workspace`]); writes replace the file atomically.
 
-use super::args::Args;
 use super::{ToolContext, ToolOutcome};
 use crate::error::ToolError;
+use agentd_policies::args::Args;
 use agentd_protocol::ToolName;
 use rustix::fs::FileType;
 use std::fs;

@@ -5,10 +5,10 @@
 //! types come from that descriptor (`lstat` relative to it): a symlink is never followed. `list_dir`
 //! shows a symlink as `name -> target` (its target is read, not opened).
 
-use super::args::Args;
 use super::ToolOutcome;
 use crate::error::ToolError;
 use crate::workspace::Workspace;
+use agentd_policies::args::Args;
 use rustix::fd::OwnedFd;
 use rustix::fs::{self as rfs, AtFlags, Dir, FileType};
 use std::ffi::{OsStr, OsString};

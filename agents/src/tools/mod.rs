@@ -6,7 +6,6 @@
 //! `execute` answers with a [`ToolOutcome`] — bad arguments and refused paths are outcomes with
 //! `ok: false` and a message naming the fault, never a panic.
 
-mod args;
 mod command;
 mod files;
 mod listing;
@@ -16,10 +15,9 @@ pub mod service;
 
 use crate::error::ToolError;
 use crate::workspace::Workspace;
+use agentd_policies::args::Args;
 use agentd_protocol::text::truncate_chars;
 use agentd_protocol::ToolName;
-pub use args::arguments_object;
-use args::Args;
 pub use sandbox::{SandboxMode, SandboxPolicy};
 use std::time::Duration;
 
@@ -121,7 +119,7 @@ pub async fn execute(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> Too
         | ToolName::EditFile => blocking(ctx, tool, arguments).await,
         ToolName::RunCommand => match Args::parse(tool.as_str(), arguments) {
             Ok(args) => command::run_command(ctx, &args).await,
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         },
         ToolName::ReadEvidence | ToolName::Delegate | ToolName::Finish | ToolName::Mcp(_) => {
             Err(ToolError::Failed(format!("tool {tool} is handled by the runtime")))

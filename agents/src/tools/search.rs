@@ -25,11 +25,11 @@
 //! result as its [`Overflow`]: the runtime stores it as evidence and says how to read on from the
 //! first line not shown.
 
-use super::args::Args;
 use super::listing::entries_of;
 use super::{Overflow, ToolContext, ToolOutcome};
 use crate::error::ToolError;
 use crate::workspace::{open_entry, refuse_hard_link, Workspace};
+use agentd_policies::args::Args;
 use agentd_protocol::text::truncate_chars;
 use agentd_protocol::ToolName;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};

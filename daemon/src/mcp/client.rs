@@ -415,15 +415,11 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
 }
 
 /// The model's arguments as the JSON object `tools/call` takes, read as every built-in tool reads
-/// its own (`agentd_agents::tools::arguments_object`): empty text is no arguments, a doubly encoded
+/// its own (`agentd_policies::args::arguments_object`): empty text is no arguments, a doubly encoded
 /// object is unwrapped.
 fn parse_arguments(tool: &McpTool, arguments: &str) -> Result<serde_json::Map<String, Value>, McpError> {
-    agentd_agents::tools::arguments_object(tool.as_str(), arguments).map_err(|e| match e {
-        agentd_agents::ToolError::InvalidArguments { tool, message } => {
-            McpError::Arguments { tool, reason: message }
-        }
-        other => McpError::Arguments { tool: tool.to_string(), reason: other.to_string() },
-    })
+    agentd_policies::args::arguments_object(tool.as_str(), arguments)
+        .map_err(|e| McpError::Arguments { tool: e.tool, reason: e.message })
 }
 
 #[cfg(test)]

@@ -193,8 +193,7 @@ impl Agent {
         if !accepted {
             return None;
         }
-        let args: tools::FinishArgs = serde_json::from_str(args).ok()?;
-        Some(args.summary)
+        tools::finish_summary(args).ok()
     }
 
     /// The current turn's objective; after a resume, the newest plain user message of the history.

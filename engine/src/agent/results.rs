@@ -165,9 +165,7 @@ impl Agent {
         text: &str,
         complete: bool,
     ) -> Result<Stored, TurnError> {
-        let detail = serde_json::from_str::<serde_json::Value>(arguments).ok().and_then(|v| {
-            v.get("path").or_else(|| v.get("command")).and_then(|p| p.as_str()).map(str::to_string)
-        });
+        let detail = agentd_policies::args::detail(tool.as_str(), arguments);
         self.task
             .engine
             .storage()

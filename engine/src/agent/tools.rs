@@ -4,36 +4,52 @@
 //! here: `finish` (rejected while the role's `verify` command fails), `delegate` (a whole turn of
 //! another member, handed the objective and the receipts), and `read_evidence` (a page sized like a
 //! whole result). Every other tool is a workspace tool of `agentd-agents`, run so that a cancel ends
-//! it at once. Bad arguments are an error result, never a failed turn.
+//! it at once. Bad arguments are an error result, never a failed turn; every tool's arguments, the
+//! team's own included, are read by the one lenient reader of `agentd_policies::args`.
 
 use super::Agent;
 use crate::error::TurnError;
 use crate::tool_servers::ToolFailure;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
+use agentd_policies::args::{Args, ArgsError};
 use agentd_policies::EventKind;
 use agentd_protocol::TurnSettings;
 use agentd_protocol::{Role, ToolName};
-use serde::Deserialize;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FinishArgs {
-    pub summary: String,
+/// `finish`'s summary, read as every tool call's arguments are ([`agentd_policies::args`]).
+pub(super) fn finish_summary(arguments: &str) -> Result<String, ArgsError> {
+    Ok(Args::parse(ToolName::Finish.as_str(), arguments)?.str("summary")?.to_string())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `read_evidence`'s arguments.
 struct ReadEvidenceArgs {
     id: String,
     offset: Option<u64>,
     limit: Option<u64>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+impl ReadEvidenceArgs {
+    fn parse(arguments: &str) -> Result<ReadEvidenceArgs, ArgsError> {
+        let args = Args::parse(ToolName::ReadEvidence.as_str(), arguments)?;
+        Ok(ReadEvidenceArgs {
+            id: args.str("id")?.to_string(),
+            offset: args.opt_u64("offset")?,
+            limit: args.opt_u64("limit")?,
+        })
+    }
+}
+
+/// `delegate`'s arguments.
 struct DelegateArgs {
     to: String,
     objective: String,
+}
+
+impl DelegateArgs {
+    fn parse(arguments: &str) -> Result<DelegateArgs, ArgsError> {
+        let args = Args::parse(ToolName::Delegate.as_str(), arguments)?;
+        Ok(DelegateArgs { to: args.str("to")?.to_string(), objective: args.str("objective")?.to_string() })
+    }
 }
 
 /// What running one tool call produced.
@@ -66,9 +82,9 @@ impl Agent {
             )));
         }
         match name {
-            ToolName::Finish => self.finish(snapshot, name, arguments).await,
-            ToolName::Delegate => self.delegate(name, arguments).await,
-            ToolName::ReadEvidence => self.read_evidence(snapshot, name, arguments).await,
+            ToolName::Finish => self.finish(snapshot, arguments).await,
+            ToolName::Delegate => self.delegate(arguments).await,
+            ToolName::ReadEvidence => self.read_evidence(snapshot, arguments).await,
             ToolName::Mcp(tool) => self.mcp(tool, arguments).await,
             _ => {
                 let ctx = self.tool_context(snapshot);
@@ -79,15 +95,10 @@ impl Agent {
     }
 
     /// `finish`: accepted, unless the role's `verify` command fails (`finish_rejected`).
-    async fn finish(
-        &mut self,
-        snapshot: &TurnSettings,
-        name: &ToolName,
-        arguments: &str,
-    ) -> Result<CallOutcome, TurnError> {
-        let args: FinishArgs = match parse_args(name, arguments) {
-            Ok(a) => a,
-            Err(outcome) => return plain(outcome),
+    async fn finish(&mut self, snapshot: &TurnSettings, arguments: &str) -> Result<CallOutcome, TurnError> {
+        let summary = match finish_summary(arguments) {
+            Ok(s) => s,
+            Err(e) => return plain(failure(e.to_string())),
         };
         if let Some(verify) = &snapshot.verify {
             let ctx = self.tool_context(snapshot);
@@ -102,19 +113,15 @@ impl Agent {
                 )));
             }
         }
-        Ok(CallOutcome {
-            outcome: ToolOutcome::ok("finished"),
-            finished: Some(args.summary),
-            images: Vec::new(),
-        })
+        Ok(CallOutcome { outcome: ToolOutcome::ok("finished"), finished: Some(summary), images: Vec::new() })
     }
 
     /// `delegate`: a whole turn of another team member, handed the objective and everything this
     /// agent knows was done; its summary is the result.
-    async fn delegate(&mut self, name: &ToolName, arguments: &str) -> Result<CallOutcome, TurnError> {
-        let args: DelegateArgs = match parse_args(name, arguments) {
+    async fn delegate(&mut self, arguments: &str) -> Result<CallOutcome, TurnError> {
+        let args = match DelegateArgs::parse(arguments) {
             Ok(a) => a,
-            Err(outcome) => return plain(outcome),
+            Err(e) => return plain(failure(e.to_string())),
         };
         let to = Role::from(args.to);
         let Some(target) = self.team.member(&to) else {
@@ -148,12 +155,11 @@ impl Agent {
     async fn read_evidence(
         &mut self,
         snapshot: &TurnSettings,
-        name: &ToolName,
         arguments: &str,
     ) -> Result<CallOutcome, TurnError> {
-        let args: ReadEvidenceArgs = match parse_args(name, arguments) {
+        let args = match ReadEvidenceArgs::parse(arguments) {
             Ok(a) => a,
-            Err(outcome) => return plain(outcome),
+            Err(e) => return plain(failure(e.to_string())),
         };
         let Some(last) = self.last_fit.clone() else {
             return plain(failure("read_evidence before any request was measured".into()));
@@ -215,8 +221,4 @@ impl Agent {
 
 fn failure(content: String) -> ToolOutcome {
     ToolOutcome::error(content)
-}
-
-fn parse_args<T: serde::de::DeserializeOwned>(tool: &ToolName, arguments: &str) -> Result<T, ToolOutcome> {
-    serde_json::from_str(arguments).map_err(|e| failure(format!("invalid arguments for {tool}: {e}")))
 }
