@@ -17,9 +17,9 @@ use agentd_policies::settings::SettingKey;
 use agentd_protocol::evidence::Problem;
 use agentd_protocol::rpc::{
     ClockParams, ClockResult, ContextResult, DaemonStatus, EventsParams, EventsResult, HttpServing, LogEntry,
-    LogParams, LogResult, Method, Notification, ProbeResult, RoleStatus, SettingKey as Setting,
-    SettingParams, SettingResult, StateResult, StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary,
-    Unmeasured, VerifyResult,
+    LogParams, LogResult, Method, Notification, ProbeResult, RoleStatus, Setting, SettingParams,
+    SettingResult, StateResult, StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary, Unmeasured,
+    VerifyResult,
 };
 use agentd_protocol::Role;
 pub use agentd_protocol::{ErrorCode, Request, RpcError};

@@ -81,7 +81,7 @@ pub struct Job<'a> {
 
 /// An accepted candidate.
 #[derive(Debug, Clone)]
-pub struct Compacted {
+pub struct CompactedHistory {
     /// The rebuilt history: objective, checkpoint, observations, working files, then the kept rounds.
     pub history: Vec<Message>,
     /// The evidence item holding, one message per JSON line, what left the request.
@@ -122,7 +122,7 @@ impl Measure for JobMeasure<'_> {
 
 /// Runs one compaction to its end: drives the policies' compaction machine, sending the summary requests it
 /// asks for (retried on the daemon's clock) and storing the archive.
-pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
+pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
     let measure = JobMeasure { meter: job.meter, request: job.request, fixed: job.fixed };
     let history = &job.request.messages;
     let setup = Setup {
@@ -138,7 +138,7 @@ pub async fn compact(job: Job<'_>) -> Result<Compacted, CompactError> {
     loop {
         let answer = match need {
             Need::Done(done) => {
-                return Ok(Compacted {
+                return Ok(CompactedHistory {
                     history: done.history,
                     archive_id: done.archive_ref,
                     batches: done.batches,

@@ -6,7 +6,7 @@ use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_gauge, print_probe, print_setting};
 use agentd_daemon::daemon::Home;
 use agentd_protocol::rpc::{
-    ContextParams, ContextResult, ProbeResult, RoleParams, SettingKey, SettingParams, SettingResult,
+    ContextParams, ContextResult, ProbeResult, RoleParams, Setting, SettingParams, SettingResult,
 };
 use agentd_protocol::{Request, Role};
 
@@ -45,7 +45,7 @@ pub fn settings(
     value: Option<u64>,
     json: bool,
 ) -> Result<u8, Failure> {
-    let key: SettingKey = serde_json::from_value(serde_json::Value::String(key.clone()))
+    let key: Setting = serde_json::from_value(serde_json::Value::String(key.clone()))
         .map_err(|_| fail(exit::USAGE, format!("unknown setting {key:?}; settable: compact_at")))?;
     let mut client = connect(home)?;
     let params = SettingParams { role: Role::from(role), key, value: value.map(serde_json::Value::from) };

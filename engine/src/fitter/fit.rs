@@ -15,7 +15,7 @@
 
 use super::{Fitter, LastRequest, RoleKey, State};
 use crate::clock::now_rfc3339;
-use crate::compactor::{compact, CompactError, Compacted, Job};
+use crate::compactor::{compact, CompactError, CompactedHistory, Job};
 use crate::counter::{prepare, Fingerprint, RequestCount, TokenCounter};
 use crate::meter::{Measurement, Meter};
 use crate::storage::StorageError;
@@ -72,7 +72,7 @@ pub struct Fitted {
     /// The request to send: the one asked about, or its compacted rebuild.
     pub request: ChatRequest,
     /// Set when the history was compacted: the new active history and its archive.
-    pub compacted: Option<Compacted>,
+    pub compacted: Option<CompactedHistory>,
 }
 
 /// Measure a request and say whether it may be sent; past the trigger, compact the history first.
@@ -206,7 +206,7 @@ impl State {
         scale: &Scale,
         extended: Option<&LastRequest>,
         count: RequestCount,
-    ) -> Result<(Compacted, Measured), FitError> {
+    ) -> Result<(CompactedHistory, Measured), FitError> {
         let (thresholds, window, meter) = (scale.thresholds, scale.window, &scale.meter);
         let before = count.total.tokens;
         self.emit(
@@ -285,7 +285,7 @@ impl State {
         key: RoleKey,
         scale: Scale,
         measured: Measured,
-        compacted: Option<Compacted>,
+        compacted: Option<CompactedHistory>,
     ) -> Result<Fitted, FitError> {
         let Scale { server, model, meter, window, thresholds, .. } = scale;
         let Measured { fingerprint, basis, measurement } = measured;

@@ -28,7 +28,7 @@ pub use evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyRe
 pub use inspect::{ContextParams, ContextResult, LogEntry, LogParams, LogResult, Unmeasured};
 pub use notification::{Notification, TaskEnd};
 pub use request::{Method, NoParams, Request};
-pub use settings::{ProbeResult, RoleParams, SettingKey, SettingParams, SettingResult};
+pub use settings::{ProbeResult, RoleParams, Setting, SettingParams, SettingResult};
 pub use task::{
     EventsParams, EventsResult, MessageParams, RoleStatus, StateResult, SubmitParams, Submitted,
     SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,

@@ -1,5 +1,5 @@
 //! What a client may tune per role, and what it may ask a role's server: `settings.get` /
-//! `settings.set` (a [`SettingKey`] for a role, remembered per server and model) and `models.probe`
+//! `settings.set` (a [`Setting`] for a role, remembered per server and model) and `models.probe`
 //! (the role's model's context window, asked again).
 
 use crate::role::Role;
@@ -11,16 +11,16 @@ use serde::{Deserialize, Serialize};
 /// A setting a client may read and set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum SettingKey {
+pub enum Setting {
     /// The compaction trigger, percent of the window (1–100).
     CompactAt,
 }
 
-impl SettingKey {
+impl Setting {
     /// The key's name on the wire and in the CLI.
     pub fn as_str(self) -> &'static str {
         match self {
-            SettingKey::CompactAt => "compact_at",
+            Setting::CompactAt => "compact_at",
         }
     }
 }
@@ -31,7 +31,7 @@ pub struct SettingParams {
     /// The role whose setting it is: `lead`, `coder` or a specialist's name from the configuration.
     pub role: Role,
     /// Which setting.
-    pub key: SettingKey,
+    pub key: Setting,
     /// `settings.set` only: the new value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<serde_json::Value>,
@@ -50,7 +50,7 @@ pub struct SettingResult {
     /// The role the setting is for.
     pub role: Role,
     /// The setting.
-    pub key: SettingKey,
+    pub key: Setting,
     /// The value in effect, a percentage from 1 to 100: the one set for the role on its current server and
     /// model, else the one set for the role, else the role's `compact_at` in the configuration, else 80.
     pub value: u8,
