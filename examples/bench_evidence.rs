@@ -22,7 +22,8 @@
 
 mod common;
 
-use agentd_evidence::{NewEvidence, Page, Source, Store, Stored, Unit};
+use agentd_evidence::Store;
+use agentd_protocol::evidence::{NewEvidence, Page, Source, Stored, Unit};
 use common::{group, mb, median, ms, percentile, ratio, us, Rng};
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -278,7 +279,11 @@ fn run() -> Result<(), String> {
 
 // ---------------------------------------------------------------------------------------------
 
-fn put(store: &Store, data: &[u8], fallback: &Path) -> Result<agentd_evidence::EvidenceMeta, String> {
+fn put(
+    store: &Store,
+    data: &[u8],
+    fallback: &Path,
+) -> Result<agentd_protocol::evidence::EvidenceMeta, String> {
     let new = NewEvidence {
         data,
         media_type: "text/plain",

@@ -25,8 +25,9 @@ mod common;
 
 use agentd_engine::counter::{Fingerprint, TokenCounter};
 use agentd_policies::compaction::{plan, PlanInput, WorkingFile};
-use agentd_policies::{Message, Part, Speaker, Thresholds, Tokens};
+use agentd_policies::Thresholds;
 use agentd_protocol::ChatRequest;
+use agentd_protocol::{Message, Part, Speaker, Tokens};
 use common::{group, mb, median, ms, percentile, ratio, us};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -53,7 +54,7 @@ fn main() {
 
     let mut g = Gen::new(0x5eed_a9e7_d000_0001);
     let system = agentd_agents::system_prompt(
-        &agentd_agents::Role::Coder,
+        &agentd_protocol::Role::Coder,
         None,
         std::path::Path::new("/home/dev/projects/inventory-service"),
         &[],

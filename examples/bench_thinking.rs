@@ -19,7 +19,7 @@
 
 use agentd_engine::counter::TokenCounter;
 use agentd_policies::thinking::clear_outdated;
-use agentd_policies::{Message, Part, Speaker};
+use agentd_protocol::{Message, Part, Speaker};
 
 const DAYS: usize = 5;
 const CHAIN: usize = 12;

@@ -17,8 +17,8 @@ mod common;
 use agentd_engine::counter::{prepare, TokenCounter};
 use agentd_engine::meter::Meter;
 use agentd_policies::calibration::{Basis, Calibration, Raw};
-use agentd_policies::Tokens;
 use agentd_protocol::ChatRequest;
+use agentd_protocol::Tokens;
 use agentd_providers::{Client, OpenAiClient};
 use common::{agentd_binary, team_config, Daemon, Result};
 use serde_json::{json, Value};
@@ -301,7 +301,7 @@ fn run(base_url: &str, model: &str, window: u64) -> Result<usize> {
 
 /// Requests of growing size: a bare question, the same with the lead's tools, a longer history.
 fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
-    use agentd_policies::Message;
+    use agentd_protocol::Message;
     let tools = tool_specs(&["read_file", "list_dir", "search", "finish"]);
     let base = |messages: Vec<Message>, tools: Vec<agentd_protocol::ToolSchema>| ChatRequest {
         model: model.to_string(),
@@ -336,7 +336,7 @@ fn tool_specs(names: &[&str]) -> Vec<agentd_protocol::ToolSchema> {
 /// An agent-like conversation under the real 2,048-token context: the lead's tools and system prompt,
 /// then user notes and short answers appended one exchange at a time (each request extends the last).
 fn growing_conversation(model: &str) -> Vec<ChatRequest> {
-    use agentd_policies::Message;
+    use agentd_protocol::Message;
     let tools = tool_specs(&["read_file", "list_dir", "finish"]);
     let mut messages = vec![Message::user("Keep the depot ledger; answer each note in one sentence.")];
     let mut out = Vec::new();

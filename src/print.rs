@@ -13,7 +13,7 @@ use agentd_protocol::rpc::{
 use agentd_protocol::{EvidenceMeta, Part, Record};
 
 /// Pretty JSON of a typed answer, for `--json`.
-pub fn pretty<T: agentd_protocol::Serialize>(value: &T) -> String {
+pub fn pretty<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 

@@ -272,6 +272,48 @@ fn only_the_clock_module_reads_the_system_time_or_sleeps_on_it() {
     }
 }
 
+#[test]
+fn every_type_has_one_path_no_library_re_exports_another_crates_items() {
+    // A crate may gather its own modules' items at its root; it never hands out another crate's
+    // (`pub use agentd_protocol::Role` in `agents` made one type reachable by two paths).
+    for krate in
+        ["protocol", "policies", "evidence", "agents", "providers", "engine", "daemon", "client", "src"]
+    {
+        let dir = if krate == "src" { root().join("src") } else { root().join(krate).join("src") };
+        for file in rust_files(&dir) {
+            for (n, line) in read(&file).lines().enumerate() {
+                let line = line.trim_start();
+                let foreign = line.strip_prefix("pub use ").is_some_and(|path| {
+                    !path.starts_with("crate::")
+                        && !path.starts_with("self::")
+                        && !path.starts_with("super::")
+                        && path.contains("::")
+                        && !is_own_module(&file, path)
+                });
+                assert!(
+                    !foreign,
+                    "{}:{}: `{line}` re-exports another crate's item; use it by its own path",
+                    file.display(),
+                    n + 1
+                );
+            }
+        }
+    }
+}
+
+/// Whether `path` of a `pub use` in `file` starts at one of the file's own modules (`fit::Fit` in
+/// `fitter/mod.rs`), not at a crate.
+fn is_own_module(file: &Path, path: &str) -> bool {
+    let first = path.split("::").next().unwrap_or_default();
+    let dir = file.parent().unwrap();
+    let here = if file.ends_with("mod.rs") || file.ends_with("lib.rs") || file.ends_with("main.rs") {
+        dir.to_path_buf()
+    } else {
+        dir.join(file.file_stem().unwrap())
+    };
+    here.join(format!("{first}.rs")).exists() || here.join(first).join("mod.rs").exists()
+}
+
 /// The modules of a crate's `src/`, each with the crate modules it uses (`crate::a::b` → `a`, or
 /// `a::b` for a directory module's children).
 fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {

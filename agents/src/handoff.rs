@@ -5,7 +5,7 @@
 //! the newest receipts that fit, says how many it left out, and names the archive and how to read it.
 //! Receipts are never dropped silently: the view always states `shown of total`.
 
-use crate::receipts::Receipt;
+use agentd_protocol::Receipt;
 use agentd_protocol::Role;
 
 /// One receipt as a line of the view.

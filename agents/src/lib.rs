@@ -28,8 +28,7 @@ pub mod workspace;
 
 pub use error::ToolError;
 pub use prompts::system_prompt;
-pub use receipts::Receipt;
-pub use roles::{default_tools, Role, ALL_TOOLS, CODER_TOOLS, LEAD_TOOLS, SPECIALIST_TOOLS};
+pub use roles::{default_tools, ALL_TOOLS, CODER_TOOLS, LEAD_TOOLS, SPECIALIST_TOOLS};
 pub use schema::{schema, schemas, UnknownTool};
 pub use tools::{execute, ToolContext, ToolOutcome, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES};
 pub use workspace::Workspace;

@@ -1,7 +1,7 @@
 //! System prompts, one per role. Deterministic: the same inputs give the same text, byte for byte, so
 //! the provider's cached prompt prefix survives restarts.
 
-use crate::roles::Role;
+use agentd_protocol::Role;
 use std::path::Path;
 
 /// The system prompt for `role` working in `workspace`.

@@ -10,7 +10,7 @@ use agentd_protocol::ToolName;
 /// Characters kept of the arguments and of the outcome.
 pub const SUMMARY_CHARS: usize = 200;
 
-pub use agentd_protocol::Receipt;
+use agentd_protocol::Receipt;
 
 /// The receipt of one call of `tool` with `arguments` that ended in `outcome`.
 pub fn receipt(

@@ -1,6 +1,6 @@
 //! The roles of a team and the tools each may use by default.
 
-pub use agentd_protocol::Role;
+use agentd_protocol::Role;
 use agentd_protocol::ToolName;
 
 /// The lead's tools: it reads the workspace and its evidence, delegates, and finishes; it does not write or

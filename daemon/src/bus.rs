@@ -3,8 +3,8 @@
 
 use agentd_engine::clock::now_rfc3339;
 use agentd_evidence::{Store, StoreError};
-use agentd_policies::{Event, EventKind};
 use agentd_protocol::Role;
+use agentd_protocol::{Event, EventKind};
 use tokio::sync::broadcast;
 
 /// Where events go: each is appended to the task's log (flushed) and then broadcast to every live subscriber.

@@ -4,9 +4,9 @@
 //! and nothing else: no socket, no network, no filesystem. Not an API; hidden from the docs.
 
 use crate::config::{Config, ConfigError};
-pub use crate::rpc::Request;
-use crate::rpc::{ErrorCode, RpcError};
 use crate::socket::{decode_request, error_response, framing_error, Frame, Lines};
+use agentd_protocol::Request;
+use agentd_protocol::{ErrorCode, RpcError};
 use serde_json::Value;
 use std::path::Path;
 

@@ -10,11 +10,12 @@ use crate::supervisor::{
 use actix::prelude::*;
 use agentd_engine::context::effective_compact_at;
 use agentd_engine::fitter::{GaugeOf, WindowOf};
-use agentd_engine::storage::{Storage, StorageError};
+use agentd_engine::storage::{Settings, StorageError};
 use agentd_engine::task::TaskError;
-use agentd_evidence::{EvidenceError, StoreError, Unit};
-use agentd_policies::settings::SettingKey;
+use agentd_evidence::{EvidenceError, StoreError};
+use agentd_policies::settings::{CompactAt, CompactAtOn};
 use agentd_protocol::evidence::Problem;
+use agentd_protocol::evidence::Unit;
 use agentd_protocol::rpc::{
     ClockParams, ClockResult, ContextResult, DaemonStatus, EventsParams, EventsResult, HttpServing, LogEntry,
     LogParams, LogResult, Method, Notification, ProbeResult, RoleStatus, Setting, SettingParams,
@@ -22,7 +23,7 @@ use agentd_protocol::rpc::{
     VerifyResult,
 };
 use agentd_protocol::Role;
-pub use agentd_protocol::{ErrorCode, Request, RpcError};
+use agentd_protocol::{ErrorCode, Request, RpcError};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -236,14 +237,14 @@ impl Methods {
 
     async fn ask<M>(&self, msg: M) -> Answer<StateResult>
     where
-        M: actix::Message<Result = Result<agentd_policies::TaskState, SupervisorError>> + Send + 'static,
+        M: actix::Message<Result = Result<agentd_protocol::TaskState, SupervisorError>> + Send + 'static,
         Supervisor: Handler<M>,
     {
         let state = self.supervisor.send(msg).await??;
         Ok(StateResult { state })
     }
 
-    fn task(&self, task_id: &str) -> Answer<agentd_evidence::TaskMeta> {
+    fn task(&self, task_id: &str) -> Answer<agentd_protocol::task::TaskMeta> {
         self.shared
             .store
             .task(task_id)?
@@ -404,11 +405,8 @@ impl Methods {
                         None => return Err(RpcError::invalid_params("missing param `value`").into()),
                     };
                     let model = rc.model.as_str();
-                    for key in
-                        [SettingKey::CompactAt { role }, SettingKey::CompactAtOn { role, server, model }]
-                    {
-                        self.shared.storage.set_setting(&key, &Value::from(value))?;
-                    }
+                    self.shared.storage.put(&CompactAt { role }, &value)?;
+                    self.shared.storage.put(&CompactAtOn { role, server, model }, &value)?;
                 }
                 let value = effective_compact_at(&self.shared.engine, role, server, &rc.model)?;
                 Ok(SettingResult {

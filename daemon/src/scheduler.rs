@@ -2,11 +2,13 @@
 //! wait reads the daemon's clock, so tests drive time instead of sleeping. (A turn's retry waits are
 //! the engine's own, `agentd_engine::retry::wait`, on the same clock.)
 
-use crate::config::{JobAction, JobConfig};
+use crate::config::JobConfig;
 use actix::prelude::*;
 use agentd_engine::clock::{clock, now_rfc3339};
+use agentd_engine::storage::{Settings, Storage};
 use agentd_evidence::Store;
-use agentd_policies::settings::SettingKey;
+use agentd_policies::settings::JobRuns;
+use agentd_protocol::rpc::JobAction;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,30 +16,27 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
-/// What `daemon.status` shows of a job.
-pub use agentd_protocol::rpc::JobStatus;
+use agentd_protocol::rpc::JobStatus;
 
 /// The actor that runs the cron jobs of `[[scheduler.jobs]]` on the daemon's clock. Each job's runs are recorded in the store, so `daemon.status` shows them across restarts.
 pub struct Scheduler {
     jobs: Vec<JobConfig>,
     store: Store,
+    settings: Arc<dyn Storage>,
     home: PathBuf,
     status: Arc<Mutex<BTreeMap<String, JobStatus>>>,
     stop: CancellationToken,
 }
 
 impl Scheduler {
-    /// A scheduler for `jobs`, recording their runs in `store`; `home` is where `logs.export` writes
-    /// (`<home>/exports/`). The jobs start when the actor does.
-    pub fn new(jobs: Vec<JobConfig>, store: Store, home: PathBuf) -> Scheduler {
+    /// A scheduler for `jobs` over `store` (what they verify and export), recording their runs in
+    /// `settings`; `home` is where `logs.export` writes (`<home>/exports/`). The jobs start when the
+    /// actor does.
+    pub fn new(jobs: Vec<JobConfig>, store: Store, settings: Arc<dyn Storage>, home: PathBuf) -> Scheduler {
         let status = jobs
             .iter()
             .map(|j| {
-                let last = store
-                    .setting(&SettingKey::Job { name: &j.name }.to_string())
-                    .ok()
-                    .flatten()
-                    .and_then(|v| serde_json::from_value::<JobStatus>(v).ok());
+                let last = settings.get(&JobRuns { name: &j.name }).ok().flatten();
                 let mut s = last.unwrap_or_default();
                 s.name = j.name.clone();
                 s.cron = j.cron.clone();
@@ -45,7 +44,14 @@ impl Scheduler {
                 (j.name.clone(), s)
             })
             .collect();
-        Scheduler { jobs, store, home, status: Arc::new(Mutex::new(status)), stop: CancellationToken::new() }
+        Scheduler {
+            jobs,
+            store,
+            settings,
+            home,
+            status: Arc::new(Mutex::new(status)),
+            stop: CancellationToken::new(),
+        }
     }
 }
 
@@ -54,9 +60,14 @@ impl Actor for Scheduler {
 
     fn started(&mut self, _: &mut Context<Self>) {
         for job in self.jobs.clone() {
-            let (store, home, status, stop) =
-                (self.store.clone(), self.home.clone(), self.status.clone(), self.stop.clone());
-            tokio::spawn(async move { run_job(job, store, home, status, stop).await });
+            let (store, settings, home, status, stop) = (
+                self.store.clone(),
+                self.settings.clone(),
+                self.home.clone(),
+                self.status.clone(),
+                self.stop.clone(),
+            );
+            tokio::spawn(async move { run_job(job, store, settings, home, status, stop).await });
         }
     }
 
@@ -73,6 +84,7 @@ fn next_after(job: &JobConfig, now: SystemTime) -> Option<SystemTime> {
 async fn run_job(
     job: JobConfig,
     store: Store,
+    settings: Arc<dyn Storage>,
     home: PathBuf,
     status: Arc<Mutex<BTreeMap<String, JobStatus>>>,
     stop: CancellationToken,
@@ -95,10 +107,10 @@ async fn run_job(
         let (store2, home2, action) = (store.clone(), home.clone(), job.action);
         let outcome = tokio::task::spawn_blocking(move || run_action(action, &store2, &home2))
             .await
-            .unwrap_or_else(|e| Err(format!("the job stopped unexpectedly: {e}")));
+            .unwrap_or_else(|e| Err(JobError::Stopped(e)));
         let (ok, text) = match outcome {
             Ok(t) => (true, t),
-            Err(t) => (false, t),
+            Err(e) => (false, e.to_string()),
         };
         if ok {
             tracing::info!(job = %job.name, outcome = %text, "scheduled job ran");
@@ -117,51 +129,87 @@ async fn run_job(
                 next_after(&job, clock.now()).map(|t| humantime::format_rfc3339_millis(t).to_string());
             s.clone()
         };
-        if let Err(e) = store.set_setting(
-            &SettingKey::Job { name: &job.name }.to_string(),
-            &serde_json::to_value(&snapshot).unwrap_or_default(),
-        ) {
+        if let Err(e) = settings.put(&JobRuns { name: &job.name }, &snapshot) {
             tracing::error!(job = %job.name, error = %e, "could not record the job's run");
         }
     }
 }
 
-/// Runs a job's action: `Ok` with a summary, or `Err` naming what was wrong.
-fn run_action(action: JobAction, store: &Store, home: &std::path::Path) -> Result<String, String> {
+/// Why a job's run failed; its text is the run's outcome in `daemon.status`.
+#[derive(Debug, thiserror::Error)]
+enum JobError {
+    /// The store could not be read.
+    #[error("{0}")]
+    Store(#[from] agentd_evidence::StoreError),
+    /// The evidence could not be listed or verified.
+    #[error("{0}")]
+    Evidence(#[from] agentd_evidence::EvidenceError),
+    /// The verification found problems.
+    #[error("{checked} checked, {} problems: {}", .problems.len(), .problems.join("; "))]
+    Problems {
+        /// How many evidence blobs were checked.
+        checked: usize,
+        /// Each problem, in words.
+        problems: Vec<String>,
+    },
+    /// A file of the export could not be written.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A record could not be written as JSON.
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+    /// The run's own thread panicked.
+    #[error("the job stopped unexpectedly: {0}")]
+    Stopped(tokio::task::JoinError),
+}
+
+/// Runs a job's action: `Ok` with a summary, or the error saying what was wrong.
+fn run_action(action: JobAction, store: &Store, home: &std::path::Path) -> Result<String, JobError> {
+    let io = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| JobError::Io { path, source }
+    };
     match action {
         JobAction::VerifyEvidence => {
-            let problems = store.verify_evidence().map_err(|e| e.to_string())?;
-            let checked = store.evidence_list(None).map_err(|e| e.to_string())?.len();
+            let problems = store.verify_evidence()?;
+            let checked = store.evidence_list(None)?.len();
             if problems.is_empty() {
                 Ok(format!("{checked} evidence blobs verified, no problems"))
             } else {
-                let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-                Err(format!("{checked} checked, {} problems: {}", problems.len(), list.join("; ")))
+                Err(JobError::Problems {
+                    checked,
+                    problems: problems.iter().map(|p| p.to_string()).collect(),
+                })
             }
         }
         JobAction::ExportLogs => {
             let dir = home.join("exports");
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let tasks = store.tasks().map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+            let tasks = store.tasks()?;
             let mut records = 0usize;
             for t in &tasks {
                 let mut out = String::new();
                 let mut after = 0;
                 loop {
-                    let page = store.records(&t.task_id, after, 10_000).map_err(|e| e.to_string())?;
+                    let page = store.records(&t.task_id, after, 10_000)?;
                     let Some((last, _)) = page.last() else { break };
                     after = *last;
                     for (seq, record) in page {
                         let entry = agentd_protocol::rpc::LogEntry { seq, record };
-                        out.push_str(&serde_json::to_string(&entry).map_err(|e| e.to_string())?);
+                        out.push_str(&serde_json::to_string(&entry)?);
                         out.push('\n');
                         records += 1;
                     }
                 }
                 let path = dir.join(format!("{}.jsonl", t.task_id));
                 let tmp = dir.join(format!(".{}.jsonl.tmp", t.task_id));
-                std::fs::write(&tmp, out).map_err(|e| format!("{}: {e}", tmp.display()))?;
-                std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::fs::write(&tmp, out).map_err(io(&tmp))?;
+                std::fs::rename(&tmp, &path).map_err(io(&path))?;
             }
             Ok(format!("exported {} tasks ({records} records) to {}", tasks.len(), dir.display()))
         }

@@ -60,7 +60,9 @@ impl Shared {
             config.providers.values().filter_map(|p| p.api_key_env.clone()).chain(config.secret_env.clone());
         let redactor = Redactor::new(secret_names.filter_map(|name| env(&name).map(|value| (name, value))));
         let engine = Arc::new(Engine::new(Arc::new(storage.clone()), config.team.clone(), models, redactor));
-        let scheduler = Scheduler::new(config.jobs.clone(), store.clone(), home.clone()).start();
+        let scheduler =
+            Scheduler::new(config.jobs.clone(), store.clone(), Arc::new(storage.clone()), home.clone())
+                .start();
         Shared { home, store, bus, storage, config, engine, scheduler, ends }
     }
 

@@ -8,9 +8,10 @@
 
 use crate::follow::follow;
 pub(crate) use crate::rpc::{decode_request, error_response};
-use crate::rpc::{notification, result_response, ErrorCode, Methods, Request, RpcError};
+use crate::rpc::{notification, result_response, Methods};
 pub(crate) use agentd_client::framing::{Frame, Lines, MAX_LINE};
 use agentd_protocol::Notification;
+use agentd_protocol::{ErrorCode, Request, RpcError};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

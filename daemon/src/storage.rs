@@ -70,16 +70,16 @@ impl Storage for SledStorage {
         self.ends.insert(task_id, end);
     }
 
-    fn setting(&self, key: &SettingKey<'_>) -> Result<Option<Value>, StorageError> {
-        self.store.setting(&key.to_string()).map_err(StorageError::new)
+    fn setting(&self, key: &SettingKey) -> Result<Option<Value>, StorageError> {
+        self.store.setting(key.as_str()).map_err(StorageError::new)
     }
 
-    fn set_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError> {
-        self.store.set_setting(&key.to_string(), value).map_err(StorageError::new)
+    fn set_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError> {
+        self.store.set_setting(key.as_str(), value).map_err(StorageError::new)
     }
 
-    fn cache_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError> {
-        self.store.cache_setting(&key.to_string(), value).map_err(StorageError::new)
+    fn cache_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError> {
+        self.store.cache_setting(key.as_str(), value).map_err(StorageError::new)
     }
 
     fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StorageError> {

@@ -8,7 +8,8 @@
 
 use crate::config::Config;
 use crate::shared::Shared;
-use agentd_evidence::{Store, TaskMeta};
+use agentd_evidence::Store;
+use agentd_protocol::task::TaskMeta;
 use agentd_protocol::{Event, Message, Role, TaskState};
 use agentd_test_support::daemon::team_config;
 use agentd_test_support::ScriptedServer;

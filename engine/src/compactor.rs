@@ -10,12 +10,12 @@ use crate::meter::Meter;
 use crate::retry::{ask, with_retries, OnTheClock, RetryError};
 use crate::storage::Storage;
 use agentd_policies::budget::summary_reserve;
-use agentd_policies::compaction::{
-    Answer, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile, SUMMARISER_SYSTEM,
-};
+use agentd_policies::compaction::{Answer, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile};
 use agentd_policies::retry::RetryPolicy;
-use agentd_policies::{Message, Thresholds, Tokens};
+use agentd_policies::summary::SUMMARISER_SYSTEM;
+use agentd_policies::Thresholds;
 use agentd_protocol::{ChatRequest, Model, ProviderError};
+use agentd_protocol::{Message, Tokens};
 use agentd_protocol::{NewEvidence, Source, Stored};
 use agentd_protocol::{Producer, Role};
 use std::path::PathBuf;

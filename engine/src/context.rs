@@ -5,14 +5,14 @@
 use crate::clock::now_rfc3339;
 use crate::error::TurnError;
 use crate::fitter::Fitter;
-use crate::storage::{Storage, StorageError};
+use crate::storage::{Settings, Storage, StorageError};
 use crate::team::TeamConfig;
 use crate::tool_servers::ToolServers;
 use agentd_agents::roles::default_tools;
 use agentd_agents::workspace::Workspace;
 use agentd_policies::budget::DEFAULT_COMPACT_AT;
 use agentd_policies::redact::Redactor;
-use agentd_policies::settings::SettingKey;
+use agentd_policies::settings::{CompactAt, CompactAtOn};
 use agentd_protocol::{Model, Role, TaskState, TurnSettings};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -75,12 +75,13 @@ pub fn effective_compact_at(
     server: &str,
     model: &str,
 ) -> Result<u8, StorageError> {
-    for key in [SettingKey::CompactAtOn { role, server, model }, SettingKey::CompactAt { role }] {
-        if let Some(v) = engine.storage.setting(&key)?.and_then(|v| v.as_u64()) {
-            if (1..=100).contains(&v) {
-                return Ok(v as u8);
-            }
-        }
+    let on_pair = engine.storage.get(&CompactAtOn { role, server, model })?;
+    let set = match on_pair.filter(|v| (1..=100).contains(v)) {
+        Some(v) => Some(v),
+        None => engine.storage.get(&CompactAt { role })?,
+    };
+    if let Some(v) = set.filter(|v| (1..=100).contains(v)) {
+        return Ok(v as u8);
     }
     Ok(engine.team.role(role).and_then(|r| r.compact_at).unwrap_or(DEFAULT_COMPACT_AT))
 }
@@ -119,12 +120,10 @@ impl TaskCtx {
         self.engine.team.roles().filter(|r| *r != Role::Lead).collect()
     }
 
-    /// The model of the provider named `provider`, or a [`TurnError::Team`] naming it when none is
+    /// The model of the provider named `provider`, or a [`TurnError::UnknownProvider`] naming it when none is
     /// configured.
     pub fn model(&self, provider: &str) -> Result<Arc<dyn Model>, TurnError> {
-        self.engine
-            .model(provider)
-            .ok_or_else(|| TurnError::Team(format!("no provider named {provider:?} is configured")))
+        self.engine.model(provider).ok_or_else(|| TurnError::UnknownProvider(provider.to_string()))
     }
 
     /// The system prompt of `role` in this task: the role's own, the workspace, the teammates the lead may
@@ -149,9 +148,7 @@ impl TaskCtx {
     /// The settings a turn of `role` starts with.
     pub fn snapshot(&self, role: &Role) -> Result<TurnSettings, TurnError> {
         let team = &self.engine.team;
-        let rc = team
-            .role(role)
-            .ok_or_else(|| TurnError::Team(format!("no role {:?} in the team", role.name())))?;
+        let rc = team.role(role).ok_or_else(|| TurnError::UnknownRole(role.clone()))?;
         let server = self.model(&rc.provider)?.server().to_string();
         let compact_at = effective_compact_at(&self.engine, role, &server, &rc.model)?;
         let tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));

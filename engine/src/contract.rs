@@ -6,8 +6,8 @@
 // A check, like a test: a broken promise panics, naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::storage::Storage;
-use agentd_policies::settings::SettingKey;
+use crate::storage::{Settings, Storage};
+use agentd_policies::settings::{CompactAt, LastThinkingCleanup, Setting, ThinkingLatch};
 use agentd_protocol::{
     CheckpointKind, EventKind, Message, NewEvidence, Producer, Record, Role, Source, Stored, TaskMeta,
     TaskState, Tokens, Unit, Window, WindowSource,
@@ -78,13 +78,19 @@ pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path
 
     // Settings and windows.
     let role = Role::Coder;
-    let key = SettingKey::CompactAt { role: &role };
-    assert!(storage.setting(&key).unwrap().is_none());
-    storage.set_setting(&key, &serde_json::json!(70)).unwrap();
-    assert_eq!(storage.setting(&key).unwrap(), Some(serde_json::json!(70)));
-    let gauge = SettingKey::Gauge { task_id: t, role: &role };
-    storage.cache_setting(&gauge, &serde_json::json!({"tokens": 1})).unwrap();
-    assert_eq!(storage.setting(&gauge).unwrap(), Some(serde_json::json!({"tokens": 1})));
+    let key = CompactAt { role: &role };
+    assert!(storage.get(&key).unwrap().is_none());
+    storage.put(&key, &70).unwrap();
+    assert_eq!(storage.get(&key).unwrap(), Some(70));
+    assert_eq!(storage.setting(&key.key()).unwrap(), Some(serde_json::json!(70)), "kept as JSON");
+    let latch = LastThinkingCleanup { task_id: t, role: &role };
+    let value = ThinkingLatch { checkpoint_seq: 3, blocks_removed: 1, at: "2026-01-01T00:00:00Z".into() };
+    storage.cache(&latch, &value).unwrap();
+    assert_eq!(storage.get(&latch).unwrap(), Some(value));
+    // A value that does not read as the setting's type is unset, and stays stored.
+    storage.set_setting(&key.key(), &serde_json::json!("seventy")).unwrap();
+    assert_eq!(storage.get(&key).unwrap(), None);
+    assert_eq!(storage.setting(&key.key()).unwrap(), Some(serde_json::json!("seventy")));
     assert!(storage.window("http://s/v1", "m").unwrap().is_none());
     let window = Window { tokens: Tokens(8_192), source: WindowSource::Error };
     storage.set_window("http://s/v1", "m", window).unwrap();

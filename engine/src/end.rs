@@ -50,7 +50,7 @@ pub fn close_unfinished_calls(
         after = last.seq;
         events.extend(page);
     }
-    let mut open = agentd_policies::event::unfinished_calls(&events);
+    let mut open = agentd_protocol::event::unfinished_calls(&events);
     if resumable {
         open.retain(|(_, tool, _)| *tool != ToolName::Delegate);
     }

@@ -4,7 +4,7 @@
 use crate::fitter::FitError;
 use crate::retry::RetryError;
 use crate::storage::StorageError;
-use agentd_protocol::ProviderError;
+use agentd_protocol::{ProviderError, Role, Tokens};
 
 /// Why a turn ended without a `finish`. The task's runner turns it into the task's end: `cancelled` for
 /// [`TurnError::Cancelled`], `failed` with this message otherwise.
@@ -31,10 +31,73 @@ pub enum TurnError {
         /// How many model requests the turn made.
         steps: usize,
     },
-    /// The team itself failed: a teammate, the fitter or the scheduler gone, an unknown tool or provider in
-    /// the configuration, a large result that could not be stored. The message says which.
-    #[error("{0}")]
-    Team(String),
+    /// The role's configuration names a tool agentd does not have.
+    #[error("role {role}: unknown tool {tool}")]
+    UnknownTool {
+        /// The role whose tools were being listed.
+        role: Role,
+        /// The name that is no tool.
+        tool: String,
+    },
+    /// A role's configuration names a provider that is not configured.
+    #[error("no provider named {0:?} is configured")]
+    UnknownProvider(String),
+    /// A role the turn needs (its own, or a delegation's) is not in the team.
+    #[error("no role {:?} in the team", .0.name())]
+    UnknownRole(Role),
+    /// The turn's own tokio task panicked or was aborted: a failed turn, not a dead runner.
+    #[error("the turn stopped unexpectedly: {0}")]
+    Stopped(#[source] tokio::task::JoinError),
+    /// A tool result (or one of its images) too large for the request could not be stored as evidence, so it
+    /// can neither be sent nor kept.
+    #[error("cannot store {what} {tool} result: {source}")]
+    ResultNotStored {
+        /// The tool whose result it was.
+        tool: String,
+        /// `"a large"` or `"an image of a"`: which part of the result.
+        what: &'static str,
+        /// Why the store refused it.
+        #[source]
+        source: StorageError,
+    },
+    /// A delegation's receipts exceed the handoff budget and their archive could not be stored and read
+    /// back: the handoff is refused rather than made with receipts dropped.
+    #[error(
+        "handoff to {to} failed: the {receipts} receipts of {from} exceed the handoff budget of {budget} tokens \
+         and {why}; refusing to hand over with receipts dropped"
+    )]
+    Handoff {
+        /// The role handing over.
+        from: Role,
+        /// The role it delegates to.
+        to: Role,
+        /// How many receipts it has.
+        receipts: usize,
+        /// The handoff budget they exceed.
+        budget: Tokens,
+        /// What went wrong with their archive.
+        why: ArchiveFailure,
+    },
+}
+
+/// Why the archive of a delegation's receipts could not be used: part of [`TurnError::Handoff`].
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveFailure {
+    /// The store refused it.
+    #[error("their archive could not be written: {0}")]
+    NotWritten(#[source] StorageError),
+    /// It was stored but reading it back failed.
+    #[error("their archive {id} cannot be read back: {source}")]
+    Unreadable {
+        /// The evidence id it was stored under.
+        id: String,
+        /// Why it could not be read.
+        #[source]
+        source: StorageError,
+    },
+    /// The evidence database could not take it; it went to a workspace file, which the handoff cannot cite.
+    #[error("the evidence database could not hold their archive (written whole to {} instead)", .0.display())]
+    Fallback(std::path::PathBuf),
 }
 
 impl From<RetryError<TurnError>> for TurnError {

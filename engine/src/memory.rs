@@ -168,16 +168,16 @@ impl Storage for MemoryStorage {
         self.inner.lock().ends.insert(task_id.to_string(), end);
     }
 
-    fn setting(&self, key: &SettingKey<'_>) -> Result<Option<Value>, StorageError> {
-        Ok(self.inner.lock().settings.get(&key.to_string()).cloned())
+    fn setting(&self, key: &SettingKey) -> Result<Option<Value>, StorageError> {
+        Ok(self.inner.lock().settings.get(key.as_str()).cloned())
     }
 
-    fn set_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError> {
+    fn set_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError> {
         self.writing()?.settings.insert(key.to_string(), value.clone());
         Ok(())
     }
 
-    fn cache_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError> {
+    fn cache_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError> {
         self.set_setting(key, value)
     }
 

@@ -8,10 +8,12 @@
 //! calibration as it stood): the fitter hands one out ([`crate::fitter::MeterOf`]) and keeps the
 //! calibration itself up to date.
 
-use crate::counter::{prepare_text, CountSource, Fingerprint, RequestCount, TokenCounter};
-use agentd_policies::calibration::{Basis, Calibration, Standing};
-use agentd_policies::{Count, Measured, Message, Tokens};
+use crate::counter::{prepare_text, Fingerprint, RequestCount, TokenCounter};
+use agentd_policies::calibration::{Basis, Calibration};
+use agentd_protocol::tokens::Standing;
+use agentd_protocol::CountSource;
 use agentd_protocol::{ChatRequest, Model};
+use agentd_protocol::{Count, Measured, Message, Tokens};
 use std::sync::Arc;
 
 /// A server/model's measure: its token counter and a snapshot of its calibration. Cheap to clone (the counter

@@ -170,7 +170,7 @@ where
 mod tests {
     use super::*;
     use agentd_policies::retry::Schedule;
-    use agentd_policies::Message;
+    use agentd_protocol::Message;
     use agentd_providers::OpenAiClient;
     use agentd_test_support::{empty_stream, rate_limited, server_error, sse, text, ScriptedServer};
     use std::time::Instant;

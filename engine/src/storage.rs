@@ -23,7 +23,7 @@
 //! The calls are synchronous: the engine calls them from its tasks, and an implementation over a
 //! network log blocks in place on its acknowledgement.
 
-use agentd_policies::settings::SettingKey;
+use agentd_policies::settings::{Setting, SettingKey};
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, TaskState,
     Unit, Window,
@@ -76,13 +76,14 @@ pub trait Storage: Send + Sync + 'static {
     /// from memory and written once the storage heals.
     fn keep_end(&self, task_id: &str, end: End);
 
-    /// A setting, if one is stored under `key`.
-    fn setting(&self, key: &SettingKey<'_>) -> Result<Option<Value>, StorageError>;
-    /// Stores a setting, durably before it returns.
-    fn set_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError>;
+    /// The stored JSON of a setting, if there is one under `key`. Read settings through
+    /// [`Settings::get`], which gives the setting's own type.
+    fn setting(&self, key: &SettingKey) -> Result<Option<Value>, StorageError>;
+    /// Stores a setting's JSON, durably before it returns. Write through [`Settings::put`].
+    fn set_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError>;
     /// Stores a value that is only a cache (a calibration, a gauge): losing the last one in a
-    /// crash costs a recount, so it need not be flushed at once.
-    fn cache_setting(&self, key: &SettingKey<'_>, value: &Value) -> Result<(), StorageError>;
+    /// crash costs a recount, so it need not be flushed at once. Write through [`Settings::cache`].
+    fn cache_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError>;
     /// The window learned for a server's model, if one is.
     fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StorageError>;
     /// Keeps the window of a server's model.
@@ -95,6 +96,43 @@ pub trait Storage: Send + Sync + 'static {
     fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError>;
     /// One page of evidence: `limit` lines (or bytes) from `offset`.
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError>;
+}
+
+/// The settings of a [`Storage`], each read and written as its own type ([`Setting::Value`]).
+pub trait Settings {
+    /// The value of `setting`, if one is stored. A stored value that no longer reads as the
+    /// setting's type (written by another version) is left in place, logged and taken as unset.
+    fn get<S: Setting>(&self, setting: &S) -> Result<Option<S::Value>, StorageError>;
+    /// Stores `value` for `setting`, durably before it returns.
+    fn put<S: Setting>(&self, setting: &S, value: &S::Value) -> Result<(), StorageError>;
+    /// Stores `value` for `setting` as a cache (see [`Storage::cache_setting`]).
+    fn cache<S: Setting>(&self, setting: &S, value: &S::Value) -> Result<(), StorageError>;
+}
+
+impl<T: Storage + ?Sized> Settings for T {
+    fn get<S: Setting>(&self, setting: &S) -> Result<Option<S::Value>, StorageError> {
+        let key = setting.key();
+        let Some(stored) = self.setting(&key)? else { return Ok(None) };
+        match serde_json::from_value(stored) {
+            Ok(value) => Ok(Some(value)),
+            Err(e) => {
+                tracing::warn!(setting = %key, error = %e, "a stored setting does not read as its type; taken as unset");
+                Ok(None)
+            }
+        }
+    }
+
+    fn put<S: Setting>(&self, setting: &S, value: &S::Value) -> Result<(), StorageError> {
+        self.set_setting(&setting.key(), &encode(value)?)
+    }
+
+    fn cache<S: Setting>(&self, setting: &S, value: &S::Value) -> Result<(), StorageError> {
+        self.cache_setting(&setting.key(), &encode(value)?)
+    }
+}
+
+fn encode(value: &impl serde::Serialize) -> Result<Value, StorageError> {
+    serde_json::to_value(value).map_err(StorageError::new)
 }
 
 /// A task's end, as it is (or is to be) recorded.

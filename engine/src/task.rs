@@ -9,9 +9,9 @@ use crate::end::record_end;
 use crate::error::TurnError;
 use crate::storage::{End, Storage, StorageError};
 use crate::tool_servers::ToolServers;
-use agentd_agents::receipts::Receipt;
 use agentd_agents::workspace::Workspace;
 use agentd_policies::repair::repair;
+use agentd_protocol::Receipt;
 use agentd_protocol::{CheckpointKind, EventKind, Message, Record, Role, Speaker, TaskState, ToolName};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -252,13 +252,14 @@ mod tests {
     use super::*;
     use crate::context::effective_compact_at;
     use crate::end::close_unfinished_calls;
+    use crate::storage::Settings;
     use crate::storage::Storage;
     use crate::testing::{Rig, PROVIDER};
     use agentd_agents::roles::default_tools;
     use agentd_agents::tools::ToolOutcome;
     use agentd_policies::budget::DEFAULT_COMPACT_AT;
-    use agentd_policies::settings::SettingKey;
-    use agentd_policies::{Message, Part, Speaker};
+    use agentd_policies::settings::{CompactAt, CompactAtOn};
+    use agentd_protocol::{Message, Part, Speaker};
     use agentd_test_support::{delegate, finish as finish_call, sse, tool_call_with_id, ScriptedServer};
     use serde_json::json;
     use std::time::Duration;
@@ -371,12 +372,9 @@ mod tests {
         let rig = Rig::start_with(server, |team| team.coder.compact_at = Some(70)).await;
         let (url, model) = (rig.server.base_url(), rig.server.model().to_string());
         let at = |role: &str| effective_compact_at(&rig.engine, &Role::from(role), &url, &model).unwrap();
-        let set = |role: &Role, pair: Option<(&str, &str)>, value: u64| {
-            let key = match pair {
-                None => SettingKey::CompactAt { role },
-                Some((server, model)) => SettingKey::CompactAtOn { role, server, model },
-            };
-            rig.storage.set_setting(&key, &json!(value)).unwrap();
+        let set = |role: &Role, pair: Option<(&str, &str)>, value: u64| match pair {
+            None => rig.storage.put(&CompactAt { role }, &value).unwrap(),
+            Some((server, model)) => rig.storage.put(&CompactAtOn { role, server, model }, &value).unwrap(),
         };
         assert_eq!((at("lead"), at("coder")), (DEFAULT_COMPACT_AT, 70));
         set(&Role::Coder, None, 60);
@@ -432,11 +430,17 @@ mod tests {
         let (state, _, _, _, last) = end(Err(TurnError::Cancelled), false);
         assert_eq!((state, last), (TaskState::Cancelled, Some(EventKind::TaskCancelled {})));
         // A turn that failed because the task was being cancelled was cancelled.
-        let (state, _, _, error, _) = end(Err(TurnError::Team("the fitter is gone".into())), true);
+        let (state, _, _, error, _) = end(Err(TurnError::UnknownProvider("gone".into())), true);
         assert_eq!((state, error), (TaskState::Cancelled, None));
-        let (state, _, _, error, last) = end(Err(TurnError::Team("the fitter is gone".into())), false);
-        assert_eq!((state, error.as_deref()), (TaskState::Failed, Some("the fitter is gone")));
-        assert_eq!(last, Some(EventKind::TaskFailed { error: "the fitter is gone".into() }));
+        let (state, _, _, error, last) = end(Err(TurnError::UnknownProvider("gone".into())), false);
+        assert_eq!(
+            (state, error.as_deref()),
+            (TaskState::Failed, Some("no provider named \"gone\" is configured"))
+        );
+        assert_eq!(
+            last,
+            Some(EventKind::TaskFailed { error: "no provider named \"gone\" is configured".into() })
+        );
 
         // A shutdown's `interrupted` stands.
         let task = rig.task("x");

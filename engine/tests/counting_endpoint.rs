@@ -4,8 +4,9 @@
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_engine::counter::{prepare, CountSource, TokenCounter, Tokenizer};
-use agentd_policies::{Count, Message};
+use agentd_engine::counter::{prepare, TokenCounter, Tokenizer};
+use agentd_protocol::CountSource;
+use agentd_protocol::{Count, Message};
 use agentd_providers::{Client, OpenAiClient};
 use agentd_test_support::chat_request as request;
 use agentd_test_support::{count_text_tokens, ScriptedServer};

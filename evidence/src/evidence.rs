@@ -22,9 +22,10 @@ use crate::blobs::{is_sha256_hex, sha256_hex, write_fallback, Check};
 use crate::codec::{decode, encode, show_key};
 use crate::error::{EvidenceError, StoreError};
 use crate::lines::{self, LineScanner};
-use crate::page::{bytes_page, lines_page, Extent, Page, Unit};
+use crate::page::{bytes_page, lines_page, Extent};
 use crate::store::Store;
 use crate::trees::EVIDENCE;
+use agentd_protocol::evidence::{Page, Unit};
 use serde::Serialize;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
@@ -34,7 +35,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-pub use agentd_protocol::evidence::{EvidenceMeta, NewEvidence, Producer, Source, Stored};
+use agentd_protocol::evidence::{EvidenceMeta, NewEvidence, Stored};
 
 /// A blob that `verify` found wrong, for one piece of evidence.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -36,7 +36,5 @@ mod windows;
 
 pub use blobs::write_fallback;
 pub use error::{EvidenceError, StoreError};
-pub use evidence::{BlobProblem, EvidenceMeta, NewEvidence, Source, Stored, VerifyProblem};
-pub use page::{Page, Unit};
+pub use evidence::{BlobProblem, VerifyProblem};
 pub use store::{Health, Store};
-pub use tasks::TaskMeta;

@@ -24,8 +24,8 @@ use crate::seqs::Seqs;
 use crate::store::Store;
 use crate::trees::{Trees, LOG};
 use agentd_policies::history::history_of;
-use agentd_policies::{Event, EventKind, Message, Record};
 use agentd_protocol::Role;
+use agentd_protocol::{Event, EventKind, Message, Record};
 use serde::de::DeserializeOwned;
 
 const RECORD: u8 = b'r';

@@ -13,7 +13,7 @@
 
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
-pub use agentd_protocol::evidence::{Page, Unit};
+use agentd_protocol::evidence::Page;
 
 /// What a page needs to know about its blob.
 #[derive(Debug, Clone, Copy)]

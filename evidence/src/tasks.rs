@@ -5,7 +5,7 @@ use crate::error::StoreError;
 use crate::store::Store;
 use crate::trees::TASKS;
 
-pub use agentd_protocol::task::TaskMeta;
+use agentd_protocol::task::TaskMeta;
 
 impl Store {
     /// Inserts or replaces a task's metadata; flushed before returning.

@@ -4,7 +4,7 @@ use crate::codec::{decode, encode};
 use crate::error::StoreError;
 use crate::store::Store;
 use crate::trees::WINDOWS;
-use agentd_policies::Window;
+use agentd_protocol::Window;
 
 fn key(server: &str, model: &str) -> String {
     format!("{server}\n{model}")

@@ -4,9 +4,8 @@
 
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use agentd_evidence::{
-    write_fallback, BlobProblem, EvidenceError, EvidenceMeta, NewEvidence, Source, Store, Stored, Unit,
-};
+use agentd_evidence::{write_fallback, BlobProblem, EvidenceError, Store};
+use agentd_protocol::evidence::{EvidenceMeta, NewEvidence, Source, Stored, Unit};
 use agentd_protocol::task::EVIDENCE_FOLDER;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_evidence::{Store, StoreError};
-use agentd_policies::{EventKind, Message, Record};
 use agentd_protocol::Role;
+use agentd_protocol::{EventKind, Message, Record};
 use agentd_test_support::tmpfs::Tmpfs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

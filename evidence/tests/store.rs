@@ -5,9 +5,10 @@
 
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use agentd_evidence::{Store, StoreError, TaskMeta};
-use agentd_policies::{EventKind, Message, Record, TaskState, Tokens, Window, WindowSource};
+use agentd_evidence::{Store, StoreError};
+use agentd_protocol::task::TaskMeta;
 use agentd_protocol::Role;
+use agentd_protocol::{EventKind, Message, Record, TaskState, Tokens, Window, WindowSource};
 use std::collections::HashSet;
 
 const AT: &str = "2026-01-01T00:00:00.000Z";

@@ -2,7 +2,7 @@
 //! rebuilt request lands. They are far apart on purpose: compaction throws the provider's prompt cache
 //! away, so it should happen rarely and decisively.
 
-use crate::tokens::Tokens;
+use agentd_protocol::tokens::Tokens;
 use serde::{Deserialize, Serialize};
 
 /// How many of the coder's working files (the files it wrote or edited, newest first) a rebuilt

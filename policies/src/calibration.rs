@@ -23,7 +23,7 @@
 //! Pure data and arithmetic: the fitter feeds reports in ([`Calibration::observe`]) and keeps the
 //! state per server/model, persisted, so a restarted daemon starts calibrated.
 
-use crate::tokens::{Count, Tokens};
+use agentd_protocol::tokens::{Count, Tokens};
 use serde::{Deserialize, Serialize};
 
 /// How much more than the gap to the window a refused count is taken to have missed: the request's
@@ -114,7 +114,7 @@ pub struct Calibration {
     reports: u64,
 }
 
-pub use agentd_protocol::tokens::Standing;
+use agentd_protocol::tokens::Standing;
 
 fn ratio_of(samples: &[(u64, u64)]) -> Option<f64> {
     let recent = &samples[samples.len().saturating_sub(RATIO_SAMPLES)..];

@@ -21,8 +21,6 @@
 mod candidate;
 pub mod machine;
 
-pub use crate::observations::{observations_message, OBSERVATIONS_HEADER};
-pub use crate::summary::{batches, fold_prompt, prefix_prompt, render_for_summary, SUMMARISER_SYSTEM};
 pub use candidate::{
     assemble, checkpoint_message, files_message, is_checkpoint, judge, objective_message, plan, Checkpoint,
     Plan, PlanInput, Verdict, WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX,

@@ -4,8 +4,8 @@
 //! plus every later message record of that role; other roles' records and non-message records
 //! (settings, events, receipts) do not take part.
 
-use crate::message::Message;
-use crate::record::Record;
+use agentd_protocol::message::Message;
+use agentd_protocol::record::Record;
 use agentd_protocol::Role;
 
 /// Rebuilds a role's active history from its records: the latest checkpoint, then every later message.
@@ -24,7 +24,7 @@ pub fn history_of<'a>(role: &Role, records: impl IntoIterator<Item = &'a Record>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::CheckpointKind;
+    use agentd_protocol::record::CheckpointKind;
 
     #[test]
     fn checkpoint_replaces_earlier_messages() {

@@ -13,9 +13,9 @@
 //! This module also makes the message a compaction carries them in ([`observations_message`]); the
 //! compaction plan uses it and this module, never the other way round.
 
-use crate::message::{Message, MessageKind, Part};
 use crate::rounds::{round_of_each, rounds};
-pub use agentd_protocol::message::{CarriedObservation, ObservationKind};
+use agentd_protocol::message::{CarriedObservation, ObservationKind};
+use agentd_protocol::message::{Message, MessageKind, Part};
 use agentd_protocol::ToolName;
 use std::collections::HashMap;
 
@@ -163,7 +163,7 @@ pub fn unresolved(history: &[Message]) -> Vec<Observation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Speaker;
+    use agentd_protocol::message::Speaker;
 
     fn call(id: &str, name: &str, arguments: &str) -> Message {
         Message::new(

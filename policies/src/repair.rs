@@ -8,8 +8,9 @@
 //! compaction wrote get their kind back, and observations messages their observations as data.
 
 use crate::compaction::{CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX};
-use crate::message::{Message, MessageKind, Part, Speaker};
-use crate::observations::{CarriedObservation, ObservationKind, OBSERVATIONS_HEADER};
+use crate::observations::OBSERVATIONS_HEADER;
+use agentd_protocol::message::{CarriedObservation, ObservationKind};
+use agentd_protocol::message::{Message, MessageKind, Part, Speaker};
 use agentd_protocol::ToolName;
 use std::collections::HashSet;
 

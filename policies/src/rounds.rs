@@ -7,7 +7,7 @@
 //! not follow its call directly (a user message in between): then every round from the call's to the
 //! result's is merged into one, so the pair still cannot be split.
 
-use crate::message::{Message, Speaker};
+use agentd_protocol::message::{Message, Speaker};
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -58,7 +58,7 @@ fn round_containing(rounds: &[Range<usize>], index: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Part;
+    use agentd_protocol::message::Part;
     use proptest::prelude::*;
 
     fn call(ids: &[&str]) -> Message {

@@ -5,9 +5,9 @@
 //! Pure: the caller renders the removed messages with [`render_for_summary`], splits the text with
 //! [`batches`] (measuring with its own counter) and sends one [`fold_prompt`] per batch.
 
-use crate::message::{Message, Part};
-use crate::text::floor_boundary;
-use crate::tokens::Tokens;
+use agentd_protocol::message::{Message, Part};
+use agentd_protocol::text::floor_boundary;
+use agentd_protocol::tokens::Tokens;
 
 /// The summariser's system prompt for folding requests (requests of their own, without tools).
 pub const SUMMARISER_SYSTEM: &str =
@@ -218,7 +218,7 @@ pub fn prefix_prompt(kept: usize, objective: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Speaker;
+    use agentd_protocol::message::Speaker;
     use proptest::prelude::*;
 
     fn chars_over_3(s: &str) -> Tokens {

@@ -4,8 +4,8 @@
 //! every thinking part but the latest is removed, once. The result becomes the active history (a
 //! checkpoint), so the removed blocks never return and the prompt prefix is stable again afterwards.
 
-use crate::message::{Message, Part};
-use crate::tokens::Tokens;
+use agentd_protocol::message::{Message, Part};
+use agentd_protocol::tokens::Tokens;
 use std::time::Duration;
 
 /// How long an agent must have been idle (since its last answer) before a new request clears its outdated
@@ -65,7 +65,7 @@ pub fn clear_outdated(history: &[Message]) -> Option<(Vec<Message>, Vec<Part>)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Speaker;
+    use agentd_protocol::message::Speaker;
     use proptest::prelude::*;
 
     fn thinking(t: &str) -> Part {

@@ -3,9 +3,9 @@
 //! real window is smaller, so clamp it. A server that processed more than a clamped window allows
 //! proves the clamp false: lift it.
 
-use crate::event::Usage;
-use crate::tokens::{Count, Tokens};
-use crate::window::{Window, WindowSource};
+use agentd_protocol::event::Usage;
+use agentd_protocol::tokens::{Count, Tokens};
+use agentd_protocol::window::{Window, WindowSource};
 
 /// What a usage report says about the window believed, as [`correct_window`] decides it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

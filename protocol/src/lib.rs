@@ -36,8 +36,6 @@ pub use model::{AnomalyKind, ChatRequest, ChatResponse, Model, ProviderError};
 pub use record::{CheckpointKind, Receipt, Record, TurnSettings};
 pub use role::Role;
 pub use rpc::{ErrorCode, Method, Notification, Request, RpcError};
-/// Serialisation, for clients that print the types as JSON.
-pub use serde::Serialize;
 pub use task::{TaskMeta, TaskState};
 pub use tokens::{Count, CountSource, Measured, Standing, Tokens};
 pub use tool::{McpTool, ToolName, ToolSchema};

@@ -27,10 +27,11 @@ pub use default::DEFAULT_CONFIG;
 pub use error::ConfigError;
 pub use http::parse_listen;
 pub use mcp::{McpServerConfig, McpTransport, DEFAULT_MCP_CALL_TIMEOUT, MCP_STARTUP_TIMEOUT};
-pub use providers::{ProviderConfig, ProviderKind};
-pub use scheduler::{JobAction, JobConfig, Schedule, Zone};
+pub use providers::ProviderConfig;
+pub use scheduler::JobConfig;
 pub use team::MIN_THINKING_BUDGET;
 
+use crate::schedule::Zone;
 use agentd_engine::team::{RoleConfig, TeamConfig};
 use agentd_providers::Deadlines;
 use raw::RawConfig;

@@ -9,7 +9,7 @@ use super::ConfigError;
 use std::collections::BTreeMap;
 
 /// Defined with the wire formats, where the kind names are parsed.
-pub use agentd_providers::ProviderKind;
+use agentd_providers::ProviderKind;
 
 /// One `[providers.NAME]` table: a server the roles' requests go to.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,11 +6,11 @@
 use super::error::Invalid;
 use super::raw::RawScheduler;
 use super::ConfigError;
-use agentd_policies::Tokens;
+use agentd_protocol::Tokens;
 use std::time::Duration;
 
-pub use crate::schedule::{Schedule, Zone};
-pub use agentd_protocol::rpc::JobAction;
+use crate::schedule::{Schedule, Zone};
+use agentd_protocol::rpc::JobAction;
 
 /// A maintenance job the scheduler runs on a cron schedule.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,11 +5,11 @@
 
 use super::Agent;
 use crate::clock::now_rfc3339;
-use crate::error::TurnError;
+use crate::error::{ArchiveFailure, TurnError};
 use crate::fitter::{MeterOf, WindowOf};
 use agentd_policies::budget::handoff_budget;
-use agentd_policies::{Measured, Tokens};
 use agentd_protocol::task::EVIDENCE_FOLDER;
+use agentd_protocol::{Measured, Tokens};
 use agentd_protocol::{NewEvidence, Source, Stored, Unit};
 use agentd_protocol::{Producer, Role};
 
@@ -29,12 +29,7 @@ impl Agent {
     pub(super) async fn handoff(&self, to: &Role, objective: &str) -> Result<Handoff, TurnError> {
         let mut receipts = self.inherited.clone();
         receipts.extend(self.receipts.iter().cloned());
-        let rc = self
-            .task
-            .engine
-            .team()
-            .role(to)
-            .ok_or_else(|| TurnError::Team(format!("no team member {:?}", to.name())))?;
+        let rc = self.task.engine.team().role(to).ok_or_else(|| TurnError::UnknownRole(to.clone()))?;
         let client = self.task.model(&rc.provider)?;
         let server = client.server().to_string();
         let fitter = &self.task.engine.fitter();
@@ -53,12 +48,12 @@ impl Agent {
                 measured_by,
             });
         }
-        let fail = |why: String| {
-            TurnError::Team(format!(
-                "handoff to {to} failed: the {} receipts of {from} exceed the handoff budget of {budget} tokens \
-                 and {why}; refusing to hand over with receipts dropped",
-                receipts.len()
-            ))
+        let fail = |why: ArchiveFailure| TurnError::Handoff {
+            from: from.clone(),
+            to: to.clone(),
+            receipts: receipts.len(),
+            budget,
+            why,
         };
         let data = agentd_agents::handoff::archive_lines(&receipts);
         let stored = self
@@ -82,7 +77,7 @@ impl Agent {
                 },
                 &self.task.workspace.root().join(EVIDENCE_FOLDER),
             )
-            .map_err(|e| fail(format!("their archive could not be written: {e}")))?;
+            .map_err(|e| fail(ArchiveFailure::NotWritten(e)))?;
         let id = match stored {
             Stored::InStore(meta) => {
                 // Read it back: an archive nobody can read is no archive.
@@ -90,15 +85,10 @@ impl Agent {
                     .engine
                     .storage()
                     .read_evidence(&meta.id, 0, 1, Unit::Lines)
-                    .map_err(|e| fail(format!("their archive {} cannot be read back: {e}", meta.id)))?;
+                    .map_err(|source| fail(ArchiveFailure::Unreadable { id: meta.id.clone(), source }))?;
                 meta.id
             }
-            Stored::Fallback { path, .. } => {
-                return Err(fail(format!(
-                    "the evidence database could not hold their archive (written whole to {} instead)",
-                    path.display()
-                )))
-            }
+            Stored::Fallback { path, .. } => return Err(fail(ArchiveFailure::Fallback(path))),
         };
         let view = agentd_agents::handoff::handoff(objective, &from, &receipts, budget.0, &count, Some(&id));
         Ok(Handoff { text: view.text, receipts_id: Some(id), budget, measured_by })

@@ -29,9 +29,10 @@ use crate::error::{TurnError, TurnResult};
 use crate::fitter::MeterOf;
 use crate::meter::Meter;
 use crate::storage::StorageError;
-use agentd_agents::receipts::Receipt;
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
-use agentd_policies::{EventKind, Message, Part, Record, Speaker, Thresholds, Tokens};
+use agentd_policies::Thresholds;
+use agentd_protocol::Receipt;
+use agentd_protocol::{EventKind, Message, Part, Record, Speaker, Tokens};
 use agentd_protocol::{MessageKind, Role, ToolName, TurnSettings};
 use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
@@ -82,7 +83,7 @@ impl Member {
             });
             match handle.await {
                 Ok(result) => result,
-                Err(e) => Err(TurnError::Team(format!("the turn stopped unexpectedly: {e}"))),
+                Err(e) => Err(TurnError::Stopped(e)),
             }
         })
     }

@@ -7,7 +7,7 @@
 //! answers, so a model that keeps refusing fails the turn instead of looping.
 
 use agentd_policies::budget::refusal_bound;
-use agentd_policies::{Tokens, Window, WindowSource};
+use agentd_protocol::{Tokens, Window, WindowSource};
 
 /// What the refusals since the last answer already taught: each lesson is learned once between two
 /// answers, so a model that keeps refusing fails the turn instead of looping.

@@ -12,12 +12,13 @@ use super::Agent;
 use crate::clock::now_rfc3339;
 use crate::error::TurnError;
 use crate::meter::Meter;
+use crate::storage::StorageError;
 use agentd_agents::tools::{Overflow, ToolOutcome};
-use agentd_policies::text::truncate_bytes;
-use agentd_policies::{Message, Part, Speaker, Tokens};
 use agentd_protocol::task::EVIDENCE_FOLDER;
+use agentd_protocol::text::truncate_bytes;
 use agentd_protocol::Model;
 use agentd_protocol::TurnSettings;
+use agentd_protocol::{Message, Part, Speaker, Tokens};
 use agentd_protocol::{NewEvidence, Source, Stored, Unit};
 use agentd_protocol::{Producer, ToolName};
 
@@ -89,7 +90,7 @@ impl Agent {
         id: String,
         limit: Tokens,
     ) -> Result<Bounded, TurnError> {
-        let page = self.page(snapshot, client, meter, &id, 0, None, limit).await.map_err(TurnError::Team)?;
+        let page = self.page(snapshot, client, meter, &id, 0, None, limit).await?;
         let tokens = meter.count_text(&page).tokens;
         Ok(Bounded { content: page, evidence_id: Some(id), tokens })
     }
@@ -186,7 +187,7 @@ impl Agent {
                 },
                 &self.task.workspace.root().join(EVIDENCE_FOLDER),
             )
-            .map_err(|e| TurnError::Team(format!("cannot store a large {tool} result: {e}")))
+            .map_err(|source| TurnError::ResultNotStored { tool: tool.to_string(), what: "a large", source })
     }
 
     /// The images of a result (an MCP tool's), as parts of its message: counted by the provider's
@@ -237,7 +238,11 @@ impl Agent {
                     },
                     &self.task.workspace.root().join(EVIDENCE_FOLDER),
                 )
-                .map_err(|e| TurnError::Team(format!("cannot store an image of a {tool} result: {e}")))?;
+                .map_err(|source| TurnError::ResultNotStored {
+                    tool: tool.to_string(),
+                    what: "an image of a",
+                    source,
+                })?;
             let place = match stored {
                 Stored::InStore(meta) => format!("evidence {}", meta.id),
                 Stored::Fallback { path, .. } => {
@@ -268,12 +273,12 @@ impl Agent {
         offset: u64,
         limit: Option<u64>,
         budget: Tokens,
-    ) -> Result<String, String> {
+    ) -> Result<String, StorageError> {
         let store = &self.task.engine.storage();
-        let meta = store.evidence(id).map_err(|e| e.to_string())?;
+        let meta = store.evidence(id)?;
         let mut lines = limit.unwrap_or(400).clamp(1, 100_000);
         loop {
-            let page = store.read_evidence(id, offset, lines, Unit::Lines).map_err(|e| e.to_string())?;
+            let page = store.read_evidence(id, offset, lines, Unit::Lines)?;
             let fits = meter.measure_text(client, &snapshot.model, &page.data).await.tokens <= budget;
             if fits || lines == 1 {
                 let mut data = page.data;

@@ -8,11 +8,12 @@
 use super::Agent;
 use crate::clock::{clock, now_rfc3339};
 use crate::error::TurnError;
-use agentd_policies::settings::SettingKey;
+use crate::storage::Settings;
+use agentd_policies::settings::{LastThinkingCleanup, ThinkingLatch};
 use agentd_policies::thinking;
-use agentd_policies::{EventKind, Part, Record, Tokens};
 use agentd_protocol::CheckpointKind;
 use agentd_protocol::TurnSettings;
+use agentd_protocol::{EventKind, Part, Record, Tokens};
 
 impl Agent {
     /// A new user request after more than the idle threshold since this agent last answered: every
@@ -51,12 +52,11 @@ impl Agent {
             },
         )?;
         self.history = cleaned;
-        let latch =
-            serde_json::json!({"checkpoint_seq": seq, "blocks_removed": removed.len(), "at": now_rfc3339()});
-        self.task.engine.storage().set_setting(
-            &SettingKey::ThinkingLatch { task_id: &self.task.task_id, role: &self.role },
-            &latch,
-        )?;
+        let latch = ThinkingLatch { checkpoint_seq: seq, blocks_removed: removed.len(), at: now_rfc3339() };
+        self.task
+            .engine
+            .storage()
+            .put(&LastThinkingCleanup { task_id: &self.task.task_id, role: &self.role }, &latch)?;
         tracing::debug!(role = self.name(), "Context GC: cleared {} outdated thinking blocks", removed.len());
         self.emit(EventKind::ThinkingCleared {
             blocks_removed: removed.len() as u32,

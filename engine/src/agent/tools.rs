@@ -12,7 +12,7 @@ use crate::error::TurnError;
 use crate::tool_servers::ToolFailure;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_policies::args::{Args, ArgsError};
-use agentd_policies::EventKind;
+use agentd_protocol::EventKind;
 use agentd_protocol::TurnSettings;
 use agentd_protocol::{Role, ToolName};
 
@@ -174,7 +174,7 @@ impl Agent {
                 .await
             {
                 Ok(page) => ToolOutcome::ok(page),
-                Err(e) => failure(e),
+                Err(e) => failure(e.to_string()),
             },
         )
     }

@@ -28,11 +28,11 @@ use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Underestimated};
 use crate::retry::{ask, wait, with_retries, Pause, Scheduled, Waited};
 use agentd_agents::receipts::receipt;
 use agentd_agents::tools as agent_tools;
-use agentd_policies::{EventKind, Message, Part, Record, Speaker, TaskState, Tokens};
 use agentd_protocol::ToolSchema;
 use agentd_protocol::TurnSettings;
 use agentd_protocol::{ChatRequest, ChatResponse, Model, ProviderError};
-use agentd_protocol::{CheckpointKind, MessageKind, ToolName};
+use agentd_protocol::{CheckpointKind, MessageKind, Role, ToolName};
+use agentd_protocol::{EventKind, Message, Part, Record, Speaker, TaskState, Tokens};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -62,11 +62,11 @@ pub(super) struct Call {
 }
 
 /// The tools of a role as the provider gets them; an unknown tool name is a team error.
-pub(super) fn tool_specs(role: &str, tools: &[ToolName]) -> Result<Vec<ToolSchema>, TurnError> {
+pub(super) fn tool_specs(role: &Role, tools: &[ToolName]) -> Result<Vec<ToolSchema>, TurnError> {
     // An MCP tool's schema is its server's, from `TaskServers::tools_for`: only built-ins here.
     let builtin: Vec<ToolName> = tools.iter().filter(|t| t.mcp().is_none()).cloned().collect();
     agentd_agents::schema::schemas(&builtin)
-        .map_err(|e| TurnError::Team(format!("role {role}: unknown tool {}", e.0)))
+        .map_err(|e| TurnError::UnknownTool { role: role.clone(), tool: e.0 })
 }
 
 impl Agent {
@@ -132,7 +132,7 @@ impl Agent {
         }
         let client = self.task.model(&snapshot.provider)?;
         // The built-in tools' schemas, then the MCP servers' own: one list, counted as one.
-        let mut tools = tool_specs(self.name(), &snapshot.tools)?;
+        let mut tools = tool_specs(&self.role, &snapshot.tools)?;
         tools.extend(mcp.into_iter().map(|t| t.schema));
         let system = self.task.system_prompt(&self.role);
         Ok(Started::Run(Turn { snapshot, client, system, tools }))

@@ -7,7 +7,8 @@
 //! failed calls in a row the counter gives up on it too.
 
 use super::hash::text_key;
-use super::{CountSource, TokenCounter, Tokenizer};
+use super::{TokenCounter, Tokenizer};
+use agentd_protocol::CountSource;
 use agentd_protocol::{ChatRequest, Model};
 use futures_util::stream::{self, StreamExt};
 use std::sync::atomic::Ordering;

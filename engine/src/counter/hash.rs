@@ -4,7 +4,7 @@
 //! The counter's cache and the endpoint's table are keyed by these hashes, and the maps themselves
 //! use `IdentityHasher` — hashing a hash again would only cost time.
 
-use agentd_policies::Message;
+use agentd_protocol::Message;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 

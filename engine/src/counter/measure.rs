@@ -7,8 +7,8 @@
 //! which texts the endpoint has not counted yet.
 
 use super::Tokenizer;
-use agentd_policies::{Count, Message, Part, Speaker};
 use agentd_protocol::ToolSchema;
+use agentd_protocol::{Count, Message, Part, Speaker};
 
 /// Framing tokens of every message (`<|im_start|>`, role separator, `<|im_end|>` …).
 const MESSAGE_FRAMING: u64 = 4;

@@ -45,4 +45,4 @@ pub use endpoint::{prepare, prepare_text};
 pub use fingerprint::Fingerprint;
 pub use measure::RequestCount;
 pub use token_counter::TokenCounter;
-pub use tokenizer::{tokenizer_for, CountSource, Tokenizer};
+pub use tokenizer::{tokenizer_for, Tokenizer};

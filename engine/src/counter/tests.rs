@@ -5,9 +5,9 @@ use super::hash::message_key;
 use super::measure::Entry;
 use super::token_counter::CACHE_LIMIT;
 use super::*;
-use agentd_policies::Tokens;
-use agentd_policies::{Count, Message, Part, Speaker};
+use agentd_protocol::Tokens;
 use agentd_protocol::{ChatRequest, ToolSchema};
+use agentd_protocol::{Count, CountSource, Message, Part, Speaker};
 use serde_json::json;
 
 fn request(messages: Vec<Message>) -> ChatRequest {

@@ -9,9 +9,10 @@
 use super::fingerprint::{Fingerprint, RequestKeys};
 use super::hash::{message_key, text_key, KeyMap};
 use super::measure::{measure_message, measure_system, measure_tool, Entry, RequestCount, REPLY_PRIMING};
-use super::{tokenizer_for, CountSource, Tokenizer};
-use agentd_policies::{Count, Message};
+use super::{tokenizer_for, Tokenizer};
 use agentd_protocol::ChatRequest;
+use agentd_protocol::CountSource;
+use agentd_protocol::{Count, Message};
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -170,8 +171,8 @@ impl TokenCounter {
             thinking += entry.thinking.tokens.0;
             estimated |= entry.total.estimated;
         }
-        count.messages = Count { tokens: agentd_policies::Tokens(sum), estimated };
-        count.thinking = Count { tokens: agentd_policies::Tokens(thinking), estimated };
+        count.messages = Count { tokens: agentd_protocol::Tokens(sum), estimated };
+        count.thinking = Count { tokens: agentd_protocol::Tokens(thinking), estimated };
         count.total = count.system + count.tools + count.messages + mode.fixed(REPLY_PRIMING);
         count
     }

@@ -4,7 +4,7 @@
 //! model is counted through its server's endpoint when it has one, or estimated at one token per
 //! three bytes — marked, so that a guess never certifies that a request fits.
 
-use agentd_policies::Count;
+use agentd_protocol::Count;
 
 /// Which tokenizer measures a model's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,7 +62,7 @@ impl Tokenizer {
     }
 }
 
-pub use agentd_policies::CountSource;
+use agentd_protocol::CountSource;
 
 /// The tokenizer for a model name (a `provider/` prefix, as in `openai/gpt-4o`, is ignored).
 pub fn tokenizer_for(model: &str) -> Tokenizer {

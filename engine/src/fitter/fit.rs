@@ -23,9 +23,10 @@ use agentd_agents::workspace::Workspace;
 use agentd_policies::budget::{WORKING_FILES, WORKING_FILE_BYTES};
 use agentd_policies::calibration::Basis;
 use agentd_policies::compaction::{SentPrefix, WorkingFile};
-use agentd_policies::{Count, EventKind, Thresholds, Tokens, Window};
+use agentd_policies::Thresholds;
 use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::{ChatRequest, Model, Role};
+use agentd_protocol::{Count, EventKind, Tokens, Window};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 

@@ -5,11 +5,13 @@
 use super::{Fitter, State};
 use crate::counter::RequestCount;
 use crate::meter::Meter;
-use agentd_policies::settings::SettingKey;
-use agentd_policies::{Thresholds, Tokens, Window};
+use crate::storage::Settings;
+use agentd_policies::settings::LastGauge;
+use agentd_policies::Thresholds;
 use agentd_protocol::{ChatRequest, MessageKind, Role};
+use agentd_protocol::{Tokens, Window};
 
-pub use agentd_protocol::gauge::{Categories, Gauge};
+use agentd_protocol::gauge::{Categories, Gauge};
 
 impl State {
     /// The gauge is the fitter's last measurement of a role: what `context` and `status` show.
@@ -43,10 +45,8 @@ impl State {
         };
         // The gauge survives a restart: `status` and `context` show the last measurement until the
         // role measures again.
-        if let Ok(value) = serde_json::to_value(&gauge) {
-            if let Err(e) = self.storage.cache_setting(&SettingKey::Gauge { task_id, role }, &value) {
-                tracing::warn!(error = %e, "could not keep the gauge");
-            }
+        if let Err(e) = self.storage.cache(&LastGauge { task_id, role }, &gauge) {
+            tracing::warn!(error = %e, "could not keep the gauge");
         }
         self.gauges.lock().insert((task_id.to_string(), role.clone()), gauge);
     }
@@ -97,9 +97,8 @@ impl Fitter {
         if let Some(g) = self.state.gauges.lock().get(&(msg.task_id.clone(), msg.role.clone())) {
             return Some(g.clone());
         }
-        let key = SettingKey::Gauge { task_id: &msg.task_id, role: &msg.role };
-        let stored = self.state.storage.setting(&key).ok().flatten()?;
-        let gauge: Gauge = serde_json::from_value(stored).ok()?;
+        let gauge =
+            self.state.storage.get(&LastGauge { task_id: &msg.task_id, role: &msg.role }).ok().flatten()?;
         self.state.gauges.lock().insert((msg.task_id, msg.role), gauge.clone());
         Some(gauge)
     }

@@ -32,18 +32,19 @@ mod usage;
 mod windows;
 
 pub use fit::{Fit, FitError, Fitted};
-pub use gauge::{Categories, Gauge, GaugeOf};
+pub use gauge::GaugeOf;
 pub use usage::{Observe, Underestimated};
 pub use windows::{Learn, WindowOf};
 
-use crate::counter::{CountSource, Fingerprint, TokenCounter};
+use crate::counter::{Fingerprint, TokenCounter};
 use crate::meter::Meter;
-use crate::storage::{Storage, StorageError};
+use crate::storage::{Settings, Storage, StorageError};
 use agentd_policies::calibration::{Basis, Calibration};
 use agentd_policies::retry::RetryPolicy;
-use agentd_policies::settings::SettingKey;
-use agentd_policies::{Count, EventKind, Tokens, Window};
+use agentd_policies::settings::PairCalibration;
+use agentd_protocol::CountSource;
 use agentd_protocol::Role;
+use agentd_protocol::{Count, EventKind, Gauge, Tokens, Window};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -107,13 +108,7 @@ impl State {
         if let Some(c) = self.calibrations.lock().get(&key) {
             return c.clone();
         }
-        let stored = self
-            .storage
-            .setting(&SettingKey::Calibration { server, model })
-            .ok()
-            .flatten()
-            .and_then(|v| serde_json::from_value::<Calibration>(v).ok())
-            .unwrap_or_default();
+        let stored = self.storage.get(&PairCalibration { server, model }).ok().flatten().unwrap_or_default();
         self.calibrations.lock().entry(key).or_insert(stored).clone()
     }
 
@@ -127,10 +122,8 @@ impl State {
     ) -> R {
         let mut c = self.calibration(server, model);
         let out = update(&mut c);
-        if let Ok(value) = serde_json::to_value(&c) {
-            if let Err(e) = self.storage.cache_setting(&SettingKey::Calibration { server, model }, &value) {
-                tracing::warn!(error = %e, "could not keep the calibration");
-            }
+        if let Err(e) = self.storage.cache(&PairCalibration { server, model }, &c) {
+            tracing::warn!(error = %e, "could not keep the calibration");
         }
         self.calibrations.lock().insert(pair_key(server, model), c);
         out

@@ -3,10 +3,12 @@
 
 use super::*;
 use crate::context::TaskCtx;
-use crate::storage::Storage;
+use crate::storage::{Settings, Storage};
 use crate::testing::{Rig, PROVIDER};
-use agentd_policies::{Message, Thresholds, Usage, WindowSource};
+use agentd_policies::settings::PairCalibration;
+use agentd_policies::Thresholds;
 use agentd_protocol::{ChatRequest, MessageKind};
+use agentd_protocol::{Message, Usage, WindowSource};
 use agentd_test_support::{sse, text, ScriptedServer};
 
 fn request(rig: &Rig, messages: Vec<Message>) -> ChatRequest {
@@ -142,8 +144,8 @@ async fn a_usage_report_calibrates_the_count_and_is_the_basis_of_the_next_reques
     let calibration = meter(&rig).await.calibration().clone();
     assert_eq!(calibration.reports(), 1);
     let server = rig.server.base_url();
-    let key = SettingKey::Calibration { server: &server, model: rig.server.model() };
-    assert!(rig.storage.setting(&key).unwrap().is_some(), "the calibration is kept");
+    let key = PairCalibration { server: &server, model: rig.server.model() };
+    assert!(rig.storage.get(&key).unwrap().is_some(), "the calibration is kept");
 
     // Another role's first request extends nothing: counted at the server's ratio.
     let other = vec![Message::user(long(400))];

@@ -6,13 +6,14 @@
 //! ([`Underestimated`]) widens the calibration's margin instead.
 
 use super::Fitter;
-use crate::counter::CountSource;
+use crate::storage::Settings;
 use crate::storage::StorageError;
 use agentd_policies::calibration::{Observed, Raw};
-use agentd_policies::settings::SettingKey;
+use agentd_policies::settings::WindowBeforeClamp;
 use agentd_policies::usage::{correct_window, Correction, Expected};
-use agentd_policies::{Count, Tokens, Usage, Window, WindowSource};
+use agentd_protocol::CountSource;
 use agentd_protocol::Role;
+use agentd_protocol::{Count, Tokens, Usage, Window, WindowSource};
 
 /// The server answered the request last fitted for a task's role (with its usage report, when it
 /// sent one). The report corrects the window when it shows a silent truncation, and otherwise teaches
@@ -39,11 +40,8 @@ impl Fitter {
         let raw = Raw { total: last.raw.tokens, fixed: last.raw_fixed };
         if let Some(usage) = msg.usage {
             if let Some(window) = state.known_window(&server, &model)? {
-                let before_key = SettingKey::WindowBeforeClamp { server: &server, model: &model };
-                let before_clamp = state
-                    .storage
-                    .setting(&before_key)?
-                    .and_then(|v| serde_json::from_value::<Window>(v).ok());
+                let before_key = WindowBeforeClamp { server: &server, model: &model };
+                let before_clamp = state.storage.get(&before_key)?;
                 // Truncation is judged against what the server should have counted: a confirmed
                 // calibration's best prediction (margin excluded), else the raw count, with the
                 // tolerance its kind of count needs.
@@ -59,10 +57,7 @@ impl Fitter {
                     Correction::None => {}
                     Correction::Clamp(new) => {
                         if window.source != WindowSource::Usage {
-                            state.storage.set_setting(
-                                &before_key,
-                                &serde_json::to_value(window).unwrap_or_default(),
-                            )?;
+                            state.storage.put(&before_key, &window)?;
                         }
                         state.set_window(&server, &model, new)?;
                         corrected = Some((window, new));

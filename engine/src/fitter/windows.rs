@@ -5,8 +5,8 @@
 
 use super::{Fitter, State};
 use crate::storage::StorageError;
-use agentd_policies::{Window, WindowSource};
 use agentd_protocol::Model;
+use agentd_protocol::{Window, WindowSource};
 use std::sync::Arc;
 
 impl State {

@@ -3,10 +3,10 @@
 //! the [parent module](super) for the layout of the candidate; the loop around these is
 //! [`super::machine`]'s, which imports this module (never the other way round).
 
-use crate::message::{Message, MessageKind, Part, Speaker};
 use crate::observations::{observations_message, unresolved, Observation};
 use crate::rounds::rounds;
-use crate::tokens::{Count, Tokens};
+use agentd_protocol::message::{Message, MessageKind, Part, Speaker};
+use agentd_protocol::tokens::{Count, Tokens};
 
 /// The first line of the checkpoint message, so the runtime and tests can recognise it.
 pub const CHECKPOINT_HEADER: &str = "[checkpoint]";

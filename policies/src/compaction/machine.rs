@@ -23,9 +23,9 @@ use super::candidate::{
     assemble, judge, objective_message, plan, Checkpoint, Plan, PlanInput, Verdict, WorkingFile,
 };
 use crate::budget::{objective_bytes_for_summary, Thresholds, FOLD_REQUEST_PERCENT, IN_PLACE_PERCENT};
-use crate::message::Message;
 use crate::summary::{batches, fold_prompt, prefix_prompt, render_for_summary, SUMMARISER_SYSTEM};
-use crate::tokens::Tokens;
+use agentd_protocol::message::Message;
+use agentd_protocol::tokens::Tokens;
 use std::collections::VecDeque;
 
 /// Synchronous measurements, by the same counter the fitter uses for the request itself.
@@ -440,5 +440,5 @@ pub fn cut_objective(objective: &str, window: Tokens) -> String {
     if objective.len() <= max_bytes {
         return objective.to_string();
     }
-    format!("{}… (cut)", &objective[..crate::text::floor_boundary(objective, max_bytes)])
+    format!("{}… (cut)", &objective[..agentd_protocol::text::floor_boundary(objective, max_bytes)])
 }

@@ -1,9 +1,11 @@
 use super::candidate::ARCHIVE_REF_PLACEHOLDER;
 use super::*;
 use crate::budget::Thresholds;
-use crate::message::{Message, MessageKind, Part, Speaker};
-use crate::observations::{unresolved, CarriedObservation, Observation, ObservationKind};
-use crate::tokens::Tokens;
+use crate::observations::{observations_message, unresolved, Observation, OBSERVATIONS_HEADER};
+use crate::summary::prefix_prompt;
+use agentd_protocol::message::{CarriedObservation, ObservationKind};
+use agentd_protocol::message::{Message, MessageKind, Part, Speaker};
+use agentd_protocol::tokens::Tokens;
 use proptest::prelude::*;
 use std::collections::HashMap;
 

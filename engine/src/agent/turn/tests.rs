@@ -3,10 +3,10 @@
 use super::*;
 use crate::context::TaskCtx;
 use crate::fitter::MeterOf;
-use crate::storage::Storage;
+use crate::storage::{Settings, Storage};
 use crate::testing::{rounds, Rig};
-use agentd_policies::{Event, Part, Window, WindowSource};
 use agentd_protocol::Role;
+use agentd_protocol::{Event, Part, Window, WindowSource};
 use agentd_test_support::{
     context_length_exceeded, hang, is_summary_request, rate_limited, sse, text, tool_call_with_id,
     ScriptedServer,
@@ -36,12 +36,12 @@ async fn started(agent: &mut Agent, input: Option<&str>) -> Turn {
 
 #[test]
 fn a_roles_tools_are_converted_and_an_unknown_one_is_named() {
-    let specs = tool_specs("coder", &["read_file".into(), "finish".into()]).unwrap();
+    let specs = tool_specs(&Role::Coder, &["read_file".into(), "finish".into()]).unwrap();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["read_file", "finish"]);
     assert_eq!(specs[0].parameters["type"], "object");
     assert!(!specs[1].description.is_empty());
-    let error = tool_specs("coder", &["read_file".into(), "teleport".into()]).unwrap_err();
+    let error = tool_specs(&Role::Coder, &["read_file".into(), "teleport".into()]).unwrap_err();
     assert_eq!(error.to_string(), "role coder: unknown tool teleport");
 }
 
@@ -261,8 +261,8 @@ async fn usage_reports_calibrate_the_measure() {
     assert_eq!(calibration.reports(), 2, "both reports taught the calibration");
     assert!(calibration.is_calibrated());
     // Kept: a restarted daemon starts calibrated.
-    let key = agentd_policies::settings::SettingKey::Calibration { server: &base_url, model: &model };
-    assert!(rig.storage.setting(&key).unwrap().is_some());
+    let key = agentd_policies::settings::PairCalibration { server: &base_url, model: &model };
+    assert!(rig.storage.get(&key).unwrap().is_some());
     assert!(lead.last_answer_at.is_some());
 }
 
