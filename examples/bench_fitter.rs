@@ -330,6 +330,7 @@ fn main() {
     let run_plan = |counter: &TokenCounter| {
         let count = |m: &Message| counter.count_message(m).tokens;
         let input = PlanInput {
+            pinned: &[],
             history,
             message_tokens: &message_tokens,
             fixed,

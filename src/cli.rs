@@ -155,6 +155,12 @@ pub enum Command {
         #[command(subcommand)]
         command: EvidenceCommand,
     },
+    /// What agentd remembers across tasks: notes the model saved quoting you, which you can list,
+    /// show, edit, delete and undo.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
     /// Ask the providers.
     Models {
         #[command(subcommand)]
@@ -186,6 +192,60 @@ pub enum Command {
     /// Serve MCP on stdin and stdout: tools with which another agent submits and follows tasks of
     /// the running daemon.
     Mcp,
+}
+
+// `agentd memory …`.
+#[derive(Subcommand)]
+pub enum MemoryCommand {
+    /// List the notes: all, one workspace's (and not the user's), or the user's.
+    List {
+        /// Only the notes of the project in this directory.
+        #[arg(long, value_name = "DIR", conflicts_with = "user")]
+        workspace: Option<PathBuf>,
+        /// Only the notes about you, carried in every workspace.
+        #[arg(long)]
+        user: bool,
+        /// Deleted notes too.
+        #[arg(long)]
+        deleted: bool,
+        /// Print the notes as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one note, the words of yours it rests on, and every change made to it.
+    Show {
+        /// The note's id (m17).
+        id: String,
+        /// Print the note and its changes as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replace a note's text, from the next task on.
+    Edit {
+        /// The note's id.
+        id: String,
+        /// Its new text.
+        text: String,
+        /// Print the change as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a note, from the next task on (it is kept, so `memory undo` brings it back).
+    Delete {
+        /// The note's id.
+        id: String,
+        /// Print the change as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo the latest change: of this note, or of any (most often the note saved last).
+    Undo {
+        /// The note's id; without it, the latest change of any note.
+        id: Option<String>,
+        /// Print the change as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 // `agentd evidence …`.

@@ -38,7 +38,9 @@ impl From<ClientError> for Failure {
         let code = match (&e, e.error_code()) {
             (ClientError::Connect { .. }, _) => UNREACHABLE,
             (ClientError::RequestTooLong { .. }, _) => USAGE,
-            (_, Some(ErrorCode::UnknownTask | ErrorCode::UnknownEvidence)) => NOT_FOUND,
+            (_, Some(ErrorCode::UnknownTask | ErrorCode::UnknownEvidence | ErrorCode::UnknownNote)) => {
+                NOT_FOUND
+            }
             (
                 _,
                 Some(

@@ -171,6 +171,8 @@ pub fn print_gauge(g: &Gauge) {
     for (label, tokens) in [
         ("system", c.system),
         ("tools", c.tools),
+        ("instructions", c.instructions),
+        ("memory", c.memory),
         ("objective", c.objective),
         ("checkpoint", c.checkpoint),
         ("observations", c.observations),

@@ -10,6 +10,7 @@ pub const LEAD_TOOLS: &[ToolName] = &[
     ToolName::ListDir,
     ToolName::Search,
     ToolName::ReadEvidence,
+    ToolName::Remember,
     ToolName::Delegate,
     ToolName::Finish,
 ];
@@ -23,6 +24,7 @@ pub const CODER_TOOLS: &[ToolName] = &[
     ToolName::WriteFile,
     ToolName::EditFile,
     ToolName::RunCommand,
+    ToolName::Remember,
     ToolName::Finish,
 ];
 

@@ -81,6 +81,17 @@ pub fn schema(tool: &ToolName) -> Option<ToolSchema> {
             }),
             &["id"],
         ),
+        ToolName::Remember => (
+            "Save a durable note for later tasks — only what the user asked to be remembered or stated as a \
+             lasting preference or project convention, resting on the user's own words, quoted verbatim from a \
+             message of this task. The user sees every note and can undo it.",
+            json!({
+                "note": {"type": "string", "description": "What to remember, short and self-contained."},
+                "quote": {"type": "string", "description": "The user's own words this rests on, copied verbatim from one of their messages in this task."},
+                "scope": {"type": "string", "enum": ["workspace", "user"], "description": "workspace (default): this project's later tasks; user: every later task of this user."}
+            }),
+            &["note", "quote"],
+        ),
         ToolName::Delegate => (
             "Hand a piece of work to a teammate and wait for its summary.",
             json!({

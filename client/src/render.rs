@@ -62,6 +62,9 @@ pub fn event_line(e: &Event) -> String {
         K::Delegated { to_role, objective, .. } => {
             format!("delegated to {to_role}: {}", one_line(objective, 90))
         }
+        K::MemorySaved { id, note, scope } => {
+            format!("remembered {id} ({scope}): {} — undo: agentd memory undo {id}", one_line(note, 90))
+        }
         K::DelegationReturned { from_role, summary } => {
             format!("{from_role} returned: {}", one_line(summary, 90))
         }

@@ -8,25 +8,28 @@ use crate::supervisor::{
     Cancel, Followup, IsRunning, Resume, RunningCount, Submit, Supervisor, SupervisorError,
 };
 use actix::prelude::*;
+use agentd_engine::clock::now_rfc3339;
 use agentd_engine::context::effective_compact_at;
 use agentd_engine::fitter::{GaugeOf, WindowOf};
-use agentd_engine::storage::{Settings, StorageError};
+use agentd_engine::storage::{Settings, Storage, StorageError};
 use agentd_engine::task::TaskError;
 use agentd_evidence::{EvidenceError, StoreError};
 use agentd_policies::settings::{CompactAt, CompactAtOn};
 use agentd_protocol::evidence::Problem;
 use agentd_protocol::evidence::Unit;
+use agentd_protocol::memory::{Author, Note, NoteEdit, NoteFilter};
 use agentd_protocol::rpc::{
     ClockParams, ClockResult, ContextResult, DaemonStatus, EventsParams, EventsResult, HttpServing, LogEntry,
-    LogParams, LogResult, Method, Notification, ProbeResult, RoleStatus, Setting, SettingParams,
-    SettingResult, StateResult, StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary, Unmeasured,
-    VerifyResult,
+    LogParams, LogResult, Method, NoteChanged, NoteDetail, Notification, ProbeResult, RoleStatus, Setting,
+    SettingParams, SettingResult, StateResult, StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary,
+    Unmeasured, VerifyResult,
 };
 use agentd_protocol::Role;
 use agentd_protocol::{ErrorCode, Request, RpcError};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -153,7 +156,14 @@ impl From<StoreError> for Refusal {
 
 impl From<StorageError> for Refusal {
     fn from(e: StorageError) -> Refusal {
-        Refusal(RpcError::internal(e))
+        use agentd_policies::memory::ChangeError as C;
+        let code = match e.cause().downcast_ref::<StoreError>() {
+            Some(StoreError::UnknownNote(_)) => ErrorCode::UnknownNote,
+            Some(StoreError::NoteChange(C::EmptyText | C::Unchanged(_))) => ErrorCode::InvalidParams,
+            Some(StoreError::NoteChange(C::Deleted(_) | C::NothingToUndo(_))) => ErrorCode::NotAllowed,
+            _ => ErrorCode::Internal,
+        };
+        Refusal(RpcError::new(code, e.to_string()))
     }
 }
 
@@ -227,6 +237,11 @@ impl Methods {
                 to_json(self.shared.store.read_evidence(&p.id, offset, limit, unit).map_err(Refusal::from))
             }
             Request::EvidenceVerify(_) => to_json(self.verify()),
+            Request::MemoryList(filter) => to_json(self.notes(filter)),
+            Request::MemoryGet(p) => to_json(self.note(&p.id)),
+            Request::MemoryEdit(p) => to_json(self.change_note(&p.id, NoteEdit::Edit(p.text))),
+            Request::MemoryDelete(p) => to_json(self.change_note(&p.id, NoteEdit::Delete)),
+            Request::MemoryUndo(p) => to_json(self.undo(p.id)),
             Request::SettingsGet(p) => to_json(self.settings(false, p)),
             Request::SettingsSet(p) => to_json(self.settings(true, p)),
             Request::ModelsProbe(p) => to_json(self.probe(p.role).await),
@@ -372,6 +387,51 @@ impl Methods {
             }
         }
         Ok(LogResult { records })
+    }
+
+    /// `memory.list`: a workspace filter names the workspace as a task's notes do, by its canonical
+    /// path.
+    fn notes(&self, mut filter: NoteFilter) -> Answer<Vec<Note>> {
+        if let Some(dir) = &filter.workspace {
+            if !Path::new(dir).is_absolute() {
+                return Err(RpcError::invalid_params(format!(
+                    "param `workspace` must be an absolute path, got {dir:?}"
+                ))
+                .into());
+            }
+            if let Ok(canonical) = std::fs::canonicalize(dir) {
+                filter.workspace = Some(canonical.display().to_string());
+            }
+        }
+        Ok(self.shared.storage.notes(&filter)?)
+    }
+
+    fn note(&self, id: &str) -> Answer<NoteDetail> {
+        let note = self.shared.storage.note(id)?;
+        let changes = self.shared.storage.note_changes(Some(id))?;
+        Ok(NoteDetail { note, changes })
+    }
+
+    fn change_note(&self, id: &str, edit: NoteEdit) -> Answer<NoteChanged> {
+        let (note, change) = self.shared.storage.change_note(id, &edit, Author::User, &now_rfc3339())?;
+        tracing::info!(note = id, action = ?change.action, "memory changed by the user");
+        Ok(NoteChanged { note, change })
+    }
+
+    /// `memory.undo`: the latest change of the note named, or of any note.
+    fn undo(&self, id: Option<String>) -> Answer<NoteChanged> {
+        let id = match id {
+            Some(id) => id,
+            None => match self.shared.storage.note_changes(None)?.pop() {
+                Some(latest) => latest.note_id,
+                None => {
+                    return Err(
+                        RpcError::new(ErrorCode::NotAllowed, "there is no memory change to undo").into()
+                    )
+                }
+            },
+        };
+        self.change_note(&id, NoteEdit::Undo)
     }
 
     fn verify(&self) -> Answer<VerifyResult> {

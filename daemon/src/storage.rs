@@ -11,6 +11,7 @@ use agentd_engine::storage::End;
 use agentd_engine::storage::{Storage, StorageError};
 use agentd_evidence::Store;
 use agentd_policies::settings::SettingKey;
+use agentd_protocol::memory::{Author, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
 };
@@ -100,6 +101,32 @@ impl Storage for SledStorage {
 
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError> {
         self.store.read_evidence(id, offset, limit, unit).map_err(StorageError::new)
+    }
+
+    fn save_note(&self, note: NewNote) -> Result<Note, StorageError> {
+        self.store.save_note(note).map_err(StorageError::new)
+    }
+
+    fn notes(&self, filter: &NoteFilter) -> Result<Vec<Note>, StorageError> {
+        self.store.notes(filter).map_err(StorageError::new)
+    }
+
+    fn note(&self, id: &str) -> Result<Note, StorageError> {
+        self.store.note(id).map_err(StorageError::new)
+    }
+
+    fn change_note(
+        &self,
+        id: &str,
+        edit: &NoteEdit,
+        by: Author,
+        at: &str,
+    ) -> Result<(Note, MemoryChange), StorageError> {
+        self.store.change_note(id, edit, by, at).map_err(StorageError::new)
+    }
+
+    fn note_changes(&self, id: Option<&str>) -> Result<Vec<MemoryChange>, StorageError> {
+        self.store.note_changes(id).map_err(StorageError::new)
     }
 }
 

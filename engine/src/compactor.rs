@@ -10,7 +10,7 @@ use crate::meter::Meter;
 use crate::retry::{ask, with_retries, OnTheClock, RetryError};
 use crate::storage::Storage;
 use agentd_policies::budget::summary_reserve;
-use agentd_policies::compaction::{Answer, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile};
+use agentd_policies::compaction::{Answer, Brief, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile};
 use agentd_policies::retry::RetryPolicy;
 use agentd_policies::summary::SUMMARISER_SYSTEM;
 use agentd_policies::Thresholds;
@@ -56,6 +56,10 @@ pub struct Job<'a> {
     pub request: &'a ChatRequest,
     /// The task's objective, re-inserted at the head of the rebuilt history.
     pub objective: &'a str,
+    /// The instructions and memory blocks as they read now: first in the rebuilt history, verbatim.
+    pub pinned: &'a [Message],
+    /// What the user asked this compaction to keep in particular, given to the summariser.
+    pub focus: Option<&'a str>,
     /// System prompt + tool schemas + reply priming, as counted for the request.
     pub fixed: Tokens,
     /// The request's size before the compaction, counted in full, in tokens.
@@ -133,8 +137,13 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
         summary_reserve: summary_reserve(job.thresholds.window),
         sent_prefix: job.sent_prefix,
     };
-    let (mut machine, mut need) =
-        Compaction::start(history, job.objective, &job.working_files, setup, &measure);
+    let (mut machine, mut need) = Compaction::start(
+        history,
+        Brief { objective: job.objective, pinned: job.pinned, focus: job.focus },
+        &job.working_files,
+        setup,
+        &measure,
+    );
     loop {
         let answer = match need {
             Need::Done(done) => {
@@ -332,6 +341,8 @@ mod tests {
                 storage: &self.storage,
                 request: &self.request,
                 objective: &self.objective,
+                pinned: &[],
+                focus: None,
                 fixed: fixed_part(&count),
                 before: count.total.tokens,
                 before_estimated: count.total.estimated,

@@ -8,6 +8,7 @@
 
 use crate::storage::{Settings, Storage};
 use agentd_policies::settings::{CompactAt, LastThinkingCleanup, Setting, ThinkingLatch};
+use agentd_protocol::memory::{Author, ChangeAction, MemoryScope, NewNote, NoteEdit, NoteFilter};
 use agentd_protocol::{
     CheckpointKind, EventKind, Message, NewEvidence, Producer, Record, Role, Source, Stored, TaskMeta,
     TaskState, Tokens, Unit, Window, WindowSource,
@@ -128,4 +129,52 @@ pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path
     assert_eq!((bytes.data.as_str(), bytes.next_offset), ("line", Some(4)));
     assert!(storage.evidence("ev-no-such").is_err(), "unknown evidence is an error");
     assert!(storage.read_evidence("ev-no-such", 0, 1, Unit::Lines).is_err());
+
+    // Memory: notes saved with their change, listed by scope, changed only by recorded changes.
+    let new = |text: &str, scope, workspace: &str| NewNote {
+        text: text.into(),
+        quote: "we always use cargo nextest".into(),
+        scope,
+        workspace: workspace.into(),
+        task_id: t.into(),
+        role: Role::Lead,
+        source_seq: 1,
+        at: "2025-01-01T00:00:00.000Z".into(),
+    };
+    let a = storage.save_note(new("use nextest", MemoryScope::Workspace, "/w1")).unwrap();
+    let b = storage.save_note(new("answer in French", MemoryScope::User, "/w1")).unwrap();
+    let c = storage.save_note(new("other project", MemoryScope::Workspace, "/w2")).unwrap();
+    assert!(a.id != b.id && b.id != c.id);
+    let ids = |filter: &NoteFilter| -> Vec<String> {
+        storage.notes(filter).unwrap().into_iter().map(|n| n.id).collect()
+    };
+    assert_eq!(
+        ids(&NoteFilter::for_task("/w1")),
+        [a.id.clone(), b.id.clone()],
+        "this workspace's and the user's"
+    );
+    assert_eq!(ids(&NoteFilter::for_task("/w2")), [b.id.clone(), c.id.clone()]);
+    assert_eq!(ids(&NoteFilter { user: true, ..NoteFilter::default() }), vec![b.id.clone()]);
+    let later = "2025-01-02T00:00:00.000Z";
+    let (edited, change) =
+        storage.change_note(&a.id, &NoteEdit::Edit("use cargo nextest".into()), Author::User, later).unwrap();
+    assert_eq!((edited.text.as_str(), change.before.as_deref()), ("use cargo nextest", Some("use nextest")));
+    storage.change_note(&a.id, &NoteEdit::Delete, Author::User, later).unwrap();
+    assert_eq!(ids(&NoteFilter::for_task("/w1")), vec![b.id.clone()], "a deleted note is in no list");
+    assert!(storage.note(&a.id).unwrap().deleted, "but kept");
+    assert!(
+        storage.change_note(&a.id, &NoteEdit::Delete, Author::User, later).is_err(),
+        "refused, nothing written"
+    );
+    let (back, undo) = storage.change_note(&a.id, &NoteEdit::Undo, Author::User, later).unwrap();
+    assert!(!back.deleted);
+    assert_eq!(back.text, "use cargo nextest");
+    let history = storage.note_changes(Some(&a.id)).unwrap();
+    let actions: Vec<ChangeAction> = history.iter().map(|c| c.action).collect();
+    use ChangeAction::*;
+    assert_eq!(actions, [Saved, Edited, Deleted, Restored]);
+    assert_eq!(undo.undoes, Some(history[2].seq));
+    assert!(history.windows(2).all(|w| w[0].seq < w[1].seq), "numbered in order");
+    assert_eq!(storage.note_changes(None).unwrap().len(), 6, "three saves and three changes");
+    assert!(storage.note("m-no-such").is_err());
 }

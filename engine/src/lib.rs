@@ -19,6 +19,7 @@
 //! `architecture` test checks it), and the whole turn loop runs in a unit test in memory.
 
 pub mod agent;
+pub mod blocks;
 pub mod clock;
 pub mod compactor;
 pub mod context;

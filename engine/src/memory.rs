@@ -11,7 +11,9 @@
 use crate::storage::End;
 use crate::storage::{Storage, StorageError};
 use agentd_policies::history::history_of;
+use agentd_policies::memory::apply;
 use agentd_policies::settings::SettingKey;
+use agentd_protocol::memory::{Author, ChangeAction, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
 };
@@ -34,6 +36,12 @@ pub enum MemoryError {
     /// No evidence with this id is recorded.
     #[error("unknown evidence {0}")]
     UnknownEvidence(String),
+    /// No memory note with this id is recorded.
+    #[error("unknown memory note {0:?}")]
+    UnknownNote(String),
+    /// The change is one the note's state refuses.
+    #[error("{0}")]
+    NoteChange(#[from] agentd_policies::memory::ChangeError),
 }
 
 #[derive(Default)]
@@ -50,6 +58,8 @@ struct Inner {
     settings: HashMap<String, Value>,
     windows: HashMap<(String, String), Window>,
     evidence: HashMap<String, (EvidenceMeta, Vec<u8>)>,
+    notes: Vec<Note>,
+    changes: Vec<MemoryChange>,
 }
 
 /// The storage seam in memory. Cheap to share behind an `Arc`.
@@ -246,6 +256,80 @@ impl Storage for MemoryStorage {
             complete: meta.complete,
             next_offset: (end < total).then_some(end),
         })
+    }
+
+    fn save_note(&self, new: NewNote) -> Result<Note, StorageError> {
+        let mut inner = self.writing()?;
+        let seq = inner.changes.len() as u64 + 1;
+        let note = Note {
+            id: format!("m{seq}"),
+            text: new.text.trim().to_string(),
+            quote: new.quote,
+            scope: new.scope,
+            workspace: new.workspace,
+            task_id: new.task_id.clone(),
+            role: new.role.clone(),
+            source_seq: new.source_seq,
+            created_at: new.at.clone(),
+            updated_at: new.at.clone(),
+            deleted: false,
+        };
+        inner.changes.push(MemoryChange {
+            seq,
+            note_id: note.id.clone(),
+            at: new.at,
+            by: Author::Model { task_id: new.task_id, role: new.role },
+            action: ChangeAction::Saved,
+            before: None,
+            after: Some(note.text.clone()),
+            undoes: None,
+        });
+        inner.notes.push(note.clone());
+        Ok(note)
+    }
+
+    fn notes(&self, filter: &NoteFilter) -> Result<Vec<Note>, StorageError> {
+        Ok(self.inner.lock().notes.iter().filter(|n| filter.shows(n)).cloned().collect())
+    }
+
+    fn note(&self, id: &str) -> Result<Note, StorageError> {
+        let inner = self.inner.lock();
+        let note = inner.notes.iter().find(|n| n.id == id);
+        note.cloned().ok_or_else(|| StorageError::new(MemoryError::UnknownNote(id.to_string())))
+    }
+
+    fn change_note(
+        &self,
+        id: &str,
+        edit: &NoteEdit,
+        by: Author,
+        at: &str,
+    ) -> Result<(Note, MemoryChange), StorageError> {
+        let mut inner = self.writing()?;
+        let Some(at_index) = inner.notes.iter().position(|n| n.id == id) else {
+            return Err(StorageError::new(MemoryError::UnknownNote(id.to_string())));
+        };
+        let latest = inner.changes.iter().rev().find(|c| c.note_id == id);
+        let applied = apply(&inner.notes[at_index], edit, latest, at)
+            .map_err(|e| StorageError::new(MemoryError::from(e)))?;
+        let change = MemoryChange {
+            seq: inner.changes.len() as u64 + 1,
+            note_id: id.to_string(),
+            at: at.to_string(),
+            by,
+            action: applied.action,
+            before: applied.before,
+            after: applied.after,
+            undoes: applied.undoes,
+        };
+        inner.changes.push(change.clone());
+        inner.notes[at_index] = applied.note.clone();
+        Ok((applied.note, change))
+    }
+
+    fn note_changes(&self, id: Option<&str>) -> Result<Vec<MemoryChange>, StorageError> {
+        let inner = self.inner.lock();
+        Ok(inner.changes.iter().filter(|c| id.is_none_or(|id| c.note_id == id)).cloned().collect())
     }
 }
 

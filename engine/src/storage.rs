@@ -24,6 +24,7 @@
 //! network log blocks in place on its acknowledgement.
 
 use agentd_policies::settings::{Setting, SettingKey};
+use agentd_protocol::memory::{Author, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, TaskState,
     Unit, Window,
@@ -96,6 +97,24 @@ pub trait Storage: Send + Sync + 'static {
     fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError>;
     /// One page of evidence: `limit` lines (or bytes) from `offset`.
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError>;
+
+    /// Saves a memory note with its `saved` change, durably; the note gets its id.
+    fn save_note(&self, note: NewNote) -> Result<Note, StorageError>;
+    /// The memory notes `filter` shows, in the order they were saved.
+    fn notes(&self, filter: &NoteFilter) -> Result<Vec<Note>, StorageError>;
+    /// One memory note, deleted or not; an error naming it when there is none.
+    fn note(&self, id: &str) -> Result<Note, StorageError>;
+    /// Applies `edit` to note `id` as `by` at `at` (decided by `agentd_policies::memory::apply`),
+    /// recording the change durably: the note as it becomes and the change.
+    fn change_note(
+        &self,
+        id: &str,
+        edit: &NoteEdit,
+        by: Author,
+        at: &str,
+    ) -> Result<(Note, MemoryChange), StorageError>;
+    /// The changes of note `id` (of every note for `None`), oldest first.
+    fn note_changes(&self, id: Option<&str>) -> Result<Vec<MemoryChange>, StorageError>;
 }
 
 /// The settings of a [`Storage`], each read and written as its own type ([`Setting::Value`]).

@@ -2,10 +2,12 @@
 //! every turn of the team shares (the command timeout, the sandbox, retries, the idle thinking
 //! cleanup). The daemon reads them from its configuration file; the engine only reads them.
 
+use crate::blocks::BlocksConfig;
 use agentd_agents::tools::SandboxPolicy;
 use agentd_policies::retry::RetryPolicy;
 use agentd_protocol::{Role, Tokens, ToolName};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One role's table (`[team.lead]`, `[team.coder]`, `[team.specialists.NAME]`).
@@ -55,6 +57,9 @@ pub struct TeamConfig {
     pub idle_thinking_cleanup_after: Duration,
     /// A thinking cleanup that would free fewer tokens than this is skipped.
     pub idle_thinking_clear_at_least: Tokens,
+    /// The blocks every request starts with: the project's instructions and the memory notes
+    /// (`[instructions]`, `[memory]`).
+    pub blocks: Arc<BlocksConfig>,
 }
 
 impl TeamConfig {

@@ -56,6 +56,12 @@ pub enum StoreError {
     /// No task with this id is recorded.
     #[error("unknown task {0}")]
     UnknownTask(String),
+    /// No memory note with this id is recorded.
+    #[error("unknown memory note {0:?}; `agentd memory list` shows the notes")]
+    UnknownNote(String),
+    /// A change to a note that its state refuses (an edit of a deleted note, an empty text …).
+    #[error("{0}")]
+    NoteChange(#[from] agentd_policies::memory::ChangeError),
 }
 
 /// An evidence operation that failed. Nothing here is a silent drop: every variant names the

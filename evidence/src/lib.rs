@@ -26,6 +26,7 @@ pub mod evidence;
 mod faults;
 mod lines;
 mod log;
+mod memory;
 pub mod page;
 mod seqs;
 mod settings;

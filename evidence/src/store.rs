@@ -81,6 +81,8 @@ pub struct Store {
     pub(crate) faults: Arc<Faults>,
     /// Serialises read-modify-write of task metadata.
     pub(crate) task_writes: Arc<Mutex<()>>,
+    /// Serialises read-modify-write of memory notes.
+    pub(crate) memory_writes: Arc<Mutex<()>>,
     path: Arc<PathBuf>,
 }
 
@@ -121,6 +123,7 @@ impl Store {
             #[cfg(feature = "testing")]
             faults: Arc::default(),
             task_writes: Arc::new(Mutex::new(())),
+            memory_writes: Arc::new(Mutex::new(())),
             path: Arc::new(dir.to_path_buf()),
         })
     }

@@ -25,7 +25,7 @@ pub use candidate::{
     assemble, checkpoint_message, files_message, is_checkpoint, judge, objective_message, plan, Checkpoint,
     Plan, PlanInput, Verdict, WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX,
 };
-pub use machine::{compact_with, Answer, Compacted, Compaction, Measure, Need, SentPrefix, Setup};
+pub use machine::{compact_with, Answer, Brief, Compacted, Compaction, Measure, Need, SentPrefix, Setup};
 
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,8 @@ pub mod budget;
 pub mod calibration;
 pub mod compaction;
 pub mod history;
+pub mod instructions;
+pub mod memory;
 pub mod observations;
 pub mod redact;
 pub mod repair;

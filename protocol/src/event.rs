@@ -1,6 +1,7 @@
 //! Events: what happened to a task, persisted before it is published, numbered from 1 per task.
 //! The wire shape is flat: `{seq, task_id, role, at, kind, ...fields}`.
 
+use crate::memory::MemoryScope;
 use crate::role::Role;
 use crate::tokens::{Measured, Tokens};
 use crate::tool::ToolName;
@@ -233,6 +234,17 @@ pub enum EventKind {
         /// How long the role had been idle (since its last answer), in milliseconds.
         idle_ms: u64,
     },
+    /// The model saved a note to durable memory with `remember`, quoting the user. It is in the requests of
+    /// later tasks (of this workspace, or of every workspace for `scope` `user`); `agentd memory undo ID`
+    /// takes it back.
+    MemorySaved as "memory_saved" {
+        /// The note's id (`m17`).
+        id: String,
+        /// What is remembered.
+        note: String,
+        /// Where it applies: `workspace` or `user`.
+        scope: MemoryScope,
+    },
     /// The lead handed an objective to a teammate through the `delegate` tool. The teammate's first message
     /// is the objective followed by the lead's `[receipts]`.
     Delegated as "delegated" {
@@ -445,6 +457,7 @@ mod tests {
             },
             EventKind::WindowLearned { old_window: t, new_window: t, source: WindowSource::Usage },
             EventKind::ThinkingCleared { blocks_removed: 1, tokens_freed: t, idle_ms: 1 },
+            EventKind::MemorySaved { id: "m1".into(), note: "n".into(), scope: MemoryScope::User },
             EventKind::Delegated {
                 to_role: Role::Coder,
                 objective: "o".into(),

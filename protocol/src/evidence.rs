@@ -21,6 +21,10 @@ pub enum Producer {
     Compaction,
     /// A delegation's complete receipts list.
     Receipts,
+    /// The project's instructions (`AGENTS.md`), too large to keep whole in the request.
+    Instructions,
+    /// The memory notes, too many to keep whole in the request.
+    Memory,
 }
 
 impl Producer {
@@ -30,6 +34,8 @@ impl Producer {
             Producer::Tool(tool) => tool.as_str(),
             Producer::Compaction => "compaction",
             Producer::Receipts => "receipts",
+            Producer::Instructions => "instructions",
+            Producer::Memory => "memory",
         }
     }
 }
@@ -39,6 +45,8 @@ impl From<String> for Producer {
         match word.as_str() {
             "compaction" => Producer::Compaction,
             "receipts" => Producer::Receipts,
+            "instructions" => Producer::Instructions,
+            "memory" => Producer::Memory,
             _ => Producer::Tool(ToolName::from(word)),
         }
     }

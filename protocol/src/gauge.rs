@@ -56,6 +56,12 @@ pub struct Categories {
     pub system: Tokens,
     /// The tool schemas sent with the request.
     pub tools: Tokens,
+    /// The project's instructions (`AGENTS.md`), a block of every request (0 when the workspace has none).
+    #[serde(default)]
+    pub instructions: Tokens,
+    /// The durable memory notes, a block of every request (0 when there are none).
+    #[serde(default)]
+    pub memory: Tokens,
     /// The task's objective, the first user message of every request.
     pub objective: Tokens,
     /// The latest compaction checkpoint's summary (0 before the first compaction).

@@ -56,6 +56,8 @@ pub enum ParamKind {
     String,
     /// A non-negative integer; other text is refused with -32602 naming the parameter.
     Integer,
+    /// `true` or `false`; other text is refused with -32602 naming the parameter.
+    Boolean,
 }
 
 /// A query parameter a route reads into its method's params (others are ignored, as unknown params
@@ -74,6 +76,10 @@ const fn text(name: &'static str) -> QueryParam {
 
 const fn integer(name: &'static str) -> QueryParam {
     QueryParam { name, kind: ParamKind::Integer }
+}
+
+const fn boolean(name: &'static str) -> QueryParam {
+    QueryParam { name, kind: ParamKind::Boolean }
 }
 
 /// One route of the API: a verb and a path that call one method of the socket protocol.
@@ -218,6 +224,46 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         verb: Verb::Get,
+        path: "/memory",
+        method: Method::MemoryList,
+        query: &[text("workspace"), boolean("user"), boolean("deleted")],
+        body: false,
+        summary: "The memory notes: a workspace's, the user's, or all; deleted ones with deleted=true",
+    },
+    Route {
+        verb: Verb::Post,
+        path: "/memory/undo",
+        method: Method::MemoryUndo,
+        query: &[],
+        body: true,
+        summary: "Undo the latest change of a note (body {\"id\"}), or of any note",
+    },
+    Route {
+        verb: Verb::Get,
+        path: "/memory/{id}",
+        method: Method::MemoryGet,
+        query: &[],
+        body: false,
+        summary: "One memory note with every change made to it",
+    },
+    Route {
+        verb: Verb::Post,
+        path: "/memory/{id}/edit",
+        method: Method::MemoryEdit,
+        query: &[],
+        body: true,
+        summary: "Replace a note's text (body {\"text\"})",
+    },
+    Route {
+        verb: Verb::Post,
+        path: "/memory/{id}/delete",
+        method: Method::MemoryDelete,
+        query: &[],
+        body: false,
+        summary: "Delete a note (kept, so the deletion can be undone)",
+    },
+    Route {
+        verb: Verb::Get,
         path: "/daemon",
         method: Method::DaemonStatus,
         query: &[],
@@ -238,7 +284,10 @@ pub fn status_of(code: ErrorCode) -> u16 {
         | ErrorCode::InvalidRequest
         | ErrorCode::InvalidParams
         | ErrorCode::BadWorkspace => 400,
-        ErrorCode::MethodNotFound | ErrorCode::UnknownTask | ErrorCode::UnknownEvidence => 404,
+        ErrorCode::MethodNotFound
+        | ErrorCode::UnknownTask
+        | ErrorCode::UnknownEvidence
+        | ErrorCode::UnknownNote => 404,
         ErrorCode::NotAllowed => 409,
         ErrorCode::Internal => 500,
     }

@@ -15,6 +15,7 @@ pub mod event;
 pub mod evidence;
 pub mod gauge;
 pub mod http;
+pub mod memory;
 pub mod message;
 pub mod model;
 pub mod openapi;

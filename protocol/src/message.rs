@@ -40,6 +40,11 @@ pub enum MessageKind {
     Observations,
     /// The current text of the files the coder changed.
     WorkingFiles,
+    /// The project's instructions (`AGENTS.md`), read at the task's start and at each compaction.
+    Instructions,
+    /// The durable memory notes of the workspace and the user, as they were when the task started (or
+    /// at its last compaction).
+    Memory,
 }
 
 /// What an unresolved observation is about. On the wire `type` names it in snake case
@@ -71,6 +76,13 @@ impl MessageKind {
     /// Whether this is a plain turn (the default, left off the wire).
     pub fn is_plain(&self) -> bool {
         *self == MessageKind::Plain
+    }
+
+    /// Whether this is one of the blocks every request of a task starts with — the project's
+    /// instructions and the memory notes — which a compaction never summarises: it puts them back
+    /// first, verbatim, as they read at that moment.
+    pub fn is_pinned(&self) -> bool {
+        matches!(self, MessageKind::Instructions | MessageKind::Memory)
     }
 }
 

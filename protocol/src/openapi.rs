@@ -9,11 +9,13 @@
 
 use crate::evidence::{EvidenceMeta, Page};
 use crate::http::{ErrorBody, ParamKind, Route, Verb, OPENAPI_PATH, ROUTES, TOKEN_COOKIE};
+use crate::memory::{Note, NoteFilter};
 use crate::rpc::{
     ClockParams, ClockResult, ContextParams, ContextResult, DaemonStatus, EventsParams, EventsResult,
     EvidenceListParams, EvidenceReadParams, EvidenceRef, LogParams, LogResult, MessageParams, Method,
-    NoParams, Notification, ProbeResult, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams,
-    Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, VerifyResult,
+    NoParams, NoteChanged, NoteDetail, NoteEditParams, NoteRef, Notification, ProbeResult, RoleParams,
+    SettingParams, SettingResult, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
+    TaskStatus, TaskSummary, UndoParams, VerifyResult,
 };
 use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
@@ -38,6 +40,10 @@ fn params_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
         Method::SettingsGet | Method::SettingsSet => gen.subschema_for::<SettingParams>(),
         Method::ModelsProbe => gen.subschema_for::<RoleParams>(),
         Method::ClockAdvance => gen.subschema_for::<ClockParams>(),
+        Method::MemoryList => gen.subschema_for::<NoteFilter>(),
+        Method::MemoryGet | Method::MemoryDelete => gen.subschema_for::<NoteRef>(),
+        Method::MemoryEdit => gen.subschema_for::<NoteEditParams>(),
+        Method::MemoryUndo => gen.subschema_for::<UndoParams>(),
     };
     schema.to_value()
 }
@@ -63,6 +69,9 @@ fn result_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
         Method::SettingsGet | Method::SettingsSet => gen.subschema_for::<SettingResult>(),
         Method::ModelsProbe => gen.subschema_for::<ProbeResult>(),
         Method::DaemonStatus => gen.subschema_for::<DaemonStatus>(),
+        Method::MemoryList => gen.subschema_for::<Vec<Note>>(),
+        Method::MemoryGet => gen.subschema_for::<NoteDetail>(),
+        Method::MemoryEdit | Method::MemoryDelete | Method::MemoryUndo => gen.subschema_for::<NoteChanged>(),
         Method::ClockAdvance => gen.subschema_for::<ClockResult>(),
     };
     schema.to_value()
@@ -105,9 +114,11 @@ fn parameters(route: &Route, params: Option<&Value>) -> Vec<Value> {
     }
     for q in route.query {
         let (mut schema, description) = property(params, q.name);
-        if q.kind == ParamKind::Integer {
+        match q.kind {
             // `type: ["integer", "null"]` in the params type.
-            schema = json!({"type": "integer", "minimum": 0});
+            ParamKind::Integer => schema = json!({"type": "integer", "minimum": 0}),
+            ParamKind::Boolean => schema = json!({"type": "boolean"}),
+            ParamKind::String => {}
         }
         let mut p = json!({"name": q.name, "in": "query", "required": false, "schema": schema});
         if let Some(d) = description {
@@ -280,6 +291,8 @@ mod tests {
                 let (schema, _) = property(params, q.name);
                 let integer = schema.to_string().contains("integer");
                 assert_eq!(integer, q.kind == ParamKind::Integer, "{} {}: {schema}", route.path, q.name);
+                let boolean = schema.to_string().contains("boolean");
+                assert_eq!(boolean, q.kind == ParamKind::Boolean, "{} {}: {schema}", route.path, q.name);
             }
         }
     }

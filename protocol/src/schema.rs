@@ -6,10 +6,11 @@
 use crate::event::Event;
 use crate::evidence::{EvidenceMeta, Page};
 use crate::gauge::Gauge;
+use crate::memory::Note;
 use crate::rpc::{
-    ClockResult, ContextResult, DaemonStatus, ErrorCode, EventsResult, LogResult, Notification, ProbeResult,
-    Request, RpcError, SettingResult, StateResult, Submitted, Subscribed, TaskStatus, TaskSummary,
-    VerifyResult,
+    ClockResult, ContextResult, DaemonStatus, ErrorCode, EventsResult, LogResult, NoteChanged, NoteDetail,
+    Notification, ProbeResult, Request, RpcError, SettingResult, StateResult, Submitted, Subscribed,
+    TaskStatus, TaskSummary, VerifyResult,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
@@ -61,6 +62,16 @@ struct Results {
     evidence_read: Page,
     #[serde(rename = "evidence.verify")]
     evidence_verify: VerifyResult,
+    #[serde(rename = "memory.list")]
+    memory_list: Vec<Note>,
+    #[serde(rename = "memory.get")]
+    memory_get: NoteDetail,
+    #[serde(rename = "memory.edit")]
+    memory_edit: NoteChanged,
+    #[serde(rename = "memory.delete")]
+    memory_delete: NoteChanged,
+    #[serde(rename = "memory.undo")]
+    memory_undo: NoteChanged,
     #[serde(rename = "settings.get")]
     settings_get: SettingResult,
     #[serde(rename = "settings.set")]

@@ -31,6 +31,8 @@ pub enum ToolName {
     RunCommand,
     /// Read a page of an evidence item.
     ReadEvidence,
+    /// Save a durable memory note, quoting the user.
+    Remember,
     /// Hand a sub-task to a teammate.
     Delegate,
     /// End the role's turn with a summary.
@@ -43,7 +45,7 @@ pub enum ToolName {
 
 impl ToolName {
     /// Every built-in tool, in the order tool lists show them.
-    pub const BUILTIN: [ToolName; 9] = [
+    pub const BUILTIN: [ToolName; 10] = [
         ToolName::ReadFile,
         ToolName::ListDir,
         ToolName::Search,
@@ -51,6 +53,7 @@ impl ToolName {
         ToolName::EditFile,
         ToolName::RunCommand,
         ToolName::ReadEvidence,
+        ToolName::Remember,
         ToolName::Delegate,
         ToolName::Finish,
     ];
@@ -65,6 +68,7 @@ impl ToolName {
             ToolName::EditFile => "edit_file",
             ToolName::RunCommand => "run_command",
             ToolName::ReadEvidence => "read_evidence",
+            ToolName::Remember => "remember",
             ToolName::Delegate => "delegate",
             ToolName::Finish => "finish",
             ToolName::Mcp(tool) => tool.as_str(),

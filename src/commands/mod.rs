@@ -9,6 +9,7 @@ mod daemon;
 mod evidence;
 mod follow;
 mod mcp;
+mod memory;
 mod roles;
 mod tasks;
 
@@ -47,6 +48,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Models { command: ModelsCommand::Probe { role, json } } => roles::probe(&home, role, json),
         Command::Settings { role, key, value, json } => roles::settings(&home, role, key, value, json),
         Command::Evidence { command } => evidence::evidence(&home, command),
+        Command::Memory { command } => memory::memory(&home, command),
     }
 }
 

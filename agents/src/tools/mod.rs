@@ -109,7 +109,7 @@ pub fn changed_path(tool: &ToolName, arguments: &str) -> Option<String> {
 }
 
 /// Runs `tool` with `arguments` (the JSON text the model produced) in `ctx`'s workspace. Only the workspace
-/// tools run here; the runtime's own (`read_evidence`, `delegate`, `finish`) get an error outcome.
+/// tools run here; the engine's own (`read_evidence`, `remember`, `delegate`, `finish`) get an error outcome.
 pub async fn execute(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> ToolOutcome {
     let result = match tool {
         ToolName::ReadFile
@@ -121,9 +121,11 @@ pub async fn execute(ctx: &ToolContext, tool: &ToolName, arguments: &str) -> Too
             Ok(args) => command::run_command(ctx, &args).await,
             Err(e) => Err(e.into()),
         },
-        ToolName::ReadEvidence | ToolName::Delegate | ToolName::Finish | ToolName::Mcp(_) => {
-            Err(ToolError::Failed(format!("tool {tool} is handled by the runtime")))
-        }
+        ToolName::ReadEvidence
+        | ToolName::Remember
+        | ToolName::Delegate
+        | ToolName::Finish
+        | ToolName::Mcp(_) => Err(ToolError::Failed(format!("tool {tool} is handled by the runtime"))),
         ToolName::Other(name) => {
             Err(ToolError::Failed(format!("unknown tool {}", truncate_chars(name, 100))))
         }

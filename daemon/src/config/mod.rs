@@ -10,6 +10,7 @@
 //! the rest), so a file with several mistakes always reports the same first one. [`DEFAULT_CONFIG`]
 //! is the commented file `agentd init` writes.
 
+mod blocks;
 mod default;
 mod error;
 mod http;
@@ -38,6 +39,7 @@ use raw::RawConfig;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The daemon's configuration, read from `<home>/agentd.toml` and validated as a whole: every role names a
 /// configured provider, and every value is in range.
@@ -123,6 +125,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let deadlines = requests::deadlines(&raw.requests, invalid)?;
     let sandbox = tools::sandbox_policy(raw.tools.sandbox.unwrap_or_default(), &providers, path, invalid)?;
     let http_listen = http::http_listen(&raw.http, invalid)?;
+    let blocks = blocks::blocks(raw.instructions, raw.memory, invalid)?;
     let mcp = mcp::mcp_servers(raw.mcp, &providers, &roles.all(), &mut secret_env, invalid)?;
     Ok(Config {
         path: path.to_path_buf(),
@@ -136,6 +139,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             retry,
             idle_thinking_cleanup_after: scheduler.idle_thinking_cleanup_after,
             idle_thinking_clear_at_least: scheduler.idle_thinking_clear_at_least,
+            blocks: Arc::new(blocks),
         },
         deadlines,
         secret_env,

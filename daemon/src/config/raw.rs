@@ -29,6 +29,26 @@ pub(super) struct RawConfig {
     pub(super) http: RawHttp,
     #[serde(default)]
     pub(super) mcp: RawMcp,
+    #[serde(default)]
+    pub(super) instructions: RawInstructions,
+    #[serde(default)]
+    pub(super) memory: RawMemory,
+}
+
+/// `[instructions]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInstructions {
+    pub(super) files: Option<Vec<String>>,
+    pub(super) max_percent: Option<u8>,
+}
+
+/// `[memory]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMemory {
+    pub(super) enabled: Option<bool>,
+    pub(super) max_percent: Option<u8>,
 }
 
 /// `[http]`.

@@ -228,6 +228,15 @@ pub fn params_of(
                     )))
                 }
             },
+            ParamKind::Boolean => match text.trim() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => {
+                    return Err(RpcError::invalid_params(format!(
+                        "param `{name}`: expected true or false, got {text:?}"
+                    )))
+                }
+            },
         };
         params.insert(name.clone(), value);
     }

@@ -18,6 +18,7 @@
 //! - `thinking`: clearing old thinking after an idle spell.
 
 mod handoff;
+mod memory;
 mod refusals;
 mod results;
 mod thinking;

@@ -2,8 +2,8 @@
 //!
 //! A tool the role does not have is answered as an error the model sees. The team's own tools are
 //! here: `finish` (rejected while the role's `verify` command fails), `delegate` (a whole turn of
-//! another member, handed the objective and the receipts), and `read_evidence` (a page sized like a
-//! whole result). Every other tool is a workspace tool of `agentd-agents`, run so that a cancel ends
+//! another member, handed the objective and the receipts), `read_evidence` (a page sized like a
+//! whole result) and `remember` (a memory note on the user's own words, in [`super::memory`]). Every other tool is a workspace tool of `agentd-agents`, run so that a cancel ends
 //! it at once. Bad arguments are an error result, never a failed turn; every tool's arguments, the
 //! team's own included, are read by the one lenient reader of `agentd_policies::args`.
 
@@ -62,7 +62,7 @@ pub(super) struct CallOutcome {
 }
 
 /// A result that does not end the turn.
-fn plain(outcome: ToolOutcome) -> Result<CallOutcome, TurnError> {
+pub(super) fn plain(outcome: ToolOutcome) -> Result<CallOutcome, TurnError> {
     Ok(CallOutcome { outcome, finished: None, images: Vec::new() })
 }
 
@@ -85,6 +85,7 @@ impl Agent {
             ToolName::Finish => self.finish(snapshot, arguments).await,
             ToolName::Delegate => self.delegate(arguments).await,
             ToolName::ReadEvidence => self.read_evidence(snapshot, arguments).await,
+            ToolName::Remember => self.remember(arguments).await,
             ToolName::Mcp(tool) => self.mcp(tool, arguments).await,
             _ => {
                 let ctx = self.tool_context(snapshot);
@@ -219,6 +220,6 @@ impl Agent {
     }
 }
 
-fn failure(content: String) -> ToolOutcome {
+pub(super) fn failure(content: String) -> ToolOutcome {
     ToolOutcome::error(content)
 }

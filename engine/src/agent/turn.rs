@@ -127,6 +127,12 @@ impl Agent {
         }
         if let Some(text) = input {
             self.clear_idle_thinking(&snapshot).await?;
+            // A role's first request of the task opens with the instructions and the memory.
+            if self.history.is_empty() {
+                for block in self.opening_blocks(&snapshot).await? {
+                    self.persist(block)?;
+                }
+            }
             self.objective = Some(text.clone());
             self.persist(Message::user(text).with_kind(MessageKind::Objective))?;
         }
@@ -165,6 +171,7 @@ impl Agent {
             changed_files: self.changed_files.iter().rev().cloned().collect(),
             workspace: self.task.workspace.clone(),
             cancel: self.task.cancel.clone(),
+            blocks: self.task.engine.team().blocks.clone(),
         };
         let fitted = match self.task.engine.fitter().fit(fit).await {
             Ok(f) => f,

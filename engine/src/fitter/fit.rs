@@ -14,6 +14,7 @@
 //!    pending request (what its usage report will be paired with) and handed back to be sent.
 
 use super::{Fitter, LastRequest, RoleKey, State};
+use crate::blocks::{blocks, BlocksConfig, BlocksFor};
 use crate::clock::now_rfc3339;
 use crate::compactor::{compact, CompactError, CompactedHistory, Job};
 use crate::counter::{prepare, Fingerprint, RequestCount, TokenCounter};
@@ -97,6 +98,8 @@ pub struct Fit {
     pub workspace: Workspace,
     /// Fires when the task is cancelled: a compaction in progress stops.
     pub cancel: CancellationToken,
+    /// The blocks a rebuilt request starts with (instructions, memory), made afresh by a compaction.
+    pub blocks: Arc<BlocksConfig>,
 }
 
 impl Fitter {
@@ -231,6 +234,18 @@ impl State {
             messages: l.fingerprint.messages.len(),
             tokens: l.reported.unwrap_or(l.counted),
         });
+        // The instructions and the memory as they read now: first in the rebuilt request, verbatim.
+        let pinned = blocks(
+            &msg.blocks,
+            &BlocksFor {
+                storage: self.storage.as_ref(),
+                workspace: &msg.workspace,
+                task_id: &msg.task_id,
+                role: &msg.role,
+                window: window.tokens,
+                meter,
+            },
+        )?;
         let job = Job {
             task_id: &msg.task_id,
             role: &msg.role,
@@ -239,6 +254,8 @@ impl State {
             storage: self.storage.as_ref(),
             request: &msg.request,
             objective: &msg.objective,
+            pinned: &pinned,
+            focus: None,
             fixed,
             before,
             before_estimated: count.total.estimated,

@@ -58,6 +58,8 @@ fn categories(request: &ChatRequest, count: &RequestCount, meter: &Meter) -> Cat
     let mut c = Categories {
         system: count.system.tokens,
         tools: count.tools.tokens,
+        instructions: Tokens::ZERO,
+        memory: Tokens::ZERO,
         objective: Tokens::ZERO,
         checkpoint: Tokens::ZERO,
         observations: Tokens::ZERO,
@@ -74,11 +76,14 @@ fn categories(request: &ChatRequest, count: &RequestCount, meter: &Meter) -> Cat
             MessageKind::Observations => &mut c.observations,
             MessageKind::WorkingFiles => &mut c.files,
             MessageKind::Objective => &mut c.objective,
+            MessageKind::Instructions => &mut c.instructions,
+            MessageKind::Memory => &mut c.memory,
             MessageKind::Plain => continue,
         };
         *slot += Tokens((tokens.0 as f64 * factor).round() as u64);
     }
-    let named = c.objective + c.checkpoint + c.observations + c.files + c.thinking;
+    let named =
+        c.instructions + c.memory + c.objective + c.checkpoint + c.observations + c.files + c.thinking;
     c.messages = count.messages.tokens.saturating_sub(named);
     c
 }

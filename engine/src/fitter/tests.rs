@@ -36,6 +36,7 @@ async fn fit(rig: &Rig, task: &TaskCtx, role: &str, messages: Vec<Message>) -> R
         changed_files: Vec::new(),
         workspace: task.workspace.clone(),
         cancel: task.cancel.clone(),
+        blocks: rig.engine.team().blocks.clone(),
     };
     rig.engine.fitter().fit(fit).await
 }

@@ -44,6 +44,10 @@ pub struct PlanInput<'a> {
     pub fixed: Tokens,
     /// The task's objective, re-inserted at the head of the rebuilt request.
     pub objective: &'a str,
+    /// The blocks every request starts with (the project's instructions, the memory notes), as they
+    /// read now: put first in the rebuilt request, verbatim, and never summarised (the history's own
+    /// copies are replaced by these).
+    pub pinned: &'a [Message],
     /// The size the rebuilt request must land under, in tokens, counted with `fixed` included.
     pub destination: Tokens,
     /// Coder only, newest first; empty for the other roles.
@@ -127,7 +131,7 @@ pub fn files_message<'f>(files: impl IntoIterator<Item = &'f WorkingFile>) -> Op
 }
 
 /// Decides what the rebuilt request keeps. The budget, below `destination`:
-/// `fixed` + the objective message + the checkpoint (its measured skeleton + `summary_reserve`) + the
+/// `fixed` + the pinned blocks + the objective message + the checkpoint (its measured skeleton + `summary_reserve`) + the
 /// observations message for the observations outside the kept rounds + the working files (up to half
 /// of `destination - fixed`, and never more than the mandatory parts leave) + the kept rounds, taken
 /// whole from the end while they fit (at most `keep_rounds_limit`).
@@ -152,7 +156,8 @@ pub fn plan(input: &PlanInput) -> Plan {
         let carried = observations.iter().filter(|o| o.round < from_round).map(Observation::carried);
         observations_message(carried).map_or(Tokens::ZERO, |m| count(&m))
     };
-    let mandatory = input.fixed + objective_cost + checkpoint_cost;
+    let pinned_cost: Tokens = input.pinned.iter().map(count).sum();
+    let mandatory = input.fixed + pinned_cost + objective_cost + checkpoint_cost;
 
     // Working files: newest first, up to half of the rebuilt request, within what the mandatory
     // parts leave.
@@ -205,7 +210,8 @@ pub fn plan(input: &PlanInput) -> Plan {
     files.retain(|&i| !present_verbatim(kept, &input.working_files[i].text));
 
     Plan {
-        summarise: (0..keep_from_message).collect(),
+        // The pinned blocks leave only to come back fresh: there is nothing of them to summarise.
+        summarise: (0..keep_from_message).filter(|&i| !history[i].kind.is_pinned()).collect(),
         keep_from_round: keep_from,
         keep_from_message,
         kept_rounds: rs.len() - keep_from,
@@ -231,13 +237,18 @@ fn present_verbatim(messages: &[Message], text: &str) -> bool {
     })
 }
 
-/// The rebuilt history, in order: the objective (the original message when it opens the kept part,
+/// The rebuilt history, in order: the pinned blocks (instructions, memory) as they read now; the objective (the original message when it opens the kept part,
 /// else `Objective: …`); the checkpoint, when anything was summarised; the unresolved observations
 /// outside the kept rounds as one message; the working files as one message; the kept rounds.
 pub fn assemble(input: &PlanInput, plan: &Plan, checkpoint: &Checkpoint) -> Vec<Message> {
     let history = input.history;
     let mut kept = &history[plan.keep_from_message.min(history.len())..];
-    let mut out = Vec::with_capacity(kept.len() + 4);
+    // The pinned blocks as they read now replace the history's copies, first.
+    while kept.first().is_some_and(|m| m.kind.is_pinned()) {
+        kept = &kept[1..];
+    }
+    let mut out = Vec::with_capacity(kept.len() + input.pinned.len() + 4);
+    out.extend(input.pinned.iter().cloned());
     match kept.first() {
         Some(first) if first.role == Speaker::User && first.text() == input.objective => {
             out.push(first.clone());
@@ -250,7 +261,7 @@ pub fn assemble(input: &PlanInput, plan: &Plan, checkpoint: &Checkpoint) -> Vec<
     }
     out.extend(observations_message(plan.observations.iter().map(Observation::carried)));
     out.extend(files_message(plan.files.iter().filter_map(|&i| input.working_files.get(i))));
-    out.extend(kept.iter().cloned());
+    out.extend(kept.iter().filter(|m| !m.kind.is_pinned()).cloned());
     out
 }
 

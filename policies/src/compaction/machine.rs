@@ -147,11 +147,26 @@ enum Stage {
     Finished,
 }
 
+/// What a compaction is told besides the history and the numbers.
+#[derive(Debug, Clone, Copy)]
+pub struct Brief<'a> {
+    /// The task's objective, re-inserted at the head of the rebuilt history.
+    pub objective: &'a str,
+    /// The blocks every request starts with (instructions, memory), as they read now: first in the
+    /// rebuilt history, verbatim, never summarised.
+    pub pinned: &'a [Message],
+    /// What the user asked this compaction to keep in particular (`agentd compact --focus`), given
+    /// to the summariser.
+    pub focus: Option<&'a str>,
+}
+
 /// One compaction in progress.
 pub struct Compaction<'a> {
     history: &'a [Message],
     message_tokens: Vec<Tokens>,
     objective: &'a str,
+    pinned: &'a [Message],
+    focus: Option<&'a str>,
     working_files: &'a [WorkingFile],
     setup: Setup,
     /// The objective as the summariser sees it (cut to a sixteenth of the window).
@@ -172,17 +187,20 @@ impl<'a> Compaction<'a> {
     /// what it needs first.
     pub fn start(
         history: &'a [Message],
-        objective: &'a str,
+        brief: Brief<'a>,
         working_files: &'a [WorkingFile],
         setup: Setup,
         measure: &dyn Measure,
     ) -> (Compaction<'a>, Need) {
         let window = setup.thresholds.window;
+        let Brief { objective, pinned, focus } = brief;
         let objective_for_summary = cut_objective(objective, window);
         let mut c = Compaction {
             history,
             message_tokens: history.iter().map(|m| measure.message(m)).collect(),
             objective,
+            pinned,
+            focus,
             working_files,
             setup,
             objective_for_summary,
@@ -196,14 +214,16 @@ impl<'a> Compaction<'a> {
             archive: None,
             stage: Stage::Finished,
         };
-        // What no compaction can remove: system, tools and the objective. Over the trigger,
-        // summarising would only spend tokens.
-        let floor = setup.fixed + measure.message(&objective_message(objective));
+        // What no compaction can remove: system, tools, the pinned blocks and the objective. Over the
+        // trigger, summarising would only spend tokens.
+        let pinned_tokens: Tokens = pinned.iter().map(|m| measure.message(m)).sum();
+        let floor = setup.fixed + pinned_tokens + measure.message(&objective_message(objective));
         if floor >= setup.thresholds.trigger {
+            let parts = if pinned.is_empty() { "" } else { ", the instructions and memory blocks" };
             return (
                 c,
                 Need::Failed(format!(
-                    "the system prompt, tools and objective alone are {floor} tokens, over the trigger of {} in \
+                    "the system prompt, tools{parts} and objective alone are {floor} tokens, over the trigger of {} in \
                      the {window}-token window; nothing that can be compacted away would make the request fit",
                     setup.thresholds.trigger
                 )),
@@ -212,7 +232,7 @@ impl<'a> Compaction<'a> {
         // A folding request carries the summary so far (≤ reserve) and a batch, and its answer takes
         // ≤ reserve: all of it within 90 % of the summariser's window.
         let overhead = measure.text(SUMMARISER_SYSTEM)
-            + measure.text(&fold_prompt(None, "", &c.objective_for_summary))
+            + measure.text(&with_focus(fold_prompt(None, "", &c.objective_for_summary), c.focus))
             + Tokens(64);
         let reserve = setup.summary_reserve;
         c.batch_budget = window.percent(FOLD_REQUEST_PERCENT).saturating_sub(overhead + reserve + reserve);
@@ -290,6 +310,7 @@ impl<'a> Compaction<'a> {
             message_tokens: &self.message_tokens,
             fixed: self.setup.fixed,
             objective: self.objective,
+            pinned: self.pinned,
             destination: self.setup.thresholds.destination,
             working_files: self.working_files,
             keep_rounds_limit: self.limit,
@@ -328,7 +349,7 @@ impl<'a> Compaction<'a> {
         let reserve = self.setup.summary_reserve;
         let ceiling = self.setup.thresholds.window.percent(IN_PLACE_PERCENT);
         let fits = |tokens: Tokens, kept: usize| {
-            let instruction = prefix_prompt(kept, &self.objective_for_summary);
+            let instruction = with_focus(prefix_prompt(kept, &self.objective_for_summary), self.focus);
             let cost = tokens + measure.message(&Message::user(instruction.clone())) + reserve;
             (cost <= ceiling).then_some(instruction)
         };
@@ -351,7 +372,10 @@ impl<'a> Compaction<'a> {
     /// Folds `history[from..keep_from]` into the summary so far, batch by batch.
     fn fold_from(&mut self, from: usize, measure: &dyn Measure) -> Need {
         let keep_from = self.keep_from();
-        let text = render_for_summary(&self.history[from..keep_from]);
+        // The pinned blocks are put back as they read, not summarised.
+        let leaving: Vec<Message> =
+            self.history[from..keep_from].iter().filter(|m| !m.kind.is_pinned()).cloned().collect();
+        let text = render_for_summary(&leaving);
         let mut queue: VecDeque<String> = batches(&text, self.batch_budget, &|t| measure.text(t)).into();
         let Some(first) = queue.pop_front() else {
             // Nothing to say about what leaves (no text at all): it is archived all the same.
@@ -364,7 +388,8 @@ impl<'a> Compaction<'a> {
     }
 
     fn fold_need(&mut self, batch: &str, measure: &dyn Measure) -> Need {
-        let prompt = fold_prompt(self.summary.as_deref(), batch, &self.objective_for_summary);
+        let prompt =
+            with_focus(fold_prompt(self.summary.as_deref(), batch, &self.objective_for_summary), self.focus);
         let reserve = self.setup.summary_reserve;
         let window = self.setup.thresholds.window;
         // The summariser's request passes the same measurement: it must fit its window.
@@ -414,13 +439,13 @@ impl<'a> Compaction<'a> {
 /// archives): the accepted candidate, or the reason for `compaction_failed`.
 pub fn compact_with(
     history: &[Message],
-    objective: &str,
+    brief: Brief<'_>,
     working_files: &[WorkingFile],
     setup: Setup,
     measure: &dyn Measure,
     respond: &mut dyn FnMut(&Need) -> Answer,
 ) -> Result<Compacted, String> {
-    let (mut machine, mut need) = Compaction::start(history, objective, working_files, setup, measure);
+    let (mut machine, mut need) = Compaction::start(history, brief, working_files, setup, measure);
     loop {
         need = match need {
             Need::Done(done) => return Ok(done),
@@ -430,6 +455,17 @@ pub fn compact_with(
                 machine.answer(answer, measure)
             }
         };
+    }
+}
+
+/// A summary prompt with the user's focus, when one was given, after its instructions.
+pub fn with_focus(prompt: String, focus: Option<&str>) -> String {
+    match focus.map(str::trim).filter(|f| !f.is_empty()) {
+        Some(focus) => format!(
+            "{prompt}\n\n<focus>\nThe user asked this compaction to keep, in particular and in full detail: \
+             {focus}\n</focus>"
+        ),
+        None => prompt,
     }
 }
 

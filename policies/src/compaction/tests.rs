@@ -1,4 +1,5 @@
 use super::candidate::ARCHIVE_REF_PLACEHOLDER;
+use super::machine::Brief;
 use super::*;
 use crate::budget::Thresholds;
 use crate::observations::{observations_message, unresolved, Observation, OBSERVATIONS_HEADER};
@@ -7,6 +8,12 @@ use agentd_protocol::message::{CarriedObservation, ObservationKind};
 use agentd_protocol::message::{Message, MessageKind, Part, Speaker};
 use agentd_protocol::tokens::Tokens;
 use proptest::prelude::*;
+
+/// A compaction's brief with this objective, nothing pinned, no focus.
+fn brief(objective: &str) -> Brief<'_> {
+    Brief { objective, pinned: &[], focus: None }
+}
+
 use std::collections::HashMap;
 
 /// A deterministic stand-in for a tokenizer: a quarter token per character plus framing.
@@ -115,6 +122,7 @@ fn input<'a>(
     files: &'a [WorkingFile],
 ) -> PlanInput<'a> {
     PlanInput {
+        pinned: &[],
         history,
         message_tokens: tokens,
         fixed: Tokens(100),
@@ -278,7 +286,7 @@ fn compact_with_retries_with_fewer_rounds_when_the_full_count_is_larger() {
     let before = count_all(&h) + Tokens(100);
     let done = compact_with(
         &h,
-        "make the tests pass",
+        brief("make the tests pass"),
         &[],
         setup(100, 600, 601, before, 50),
         &measure,
@@ -308,7 +316,7 @@ fn compact_with_fails_with_the_numbers() {
     // Nothing but the checkpoint fits below the trigger: every retry is tried, then the numbers.
     let err = compact_with(
         &h,
-        "make the tests pass",
+        brief("make the tests pass"),
         &[],
         setup(100, 100, 150, Tokens(2000), 50),
         &measure,
@@ -322,7 +330,7 @@ fn compact_with_fails_with_the_numbers() {
     let mut log = Vec::new();
     let err = compact_with(
         &h,
-        &objective,
+        brief(&objective),
         &[],
         setup(100, 600, 700, Tokens(2000), 50),
         &measure,
@@ -350,8 +358,9 @@ fn the_first_summary_continues_the_request_last_sent() {
         let mut log = Vec::new();
         let s =
             Setup { sent_prefix: prefix, before_estimated: estimated, ..setup(100, 600, 601, before, 50) };
-        let done = compact_with(&h, "make the tests pass", &[], s, &measure, &mut fake_summariser(&mut log))
-            .unwrap();
+        let done =
+            compact_with(&h, brief("make the tests pass"), &[], s, &measure, &mut fake_summariser(&mut log))
+                .unwrap();
         match (prefix, estimated) {
             // The sent request, exactly: its prefix is what a provider has cached.
             (Some(sent), _) => {
@@ -376,7 +385,7 @@ fn the_first_summary_continues_the_request_last_sent() {
     let mut log = Vec::new();
     let mut s = setup(100, 600, 601, before, 50);
     s.sent_prefix = Some(SentPrefix { messages: 3, tokens: s.thresholds.window });
-    compact_with(&h, "make the tests pass", &[], s, &measure, &mut fake_summariser(&mut log)).unwrap();
+    compact_with(&h, brief("make the tests pass"), &[], s, &measure, &mut fake_summariser(&mut log)).unwrap();
     assert!(matches!(log[0], Need::Fold { .. }), "{log:?}");
 }
 
@@ -396,7 +405,7 @@ fn an_empty_in_place_answer_falls_back_to_folding() {
     };
     let done = compact_with(
         &h,
-        "make the tests pass",
+        brief("make the tests pass"),
         &[],
         setup(100, 600, 601, before, 50),
         &measure,
@@ -561,7 +570,7 @@ proptest! {
         }).filter(|s| s.messages > 0);
         let s = Setup { sent_prefix, before_estimated: estimated, ..setup(fixed, destination, destination + gap, before, summary_reserve) };
         let mut log = Vec::new();
-        let result = compact_with(&h, &objective, &files, s, &measure, &mut fake_summariser(&mut log));
+        let result = compact_with(&h, brief(&objective), &files, s, &measure, &mut fake_summariser(&mut log));
         match result {
             Ok(done) => {
                 let c = measure.history(&done.history) + Tokens(fixed);
@@ -627,7 +636,7 @@ proptest! {
         let measure = TestMeasure { framing: Tokens::ZERO };
         let s = setup(fixed, destination.0, trigger.0, before, summary_reserve.0);
         let mut log = Vec::new();
-        let done = compact_with(&h, &objective, &files, s, &measure, &mut fake_summariser(&mut log))
+        let done = compact_with(&h, brief(&objective), &files, s, &measure, &mut fake_summariser(&mut log))
             .map_err(TestCaseError::fail)?;
         prop_assert!(count_all(&done.history) + Tokens(fixed) <= destination);
         // The plan's own estimate was exact: no retry was needed.
@@ -673,7 +682,7 @@ fn compact_to_3000(h: &[Message]) -> Result<Compacted, String> {
     let measure = TestMeasure { framing: Tokens::ZERO };
     compact_with(
         h,
-        "make the tests pass",
+        brief("make the tests pass"),
         &[],
         setup(100, 3000, 4000, before, 50),
         &measure,
@@ -771,6 +780,44 @@ proptest! {
         prop_assert_eq!(carriers.len(), usize::from(!expected.is_empty()));
         if let Some(m) = carriers.first() {
             prop_assert_eq!(&m.observations, &expected);
+        }
+    }
+}
+
+#[test]
+fn pinned_blocks_come_back_first_verbatim_fresh_and_are_never_summarised() {
+    let instructions = Message::user("[instructions]\n--- AGENTS.md ---\nAlways run cargo nextest.")
+        .with_kind(MessageKind::Instructions);
+    let old_memory = Message::user("[memory]\n- [m1, workspace] old note").with_kind(MessageKind::Memory);
+    let fresh_memory = Message::user("[memory]\n- [m2, workspace] fresh note").with_kind(MessageKind::Memory);
+    let mut h = vec![instructions.clone(), old_memory.clone()];
+    h.extend(sample());
+    let pinned = [instructions.clone(), fresh_memory.clone()];
+    let before = count_all(&h) + Tokens(100);
+    let mut log = Vec::new();
+    let done = compact_with(
+        &h,
+        Brief { objective: "make the tests pass", pinned: &pinned, focus: Some("keep the parser details") },
+        &[],
+        setup(100, 600, 700, before, 50),
+        &TestMeasure { framing: Tokens::ZERO },
+        &mut fake_summariser(&mut log),
+    )
+    .unwrap();
+    assert_eq!(done.history[..2], pinned, "the blocks as they read now, first");
+    let kinds: Vec<MessageKind> = done.history.iter().map(|m| m.kind).collect();
+    assert_eq!(kinds.iter().filter(|k| k.is_pinned()).count(), 2, "never twice: {kinds:?}");
+    assert!(!done.history.iter().any(|m| m.text().contains("old note")), "the old block is replaced");
+    assert!(!done.plan.summarise.iter().any(|&i| h[i].kind.is_pinned()), "nothing pinned is summarised");
+    for need in &log {
+        let prompt = match need {
+            Need::Fold { prompt, .. } => prompt,
+            Need::InPlace { instruction, .. } => instruction,
+            _ => continue,
+        };
+        assert!(prompt.contains("<focus>") && prompt.contains("keep the parser details"), "{prompt}");
+        if let Need::Fold { prompt, .. } = need {
+            assert!(!prompt.contains("Always run cargo nextest"), "a block is not summarised: {prompt}");
         }
     }
 }

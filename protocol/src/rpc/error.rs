@@ -30,10 +30,12 @@ pub enum ErrorCode {
     NotAllowed,
     /// -32004: the workspace is not one a task may use.
     BadWorkspace,
+    /// -32005: no memory note with that id.
+    UnknownNote,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 9] = [
+    const ALL: [ErrorCode; 10] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -43,6 +45,7 @@ impl ErrorCode {
         ErrorCode::UnknownEvidence,
         ErrorCode::NotAllowed,
         ErrorCode::BadWorkspace,
+        ErrorCode::UnknownNote,
     ];
 
     /// The number on the wire.
@@ -57,6 +60,7 @@ impl ErrorCode {
             ErrorCode::UnknownEvidence => -32002,
             ErrorCode::NotAllowed => -32003,
             ErrorCode::BadWorkspace => -32004,
+            ErrorCode::UnknownNote => -32005,
         }
     }
 

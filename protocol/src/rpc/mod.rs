@@ -9,7 +9,7 @@
 //! Every type is named from here (`rpc::TaskStatus`); the files beneath hold one part each:
 //! `request` (the [`Request`] and its [`Method`]), `error` (codes and error answers), the params
 //! and results of a group of methods each — `task` (`task.*`), `inspect` (`context.get`,
-//! `log.get`), `evidence` (`evidence.*`), `settings` (`settings.*`, `models.probe`), `daemon`
+//! `log.get`), `evidence` (`evidence.*`), `memory` (`memory.*`), `settings` (`settings.*`, `models.probe`), `daemon`
 //! (`daemon.status`, `clock.advance`) — and `notification` (what follows a subscription). They
 //! import one another, never this module, so no file imports one that imports it back.
 
@@ -17,6 +17,7 @@ mod daemon;
 mod error;
 mod evidence;
 mod inspect;
+mod memory;
 mod notification;
 mod request;
 mod settings;
@@ -26,6 +27,7 @@ pub use daemon::{ClockParams, ClockResult, DaemonStatus, HttpServing, JobAction,
 pub use error::{ErrorCode, RpcError};
 pub use evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyResult};
 pub use inspect::{ContextParams, ContextResult, LogEntry, LogParams, LogResult, Unmeasured};
+pub use memory::{NoteChanged, NoteDetail, NoteEditParams, NoteRef, UndoParams};
 pub use notification::{Notification, TaskEnd};
 pub use request::{Method, NoParams, Request};
 pub use settings::{ProbeResult, RoleParams, Setting, SettingParams, SettingResult};

@@ -7,14 +7,17 @@
 use super::daemon::ClockParams;
 use super::evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef};
 use super::inspect::{ContextParams, LogParams};
+use super::memory::{NoteEditParams, NoteRef, UndoParams};
 use super::settings::{RoleParams, SettingParams};
 use super::task::{EventsParams, MessageParams, SubmitParams, SubscribeParams, TaskRef};
+use crate::memory::NoteFilter;
 // The result types, for the links in [`Request`]'s docs (which the schema carries as they are).
 #[cfg(doc)]
 use super::{
     daemon::{ClockResult, DaemonStatus},
     evidence::VerifyResult,
     inspect::{ContextResult, LogResult},
+    memory::{NoteChanged, NoteDetail},
     notification::Notification,
     settings::{ProbeResult, SettingResult},
     task::{EventsResult, StateResult, Submitted, Subscribed, TaskStatus, TaskSummary},
@@ -71,6 +74,21 @@ pub enum Request {
     /// Re-hashes every blob → [`VerifyResult`].
     #[serde(rename = "evidence.verify")]
     EvidenceVerify(NoParams),
+    /// The memory notes the filter shows → `Vec<`[`Note`](crate::memory::Note)`>`.
+    #[serde(rename = "memory.list")]
+    MemoryList(NoteFilter),
+    /// One memory note with its changes → [`NoteDetail`].
+    #[serde(rename = "memory.get")]
+    MemoryGet(NoteRef),
+    /// Replaces a note's text → [`NoteChanged`].
+    #[serde(rename = "memory.edit")]
+    MemoryEdit(NoteEditParams),
+    /// Deletes a note (kept, so the deletion can be undone) → [`NoteChanged`].
+    #[serde(rename = "memory.delete")]
+    MemoryDelete(NoteRef),
+    /// Undoes the latest change of a note, or of any note → [`NoteChanged`].
+    #[serde(rename = "memory.undo")]
+    MemoryUndo(UndoParams),
     /// A role's setting → [`SettingResult`].
     #[serde(rename = "settings.get")]
     SettingsGet(SettingParams),
@@ -133,6 +151,21 @@ pub enum Method {
     /// `evidence.verify`: re-hashes every blob.
     #[serde(rename = "evidence.verify")]
     EvidenceVerify,
+    /// `memory.list`: the memory notes.
+    #[serde(rename = "memory.list")]
+    MemoryList,
+    /// `memory.get`: one note with its changes.
+    #[serde(rename = "memory.get")]
+    MemoryGet,
+    /// `memory.edit`: replaces a note's text.
+    #[serde(rename = "memory.edit")]
+    MemoryEdit,
+    /// `memory.delete`: deletes a note.
+    #[serde(rename = "memory.delete")]
+    MemoryDelete,
+    /// `memory.undo`: undoes the latest change.
+    #[serde(rename = "memory.undo")]
+    MemoryUndo,
     /// `settings.get`: a role's setting.
     #[serde(rename = "settings.get")]
     SettingsGet,
@@ -189,6 +222,11 @@ impl Request {
             Request::EvidenceGet(_) => Method::EvidenceGet,
             Request::EvidenceRead(_) => Method::EvidenceRead,
             Request::EvidenceVerify(_) => Method::EvidenceVerify,
+            Request::MemoryList(_) => Method::MemoryList,
+            Request::MemoryGet(_) => Method::MemoryGet,
+            Request::MemoryEdit(_) => Method::MemoryEdit,
+            Request::MemoryDelete(_) => Method::MemoryDelete,
+            Request::MemoryUndo(_) => Method::MemoryUndo,
             Request::SettingsGet(_) => Method::SettingsGet,
             Request::SettingsSet(_) => Method::SettingsSet,
             Request::ModelsProbe(_) => Method::ModelsProbe,

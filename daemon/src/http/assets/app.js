@@ -1,13 +1,15 @@
 // agentd's dashboard: plain JavaScript over the HTTP API (/api/v1, the socket's methods and types).
 // Views: #/ (tasks, submit), #/task/ID (events live, charts per role, gauge, transcript, actions),
-// #/evidence (list, verify), #/evidence/ID (metadata, paged reading). Nothing is fetched from
+// #/evidence (list, verify), #/evidence/ID (metadata, paged reading), #/memory (the notes agentd
+// remembers: edit, delete, undo, each note's changes). Nothing is fetched from
 // anywhere but this daemon.
 "use strict";
 
 const API = "/api/v1";
 const ACTIVE = ["queued", "running", "waiting_retry"];
 const CATEGORIES = [
-  ["system", "system"], ["tools", "tools"], ["objective", "objective"], ["checkpoint", "checkpoint"],
+  ["system", "system"], ["tools", "tools"], ["instructions", "instructions"], ["memory", "memory"],
+  ["objective", "objective"], ["checkpoint", "checkpoint"],
   ["observations", "observations"], ["files", "files"], ["messages", "recent"], ["thinking", "thinking"],
 ];
 
@@ -118,6 +120,7 @@ function route() {
   if (parts[0] === "task" && parts[1]) stop = taskView(main, parts[1]);
   else if (parts[0] === "evidence" && parts[1]) stop = evidenceItemView(main, parts[1], params);
   else if (parts[0] === "evidence") stop = evidenceListView(main, params);
+  else if (parts[0] === "memory") stop = memoryView(main, params);
   else stop = tasksView(main);
   stopView = stop || (() => {});
 }
@@ -214,6 +217,7 @@ function describe(e) {
     case "retry_scheduled": return `${e.reason}, attempt ${e.attempt}/${e.max_attempts}, in ${(e.delay_ms / 1000).toFixed(1)} s`;
     case "window_learned": return `${num(e.old_window)} → ${num(e.new_window)} (${e.source})`;
     case "thinking_cleared": return `${e.blocks_removed} blocks, ${num(e.tokens_freed)} tokens freed`;
+    case "memory_saved": return `${e.id} (${e.scope}): ${short(e.note, 140)}`;
     case "delegated": return `to ${e.to_role}: ${short(e.objective, 120)}`;
     case "delegation_returned": return `from ${e.from_role}: ${short(e.summary, 120)}`;
     case "finish_rejected": return e.reason;
@@ -230,7 +234,22 @@ function eventLine(e) {
   return h("div", { class: `${terminal ? "terminal" : ""} ${e.kind.startsWith("compaction") ? "compaction" : ""}`, "data-seq": e.seq, "data-kind": e.kind, title: e.at },
     h("span", { class: "seq" }, `#${e.seq}`), h("span", { class: "muted" }, time(e.at), " "),
     h("span", { class: "role" }, e.role), h("span", { class: "kind" }, e.kind), " ", describe(e),
-    link ? [" ", evidenceLink(link)] : null);
+    link ? [" ", evidenceLink(link)] : null,
+    e.kind === "memory_saved" ? [" ", undoButton(e.id)] : null);
+}
+
+// Undo a note the model saved, right from the event that says so.
+function undoButton(id) {
+  const out = h("span", { class: "muted" });
+  const button = h("button", { type: "button", class: "secondary small", "data-undo": id }, "undo");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const r = await api("/memory/undo", { method: "POST", body: { id } });
+      out.textContent = ` ${r.note.id} ${r.change.action}`;
+    } catch (e) { out.textContent = ` ${e.message}`; button.disabled = false; }
+  });
+  return h("span", {}, button, out);
 }
 
 // The chart of one role: every request's tokens against the window over time, the trigger and
@@ -310,7 +329,7 @@ function gaugeView(g) {
   if (g.measured === false) return h("p", { class: "muted" }, g.note);
   const est = g.estimated;
   const total = Math.max(g.window, g.tokens, 1);
-  const colors = { system: "--c-system", tools: "--c-tools", objective: "--c-objective", checkpoint: "--c-checkpoint", observations: "--c-observations", files: "--c-files", messages: "--c-recent", thinking: "--c-thinking" };
+  const colors = { system: "--c-system", tools: "--c-tools", instructions: "--c-instructions", memory: "--c-memory", objective: "--c-objective", checkpoint: "--c-checkpoint", observations: "--c-observations", files: "--c-files", messages: "--c-recent", thinking: "--c-thinking" };
   const stack = h("div", { class: "stack", title: `${tokens(g.tokens, est)} of ${num(g.window)}` },
     CATEGORIES.map(([key, label]) => h("span", { title: `${label} ${tokens(g.categories[key], est)}`, style: `width:${(100 * g.categories[key]) / total}%;background:var(${colors[key]})` })),
     h("i", { class: "trigger", title: `trigger ${num(g.trigger_tokens)}`, style: `left:${(100 * g.trigger_tokens) / total}%` }),
@@ -544,6 +563,61 @@ function taskView(main, taskId) {
     if (state.source) state.source.close();
     for (const v of state.roleViews.values()) v.chart.destroy();
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: the notes the model saved quoting the user; the user edits, deletes and undoes them.
+
+function memoryView(main, params) {
+  const deleted = params.get("deleted") === "true";
+  const list = h("div", { id: "memory" }, h("p", { class: "muted" }, "Loading…"));
+  const toggle = h("a", { href: deleted ? "#/memory" : "#/memory?deleted=true" }, deleted ? "hide deleted notes" : "show deleted notes");
+  const undoLast = h("button", { type: "button", class: "secondary", id: "memory-undo" }, "Undo the latest change");
+  const status = h("span", { class: "muted", id: "memory-status" });
+  undoLast.addEventListener("click", async () => {
+    try { const r = await api("/memory/undo", { method: "POST", body: {} }); status.textContent = ` ${r.note.id} ${r.change.action}`; load(); }
+    catch (e) { status.textContent = ` ${e.message}`; }
+  });
+  main.append(h("h1", {}, "Memory"),
+    h("p", { class: "muted" }, "What agentd remembers across tasks: notes the model saved with remember, each on your own words. They reach a task's requests when it starts (and at its compactions)."),
+    h("div", { class: "card" }, undoLast, status, " ", toggle), list);
+  async function load() {
+    try {
+      const notes = await api(`/memory${deleted ? "?deleted=true" : ""}`);
+      list.replaceChildren(...(notes.length ? notes.map(noteCard) : [h("p", { class: "muted card" }, "No notes.")]));
+      window.agentd.ready = true;
+    } catch (e) { showError(list, e); }
+  }
+  function noteCard(n) {
+    const text = h("textarea", { rows: 2, cols: 80, "data-note-text": n.id }, n.text);
+    const out = h("span", { class: "muted" });
+    const act = (path, body) => async () => {
+      try { const r = await api(`/memory/${encodeURIComponent(n.id)}${path}`, { method: "POST", body }); out.textContent = ` ${r.change.action}`; load(); }
+      catch (e) { out.textContent = ` ${e.message}`; }
+    };
+    const history = h("ul", { class: "muted" });
+    const showHistory = h("button", { type: "button", class: "secondary small" }, "changes");
+    showHistory.addEventListener("click", async () => {
+      try {
+        const d = await api(`/memory/${encodeURIComponent(n.id)}`);
+        history.replaceChildren(...d.changes.map(c => h("li", {}, `#${c.seq} ${time(c.at)} ${c.action} by ${c.by === "user" ? "you" : `${c.role} in task ${c.task_id}`}${c.undoes ? ` (undoing #${c.undoes})` : ""}${c.after !== undefined ? `: ${short(c.after, 80)}` : ""}`)));
+      } catch (e) { showError(history, e); }
+    });
+    const save = h("button", { type: "button" }, "Save");
+    save.addEventListener("click", () => act("/edit", { text: text.value })());
+    const del = h("button", { type: "button", class: "secondary" }, "Delete");
+    del.addEventListener("click", act("/delete"));
+    const undo = h("button", { type: "button", class: "secondary" }, "Undo");
+    undo.addEventListener("click", async () => {
+      try { const r = await api("/memory/undo", { method: "POST", body: { id: n.id } }); out.textContent = ` ${r.change.action}`; load(); }
+      catch (e) { out.textContent = ` ${e.message}`; }
+    });
+    return h("div", { class: `card${n.deleted ? " muted" : ""}`, "data-note": n.id },
+      h("p", {}, h("b", { class: "mono" }, n.id), " ", n.scope === "user" ? "every workspace" : h("span", { class: "mono" }, n.workspace), n.deleted ? h("span", { class: "bad" }, " deleted") : null),
+      h("p", {}, "you said: ", h("q", {}, n.quote), " — ", h("a", { href: `#/task/${n.task_id}`, class: "mono" }, n.task_id)),
+      text, h("div", {}, n.deleted ? null : [save, " ", del, " "], undo, " ", showHistory, out), history);
+  }
+  load();
 }
 
 // ---------------------------------------------------------------------------------------------

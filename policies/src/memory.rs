@@ -1,0 +1,322 @@
+//! The rules of durable memory: whether a quote is the user's, what a change (an edit, a deletion, an
+//! undo) does to a note, and how the notes are laid out in a request within their bound.
+//!
+//! Memory is not compaction: nothing here reads a summary or a checkpoint. A note rests on the user's
+//! own words ([`find_quote`]); it changes only by a recorded change ([`apply`]), and any change can be
+//! undone by the inverse change, itself recorded (so an undo can be undone too).
+
+use agentd_protocol::memory::{ChangeAction, MemoryChange, Note, NoteEdit};
+use agentd_protocol::tokens::Tokens;
+use std::fmt::Write as _;
+
+/// The shortest quote accepted when it is not a whole user message: a word or two could be found in
+/// any message, so it would prove nothing.
+pub const MIN_QUOTE_CHARS: usize = 12;
+
+/// The first line of the memory block of a request.
+pub const MEMORY_HEADER: &str = "[memory]";
+
+/// Why a `remember` call's quote was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuoteError {
+    /// The quote is empty.
+    #[error("`quote` is empty: quote the user's own words that this note rests on")]
+    Empty,
+    /// The quote is too short to prove anything.
+    #[error(
+        "`quote` is too short ({chars} characters): quote at least {MIN_QUOTE_CHARS} characters of the \
+         user's words, or a whole message"
+    )]
+    TooShort {
+        /// Its length.
+        chars: usize,
+    },
+    /// No user message of the task contains it.
+    #[error(
+        "`quote` is not the user's words: no message the user sent in this task (the objective or a \
+         follow-up) contains {quote:?}; quote the user verbatim, or do not save the note"
+    )]
+    NotFound {
+        /// The quote as given.
+        quote: String,
+    },
+}
+
+/// The text with every run of whitespace made one space, trimmed: a quote may wrap lines differently
+/// from the message it is taken from, and still be verbatim.
+fn normalised(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The user message (its log sequence number) that contains `quote` verbatim, whitespace aside.
+/// `messages` are the user's messages of the task — the objective and the follow-ups — with their
+/// sequence numbers, oldest first; the newest that contains it is the source.
+pub fn find_quote(quote: &str, messages: &[(u64, &str)]) -> Result<u64, QuoteError> {
+    let wanted = normalised(quote);
+    if wanted.is_empty() {
+        return Err(QuoteError::Empty);
+    }
+    let mut short = false;
+    for (seq, text) in messages.iter().rev() {
+        let text = normalised(text);
+        if text == wanted {
+            return Ok(*seq);
+        }
+        if text.contains(&wanted) {
+            if wanted.chars().count() >= MIN_QUOTE_CHARS {
+                return Ok(*seq);
+            }
+            short = true;
+        }
+    }
+    if short {
+        return Err(QuoteError::TooShort { chars: wanted.chars().count() });
+    }
+    Err(QuoteError::NotFound { quote: quote.to_string() })
+}
+
+/// Why a change to a note was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeError {
+    /// The new text is empty.
+    #[error("the note's new text is empty; to remove the note, delete it")]
+    EmptyText,
+    /// The note is deleted: only an undo brings it back.
+    #[error("note {0} is deleted; `agentd memory undo {0}` brings it back")]
+    Deleted(String),
+    /// The note has no change to undo (cannot happen for a stored note, which has its save).
+    #[error("note {0} has no change to undo")]
+    NothingToUndo(String),
+    /// The edit would change nothing.
+    #[error("note {0} already reads so")]
+    Unchanged(String),
+}
+
+/// A change decided, for the store to record: the note as it becomes and the change's record (its
+/// `seq` and `at` filled in by the store).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The note after the change.
+    pub note: Note,
+    /// What the change did.
+    pub action: ChangeAction,
+    /// The text before, as [`MemoryChange::before`] records it.
+    pub before: Option<String>,
+    /// The text after, as [`MemoryChange::after`] records it.
+    pub after: Option<String>,
+    /// The change undone, for an undo.
+    pub undoes: Option<u64>,
+}
+
+/// What `edit` does to `note`, whose latest recorded change is `latest` (needed for an undo), at time
+/// `at`.
+pub fn apply(
+    note: &Note,
+    edit: &NoteEdit,
+    latest: Option<&MemoryChange>,
+    at: &str,
+) -> Result<Applied, ChangeError> {
+    let mut next = note.clone();
+    next.updated_at = at.to_string();
+    let applied =
+        |next: Note, action, before, after, undoes| Applied { note: next, action, before, after, undoes };
+    match edit {
+        NoteEdit::Edit(text) => {
+            let text = text.trim();
+            if text.is_empty() {
+                return Err(ChangeError::EmptyText);
+            }
+            if note.deleted {
+                return Err(ChangeError::Deleted(note.id.clone()));
+            }
+            if text == note.text {
+                return Err(ChangeError::Unchanged(note.id.clone()));
+            }
+            next.text = text.to_string();
+            Ok(applied(next, ChangeAction::Edited, Some(note.text.clone()), Some(text.to_string()), None))
+        }
+        NoteEdit::Delete => {
+            if note.deleted {
+                return Err(ChangeError::Deleted(note.id.clone()));
+            }
+            next.deleted = true;
+            Ok(applied(next, ChangeAction::Deleted, Some(note.text.clone()), None, None))
+        }
+        NoteEdit::Undo => {
+            let latest = latest.ok_or_else(|| ChangeError::NothingToUndo(note.id.clone()))?;
+            let undoes = Some(latest.seq);
+            match latest.action {
+                // A save (or a restore) is undone by deleting the note.
+                ChangeAction::Saved | ChangeAction::Restored => {
+                    next.deleted = true;
+                    Ok(applied(next, ChangeAction::Deleted, Some(note.text.clone()), None, undoes))
+                }
+                ChangeAction::Deleted => {
+                    next.deleted = false;
+                    Ok(applied(next, ChangeAction::Restored, None, Some(note.text.clone()), undoes))
+                }
+                ChangeAction::Edited => {
+                    let back = latest.before.clone().unwrap_or_else(|| note.text.clone());
+                    next.text = back.clone();
+                    next.deleted = false;
+                    Ok(applied(next, ChangeAction::Edited, Some(note.text.clone()), Some(back), undoes))
+                }
+            }
+        }
+    }
+}
+
+/// The memory block of a request: every note whole, newest first, while they fit `budget` (counted
+/// with `count`); the older ones past it are named by id with how to read them (`memory_more`: the
+/// evidence reader the caller offers), never dropped silently. `None` when there is no note.
+pub fn memory_block(
+    notes: &[Note],
+    budget: Tokens,
+    count: &dyn Fn(&str) -> Tokens,
+    memory_more: &dyn Fn(&[&Note]) -> String,
+) -> Option<String> {
+    if notes.is_empty() {
+        return None;
+    }
+    let mut newest_first: Vec<&Note> = notes.iter().collect();
+    newest_first.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+    let head = format!(
+        "{MEMORY_HEADER}\nWhat the user asked agentd to remember (durable notes, each resting on the user's own \
+         words). Follow them unless the user now says otherwise."
+    );
+    let mut text = head.clone();
+    let mut shown = 0;
+    for note in &newest_first {
+        let line = note_line(note);
+        let candidate = format!("{text}\n{line}");
+        // The rest's pointer must fit too: measure with a stand-in for it.
+        let rest: Vec<&Note> = newest_first[shown + 1..].to_vec();
+        let tail = if rest.is_empty() { String::new() } else { format!("\n{}", memory_more(&rest)) };
+        // Past the bound: this note and the older ones are named (all of them, when not even the
+        // newest fits whole).
+        if count(&format!("{candidate}{tail}")) > budget {
+            break;
+        }
+        text = candidate;
+        shown += 1;
+    }
+    let rest = &newest_first[shown..];
+    if !rest.is_empty() {
+        let _ = write!(text, "\n{}", memory_more(rest));
+    }
+    Some(text)
+}
+
+/// One note as the block shows it: `- [m17, workspace] text (the user said: "quote")`.
+pub fn note_line(note: &Note) -> String {
+    format!("- [{}, {}] {} (the user said: {:?})", note.id, note.scope, note.text, note.quote)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentd_protocol::memory::{Author, MemoryScope};
+    use agentd_protocol::Role;
+
+    fn note(id: &str, text: &str, at: &str) -> Note {
+        Note {
+            id: id.into(),
+            text: text.into(),
+            quote: "we always use cargo nextest".into(),
+            scope: MemoryScope::Workspace,
+            workspace: "/w".into(),
+            task_id: "t".into(),
+            role: Role::Lead,
+            source_seq: 1,
+            created_at: at.into(),
+            updated_at: at.into(),
+            deleted: false,
+        }
+    }
+
+    fn change(seq: u64, action: ChangeAction, before: Option<&str>, after: Option<&str>) -> MemoryChange {
+        MemoryChange {
+            seq,
+            note_id: "m1".into(),
+            at: "t".into(),
+            by: Author::User,
+            action,
+            before: before.map(Into::into),
+            after: after.map(Into::into),
+            undoes: None,
+        }
+    }
+
+    #[test]
+    fn a_quote_is_found_verbatim_whitespace_aside_and_an_invented_one_is_refused() {
+        let messages =
+            [(1, "Fix the parser.\nWe always use `cargo nextest`,  never `cargo test`."), (7, "thanks")];
+        assert_eq!(find_quote("We always use `cargo nextest`, never `cargo test`.", &messages), Ok(1));
+        assert_eq!(find_quote("thanks", &messages), Ok(7), "a whole message, however short");
+        assert_eq!(find_quote("  ", &messages), Err(QuoteError::Empty));
+        assert_eq!(find_quote("nextest", &messages), Err(QuoteError::TooShort { chars: 7 }));
+        let invented = "the user prefers tabs over spaces";
+        assert_eq!(find_quote(invented, &messages), Err(QuoteError::NotFound { quote: invented.into() }));
+        assert!(find_quote(invented, &messages).unwrap_err().to_string().contains("not the user's words"));
+    }
+
+    #[test]
+    fn every_change_has_an_inverse_and_an_undo_can_be_undone() {
+        let n = note("m1", "use nextest", "1");
+        let edited = apply(&n, &NoteEdit::Edit("use cargo nextest".into()), None, "2").unwrap();
+        assert_eq!((edited.action, edited.before.as_deref()), (ChangeAction::Edited, Some("use nextest")));
+        let e = change(2, ChangeAction::Edited, Some("use nextest"), Some("use cargo nextest"));
+        let undone = apply(&edited.note, &NoteEdit::Undo, Some(&e), "3").unwrap();
+        assert_eq!((undone.note.text.as_str(), undone.undoes), ("use nextest", Some(2)));
+        // Redo: the undo is itself an edit, so undoing it brings the edit back.
+        let u = change(3, ChangeAction::Edited, Some("use cargo nextest"), Some("use nextest"));
+        let redone = apply(&undone.note, &NoteEdit::Undo, Some(&u), "4").unwrap();
+        assert_eq!(redone.note.text, "use cargo nextest");
+
+        let saved = change(1, ChangeAction::Saved, None, Some("use nextest"));
+        let gone = apply(&n, &NoteEdit::Undo, Some(&saved), "5").unwrap();
+        assert!(gone.note.deleted);
+        assert_eq!(gone.action, ChangeAction::Deleted);
+        let d = change(5, ChangeAction::Deleted, Some("use nextest"), None);
+        let back = apply(&gone.note, &NoteEdit::Undo, Some(&d), "6").unwrap();
+        assert!(!back.note.deleted);
+        assert_eq!(back.action, ChangeAction::Restored);
+
+        assert_eq!(apply(&gone.note, &NoteEdit::Delete, None, "7"), Err(ChangeError::Deleted("m1".into())));
+        assert_eq!(apply(&n, &NoteEdit::Edit(" ".into()), None, "7"), Err(ChangeError::EmptyText));
+        assert_eq!(
+            apply(&n, &NoteEdit::Edit("use nextest".into()), None, "7"),
+            Err(ChangeError::Unchanged("m1".into()))
+        );
+    }
+
+    #[test]
+    fn the_block_shows_the_newest_notes_whole_and_names_the_rest() {
+        let notes: Vec<Note> =
+            (1..=6).map(|i| note(&format!("m{i}"), &"x".repeat(100), &format!("{i}"))).collect();
+        let count = |t: &str| Tokens(t.len() as u64 / 4);
+        let more = |rest: &[&Note]| {
+            format!(
+                "{} older notes: {}",
+                rest.len(),
+                rest.iter().map(|n| n.id.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let all = memory_block(&notes, Tokens(10_000), &count, &more).unwrap();
+        assert!(all.starts_with(MEMORY_HEADER));
+        assert!(all.find("[m6,").unwrap() < all.find("[m1,").unwrap(), "newest first");
+        assert!(!all.contains("older notes"));
+        let bounded = memory_block(&notes, Tokens(150), &count, &more).unwrap();
+        assert!(count(&bounded) <= Tokens(150), "{}", count(&bounded));
+        assert!(bounded.contains("[m6,"));
+        assert!(bounded.contains("older notes: m"), "the rest are named: {bounded}");
+        for n in &notes {
+            assert!(
+                bounded.contains(&format!("{},", n.id)) || bounded.contains(&n.id),
+                "{} is shown or named",
+                n.id
+            );
+        }
+        assert_eq!(memory_block(&[], Tokens(100), &count, &more), None);
+    }
+}
