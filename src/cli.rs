@@ -128,6 +128,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compact a role's history now (a stopped task) or before its next request (a running one),
+    /// with the same events and archive as an automatic compaction.
+    Compact {
+        /// The task's id.
+        task: String,
+        /// Whose history: lead (default), coder or a specialist's name.
+        #[arg(long)]
+        role: Option<String>,
+        /// What the summary is to keep in particular ("keep the parser details").
+        #[arg(long)]
+        focus: Option<String>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The context gauge of a task's role.
     Context {
         /// The task's id.

@@ -5,12 +5,13 @@
 use crate::scheduler::Jobs;
 use crate::shared::Shared;
 use crate::supervisor::{
-    Cancel, Followup, IsRunning, Resume, RunningCount, Submit, Supervisor, SupervisorError,
+    Cancel, Compact, Followup, IsRunning, Resume, RunningCount, Submit, Supervisor, SupervisorError,
 };
 use actix::prelude::*;
 use agentd_engine::clock::now_rfc3339;
 use agentd_engine::context::effective_compact_at;
-use agentd_engine::fitter::{GaugeOf, WindowOf};
+use agentd_engine::error::TurnError;
+use agentd_engine::fitter::{FitError, GaugeOf, WindowOf};
 use agentd_engine::storage::{Settings, Storage, StorageError};
 use agentd_engine::task::TaskError;
 use agentd_evidence::{EvidenceError, StoreError};
@@ -19,10 +20,10 @@ use agentd_protocol::evidence::Problem;
 use agentd_protocol::evidence::Unit;
 use agentd_protocol::memory::{Author, Note, NoteEdit, NoteFilter};
 use agentd_protocol::rpc::{
-    ClockParams, ClockResult, ContextResult, DaemonStatus, EventsParams, EventsResult, HttpServing, LogEntry,
-    LogParams, LogResult, Method, NoteChanged, NoteDetail, Notification, ProbeResult, RoleStatus, Setting,
-    SettingParams, SettingResult, StateResult, StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary,
-    Unmeasured, VerifyResult,
+    ClockParams, ClockResult, CompactParams, CompactResult, ContextResult, DaemonStatus, EventsParams,
+    EventsResult, HttpServing, LogEntry, LogParams, LogResult, Method, NoteChanged, NoteDetail, Notification,
+    ProbeResult, RoleStatus, Setting, SettingParams, SettingResult, StateResult, StorageStatus, Submitted,
+    Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
 };
 use agentd_protocol::Role;
 use agentd_protocol::{ErrorCode, Request, RpcError};
@@ -116,7 +117,13 @@ impl From<SupervisorError> for Refusal {
     fn from(e: SupervisorError) -> Refusal {
         use SupervisorError as E;
         let code = match &e {
-            E::EmptyObjective | E::EmptyText | E::UnknownTeam(_) => ErrorCode::InvalidParams,
+            E::EmptyObjective | E::EmptyText | E::UnknownTeam(_) | E::UnknownRole(_) => {
+                ErrorCode::InvalidParams
+            }
+            E::Compaction(TurnError::Fit(FitError::NothingToCompact(_)) | TurnError::Cancelled) => {
+                ErrorCode::NotAllowed
+            }
+            E::Compaction(_) => ErrorCode::Internal,
             E::UnknownTask(_) => ErrorCode::UnknownTask,
             E::RelativeWorkspace(_) | E::Workspace { .. } | E::RefusedWorkspace { .. } => {
                 ErrorCode::BadWorkspace
@@ -220,6 +227,7 @@ impl Methods {
             Request::TaskCancel(p) => to_json(self.ask(Cancel { task_id: p.task_id }).await),
             Request::TaskResume(p) => to_json(self.ask(Resume { task_id: p.task_id }).await),
             Request::TaskMessage(p) => to_json(self.ask(Followup { task_id: p.task_id, text: p.text }).await),
+            Request::TaskCompact(p) => to_json(self.compact(p).await),
             Request::TaskSubscribe(p) => {
                 to_json(self.task(&p.task_id).map(|_| Subscribed { subscribed: true }))
             }
@@ -257,6 +265,13 @@ impl Methods {
     {
         let state = self.supervisor.send(msg).await??;
         Ok(StateResult { state })
+    }
+
+    /// `task.compact`: the lead's history unless a role is named.
+    async fn compact(&self, p: CompactParams) -> Answer<CompactResult> {
+        self.task(&p.task_id)?;
+        let msg = Compact { task_id: p.task_id, role: p.role.unwrap_or(Role::Lead), focus: p.focus };
+        Ok(self.supervisor.send(msg).await??)
     }
 
     fn task(&self, task_id: &str) -> Answer<agentd_protocol::task::TaskMeta> {

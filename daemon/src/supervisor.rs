@@ -7,11 +7,15 @@ use actix::prelude::*;
 use agentd_agents::workspace::Workspace;
 use agentd_agents::ToolError;
 use agentd_engine::clock::{clock, now_rfc3339};
+use agentd_engine::context::TaskCtx;
 use agentd_engine::end::{close_unfinished_calls, record_end};
+use agentd_engine::error::TurnError;
+use agentd_engine::fitter::Requested;
 use agentd_engine::storage::End;
 use agentd_engine::storage::{Storage, StorageError};
-use agentd_engine::task::{launch, Start, TaskError};
+use agentd_engine::task::{compact_stopped, launch, Start, TaskError};
 use agentd_evidence::StoreError;
+use agentd_protocol::rpc::CompactResult;
 use agentd_protocol::task::TaskMeta;
 use agentd_protocol::Role;
 use agentd_protocol::{EventKind, TaskState};
@@ -100,6 +104,12 @@ pub enum SupervisorError {
         /// Why the store refused the end.
         why: String,
     },
+    /// `task.compact` names a role the team does not have.
+    #[error("no role {:?} in the team", .0.name())]
+    UnknownRole(Role),
+    /// The requested compaction could not be made (nothing to compact, a failed summary, the store).
+    #[error("{0}")]
+    Compaction(#[source] TurnError),
     /// A running task did not stop within 30 s of being cancelled.
     #[error("the task did not stop within 30s of being cancelled")]
     CancelTimedOut,
@@ -117,6 +127,8 @@ pub enum SupervisorError {
 struct Running {
     cancel: CancellationToken,
     done: watch::Receiver<Option<TaskState>>,
+    /// The running task's context (`None` while a stopped task's history is being compacted).
+    ctx: Option<Arc<TaskCtx>>,
 }
 
 /// The actor that owns the tasks: it creates them, starts and resumes their teams, cancels them, and on
@@ -160,8 +172,8 @@ impl Supervisor {
         let (tx, rx) = watch::channel(None);
         let servers = self.shared.tool_servers(workspace.root());
         let engine = self.shared.engine.clone();
-        launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx)?;
-        self.running.insert(task_id, Running { cancel, done: rx });
+        let ctx = launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx)?;
+        self.running.insert(task_id, Running { cancel, done: rx, ctx: Some(ctx) });
         Ok(())
     }
 
@@ -210,7 +222,7 @@ impl Supervisor {
 
     /// How many tasks are being run now: started, and their runner not yet done.
     pub fn running_count(&self) -> usize {
-        self.running.values().filter(|r| r.done.borrow().is_none()).count()
+        self.running.values().filter(|r| r.ctx.is_some() && r.done.borrow().is_none()).count()
     }
 }
 
@@ -286,7 +298,12 @@ impl Handler<Cancel> for Supervisor {
 
     fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) -> Self::Result {
         let shared = self.shared.clone();
-        let running = self.running.get(&msg.task_id).map(|r| (r.cancel.clone(), r.done.clone()));
+        // A stopped task being compacted is not running: cancelling it is answered from its record.
+        let running = self
+            .running
+            .get(&msg.task_id)
+            .filter(|r| r.ctx.is_some())
+            .map(|r| (r.cancel.clone(), r.done.clone()));
         Box::pin(async move {
             let store = &shared.store;
             // A running task is cancelled in memory first: its runner records the end when it can
@@ -411,6 +428,74 @@ impl Handler<Followup> for Supervisor {
     }
 }
 
+/// A compaction the user asks for (`task.compact`): of a running task, scheduled before the role's next
+/// request (or at the end of the run); of a stopped one, made now — the task counts as running
+/// meanwhile, so it is neither resumed nor followed up mid-compaction.
+#[derive(Message)]
+#[rtype(result = "Result<CompactResult, SupervisorError>")]
+pub struct Compact {
+    /// The task.
+    pub task_id: String,
+    /// Whose history.
+    pub role: Role,
+    /// What the summary is to keep in particular.
+    pub focus: Option<String>,
+}
+
+impl Handler<Compact> for Supervisor {
+    type Result = ResponseFuture<Result<CompactResult, SupervisorError>>;
+
+    fn handle(&mut self, msg: Compact, _: &mut Context<Self>) -> Self::Result {
+        let requested = Requested { focus: msg.focus.filter(|f| !f.trim().is_empty()) };
+        let role = msg.role;
+        if self.shared.engine.team().role(&role).is_none() {
+            return Box::pin(async move { Err(SupervisorError::UnknownRole(role)) });
+        }
+        self.reap();
+        if let Some(running) = self.running.get(&msg.task_id) {
+            return match &running.ctx {
+                Some(ctx) => {
+                    ctx.request_compaction(role.clone(), requested);
+                    let scheduled = CompactResult {
+                        role,
+                        scheduled: true,
+                        tokens_before: None,
+                        tokens_after: None,
+                        archive_id: None,
+                    };
+                    Box::pin(async move { Ok(scheduled) })
+                }
+                None => {
+                    let busy = SupervisorError::AlreadyRunning(msg.task_id);
+                    Box::pin(async move { Err(busy) })
+                }
+            };
+        }
+        let workspace = match self.restartable(&msg.task_id, |_, _| Ok(())) {
+            Ok((_, workspace)) => workspace,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        let (tx, rx) = watch::channel(None);
+        let cancel = CancellationToken::new();
+        let running = Running { cancel: cancel.clone(), done: rx, ctx: None };
+        self.running.insert(msg.task_id.clone(), running);
+        let engine = self.shared.engine.clone();
+        Box::pin(async move {
+            let done = compact_stopped(engine, msg.task_id, workspace, cancel, role.clone(), requested).await;
+            // The task is no longer busy, whatever happened.
+            let _ = tx.send(Some(TaskState::Finished));
+            let done = done.map_err(SupervisorError::Compaction)?;
+            Ok(CompactResult {
+                role,
+                scheduled: false,
+                tokens_before: Some(done.tokens_before),
+                tokens_after: Some(done.tokens_after),
+                archive_id: Some(done.archive_id),
+            })
+        })
+    }
+}
+
 /// How many tasks are running now.
 #[derive(Message)]
 #[rtype(result = "usize")]
@@ -455,8 +540,11 @@ impl Handler<Shutdown> for Supervisor {
         self.accepting = false;
         self.reap();
         let shared = self.shared.clone();
+        // A stopped task whose history is being compacted is not interrupted: its compaction stops.
+        let (tasks, compactions): (Vec<_>, Vec<_>) = self.running.drain().partition(|(_, r)| r.ctx.is_some());
+        compactions.iter().for_each(|(_, r)| r.cancel.cancel());
         let running: Vec<(String, CancellationToken, watch::Receiver<Option<TaskState>>)> =
-            self.running.drain().map(|(id, r)| (id, r.cancel, r.done)).collect();
+            tasks.into_iter().map(|(id, r)| (id, r.cancel, r.done)).collect();
         Box::pin(async move {
             // Marked first (so the runner's own end does not record a cancel), then stopped; the
             // terminal event comes last, after the calls the stop cut short are closed.

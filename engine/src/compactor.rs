@@ -94,6 +94,8 @@ pub struct CompactedHistory {
     pub batches: u32,
     /// Whether the first summary continued the request already sent (its prefix cached).
     pub in_place: bool,
+    /// The request's size before, counted in full.
+    pub tokens_before: Tokens,
 }
 
 /// The machine's measurements: the role's meter, and for a candidate the whole request it would be
@@ -152,6 +154,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
                     archive_id: done.archive_ref,
                     batches: done.batches,
                     in_place: done.in_place,
+                    tokens_before: job.before,
                 })
             }
             Need::Failed(reason) => return Err(CompactError::Failed(reason)),

@@ -4,7 +4,7 @@
 
 use crate::clock::now_rfc3339;
 use crate::error::TurnError;
-use crate::fitter::Fitter;
+use crate::fitter::{Fitter, Requested};
 use crate::storage::{Settings, Storage, StorageError};
 use crate::team::TeamConfig;
 use crate::tool_servers::ToolServers;
@@ -14,6 +14,8 @@ use agentd_policies::budget::DEFAULT_COMPACT_AT;
 use agentd_policies::redact::Redactor;
 use agentd_policies::settings::{CompactAt, CompactAtOn};
 use agentd_protocol::{Model, Role, TaskState, TurnSettings};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -101,6 +103,9 @@ pub struct TaskCtx {
     /// The task's tool servers (MCP): started when a role that gets their tools first needs them,
     /// closed when the task's run ends.
     pub servers: Arc<dyn ToolServers>,
+    /// Compactions the user asked for while the task runs, by role: each made before the role's next
+    /// request, or when the run ends if the role makes none.
+    requested: Mutex<BTreeMap<Role, Requested>>,
 }
 
 impl TaskCtx {
@@ -112,7 +117,23 @@ impl TaskCtx {
         engine: Arc<Engine>,
         servers: Arc<dyn ToolServers>,
     ) -> TaskCtx {
-        TaskCtx { task_id, workspace, cancel, engine, servers }
+        TaskCtx { task_id, workspace, cancel, engine, servers, requested: Mutex::default() }
+    }
+
+    /// Asks for a compaction of `role`'s history, made before its next request (a later ask for the
+    /// same role replaces the focus of one not made yet).
+    pub fn request_compaction(&self, role: Role, requested: Requested) {
+        self.requested.lock().insert(role, requested);
+    }
+
+    /// The compaction asked for `role`, if any, taken: it is made now.
+    pub fn take_requested(&self, role: &Role) -> Option<Requested> {
+        self.requested.lock().remove(role)
+    }
+
+    /// Every compaction asked for and not made yet, taken.
+    pub fn take_all_requested(&self) -> Vec<(Role, Requested)> {
+        std::mem::take(&mut *self.requested.lock()).into_iter().collect()
     }
 
     /// Who the lead may delegate to: the coder and the configured specialists.

@@ -7,8 +7,9 @@ use crate::clock::now_rfc3339;
 use crate::context::{Engine, TaskCtx};
 use crate::end::record_end;
 use crate::error::TurnError;
+use crate::fitter::{FitError, Requested, RequestedDone};
 use crate::storage::{End, Storage, StorageError};
-use crate::tool_servers::ToolServers;
+use crate::tool_servers::{NoToolServers, ToolServers};
 use agentd_agents::workspace::Workspace;
 use agentd_policies::repair::repair;
 use agentd_protocol::Receipt;
@@ -45,7 +46,8 @@ pub enum TaskError {
 }
 
 /// Builds the team and runs the task to an end state on the tokio runtime, with `servers` as its
-/// tool servers. Returns the final state through `done`.
+/// tool servers. Returns the final state through `done`, and at once the task's context (through
+/// which a compaction is asked for while it runs, [`TaskCtx::request_compaction`]).
 pub fn launch(
     engine: Arc<Engine>,
     task_id: String,
@@ -54,7 +56,7 @@ pub fn launch(
     cancel: CancellationToken,
     servers: Arc<dyn ToolServers>,
     done: tokio::sync::watch::Sender<Option<TaskState>>,
-) -> Result<(), TaskError> {
+) -> Result<Arc<TaskCtx>, TaskError> {
     let ctx = Arc::new(TaskCtx::new(task_id.clone(), workspace, cancel.clone(), engine.clone(), servers));
     let storage = engine.storage().clone();
     let roles: Vec<Role> = engine.team().roles().collect();
@@ -124,6 +126,7 @@ pub fn launch(
         t.updated_at = now_rfc3339();
     })?;
     let delegate = pending.as_ref().and_then(|p| members.member(&p.to));
+    let running = ctx.clone();
     tokio::spawn(async move {
         if let (Some(p), Some(target)) = (pending, delegate) {
             let completed = match target.run_turn(None, Vec::new()).await {
@@ -140,13 +143,69 @@ pub fn launch(
             }
         }
         let outcome = lead.run_turn(input, Vec::new()).await;
+        if !cancel.is_cancelled() {
+            compact_requested(&ctx, &members).await;
+        }
         // The task's MCP servers end with its run, before its end is recorded; a follow-up or a
         // resume starts them again.
         ctx.servers.shutdown().await;
         let state = finish(storage.as_ref(), &task_id, &cancel, outcome);
         let _ = done.send(Some(state));
     });
-    Ok(())
+    Ok(running)
+}
+
+/// The compactions asked for during the run that no later request made: made now, before the end
+/// is recorded. One refused for want of anything to compact says so (`compaction_failed`); a
+/// failed one has said so already.
+async fn compact_requested(ctx: &TaskCtx, members: &Team) {
+    for (role, requested) in ctx.take_all_requested() {
+        let Some(member) = members.member(&role) else { continue };
+        match member.compact(requested).await {
+            Ok(_) => {}
+            Err(TurnError::Fit(FitError::NothingToCompact(why))) => {
+                let refused = EventKind::CompactionFailed { reason: why.to_string() };
+                if let Err(e) = ctx.engine.storage().emit(&ctx.task_id, &role, refused) {
+                    tracing::error!(task = %ctx.task_id, error = %e, "could not record a refused compaction");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(task = %ctx.task_id, role = role.name(), error = %e, "the requested compaction failed")
+            }
+        }
+    }
+}
+
+/// Compacts `role`'s history of a task that is not running, as the user asked (`agentd compact`),
+/// until `cancel` fires (the daemon stopping):
+/// the role's agent is formed from the log (its history repaired, as a resume would) and compacts
+/// it now, with the same events, archive and checkpoint as a compaction the trigger makes. Refused,
+/// with nothing written, when there is nothing to compact.
+pub async fn compact_stopped(
+    engine: Arc<Engine>,
+    task_id: String,
+    workspace: Workspace,
+    cancel: CancellationToken,
+    role: Role,
+    requested: Requested,
+) -> Result<RequestedDone, TurnError> {
+    if engine.team().role(&role).is_none() {
+        return Err(TurnError::UnknownRole(role));
+    }
+    let storage = engine.storage().clone();
+    let (history, _) = repair(&storage.history(&task_id, &role)?);
+    let state = role_states(storage.as_ref(), &task_id)?.remove(&role).unwrap_or_default();
+    let ctx = TaskCtx::new(task_id, workspace, cancel, engine, Arc::new(NoToolServers));
+    let member = Member::new(
+        role,
+        history,
+        state.receipts,
+        state.changed_files,
+        state.last_answer_at,
+        Arc::new(ctx),
+        Arc::new(Team::default()),
+    );
+    member.compact(requested).await
 }
 
 /// A delegation the lead was waiting on when the daemon stopped.

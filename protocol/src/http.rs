@@ -167,6 +167,14 @@ pub const ROUTES: &[Route] = &[
         summary: "A follow-up request for a task that has stopped",
     },
     Route {
+        verb: Verb::Post,
+        path: "/tasks/{task_id}/compact",
+        method: Method::TaskCompact,
+        query: &[],
+        body: true,
+        summary: "Compact a role's history now (body {\"role\"?, \"focus\"?})",
+    },
+    Route {
         verb: Verb::Get,
         path: "/tasks/{task_id}/context/{role}",
         method: Method::ContextGet,

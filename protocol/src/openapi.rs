@@ -11,11 +11,11 @@ use crate::evidence::{EvidenceMeta, Page};
 use crate::http::{ErrorBody, ParamKind, Route, Verb, OPENAPI_PATH, ROUTES, TOKEN_COOKIE};
 use crate::memory::{Note, NoteFilter};
 use crate::rpc::{
-    ClockParams, ClockResult, ContextParams, ContextResult, DaemonStatus, EventsParams, EventsResult,
-    EvidenceListParams, EvidenceReadParams, EvidenceRef, LogParams, LogResult, MessageParams, Method,
-    NoParams, NoteChanged, NoteDetail, NoteEditParams, NoteRef, Notification, ProbeResult, RoleParams,
-    SettingParams, SettingResult, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
-    TaskStatus, TaskSummary, UndoParams, VerifyResult,
+    ClockParams, ClockResult, CompactParams, CompactResult, ContextParams, ContextResult, DaemonStatus,
+    EventsParams, EventsResult, EvidenceListParams, EvidenceReadParams, EvidenceRef, LogParams, LogResult,
+    MessageParams, Method, NoParams, NoteChanged, NoteDetail, NoteEditParams, NoteRef, Notification,
+    ProbeResult, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams, Submitted,
+    SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, UndoParams, VerifyResult,
 };
 use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
@@ -30,6 +30,7 @@ fn params_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
         Method::TaskList | Method::EvidenceVerify | Method::DaemonStatus => gen.subschema_for::<NoParams>(),
         Method::TaskStatus | Method::TaskCancel | Method::TaskResume => gen.subschema_for::<TaskRef>(),
         Method::TaskMessage => gen.subschema_for::<MessageParams>(),
+        Method::TaskCompact => gen.subschema_for::<CompactParams>(),
         Method::TaskSubscribe => gen.subschema_for::<SubscribeParams>(),
         Method::TaskEvents => gen.subschema_for::<EventsParams>(),
         Method::ContextGet => gen.subschema_for::<ContextParams>(),
@@ -60,6 +61,7 @@ fn result_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
             gen.subschema_for::<Notification>()
         }
         Method::TaskEvents => gen.subschema_for::<EventsResult>(),
+        Method::TaskCompact => gen.subschema_for::<CompactResult>(),
         Method::ContextGet => gen.subschema_for::<ContextResult>(),
         Method::LogGet => gen.subschema_for::<LogResult>(),
         Method::EvidenceList => gen.subschema_for::<Vec<EvidenceMeta>>(),

@@ -8,9 +8,9 @@ use crate::evidence::{EvidenceMeta, Page};
 use crate::gauge::Gauge;
 use crate::memory::Note;
 use crate::rpc::{
-    ClockResult, ContextResult, DaemonStatus, ErrorCode, EventsResult, LogResult, NoteChanged, NoteDetail,
-    Notification, ProbeResult, Request, RpcError, SettingResult, StateResult, Submitted, Subscribed,
-    TaskStatus, TaskSummary, VerifyResult,
+    ClockResult, CompactResult, ContextResult, DaemonStatus, ErrorCode, EventsResult, LogResult, NoteChanged,
+    NoteDetail, Notification, ProbeResult, Request, RpcError, SettingResult, StateResult, Submitted,
+    Subscribed, TaskStatus, TaskSummary, VerifyResult,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
@@ -46,6 +46,8 @@ struct Results {
     task_resume: StateResult,
     #[serde(rename = "task.message")]
     task_message: StateResult,
+    #[serde(rename = "task.compact")]
+    task_compact: CompactResult,
     #[serde(rename = "task.subscribe")]
     task_subscribe: Subscribed,
     #[serde(rename = "task.events")]

@@ -44,6 +44,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Resume { task, json } => tasks::resume(&home, task, json),
         Command::Message { task, text, wait, json } => tasks::message(&home, task, text, wait, json),
         Command::Log { task, role, json } => tasks::log(&home, task, role, json),
+        Command::Compact { task, role, focus, json } => tasks::compact(&home, task, role, focus, json),
         Command::Context { task, role, json } => roles::context(&home, task, role, json),
         Command::Models { command: ModelsCommand::Probe { role, json } } => roles::probe(&home, role, json),
         Command::Settings { role, key, value, json } => roles::settings(&home, role, key, value, json),

@@ -10,8 +10,8 @@ use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_record, print_state, print_status, print_task_line};
 use agentd_daemon::daemon::Home;
 use agentd_protocol::rpc::{
-    LogParams, LogResult, MessageParams, NoParams, StateResult, SubmitParams, Submitted, TaskRef, TaskStatus,
-    TaskSummary,
+    CompactParams, CompactResult, LogParams, LogResult, MessageParams, NoParams, StateResult, SubmitParams,
+    Submitted, TaskRef, TaskStatus, TaskSummary,
 };
 use agentd_protocol::{Request, Role};
 use std::path::PathBuf;
@@ -98,6 +98,29 @@ pub fn message(home: &Home, task: String, text: String, wait: bool, json: bool) 
         return Ok(exit::OK);
     }
     follow_from(&mut client, &task, json, true)
+}
+
+/// `agentd compact TASK`: a compaction on request, made now or scheduled.
+pub fn compact(
+    home: &Home,
+    task: String,
+    role: Option<String>,
+    focus: Option<String>,
+    json: bool,
+) -> Result<u8, Failure> {
+    let mut client = connect(home)?;
+    let params = CompactParams { task_id: task, role: role.map(Role::from), focus };
+    let r: CompactResult = client.request(&Request::TaskCompact(params))?;
+    if json {
+        println!("{}", pretty(&r));
+    } else if r.scheduled {
+        println!("{}: compaction scheduled before its next request (or when the run ends)", r.role);
+    } else {
+        let (before, after) = (r.tokens_before.unwrap_or_default(), r.tokens_after.unwrap_or_default());
+        let archive = r.archive_id.unwrap_or_default();
+        println!("{}: compacted {before} → {after} tokens; what left is evidence {archive}", r.role);
+    }
+    Ok(exit::OK)
 }
 
 /// `agentd log TASK`: the whole transcript, fetched a page at a time until a page comes back empty.

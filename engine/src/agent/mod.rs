@@ -27,7 +27,7 @@ mod turn;
 
 use crate::context::TaskCtx;
 use crate::error::{TurnError, TurnResult};
-use crate::fitter::MeterOf;
+use crate::fitter::{MeterOf, Requested, RequestedDone};
 use crate::meter::Meter;
 use crate::storage::StorageError;
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
@@ -87,6 +87,14 @@ impl Member {
                 Err(e) => Err(TurnError::Stopped(e)),
             }
         })
+    }
+
+    /// Compacts this role's history now, as the user asked (`agentd compact`), between its turns:
+    /// waits for a turn under way to end first. The same events and archive as a compaction the
+    /// trigger makes; refused, with nothing written, when there is nothing to compact.
+    pub async fn compact(&self, requested: Requested) -> Result<RequestedDone, TurnError> {
+        let mut agent = self.agent.lock().await;
+        agent.compact_on_request(requested).await
     }
 
     /// A delegation this (lead) agent was waiting on when the daemon stopped has returned after a

@@ -24,7 +24,7 @@ use super::refusals::{Lesson, Refusals};
 use super::{Agent, LastFit};
 use crate::clock::clock;
 use crate::error::{TurnError, TurnResult};
-use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Underestimated};
+use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Requested, RequestedDone, Underestimated};
 use crate::retry::{ask, wait, with_retries, Pause, Scheduled, Waited};
 use agentd_agents::receipts::receipt;
 use agentd_agents::tools as agent_tools;
@@ -161,6 +161,57 @@ impl Agent {
     /// history becomes the active one, as a checkpoint), refused over the window. What it was
     /// measured with is kept for sizing the results it will bring, and `request_sent` says so.
     pub(super) async fn fit(&mut self, turn: &Turn) -> Result<Fitted, TurnError> {
+        let requested = self.task.take_requested(&self.role);
+        let asked = requested.is_some();
+        let fitted = match self.fit_request(turn, requested).await {
+            // A compaction the user asked for never costs the turn: refused or failed (said so in
+            // an event), the request is fitted as it would have been.
+            Err(TurnError::Fit(FitError::NothingToCompact(e))) if asked => {
+                self.emit(EventKind::CompactionFailed { reason: e.to_string() })?;
+                self.fit_request(turn, None).await?
+            }
+            Err(TurnError::Fit(FitError::Compaction(_))) if asked => self.fit_request(turn, None).await?,
+            other => other?,
+        };
+        self.emit(EventKind::RequestSent {
+            tokens: fitted.count.total.tokens,
+            estimated: fitted.count.total.estimated,
+            window: fitted.window.tokens,
+            window_source: fitted.window.source,
+            trigger_tokens: fitted.thresholds.trigger,
+            destination_tokens: Some(fitted.thresholds.destination),
+            measured_by: Some(fitted.meter.measured()),
+        })?;
+        Ok(fitted)
+    }
+
+    /// A compaction the user asked for, made now on the history as it stands, with no request sent
+    /// after it: the request the role would make is built (its built-in tools: no MCP server is
+    /// started for this) and fitted with [`Fit::requested`].
+    pub(super) async fn compact_on_request(
+        &mut self,
+        requested: Requested,
+    ) -> Result<RequestedDone, TurnError> {
+        let snapshot = self.task.snapshot(&self.role)?;
+        let client = self.task.model(&snapshot.provider)?;
+        let tools = tool_specs(&self.role, &snapshot.tools)?;
+        let system = self.task.system_prompt(&self.role);
+        let turn = Turn { snapshot, client, system, tools };
+        let fitted = self.fit_request(&turn, Some(requested)).await?;
+        // A requested fit either compacts or fails; never a quiet nothing.
+        let done = fitted
+            .compacted
+            .ok_or(TurnError::Fit(FitError::Compaction("the compaction made no new history".into())))?;
+        Ok(RequestedDone {
+            tokens_before: done.tokens_before,
+            tokens_after: fitted.count.total.tokens,
+            archive_id: done.archive_id,
+        })
+    }
+
+    /// The fit of the request the history makes now (compacted first past the trigger or when
+    /// `requested`); an accepted compaction becomes the active history, recorded as a checkpoint.
+    async fn fit_request(&mut self, turn: &Turn, requested: Option<Requested>) -> Result<Fitted, TurnError> {
         let fit = Fit {
             task_id: self.task.task_id.clone(),
             role: self.role.clone(),
@@ -172,6 +223,7 @@ impl Agent {
             workspace: self.task.workspace.clone(),
             cancel: self.task.cancel.clone(),
             blocks: self.task.engine.team().blocks.clone(),
+            requested,
         };
         let fitted = match self.task.engine.fitter().fit(fit).await {
             Ok(f) => f,
@@ -196,15 +248,6 @@ impl Agent {
             tokens: fitted.count.total.tokens,
             meter: fitted.meter.clone(),
         });
-        self.emit(EventKind::RequestSent {
-            tokens: fitted.count.total.tokens,
-            estimated: fitted.count.total.estimated,
-            window: fitted.window.tokens,
-            window_source: fitted.window.source,
-            trigger_tokens: fitted.thresholds.trigger,
-            destination_tokens: Some(fitted.thresholds.destination),
-            measured_by: Some(fitted.meter.measured()),
-        })?;
         Ok(fitted)
     }
 

@@ -7,7 +7,8 @@
 //!    after the endpoint (if any) has counted what is new in the request.
 //! 2. `measure`: the raw count and fingerprint in one pass, calibrated — from the server's own
 //!    figure when the request extends the last one it answered for this role. The gauge shows it.
-//! 3. `compact_history`: past the trigger, the history is compacted (`compaction_started`, then
+//! 3. `compact_history`: past the trigger (or when the user asked for it, aimed lower, see
+//!    `agentd_policies::compaction::requested`), the history is compacted (`compaction_started`, then
 //!    `compaction_finished` or `compaction_failed`) and the rebuilt request measured again; it is
 //!    the gauge now.
 //! 4. `accept`: over the window, the request is refused; else it is remembered as the role's
@@ -23,7 +24,7 @@ use crate::storage::StorageError;
 use agentd_agents::workspace::Workspace;
 use agentd_policies::budget::{WORKING_FILES, WORKING_FILE_BYTES};
 use agentd_policies::calibration::Basis;
-use agentd_policies::compaction::{SentPrefix, WorkingFile};
+use agentd_policies::compaction::{requested, NothingToCompact, SentPrefix, WorkingFile};
 use agentd_policies::Thresholds;
 use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::{ChatRequest, Model, Role};
@@ -55,6 +56,9 @@ pub enum FitError {
     /// The task was cancelled while the fitter compacted.
     #[error("cancelled")]
     Cancelled,
+    /// A compaction was asked for ([`Fit::requested`]) and there is nothing to compact.
+    #[error("{0}")]
+    NothingToCompact(#[from] NothingToCompact),
     /// The store could not take an event, the gauge's record or a learned window.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -100,6 +104,26 @@ pub struct Fit {
     pub cancel: CancellationToken,
     /// The blocks a rebuilt request starts with (instructions, memory), made afresh by a compaction.
     pub blocks: Arc<BlocksConfig>,
+    /// A compaction the user asked for (`agentd compact`): made now, whatever the trigger says.
+    pub requested: Option<Requested>,
+}
+
+/// A compaction the user asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requested {
+    /// What the summariser is to keep in particular (`--focus`).
+    pub focus: Option<String>,
+}
+
+/// What a compaction the user asked for did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestedDone {
+    /// The request's size before, counted in full.
+    pub tokens_before: Tokens,
+    /// The rebuilt request's size, counted in full.
+    pub tokens_after: Tokens,
+    /// The evidence that holds what left the request.
+    pub archive_id: String,
 }
 
 impl Fitter {
@@ -137,9 +161,22 @@ impl State {
         let (mut measured, extended) = self.measure(&msg, &key, &scale);
         self.show(&msg, &scale, &measured.measurement.count);
         let mut compacted = None;
-        if scale.thresholds.crosses_trigger(measured.measurement.count.total.tokens) {
+        let before = measured.measurement.count.total.tokens;
+        // Asked for: aimed lower than the trigger's compaction, refused before any event when nothing
+        // can leave.
+        let requested = match msg.requested.take() {
+            Some(r) => Some((r, requested(scale.thresholds, before, &msg.request.messages)?)),
+            None => None,
+        };
+        if requested.is_some() || scale.thresholds.crosses_trigger(before) {
             let count = measured.measurement.count;
-            let (done, rebuilt) = self.compact_history(&mut msg, &scale, extended.as_ref(), count).await?;
+            let (aim, focus) = match &requested {
+                Some((r, aim)) => (*aim, r.focus.clone()),
+                None => (scale.thresholds, None),
+            };
+            let (done, rebuilt) = self
+                .compact_history(&mut msg, &scale, aim, focus.as_deref(), extended.as_ref(), count)
+                .await?;
             measured = rebuilt;
             compacted = Some(done);
             // The rebuilt request is what is sent: it is the gauge now.
@@ -208,10 +245,12 @@ impl State {
         &self,
         msg: &mut Fit,
         scale: &Scale,
+        thresholds: Thresholds,
+        focus: Option<&str>,
         extended: Option<&LastRequest>,
         count: RequestCount,
     ) -> Result<(CompactedHistory, Measured), FitError> {
-        let (thresholds, window, meter) = (scale.thresholds, scale.window, &scale.meter);
+        let (window, meter) = (scale.window, &scale.meter);
         let before = count.total.tokens;
         self.emit(
             &msg.task_id,
@@ -255,7 +294,7 @@ impl State {
             request: &msg.request,
             objective: &msg.objective,
             pinned: &pinned,
-            focus: None,
+            focus,
             fixed,
             before,
             before_estimated: count.total.estimated,

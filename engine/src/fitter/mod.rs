@@ -31,7 +31,7 @@ mod tests;
 mod usage;
 mod windows;
 
-pub use fit::{Fit, FitError, Fitted};
+pub use fit::{Fit, FitError, Fitted, Requested, RequestedDone};
 pub use gauge::GaugeOf;
 pub use usage::{Observe, Underestimated};
 pub use windows::{Learn, WindowOf};

@@ -37,6 +37,7 @@ async fn fit(rig: &Rig, task: &TaskCtx, role: &str, messages: Vec<Message>) -> R
         workspace: task.workspace.clone(),
         cancel: task.cancel.clone(),
         blocks: rig.engine.team().blocks.clone(),
+        requested: None,
     };
     rig.engine.fitter().fit(fit).await
 }

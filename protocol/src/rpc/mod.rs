@@ -32,6 +32,6 @@ pub use notification::{Notification, TaskEnd};
 pub use request::{Method, NoParams, Request};
 pub use settings::{ProbeResult, RoleParams, Setting, SettingParams, SettingResult};
 pub use task::{
-    EventsParams, EventsResult, MessageParams, RoleStatus, StateResult, SubmitParams, Submitted,
-    SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,
+    CompactParams, CompactResult, EventsParams, EventsResult, MessageParams, RoleStatus, StateResult,
+    SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,
 };

@@ -9,7 +9,7 @@ use super::evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef};
 use super::inspect::{ContextParams, LogParams};
 use super::memory::{NoteEditParams, NoteRef, UndoParams};
 use super::settings::{RoleParams, SettingParams};
-use super::task::{EventsParams, MessageParams, SubmitParams, SubscribeParams, TaskRef};
+use super::task::{CompactParams, EventsParams, MessageParams, SubmitParams, SubscribeParams, TaskRef};
 use crate::memory::NoteFilter;
 // The result types, for the links in [`Request`]'s docs (which the schema carries as they are).
 #[cfg(doc)]
@@ -20,7 +20,7 @@ use super::{
     memory::{NoteChanged, NoteDetail},
     notification::Notification,
     settings::{ProbeResult, SettingResult},
-    task::{EventsResult, StateResult, Submitted, Subscribed, TaskStatus, TaskSummary},
+    task::{CompactResult, EventsResult, StateResult, Submitted, Subscribed, TaskStatus, TaskSummary},
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,6 +49,10 @@ pub enum Request {
     /// A follow-up request for a task that has stopped → [`StateResult`].
     #[serde(rename = "task.message")]
     TaskMessage(MessageParams),
+    /// Compacts a role's history now (a stopped task) or before its next request (a running one), with an
+    /// optional focus for the summariser → [`CompactResult`].
+    #[serde(rename = "task.compact")]
+    TaskCompact(CompactParams),
     /// Follows a task's events → [`Subscribed`], then [`Notification`]s.
     #[serde(rename = "task.subscribe")]
     TaskSubscribe(SubscribeParams),
@@ -127,6 +131,9 @@ pub enum Method {
     /// `task.message`: a follow-up request for a stopped task.
     #[serde(rename = "task.message")]
     TaskMessage,
+    /// `task.compact`: compacts a role's history on request.
+    #[serde(rename = "task.compact")]
+    TaskCompact,
     /// `task.subscribe`: follows a task's events.
     #[serde(rename = "task.subscribe")]
     TaskSubscribe,
@@ -214,6 +221,7 @@ impl Request {
             Request::TaskCancel(_) => Method::TaskCancel,
             Request::TaskResume(_) => Method::TaskResume,
             Request::TaskMessage(_) => Method::TaskMessage,
+            Request::TaskCompact(_) => Method::TaskCompact,
             Request::TaskSubscribe(_) => Method::TaskSubscribe,
             Request::TaskEvents(_) => Method::TaskEvents,
             Request::ContextGet(_) => Method::ContextGet,

@@ -40,6 +40,39 @@ pub struct MessageParams {
     pub text: String,
 }
 
+/// `task.compact`'s params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CompactParams {
+    /// The task.
+    pub task_id: String,
+    /// Whose history to compact (default: the lead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// What the summary is to keep in particular ("keep the parser details"), given to the summariser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focus: Option<String>,
+}
+
+/// `task.compact`'s result: the compaction made (a stopped task), or scheduled (a running one: made
+/// before the role's next request, or when the run ends if it makes none — `compaction_finished` or
+/// `compaction_failed` says how it went).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CompactResult {
+    /// The role compacted.
+    pub role: Role,
+    /// True when the task is running and the compaction is yet to be made.
+    pub scheduled: bool,
+    /// The request's size before, when made now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_before: Option<Tokens>,
+    /// The rebuilt request's size, when made now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_after: Option<Tokens>,
+    /// The evidence holding what left the request, when made now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_id: Option<String>,
+}
+
 /// `task.subscribe`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SubscribeParams {

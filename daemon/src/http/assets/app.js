@@ -402,9 +402,24 @@ function taskView(main, taskId) {
     const chart = h("div", { class: "chart", id: `chart-${role}` });
     const gauge = h("div", { id: `gauge-${role}` }, h("p", { class: "muted" }, "no gauge yet"));
     const marks = h("ul", { class: "marks compactions", id: `compactions-${role}` });
+    // A compaction on request: made now when the task has stopped, before the role's next request
+    // while it runs; the focus goes to the summariser.
+    const focus = h("input", { placeholder: "focus (optional): what the summary must keep", size: 40, "data-compact-focus": role });
+    const compactOut = h("span", { class: "muted" });
+    const compact = h("button", { type: "submit", class: "secondary", "data-compact": role }, "Compact now");
+    const compactForm = h("form", { class: "inline" }, compact, focus, compactOut);
+    compactForm.addEventListener("submit", async ev => {
+      ev.preventDefault();
+      compactOut.textContent = "";
+      try {
+        const r = await api(`/tasks/${taskId}/compact`, { method: "POST", body: { role, focus: focus.value.trim() || undefined } });
+        compactOut.textContent = r.scheduled ? " scheduled before its next request" : ` ${num(r.tokens_before)} → ${num(r.tokens_after)} tokens`;
+        refreshSoon();
+      } catch (e) { compactOut.textContent = ` ${e.message}`; }
+    });
     const card = h("div", { class: "card role", "data-role": role },
       h("h3", {}, role),
-      h("div", { class: "roles" }, h("div", {}, chart, marks), gauge));
+      h("div", { class: "roles" }, h("div", {}, chart, marks), gauge), compactForm);
     roles.append(card);
     const view = { chart: null, chartEl: chart, gauge, marks };
     state.roleViews.set(role, view);
