@@ -427,3 +427,71 @@ async fn a_long_run_marks_compactions_on_the_chart_and_its_evidence_reads_in_pag
     b.wait_for(&format!("document.querySelector('tr[data-task=\"{task}\"] .rolegauge')"), WAIT).await;
     std::fs::write(dir.join("dashboard-tasks.png"), b.screenshot().await).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_page_edits_deletes_and_undoes_and_a_saved_note_is_undone_from_its_event() {
+    let Some(b) =
+        browser("the_memory_page_edits_deletes_and_undoes_and_a_saved_note_is_undone_from_its_event").await
+    else {
+        return;
+    };
+    let quote = "We always use cargo nextest, never cargo test.";
+    let server = ScriptedServer::start(vec![
+        sse(vec![tool_call("remember", json!({"note": "Use cargo nextest", "quote": quote}))]),
+        sse(vec![tool_call(
+            "remember",
+            json!({"note": "Answer briefly", "quote": "Keep your answers brief.", "scope": "user"}),
+        )]),
+        sse(vec![tool_call("read_file", json!({"path": "notes.txt"}))]),
+        sse(vec![finish("noted")]),
+    ])
+    .await;
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", HTTP));
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "the parser splits on commas\n".repeat(40)).unwrap();
+    let task = d.submit(&format!("Fix it. {quote} Keep your answers brief."), ws.path());
+    d.events_until_end(&task, Duration::from_secs(30));
+    let base = log_in(&b, &d).await;
+
+    // The task's events: each memory_saved has an undo button that takes the note back.
+    b.goto(&format!("{base}/#/task/{task}")).await;
+    b.wait_for(
+        "document.querySelectorAll('#events [data-kind=memory_saved] [data-undo]').length === 2",
+        WAIT,
+    )
+    .await;
+    let first: String =
+        d.client().call("memory.list", json!({})).unwrap()[0]["id"].as_str().unwrap().to_string();
+    b.click(&format!("#events [data-undo={first}]")).await;
+    b.wait_for(&format!("document.querySelector('#events [data-undo={first}]').parentElement.innerText.includes('deleted')"), WAIT)
+        .await;
+    assert_eq!(d.client().call("memory.list", json!({})).unwrap().as_array().unwrap().len(), 1, "undone");
+
+    // A compaction on request from the role's card: the earlier rounds leave, summarised.
+    server.push((0..3).map(|_| sse(vec![text("Summary: two notes saved, notes.txt read.")])));
+    b.click("[data-role=lead] [data-compact=lead]").await;
+    b.wait_for("document.querySelector('[data-compact-result=lead]').innerText.includes('tokens')", WAIT)
+        .await;
+    assert_eq!(of_kind(&d.logged_events(&task), "compaction_finished").len(), 1);
+
+    // The Memory page: the remaining note, edited in place; the deleted one shown on request; undo.
+    b.goto(&format!("{base}/#/memory")).await;
+    b.wait_for("window.agentd.ready && document.querySelectorAll('[data-note]').length === 1", WAIT).await;
+    let second: String =
+        d.client().call("memory.list", json!({})).unwrap()[0]["id"].as_str().unwrap().to_string();
+    b.js(
+        &format!("document.querySelector('[data-note-text={second}]').value = 'Answer very briefly'"),
+        json!([]),
+    )
+    .await;
+    b.click(&format!("[data-note={second}] button")).await;
+    b.wait_for(&format!("document.querySelector('[data-note-text={second}]') && document.querySelector('[data-note-text={second}]').value === 'Answer very briefly'"), WAIT).await;
+    let note = d.client().call("memory.get", json!({"id": second})).unwrap();
+    assert_eq!(note["note"]["text"], "Answer very briefly");
+    b.click("#memory-undo").await;
+    b.wait_for("document.querySelector('#memory-status').innerText.includes('edited')", WAIT).await;
+    let note = d.client().call("memory.get", json!({"id": second})).unwrap();
+    assert_eq!(note["note"]["text"], "Answer briefly", "the latest change undone");
+    b.goto(&format!("{base}/#/memory?deleted=true")).await;
+    b.wait_for("document.querySelectorAll('[data-note]').length === 2", WAIT).await;
+}

@@ -443,3 +443,52 @@ async fn http_is_off_unless_configured_or_asked_for_on_the_command_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("http.listen") && stderr.contains("agentd.toml"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_and_a_compaction_on_request_over_http_match_the_socket() {
+    let quote = "We always use cargo nextest, never cargo test.";
+    let server = ScriptedServer::start(vec![
+        sse(vec![tool_call("remember", json!({"note": "Use cargo nextest", "quote": quote}))]),
+        sse(vec![finish("noted")]),
+        sse(vec![finish("hello")]),
+    ])
+    .await;
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", HTTP));
+    let ws = tempfile::tempdir().unwrap();
+    let task = d.submit(&format!("Fix it. {quote}"), ws.path());
+    d.events_until_end(&task, Duration::from_secs(30));
+    let api = Api::of(&d);
+
+    let listed = api.ok("/api/v1/memory").await;
+    assert_eq!(listed, socket(&d, "memory.list", json!({})));
+    let id = listed[0]["id"].as_str().unwrap().to_string();
+    let workspace = std::fs::canonicalize(ws.path()).unwrap().display().to_string();
+    let query = format!("/api/v1/memory?workspace={}&deleted=false", workspace.replace('/', "%2F"));
+    assert_eq!(api.ok(&query).await, listed, "a workspace's own notes");
+    assert_eq!(api.ok("/api/v1/memory?user=true").await, json!([]));
+    let (status, bad) = api.get("/api/v1/memory?user=yes").await;
+    assert_eq!((status, bad["error"]["code"].as_i64()), (400, Some(-32602)), "{bad}");
+    assert!(bad["error"]["message"].as_str().unwrap().contains("user"));
+
+    let (status, edited) =
+        api.post(&format!("/api/v1/memory/{id}/edit"), r#"{"text": "Use cargo nextest -q"}"#).await;
+    assert_eq!((status, edited["change"]["action"].as_str()), (200, Some("edited")), "{edited}");
+    let (status, deleted) = api.post(&format!("/api/v1/memory/{id}/delete"), "").await;
+    assert_eq!((status, deleted["note"]["deleted"].as_bool()), (200, Some(true)));
+    let (status, again) = api.post(&format!("/api/v1/memory/{id}/delete"), "").await;
+    assert_eq!((status, again["error"]["code"].as_i64()), (409, Some(-32003)), "{again}");
+    let (status, undone) = api.post("/api/v1/memory/undo", "{}").await;
+    assert_eq!((status, undone["change"]["action"].as_str()), (200, Some("restored")));
+    let detail = api.ok(&format!("/api/v1/memory/{id}")).await;
+    assert_eq!(detail, socket(&d, "memory.get", json!({"id": id})));
+    assert_eq!(detail["changes"].as_array().unwrap().len(), 4);
+    let (status, missing) = api.get("/api/v1/memory/m999").await;
+    assert_eq!((status, missing["error"]["code"].as_i64()), (404, Some(-32005)));
+
+    // Nothing to compact in a one-step task: refused with the socket's code, as a 409.
+    let short = d.submit("Say hello", ws.path());
+    d.events_until_end(&short, Duration::from_secs(30));
+    let (status, refused) = api.post(&format!("/api/v1/tasks/{short}/compact"), r#"{"focus": "x"}"#).await;
+    assert_eq!((status, refused["error"]["code"].as_i64()), (409, Some(-32003)), "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("nothing to compact"));
+}

@@ -166,3 +166,85 @@ fn store(at: &BlocksFor<'_>, text: &str, producer: Producer, detail: &str) -> Re
         Stored::Fallback { path, .. } => path.display().to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fitter::MeterOf;
+    use crate::testing::Rig;
+    use agentd_protocol::memory::{MemoryScope, NewNote};
+    use agentd_test_support::ScriptedServer;
+
+    fn note(rig: &Rig, i: usize, workspace: &str) -> Note {
+        rig.storage
+            .save_note(NewNote {
+                text: format!("note {i}: {}", "keep this in mind ".repeat(8)),
+                quote: "we always use cargo nextest".into(),
+                scope: MemoryScope::Workspace,
+                workspace: workspace.into(),
+                task_id: "t".into(),
+                role: Role::Lead,
+                source_seq: 1,
+                at: format!("2026-01-01T00:00:{i:02}.000Z"),
+            })
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn past_their_bounds_the_blocks_keep_their_first_part_and_name_the_rest_in_evidence() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let workspace = Workspace::new(rig.workspace.path()).unwrap();
+        let key = workspace_key(&workspace);
+        for i in 0..30 {
+            note(&rig, i, &key);
+        }
+        note(&rig, 99, "/another/project");
+        let rules: String = (0..2_000).map(|i| format!("rule {i}: keep it tidy\n")).collect();
+        std::fs::write(rig.workspace.path().join("AGENTS.md"), &rules).unwrap();
+        let meter = rig
+            .engine
+            .fitter()
+            .meter_of(MeterOf { server: rig.server.base_url(), model: rig.server.model().into() });
+        let window = Tokens(20_000);
+        let at = BlocksFor {
+            storage: rig.storage.as_ref(),
+            workspace: &workspace,
+            task_id: "t",
+            role: &Role::Lead,
+            window,
+            meter: &meter,
+        };
+        let config = BlocksConfig::default();
+        let made = blocks(&config, &at).unwrap();
+        assert_eq!(
+            made.iter().map(|m| m.kind).collect::<Vec<_>>(),
+            [MessageKind::Instructions, MessageKind::Memory]
+        );
+
+        let instructions = made[0].text();
+        assert!(meter.count_text(&instructions).tokens <= window.percent(config.instructions_percent));
+        assert!(instructions.contains("rule 0: keep it tidy") && !instructions.contains("rule 1999"));
+        let id = instructions.split("evidence ").nth(1).unwrap().split(';').next().unwrap().to_string();
+        let offset: u64 =
+            instructions.rsplit("\"offset\": ").next().unwrap().trim_end_matches("}]").parse().unwrap();
+        let next = rig.storage.read_evidence(&id, offset, 1, agentd_protocol::Unit::Lines).unwrap();
+        assert!(
+            !instructions.contains(next.data.trim_end()),
+            "reading on starts at the first line not shown: {}",
+            next.data
+        );
+
+        let memory = made[1].text();
+        assert!(meter.count_text(&memory).tokens <= window.percent(config.memory_percent));
+        assert!(memory.contains("[m30, workspace]"), "the newest whole");
+        assert!(
+            memory.contains("older notes not shown here (") && memory.contains("m1"),
+            "the rest named: {memory}"
+        );
+        assert!(!memory.contains("m31"), "another project's note is not this one's");
+
+        // Nothing configured, nothing there: no block.
+        let none = BlocksConfig { instruction_files: Vec::new(), memory: false, ..config };
+        assert!(blocks(&none, &at).unwrap().is_empty());
+    }
+}

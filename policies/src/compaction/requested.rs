@@ -63,7 +63,7 @@ mod tests {
         let r = requested(t, Tokens(3_000), &long).unwrap();
         assert_eq!((r.destination, r.trigger), (Tokens(1_500), t.trigger));
         assert_eq!(
-            requested(t, Tokens(90_000), &long).unwrap().destination,
+            requested(t, Tokens(200_000), &long).unwrap().destination,
             t.destination,
             "never above the destination"
         );

@@ -405,7 +405,7 @@ function taskView(main, taskId) {
     // A compaction on request: made now when the task has stopped, before the role's next request
     // while it runs; the focus goes to the summariser.
     const focus = h("input", { placeholder: "focus (optional): what the summary must keep", size: 40, "data-compact-focus": role });
-    const compactOut = h("span", { class: "muted" });
+    const compactOut = h("span", { class: "muted", "data-compact-result": role });
     const compact = h("button", { type: "submit", class: "secondary", "data-compact": role }, "Compact now");
     const compactForm = h("form", { class: "inline" }, compact, focus, compactOut);
     compactForm.addEventListener("submit", async ev => {
