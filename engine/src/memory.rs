@@ -11,9 +11,9 @@
 use crate::storage::End;
 use crate::storage::{Storage, StorageError};
 use agentd_policies::history::history_of;
-use agentd_policies::memory::apply;
+use agentd_policies::memory::{apply, saved};
 use agentd_policies::settings::SettingKey;
-use agentd_protocol::memory::{Author, ChangeAction, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
+use agentd_protocol::memory::{Author, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
 };
@@ -260,30 +260,8 @@ impl Storage for MemoryStorage {
 
     fn save_note(&self, new: NewNote) -> Result<Note, StorageError> {
         let mut inner = self.writing()?;
-        let seq = inner.changes.len() as u64 + 1;
-        let note = Note {
-            id: format!("m{seq}"),
-            text: new.text.trim().to_string(),
-            quote: new.quote,
-            scope: new.scope,
-            workspace: new.workspace,
-            task_id: new.task_id.clone(),
-            role: new.role.clone(),
-            source_seq: new.source_seq,
-            created_at: new.at.clone(),
-            updated_at: new.at.clone(),
-            deleted: false,
-        };
-        inner.changes.push(MemoryChange {
-            seq,
-            note_id: note.id.clone(),
-            at: new.at,
-            by: Author::Model { task_id: new.task_id, role: new.role },
-            action: ChangeAction::Saved,
-            before: None,
-            after: Some(note.text.clone()),
-            undoes: None,
-        });
+        let (note, change) = saved(new, inner.changes.len() as u64 + 1);
+        inner.changes.push(change);
         inner.notes.push(note.clone());
         Ok(note)
     }
@@ -312,16 +290,7 @@ impl Storage for MemoryStorage {
         let latest = inner.changes.iter().rev().find(|c| c.note_id == id);
         let applied = apply(&inner.notes[at_index], edit, latest, at)
             .map_err(|e| StorageError::new(MemoryError::from(e)))?;
-        let change = MemoryChange {
-            seq: inner.changes.len() as u64 + 1,
-            note_id: id.to_string(),
-            at: at.to_string(),
-            by,
-            action: applied.action,
-            before: applied.before,
-            after: applied.after,
-            undoes: applied.undoes,
-        };
+        let change = applied.change(inner.changes.len() as u64 + 1, by, at);
         inner.changes.push(change.clone());
         inner.notes[at_index] = applied.note.clone();
         Ok((applied.note, change))

@@ -9,8 +9,8 @@ use crate::codec::{decode, encode, show_key};
 use crate::error::StoreError;
 use crate::store::Store;
 use crate::trees::{Trees, MEMORY_CHANGES, MEMORY_NOTES};
-use agentd_policies::memory::apply;
-use agentd_protocol::memory::{Author, ChangeAction, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
+use agentd_policies::memory::{apply, saved};
+use agentd_protocol::memory::{Author, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 use std::convert::Infallible;
@@ -20,30 +20,7 @@ impl Store {
     pub fn save_note(&self, new: NewNote) -> Result<Note, StoreError> {
         let _guard = self.memory_writes.lock();
         let trees = self.writing()?;
-        let seq = next_seq(&trees)?;
-        let note = Note {
-            id: format!("m{seq}"),
-            text: new.text.trim().to_string(),
-            quote: new.quote,
-            scope: new.scope,
-            workspace: new.workspace,
-            task_id: new.task_id.clone(),
-            role: new.role.clone(),
-            source_seq: new.source_seq,
-            created_at: new.at.clone(),
-            updated_at: new.at.clone(),
-            deleted: false,
-        };
-        let change = MemoryChange {
-            seq,
-            note_id: note.id.clone(),
-            at: new.at,
-            by: Author::Model { task_id: new.task_id, role: new.role },
-            action: ChangeAction::Saved,
-            before: None,
-            after: Some(note.text.clone()),
-            undoes: None,
-        };
+        let (note, change) = saved(new, next_seq(&trees)?);
         self.write_change(&trees, &note, &change)?;
         Ok(note)
     }
@@ -84,17 +61,7 @@ impl Store {
         let latest = self.note_changes(Some(id))?.pop();
         let applied = apply(&note, edit, latest.as_ref(), at)?;
         let trees = self.writing()?;
-        let seq = next_seq(&trees)?;
-        let change = MemoryChange {
-            seq,
-            note_id: id.to_string(),
-            at: at.to_string(),
-            by,
-            action: applied.action,
-            before: applied.before,
-            after: applied.after,
-            undoes: applied.undoes,
-        };
+        let change = applied.change(next_seq(&trees)?, by, at);
         self.write_change(&trees, &applied.note, &change)?;
         Ok((applied.note, change))
     }

@@ -5,7 +5,7 @@
 //! own words ([`find_quote`]); it changes only by a recorded change ([`apply`]), and any change can be
 //! undone by the inverse change, itself recorded (so an undo can be undone too).
 
-use agentd_protocol::memory::{ChangeAction, MemoryChange, Note, NoteEdit};
+use agentd_protocol::memory::{Author, ChangeAction, MemoryChange, NewNote, Note, NoteEdit};
 use agentd_protocol::tokens::Tokens;
 use std::fmt::Write as _;
 
@@ -106,6 +106,51 @@ pub struct Applied {
     pub after: Option<String>,
     /// The change undone, for an undo.
     pub undoes: Option<u64>,
+}
+
+impl Applied {
+    /// The change's record, numbered `seq`, made by `by` at `at`.
+    pub fn change(&self, seq: u64, by: Author, at: &str) -> MemoryChange {
+        MemoryChange {
+            seq,
+            note_id: self.note.id.clone(),
+            at: at.to_string(),
+            by,
+            action: self.action,
+            before: self.before.clone(),
+            after: self.after.clone(),
+            undoes: self.undoes,
+        }
+    }
+}
+
+/// A new note saved as change number `seq`: the note (its id `m` and the number) and its `saved`
+/// change, made by the model that saved it.
+pub fn saved(new: NewNote, seq: u64) -> (Note, MemoryChange) {
+    let note = Note {
+        id: format!("m{seq}"),
+        text: new.text.trim().to_string(),
+        quote: new.quote,
+        scope: new.scope,
+        workspace: new.workspace,
+        task_id: new.task_id.clone(),
+        role: new.role.clone(),
+        source_seq: new.source_seq,
+        created_at: new.at.clone(),
+        updated_at: new.at.clone(),
+        deleted: false,
+    };
+    let change = MemoryChange {
+        seq,
+        note_id: note.id.clone(),
+        at: new.at,
+        by: Author::Model { task_id: new.task_id, role: new.role },
+        action: ChangeAction::Saved,
+        before: None,
+        after: Some(note.text.clone()),
+        undoes: None,
+    };
+    (note, change)
 }
 
 /// What `edit` does to `note`, whose latest recorded change is `latest` (needed for an undo), at time
@@ -215,7 +260,7 @@ pub fn note_line(note: &Note) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentd_protocol::memory::{Author, MemoryScope};
+    use agentd_protocol::memory::MemoryScope;
     use agentd_protocol::Role;
 
     fn note(id: &str, text: &str, at: &str) -> Note {
