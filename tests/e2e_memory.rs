@@ -73,6 +73,7 @@ async fn a_note_rests_on_the_users_words_and_the_user_owns_it() {
 
     let (events, first) = run(&d, &server, &format!("Fix the parser. {NEXTEST} {BRITISH}"), ws1.path());
     assert!(block(&first, "[memory]").is_none(), "nothing remembered yet");
+    assert!(offers_tool(&first, "remember"));
     let saved = of_kind(&events, "memory_saved");
     assert_eq!(saved.len(), 2, "{events:#?}");
     assert_eq!((saved[0]["scope"].as_str(), saved[1]["scope"].as_str()), (Some("workspace"), Some("user")));
@@ -137,14 +138,14 @@ async fn a_note_rests_on_the_users_words_and_the_user_owns_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agents_md_is_in_the_first_request_and_in_the_gauge() {
+async fn agents_md_is_in_the_first_request_and_in_the_gauge_and_memory_can_be_turned_off() {
     let server = ScriptedServer::start(vec![sse(vec![finish("done")])]).await;
     let d = TestDaemon::start(
         Path::new(BIN),
         &team_config(
             &server.base_url(),
             "gpt-4o",
-            "[instructions]\nfiles = [\"AGENTS.md\", \"CLAUDE.md\"]\n",
+            "[instructions]\nfiles = [\"AGENTS.md\", \"CLAUDE.md\"]\n[memory]\nenabled = false\n",
         ),
     );
     let ws = tempfile::tempdir().unwrap();
@@ -157,6 +158,7 @@ async fn agents_md_is_in_the_first_request_and_in_the_gauge() {
         "{instructions}"
     );
     assert!(!instructions.contains("CLAUDE.md"), "a file that is not there is not named");
+    assert!(!offers_tool(&first, "remember"), "memory off: remember is not offered");
     let messages = first["messages"].as_array().unwrap();
     let at = |header: &str| {
         messages.iter().position(|m| m["content"].as_str().is_some_and(|t| t.starts_with(header)))

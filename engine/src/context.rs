@@ -13,7 +13,7 @@ use agentd_agents::workspace::Workspace;
 use agentd_policies::budget::DEFAULT_COMPACT_AT;
 use agentd_policies::redact::Redactor;
 use agentd_policies::settings::{CompactAt, CompactAtOn};
-use agentd_protocol::{Model, Role, TaskState, TurnSettings};
+use agentd_protocol::{Model, Role, TaskState, ToolName, TurnSettings};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -172,7 +172,11 @@ impl TaskCtx {
         let rc = team.role(role).ok_or_else(|| TurnError::UnknownRole(role.clone()))?;
         let server = self.model(&rc.provider)?.server().to_string();
         let compact_at = effective_compact_at(&self.engine, role, &server, &rc.model)?;
-        let tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));
+        let mut tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));
+        // With memory turned off, `remember` is not offered at all (it would only be refused).
+        if !self.engine.team.blocks.memory {
+            tools.retain(|t| *t != ToolName::Remember);
+        }
         Ok(TurnSettings {
             provider: rc.provider.clone(),
             server,
