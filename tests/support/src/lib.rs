@@ -73,6 +73,7 @@ mod count;
 pub mod daemon;
 mod http;
 pub mod mcp;
+pub mod nats;
 mod openai;
 mod requests;
 mod script;
