@@ -118,6 +118,7 @@ fn each_room_depends_only_on_the_rooms_below_it() {
         ("agentd-providers", &["agentd-protocol"]),
         ("agentd-client", &["agentd-protocol"]),
         ("agentd-engine", &["agentd-protocol", "agentd-policies", "agentd-agents"]),
+        ("agentd-cluster", &["agentd-protocol", "agentd-policies", "agentd-engine"]),
         (
             "agentd-daemon",
             &[
@@ -149,6 +150,7 @@ fn the_engine_links_no_actor_system_database_mcp_sdk_or_http_client() {
         ("agentd-protocol", &["tokio", "reqwest", "sled", "actix"]),
         ("agentd-policies", &["tokio", "reqwest", "sled", "actix"]),
         ("agentd-client", &["reqwest", "sled", "actix", "hyper", "rmcp"]),
+        ("agentd-cluster", &["actix", "actix-web", "sled", "rmcp", "reqwest"]),
     ];
     for (name, never) in forbidden {
         let tree = graph.tree(name);
@@ -277,7 +279,7 @@ fn every_type_has_one_path_no_library_re_exports_another_crates_items() {
     // A crate may gather its own modules' items at its root; it never hands out another crate's
     // (`pub use agentd_protocol::Role` in `agents` made one type reachable by two paths).
     for krate in
-        ["protocol", "policies", "evidence", "agents", "providers", "engine", "daemon", "client", "src"]
+        ["protocol", "policies", "evidence", "agents", "providers", "engine", "cluster", "daemon", "client", "src"]
     {
         let dir = if krate == "src" { root().join("src") } else { root().join(krate).join("src") };
         for file in rust_files(&dir) {
@@ -365,7 +367,7 @@ fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
-    for krate in ["protocol", "policies", "evidence", "agents", "providers", "engine", "daemon", "client"] {
+    for krate in ["protocol", "policies", "evidence", "agents", "providers", "engine", "cluster", "daemon", "client"] {
         let uses = module_uses(&root().join(krate).join("src"));
         // Depth-first search for a cycle.
         fn visit<'a>(

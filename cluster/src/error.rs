@@ -1,0 +1,64 @@
+//! What can go wrong between agentd and JetStream, each naming what it was doing.
+
+/// A call to NATS that failed, or an answer that made no sense.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The client's runtime could not be started.
+    #[error("cannot start the NATS client's runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The client's runtime is gone (the storage is being dropped).
+    #[error("the NATS client has stopped")]
+    Stopped,
+    /// No NATS server answered at any of the URLs.
+    #[error("cannot connect to NATS at {urls}: {message}")]
+    Connect {
+        /// The URLs tried, comma-separated.
+        urls: String,
+        /// Why.
+        message: String,
+    },
+    /// A JetStream operation failed.
+    #[error("{what}: {message}")]
+    JetStream {
+        /// What was being done (`appending to the log of task T`, `creating bucket B` …).
+        what: String,
+        /// The client's error.
+        message: String,
+    },
+    /// Another writer appended to the task's log since this one last read it: the append is
+    /// refused, so the log keeps one order (the fencing of a fleet rests on it).
+    #[error("the log of task {task_id} moved on under another writer (expected it at {expected}); nothing was appended")]
+    Conflict {
+        /// The task.
+        task_id: String,
+        /// The stream sequence this writer expected last on the task's subject.
+        expected: u64,
+    },
+    /// A stored value that does not decode.
+    #[error("corrupt {what}: {source}")]
+    Corrupt {
+        /// What it was (`record 3 of task T`, `task T` …).
+        what: String,
+        /// Why it does not decode.
+        source: serde_json::Error,
+    },
+    /// No task with this id is recorded.
+    #[error("unknown task {0}")]
+    UnknownTask(String),
+    /// No evidence with this id is recorded.
+    #[error("unknown evidence {0}")]
+    UnknownEvidence(String),
+    /// No memory note with this id is recorded.
+    #[error("unknown memory note {0:?}")]
+    UnknownNote(String),
+    /// The change is one the note's state refuses.
+    #[error("{0}")]
+    NoteChange(#[from] agentd_policies::memory::ChangeError),
+}
+
+impl ClusterError {
+    /// A JetStream failure while doing `what`.
+    pub fn js(what: impl Into<String>, e: impl std::fmt::Display) -> ClusterError {
+        ClusterError::JetStream { what: what.into(), message: e.to_string() }
+    }
+}

@@ -1,0 +1,104 @@
+//! The replicated history: each task's records and events, one message each on the task's subject of
+//! `AGENTD_LOG`, in order, numbered from 1 (the record number in [`SEQ_HEADER`]).
+//!
+//! An append names the stream sequence it expects last on the task's subject
+//! (`Nats-Expected-Last-Subject-Sequence`); JetStream refuses it when another writer got there
+//! first, so the log has one order and no duplicate whatever races or fails, and the publish
+//! acknowledgement — given once the stream's replicas hold it — is when a record counts as written.
+//! A task's [`Head`] (how many records and events, the last stream sequence) is read from its last
+//! message when first needed and kept up to date by this writer's own appends.
+
+use crate::error::ClusterError;
+use crate::names::{log_subject, EVENTS_HEADER, SEQ_HEADER};
+use agentd_protocol::Record;
+use async_nats::jetstream::consumer::pull::OrderedConfig;
+use async_nats::jetstream::consumer::DeliverPolicy;
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
+use async_nats::jetstream::Context;
+use futures_util::StreamExt;
+
+/// Where a task's log stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Head {
+    /// How many records it holds (the last record's number).
+    pub records: u64,
+    /// How many of them are events (the last event's number).
+    pub events: u64,
+    /// The stream sequence of its last message (0: none).
+    pub last: u64,
+}
+
+/// The head of `task_id`'s log, read from its last message.
+pub async fn head(stream: &Stream, task_id: &str) -> Result<Head, ClusterError> {
+    match stream.get_last_raw_message_by_subject(&log_subject(task_id)).await {
+        Ok(message) => {
+            let number = |name: &str| -> u64 {
+                message.headers.get(name).and_then(|v| v.as_str().parse().ok()).unwrap_or(0)
+            };
+            Ok(Head { records: number(SEQ_HEADER), events: number(EVENTS_HEADER), last: message.sequence })
+        }
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(Head::default()),
+        Err(e) => Err(ClusterError::js(format!("reading the head of the log of task {task_id}"), e)),
+    }
+}
+
+/// Appends `record` to `task_id`'s log whose head is `head`, waiting for the acknowledgement; the
+/// new head. [`ClusterError::Conflict`] when the log moved on under another writer.
+pub async fn append(js: &Context, task_id: &str, head: Head, record: &Record) -> Result<Head, ClusterError> {
+    let payload = serde_json::to_vec(record)
+        .map_err(|source| ClusterError::Corrupt { what: format!("a record of task {task_id}"), source })?;
+    let is_event = matches!(record, Record::Event { .. });
+    let next = Head { records: head.records + 1, events: head.events + u64::from(is_event), last: head.last };
+    let publish = PublishMessage::build()
+        .payload(payload.into())
+        .expected_last_subject_sequence(head.last)
+        .header(SEQ_HEADER, next.records.to_string().as_str())
+        .header(EVENTS_HEADER, next.events.to_string().as_str());
+    let what = || format!("appending record {} to the log of task {task_id}", next.records);
+    let conflict = |kind: PublishErrorKind| kind == PublishErrorKind::WrongLastSequence;
+    let ack = match js.send_publish(log_subject(task_id), publish).await {
+        Ok(ack) => ack.await,
+        Err(e) => Err(e),
+    };
+    match ack {
+        Ok(ack) => Ok(Head { last: ack.sequence, ..next }),
+        Err(e) if conflict(e.kind()) => {
+            Err(ClusterError::Conflict { task_id: task_id.to_string(), expected: head.last })
+        }
+        Err(e) => Err(ClusterError::js(what(), e)),
+    }
+}
+
+/// Every record of `task_id`'s log up to `head`, numbered, in order: an ordered consumer over the
+/// task's subject, read until the message at `head.last`.
+pub async fn read(stream: &Stream, task_id: &str, head: Head) -> Result<Vec<(u64, Record)>, ClusterError> {
+    let mut out = Vec::with_capacity(head.records as usize);
+    if head.records == 0 {
+        return Ok(out);
+    }
+    let what = || format!("reading the log of task {task_id}");
+    let consumer = stream
+        .create_consumer(OrderedConfig {
+            filter_subject: log_subject(task_id),
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| ClusterError::js(what(), e))?;
+    let mut messages = consumer.messages().await.map_err(|e| ClusterError::js(what(), e))?;
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(|e| ClusterError::js(what(), e))?;
+        let number = out.len() as u64 + 1;
+        let record: Record = serde_json::from_slice(&message.payload).map_err(|source| {
+            ClusterError::Corrupt { what: format!("record {number} of task {task_id}"), source }
+        })?;
+        out.push((number, record));
+        let at = message.info().map(|i| i.stream_sequence).map_err(|e| ClusterError::js(what(), e))?;
+        if at >= head.last {
+            break;
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,558 @@
+//! [`JetStreamStorage`]: the engine's storage seam over NATS JetStream. It passes the seam's contract
+//! (`agentd_engine::contract::check`) against a real `nats-server` (`cluster/tests/storage.rs`).
+
+use crate::bridge::Bridge;
+use crate::error::ClusterError;
+use crate::log::{self, Head};
+use crate::names::{
+    token, BLOBS_STORE, EVIDENCE_BUCKET, LOG_STREAM, LOG_SUBJECTS, MEMORY_STREAM, MEMORY_SUBJECT,
+    SETTINGS_BUCKET, TASKS_BUCKET, WINDOWS_BUCKET,
+};
+use agentd_engine::clock::now_rfc3339;
+use agentd_engine::storage::{End, Storage, StorageError};
+use agentd_policies::history::history_of;
+use agentd_policies::memory::{apply, saved};
+use agentd_policies::settings::SettingKey;
+use agentd_protocol::memory::{Author, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
+use agentd_protocol::{
+    Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
+};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::kv::{self, UpdateErrorKind};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::object_store::{self, ObjectStore};
+use async_nats::jetstream::stream::{self, Stream};
+use async_nats::jetstream::Context;
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use tokio::io::AsyncReadExt;
+
+/// How many times a compare-and-set update of a task's record is tried when others keep changing it.
+const CAS_ATTEMPTS: usize = 16;
+
+/// Where agentd's data lives on NATS, and how many replicas JetStream keeps of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsConfig {
+    /// The servers' URLs (`nats://host:4222`); any of them will do.
+    pub urls: Vec<String>,
+    /// Replicas of each stream, bucket and object store (1 on a single server, 3 for a cluster).
+    pub replicas: usize,
+}
+
+/// The handles: the history stream, the buckets, the object store and the memory stream.
+#[derive(Clone)]
+struct Handles {
+    js: Context,
+    log: Stream,
+    tasks: kv::Store,
+    settings: kv::Store,
+    windows: kv::Store,
+    evidence: kv::Store,
+    blobs: ObjectStore,
+    memory: Stream,
+}
+
+/// One memory change as the memory stream holds it: the change and the note as it became.
+#[derive(Serialize, Deserialize)]
+struct MemoryEntry {
+    change: MemoryChange,
+    note: Note,
+}
+
+/// The engine's storage on NATS JetStream. See the crate's documentation for what lives where.
+pub struct JetStreamStorage {
+    bridge: Bridge,
+    handles: Handles,
+    /// Each task's log head as this writer last saw it (appends of one task are serialised here).
+    heads: Mutex<HashMap<String, Head>>,
+    /// Ends the storage could not take, kept until it can (the seam's `keep_end`).
+    ends: Mutex<HashMap<String, End>>,
+    /// Serialises this writer's memory changes (JetStream orders them across writers).
+    memory_writes: Mutex<()>,
+}
+
+fn storage_error(e: ClusterError) -> StorageError {
+    StorageError::new(e)
+}
+
+impl JetStreamStorage {
+    /// Connects to NATS and makes sure agentd's streams, buckets and object store exist.
+    pub fn connect(config: &NatsConfig) -> Result<JetStreamStorage, ClusterError> {
+        let bridge = Bridge::new()?;
+        let config = config.clone();
+        let handles = bridge.run(async move { open(&config).await })??;
+        Ok(JetStreamStorage {
+            bridge,
+            handles,
+            heads: Mutex::default(),
+            ends: Mutex::default(),
+            memory_writes: Mutex::default(),
+        })
+    }
+
+    /// Records a new task, as `task.submit` does; refused when the id is taken.
+    pub fn create_task(&self, meta: &TaskMeta) -> Result<(), ClusterError> {
+        let tasks = self.handles.tasks.clone();
+        let (key, value) = (token(&meta.task_id), encode(&format!("task {}", meta.task_id), meta)?);
+        let what = format!("recording task {}", meta.task_id);
+        self.bridge.run(async move {
+            tasks.create(key, value.into()).await.map(drop).map_err(|e| ClusterError::js(what, e))
+        })?
+    }
+
+    /// The end kept for a task whose end could not be recorded.
+    pub fn kept_end(&self, task_id: &str) -> Option<End> {
+        self.ends.lock().get(task_id).cloned()
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        future: impl std::future::Future<Output = Result<T, ClusterError>> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        self.bridge.run(future).and_then(|r| r).map_err(storage_error)
+    }
+
+    /// Every record of a task, numbered.
+    fn all_records(&self, task_id: &str) -> Result<Vec<(u64, Record)>, StorageError> {
+        // Read up to the stream's head, not only this writer's: another daemon may have appended.
+        let (stream, id) = (self.handles.log.clone(), task_id.to_string());
+        self.run(async move {
+            let head = log::head(&stream, &id).await?;
+            log::read(&stream, &id, head).await
+        })
+    }
+
+    fn kv_get<T: DeserializeOwned>(
+        &self,
+        store: &kv::Store,
+        key: String,
+        what: String,
+    ) -> Result<Option<T>, StorageError> {
+        let store = store.clone();
+        let bytes = self.run(async move {
+            store.get(key).await.map_err(|e| ClusterError::js(format!("reading {what}"), e))
+        })?;
+        match bytes {
+            None => Ok(None),
+            Some(b) => serde_json::from_slice(&b).map(Some).map_err(|source| {
+                storage_error(ClusterError::Corrupt { what: "a stored value".into(), source })
+            }),
+        }
+    }
+
+    fn kv_put(
+        &self,
+        store: &kv::Store,
+        key: String,
+        value: Vec<u8>,
+        what: String,
+    ) -> Result<(), StorageError> {
+        let store = store.clone();
+        self.run(async move {
+            store
+                .put(key, value.into())
+                .await
+                .map(drop)
+                .map_err(|e| ClusterError::js(format!("writing {what}"), e))
+        })
+    }
+
+    /// Every memory change with its note, oldest first.
+    fn memory_entries(&self) -> Result<Vec<MemoryEntry>, StorageError> {
+        let stream = self.handles.memory.clone();
+        self.run(async move { read_memory(&stream).await })
+    }
+
+    /// The notes as they stand: the last state of each, in the order they were saved.
+    fn current_notes(&self) -> Result<Vec<Note>, StorageError> {
+        let mut notes: BTreeMap<u64, Note> = BTreeMap::new();
+        let mut first_seen: HashMap<String, u64> = HashMap::new();
+        for entry in self.memory_entries()? {
+            let order = *first_seen.entry(entry.note.id.clone()).or_insert(entry.change.seq);
+            notes.insert(order, entry.note);
+        }
+        Ok(notes.into_values().collect())
+    }
+
+    /// Appends a memory change with its note, expecting the stream where this writer last saw it.
+    fn write_memory(&self, entry: &MemoryEntry, expected_last: u64) -> Result<(), StorageError> {
+        let payload = encode("a memory change", entry).map_err(storage_error)?;
+        let js = self.handles.js.clone();
+        self.run(async move {
+            let publish =
+                PublishMessage::build().payload(payload.into()).expected_last_sequence(expected_last);
+            let ack = match js.send_publish(MEMORY_SUBJECT, publish).await {
+                Ok(ack) => ack.await,
+                Err(e) => Err(e),
+            };
+            match ack {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Err(ClusterError::js(
+                    "recording a memory change",
+                    "another daemon changed memory at the same moment; try again",
+                )),
+                Err(e) => Err(ClusterError::js("recording a memory change", e)),
+            }
+        })
+    }
+}
+
+async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
+    let urls = config.urls.join(",");
+    let client = async_nats::connect(urls.as_str())
+        .await
+        .map_err(|e| ClusterError::Connect { urls: urls.clone(), message: e.to_string() })?;
+    let js = async_nats::jetstream::new(client);
+    let replicas = config.replicas.max(1);
+    let stream_of = |name: &str, subjects: &str| stream::Config {
+        name: name.to_string(),
+        subjects: vec![subjects.to_string()],
+        num_replicas: replicas,
+        ..Default::default()
+    };
+    let log = js
+        .get_or_create_stream(stream_of(LOG_STREAM, LOG_SUBJECTS))
+        .await
+        .map_err(|e| ClusterError::js(format!("opening stream {LOG_STREAM}"), e))?;
+    let memory = js
+        .get_or_create_stream(stream_of(MEMORY_STREAM, MEMORY_SUBJECT))
+        .await
+        .map_err(|e| ClusterError::js(format!("opening stream {MEMORY_STREAM}"), e))?;
+    let bucket = |name: &'static str| {
+        let js = js.clone();
+        async move {
+            match js.get_key_value(name).await {
+                Ok(store) => Ok(store),
+                Err(_) => js
+                    .create_key_value(kv::Config {
+                        bucket: name.to_string(),
+                        history: 1,
+                        num_replicas: replicas,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| ClusterError::js(format!("creating bucket {name}"), e)),
+            }
+        }
+    };
+    let blobs = match js.get_object_store(BLOBS_STORE).await {
+        Ok(store) => store,
+        Err(_) => js
+            .create_object_store(object_store::Config {
+                bucket: BLOBS_STORE.to_string(),
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ClusterError::js(format!("creating object store {BLOBS_STORE}"), e))?,
+    };
+    Ok(Handles {
+        log,
+        tasks: bucket(TASKS_BUCKET).await?,
+        settings: bucket(SETTINGS_BUCKET).await?,
+        windows: bucket(WINDOWS_BUCKET).await?,
+        evidence: bucket(EVIDENCE_BUCKET).await?,
+        blobs,
+        memory,
+        js,
+    })
+}
+
+async fn read_memory(stream: &Stream) -> Result<Vec<MemoryEntry>, ClusterError> {
+    let last = match stream.get_last_raw_message_by_subject(MEMORY_SUBJECT).await {
+        Ok(message) => message.sequence,
+        Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => return Ok(Vec::new()),
+        Err(e) => return Err(ClusterError::js("reading memory", e)),
+    };
+    let mut out = Vec::new();
+    for sequence in 1..=last {
+        let message =
+            stream.get_raw_message(sequence).await.map_err(|e| ClusterError::js("reading memory", e))?;
+        let entry: MemoryEntry = serde_json::from_slice(&message.payload)
+            .map_err(|source| ClusterError::Corrupt { what: format!("memory change {sequence}"), source })?;
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+fn encode(what: &str, value: &impl Serialize) -> Result<Vec<u8>, ClusterError> {
+    serde_json::to_vec(value).map_err(|source| ClusterError::Corrupt { what: what.to_string(), source })
+}
+
+/// Lines as the evidence store counts them: `\n`-terminated, a trailing partial line counting as one.
+fn lines_of(data: &[u8]) -> Vec<&[u8]> {
+    data.split_inclusive(|b| *b == b'\n').collect()
+}
+
+impl JetStreamStorage {
+    /// Appends the record `make` builds from the log's head (an event takes its number from it),
+    /// this writer's appends to the task one at a time; the new head and what `make` handed back.
+    fn append_with<T>(
+        &self,
+        task_id: &str,
+        make: impl FnOnce(Head) -> (Record, T),
+    ) -> Result<(Head, T), StorageError> {
+        let mut heads = self.heads.lock();
+        let head = match heads.get(task_id) {
+            Some(head) => *head,
+            None => {
+                let (stream, id) = (self.handles.log.clone(), task_id.to_string());
+                self.run(async move { log::head(&stream, &id).await })?
+            }
+        };
+        let (record, made) = make(head);
+        let (js, id) = (self.handles.js.clone(), task_id.to_string());
+        match self.run(async move { log::append(&js, &id, head, &record).await }) {
+            Ok(next) => {
+                heads.insert(task_id.to_string(), next);
+                Ok((next, made))
+            }
+            Err(e) => {
+                // Read the head again next time: another writer may have moved it.
+                heads.remove(task_id);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Storage for JetStreamStorage {
+    fn append(&self, task_id: &str, record: &Record) -> Result<u64, StorageError> {
+        Ok(self.append_with(task_id, |_| (record.clone(), ()))?.0.records)
+    }
+
+    fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<Event, StorageError> {
+        let (_, event) = self.append_with(task_id, |head| {
+            let event = Event {
+                seq: head.events + 1,
+                task_id: task_id.to_string(),
+                role: role.clone(),
+                at: now_rfc3339(),
+                kind,
+            };
+            (Record::Event { event: event.clone() }, event)
+        })?;
+        Ok(event)
+    }
+
+    fn history(&self, task_id: &str, role: &Role) -> Result<Vec<Message>, StorageError> {
+        let records: Vec<Record> = self.all_records(task_id)?.into_iter().map(|(_, r)| r).collect();
+        Ok(history_of(role, &records))
+    }
+
+    fn records(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<(u64, Record)>, StorageError> {
+        Ok(self.all_records(task_id)?.into_iter().filter(|(n, _)| *n > after).take(limit).collect())
+    }
+
+    fn events(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
+        Ok(self
+            .all_records(task_id)?
+            .into_iter()
+            .filter_map(|(_, r)| match r {
+                Record::Event { event } if event.seq > after => Some(event),
+                _ => None,
+            })
+            .take(limit)
+            .collect())
+    }
+
+    fn last_event_seq(&self, task_id: &str) -> Result<u64, StorageError> {
+        let (stream, id) = (self.handles.log.clone(), task_id.to_string());
+        Ok(self.run(async move { log::head(&stream, &id).await })?.events)
+    }
+
+    fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StorageError> {
+        self.kv_get(&self.handles.tasks, token(task_id), format!("task {task_id}"))
+    }
+
+    fn update_task(&self, task_id: &str, change: &mut dyn FnMut(&mut TaskMeta)) -> Result<(), StorageError> {
+        let tasks = self.handles.tasks.clone();
+        for _ in 0..CAS_ATTEMPTS {
+            let (store, key) = (tasks.clone(), token(task_id));
+            let entry = self.run(async move {
+                store.entry(key).await.map_err(|e| ClusterError::js("reading a task", e))
+            })?;
+            let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+                return Err(storage_error(ClusterError::UnknownTask(task_id.to_string())));
+            };
+            let mut meta: TaskMeta = serde_json::from_slice(&entry.value).map_err(|source| {
+                storage_error(ClusterError::Corrupt { what: format!("task {task_id}"), source })
+            })?;
+            change(&mut meta);
+            let value = encode(&format!("task {task_id}"), &meta).map_err(storage_error)?;
+            let (store, key, revision) = (tasks.clone(), token(task_id), entry.revision);
+            let updated = self.run(async move {
+                match store.update(key, value.into(), revision).await {
+                    Ok(_) => Ok(true),
+                    Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => Ok(false),
+                    Err(e) => Err(ClusterError::js("updating a task", e)),
+                }
+            })?;
+            if updated {
+                return Ok(());
+            }
+        }
+        Err(storage_error(ClusterError::js(
+            format!("updating task {task_id}"),
+            "it kept changing under other writers",
+        )))
+    }
+
+    fn keep_end(&self, task_id: &str, end: End) {
+        self.ends.lock().insert(task_id.to_string(), end);
+    }
+
+    fn setting(&self, key: &SettingKey) -> Result<Option<Value>, StorageError> {
+        self.kv_get(&self.handles.settings, token(key.as_str()), format!("setting {key}"))
+    }
+
+    fn set_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError> {
+        let bytes = encode(&format!("setting {key}"), value).map_err(storage_error)?;
+        self.kv_put(&self.handles.settings, token(key.as_str()), bytes, format!("setting {key}"))
+    }
+
+    fn cache_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError> {
+        self.set_setting(key, value)
+    }
+
+    fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StorageError> {
+        self.kv_get(
+            &self.handles.windows,
+            token(&format!("{server}\n{model}")),
+            format!("the window of {model}"),
+        )
+    }
+
+    fn set_window(&self, server: &str, model: &str, window: Window) -> Result<(), StorageError> {
+        let bytes = encode("a window", &window).map_err(storage_error)?;
+        self.kv_put(
+            &self.handles.windows,
+            token(&format!("{server}\n{model}")),
+            bytes,
+            format!("the window of {model}"),
+        )
+    }
+
+    fn put_evidence(&self, new: NewEvidence<'_>, _fallback_dir: &Path) -> Result<Stored, StorageError> {
+        let sha256 = Sha256::digest(new.data).iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let meta = EvidenceMeta {
+            id: format!("ev-{}", uuid::Uuid::now_v7()),
+            sha256: sha256.clone(),
+            bytes: new.data.len() as u64,
+            media_type: new.media_type.to_string(),
+            source: new.source,
+            complete: new.complete,
+            incomplete_reason: new.incomplete_reason,
+            created_at: new.created_at.to_string(),
+            lines: lines_of(new.data).len() as u64,
+        };
+        // The bytes first, then the record that names them: a record never points at nothing.
+        let (blobs, data) = (self.handles.blobs.clone(), new.data.to_vec());
+        let name = sha256.clone();
+        self.run(async move {
+            blobs
+                .put(name.as_str(), &mut data.as_slice())
+                .await
+                .map(drop)
+                .map_err(|e| ClusterError::js("storing evidence bytes", e))
+        })?;
+        let record = encode("an evidence record", &meta).map_err(storage_error)?;
+        self.kv_put(&self.handles.evidence, token(&meta.id), record, format!("evidence {}", meta.id))?;
+        Ok(Stored::InStore(meta))
+    }
+
+    fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError> {
+        self.kv_get(&self.handles.evidence, token(id), format!("evidence {id}"))?
+            .ok_or_else(|| storage_error(ClusterError::UnknownEvidence(id.to_string())))
+    }
+
+    fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError> {
+        let meta = self.evidence(id)?;
+        let (blobs, name) = (self.handles.blobs.clone(), meta.sha256.clone());
+        let data = self.run(async move {
+            let mut object =
+                blobs.get(name.as_str()).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
+            let mut data = Vec::new();
+            object.read_to_end(&mut data).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
+            Ok(data)
+        })?;
+        let (bytes, len, total) = match unit {
+            Unit::Bytes => {
+                let start = (offset as usize).min(data.len());
+                let end = start.saturating_add(limit as usize).min(data.len());
+                (data[start..end].to_vec(), (end - start) as u64, data.len() as u64)
+            }
+            Unit::Lines => {
+                let lines = lines_of(&data);
+                let start = (offset as usize).min(lines.len());
+                let end = start.saturating_add(limit as usize).min(lines.len());
+                (lines[start..end].concat(), (end - start) as u64, lines.len() as u64)
+            }
+        };
+        let end = offset + len;
+        Ok(Page {
+            data: String::from_utf8_lossy(&bytes).into_owned(),
+            offset,
+            len,
+            total_bytes: meta.bytes,
+            complete: meta.complete,
+            next_offset: (end < total).then_some(end),
+        })
+    }
+
+    fn save_note(&self, new: NewNote) -> Result<Note, StorageError> {
+        let _guard = self.memory_writes.lock();
+        let last = self.memory_entries()?.len() as u64;
+        let (note, change) = saved(new, last + 1);
+        self.write_memory(&MemoryEntry { change, note: note.clone() }, last)?;
+        Ok(note)
+    }
+
+    fn notes(&self, filter: &NoteFilter) -> Result<Vec<Note>, StorageError> {
+        Ok(self.current_notes()?.into_iter().filter(|n| filter.shows(n)).collect())
+    }
+
+    fn note(&self, id: &str) -> Result<Note, StorageError> {
+        self.current_notes()?
+            .into_iter()
+            .find(|n| n.id == id)
+            .ok_or_else(|| storage_error(ClusterError::UnknownNote(id.to_string())))
+    }
+
+    fn change_note(
+        &self,
+        id: &str,
+        edit: &NoteEdit,
+        by: Author,
+        at: &str,
+    ) -> Result<(Note, MemoryChange), StorageError> {
+        let _guard = self.memory_writes.lock();
+        let entries = self.memory_entries()?;
+        let note = entries
+            .iter()
+            .rev()
+            .find(|e| e.note.id == id)
+            .map(|e| e.note.clone())
+            .ok_or_else(|| storage_error(ClusterError::UnknownNote(id.to_string())))?;
+        let latest = entries.iter().rev().find(|e| e.change.note_id == id).map(|e| &e.change);
+        let applied = apply(&note, edit, latest, at).map_err(|e| storage_error(ClusterError::from(e)))?;
+        let last = entries.len() as u64;
+        let change = applied.change(last + 1, by, at);
+        self.write_memory(&MemoryEntry { change: change.clone(), note: applied.note.clone() }, last)?;
+        Ok((applied.note, change))
+    }
+
+    fn note_changes(&self, id: Option<&str>) -> Result<Vec<MemoryChange>, StorageError> {
+        Ok(self
+            .memory_entries()?
+            .into_iter()
+            .map(|e| e.change)
+            .filter(|c| id.is_none_or(|id| c.note_id == id))
+            .collect())
+    }
+}

@@ -1,0 +1,84 @@
+//! The JetStream storage against a real `nats-server` (started here, on a free port): it keeps the
+//! storage seam's whole contract, and two writers of one task's log can never both append at the
+//! same place — the second is refused and the log keeps one order with no gap and no duplicate.
+
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use agentd_cluster::storage::NatsConfig;
+use agentd_cluster::{ClusterError, JetStreamStorage};
+use agentd_engine::storage::Storage;
+use agentd_protocol::{EventKind, Message, Record, Role, TaskMeta, TaskState};
+use agentd_test_support::nats::{skip_or_fail, NatsServer};
+
+fn connect(server: &NatsServer) -> JetStreamStorage {
+    JetStreamStorage::connect(&NatsConfig { urls: vec![server.url()], replicas: 1 }).unwrap()
+}
+
+fn meta(id: &str) -> TaskMeta {
+    TaskMeta {
+        task_id: id.into(),
+        objective: "o".into(),
+        workspace: "/tmp".into(),
+        team: None,
+        state: TaskState::Running,
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        updated_at: "2026-01-01T00:00:00.000Z".into(),
+        result: None,
+        error: None,
+    }
+}
+
+#[test]
+fn the_jetstream_storage_keeps_the_storage_contract() {
+    let Some(server) = NatsServer::start() else {
+        skip_or_fail("the_jetstream_storage_keeps_the_storage_contract");
+        return;
+    };
+    let storage = connect(&server);
+    let fallback = tempfile::tempdir().unwrap();
+    agentd_engine::contract::check(&storage, |m| storage.create_task(&m).unwrap(), fallback.path());
+
+    // What one daemon wrote, another reads: the history is the fleet's, not a process's.
+    let other = connect(&server);
+    assert_eq!(
+        other.records("contract-task", 0, 1_000).unwrap(),
+        storage.records("contract-task", 0, 1_000).unwrap()
+    );
+    assert_eq!(other.task("contract-task").unwrap(), storage.task("contract-task").unwrap());
+    assert!(storage.create_task(&meta("contract-task")).is_err(), "a task id is recorded once");
+}
+
+#[test]
+fn two_writers_of_one_log_never_append_at_the_same_place() {
+    let Some(server) = NatsServer::start() else {
+        skip_or_fail("two_writers_of_one_log_never_append_at_the_same_place");
+        return;
+    };
+    let (a, b) = (connect(&server), connect(&server));
+    a.create_task(&meta("t")).unwrap();
+    let record = |text: &str| Record::Message { role: Role::Lead, message: Message::user(text) };
+    assert_eq!(a.append("t", &record("a1")).unwrap(), 1);
+    assert_eq!(b.append("t", &record("b1")).unwrap(), 2, "a new writer reads the head first");
+    // `a` still believes the log ends at 1: its append is refused, nothing is written …
+    let refused = a.append("t", &record("a2")).unwrap_err();
+    let cause = refused.cause().downcast_ref::<ClusterError>();
+    assert!(matches!(cause, Some(ClusterError::Conflict { .. })), "{refused}");
+    // … and its next append reads the head again and lands after `b`'s.
+    assert_eq!(a.append("t", &record("a3")).unwrap(), 3);
+    let event = b.emit("t", &Role::Lead, EventKind::TaskResumed {}).unwrap_err();
+    assert!(event.to_string().contains("moved on"), "b's view is stale too: {event}");
+    assert_eq!(b.emit("t", &Role::Lead, EventKind::TaskResumed {}).unwrap().seq, 1);
+    let numbers: Vec<u64> = a.records("t", 0, 100).unwrap().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(numbers, [1, 2, 3, 4], "one order, no gap, no duplicate");
+    let texts: Vec<String> = a
+        .records("t", 0, 3)
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| match r {
+            Record::Message { message, .. } => message.text(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["a1", "b1", "a3"]);
+}
