@@ -278,9 +278,18 @@ fn only_the_clock_module_reads_the_system_time_or_sleeps_on_it() {
 fn every_type_has_one_path_no_library_re_exports_another_crates_items() {
     // A crate may gather its own modules' items at its root; it never hands out another crate's
     // (`pub use agentd_protocol::Role` in `agents` made one type reachable by two paths).
-    for krate in
-        ["protocol", "policies", "evidence", "agents", "providers", "engine", "cluster", "daemon", "client", "src"]
-    {
+    for krate in [
+        "protocol",
+        "policies",
+        "evidence",
+        "agents",
+        "providers",
+        "engine",
+        "cluster",
+        "daemon",
+        "client",
+        "src",
+    ] {
         let dir = if krate == "src" { root().join("src") } else { root().join(krate).join("src") };
         for file in rust_files(&dir) {
             for (n, line) in read(&file).lines().enumerate() {
@@ -367,7 +376,9 @@ fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
-    for krate in ["protocol", "policies", "evidence", "agents", "providers", "engine", "cluster", "daemon", "client"] {
+    for krate in
+        ["protocol", "policies", "evidence", "agents", "providers", "engine", "cluster", "daemon", "client"]
+    {
         let uses = module_uses(&root().join(krate).join("src"));
         // Depth-first search for a cycle.
         fn visit<'a>(

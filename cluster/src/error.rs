@@ -34,6 +34,36 @@ pub enum ClusterError {
         /// The stream sequence this writer expected last on the task's subject.
         expected: u64,
     },
+    /// The task was taken over by a writer with a newer lease: this one may not append to it again.
+    #[error(
+        "task {task_id} was taken over (lease epoch {newer}, this writer's {epoch}); nothing was appended"
+    )]
+    Fenced {
+        /// The task.
+        task_id: String,
+        /// This writer's lease epoch.
+        epoch: u64,
+        /// The newer epoch in the log.
+        newer: u64,
+    },
+    /// The lease is held by another node and has not lapsed.
+    #[error("task {task_id} is leased to {holder} until {until_ms} ms since the epoch")]
+    Held {
+        /// The task.
+        task_id: String,
+        /// The node holding it.
+        holder: String,
+        /// When its lease lapses unless renewed.
+        until_ms: u64,
+    },
+    /// The lease was lost: it lapsed and another node took it (or it was released).
+    #[error("the lease on task {task_id} was lost (epoch {epoch})")]
+    LeaseLost {
+        /// The task.
+        task_id: String,
+        /// The epoch this node held.
+        epoch: u64,
+    },
     /// A stored value that does not decode.
     #[error("corrupt {what}: {source}")]
     Corrupt {

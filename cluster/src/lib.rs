@@ -12,6 +12,9 @@
 //! - **Evidence bytes** — the object store, one object per sha256.
 //! - **Memory** — the stream `AGENTD_MEMORY`: each change a message carrying the note as it became,
 //!   appended in order; the notes are read back as the last state of each.
+//! - **Leases** — a key-value entry per running task, taken and renewed by compare-and-set; its epoch
+//!   is on every message its holder appends, and a log whose newest epoch is newer than a writer's
+//!   refuses that writer ([`lease`], [`log`]): a node that lost a task cannot write to it again.
 //!
 //! The seam is synchronous by design (an implementation blocks in place on its acknowledgement); the
 //! client is async, so it runs on a small runtime of this crate's own and a call waits for its
@@ -22,6 +25,7 @@
 
 pub mod bridge;
 pub mod error;
+pub mod lease;
 pub mod log;
 pub mod names;
 pub mod storage;

@@ -5,11 +5,18 @@
 //! (`Nats-Expected-Last-Subject-Sequence`); JetStream refuses it when another writer got there
 //! first, so the log has one order and no duplicate whatever races or fails, and the publish
 //! acknowledgement — given once the stream's replicas hold it — is when a record counts as written.
-//! A task's [`Head`] (how many records and events, the last stream sequence) is read from its last
-//! message when first needed and kept up to date by this writer's own appends.
+//! A task's [`Head`] (how many records and events, the last stream sequence, the newest lease epoch)
+//! is read from its last message when first needed and kept up to date by this writer's own appends.
+//!
+//! **Fencing.** Every message carries the lease epoch of its writer ([`EPOCH_HEADER`]). A writer
+//! appends only on a head whose epoch is not newer than its own: a newer one means the task was
+//! taken over, and the append is refused ([`ClusterError::Fenced`]). Since an append also names the
+//! head it was decided on, the two rules together mean that once the new holder's first message is
+//! in, nothing the old holder sends lands — whether it read the head before that message (the
+//! stream refuses it) or after (it refuses itself).
 
 use crate::error::ClusterError;
-use crate::names::{log_subject, EVENTS_HEADER, SEQ_HEADER};
+use crate::names::{log_subject, EPOCH_HEADER, EVENTS_HEADER, SEQ_HEADER};
 use agentd_protocol::Record;
 use async_nats::jetstream::consumer::pull::OrderedConfig;
 use async_nats::jetstream::consumer::DeliverPolicy;
@@ -28,6 +35,8 @@ pub struct Head {
     pub events: u64,
     /// The stream sequence of its last message (0: none).
     pub last: u64,
+    /// The lease epoch of its newest writer (0: none held a lease).
+    pub epoch: u64,
 }
 
 /// The head of `task_id`'s log, read from its last message.
@@ -37,25 +46,42 @@ pub async fn head(stream: &Stream, task_id: &str) -> Result<Head, ClusterError> 
             let number = |name: &str| -> u64 {
                 message.headers.get(name).and_then(|v| v.as_str().parse().ok()).unwrap_or(0)
             };
-            Ok(Head { records: number(SEQ_HEADER), events: number(EVENTS_HEADER), last: message.sequence })
+            Ok(Head {
+                records: number(SEQ_HEADER),
+                events: number(EVENTS_HEADER),
+                last: message.sequence,
+                epoch: number(EPOCH_HEADER),
+            })
         }
         Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(Head::default()),
         Err(e) => Err(ClusterError::js(format!("reading the head of the log of task {task_id}"), e)),
     }
 }
 
-/// Appends `record` to `task_id`'s log whose head is `head`, waiting for the acknowledgement; the
-/// new head. [`ClusterError::Conflict`] when the log moved on under another writer.
-pub async fn append(js: &Context, task_id: &str, head: Head, record: &Record) -> Result<Head, ClusterError> {
+/// Appends `record` to `task_id`'s log whose head is `head`, as a writer holding lease `epoch`,
+/// waiting for the acknowledgement; the new head. [`ClusterError::Fenced`] when the head is newer
+/// than the writer's lease; [`ClusterError::Conflict`] when the log moved on under another writer.
+pub async fn append(
+    js: &Context,
+    task_id: &str,
+    head: Head,
+    epoch: u64,
+    record: &Record,
+) -> Result<Head, ClusterError> {
+    if head.epoch > epoch {
+        return Err(ClusterError::Fenced { task_id: task_id.to_string(), epoch, newer: head.epoch });
+    }
     let payload = serde_json::to_vec(record)
         .map_err(|source| ClusterError::Corrupt { what: format!("a record of task {task_id}"), source })?;
     let is_event = matches!(record, Record::Event { .. });
-    let next = Head { records: head.records + 1, events: head.events + u64::from(is_event), last: head.last };
+    let next =
+        Head { records: head.records + 1, events: head.events + u64::from(is_event), last: head.last, epoch };
     let publish = PublishMessage::build()
         .payload(payload.into())
         .expected_last_subject_sequence(head.last)
         .header(SEQ_HEADER, next.records.to_string().as_str())
-        .header(EVENTS_HEADER, next.events.to_string().as_str());
+        .header(EVENTS_HEADER, next.events.to_string().as_str())
+        .header(EPOCH_HEADER, epoch.to_string().as_str());
     let what = || format!("appending record {} to the log of task {task_id}", next.records);
     let conflict = |kind: PublishErrorKind| kind == PublishErrorKind::WrongLastSequence;
     let ack = match js.send_publish(log_subject(task_id), publish).await {

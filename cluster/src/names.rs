@@ -23,6 +23,10 @@ pub const MEMORY_SUBJECT: &str = "agentd.memory";
 pub const SEQ_HEADER: &str = "Agentd-Seq";
 /// The header carrying how many events a task's log holds once the message is in.
 pub const EVENTS_HEADER: &str = "Agentd-Events";
+/// The header carrying the lease epoch of the writer that appended the message (0: no lease).
+pub const EPOCH_HEADER: &str = "Agentd-Epoch";
+/// Leases on running tasks, by task id.
+pub const LEASES_BUCKET: &str = "agentd_leases";
 
 /// A string as a subject token or a bucket key: kept when it is only letters, digits, `-` and `_`
 /// (task ids, evidence ids, note ids), else `x` and its bytes in hex — never two strings to one.

@@ -9,7 +9,7 @@ use crate::names::{
     SETTINGS_BUCKET, TASKS_BUCKET, WINDOWS_BUCKET,
 };
 use agentd_engine::clock::now_rfc3339;
-use agentd_engine::storage::{End, Storage, StorageError};
+use agentd_engine::storage::{lines_of, page_of, End, Storage, StorageError};
 use agentd_policies::history::history_of;
 use agentd_policies::memory::{apply, saved};
 use agentd_policies::settings::SettingKey;
@@ -74,6 +74,9 @@ pub struct JetStreamStorage {
     ends: Mutex<HashMap<String, End>>,
     /// Serialises this writer's memory changes (JetStream orders them across writers).
     memory_writes: Mutex<()>,
+    /// The lease epoch this writer appends each task's log with ([`JetStreamStorage::fence`]; 0
+    /// without a lease).
+    epochs: Mutex<HashMap<String, u64>>,
 }
 
 fn storage_error(e: ClusterError) -> StorageError {
@@ -92,7 +95,27 @@ impl JetStreamStorage {
             heads: Mutex::default(),
             ends: Mutex::default(),
             memory_writes: Mutex::default(),
+            epochs: Mutex::default(),
         })
+    }
+
+    /// From now on this writer appends `task_id`'s log under lease `epoch` (the lease it took): a
+    /// writer with an older one can no longer append to it once this one has.
+    pub fn fence(&self, task_id: &str, epoch: u64) {
+        self.epochs.lock().insert(task_id.to_string(), epoch);
+    }
+
+    /// The connection's JetStream context, for the fleet's other parts (leases, the queue).
+    pub fn jetstream(&self) -> &Context {
+        &self.handles.js
+    }
+
+    /// Runs `future` on the storage's client runtime and waits for it here.
+    pub fn block_on<T: Send + 'static>(
+        &self,
+        future: impl std::future::Future<Output = Result<T, ClusterError>> + Send + 'static,
+    ) -> Result<T, ClusterError> {
+        self.bridge.run(future)?
     }
 
     /// Records a new task, as `task.submit` does; refused when the id is taken.
@@ -284,11 +307,6 @@ fn encode(what: &str, value: &impl Serialize) -> Result<Vec<u8>, ClusterError> {
     serde_json::to_vec(value).map_err(|source| ClusterError::Corrupt { what: what.to_string(), source })
 }
 
-/// Lines as the evidence store counts them: `\n`-terminated, a trailing partial line counting as one.
-fn lines_of(data: &[u8]) -> Vec<&[u8]> {
-    data.split_inclusive(|b| *b == b'\n').collect()
-}
-
 impl JetStreamStorage {
     /// Appends the record `make` builds from the log's head (an event takes its number from it),
     /// this writer's appends to the task one at a time; the new head and what `make` handed back.
@@ -306,8 +324,9 @@ impl JetStreamStorage {
             }
         };
         let (record, made) = make(head);
+        let epoch = self.epochs.lock().get(task_id).copied().unwrap_or(0);
         let (js, id) = (self.handles.js.clone(), task_id.to_string());
-        match self.run(async move { log::append(&js, &id, head, &record).await }) {
+        match self.run(async move { log::append(&js, &id, head, epoch, &record).await }) {
             Ok(next) => {
                 heads.insert(task_id.to_string(), next);
                 Ok((next, made))
@@ -440,17 +459,8 @@ impl Storage for JetStreamStorage {
 
     fn put_evidence(&self, new: NewEvidence<'_>, _fallback_dir: &Path) -> Result<Stored, StorageError> {
         let sha256 = Sha256::digest(new.data).iter().map(|b| format!("{b:02x}")).collect::<String>();
-        let meta = EvidenceMeta {
-            id: format!("ev-{}", uuid::Uuid::now_v7()),
-            sha256: sha256.clone(),
-            bytes: new.data.len() as u64,
-            media_type: new.media_type.to_string(),
-            source: new.source,
-            complete: new.complete,
-            incomplete_reason: new.incomplete_reason,
-            created_at: new.created_at.to_string(),
-            lines: lines_of(new.data).len() as u64,
-        };
+        let meta =
+            new.meta(format!("ev-{}", uuid::Uuid::now_v7()), sha256.clone(), lines_of(new.data).len() as u64);
         // The bytes first, then the record that names them: a record never points at nothing.
         let (blobs, data) = (self.handles.blobs.clone(), new.data.to_vec());
         let name = sha256.clone();
@@ -481,28 +491,7 @@ impl Storage for JetStreamStorage {
             object.read_to_end(&mut data).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
             Ok(data)
         })?;
-        let (bytes, len, total) = match unit {
-            Unit::Bytes => {
-                let start = (offset as usize).min(data.len());
-                let end = start.saturating_add(limit as usize).min(data.len());
-                (data[start..end].to_vec(), (end - start) as u64, data.len() as u64)
-            }
-            Unit::Lines => {
-                let lines = lines_of(&data);
-                let start = (offset as usize).min(lines.len());
-                let end = start.saturating_add(limit as usize).min(lines.len());
-                (lines[start..end].concat(), (end - start) as u64, lines.len() as u64)
-            }
-        };
-        let end = offset + len;
-        Ok(Page {
-            data: String::from_utf8_lossy(&bytes).into_owned(),
-            offset,
-            len,
-            total_bytes: meta.bytes,
-            complete: meta.complete,
-            next_offset: (end < total).then_some(end),
-        })
+        Ok(page_of(&data, &meta, offset, limit, unit))
     }
 
     fn save_note(&self, new: NewNote) -> Result<Note, StorageError> {

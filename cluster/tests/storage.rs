@@ -5,6 +5,7 @@
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use agentd_cluster::lease::Leases;
 use agentd_cluster::storage::NatsConfig;
 use agentd_cluster::{ClusterError, JetStreamStorage};
 use agentd_engine::storage::Storage;
@@ -81,4 +82,58 @@ fn two_writers_of_one_log_never_append_at_the_same_place() {
         })
         .collect();
     assert_eq!(texts, ["a1", "b1", "a3"]);
+}
+
+#[test]
+fn a_lapsed_lease_changes_hands_and_fences_its_old_holder_out_of_the_log() {
+    let Some(server) = NatsServer::start() else {
+        skip_or_fail("a_lapsed_lease_changes_hands_and_fences_its_old_holder_out_of_the_log");
+        return;
+    };
+    let (a, b) = (connect(&server), connect(&server));
+    a.create_task(&meta("t")).unwrap();
+    let ttl = std::time::Duration::from_millis(400);
+    let js = a.jetstream().clone();
+    let leases = a.block_on(async move { Leases::open(&js, 1, ttl).await }).unwrap();
+    let take = |node: &'static str| {
+        let leases = leases.clone();
+        a.block_on(async move { leases.acquire("t", node).await })
+    };
+    let first = take("node-a").unwrap();
+    assert_eq!(first.epoch, 1);
+    a.fence("t", first.epoch);
+    let record = |text: &str| Record::Message { role: Role::Lead, message: Message::user(text) };
+    assert_eq!(a.append("t", &record("a1")).unwrap(), 1);
+    // Held: another node cannot take it, the holder can renew it.
+    assert!(matches!(take("node-b"), Err(ClusterError::Held { holder, .. }) if holder == "node-a"));
+    let renewed = {
+        let (leases, lease) = (leases.clone(), first.clone());
+        a.block_on(async move { leases.renew(&lease).await }).unwrap()
+    };
+    assert!(renewed.until_ms >= first.until_ms);
+
+    // Not renewed: it lapses, node-b takes it with the next epoch and appends under it.
+    std::thread::sleep(ttl + std::time::Duration::from_millis(200));
+    let second = take("node-b").unwrap();
+    assert_eq!(second.epoch, 2);
+    b.fence("t", second.epoch);
+    assert_eq!(b.emit("t", &Role::Lead, EventKind::TaskResumed {}).unwrap().seq, 1);
+    // node-a's renewal says it lost the lease; its appends are refused, even after reading again.
+    let lost = {
+        let leases = leases.clone();
+        a.block_on(async move { leases.renew(&renewed).await }).unwrap_err()
+    };
+    assert!(matches!(lost, ClusterError::LeaseLost { epoch: 1, .. }), "{lost}");
+    assert!(a.append("t", &record("late")).is_err(), "a stale head: refused by the stream");
+    let fenced = a.append("t", &record("later")).unwrap_err();
+    assert!(
+        matches!(
+            fenced.cause().downcast_ref::<ClusterError>(),
+            Some(ClusterError::Fenced { epoch: 1, newer: 2, .. })
+        ),
+        "{fenced}"
+    );
+    assert_eq!(b.append("t", &record("b1")).unwrap(), 3, "the new holder goes on");
+    let numbers: Vec<u64> = b.records("t", 0, 100).unwrap().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(numbers, [1, 2, 3]);
 }

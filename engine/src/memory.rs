@@ -9,7 +9,7 @@
 //! take a record.
 
 use crate::storage::End;
-use crate::storage::{Storage, StorageError};
+use crate::storage::{lines_of, page_of, Storage, StorageError};
 use agentd_policies::history::history_of;
 use agentd_policies::memory::{apply, saved};
 use agentd_policies::settings::SettingKey;
@@ -108,11 +108,6 @@ impl MemoryStorage {
     }
 }
 
-/// Lines as the evidence store counts them: `\n`-terminated, a trailing partial line counting as one.
-fn lines_of(data: &[u8]) -> Vec<&[u8]> {
-    data.split_inclusive(|b| *b == b'\n').collect()
-}
-
 impl Storage for MemoryStorage {
     fn append(&self, task_id: &str, record: &Record) -> Result<u64, StorageError> {
         let mut inner = self.writing()?;
@@ -204,17 +199,7 @@ impl Storage for MemoryStorage {
         let mut inner = self.writing()?;
         let id = format!("ev-{:04}", inner.evidence.len() + 1);
         let sha256 = Sha256::digest(new.data).iter().map(|b| format!("{b:02x}")).collect::<String>();
-        let meta = EvidenceMeta {
-            id: id.clone(),
-            sha256,
-            bytes: new.data.len() as u64,
-            media_type: new.media_type.to_string(),
-            source: new.source,
-            complete: new.complete,
-            incomplete_reason: new.incomplete_reason,
-            created_at: new.created_at.to_string(),
-            lines: lines_of(new.data).len() as u64,
-        };
+        let meta = new.meta(id.clone(), sha256, lines_of(new.data).len() as u64);
         inner.evidence.insert(id, (meta.clone(), new.data.to_vec()));
         Ok(Stored::InStore(meta))
     }
@@ -234,28 +219,7 @@ impl Storage for MemoryStorage {
             .evidence
             .get(id)
             .ok_or_else(|| StorageError::new(MemoryError::UnknownEvidence(id.to_string())))?;
-        let (bytes, len, total) = match unit {
-            Unit::Bytes => {
-                let start = (offset as usize).min(data.len());
-                let end = start.saturating_add(limit as usize).min(data.len());
-                (data[start..end].to_vec(), (end - start) as u64, data.len() as u64)
-            }
-            Unit::Lines => {
-                let lines = lines_of(data);
-                let start = (offset as usize).min(lines.len());
-                let end = start.saturating_add(limit as usize).min(lines.len());
-                (lines[start..end].concat(), (end - start) as u64, lines.len() as u64)
-            }
-        };
-        let end = offset + len;
-        Ok(Page {
-            data: String::from_utf8_lossy(&bytes).into_owned(),
-            offset,
-            len,
-            total_bytes: meta.bytes,
-            complete: meta.complete,
-            next_offset: (end < total).then_some(end),
-        })
+        Ok(page_of(data, meta, offset, limit, unit))
     }
 
     fn save_note(&self, new: NewNote) -> Result<Note, StorageError> {

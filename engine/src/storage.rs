@@ -154,6 +154,38 @@ fn encode(value: &impl serde::Serialize) -> Result<Value, StorageError> {
     serde_json::to_value(value).map_err(StorageError::new)
 }
 
+/// Lines as the evidence store counts them: `\n`-terminated, a trailing partial line counting as one.
+pub fn lines_of(data: &[u8]) -> Vec<&[u8]> {
+    data.split_inclusive(|b| *b == b'\n').collect()
+}
+
+/// One page of evidence whose bytes are at hand whole (an implementation that keeps them so), cut
+/// as the disk store cuts it: `limit` lines (or bytes) from `offset`, with where to read on.
+pub fn page_of(data: &[u8], meta: &EvidenceMeta, offset: u64, limit: u64, unit: Unit) -> Page {
+    let (bytes, len, total) = match unit {
+        Unit::Bytes => {
+            let start = (offset as usize).min(data.len());
+            let end = start.saturating_add(limit as usize).min(data.len());
+            (data[start..end].to_vec(), (end - start) as u64, data.len() as u64)
+        }
+        Unit::Lines => {
+            let lines = lines_of(data);
+            let start = (offset as usize).min(lines.len());
+            let end = start.saturating_add(limit as usize).min(lines.len());
+            (lines[start..end].concat(), (end - start) as u64, lines.len() as u64)
+        }
+    };
+    let end = offset + len;
+    Page {
+        data: String::from_utf8_lossy(&bytes).into_owned(),
+        offset,
+        len,
+        total_bytes: meta.bytes,
+        complete: meta.complete,
+        next_offset: (end < total).then_some(end),
+    }
+}
+
 /// A task's end, as it is (or is to be) recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct End {

@@ -145,17 +145,7 @@ impl Store {
     /// names both failures.
     pub fn put_evidence(&self, new: NewEvidence<'_>, fallback_dir: &Path) -> Result<Stored, EvidenceError> {
         let (lines, index) = lines::scan(new.data);
-        let meta = EvidenceMeta {
-            id: new_id(),
-            sha256: sha256_hex(new.data),
-            bytes: new.data.len() as u64,
-            media_type: new.media_type.to_string(),
-            source: new.source,
-            complete: new.complete,
-            incomplete_reason: new.incomplete_reason,
-            created_at: new.created_at.to_string(),
-            lines,
-        };
+        let meta = new.meta(new_id(), sha256_hex(new.data), lines);
         let failure = match self.store_evidence(&meta, new.data, &index) {
             Ok(()) => return Ok(Stored::InStore(meta)),
             Err(failure) => failure,

@@ -180,6 +180,24 @@ pub struct NewEvidence<'a> {
     pub created_at: &'a str,
 }
 
+impl NewEvidence<'_> {
+    /// The record of these bytes once stored under `id`, with their `sha256` (hex) and `lines`
+    /// counted by the store.
+    pub fn meta(&self, id: String, sha256: String, lines: u64) -> EvidenceMeta {
+        EvidenceMeta {
+            id,
+            sha256,
+            bytes: self.data.len() as u64,
+            media_type: self.media_type.to_string(),
+            source: self.source.clone(),
+            complete: self.complete,
+            incomplete_reason: self.incomplete_reason.clone(),
+            created_at: self.created_at.to_string(),
+            lines,
+        }
+    }
+}
+
 impl std::fmt::Debug for NewEvidence<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NewEvidence")
