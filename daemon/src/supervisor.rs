@@ -362,9 +362,26 @@ pub struct Resume {
 }
 
 impl Handler<Resume> for Supervisor {
-    type Result = Result<TaskState, SupervisorError>;
+    type Result = ResponseActFuture<Self, Result<TaskState, SupervisorError>>;
 
     fn handle(&mut self, msg: Resume, _: &mut Context<Self>) -> Self::Result {
+        let finishing = self.finishing(&msg.task_id);
+        Box::pin(runner_done(finishing).into_actor(self).map(move |(), act, _| act.resume(msg)))
+    }
+}
+
+impl Supervisor {
+    /// The runner of a task whose end is already recorded but which has not yet handed it back (its
+    /// last moments: closing calls, MCP servers): a resume or a follow-up waits for it rather than
+    /// being refused as "already running" a moment after the user saw the task end.
+    fn finishing(&mut self, task_id: &str) -> Option<watch::Receiver<Option<TaskState>>> {
+        self.reap();
+        let running = self.running.get(task_id).filter(|r| r.ctx.is_some())?;
+        let ended = self.shared.store.task(task_id).ok().flatten().is_some_and(|m| !m.state.is_active());
+        ended.then(|| running.done.clone())
+    }
+
+    fn resume(&mut self, msg: Resume) -> Result<TaskState, SupervisorError> {
         self.ensure_accepting()?;
         let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
             if running {
@@ -400,9 +417,23 @@ pub struct Followup {
 }
 
 impl Handler<Followup> for Supervisor {
-    type Result = Result<TaskState, SupervisorError>;
+    type Result = ResponseActFuture<Self, Result<TaskState, SupervisorError>>;
 
     fn handle(&mut self, msg: Followup, _: &mut Context<Self>) -> Self::Result {
+        let finishing = self.finishing(&msg.task_id);
+        Box::pin(runner_done(finishing).into_actor(self).map(move |(), act, _| act.follow_up(msg)))
+    }
+}
+
+/// Waits (at most 10 s, on the daemon's clock) for a finishing runner to hand its task back.
+async fn runner_done(finishing: Option<watch::Receiver<Option<TaskState>>>) {
+    if let Some(mut done) = finishing {
+        let _ = clock().timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some())).await;
+    }
+}
+
+impl Supervisor {
+    fn follow_up(&mut self, msg: Followup) -> Result<TaskState, SupervisorError> {
         self.ensure_accepting()?;
         if msg.text.trim().is_empty() {
             return Err(SupervisorError::EmptyText);
