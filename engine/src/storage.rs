@@ -154,6 +154,26 @@ fn encode(value: &impl serde::Serialize) -> Result<Value, StorageError> {
     serde_json::to_value(value).map_err(StorageError::new)
 }
 
+/// How many records [`each_record`] reads at a time.
+const RECORDS_PAGE: usize = 10_000;
+
+/// Hands every record of `task_id`'s log to `f` with its number, in order, reading a page at a time.
+pub fn each_record(
+    storage: &dyn Storage,
+    task_id: &str,
+    mut f: impl FnMut(u64, Record),
+) -> Result<(), StorageError> {
+    let mut after = 0;
+    loop {
+        let page = storage.records(task_id, after, RECORDS_PAGE)?;
+        let Some((last, _)) = page.last() else { return Ok(()) };
+        after = *last;
+        for (seq, record) in page {
+            f(seq, record);
+        }
+    }
+}
+
 /// Lines as the evidence store counts them: `\n`-terminated, a trailing partial line counting as one.
 pub fn lines_of(data: &[u8]) -> Vec<&[u8]> {
     data.split_inclusive(|b| *b == b'\n').collect()

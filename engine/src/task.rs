@@ -8,7 +8,7 @@ use crate::context::{Engine, TaskCtx};
 use crate::end::record_end;
 use crate::error::TurnError;
 use crate::fitter::{FitError, Requested, RequestedDone};
-use crate::storage::{End, Storage, StorageError};
+use crate::storage::{each_record, End, Storage, StorageError};
 use crate::tool_servers::{NoToolServers, ToolServers};
 use agentd_agents::workspace::Workspace;
 use agentd_policies::repair::repair;
@@ -242,33 +242,22 @@ struct RoleState {
 
 fn role_states(storage: &dyn Storage, task_id: &str) -> Result<HashMap<Role, RoleState>, StorageError> {
     let mut states: HashMap<Role, RoleState> = HashMap::new();
-    let mut after = 0;
-    loop {
-        let page = storage.records(task_id, after, 10_000)?;
-        let Some((last, _)) = page.last() else { break };
-        after = *last;
-        for (_, record) in page {
-            match record {
-                Record::Receipt { role, receipt } => states.entry(role).or_default().receipts.push(receipt),
-                Record::Message { role, message } => {
-                    let changed = &mut states.entry(role).or_default().changed_files;
-                    for (_, name, arguments) in message.tool_calls() {
-                        if let Some(path) =
-                            agentd_agents::tools::changed_path(&ToolName::parse(name), arguments)
-                        {
-                            changed.retain(|p| *p != path);
-                            changed.push(path);
-                        }
-                    }
+    each_record(storage, task_id, |_, record| match record {
+        Record::Receipt { role, receipt } => states.entry(role).or_default().receipts.push(receipt),
+        Record::Message { role, message } => {
+            let changed = &mut states.entry(role).or_default().changed_files;
+            for (_, name, arguments) in message.tool_calls() {
+                if let Some(path) = agentd_agents::tools::changed_path(&ToolName::parse(name), arguments) {
+                    changed.retain(|p| *p != path);
+                    changed.push(path);
                 }
-                Record::Event { event } if matches!(event.kind, EventKind::ResponseReceived { .. }) => {
-                    states.entry(event.role).or_default().last_answer_at =
-                        crate::clock::parse_rfc3339(&event.at);
-                }
-                _ => {}
             }
         }
-    }
+        Record::Event { event } if matches!(event.kind, EventKind::ResponseReceived { .. }) => {
+            states.entry(event.role).or_default().last_answer_at = crate::clock::parse_rfc3339(&event.at);
+        }
+        _ => {}
+    })?;
     Ok(states)
 }
 

@@ -7,14 +7,12 @@ use crate::blocks::{blocks, workspace_key, BlocksFor};
 use crate::clock::now_rfc3339;
 use crate::error::TurnError;
 use crate::fitter::{MeterOf, WindowOf};
+use crate::storage::each_record;
 use agentd_agents::tools::ToolOutcome;
 use agentd_policies::args::{Args, ArgsError};
 use agentd_policies::memory::find_quote;
 use agentd_protocol::memory::{MemoryScope, NewNote};
 use agentd_protocol::{EventKind, Message, MessageKind, Record, Role, Speaker, ToolName, TurnSettings};
-
-/// The records read per page when the task's user messages are gathered.
-const PAGE: usize = 1_000;
 
 /// `remember`'s arguments.
 struct RememberArgs {
@@ -115,21 +113,14 @@ impl Agent {
     /// them — with their log sequence numbers, oldest first. Read from the log, so a compaction that
     /// took them out of the request does not take them out of reach.
     fn user_messages(&self) -> Result<Vec<(u64, String)>, TurnError> {
-        let storage = self.task.engine.storage();
         let mut out = Vec::new();
-        let mut after = 0;
-        loop {
-            let page = storage.records(&self.task.task_id, after, PAGE)?;
-            let Some((last, _)) = page.last() else { break };
-            after = *last;
-            for (seq, record) in page {
-                if let Record::Message { role: Role::Lead, message } = record {
-                    if message.role == Speaker::User && message.kind == MessageKind::Objective {
-                        out.push((seq, message.text()));
-                    }
+        each_record(self.task.engine.storage().as_ref(), &self.task.task_id, |seq, record| {
+            if let Record::Message { role: Role::Lead, message } = record {
+                if message.role == Speaker::User && message.kind == MessageKind::Objective {
+                    out.push((seq, message.text()));
                 }
             }
-        }
+        })?;
         Ok(out)
     }
 }
