@@ -17,7 +17,7 @@ use crate::meter::Meter;
 use crate::storage::{Storage, StorageError};
 use agentd_agents::workspace::Workspace;
 use agentd_policies::instructions::{cut_to_fit, instructions_text};
-use agentd_policies::memory::{memory_block, note_line};
+use agentd_policies::memory::{memory_block, memory_text};
 use agentd_protocol::memory::{Note, NoteFilter};
 use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::{Message, MessageKind, NewEvidence, Producer, Role, Source, Stored, Tokens};
@@ -118,18 +118,14 @@ fn instructions(config: &BlocksConfig, at: &BlocksFor<'_>) -> Result<Option<Stri
 }
 
 fn memory(notes: &[Note], config: &BlocksConfig, at: &BlocksFor<'_>) -> Result<Option<String>, StorageError> {
-    if notes.is_empty() {
-        return Ok(None);
-    }
+    let Some(whole) = memory_text(notes) else { return Ok(None) };
     let budget = at.window.percent(config.memory_percent);
     let count = |t: &str| at.meter.count_text(t).tokens;
-    let all: Vec<String> = notes.iter().rev().map(note_line).collect();
-    let whole = memory_block(notes, Tokens(u64::MAX), &count, &|_| String::new());
-    if whole.as_deref().is_some_and(|w| count(w) <= budget) {
-        return Ok(whole);
+    if count(&whole) <= budget {
+        return Ok(Some(whole));
     }
-    // Too many to show whole: every note is kept as evidence, and the block names those it leaves out.
-    let id = store(at, &all.join("\n"), Producer::Memory, "every memory note, newest first")?;
+    // Too many to show whole: the whole block is kept as evidence, and the block names what it leaves out.
+    let id = store(at, &whole, Producer::Memory, "every memory note, newest first")?;
     let more = |rest: &[&Note]| {
         let ids: Vec<&str> = rest.iter().map(|n| n.id.as_str()).collect();
         format!(

@@ -223,13 +223,8 @@ pub fn memory_block(
     if notes.is_empty() {
         return None;
     }
-    let mut newest_first: Vec<&Note> = notes.iter().collect();
-    newest_first.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
-    let head = format!(
-        "{MEMORY_HEADER}\nWhat the user asked agentd to remember (durable notes, each resting on the user's own \
-         words). Follow them unless the user now says otherwise."
-    );
-    let mut text = head.clone();
+    let newest_first = newest_first(notes);
+    let mut text = memory_head();
     let mut shown = 0;
     for note in &newest_first {
         let line = note_line(note);
@@ -250,6 +245,34 @@ pub fn memory_block(
         let _ = write!(text, "\n{}", memory_more(rest));
     }
     Some(text)
+}
+
+/// The memory block with every note whole, newest first — what [`memory_block`] makes when they
+/// all fit. `None` when there is no note.
+pub fn memory_text(notes: &[Note]) -> Option<String> {
+    if notes.is_empty() {
+        return None;
+    }
+    let mut text = memory_head();
+    for note in newest_first(notes) {
+        let _ = write!(text, "\n{}", note_line(note));
+    }
+    Some(text)
+}
+
+/// The notes, newest first (by when they were saved, then by id).
+fn newest_first(notes: &[Note]) -> Vec<&Note> {
+    let mut sorted: Vec<&Note> = notes.iter().collect();
+    sorted.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+    sorted
+}
+
+/// The block's first lines: its header and what the notes are.
+fn memory_head() -> String {
+    format!(
+        "{MEMORY_HEADER}\nWhat the user asked agentd to remember (durable notes, each resting on the user's own \
+         words). Follow them unless the user now says otherwise."
+    )
 }
 
 /// One note as the block shows it: `- [m17, workspace] text (the user said: "quote")`.
@@ -351,6 +374,7 @@ mod tests {
         assert!(all.starts_with(MEMORY_HEADER));
         assert!(all.find("[m6,").unwrap() < all.find("[m1,").unwrap(), "newest first");
         assert!(!all.contains("older notes"));
+        assert_eq!(memory_text(&notes).as_deref(), Some(all.as_str()), "all of them whole: the whole text");
         let bounded = memory_block(&notes, Tokens(150), &count, &more).unwrap();
         assert!(count(&bounded) <= Tokens(150), "{}", count(&bounded));
         assert!(bounded.contains("[m6,"));
