@@ -16,7 +16,7 @@
 use crate::meter::Meter;
 use crate::storage::{Storage, StorageError};
 use agentd_agents::workspace::Workspace;
-use agentd_policies::instructions::{cut_to_fit, instructions_text};
+use agentd_policies::instructions::{cut_to_fit, instructions_text, with_more};
 use agentd_policies::memory::{memory_block, memory_text};
 use agentd_protocol::memory::{Note, NoteFilter};
 use agentd_protocol::task::EVIDENCE_FOLDER;
@@ -111,10 +111,8 @@ fn instructions(config: &BlocksConfig, at: &BlocksFor<'_>) -> Result<Option<Stri
              read on with read_evidence {{\"id\": \"{id}\", \"offset\": {offset}}}]"
         )
     };
-    let cut = cut_to_fit(&text, budget, &count, &pointer("9999999"));
-    let shown_lines = cut.lines().count().saturating_sub(2);
-    let shown = cut.rsplit_once("\n…\n").map_or(cut.as_str(), |(head, _)| head);
-    Ok(Some(format!("{shown}\n…\n{}", pointer(&shown_lines.to_string()))))
+    let shown = cut_to_fit(&text, budget, &count, &pointer("9999999"));
+    Ok(Some(with_more(shown, &pointer(&shown.lines().count().to_string()))))
 }
 
 fn memory(notes: &[Note], config: &BlocksConfig, at: &BlocksFor<'_>) -> Result<Option<String>, StorageError> {

@@ -28,10 +28,10 @@ pub fn instructions_text(files: &[(String, String)]) -> Option<String> {
     Some(text)
 }
 
-/// `text` cut to fit `budget` (counted with `count`) with `more` — where the whole is and how to read
-/// on — appended: the first part, on a line boundary when one is near.
-pub fn cut_to_fit(text: &str, budget: Tokens, count: &dyn Fn(&str) -> Tokens, more: &str) -> String {
-    let with = |end: usize| format!("{}\n…\n{more}", &text[..end]);
+/// The first part of `text` that fits `budget` (counted with `count`) once [`with_more`] appends
+/// `more` — where the whole is and how to read on — to it: cut on a line boundary when one is near.
+pub fn cut_to_fit<'t>(text: &'t str, budget: Tokens, count: &dyn Fn(&str) -> Tokens, more: &str) -> &'t str {
+    let with = |end: usize| with_more(&text[..end], more);
     // The largest prefix that fits, by bisection on bytes (a char boundary each time).
     let (mut lo, mut hi) = (0usize, text.len());
     while lo < hi {
@@ -49,7 +49,12 @@ pub fn cut_to_fit(text: &str, budget: Tokens, count: &dyn Fn(&str) -> Tokens, mo
         Some(nl) if nl > lo / 2 => nl,
         _ => lo,
     };
-    with(end)
+    &text[..end]
+}
+
+/// A cut text with what says where the rest is: `first part`, `…`, `more`, a line each.
+pub fn with_more(first: &str, more: &str) -> String {
+    format!("{first}\n…\n{more}")
 }
 
 #[cfg(test)]
@@ -72,7 +77,8 @@ mod tests {
     fn a_long_text_keeps_its_first_part_and_says_where_the_rest_is() {
         let text: String = (0..400).map(|i| format!("rule {i}: é keep it\n")).collect();
         let count = |t: &str| Tokens(t.len() as u64 / 3);
-        let cut = cut_to_fit(&text, Tokens(200), &count, "[read on: evidence e1]");
+        let more = "[read on: evidence e1]";
+        let cut = with_more(cut_to_fit(&text, Tokens(200), &count, more), more);
         assert!(count(&cut) <= Tokens(200));
         assert!(cut.starts_with("rule 0: é keep it\n"));
         assert!(cut.ends_with("…\n[read on: evidence e1]"));
