@@ -64,6 +64,14 @@ pub enum ClusterError {
         /// The epoch this node held.
         epoch: u64,
     },
+    /// Another daemon runs under this node name (its heartbeat is fresh).
+    #[error("node name {node:?} is taken: another daemon of the fleet runs under it (its heartbeat at {at_ms} ms since the epoch); give this one another [cluster] node")]
+    NodeTaken {
+        /// The name.
+        node: String,
+        /// When the other daemon last beat.
+        at_ms: u64,
+    },
     /// A stored value that does not decode.
     #[error("corrupt {what}: {source}")]
     Corrupt {

@@ -49,7 +49,7 @@ pub struct Leases {
 }
 
 /// Now, by the daemon's clock, in milliseconds since the Unix epoch.
-fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     let now = agentd_engine::clock::clock().now();
     now.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
@@ -70,6 +70,11 @@ impl Leases {
                 .map_err(|e| ClusterError::js(format!("creating bucket {LEASES_BUCKET}"), e))?,
         };
         Ok(Leases { store, ttl })
+    }
+
+    /// The lease on `task_id` as it stands (`None`: never taken).
+    pub async fn current(&self, task_id: &str) -> Result<Option<LeaseRecord>, ClusterError> {
+        Ok(self.read(task_id).await?.map(|(record, _)| record))
     }
 
     /// The lease on `task_id` as it stands, with the entry's revision.

@@ -16,6 +16,10 @@
 //!   is on every message its holder appends, and a log whose newest epoch is newer than a writer's
 //!   refuses that writer ([`lease`], [`log`]): a node that lost a task cannot write to it again.
 //!
+//! - **The fleet's coordination** — one work queue of jobs (`AGENTD_QUEUE`, [`queue`]), the nodes'
+//!   heartbeats ([`nodes`]), the live tail of every event ([`tail`]) and node-to-node requests
+//!   ([`control`]).
+//!
 //! The seam is synchronous by design (an implementation blocks in place on its acknowledgement); the
 //! client is async, so it runs on a small runtime of this crate's own and a call waits for its
 //! answer on the caller's thread ([`bridge`]).
@@ -24,11 +28,16 @@
 //! decisions — it stores what the engine hands it.
 
 pub mod bridge;
+pub mod control;
 pub mod error;
+pub mod fleet;
 pub mod lease;
 pub mod log;
 pub mod names;
+pub mod nodes;
+pub mod queue;
 pub mod storage;
+pub mod tail;
 
 pub use error::ClusterError;
 pub use storage::JetStreamStorage;

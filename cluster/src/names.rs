@@ -27,6 +27,19 @@ pub const EVENTS_HEADER: &str = "Agentd-Events";
 pub const EPOCH_HEADER: &str = "Agentd-Epoch";
 /// Leases on running tasks, by task id.
 pub const LEASES_BUCKET: &str = "agentd_leases";
+/// The work queue: tasks to start, resume or follow up, each taken by one node.
+pub const QUEUE_STREAM: &str = "AGENTD_QUEUE";
+/// The one subject of [`QUEUE_STREAM`].
+pub const QUEUE_SUBJECT: &str = "agentd.queue";
+/// The durable consumer every node pulls the queue through.
+pub const QUEUE_CONSUMER: &str = "agentd-nodes";
+/// The nodes' heartbeats, by node name: who is alive, what it reaches, how busy it is.
+pub const NODES_BUCKET: &str = "agentd_nodes";
+
+/// The subject a node answers requests to cancel a task it runs on.
+pub fn cancel_subject(node: &str) -> String {
+    format!("agentd.control.{}.cancel", token(node))
+}
 
 /// A string as a subject token or a bucket key: kept when it is only letters, digits, `-` and `_`
 /// (task ids, evidence ids, note ids), else `x` and its bytes in hex — never two strings to one.

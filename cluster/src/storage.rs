@@ -23,25 +23,81 @@ use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::object_store::{self, ObjectStore};
 use async_nats::jetstream::stream::{self, Stream};
 use async_nats::jetstream::Context;
+use async_nats::ConnectOptions;
+use futures_util::StreamExt;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use tokio::io::AsyncReadExt;
 
 /// How many times a compare-and-set update of a task's record is tried when others keep changing it.
 const CAS_ATTEMPTS: usize = 16;
 
-/// Where agentd's data lives on NATS, and how many replicas JetStream keeps of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where agentd's data lives on NATS, how many replicas JetStream keeps of it, and how to log in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NatsConfig {
     /// The servers' URLs (`nats://host:4222`); any of them will do.
     pub urls: Vec<String>,
     /// Replicas of each stream, bucket and object store (1 on a single server, 3 for a cluster).
     pub replicas: usize,
+    /// How this client proves who it is, and the TLS it asks for.
+    pub auth: NatsAuth,
+    /// The connection's name, as the servers show it (`agentd build-1`).
+    pub name: Option<String>,
+}
+
+/// How a client logs in to NATS and the TLS it uses, as `async-nats` offers them. Secrets are values
+/// here: the daemon reads them from the environment variables its configuration names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NatsAuth {
+    /// A `.creds` file (a user JWT and its NKey seed).
+    pub credentials: Option<PathBuf>,
+    /// A token.
+    pub token: Option<String>,
+    /// A user name and its password.
+    pub user: Option<(String, String)>,
+    /// PEM files of the certificate authorities to trust.
+    pub tls_ca: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for servers that verify clients.
+    pub tls_client: Option<(PathBuf, PathBuf)>,
+    /// Refuse a connection that is not TLS.
+    pub tls_required: bool,
+}
+
+impl NatsConfig {
+    /// The client's options for this configuration.
+    async fn options(&self) -> Result<ConnectOptions, ClusterError> {
+        let auth = &self.auth;
+        let mut options = match &auth.credentials {
+            Some(path) => ConnectOptions::with_credentials_file(path.clone()).await.map_err(|e| {
+                ClusterError::Connect {
+                    urls: self.urls.join(","),
+                    message: format!("cannot read the credentials file {}: {e}", path.display()),
+                }
+            })?,
+            None => ConnectOptions::new(),
+        };
+        if let Some(token) = &auth.token {
+            options = options.token(token.clone());
+        }
+        if let Some((user, password)) = &auth.user {
+            options = options.user_and_password(user.clone(), password.clone());
+        }
+        if let Some(ca) = &auth.tls_ca {
+            options = options.add_root_certificates(ca.clone());
+        }
+        if let Some((cert, key)) = &auth.tls_client {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        if let Some(name) = &self.name {
+            options = options.name(name);
+        }
+        Ok(options.require_tls(auth.tls_required).connection_timeout(std::time::Duration::from_secs(5)))
+    }
 }
 
 /// The handles: the history stream, the buckets, the object store and the memory stream.
@@ -77,6 +133,8 @@ pub struct JetStreamStorage {
     /// The lease epoch this writer appends each task's log with ([`JetStreamStorage::fence`]; 0
     /// without a lease).
     epochs: Mutex<HashMap<String, u64>>,
+    /// Tasks this writer lost ([`JetStreamStorage::abandon`]): it writes nothing of them again.
+    abandoned: Mutex<HashSet<String>>,
 }
 
 fn storage_error(e: ClusterError) -> StorageError {
@@ -96,6 +154,123 @@ impl JetStreamStorage {
             ends: Mutex::default(),
             memory_writes: Mutex::default(),
             epochs: Mutex::default(),
+            abandoned: Mutex::default(),
+        })
+    }
+
+    /// This writer lost `task_id` (its lease lapsed, or may have): from now on every write of it —
+    /// an append, a change of its record, a kept end — is refused here, before it reaches NATS.
+    pub fn abandon(&self, task_id: &str) {
+        self.abandoned.lock().insert(task_id.to_string());
+    }
+
+    /// This writer holds `task_id` again (it took the lease anew): its writes go through.
+    fn reclaim(&self, task_id: &str) {
+        self.abandoned.lock().remove(task_id);
+    }
+
+    fn refuse_abandoned(&self, task_id: &str) -> Result<(), StorageError> {
+        if self.abandoned.lock().contains(task_id) {
+            let epoch = self.epochs.lock().get(task_id).copied().unwrap_or(0);
+            return Err(storage_error(ClusterError::LeaseLost { task_id: task_id.to_string(), epoch }));
+        }
+        Ok(())
+    }
+
+    /// The NATS connection, for the fleet's other parts (the control subjects, connection state).
+    pub fn client(&self) -> async_nats::Client {
+        self.handles.js.client()
+    }
+
+    /// Whether the connection to NATS is up now (the client reconnects by itself when it is not).
+    pub fn connected(&self) -> bool {
+        self.client().connection_state() == async_nats::connection::State::Connected
+    }
+
+    /// Every task recorded, in no particular order.
+    pub fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
+        let tasks = self.handles.tasks.clone();
+        let values = self.run(async move {
+            let what = |e: &dyn std::fmt::Display| ClusterError::js("listing the tasks", e);
+            let mut keys = tasks.keys().await.map_err(|e| what(&e))?;
+            let mut values = Vec::new();
+            while let Some(key) = keys.next().await {
+                let key = key.map_err(|e| what(&e))?;
+                if let Some(value) = tasks.get(&key).await.map_err(|e| what(&e))? {
+                    values.push((key, value));
+                }
+            }
+            Ok(values)
+        })?;
+        values
+            .into_iter()
+            .map(|(key, value)| {
+                serde_json::from_slice(&value).map_err(|source| {
+                    storage_error(ClusterError::Corrupt { what: format!("task {key}"), source })
+                })
+            })
+            .collect()
+    }
+
+    /// Every evidence record, or a task's, oldest first.
+    pub fn evidence_list(&self, task_id: Option<&str>) -> Result<Vec<EvidenceMeta>, StorageError> {
+        let evidence = self.handles.evidence.clone();
+        let values = self.run(async move {
+            let what = |e: &dyn std::fmt::Display| ClusterError::js("listing the evidence", e);
+            let mut keys = evidence.keys().await.map_err(|e| what(&e))?;
+            let mut values = Vec::new();
+            while let Some(key) = keys.next().await {
+                let key = key.map_err(|e| what(&e))?;
+                if let Some(value) = evidence.get(&key).await.map_err(|e| what(&e))? {
+                    values.push((key, value));
+                }
+            }
+            Ok(values)
+        })?;
+        let mut metas = values
+            .into_iter()
+            .map(|(key, value)| {
+                serde_json::from_slice::<EvidenceMeta>(&value).map_err(|source| {
+                    storage_error(ClusterError::Corrupt { what: format!("evidence {key}"), source })
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        metas.retain(|m| task_id.is_none_or(|t| m.source.task_id == t));
+        // Evidence ids are UUID v7: their order is their age.
+        metas.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(metas)
+    }
+
+    /// Reads every evidence object back and checks it against its record's sha256 and size: the
+    /// records whose bytes are missing or altered, with what is wrong.
+    pub fn verify_evidence(&self) -> Result<Vec<(EvidenceMeta, String)>, StorageError> {
+        let mut problems = Vec::new();
+        for meta in self.evidence_list(None)? {
+            match self.blob(&meta.sha256) {
+                Err(e) => problems.push((meta, format!("cannot be read: {e}"))),
+                Ok(data) => {
+                    let sha256 = hex_sha256(&data);
+                    if sha256 != meta.sha256 {
+                        problems.push((meta, format!("its bytes hash to {sha256}")));
+                    } else if data.len() as u64 != meta.bytes {
+                        let len = data.len();
+                        problems.push((meta, format!("it holds {len} bytes")));
+                    }
+                }
+            }
+        }
+        Ok(problems)
+    }
+
+    /// The bytes stored under `sha256`.
+    fn blob(&self, sha256: &str) -> Result<Vec<u8>, StorageError> {
+        let (blobs, name) = (self.handles.blobs.clone(), sha256.to_string());
+        self.run(async move {
+            let mut object =
+                blobs.get(name.as_str()).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
+            let mut data = Vec::new();
+            object.read_to_end(&mut data).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
+            Ok(data)
         })
     }
 
@@ -103,6 +278,7 @@ impl JetStreamStorage {
     /// writer with an older one can no longer append to it once this one has.
     pub fn fence(&self, task_id: &str, epoch: u64) {
         self.epochs.lock().insert(task_id.to_string(), epoch);
+        self.reclaim(task_id);
     }
 
     /// The connection's JetStream context, for the fleet's other parts (leases, the queue).
@@ -227,7 +403,10 @@ impl JetStreamStorage {
 
 async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
     let urls = config.urls.join(",");
-    let client = async_nats::connect(urls.as_str())
+    let client = config
+        .options()
+        .await?
+        .connect(urls.as_str())
         .await
         .map_err(|e| ClusterError::Connect { urls: urls.clone(), message: e.to_string() })?;
     let js = async_nats::jetstream::new(client);
@@ -303,6 +482,11 @@ async fn read_memory(stream: &Stream) -> Result<Vec<MemoryEntry>, ClusterError> 
     Ok(out)
 }
 
+/// A sha256 in lower-case hex.
+fn hex_sha256(data: &[u8]) -> String {
+    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn encode(what: &str, value: &impl Serialize) -> Result<Vec<u8>, ClusterError> {
     serde_json::to_vec(value).map_err(|source| ClusterError::Corrupt { what: what.to_string(), source })
 }
@@ -315,6 +499,7 @@ impl JetStreamStorage {
         task_id: &str,
         make: impl FnOnce(Head) -> (Record, T),
     ) -> Result<(Head, T), StorageError> {
+        self.refuse_abandoned(task_id)?;
         let mut heads = self.heads.lock();
         let head = match heads.get(task_id) {
             Some(head) => *head,
@@ -390,6 +575,7 @@ impl Storage for JetStreamStorage {
     }
 
     fn update_task(&self, task_id: &str, change: &mut dyn FnMut(&mut TaskMeta)) -> Result<(), StorageError> {
+        self.refuse_abandoned(task_id)?;
         let tasks = self.handles.tasks.clone();
         for _ in 0..CAS_ATTEMPTS {
             let (store, key) = (tasks.clone(), token(task_id));
@@ -423,6 +609,10 @@ impl Storage for JetStreamStorage {
     }
 
     fn keep_end(&self, task_id: &str, end: End) {
+        // A task this writer lost goes on elsewhere: its end here is no end of the task.
+        if self.abandoned.lock().contains(task_id) {
+            return;
+        }
         self.ends.lock().insert(task_id.to_string(), end);
     }
 
@@ -458,7 +648,7 @@ impl Storage for JetStreamStorage {
     }
 
     fn put_evidence(&self, new: NewEvidence<'_>, _fallback_dir: &Path) -> Result<Stored, StorageError> {
-        let sha256 = Sha256::digest(new.data).iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let sha256 = hex_sha256(new.data);
         let meta =
             new.meta(format!("ev-{}", uuid::Uuid::now_v7()), sha256.clone(), lines_of(new.data).len() as u64);
         // The bytes first, then the record that names them: a record never points at nothing.
@@ -483,14 +673,7 @@ impl Storage for JetStreamStorage {
 
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError> {
         let meta = self.evidence(id)?;
-        let (blobs, name) = (self.handles.blobs.clone(), meta.sha256.clone());
-        let data = self.run(async move {
-            let mut object =
-                blobs.get(name.as_str()).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
-            let mut data = Vec::new();
-            object.read_to_end(&mut data).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
-            Ok(data)
-        })?;
+        let data = self.blob(&meta.sha256)?;
         Ok(page_of(&data, &meta, offset, limit, unit))
     }
 

@@ -16,11 +16,15 @@ pub struct EventBus {
 }
 
 impl EventBus {
-    /// A bus over `store`, with room for 8,192 unread events per subscriber (a slower one misses events and
-    /// must replay them from the store).
-    pub fn new(store: Store) -> EventBus {
-        let (live, _) = broadcast::channel(8192);
+    /// A bus over `store`, publishing on `live`.
+    pub fn new(store: Store, live: broadcast::Sender<Event>) -> EventBus {
         EventBus { store, live }
+    }
+
+    /// The channel live events go out on: room for 8,192 unread events per subscriber (a slower one
+    /// misses events and must replay them from the store).
+    pub fn channel() -> broadcast::Sender<Event> {
+        broadcast::channel(8192).0
     }
 
     /// Persists the event, then publishes it. The returned event carries its `seq`.
@@ -29,11 +33,5 @@ impl EventBus {
         // No receiver is not an error: nobody is watching.
         let _ = self.live.send(event.clone());
         Ok(event)
-    }
-
-    /// A live feed of every event emitted from now on, for every task; a subscriber filters by task and
-    /// replays what came before from the store.
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.live.subscribe()
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::config::{Config, ConfigError};
 use crate::rpc::Methods;
-use crate::shared::Shared;
+use crate::shared::{Backing, Shared};
 use crate::supervisor::{Shutdown, Supervisor};
 use actix::prelude::*;
 use agentd_evidence::{Store, StoreError};
@@ -113,6 +113,15 @@ pub enum DaemonError {
     /// first).
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// The fleet (`[cluster]`) could not be joined: NATS unreachable at its URLs, a login refused, the
+    /// node name taken.
+    #[error("[cluster] in {config}: {source}")]
+    Cluster {
+        /// The configuration file.
+        config: PathBuf,
+        /// Why.
+        source: agentd_cluster::ClusterError,
+    },
     /// The socket could not be bound or given its mode.
     #[error("cannot listen on {path}: {source}")]
     Socket {
@@ -201,7 +210,17 @@ pub fn serve(
              create as it is (chmod 700 it to make it private)"
         );
     }
-    let store = Store::open(&home.db())?;
+    // One machine keeps its tasks in sled; a node of a fleet keeps them in the fleet's JetStream
+    // only (a local copy would be a second truth to keep in step; see docs/cluster.md).
+    let backing = match &config.cluster {
+        None => Backing::Sled(Store::open(&home.db())?),
+        Some(cluster) => {
+            let fleet = crate::fleet::connect(cluster, |var| std::env::var(var).ok())
+                .map_err(|source| DaemonError::Cluster { config: config_path.clone(), source })?;
+            tracing::info!(node = %cluster.node, nats = %cluster.nats.join(","), "joined the fleet");
+            Backing::Fleet(Arc::new(fleet))
+        }
+    };
     // Bound before anything starts, so a busy port fails the start; the token with it.
     let http = match options.http.or(config.http_listen) {
         None => None,
@@ -236,7 +255,7 @@ pub fn serve(
     let system = actix::System::with_tokio_rt(move || runtime);
     let outcome: Result<(), DaemonError> = system.block_on(async move {
         let home = std::fs::canonicalize(&home_dir).unwrap_or_else(|_| home_dir.clone());
-        let shared = Arc::new(Shared::start(home, store.clone(), config.clone(), |var| std::env::var(var).ok()));
+        let shared = Arc::new(Shared::start(home, backing, config.clone(), |var| std::env::var(var).ok()));
         let recovered = Supervisor::recover(&shared).map_err(|e| DaemonError::Runtime(e.to_string()))?;
         if recovered > 0 {
             tracing::info!(recovered, "tasks left running by a previous daemon are now interrupted");
@@ -280,11 +299,13 @@ pub fn serve(
         let _ = server.await;
         let _ = std::fs::remove_file(&socket_path);
         supervisor.send(Shutdown).await.map_err(|e| DaemonError::Runtime(e.to_string()))?;
-        crate::ends::check_storage(&shared.store, &shared.storage, &shared.ends);
+        crate::storage::check_storage(shared.storage.as_ref(), &shared.ends);
         if !shared.ends.is_empty() {
             tracing::error!(tasks = shared.ends.len(), "stopping with task ends the store could not record");
         }
-        store.flush()?;
+        if let Err(e) = shared.storage.flush() {
+            tracing::error!(error = %e, "the final flush failed");
+        }
         System::current().stop();
         Ok(())
     });
@@ -301,7 +322,7 @@ async fn storage_checks(shared: Arc<Shared>, stop: CancellationToken) {
         }
         let shared = shared.clone();
         let checked = tokio::task::spawn_blocking(move || {
-            crate::ends::check_storage(&shared.store, &shared.storage, &shared.ends)
+            crate::storage::check_storage(shared.storage.as_ref(), &shared.ends)
         });
         if let Err(e) = checked.await {
             tracing::error!(error = %e, "the storage check failed");

@@ -1,11 +1,10 @@
 //! Ends of tasks that the store could not record (a full disk): kept in memory, reported by
 //! `task.status` / `task.list` (`recorded: false`), delivered to subscribers, and written to the store
-//! by [`check_storage`] once it is healthy again (the engine hands them over through
+//! by [`crate::storage::check_storage`] once it is healthy again (the engine hands them over through
 //! `Storage::keep_end`; `agentd_engine::end` is how an end is recorded).
 
 use agentd_engine::end::record_end;
 use agentd_engine::storage::{End, Storage};
-use agentd_evidence::Store;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use tokio::sync::watch;
@@ -50,30 +49,25 @@ impl Ends {
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.signal.subscribe()
     }
-}
 
-/// The health check: heals an unhealthy store (rate-limited by the store) and writes the ends it
-/// could not record. Called periodically and by `daemon.status`.
-pub fn check_storage(store: &Store, storage: &dyn Storage, ends: &Ends) {
-    if ends.is_empty() && store.health().ok {
-        return;
-    }
-    if !store.heal() {
-        return;
-    }
-    let Some(_recording) = ends.recording.try_lock() else {
-        return;
-    };
-    let pending: Vec<(String, End)> = ends.map.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    for (task_id, end) in pending {
-        match record_end(storage, &task_id, &end) {
-            Ok(()) => {
-                tracing::info!(task = %task_id, state = %end.state, "recorded the end the full store had refused");
-                ends.map.lock().remove(&task_id);
-            }
-            Err(e) => {
-                tracing::warn!(task = %task_id, error = %e, "the end of the task is still not recorded");
-                return;
+    /// Records the ends kept here, in `storage` (once it takes writes again), forgetting each once
+    /// recorded; stops at the first it still refuses. One caller at a time.
+    pub fn record_pending(&self, storage: &dyn Storage) {
+        let Some(_recording) = self.recording.try_lock() else {
+            return;
+        };
+        let pending: Vec<(String, End)> =
+            self.map.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (task_id, end) in pending {
+            match record_end(storage, &task_id, &end) {
+                Ok(()) => {
+                    tracing::info!(task = %task_id, state = %end.state, "recorded the end the full store had refused");
+                    self.map.lock().remove(&task_id);
+                }
+                Err(e) => {
+                    tracing::warn!(task = %task_id, error = %e, "the end of the task is still not recorded");
+                    return;
+                }
             }
         }
     }

@@ -8,7 +8,7 @@
 //! could not take (a full disk) ends with the in-memory end from [`crate::ends`], `recorded: false`.
 //!
 //! What the items look like on the wire is the caller's: the socket writes each [`Notification`] as
-//! a JSON-RPC line, the HTTP server as an SSE message. Subscribe to the bus (`EventBus::subscribe`)
+//! a JSON-RPC line, the HTTP server as an SSE message. Subscribe to the bus (`Shared::live`)
 //! *before* checking that the task exists and answering, so nothing published in between is missed.
 
 use crate::shared::Shared;
@@ -150,8 +150,8 @@ where
 {
     loop {
         // The batch first, then the newest seq: the newest is never older than the batch.
-        let batch = shared.store.events(task_id, *last, BATCH);
-        let newest = shared.store.last_event_seq(task_id);
+        let batch = shared.storage.events(task_id, *last, BATCH);
+        let newest = shared.storage.last_event_seq(task_id);
         let (Ok(batch), Ok(newest)) = (batch, newest) else {
             if let Some(end) = shared.ends.get(task_id).and_then(|end| unrecorded_end(task_id, *last, &end)) {
                 send(Notification::TaskEnd(end)).await;

@@ -15,6 +15,7 @@ pub mod bus;
 pub mod config;
 pub mod daemon;
 pub mod ends;
+pub mod fleet;
 pub mod follow;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

@@ -8,15 +8,15 @@ use crate::supervisor::{
     Cancel, Compact, Followup, IsRunning, Resume, RunningCount, Submit, Supervisor, SupervisorError,
 };
 use actix::prelude::*;
+use agentd_cluster::ClusterError;
 use agentd_engine::clock::now_rfc3339;
 use agentd_engine::context::effective_compact_at;
 use agentd_engine::error::TurnError;
 use agentd_engine::fitter::{FitError, GaugeOf, WindowOf};
-use agentd_engine::storage::{Settings, Storage, StorageError};
+use agentd_engine::storage::{Settings, StorageError};
 use agentd_engine::task::TaskError;
 use agentd_evidence::{EvidenceError, StoreError};
 use agentd_policies::settings::{CompactAt, CompactAtOn};
-use agentd_protocol::evidence::Problem;
 use agentd_protocol::evidence::Unit;
 use agentd_protocol::memory::{Author, Note, NoteEdit, NoteFilter};
 use agentd_protocol::rpc::{
@@ -25,8 +25,8 @@ use agentd_protocol::rpc::{
     ProbeResult, RoleStatus, Setting, SettingParams, SettingResult, StateResult, StorageStatus, Submitted,
     Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
 };
-use agentd_protocol::Role;
 use agentd_protocol::{ErrorCode, Request, RpcError};
+use agentd_protocol::{Role, TaskState};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -138,7 +138,9 @@ impl From<SupervisorError> for Refusal {
             E::CancelTimedOut
             | E::Store(_)
             | E::Storage(_)
+            | E::Fleet(_)
             | E::Task(TaskError::Storage(_) | TaskError::NoLead) => ErrorCode::Internal,
+            E::RunningElsewhere { .. } => ErrorCode::NotAllowed,
         };
         Refusal(RpcError::new(code, e.to_string()))
     }
@@ -161,13 +163,25 @@ impl From<StoreError> for Refusal {
     }
 }
 
+impl From<ClusterError> for Refusal {
+    fn from(e: ClusterError) -> Refusal {
+        Refusal(RpcError::internal(e))
+    }
+}
+
 impl From<StorageError> for Refusal {
     fn from(e: StorageError) -> Refusal {
         use agentd_policies::memory::ChangeError as C;
-        let code = match e.cause().downcast_ref::<StoreError>() {
-            Some(StoreError::UnknownNote(_)) => ErrorCode::UnknownNote,
-            Some(StoreError::NoteChange(C::EmptyText | C::Unchanged(_))) => ErrorCode::InvalidParams,
-            Some(StoreError::NoteChange(C::Deleted(_) | C::NothingToUndo(_))) => ErrorCode::NotAllowed,
+        let change_code = |c: &C| match c {
+            C::EmptyText | C::Unchanged(_) => ErrorCode::InvalidParams,
+            C::Deleted(_) | C::NothingToUndo(_) => ErrorCode::NotAllowed,
+        };
+        let code = match (e.cause().downcast_ref::<StoreError>(), e.cause().downcast_ref::<ClusterError>()) {
+            (Some(StoreError::UnknownNote(_)), _) | (_, Some(ClusterError::UnknownNote(_))) => {
+                ErrorCode::UnknownNote
+            }
+            (Some(StoreError::NoteChange(c)), _) | (_, Some(ClusterError::NoteChange(c))) => change_code(c),
+            (_, Some(ClusterError::UnknownEvidence(_))) => ErrorCode::UnknownEvidence,
             _ => ErrorCode::Internal,
         };
         Refusal(RpcError::new(code, e.to_string()))
@@ -235,14 +249,14 @@ impl Methods {
             Request::ContextGet(p) => to_json(self.context(&p.task_id, &p.role.unwrap_or(Role::Lead)).await),
             Request::LogGet(p) => to_json(self.log(p)),
             Request::EvidenceList(p) => {
-                to_json(self.shared.store.evidence_list(p.task_id.as_deref()).map_err(Refusal::from))
+                to_json(self.shared.storage.evidence_list(p.task_id.as_deref()).map_err(Refusal::from))
             }
-            Request::EvidenceGet(p) => to_json(self.shared.store.evidence(&p.id).map_err(Refusal::from)),
+            Request::EvidenceGet(p) => to_json(self.shared.storage.evidence(&p.id).map_err(Refusal::from)),
             Request::EvidenceRead(p) => {
                 let offset = p.offset.unwrap_or(0);
                 let limit = p.limit.unwrap_or(64 << 10).min(4 << 20);
                 let unit = p.unit.unwrap_or(Unit::Bytes);
-                to_json(self.shared.store.read_evidence(&p.id, offset, limit, unit).map_err(Refusal::from))
+                to_json(self.shared.storage.read_evidence(&p.id, offset, limit, unit).map_err(Refusal::from))
             }
             Request::EvidenceVerify(_) => to_json(self.verify()),
             Request::MemoryList(filter) => to_json(self.notes(filter)),
@@ -276,13 +290,13 @@ impl Methods {
 
     fn task(&self, task_id: &str) -> Answer<agentd_protocol::task::TaskMeta> {
         self.shared
-            .store
+            .storage
             .task(task_id)?
             .ok_or_else(|| Refusal(RpcError::new(ErrorCode::UnknownTask, format!("unknown task {task_id}"))))
     }
 
     fn list(&self) -> Answer<Vec<TaskSummary>> {
-        let tasks = self.shared.store.tasks()?;
+        let tasks = self.shared.storage.tasks()?;
         Ok(tasks
             .into_iter()
             .map(|t| {
@@ -294,6 +308,7 @@ impl Methods {
                     task_id: t.task_id,
                     objective: t.objective,
                     created_at: t.created_at,
+                    node: t.node,
                 }
             })
             .collect())
@@ -323,7 +338,15 @@ impl Methods {
                 );
             }
         }
+        let queued_because = match &self.shared.fleet {
+            Some(fleet) if meta.state == TaskState::Queued => {
+                crate::fleet::queued_because(&meta.workspace, &crate::fleet::live_nodes(fleet).await?)
+            }
+            _ => None,
+        };
         let mut status = TaskStatus {
+            node: meta.node,
+            queued_because,
             task_id: meta.task_id,
             state: meta.state,
             objective: meta.objective,
@@ -379,8 +402,8 @@ impl Methods {
         let running = self.supervisor.send(IsRunning { task_id: p.task_id.clone() }).await?;
         let meta = self.task(&p.task_id)?;
         let limit = p.limit.unwrap_or(100).clamp(1, 1_000) as usize;
-        let events = self.shared.store.events(&p.task_id, p.after_seq.unwrap_or(0), limit)?;
-        let last_seq = self.shared.store.last_event_seq(&p.task_id)?;
+        let events = self.shared.storage.events(&p.task_id, p.after_seq.unwrap_or(0), limit)?;
+        let last_seq = self.shared.storage.last_event_seq(&p.task_id)?;
         let state = self.shared.ends.get(&p.task_id).map_or(meta.state, |end| end.state);
         Ok(EventsResult { events, state, last_seq, running })
     }
@@ -392,7 +415,7 @@ impl Methods {
         let mut records = Vec::new();
         let mut cursor = p.after_seq.unwrap_or(0);
         while records.len() < limit {
-            let page = self.shared.store.records(&p.task_id, cursor, 1000)?;
+            let page = self.shared.storage.records(&p.task_id, cursor, 1000)?;
             let Some((last, _)) = page.last() else { break };
             cursor = *last;
             for (seq, record) in page {
@@ -450,17 +473,8 @@ impl Methods {
     }
 
     fn verify(&self) -> Answer<VerifyResult> {
-        let problems = self.shared.store.verify_evidence()?;
-        let checked = self.shared.store.evidence_list(None)?.len() as u64;
-        let problems = problems
-            .iter()
-            .map(|p| Problem {
-                id: p.id.clone(),
-                sha256: p.sha256.clone(),
-                path: p.path.display().to_string(),
-                problem: p.to_string(),
-            })
-            .collect();
+        let problems = self.shared.storage.verify_evidence()?;
+        let checked = self.shared.storage.evidence_list(None)?.len() as u64;
         Ok(VerifyResult { checked, problems })
     }
 
@@ -524,11 +538,11 @@ impl Methods {
         // A status is a health check too: heal the store and record what it refused.
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || {
-            crate::ends::check_storage(&shared.store, &shared.storage, &shared.ends)
+            crate::storage::check_storage(shared.storage.as_ref(), &shared.ends)
         })
         .await
         .map_err(RpcError::internal)?;
-        let health = self.shared.store.health();
+        let health = self.shared.storage.health();
         Ok(DaemonStatus {
             version: env!("CARGO_PKG_VERSION").to_string(),
             uptime_s: self.started.elapsed().as_secs(),
@@ -543,6 +557,10 @@ impl Methods {
                 unrecorded_ends: self.shared.ends.len() as u64,
             },
             http: self.http.map(|addr| HttpServing { listen: addr.to_string() }),
+            cluster: match &self.shared.fleet {
+                Some(fleet) => Some(crate::fleet::status(fleet).await?),
+                None => None,
+            },
         })
     }
 

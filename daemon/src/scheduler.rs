@@ -3,10 +3,10 @@
 //! the engine's own, `agentd_engine::retry::wait`, on the same clock.)
 
 use crate::config::JobConfig;
+use crate::storage::DaemonStorage;
 use actix::prelude::*;
 use agentd_engine::clock::{clock, now_rfc3339};
-use agentd_engine::storage::{Settings, Storage};
-use agentd_evidence::Store;
+use agentd_engine::storage::Settings;
 use agentd_policies::settings::JobRuns;
 use agentd_protocol::rpc::JobAction;
 use parking_lot::Mutex;
@@ -21,22 +21,21 @@ use agentd_protocol::rpc::JobStatus;
 /// The actor that runs the cron jobs of `[[scheduler.jobs]]` on the daemon's clock. Each job's runs are recorded in the store, so `daemon.status` shows them across restarts.
 pub struct Scheduler {
     jobs: Vec<JobConfig>,
-    store: Store,
-    settings: Arc<dyn Storage>,
+    storage: Arc<dyn DaemonStorage>,
     home: PathBuf,
     status: Arc<Mutex<BTreeMap<String, JobStatus>>>,
     stop: CancellationToken,
 }
 
 impl Scheduler {
-    /// A scheduler for `jobs` over `store` (what they verify and export), recording their runs in
-    /// `settings`; `home` is where `logs.export` writes (`<home>/exports/`). The jobs start when the
+    /// A scheduler for `jobs` over `storage` (what they verify and export, and where their runs are
+    /// recorded); `home` is where `logs.export` writes (`<home>/exports/`). The jobs start when the
     /// actor does.
-    pub fn new(jobs: Vec<JobConfig>, store: Store, settings: Arc<dyn Storage>, home: PathBuf) -> Scheduler {
+    pub fn new(jobs: Vec<JobConfig>, storage: Arc<dyn DaemonStorage>, home: PathBuf) -> Scheduler {
         let status = jobs
             .iter()
             .map(|j| {
-                let last = settings.get(&JobRuns { name: &j.name }).ok().flatten();
+                let last = storage.get(&JobRuns { name: &j.name }).ok().flatten();
                 let mut s = last.unwrap_or_default();
                 s.name = j.name.clone();
                 s.cron = j.cron.clone();
@@ -46,8 +45,7 @@ impl Scheduler {
             .collect();
         Scheduler {
             jobs,
-            store,
-            settings,
+            storage,
             home,
             status: Arc::new(Mutex::new(status)),
             stop: CancellationToken::new(),
@@ -60,14 +58,9 @@ impl Actor for Scheduler {
 
     fn started(&mut self, _: &mut Context<Self>) {
         for job in self.jobs.clone() {
-            let (store, settings, home, status, stop) = (
-                self.store.clone(),
-                self.settings.clone(),
-                self.home.clone(),
-                self.status.clone(),
-                self.stop.clone(),
-            );
-            tokio::spawn(async move { run_job(job, store, settings, home, status, stop).await });
+            let (storage, home, status, stop) =
+                (self.storage.clone(), self.home.clone(), self.status.clone(), self.stop.clone());
+            tokio::spawn(async move { run_job(job, storage, home, status, stop).await });
         }
     }
 
@@ -83,8 +76,7 @@ fn next_after(job: &JobConfig, now: SystemTime) -> Option<SystemTime> {
 
 async fn run_job(
     job: JobConfig,
-    store: Store,
-    settings: Arc<dyn Storage>,
+    storage: Arc<dyn DaemonStorage>,
     home: PathBuf,
     status: Arc<Mutex<BTreeMap<String, JobStatus>>>,
     stop: CancellationToken,
@@ -104,8 +96,8 @@ async fn run_job(
             _ = stop.cancelled() => return,
         }
         let at = now_rfc3339();
-        let (store2, home2, action) = (store.clone(), home.clone(), job.action);
-        let outcome = tokio::task::spawn_blocking(move || run_action(action, &store2, &home2))
+        let (storage2, home2, action) = (storage.clone(), home.clone(), job.action);
+        let outcome = tokio::task::spawn_blocking(move || run_action(action, storage2.as_ref(), &home2))
             .await
             .unwrap_or_else(|e| Err(JobError::Stopped(e)));
         let (ok, text) = match outcome {
@@ -129,7 +121,7 @@ async fn run_job(
                 next_after(&job, clock.now()).map(|t| humantime::format_rfc3339_millis(t).to_string());
             s.clone()
         };
-        if let Err(e) = settings.put(&JobRuns { name: &job.name }, &snapshot) {
+        if let Err(e) = storage.put(&JobRuns { name: &job.name }, &snapshot) {
             tracing::error!(job = %job.name, error = %e, "could not record the job's run");
         }
     }
@@ -138,12 +130,9 @@ async fn run_job(
 /// Why a job's run failed; its text is the run's outcome in `daemon.status`.
 #[derive(Debug, thiserror::Error)]
 enum JobError {
-    /// The store could not be read.
+    /// The store could not be read (the tasks, their logs, the evidence).
     #[error("{0}")]
-    Store(#[from] agentd_evidence::StoreError),
-    /// The evidence could not be listed or verified.
-    #[error("{0}")]
-    Evidence(#[from] agentd_evidence::EvidenceError),
+    Storage(#[from] agentd_engine::storage::StorageError),
     /// The verification found problems.
     #[error("{checked} checked, {} problems: {}", .problems.len(), .problems.join("; "))]
     Problems {
@@ -169,7 +158,11 @@ enum JobError {
 }
 
 /// Runs a job's action: `Ok` with a summary, or the error saying what was wrong.
-fn run_action(action: JobAction, store: &Store, home: &std::path::Path) -> Result<String, JobError> {
+fn run_action(
+    action: JobAction,
+    store: &dyn DaemonStorage,
+    home: &std::path::Path,
+) -> Result<String, JobError> {
     let io = |path: &std::path::Path| {
         let path = path.to_path_buf();
         move |source| JobError::Io { path, source }
@@ -183,7 +176,7 @@ fn run_action(action: JobAction, store: &Store, home: &std::path::Path) -> Resul
             } else {
                 Err(JobError::Problems {
                     checked,
-                    problems: problems.iter().map(|p| p.to_string()).collect(),
+                    problems: problems.into_iter().map(|p| format!("{}: {}", p.id, p.problem)).collect(),
                 })
             }
         }

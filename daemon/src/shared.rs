@@ -5,28 +5,39 @@ use crate::bus::EventBus;
 use crate::config::Config;
 use crate::ends::Ends;
 use crate::scheduler::Scheduler;
-use crate::storage::SledStorage;
+use crate::storage::{DaemonStorage, SledStorage};
 use actix::prelude::*;
+use agentd_cluster::fleet::Fleet;
 use agentd_engine::context::Engine;
 use agentd_engine::tool_servers::ToolServers;
 use agentd_evidence::Store;
 use agentd_policies::redact::Redactor;
-use agentd_protocol::Model;
+use agentd_protocol::{Event, Model};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// Where the daemon keeps its tasks: its own sled database, or the fleet's JetStream.
+pub enum Backing {
+    /// One machine: the sled store in the home.
+    Sled(Store),
+    /// A node of a fleet (`[cluster]`).
+    Fleet(Arc<Fleet>),
+}
 
 /// The running daemon's parts, as its surfaces reach them. The engine's own parts (fitter,
 /// models, team settings) are the engine's, reached through it.
 pub struct Shared {
     /// The daemon's home, canonical: never a workspace, never reachable from one.
     pub home: PathBuf,
-    /// The durable store: tasks, logs, settings, windows and evidence.
-    pub store: Store,
-    /// Where events are persisted and published.
-    pub bus: EventBus,
-    /// The engine's storage over `store` and `bus`.
-    pub storage: SledStorage,
+    /// The durable store: tasks, logs, settings, windows, evidence and memory — sled, or the fleet's.
+    pub storage: Arc<dyn DaemonStorage>,
+    /// Every event, once stored, for live subscribers (`watch`, the event streams): a subscriber
+    /// filters by task and replays what came before from `storage`. In a fleet, every node's events.
+    pub live: broadcast::Sender<Event>,
+    /// The fleet this daemon is a node of (`[cluster]`), if any.
+    pub fleet: Option<Arc<Fleet>>,
     /// The daemon's configuration.
     pub config: Arc<Config>,
     /// The team engine every task runs on.
@@ -38,18 +49,27 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// The daemon's parts over an opened `store`, for `config`, with the scheduler started on the
-    /// running actix system. `env` reads the daemon's environment (the providers' keys and the
-    /// secrets to redact): `std::env::var` for the daemon, a map in tests.
+    /// The daemon's parts over `backing`, for `config`, with the scheduler started on the running
+    /// actix system. `env` reads the daemon's environment (the providers' keys and the secrets to
+    /// redact): `std::env::var` for the daemon, a map in tests.
     pub fn start(
         home: PathBuf,
-        store: Store,
+        backing: Backing,
         config: Arc<Config>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Shared {
-        let bus = EventBus::new(store.clone());
+        let live = EventBus::channel();
         let ends = Arc::new(Ends::default());
-        let storage = SledStorage::new(store.clone(), bus.clone(), ends.clone());
+        let (storage, fleet): (Arc<dyn DaemonStorage>, _) = match backing {
+            Backing::Sled(store) => {
+                let bus = EventBus::new(store.clone(), live.clone());
+                (Arc::new(SledStorage::new(store, bus, ends.clone())), None)
+            }
+            Backing::Fleet(fleet) => {
+                crate::fleet::follow_events(fleet.clone(), live.clone());
+                (fleet.storage.clone(), Some(fleet))
+            }
+        };
         let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
         for (name, p) in &config.providers {
             let key = p.api_key_env.as_deref().and_then(&env);
@@ -59,11 +79,9 @@ impl Shared {
         let secret_names =
             config.providers.values().filter_map(|p| p.api_key_env.clone()).chain(config.secret_env.clone());
         let redactor = Redactor::new(secret_names.filter_map(|name| env(&name).map(|value| (name, value))));
-        let engine = Arc::new(Engine::new(Arc::new(storage.clone()), config.team.clone(), models, redactor));
-        let scheduler =
-            Scheduler::new(config.jobs.clone(), store.clone(), Arc::new(storage.clone()), home.clone())
-                .start();
-        Shared { home, store, bus, storage, config, engine, scheduler, ends }
+        let engine = Arc::new(Engine::new(storage.clone(), config.team.clone(), models, redactor));
+        let scheduler = Scheduler::new(config.jobs.clone(), storage.clone(), home.clone()).start();
+        Shared { home, storage, live, fleet, config, engine, scheduler, ends }
     }
 
     /// The tool servers of a new task in `workspace`: the configured MCP servers, none started yet.

@@ -131,7 +131,7 @@ async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<Str
     // Subscribe before answering, so nothing published in between is missed.
     let follows = match &request {
         Request::TaskSubscribe(p) => {
-            Some((p.task_id.clone(), p.after_seq.unwrap_or(0), methods.shared.bus.subscribe()))
+            Some((p.task_id.clone(), p.after_seq.unwrap_or(0), methods.shared.live.subscribe()))
         }
         _ => None,
     };

@@ -1,16 +1,19 @@
-//! The engine's storage on one machine: [`SledStorage`], `agentd_engine::storage::Storage` over the
-//! sled [`Store`] of `agentd-evidence`, with events published on the daemon's [`EventBus`] once
-//! stored, and the ends a full disk refused kept in [`Ends`] until the store heals.
+//! What the daemon stores through: [`DaemonStorage`], the engine's storage seam plus what only the
+//! daemon's surfaces ask (every task, a new task's record, the evidence list and its check, the
+//! store's health). Two implementations: [`SledStorage`] on one machine — the sled [`Store`] of
+//! `agentd-evidence`, events published on the daemon's [`EventBus`] once stored, the ends a full
+//! disk refused kept in [`Ends`] until the store heals — and the fleet's, `JetStreamStorage` of
+//! `agentd-cluster` (`crate::fleet`).
 //!
-//! This is the one place the engine's storage calls become sled's: a second implementation (the
-//! fleet's replicated log) sits beside it as a module of its own.
+//! This is the one place the engine's storage calls become sled's.
 
 use crate::bus::EventBus;
 use crate::ends::Ends;
 use agentd_engine::storage::End;
 use agentd_engine::storage::{Storage, StorageError};
-use agentd_evidence::Store;
+use agentd_evidence::{Health, Store};
 use agentd_policies::settings::SettingKey;
+use agentd_protocol::evidence::Problem;
 use agentd_protocol::memory::{Author, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
@@ -18,6 +21,24 @@ use agentd_protocol::{
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
+
+/// The engine's storage seam and what the daemon's surfaces add to it.
+pub trait DaemonStorage: Storage {
+    /// Every task recorded.
+    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError>;
+    /// Records a new task (`task.submit`).
+    fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError>;
+    /// Every evidence record, or one task's.
+    fn evidence_list(&self, task_id: Option<&str>) -> Result<Vec<EvidenceMeta>, StorageError>;
+    /// Reads every piece of evidence back against its sha256: what is missing or altered.
+    fn verify_evidence(&self) -> Result<Vec<Problem>, StorageError>;
+    /// Whether the store takes writes, and since when it has not.
+    fn health(&self) -> Health;
+    /// Tries to make an unhealthy store take writes again; whether it does.
+    fn heal(&self) -> bool;
+    /// Makes every write so far durable (the daemon's last act).
+    fn flush(&self) -> Result<(), StorageError>;
+}
 
 /// The engine's storage over sled.
 #[derive(Clone)]
@@ -130,6 +151,56 @@ impl Storage for SledStorage {
     }
 }
 
+impl DaemonStorage for SledStorage {
+    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
+        self.store.tasks().map_err(StorageError::new)
+    }
+
+    fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError> {
+        self.store.put_task(meta).map_err(StorageError::new)
+    }
+
+    fn evidence_list(&self, task_id: Option<&str>) -> Result<Vec<EvidenceMeta>, StorageError> {
+        self.store.evidence_list(task_id).map_err(StorageError::new)
+    }
+
+    fn verify_evidence(&self) -> Result<Vec<Problem>, StorageError> {
+        let problems = self.store.verify_evidence().map_err(StorageError::new)?;
+        Ok(problems
+            .iter()
+            .map(|p| Problem {
+                id: p.id.clone(),
+                sha256: p.sha256.clone(),
+                path: p.path.display().to_string(),
+                problem: p.to_string(),
+            })
+            .collect())
+    }
+
+    fn health(&self) -> Health {
+        self.store.health()
+    }
+
+    fn heal(&self) -> bool {
+        self.store.heal()
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        self.store.flush().map_err(StorageError::new)
+    }
+}
+
+/// The health check: heals an unhealthy store (rate-limited by the store) and writes the ends it
+/// could not record. Called periodically and by `daemon.status`.
+pub fn check_storage(storage: &dyn DaemonStorage, ends: &Ends) {
+    if ends.is_empty() && storage.health().ok {
+        return;
+    }
+    if storage.heal() {
+        ends.record_pending(storage);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +209,11 @@ mod tests {
     fn the_sled_storage_keeps_the_storage_contract() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
-        let storage = SledStorage::new(store.clone(), EventBus::new(store.clone()), Arc::default());
+        let storage = SledStorage::new(
+            store.clone(),
+            EventBus::new(store.clone(), EventBus::channel()),
+            Arc::default(),
+        );
         agentd_engine::contract::check(&storage, |meta| store.put_task(&meta).unwrap(), dir.path());
     }
 }

@@ -7,7 +7,7 @@
 //! as `task.submit` would.
 
 use crate::config::Config;
-use crate::shared::Shared;
+use crate::shared::{Backing, Shared};
 use agentd_evidence::Store;
 use agentd_protocol::task::TaskMeta;
 use agentd_protocol::{Event, Message, Role, TaskState};
@@ -38,7 +38,8 @@ impl Rig {
         let path = home.path().join("agentd.toml");
         let config = Arc::new(Config::parse(&text, &path).expect("the rig's configuration"));
         let store = Store::open(&home.path().join("db")).expect("a store");
-        let shared = Arc::new(Shared::start(home.path().to_path_buf(), store, config, |_| None));
+        let shared =
+            Arc::new(Shared::start(home.path().to_path_buf(), Backing::Sled(store), config, |_| None));
         Rig { server, shared, workspace, _home: home }
     }
 
@@ -56,14 +57,15 @@ impl Rig {
             updated_at: now,
             result: None,
             error: None,
+            node: None,
         };
-        self.shared.store.put_task(&meta).expect("the task record");
+        self.shared.storage.create_task(&meta).expect("the task record");
         RigTask { task_id }
     }
 
     /// Every event of a task, in order.
     pub fn events(&self, task_id: &str) -> Vec<Event> {
-        self.shared.store.events(task_id, 0, 100_000).expect("the task's events")
+        self.shared.storage.events(task_id, 0, 100_000).expect("the task's events")
     }
 
     /// The kinds of a task's events (`request_sent`, `tool_finished`, …), in order.
@@ -73,11 +75,11 @@ impl Rig {
 
     /// The task's state as recorded.
     pub fn state(&self, task_id: &str) -> TaskState {
-        self.shared.store.task(task_id).expect("a readable task").expect("the task").state
+        self.shared.storage.task(task_id).expect("a readable task").expect("the task").state
     }
 
     /// The messages of a role, as its log holds them.
     pub fn history(&self, task_id: &str, role: &str) -> Vec<Message> {
-        self.shared.store.history(task_id, &Role::from(role)).expect("the role's history")
+        self.shared.storage.history(task_id, &Role::from(role)).expect("the role's history")
     }
 }

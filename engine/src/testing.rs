@@ -99,6 +99,7 @@ impl Rig {
             updated_at: now,
             result: None,
             error: None,
+            node: None,
         });
         let workspace = Workspace::new(self.workspace.path()).expect("the workspace");
         Arc::new(TaskCtx::new(task_id, workspace, cancel, self.engine.clone(), Arc::new(NoToolServers)))

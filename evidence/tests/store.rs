@@ -34,6 +34,7 @@ fn meta(id: &str) -> TaskMeta {
         updated_at: AT.into(),
         result: None,
         error: None,
+        node: None,
     }
 }
 

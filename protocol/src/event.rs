@@ -292,8 +292,13 @@ pub enum EventKind {
     /// The task stopped because the daemon shut down or crashed while it ran. A terminal event in the stream,
     /// but not an end state: `task.resume` continues it, after which `task_resumed` follows.
     TaskInterrupted as "task_interrupted" {},
-    /// An interrupted or failed task was resumed from its log.
-    TaskResumed as "task_resumed" {},
+    /// An interrupted or failed task was resumed from its log — by `task.resume`, or, in a fleet, by
+    /// the node that took it over once the lease of the node running it lapsed.
+    TaskResumed as "task_resumed" {
+        /// In a fleet: the node that resumed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+    },
     /// A follow-up request for a task that had stopped: the lead takes it as a new user message.
     TaskMessage as "task_message" {
         /// The follow-up text, as the lead receives it.
@@ -471,7 +476,7 @@ mod tests {
             EventKind::TaskFailed { error: "e".into() },
             EventKind::TaskCancelled {},
             EventKind::TaskInterrupted {},
-            EventKind::TaskResumed {},
+            EventKind::TaskResumed { node: None },
             EventKind::TaskMessage { text: "t".into() },
         ]
     }

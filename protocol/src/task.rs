@@ -82,4 +82,7 @@ pub struct TaskMeta {
     pub result: Option<String>,
     /// What made the task fail, while it is `failed`.
     pub error: Option<String>,
+    /// In a fleet: the node running the task, or that last ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }

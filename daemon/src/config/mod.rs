@@ -4,13 +4,14 @@
 //! Reading the file takes two steps. First serde reads it into `raw` structs, the file as written,
 //! refusing unknown keys and wrong types. Then each section is validated by its own module —
 //! `providers`, `team`, `tools`, `secrets`, `requests`, `retry`, `scheduler`, `http`,
-//! `mcp` — turning raw values into the daemon's types, each error naming its dotted key
+//! `mcp`, `cluster` — turning raw values into the daemon's types, each error naming its dotted key
 //! ([`ConfigError`]). A [`Config`] exists only once every section is valid. The sections are checked
 //! in a fixed order (the retry and scheduler tables, the providers, the roles that name them, then
 //! the rest), so a file with several mistakes always reports the same first one. [`DEFAULT_CONFIG`]
 //! is the commented file `agentd init` writes.
 
 mod blocks;
+mod cluster;
 mod default;
 mod error;
 mod http;
@@ -24,6 +25,7 @@ mod secrets;
 mod team;
 mod tools;
 
+pub use cluster::ClusterConfig;
 pub use default::DEFAULT_CONFIG;
 pub use error::ConfigError;
 pub use http::parse_listen;
@@ -65,6 +67,8 @@ pub struct Config {
     pub http_listen: Option<SocketAddr>,
     /// `[mcp.servers.NAME]`, by name.
     pub mcp: BTreeMap<String, McpServerConfig>,
+    /// `[cluster]`: this daemon as a node of a fleet on NATS JetStream; `None` runs it alone.
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl Config {
@@ -127,6 +131,8 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let http_listen = http::http_listen(&raw.http, invalid)?;
     let blocks = blocks::blocks(raw.instructions, raw.memory, invalid)?;
     let mcp = mcp::mcp_servers(raw.mcp, &providers, &roles.all(), &mut secret_env, invalid)?;
+    let cluster = cluster::cluster(raw.cluster, invalid)?;
+    secret_env.extend(cluster.iter().flat_map(|c| c.secret_env().cloned()));
     Ok(Config {
         path: path.to_path_buf(),
         providers,
@@ -147,6 +153,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
         tz: scheduler.tz,
         http_listen,
         mcp,
+        cluster,
     })
 }
 

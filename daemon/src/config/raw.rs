@@ -33,6 +33,28 @@ pub(super) struct RawConfig {
     pub(super) instructions: RawInstructions,
     #[serde(default)]
     pub(super) memory: RawMemory,
+    #[serde(default)]
+    pub(super) cluster: Option<RawCluster>,
+}
+
+/// `[cluster]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCluster {
+    pub(super) nats: Option<Vec<String>>,
+    pub(super) node: Option<String>,
+    pub(super) max_tasks: Option<u64>,
+    pub(super) workspaces: Option<Vec<PathBuf>>,
+    pub(super) replicas: Option<u64>,
+    pub(super) lease: Option<String>,
+    pub(super) credentials: Option<PathBuf>,
+    pub(super) token_env: Option<String>,
+    pub(super) user: Option<String>,
+    pub(super) password_env: Option<String>,
+    pub(super) tls_ca: Option<PathBuf>,
+    pub(super) tls_cert: Option<PathBuf>,
+    pub(super) tls_key: Option<PathBuf>,
+    pub(super) tls_required: Option<bool>,
 }
 
 /// `[instructions]`.

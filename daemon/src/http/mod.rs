@@ -341,7 +341,7 @@ async fn events(api: &Api, req: &HttpRequest, request: Request) -> HttpResponse 
         }
     }
     // Subscribe before the task is checked and answered, so nothing published in between is missed.
-    let live = api.methods.shared.bus.subscribe();
+    let live = api.methods.shared.live.subscribe();
     let (task_id, after) = (params.task_id.clone(), params.after_seq.unwrap_or(0));
     if let Err(e) = api.call(Request::TaskSubscribe(params)).await {
         return error_response(e);

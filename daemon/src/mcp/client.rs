@@ -645,7 +645,7 @@ mod tests {
         assert_eq!(*state.unwrap().unwrap(), Some(TaskState::Finished));
 
         // The settings snapshot names the MCP tool; the request carries its schema with the others.
-        let records = rig.shared.store.records(&task.task_id, 0, 10_000).unwrap();
+        let records = rig.shared.storage.records(&task.task_id, 0, 10_000).unwrap();
         let settings = records.into_iter().find_map(|(_, r)| match r {
             Record::Settings { role: Role::Lead, settings } => Some(settings),
             _ => None,

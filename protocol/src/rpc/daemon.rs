@@ -97,6 +97,56 @@ pub struct DaemonStatus {
     /// Where the HTTP API and dashboard listen; absent when the daemon serves none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpServing>,
+    /// In a fleet (`[cluster]`): this node, NATS, the live nodes and the streams' replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterStatus>,
+}
+
+/// The fleet as one daemon sees it, in `daemon.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClusterStatus {
+    /// This daemon's node name.
+    pub node: String,
+    /// The NATS servers configured (`[cluster] nats`).
+    pub servers: Vec<String>,
+    /// Whether the connection to NATS is up now.
+    pub connected: bool,
+    /// The live nodes (a heartbeat within one lease), by name.
+    pub nodes: Vec<NodeStatus>,
+    /// agentd's streams, each with its replicas' health.
+    pub streams: Vec<StreamStatus>,
+}
+
+/// A live node of the fleet, from its heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeStatus {
+    /// Its name.
+    pub node: String,
+    /// How many tasks it runs.
+    pub running: u64,
+    /// How many it runs at once at most.
+    pub max_tasks: u64,
+    /// The workspace roots it reaches.
+    pub workspaces: Vec<String>,
+    /// Its last heartbeat, RFC 3339.
+    pub seen_at: String,
+}
+
+/// One of agentd's JetStream streams, in `daemon.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StreamStatus {
+    /// The stream (`AGENTD_LOG`).
+    pub name: String,
+    /// Replicas configured.
+    pub replicas: u64,
+    /// The server leading it, when clustered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Replicas (besides the leader) that are current.
+    pub current: u64,
+    /// Replicas (besides the leader) offline or behind, by server name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lagging: Vec<String>,
 }
 
 /// The daemon's HTTP server, in `daemon.status`: what `agentd dashboard` builds its URL from.

@@ -23,7 +23,10 @@ mod request;
 mod settings;
 mod task;
 
-pub use daemon::{ClockParams, ClockResult, DaemonStatus, HttpServing, JobAction, JobStatus, StorageStatus};
+pub use daemon::{
+    ClockParams, ClockResult, ClusterStatus, DaemonStatus, HttpServing, JobAction, JobStatus, NodeStatus,
+    StorageStatus, StreamStatus,
+};
 pub use error::{ErrorCode, RpcError};
 pub use evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyResult};
 pub use inspect::{ContextParams, ContextResult, LogEntry, LogParams, LogResult, Unmeasured};

@@ -119,6 +119,9 @@ pub struct TaskSummary {
     /// With `recorded: false`: the task's error and why its end is not recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// In a fleet: the node running the task, or that last ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// A role's last measured request, in `task.status`.
@@ -171,6 +174,13 @@ pub struct TaskStatus {
     /// With `recorded: false`: why the end could not be recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_error: Option<String>,
+    /// In a fleet: the node running the task, or that last ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// In a fleet, while the task is `queued`: why no node has taken it yet (`no live node reaches
+    /// /srv/w`, `every node that reaches /srv/w is full`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_because: Option<String>,
 }
 
 /// `task.cancel`, `task.resume` and `task.message` answer with the task's state.

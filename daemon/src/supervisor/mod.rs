@@ -1,6 +1,9 @@
 //! The supervisor owns the tasks: it creates them, starts and resumes their teams, cancels them, and on
 //! shutdown marks the running ones `interrupted` so they can be resumed. At start it marks tasks a
-//! crashed daemon left active as `interrupted` too.
+//! crashed daemon left active as `interrupted` too. As a node of a fleet it takes its tasks from the
+//! fleet's queue and holds each under a lease ([`fleet`]).
+
+mod fleet;
 
 use crate::shared::Shared;
 use actix::prelude::*;
@@ -12,7 +15,7 @@ use agentd_engine::end::{close_unfinished_calls, record_end};
 use agentd_engine::error::TurnError;
 use agentd_engine::fitter::Requested;
 use agentd_engine::storage::End;
-use agentd_engine::storage::{Storage, StorageError};
+use agentd_engine::storage::StorageError;
 use agentd_engine::task::{compact_stopped, launch, Start, TaskError};
 use agentd_evidence::StoreError;
 use agentd_protocol::rpc::CompactResult;
@@ -122,6 +125,17 @@ pub enum SupervisorError {
     /// The task's team could not be formed.
     #[error("{0}")]
     Task(#[from] TaskError),
+    /// The fleet could not be reached or refused (NATS, the queue, a lease).
+    #[error("fleet: {0}")]
+    Fleet(#[source] agentd_cluster::ClusterError),
+    /// Another node of the fleet runs the task.
+    #[error("task {task_id} is running on node {node}")]
+    RunningElsewhere {
+        /// The task's id.
+        task_id: String,
+        /// The node holding its lease.
+        node: String,
+    },
 }
 
 struct Running {
@@ -129,6 +143,8 @@ struct Running {
     done: watch::Receiver<Option<TaskState>>,
     /// The running task's context (`None` while a stopped task's history is being compacted).
     ctx: Option<Arc<TaskCtx>>,
+    /// In a fleet: the task's lease and queued job, held while it runs here.
+    held: Option<Arc<fleet::Held>>,
 }
 
 /// The actor that owns the tasks: it creates them, starts and resumes their teams, cancels them, and on
@@ -137,25 +153,32 @@ pub struct Supervisor {
     shared: Arc<Shared>,
     running: HashMap<String, Running>,
     accepting: bool,
+    /// Stops the fleet's loops (pulling the queue, the heartbeat) at shutdown.
+    stop: CancellationToken,
 }
 
 impl Supervisor {
     /// A supervisor over `shared`, accepting work and running no task yet.
     pub fn new(shared: Arc<Shared>) -> Supervisor {
-        Supervisor { shared, running: HashMap::new(), accepting: true }
+        Supervisor { shared, running: HashMap::new(), accepting: true, stop: CancellationToken::new() }
     }
 
     /// Tasks left active by a daemon that died become `interrupted`, with the event that says so.
+    /// In a fleet nothing is marked: a task a node left running is taken over by another, or by the
+    /// node itself once restarted, when its lease lapses (`crate::fleet`).
     pub fn recover(shared: &Shared) -> Result<usize, SupervisorError> {
+        if shared.fleet.is_some() {
+            return Ok(0);
+        }
         let mut n = 0;
-        for meta in shared.store.tasks()? {
+        for meta in shared.storage.tasks()? {
             if meta.state.is_active() {
-                shared.store.update_task(&meta.task_id, |t| {
+                shared.storage.update_task(&meta.task_id, &mut |t| {
                     t.state = TaskState::Interrupted;
                     t.updated_at = now_rfc3339();
                 })?;
-                close_unfinished_calls(&shared.storage, &meta.task_id, true)?;
-                shared.bus.emit(&meta.task_id, &Role::Lead, EventKind::TaskInterrupted {})?;
+                close_unfinished_calls(shared.storage.as_ref(), &meta.task_id, true)?;
+                shared.storage.emit(&meta.task_id, &Role::Lead, EventKind::TaskInterrupted {})?;
                 n += 1;
             }
         }
@@ -173,7 +196,7 @@ impl Supervisor {
         let servers = self.shared.tool_servers(workspace.root());
         let engine = self.shared.engine.clone();
         let ctx = launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx)?;
-        self.running.insert(task_id, Running { cancel, done: rx, ctx: Some(ctx) });
+        self.running.insert(task_id, Running { cancel, done: rx, ctx: Some(ctx), held: None });
         Ok(())
     }
 
@@ -197,15 +220,25 @@ impl Supervisor {
         task_id: &str,
         check: impl FnOnce(&TaskMeta, bool) -> Result<(), SupervisorError>,
     ) -> Result<(TaskMeta, Workspace), SupervisorError> {
+        let meta = self.stored(task_id, check)?;
+        let workspace = self.workspace(&meta.workspace)?;
+        Ok((meta, workspace))
+    }
+
+    /// A stored task's meta, once `check` accepts it (it sees whether the task is running here).
+    fn stored(
+        &mut self,
+        task_id: &str,
+        check: impl FnOnce(&TaskMeta, bool) -> Result<(), SupervisorError>,
+    ) -> Result<TaskMeta, SupervisorError> {
         self.reap();
         let meta = self
             .shared
-            .store
+            .storage
             .task(task_id)?
             .ok_or_else(|| SupervisorError::UnknownTask(task_id.to_string()))?;
         check(&meta, self.running.contains_key(task_id))?;
-        let workspace = self.workspace(&meta.workspace)?;
-        Ok((meta, workspace))
+        Ok(meta)
     }
 
     /// The workspace at `path`: an existing directory, and one a task may write in — not `/`, a
@@ -228,6 +261,15 @@ impl Supervisor {
 
 impl Actor for Supervisor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(fleet) = self.shared.fleet.clone() {
+            let (me, shared, stop) = (ctx.address(), self.shared.clone(), self.stop.clone());
+            tokio::spawn(fleet::pull(me.clone(), shared.clone(), fleet.clone(), stop.clone()));
+            tokio::spawn(fleet::beat(me.clone(), shared, fleet.clone(), stop));
+            tokio::spawn(fleet::serve_cancels(me, fleet));
+        }
+    }
 }
 
 /// Start a task (`task.submit`); answers with its id, a UUID v7.
@@ -260,6 +302,9 @@ impl Handler<Submit> for Supervisor {
         if !path.is_absolute() {
             return Err(SupervisorError::RelativeWorkspace(msg.workspace));
         }
+        if let Some(fleet) = self.shared.fleet.clone() {
+            return self.submit_to_fleet(&fleet, msg.objective, msg.workspace, msg.team);
+        }
         let workspace = self.workspace(&msg.workspace)?;
         let task_id = uuid::Uuid::now_v7().to_string();
         let now = now_rfc3339();
@@ -273,9 +318,10 @@ impl Handler<Submit> for Supervisor {
             updated_at: now,
             result: None,
             error: None,
+            node: None,
         };
-        self.shared.store.put_task(&meta)?;
-        self.shared.bus.emit(
+        self.shared.storage.create_task(&meta)?;
+        self.shared.storage.emit(
             &task_id,
             &Role::Lead,
             EventKind::TaskStarted { objective: msg.objective.clone() },
@@ -304,8 +350,11 @@ impl Handler<Cancel> for Supervisor {
             .get(&msg.task_id)
             .filter(|r| r.ctx.is_some())
             .map(|r| (r.cancel.clone(), r.done.clone()));
+        if let (None, Some(fleet)) = (&running, shared.fleet.clone()) {
+            return Box::pin(fleet::cancel_elsewhere(shared, fleet, msg.task_id));
+        }
         Box::pin(async move {
-            let store = &shared.store;
+            let store = &shared.storage;
             // A running task is cancelled in memory first: its runner records the end when it can
             // (else keeps it in `ends`), so a cancel works while the disk is full.
             if let Some((cancel, mut done)) = running {
@@ -342,7 +391,7 @@ impl Handler<Cancel> for Supervisor {
                         error: None,
                         record_error: String::new(),
                     };
-                    if let Err(e) = record_end(&shared.storage, &msg.task_id, &end) {
+                    if let Err(e) = record_end(shared.storage.as_ref(), &msg.task_id, &end) {
                         tracing::error!(task = %msg.task_id, error = %e, "could not record the cancel; kept in memory");
                         shared.ends.insert(&msg.task_id, End { record_error: e.to_string(), ..end });
                     }
@@ -377,13 +426,13 @@ impl Supervisor {
     fn finishing(&mut self, task_id: &str) -> Option<watch::Receiver<Option<TaskState>>> {
         self.reap();
         let running = self.running.get(task_id).filter(|r| r.ctx.is_some())?;
-        let ended = self.shared.store.task(task_id).ok().flatten().is_some_and(|m| !m.state.is_active());
+        let ended = self.shared.storage.task(task_id).ok().flatten().is_some_and(|m| !m.state.is_active());
         ended.then(|| running.done.clone())
     }
 
     fn resume(&mut self, msg: Resume) -> Result<TaskState, SupervisorError> {
         self.ensure_accepting()?;
-        let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
+        let check = |meta: &TaskMeta, running: bool| {
             if running {
                 return Err(SupervisorError::AlreadyRunning(msg.task_id.clone()));
             }
@@ -394,12 +443,17 @@ impl Supervisor {
                 });
             }
             Ok(())
-        })?;
-        self.shared.store.update_task(&msg.task_id, |t| {
+        };
+        if let Some(fleet) = self.shared.fleet.clone() {
+            let meta = self.stored(&msg.task_id, check)?;
+            return self.requeue(&fleet, &meta, agentd_cluster::queue::JobStart::Resume);
+        }
+        let (_, workspace) = self.restartable(&msg.task_id, check)?;
+        self.shared.storage.update_task(&msg.task_id, &mut |t| {
             t.error = None;
             t.updated_at = now_rfc3339();
         })?;
-        self.shared.bus.emit(&msg.task_id, &Role::Lead, EventKind::TaskResumed {})?;
+        self.shared.storage.emit(&msg.task_id, &Role::Lead, EventKind::TaskResumed { node: None })?;
         self.start_task(msg.task_id, workspace, Start::Resume)?;
         Ok(TaskState::Running)
     }
@@ -438,7 +492,7 @@ impl Supervisor {
         if msg.text.trim().is_empty() {
             return Err(SupervisorError::EmptyText);
         }
-        let (_, workspace) = self.restartable(&msg.task_id, |meta, running| {
+        let check = |meta: &TaskMeta, running: bool| {
             if running || meta.state.is_active() {
                 return Err(SupervisorError::StillActive { task_id: msg.task_id.clone(), state: meta.state });
             }
@@ -446,14 +500,24 @@ impl Supervisor {
                 return Err(SupervisorError::WasCancelled(msg.task_id.clone()));
             }
             Ok(())
-        })?;
-        self.shared.store.update_task(&msg.task_id, |t| {
+        };
+        if let Some(fleet) = self.shared.fleet.clone() {
+            let meta = self.stored(&msg.task_id, check)?;
+            let text = msg.text.clone();
+            return self.requeue(&fleet, &meta, agentd_cluster::queue::JobStart::Followup { text });
+        }
+        let (_, workspace) = self.restartable(&msg.task_id, check)?;
+        self.shared.storage.update_task(&msg.task_id, &mut |t| {
             t.state = TaskState::Queued;
             t.error = None;
             t.result = None;
             t.updated_at = now_rfc3339();
         })?;
-        self.shared.bus.emit(&msg.task_id, &Role::Lead, EventKind::TaskMessage { text: msg.text.clone() })?;
+        self.shared.storage.emit(
+            &msg.task_id,
+            &Role::Lead,
+            EventKind::TaskMessage { text: msg.text.clone() },
+        )?;
         self.start_task(msg.task_id, workspace, Start::Followup { text: msg.text })?;
         Ok(TaskState::Running)
     }
@@ -506,13 +570,39 @@ impl Handler<Compact> for Supervisor {
             Ok((_, workspace)) => workspace,
             Err(e) => return Box::pin(async move { Err(e) }),
         };
+        // In a fleet the compaction writes the task's log under its lease, like a run.
+        let fleet = self.shared.fleet.clone();
+        if let Some(fleet) = &fleet {
+            if let Err(e) = fleet::running_elsewhere(fleet, &msg.task_id).and_then(|holder| match holder {
+                Some(node) => Err(SupervisorError::RunningElsewhere { task_id: msg.task_id.clone(), node }),
+                None => Ok(()),
+            }) {
+                return Box::pin(async move { Err(e) });
+            }
+        }
         let (tx, rx) = watch::channel(None);
         let cancel = CancellationToken::new();
-        let running = Running { cancel: cancel.clone(), done: rx, ctx: None };
+        let running = Running { cancel: cancel.clone(), done: rx, ctx: None, held: None };
         self.running.insert(msg.task_id.clone(), running);
         let engine = self.shared.engine.clone();
         Box::pin(async move {
+            let lease = match &fleet {
+                Some(fleet) => match fleet.acquire(&msg.task_id).await {
+                    Ok(lease) => Some(lease),
+                    Err(e) => {
+                        let _ = tx.send(Some(TaskState::Finished));
+                        return Err(SupervisorError::Fleet(e));
+                    }
+                },
+                None => None,
+            };
+            let task_id = msg.task_id.clone();
             let done = compact_stopped(engine, msg.task_id, workspace, cancel, role.clone(), requested).await;
+            if let (Some(fleet), Some(lease)) = (&fleet, &lease) {
+                if let Err(e) = fleet.release(lease).await {
+                    tracing::warn!(task = %task_id, error = %e, "could not release the lease; it lapses by itself");
+                }
+            }
             // The task is no longer busy, whatever happened.
             let _ = tx.send(Some(TaskState::Finished));
             let done = done.map_err(SupervisorError::Compaction)?;
@@ -569,18 +659,22 @@ impl Handler<Shutdown> for Supervisor {
 
     fn handle(&mut self, _: Shutdown, _: &mut Context<Self>) -> Self::Result {
         self.accepting = false;
+        self.stop.cancel();
         self.reap();
         let shared = self.shared.clone();
         // A stopped task whose history is being compacted is not interrupted: its compaction stops.
         let (tasks, compactions): (Vec<_>, Vec<_>) = self.running.drain().partition(|(_, r)| r.ctx.is_some());
         compactions.iter().for_each(|(_, r)| r.cancel.cancel());
+        // In a fleet each task is handed back to the queue once it is interrupted here.
+        let holds = fleet::holds(&tasks);
+        holds.iter().for_each(|h| h.hand_over());
         let running: Vec<(String, CancellationToken, watch::Receiver<Option<TaskState>>)> =
             tasks.into_iter().map(|(id, r)| (id, r.cancel, r.done)).collect();
         Box::pin(async move {
             // Marked first (so the runner's own end does not record a cancel), then stopped; the
             // terminal event comes last, after the calls the stop cut short are closed.
             for (task_id, cancel, _) in &running {
-                let marked = shared.store.update_task(task_id, |t| {
+                let marked = shared.storage.update_task(task_id, &mut |t| {
                     t.state = TaskState::Interrupted;
                     t.updated_at = now_rfc3339();
                 });
@@ -591,13 +685,28 @@ impl Handler<Shutdown> for Supervisor {
             }
             for (task_id, _, mut done) in running {
                 let _ = clock().timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some())).await;
-                let ended = close_unfinished_calls(&shared.storage, &task_id, true)
-                    .and_then(|_| shared.storage.emit(&task_id, &Role::Lead, EventKind::TaskInterrupted {}));
+                // In a fleet the task is not over: another node resumes it (`task_resumed` follows),
+                // so no terminal event ends its watchers' streams.
+                let ended =
+                    close_unfinished_calls(shared.storage.as_ref(), &task_id, true).and_then(
+                        |_| match shared.fleet {
+                            Some(_) => Ok(()),
+                            None => shared
+                                .storage
+                                .emit(&task_id, &Role::Lead, EventKind::TaskInterrupted {})
+                                .map(drop),
+                        },
+                    );
                 if let Err(e) = ended {
                     tracing::error!(task = %task_id, error = %e, "could not record the interruption");
                 }
             }
-            if let Err(e) = shared.store.flush() {
+            if let Some(fleet) = &shared.fleet {
+                for held in holds {
+                    held.hand_back(fleet).await;
+                }
+            }
+            if let Err(e) = shared.storage.flush() {
                 tracing::error!(error = %e, "final flush failed");
             }
         })
@@ -644,7 +753,7 @@ mod tests {
         let kinds = rig.kinds(&task_id);
         assert_eq!(kinds.first().map(String::as_str), Some("task_started"));
         assert_eq!(kinds.last().map(String::as_str), Some("task_finished"));
-        let meta = rig.shared.store.task(&task_id).unwrap().unwrap();
+        let meta = rig.shared.storage.task(&task_id).unwrap().unwrap();
         assert_eq!(meta.result.as_deref(), Some("done"));
         assert_eq!(supervisor.send(RunningCount).await.unwrap(), 0);
     }
@@ -669,7 +778,7 @@ mod tests {
         assert!(matches!(refused(root).await, SupervisorError::RefusedWorkspace { .. }));
         let team = Submit { team: Some("other".into()), ..submit(&rig, "x") };
         assert!(matches!(refused(team).await, SupervisorError::UnknownTeam(t) if t == "other"));
-        assert!(rig.shared.store.tasks().unwrap().is_empty(), "a refused task is not stored");
+        assert!(rig.shared.storage.tasks().unwrap().is_empty(), "a refused task is not stored");
     }
 
     #[actix::test]
@@ -705,7 +814,7 @@ mod tests {
         let more = Followup { task_id: task_id.clone(), text: "Now add a test".into() };
         assert_eq!(supervisor.send(more).await.unwrap().unwrap(), TaskState::Running);
         assert_eq!(settled(&rig, &task_id).await, TaskState::Finished);
-        let meta = rig.shared.store.task(&task_id).unwrap().unwrap();
+        let meta = rig.shared.storage.task(&task_id).unwrap().unwrap();
         assert_eq!(meta.result.as_deref(), Some("second"));
         assert!(rig.kinds(&task_id).contains(&"task_message".to_string()));
     }
@@ -732,7 +841,7 @@ mod tests {
         let task = rig.task("Left running");
         let called =
             EventKind::ToolCalled { tool: agentd_protocol::ToolName::RunCommand, call_id: "c1".into() };
-        rig.shared.bus.emit(&task.task_id, &Role::Coder, called).unwrap();
+        rig.shared.storage.emit(&task.task_id, &Role::Coder, called).unwrap();
         assert_eq!(Supervisor::recover(&rig.shared).unwrap(), 1);
         assert_eq!(rig.state(&task.task_id), TaskState::Interrupted);
         let events = rig.events(&task.task_id);

@@ -1,0 +1,224 @@
+//! [`Fleet`]: one node's handle on the fleet — the storage, the leases, the queue, the heartbeats,
+//! the live events and the requests between nodes, over one NATS connection. The daemon drives it;
+//! every JetStream detail stays in this crate.
+
+use crate::control::{self, CancelAnswer};
+use crate::error::ClusterError;
+use crate::lease::{now_ms, Lease, LeaseRecord, Leases};
+use crate::names::{LOG_STREAM, MEMORY_STREAM, QUEUE_STREAM};
+use crate::nodes::{Beat, Nodes};
+use crate::queue::{Job, Queue, Taken};
+use crate::storage::{JetStreamStorage, NatsConfig};
+use agentd_engine::clock::clock;
+use agentd_protocol::Event;
+use futures_util::Stream;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a node is in the fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// Where NATS is and how to log in.
+    pub nats: NatsConfig,
+    /// This node's name, unique in the fleet.
+    pub node: String,
+    /// How long a lease (and a queued job's acknowledgement wait) lasts without renewal.
+    pub lease: Duration,
+}
+
+/// One of agentd's streams and its replicas' health.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamHealth {
+    /// The stream.
+    pub name: String,
+    /// Replicas configured.
+    pub replicas: u64,
+    /// The server leading it (clustered servers only).
+    pub leader: Option<String>,
+    /// Replicas besides the leader that are current.
+    pub current: u64,
+    /// Replicas besides the leader offline or behind.
+    pub lagging: Vec<String>,
+}
+
+/// One node's handle on the fleet.
+pub struct Fleet {
+    /// The engine's storage, on JetStream.
+    pub storage: Arc<JetStreamStorage>,
+    leases: Leases,
+    queue: Queue,
+    nodes: Nodes,
+    config: NodeConfig,
+    instance: String,
+}
+
+impl Fleet {
+    /// Connects, makes sure every stream, bucket and the queue exist, and claims the node's name. A
+    /// name whose heartbeat is fresh (a daemon that just died, or another one using it) is waited out
+    /// for one lease; still fresh then, it is [`ClusterError::NodeTaken`].
+    pub fn connect(config: NodeConfig) -> Result<Fleet, ClusterError> {
+        let storage = Arc::new(JetStreamStorage::connect(&config.nats)?);
+        let (js, replicas, lease) = (storage.jetstream().clone(), config.nats.replicas, config.lease);
+        let (leases, queue, nodes) = storage.block_on(async move {
+            Ok((
+                Leases::open(&js, replicas, lease).await?,
+                Queue::open(&js, replicas, lease).await?,
+                Nodes::open(&js, replicas).await?,
+            ))
+        })?;
+        let instance = uuid::Uuid::now_v7().to_string();
+        let fleet = Fleet { storage, leases, queue, nodes, config, instance };
+        let (nodes, node, instance) =
+            (fleet.nodes.clone(), fleet.config.node.clone(), fleet.instance.clone());
+        fleet.storage.block_on(async move {
+            let deadline = now_ms() + lease.as_millis() as u64 + 1_000;
+            loop {
+                match nodes.claim(&node, &instance, now_ms(), lease).await {
+                    Err(ClusterError::NodeTaken { .. }) if now_ms() < deadline => {
+                        tracing::info!(node, "another daemon's heartbeat under this node name is fresh; waiting for it to lapse");
+                        clock().sleep(Duration::from_millis(500)).await;
+                    }
+                    claimed => return claimed,
+                }
+            }
+        })?;
+        Ok(fleet)
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.config.node
+    }
+
+    /// How long a lease lasts.
+    pub fn lease(&self) -> Duration {
+        self.config.lease
+    }
+
+    /// The NATS servers configured.
+    pub fn servers(&self) -> &[String] {
+        &self.config.nats.urls
+    }
+
+    /// Whether the connection is up now.
+    pub fn connected(&self) -> bool {
+        self.storage.connected()
+    }
+
+    /// Queues `job` for whichever node takes it.
+    pub async fn push(&self, job: &Job) -> Result<(), ClusterError> {
+        self.queue.push(job).await
+    }
+
+    /// The next job for this node, waiting at most `wait`.
+    pub async fn next_job(&self, wait: Duration) -> Result<Option<Taken>, ClusterError> {
+        self.queue.next(wait).await
+    }
+
+    /// Takes the lease on `task_id` and appends its log under it from now on.
+    pub async fn acquire(&self, task_id: &str) -> Result<Lease, ClusterError> {
+        let lease = self.leases.acquire(task_id, &self.config.node).await?;
+        self.storage.fence(task_id, lease.epoch);
+        Ok(lease)
+    }
+
+    /// Renews `lease`.
+    pub async fn renew(&self, lease: &Lease) -> Result<Lease, ClusterError> {
+        self.leases.renew(lease).await
+    }
+
+    /// Gives `lease` up.
+    pub async fn release(&self, lease: &Lease) -> Result<(), ClusterError> {
+        self.leases.release(lease).await
+    }
+
+    /// This node lost `task_id`: it writes nothing of it again until it takes the lease anew.
+    pub fn abandon(&self, task_id: &str) {
+        self.storage.abandon(task_id);
+    }
+
+    /// The lease on `task_id` as it stands.
+    pub async fn lease_of(&self, task_id: &str) -> Result<Option<LeaseRecord>, ClusterError> {
+        self.leases.current(task_id).await
+    }
+
+    /// Writes this node's heartbeat.
+    pub async fn beat(
+        &self,
+        workspaces: Vec<String>,
+        max_tasks: u64,
+        running: u64,
+    ) -> Result<(), ClusterError> {
+        let beat = Beat {
+            node: self.config.node.clone(),
+            instance: self.instance.clone(),
+            workspaces,
+            max_tasks,
+            running,
+            at_ms: now_ms(),
+        };
+        self.nodes.beat(&beat).await
+    }
+
+    /// The live nodes: a heartbeat within one lease.
+    pub async fn live_nodes(&self) -> Result<Vec<Beat>, ClusterError> {
+        self.nodes.live(now_ms(), self.config.lease).await
+    }
+
+    /// Removes this node's heartbeat: it is stopping.
+    pub async fn leave(&self) -> Result<(), ClusterError> {
+        self.nodes.leave(&self.config.node).await
+    }
+
+    /// Every event any node appends from now on.
+    pub async fn events(&self) -> Result<impl Stream<Item = Event>, ClusterError> {
+        crate::tail::events(self.storage.jetstream()).await
+    }
+
+    /// Answers the fleet's requests to cancel a task on this node with `cancel`'s answer.
+    pub async fn serve_cancels<F, Fut>(&self, cancel: F) -> Result<(), ClusterError>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = CancelAnswer>,
+    {
+        control::serve_cancels(&self.storage.client(), &self.config.node, cancel).await
+    }
+
+    /// Asks `node` to cancel `task_id`.
+    pub async fn ask_cancel(
+        &self,
+        node: &str,
+        task_id: &str,
+        wait: Duration,
+    ) -> Result<CancelAnswer, ClusterError> {
+        control::ask_cancel(&self.storage.client(), node, task_id, wait).await
+    }
+
+    /// agentd's streams with their replicas' health.
+    pub async fn streams(&self) -> Result<Vec<StreamHealth>, ClusterError> {
+        let js = self.storage.jetstream();
+        let mut out = Vec::new();
+        for name in [LOG_STREAM, MEMORY_STREAM, QUEUE_STREAM] {
+            let mut stream = js
+                .get_stream(name)
+                .await
+                .map_err(|e| ClusterError::js(format!("reading stream {name}"), e))?;
+            let info =
+                stream.info().await.map_err(|e| ClusterError::js(format!("reading stream {name}"), e))?;
+            let cluster = info.cluster.clone();
+            let replicas = cluster.as_ref().map_or(&[][..], |c| &c.replicas[..]);
+            out.push(StreamHealth {
+                name: name.to_string(),
+                replicas: info.config.num_replicas as u64,
+                leader: cluster.as_ref().and_then(|c| c.leader.clone()),
+                current: replicas.iter().filter(|p| p.current && !p.offline).count() as u64,
+                lagging: replicas
+                    .iter()
+                    .filter(|p| !p.current || p.offline)
+                    .map(|p| p.name.clone())
+                    .collect(),
+            });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,156 @@
+//! The fleet's one queue: a JetStream work-queue stream (`AGENTD_QUEUE`) pulled by every node through
+//! one durable consumer, so each job goes to exactly one node at a time.
+//!
+//! A job stays unacknowledged while its task runs: the node holding it reports progress with each
+//! lease renewal ([`Taken::progress`]) and acknowledges it when the task stops ([`Taken::done`]). A
+//! node that dies stops reporting, and JetStream hands the job to another node once the
+//! acknowledgement wait (the lease) runs out — that redelivery is how a task lost with its machine is
+//! taken over. A node that cannot take a job (its workspace is not there) hands it back with a delay
+//! ([`Taken::later`]); a node with no room does not pull.
+
+use crate::error::ClusterError;
+use crate::names::{QUEUE_CONSUMER, QUEUE_STREAM, QUEUE_SUBJECT};
+use async_nats::jetstream::consumer::pull::Config as PullConfig;
+use async_nats::jetstream::consumer::AckPolicy;
+use async_nats::jetstream::consumer::Consumer;
+use async_nats::jetstream::message::{AckKind, Message};
+use async_nats::jetstream::stream::{self, RetentionPolicy};
+use async_nats::jetstream::Context;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// What a job asks of the node that takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "start", rename_all = "snake_case")]
+pub enum JobStart {
+    /// Start a new task on its objective.
+    Fresh {
+        /// The task's objective.
+        objective: String,
+    },
+    /// Resume a stopped task from its history.
+    Resume,
+    /// Give a stopped task a follow-up message.
+    Followup {
+        /// The user's message.
+        text: String,
+    },
+}
+
+/// A job on the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// The task.
+    pub task_id: String,
+    /// Its workspace: only a node whose workspace roots hold it takes the job.
+    pub workspace: String,
+    /// What to do.
+    #[serde(flatten)]
+    pub start: JobStart,
+}
+
+/// The queue, as one node pulls it.
+#[derive(Clone)]
+pub struct Queue {
+    js: Context,
+    consumer: Consumer<PullConfig>,
+}
+
+/// A job this node pulled and has not yet let go of.
+pub struct Taken {
+    /// The job.
+    pub job: Job,
+    /// How many times JetStream has delivered it (more than 1: a node before this one had it).
+    pub delivered: i64,
+    message: Message,
+}
+
+impl Queue {
+    /// The queue stream and its consumer (made when missing), a job's acknowledgement waiting `lease`.
+    pub async fn open(js: &Context, replicas: usize, lease: Duration) -> Result<Queue, ClusterError> {
+        let stream = js
+            .get_or_create_stream(stream::Config {
+                name: QUEUE_STREAM.to_string(),
+                subjects: vec![QUEUE_SUBJECT.to_string()],
+                retention: RetentionPolicy::WorkQueue,
+                num_replicas: replicas.max(1),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ClusterError::js(format!("opening stream {QUEUE_STREAM}"), e))?;
+        let consumer = stream
+            .get_or_create_consumer(
+                QUEUE_CONSUMER,
+                PullConfig {
+                    durable_name: Some(QUEUE_CONSUMER.to_string()),
+                    ack_policy: AckPolicy::Explicit,
+                    ack_wait: lease,
+                    max_ack_pending: -1,
+                    num_replicas: replicas.max(1),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| ClusterError::js(format!("opening consumer {QUEUE_CONSUMER}"), e))?;
+        Ok(Queue { js: js.clone(), consumer })
+    }
+
+    /// Puts `job` on the queue, once JetStream holds it.
+    pub async fn push(&self, job: &Job) -> Result<(), ClusterError> {
+        let what = || format!("queueing task {}", job.task_id);
+        let payload =
+            serde_json::to_vec(job).map_err(|source| ClusterError::Corrupt { what: what(), source })?;
+        let ack =
+            self.js.publish(QUEUE_SUBJECT, payload.into()).await.map_err(|e| ClusterError::js(what(), e))?;
+        ack.await.map(drop).map_err(|e| ClusterError::js(what(), e))
+    }
+
+    /// The next job, waiting at most `wait`; `None` when there is none. A job that does not decode is
+    /// dropped from the queue (logged): no node could ever run it.
+    pub async fn next(&self, wait: Duration) -> Result<Option<Taken>, ClusterError> {
+        let what = || "pulling the queue".to_string();
+        let mut batch = self
+            .consumer
+            .fetch()
+            .max_messages(1)
+            .expires(wait)
+            .messages()
+            .await
+            .map_err(|e| ClusterError::js(what(), e))?;
+        let Some(message) = batch.next().await else { return Ok(None) };
+        let message = message.map_err(|e| ClusterError::js(what(), e))?;
+        let delivered = message.info().map(|i| i.delivered).unwrap_or(1);
+        match serde_json::from_slice::<Job>(&message.payload) {
+            Ok(job) => Ok(Some(Taken { job, delivered, message })),
+            Err(e) => {
+                tracing::error!(error = %e, "a queued job does not decode; dropped");
+                let _ = message.ack_with(AckKind::Term).await;
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl Taken {
+    /// The job is still being worked on: JetStream waits another lease before handing it on.
+    pub async fn progress(&self) -> Result<(), ClusterError> {
+        self.message
+            .ack_with(AckKind::Progress)
+            .await
+            .map_err(|e| ClusterError::js("extending a queued job", e))
+    }
+
+    /// The job is done (its task stopped here): it leaves the queue.
+    pub async fn done(&self) -> Result<(), ClusterError> {
+        self.message.double_ack().await.map_err(|e| ClusterError::js("acknowledging a queued job", e))
+    }
+
+    /// This node cannot take the job: JetStream offers it again after `delay`, to any node.
+    pub async fn later(&self, delay: Duration) -> Result<(), ClusterError> {
+        self.message
+            .ack_with(AckKind::Nak(Some(delay)))
+            .await
+            .map_err(|e| ClusterError::js("handing a queued job back", e))
+    }
+}

@@ -1,0 +1,190 @@
+//! The daemon as a node of a fleet (`[cluster]`, `docs/cluster.md`): its storage is the fleet's
+//! (`agentd_cluster::JetStreamStorage` behind [`DaemonStorage`]), its tasks come from the fleet's one
+//! queue, and every event any node appends reaches its subscribers.
+//!
+//! What lives here is the daemon's side of it: connecting with the configured credentials
+//! ([`connect`]), whether this node reaches a workspace ([`reaches`]), why a queued task waits
+//! ([`queued_because`]), the live events ([`follow_events`]). The supervisor
+//! takes jobs, holds leases and hands tasks over (`crate::supervisor`); every JetStream detail is
+//! `agentd-cluster`'s.
+
+use crate::config::ClusterConfig;
+use crate::storage::DaemonStorage;
+use agentd_cluster::fleet::{Fleet, NodeConfig};
+use agentd_cluster::nodes::Beat;
+use agentd_cluster::storage::{NatsAuth, NatsConfig};
+use agentd_cluster::{ClusterError, JetStreamStorage};
+use agentd_engine::clock::clock;
+use agentd_engine::storage::StorageError;
+use agentd_evidence::Health;
+use agentd_protocol::evidence::Problem;
+use agentd_protocol::rpc::{ClusterStatus, NodeStatus, StreamStatus};
+use agentd_protocol::{Event, EvidenceMeta, TaskMeta};
+use futures_util::StreamExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+/// Connects this node to the fleet `config` describes; `env` reads the token and password variables.
+pub fn connect(config: &ClusterConfig, env: impl Fn(&str) -> Option<String>) -> Result<Fleet, ClusterError> {
+    let secret = |name: &Option<String>| name.as_deref().and_then(&env);
+    let auth = NatsAuth {
+        credentials: config.credentials.clone(),
+        token: secret(&config.token_env),
+        user: config.user.clone().zip(secret(&config.password_env)),
+        tls_ca: config.tls_ca.clone(),
+        tls_client: config.tls_client.clone(),
+        tls_required: config.tls_required,
+    };
+    Fleet::connect(NodeConfig {
+        nats: NatsConfig {
+            urls: config.nats.clone(),
+            replicas: config.replicas,
+            auth,
+            name: Some(format!("agentd {}", config.node)),
+        },
+        node: config.node.clone(),
+        lease: config.lease,
+    })
+}
+
+/// Whether this node reaches `workspace`: it lies under one of the configured roots and is a
+/// directory here.
+pub fn reaches(config: &ClusterConfig, workspace: &str) -> bool {
+    let path = Path::new(workspace);
+    config.workspaces.iter().any(|root| path.starts_with(root)) && path.is_dir()
+}
+
+/// Why a task queued with `workspace` has not been taken, judged from the live nodes' heartbeats;
+/// `None` when some node reaches it and has room (it will be taken shortly).
+pub fn queued_because(workspace: &str, live: &[Beat]) -> Option<String> {
+    if live.is_empty() {
+        return Some("no node of the fleet is alive".to_string());
+    }
+    let path = Path::new(workspace);
+    let reaching: Vec<&Beat> =
+        live.iter().filter(|b| b.workspaces.iter().any(|root| path.starts_with(root))).collect();
+    if reaching.is_empty() {
+        return Some(format!("no live node reaches {workspace}"));
+    }
+    if reaching.iter().all(|b| b.running >= b.max_tasks) {
+        let names: Vec<&str> = reaching.iter().map(|b| b.node.as_str()).collect();
+        return Some(format!("every node that reaches {workspace} is full ({})", names.join(", ")));
+    }
+    None
+}
+
+/// This node's workspace roots, as its heartbeat shows them.
+pub fn roots(config: &ClusterConfig) -> Vec<String> {
+    config.workspaces.iter().map(|p| p.display().to_string()).collect()
+}
+
+/// Feeds `live` (what `watch` follows) with every event any node appends, for the daemon's life;
+/// followed again whenever the connection drops the feed.
+pub fn follow_events(fleet: Arc<Fleet>, live: broadcast::Sender<Event>) {
+    tokio::spawn(async move {
+        loop {
+            match fleet.events().await {
+                Ok(events) => {
+                    let mut events = std::pin::pin!(events);
+                    while let Some(event) = events.next().await {
+                        // No receiver is not an error: nobody is watching.
+                        let _ = live.send(event);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot follow the fleet's events; trying again"),
+            }
+            clock().sleep(Duration::from_secs(1)).await;
+        }
+    });
+}
+
+impl DaemonStorage for JetStreamStorage {
+    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
+        let mut tasks = JetStreamStorage::tasks(self)?;
+        // Task ids are UUID v7: their order is their age, as sled lists them.
+        tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        Ok(tasks)
+    }
+
+    fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError> {
+        JetStreamStorage::create_task(self, meta).map_err(StorageError::new)
+    }
+
+    fn evidence_list(&self, task_id: Option<&str>) -> Result<Vec<EvidenceMeta>, StorageError> {
+        JetStreamStorage::evidence_list(self, task_id)
+    }
+
+    fn verify_evidence(&self) -> Result<Vec<Problem>, StorageError> {
+        Ok(JetStreamStorage::verify_evidence(self)?
+            .into_iter()
+            .map(|(meta, problem)| Problem {
+                path: format!("nats object store agentd_blobs/{}", meta.sha256),
+                id: meta.id,
+                sha256: meta.sha256,
+                problem,
+            })
+            .collect())
+    }
+
+    fn health(&self) -> Health {
+        let connected = self.connected();
+        Health {
+            ok: connected,
+            error: (!connected).then(|| "not connected to NATS; the client is reconnecting".to_string()),
+            since: None,
+        }
+    }
+
+    fn heal(&self) -> bool {
+        // The client reconnects by itself; there is nothing to reopen.
+        DaemonStorage::health(self).ok
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        // Every write is acknowledged by JetStream before it returns: nothing waits to be flushed.
+        Ok(())
+    }
+}
+
+/// The live nodes, from their heartbeats.
+pub async fn live_nodes(fleet: &Fleet) -> Result<Vec<Beat>, ClusterError> {
+    fleet.live_nodes().await
+}
+
+/// The fleet as this node sees it, for `daemon.status`.
+pub async fn status(fleet: &Fleet) -> Result<ClusterStatus, ClusterError> {
+    let nodes = fleet
+        .live_nodes()
+        .await?
+        .into_iter()
+        .map(|b| NodeStatus {
+            seen_at: humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(b.at_ms))
+                .to_string(),
+            node: b.node,
+            running: b.running,
+            max_tasks: b.max_tasks,
+            workspaces: b.workspaces,
+        })
+        .collect();
+    let streams = fleet
+        .streams()
+        .await?
+        .into_iter()
+        .map(|s| StreamStatus {
+            name: s.name,
+            replicas: s.replicas,
+            leader: s.leader,
+            current: s.current,
+            lagging: s.lagging,
+        })
+        .collect();
+    Ok(ClusterStatus {
+        node: fleet.node().to_string(),
+        servers: fleet.servers().to_vec(),
+        connected: fleet.connected(),
+        nodes,
+        streams,
+    })
+}

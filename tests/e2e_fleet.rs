@@ -1,0 +1,232 @@
+//! End-to-end: a fleet of real `agentd serve` daemons on a real `nats-server` (started here, on a free
+//! port) — one queue, one history, leases with fencing, a task that survives the loss of its daemon.
+//!
+//! Without a `nats-server` of 2.10 or later the tests say SKIPPED (and fail under
+//! `AGENTD_REQUIRE_NATS`, as in CI).
+
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use agentd_test_support::daemon::{team_config, TestDaemon};
+use agentd_test_support::nats::{skip_or_fail, NatsServer};
+use agentd_test_support::*;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentd");
+
+/// A model that finishes every task at once.
+async fn finishing_model() -> ScriptedServer {
+    ScriptedServer::builder().responder(|_| sse(vec![finish("done")])).start().await
+}
+
+/// A model whose lead hands work about sleeping to the coder, whose coder runs `sleep 60` and
+/// finishes once it has the command's result (or its interruption); the lead then finishes. Any
+/// other task finishes at once.
+async fn sleeping_model() -> ScriptedServer {
+    ScriptedServer::builder()
+        .responder(|body: &Value| {
+            let tools: Vec<&str> = body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect();
+            let has_result = body["messages"].as_array().into_iter().flatten().any(|m| m["role"] == "tool");
+            if !body["messages"].to_string().contains("Sleep") {
+                return sse(vec![finish("done")]);
+            }
+            match (tools.contains(&"delegate"), has_result) {
+                (true, false) => sse(vec![delegate("coder", "Sleep a minute")]),
+                (true, true) => sse(vec![finish("done after the command")]),
+                (false, false) => sse(vec![tool_call("run_command", json!({"command": "sleep 60"}))]),
+                (false, true) => sse(vec![finish("slept")]),
+            }
+        })
+        .start()
+        .await
+}
+
+/// A daemon's configuration as node `node` of the fleet on `nats`, leases lasting 3 s.
+fn node_config(server: &ScriptedServer, nats: &NatsServer, node: &str, extra: &str) -> String {
+    let (url, model) = (server.base_url(), server.model());
+    format!(
+        "[providers.scripted]\nkind = \"openai\"\nbase_url = \"{url}\"\n\n\
+         [team.lead]\nprovider = \"scripted\"\nmodel = \"{model}\"\n\n\
+         [team.coder]\nprovider = \"scripted\"\nmodel = \"{model}\"\n\n\
+         [cluster]\nnats = [\"{}\"]\nnode = \"{node}\"\nmax_tasks = 4\nlease = \"3s\"\n{extra}\n",
+        nats.url()
+    )
+}
+
+fn call(d: &TestDaemon, method: &str, params: Value) -> Value {
+    d.client().call(method, params).unwrap_or_else(|e| panic!("{method}: {e:?}"))
+}
+
+/// Polls `task.status` on `d` until `done` accepts it.
+fn wait_status(d: &TestDaemon, task_id: &str, timeout: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + timeout;
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        last = call(d, "task.status", json!({"task_id": task_id}));
+        if done(&last) {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("task {task_id}: the status never came; last {last}");
+}
+
+/// A task's events as `d` reads its log: seq numbered 1, 2, 3 … with no gap or repeat.
+fn contiguous_events(d: &TestDaemon, task_id: &str) -> Vec<Value> {
+    let events = d.logged_events(task_id);
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "task {task_id}: {events:#?}");
+    events
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["kind"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn three_daemons_run_thirty_tasks_each_exactly_once_and_read_one_history() {
+    let Some(nats) = NatsServer::start() else {
+        skip_or_fail("three_daemons_run_thirty_tasks_each_exactly_once_and_read_one_history");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(finishing_model());
+    let daemons: Vec<TestDaemon> = ["a", "b", "c"]
+        .iter()
+        .map(|node| TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, node, "")))
+        .collect();
+    let ws = tempfile::tempdir().unwrap();
+    let tasks: Vec<String> =
+        (0..30).map(|i| daemons[i % 3].submit(&format!("Task number {i}"), ws.path())).collect();
+    // Any daemon answers for every task, whichever ran it.
+    for (i, task_id) in tasks.iter().enumerate() {
+        let status = wait_status(&daemons[(i + 1) % 3], task_id, Duration::from_secs(60), |s| {
+            s["state"] == "finished"
+        });
+        assert!(["a", "b", "c"].contains(&status["node"].as_str().unwrap()), "{status}");
+    }
+    assert_eq!(server.chat_requests().len(), 30, "every task ran exactly once");
+    let listed = call(&daemons[2], "task.list", json!({}));
+    let listed: BTreeSet<String> =
+        listed.as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(listed, tasks.iter().cloned().collect(), "every daemon lists the fleet's tasks");
+    for task_id in &tasks {
+        let seen: Vec<Vec<Value>> = daemons.iter().map(|d| contiguous_events(d, task_id)).collect();
+        assert!(seen.windows(2).all(|w| w[0] == w[1]), "one history, whichever daemon reads it");
+        let kinds = kinds(&seen[0]);
+        assert_eq!(kinds.first().map(String::as_str), Some("task_started"));
+        assert_eq!(kinds.iter().filter(|k| *k == "task_finished").count(), 1, "{kinds:?}");
+        assert!(!kinds.contains(&"task_resumed".to_string()), "nothing was taken over: {kinds:?}");
+    }
+    // `watch` on one daemon of a task another runs: live, no gap, no repeat, to its end.
+    let task_id = daemons[0].submit("Watched from elsewhere", ws.path());
+    let watched = daemons[1].events_until_end(&task_id, Duration::from_secs(30));
+    assert_eq!(watched, contiguous_events(&daemons[2], &task_id));
+    let status = call(&daemons[0], "daemon.status", json!({}));
+    let cluster = &status["cluster"];
+    assert_eq!(cluster["node"], "a");
+    assert_eq!(cluster["connected"], true);
+    let nodes: Vec<&str> =
+        cluster["nodes"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap()).collect();
+    assert_eq!(nodes, ["a", "b", "c"], "{cluster}");
+    assert!(cluster["streams"].as_array().unwrap().iter().any(|s| s["name"] == "AGENTD_LOG"), "{cluster}");
+}
+
+#[test]
+fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
+    let Some(nats) = NatsServer::start() else {
+        skip_or_fail("a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(sleeping_model());
+    let mut a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, "a", ""));
+    let ws = tempfile::tempdir().unwrap();
+    let task_id = a.submit("Sleep, then finish", ws.path());
+    // A runs it: its command is running when A dies.
+    wait_status(&a, &task_id, Duration::from_secs(30), |s| s["node"] == "a" && s["state"] == "running");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !kinds(&a.logged_events(&task_id)).contains(&"tool_called".to_string()) {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, "b", ""));
+    let killed = Instant::now();
+    a.kill9();
+    let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
+    let took = killed.elapsed();
+    assert_eq!(status["node"], "b", "{status}");
+    assert_eq!(status["result"], "done after the command");
+    assert!(took < Duration::from_secs(3 + 10), "taken over within the lease and a few seconds: {took:?}");
+    let events = contiguous_events(&b, &task_id);
+    let resumed: Vec<&Value> = events.iter().filter(|e| e["kind"] == "task_resumed").collect();
+    assert_eq!(resumed.len(), 1, "{events:#?}");
+    assert_eq!(resumed[0]["node"], "b");
+    // No tool call is left without its end: the one A's death cut short is closed as interrupted.
+    let started: Vec<&Value> = events.iter().filter(|e| e["kind"] == "tool_called").collect();
+    for call in started {
+        let ended = events.iter().any(|e| e["kind"] == "tool_finished" && e["call_id"] == call["call_id"]);
+        assert!(ended, "call {} has no end: {events:#?}", call["call_id"]);
+    }
+    assert!(events.iter().any(|e| e["kind"] == "tool_finished" && e["interrupted"] == true), "{events:#?}");
+
+    // A, restarted under its name, takes new work and never writes to the task it lost.
+    let before = b.logged_events(&task_id);
+    a.serve();
+    let next = a.submit("A new task", ws.path());
+    wait_status(&a, &next, Duration::from_secs(30), |s| s["state"] == "finished");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(a.logged_events(&task_id), before, "the lost task's history is unchanged");
+}
+
+#[test]
+fn a_queued_task_says_why_no_node_takes_it() {
+    let Some(nats) = NatsServer::start() else {
+        skip_or_fail("a_queued_task_says_why_no_node_takes_it");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(finishing_model());
+    let elsewhere = tempfile::tempdir().unwrap();
+    let roots = format!("workspaces = [\"{}\"]", elsewhere.path().display());
+    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, "a", &roots));
+    let ws = tempfile::tempdir().unwrap();
+    let task_id = a.submit("Nobody reaches this", ws.path());
+    let status = wait_status(&a, &task_id, Duration::from_secs(10), |s| s["queued_because"].is_string());
+    assert_eq!(status["state"], "queued");
+    let why = status["queued_because"].as_str().unwrap();
+    assert_eq!(why, format!("no live node reaches {}", ws.path().canonicalize().unwrap().display()));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(server.chat_requests().len(), 0, "nobody ran it");
+    // A node that reaches the workspace joins: it takes the task.
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, "b", ""));
+    let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
+    assert_eq!(status["node"], "b");
+    // A second daemon under a name in use is refused, naming the name.
+    let mut twin = TestDaemon::prepare(Path::new(BIN), &node_config(&server, &nats, "b", ""));
+    let refused = twin.try_serve().unwrap_err();
+    assert!(refused.contains("node name \"b\" is taken"), "{refused}");
+}
+
+#[test]
+fn nats_unreachable_at_start_is_an_error_naming_the_urls() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(finishing_model());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = team_config(&server.base_url(), server.model(), "")
+        + &format!("[cluster]\nnats = [\"nats://127.0.0.1:{port}\"]\nnode = \"a\"\n");
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config);
+    let refused = d.try_serve().unwrap_err();
+    assert!(
+        refused.contains(&format!("nats://127.0.0.1:{port}")) && refused.contains("[cluster]"),
+        "{refused}"
+    );
+}
