@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use agentd_test_support::daemon::{team_config, TestDaemon};
-use agentd_test_support::nats::{skip_or_fail, NatsServer};
+use agentd_test_support::nats::{skip_or_fail, NatsServer, Relay};
 use agentd_test_support::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -50,14 +50,13 @@ async fn sleeping_model() -> ScriptedServer {
 }
 
 /// A daemon's configuration as node `node` of the fleet on `nats`, leases lasting 3 s.
-fn node_config(server: &ScriptedServer, nats: &NatsServer, node: &str, extra: &str) -> String {
+fn node_config(server: &ScriptedServer, nats: &str, node: &str, extra: &str) -> String {
     let (url, model) = (server.base_url(), server.model());
     format!(
         "[providers.scripted]\nkind = \"openai\"\nbase_url = \"{url}\"\n\n\
          [team.lead]\nprovider = \"scripted\"\nmodel = \"{model}\"\n\n\
          [team.coder]\nprovider = \"scripted\"\nmodel = \"{model}\"\n\n\
-         [cluster]\nnats = [\"{}\"]\nnode = \"{node}\"\nmax_tasks = 4\nlease = \"3s\"\n{extra}\n",
-        nats.url()
+         [cluster]\nnats = [\"{nats}\"]\nnode = \"{node}\"\nmax_tasks = 4\nlease = \"3s\"\n{extra}\n"
     )
 }
 
@@ -101,7 +100,7 @@ fn three_daemons_run_thirty_tasks_each_exactly_once_and_read_one_history() {
     let server = rt.block_on(finishing_model());
     let daemons: Vec<TestDaemon> = ["a", "b", "c"]
         .iter()
-        .map(|node| TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, node, "")))
+        .map(|node| TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), node, "")))
         .collect();
     let ws = tempfile::tempdir().unwrap();
     let tasks: Vec<String> =
@@ -148,7 +147,7 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(sleeping_model());
-    let mut a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, "a", ""));
+    let mut a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "a", ""));
     let ws = tempfile::tempdir().unwrap();
     let task_id = a.submit("Sleep, then finish", ws.path());
     // A runs it: its command is running when A dies.
@@ -158,7 +157,7 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
         assert!(Instant::now() < deadline, "the command never started");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, "b", ""));
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
     let killed = Instant::now();
     a.kill9();
     let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
@@ -197,7 +196,7 @@ fn a_queued_task_says_why_no_node_takes_it() {
     let server = rt.block_on(finishing_model());
     let elsewhere = tempfile::tempdir().unwrap();
     let roots = format!("workspaces = [\"{}\"]", elsewhere.path().display());
-    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, "a", &roots));
+    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "a", &roots));
     let ws = tempfile::tempdir().unwrap();
     let task_id = a.submit("Nobody reaches this", ws.path());
     let status = wait_status(&a, &task_id, Duration::from_secs(10), |s| s["queued_because"].is_string());
@@ -207,11 +206,11 @@ fn a_queued_task_says_why_no_node_takes_it() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(server.chat_requests().len(), 0, "nobody ran it");
     // A node that reaches the workspace joins: it takes the task.
-    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats, "b", ""));
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
     let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
     assert_eq!(status["node"], "b");
     // A second daemon under a name in use is refused, naming the name.
-    let mut twin = TestDaemon::prepare(Path::new(BIN), &node_config(&server, &nats, "b", ""));
+    let mut twin = TestDaemon::prepare(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
     let refused = twin.try_serve().unwrap_err();
     assert!(refused.contains("node name \"b\" is taken"), "{refused}");
 }
@@ -229,4 +228,131 @@ fn nats_unreachable_at_start_is_an_error_naming_the_urls() {
         refused.contains(&format!("nats://127.0.0.1:{port}")) && refused.contains("[cluster]"),
         "{refused}"
     );
+}
+
+/// Waits until the task's log on `d` holds a `tool_called` (its command is running).
+fn wait_for_command(d: &TestDaemon, task_id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !kinds(&d.logged_events(task_id)).contains(&"tool_called".to_string()) {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_daemon_cut_off_from_nats_stops_its_task_and_its_late_writes_are_refused() {
+    let Some(nats) = NatsServer::start() else {
+        skip_or_fail("a_daemon_cut_off_from_nats_stops_its_task_and_its_late_writes_are_refused");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(sleeping_model());
+    let relay = Relay::start(nats.port());
+    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &relay.url(), "a", ""));
+    let ws = tempfile::tempdir().unwrap();
+    let task_id = a.submit("Sleep, then finish", ws.path());
+    wait_status(&a, &task_id, Duration::from_secs(30), |s| s["node"] == "a");
+    wait_for_command(&a, &task_id);
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    relay.cut();
+    // A cannot renew: it stops the task itself; once the lease lapses B takes it over.
+    let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
+    assert_eq!(status["node"], "b", "{status}");
+    let log = a.serve_log();
+    assert!(log.contains("stopping a task this node can no longer hold"), "{log}");
+    // Back on the network, A writes nothing of the task it lost.
+    let before = b.logged_events(&task_id);
+    relay.mend();
+    std::thread::sleep(Duration::from_secs(4));
+    let after = contiguous_events(&b, &task_id);
+    assert_eq!(after, before, "nothing from A lands after the takeover");
+    let resumed: Vec<&Value> = after.iter().filter(|e| e["kind"] == "task_resumed").collect();
+    assert_eq!(resumed.len(), 1, "{after:#?}");
+    assert_eq!(resumed[0]["node"], "b");
+}
+
+#[test]
+fn a_daemon_stopped_hands_its_task_over_and_a_watcher_elsewhere_sees_it_through() {
+    let Some(nats) = NatsServer::start() else {
+        skip_or_fail("a_daemon_stopped_hands_its_task_over_and_a_watcher_elsewhere_sees_it_through");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(sleeping_model());
+    let mut a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "a", ""));
+    let ws = tempfile::tempdir().unwrap();
+    let task_id = a.submit("Sleep, then finish", ws.path());
+    wait_for_command(&a, &task_id);
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    // B follows the task live from its first event, across the handover, to its end.
+    let watcher = {
+        let socket = b.socket();
+        let task_id = task_id.clone();
+        std::thread::spawn(move || {
+            let mut c = agentd_test_support::daemon::RpcClient::connect(&socket).unwrap();
+            c.set_timeout(Some(Duration::from_secs(60)));
+            c.call("task.subscribe", json!({"task_id": task_id, "after_seq": 0})).unwrap();
+            let mut events = Vec::new();
+            loop {
+                let n = c.next_notification().unwrap();
+                if n["method"] == "task.end" {
+                    return events;
+                }
+                events.push(n["params"].clone());
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(a.stop(), Some(0));
+    let stopped = Instant::now();
+    let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
+    assert_eq!(status["node"], "b");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(3),
+        "handed over at once, not after the lease: {:?}",
+        stopped.elapsed()
+    );
+    let watched: Vec<Value> = watcher.join().unwrap();
+    assert_eq!(watched, contiguous_events(&b, &task_id), "no gap, no repeat, across the handover");
+    let kinds = kinds(&watched);
+    assert!(!kinds.contains(&"task_interrupted".to_string()), "a handover ends nothing: {kinds:?}");
+    assert_eq!(kinds.last().map(String::as_str), Some("task_finished"));
+}
+
+#[test]
+fn cancel_and_follow_up_reach_a_task_from_any_daemon() {
+    let Some(nats) = NatsServer::start() else {
+        skip_or_fail("cancel_and_follow_up_reach_a_task_from_any_daemon");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(sleeping_model());
+    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "a", ""));
+    let ws = tempfile::tempdir().unwrap();
+    let sleeping = a.submit("Sleep, then finish", ws.path());
+    wait_for_command(&a, &sleeping);
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    // Cancelled from B: A, which runs it, stops it.
+    let cancelled = call(&b, "task.cancel", json!({"task_id": sleeping}));
+    assert_eq!(cancelled["state"], "cancelled");
+    let events = contiguous_events(&b, &sleeping);
+    assert_eq!(kinds(&events).last().map(String::as_str), Some("task_cancelled"));
+    let refused = b.client().call("task.cancel", json!({"task_id": sleeping})).unwrap_err();
+    assert!(refused.message.contains("already cancelled"), "{refused:?}");
+    // A follow-up from B to a task A finished: queued, taken, run again.
+    let quick = a.submit("A quick one", ws.path());
+    wait_status(&b, &quick, Duration::from_secs(30), |s| s["state"] == "finished");
+    let answer = call(&b, "task.message", json!({"task_id": quick, "text": "And once more"}));
+    assert_eq!(answer["state"], "queued");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let finished = |d: &TestDaemon| {
+        kinds(&contiguous_events(d, &quick)).iter().filter(|k| *k == "task_finished").count()
+    };
+    while finished(&a) < 2 {
+        assert!(Instant::now() < deadline, "the follow-up never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let kinds = kinds(&contiguous_events(&a, &quick));
+    assert_eq!(kinds.iter().filter(|k| *k == "task_finished").count(), 2, "{kinds:?}");
+    assert!(kinds.contains(&"task_message".to_string()), "{kinds:?}");
 }

@@ -188,3 +188,33 @@ pub async fn status(fleet: &Fleet) -> Result<ClusterStatus, ClusterError> {
         streams,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn beat(node: &str, roots: &[&str], running: u64, max_tasks: u64) -> Beat {
+        Beat {
+            node: node.into(),
+            instance: "i".into(),
+            workspaces: roots.iter().map(|r| r.to_string()).collect(),
+            max_tasks,
+            running,
+            at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_queued_task_says_which_of_nobody_alive_nobody_reaching_and_everybody_full_holds_it() {
+        assert_eq!(queued_because("/srv/w/t", &[]).unwrap(), "no node of the fleet is alive");
+        let far = [beat("a", &["/home"], 0, 4)];
+        assert_eq!(queued_because("/srv/w/t", &far).unwrap(), "no live node reaches /srv/w/t");
+        // A root is a whole path component: /srv/work does not hold /srv/workshop.
+        let prefix = [beat("a", &["/srv/w"], 0, 4)];
+        assert_eq!(queued_because("/srv/wx", &prefix).unwrap(), "no live node reaches /srv/wx");
+        let full = [beat("a", &["/srv"], 4, 4), beat("b", &["/"], 2, 2), beat("c", &["/home"], 0, 9)];
+        assert_eq!(queued_because("/srv/w", &full).unwrap(), "every node that reaches /srv/w is full (a, b)");
+        let room = [beat("a", &["/srv"], 4, 4), beat("b", &["/srv/w"], 1, 2)];
+        assert_eq!(queued_because("/srv/w/t", &room), None, "b will take it");
+    }
+}

@@ -275,7 +275,16 @@ pub(super) async fn pull(
             next = fleet.next_job(Duration::from_secs(1)) => next,
         };
         match next {
-            Ok(Some(taken)) => take(&supervisor, &shared, &fleet, taken).await,
+            Ok(Some(taken)) => {
+                if let Pulled::NotHere = take(&supervisor, &shared, &fleet, taken).await {
+                    // Step aside for longer than the job's redelivery delay, so a node that
+                    // reaches its workspace is the one waiting for it.
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = clock.sleep(3 * HAND_BACK) => {}
+                    }
+                }
+            }
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "cannot pull the fleet's queue; trying again");
@@ -285,15 +294,36 @@ pub(super) async fn pull(
     }
 }
 
+/// How long a job this node cannot take waits before JetStream offers it again.
+const HAND_BACK: Duration = Duration::from_millis(500);
+
+/// What became of a pulled job.
+enum Pulled {
+    /// Taken, dropped, or handed back for a reason that may pass (a lease still running).
+    Handled,
+    /// Handed back: its workspace is not here.
+    NotHere,
+}
+
 /// What to do with a job this node pulled: hand it back when the workspace is not here or another
 /// node's lease runs; drop it when its task has ended; else take the lease and start the task.
-async fn take(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<Fleet>, taken: Taken) {
-    let Some(cluster) = shared.config.cluster.as_ref() else { return };
+async fn take(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<Fleet>, taken: Taken) -> Pulled {
+    let Some(cluster) = shared.config.cluster.as_ref() else { return Pulled::Handled };
     let task_id = taken.job.task_id.clone();
     if !reaches(cluster, &taken.job.workspace) {
-        let _ = taken.later(Duration::from_secs(2)).await;
-        return;
+        tracing::debug!(task = %task_id, workspace = %taken.job.workspace, "this node does not reach the workspace of a queued task; handed back");
+        if let Err(e) = taken.later(HAND_BACK).await {
+            tracing::warn!(task = %task_id, error = %e, "could not hand a queued job back; JetStream redelivers it");
+        }
+        return Pulled::NotHere;
     }
+    take_here(supervisor, shared, fleet, taken).await;
+    Pulled::Handled
+}
+
+/// Takes a job whose workspace is here: the lease, then what the task's record says to do.
+async fn take_here(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<Fleet>, taken: Taken) {
+    let task_id = taken.job.task_id.clone();
     let lease = match fleet.acquire(&task_id).await {
         Ok(lease) => lease,
         Err(ClusterError::Held { until_ms, .. }) => {

@@ -105,3 +105,75 @@ impl Drop for NatsServer {
         let _ = self.child.wait();
     }
 }
+
+/// A TCP relay on a free loopback port to a server, which a test can cut: what a daemon cut off
+/// from NATS sees (its connection drops and no new one gets through), while other daemons still
+/// reach the server directly.
+pub struct Relay {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    streams: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>>,
+}
+
+impl Relay {
+    /// Relays `127.0.0.1:<new port>` to `127.0.0.1:target`.
+    pub fn start(target: u16) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a relay port");
+        let port = listener.local_addr().expect("the relay's port").port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let streams = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (cut2, streams2) = (cut.clone(), streams.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if cut2.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else { continue };
+                let pairs =
+                    [(client.try_clone(), server.try_clone()), (server.try_clone(), client.try_clone())];
+                if let Ok(mut kept) = streams2.lock() {
+                    kept.extend([client, server]);
+                }
+                for pair in pairs {
+                    if let (Ok(mut from), Ok(mut to)) = pair {
+                        std::thread::spawn(move || {
+                            let _ = std::io::copy(&mut from, &mut to);
+                            let _ = to.shutdown(std::net::Shutdown::Both);
+                        });
+                    }
+                }
+            }
+        });
+        Relay { port, cut, streams }
+    }
+
+    /// `nats://127.0.0.1:PORT` of the relay.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every relayed connection and refuses new ones until [`Relay::mend`].
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Ok(mut kept) = self.streams.lock() {
+            for s in kept.drain(..) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+
+    /// Lets connections through again.
+    pub fn mend(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl NatsServer {
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
