@@ -28,7 +28,15 @@ pub fn print_state(r: &StateResult, json: bool) {
 
 /// `agentd tasks`: one task on one line (id, state, when created, the objective cut to 60).
 pub fn print_task_line(t: &TaskSummary) {
-    println!("{}  {:<13} {}  {}", t.task_id, t.state.as_str(), t.created_at, one_line(&t.objective, 60));
+    // In a fleet, the node running the task (or that last ran it) follows its state.
+    let node = t.node.as_deref().map(|n| format!(" @{n}")).unwrap_or_default();
+    println!(
+        "{}  {:<13} {}  {}{node}",
+        t.task_id,
+        t.state.as_str(),
+        t.created_at,
+        one_line(&t.objective, 60)
+    );
 }
 
 /// `agentd evidence list`: one piece of evidence on one line, marked when incomplete.
@@ -86,6 +94,30 @@ pub fn print_daemon(r: &DaemonStatus) {
             r.storage.unrecorded_ends
         );
     }
+    if let Some(c) = &r.cluster {
+        let link = if c.connected { "connected" } else { "not connected" };
+        println!("node         {} ({link} to {})", c.node, c.servers.join(", "));
+        if let Some(e) = &c.error {
+            println!("fleet        failing: {e}");
+        }
+        for n in &c.nodes {
+            println!(
+                "  node       {} {}/{} tasks; reaches {}",
+                n.node,
+                n.running,
+                n.max_tasks,
+                n.workspaces.join(", ")
+            );
+        }
+        for s in &c.streams {
+            let lagging = if s.lagging.is_empty() {
+                String::new()
+            } else {
+                format!("; behind: {}", s.lagging.join(", "))
+            };
+            println!("  stream     {} {} replicas, {} current{lagging}", s.name, s.replicas, s.current);
+        }
+    }
     for j in &r.jobs {
         let last = match (&j.last_run_at, j.last_ok) {
             (Some(at), Some(ok)) => format!(
@@ -130,6 +162,12 @@ pub fn print_status(s: &TaskStatus) {
     println!("state      {}", s.state);
     println!("objective  {}", s.objective);
     println!("workspace  {}", s.workspace);
+    if let Some(node) = &s.node {
+        println!("node       {node}");
+    }
+    if let Some(why) = &s.queued_because {
+        println!("queued     {why}");
+    }
     for (role, r) in &s.roles {
         println!(
             "{:<10} {}{} of {} tokens ({}); counted by {}",

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use agentd_test_support::daemon::{team_config, TestDaemon};
-use agentd_test_support::nats::{skip_or_fail, NatsServer, Relay};
+use agentd_test_support::nats::{skip_or_fail, NatsCluster, NatsServer, Relay};
 use agentd_test_support::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -50,13 +50,14 @@ async fn sleeping_model() -> ScriptedServer {
 }
 
 /// A daemon's configuration as node `node` of the fleet on `nats`, leases lasting 3 s.
-fn node_config(server: &ScriptedServer, nats: &str, node: &str, extra: &str) -> String {
+fn node_config(server: &ScriptedServer, nats: &[String], node: &str, extra: &str) -> String {
     let (url, model) = (server.base_url(), server.model());
+    let nats = nats.iter().map(|u| format!("\"{u}\"")).collect::<Vec<_>>().join(", ");
     format!(
         "[providers.scripted]\nkind = \"openai\"\nbase_url = \"{url}\"\n\n\
          [team.lead]\nprovider = \"scripted\"\nmodel = \"{model}\"\n\n\
          [team.coder]\nprovider = \"scripted\"\nmodel = \"{model}\"\n\n\
-         [cluster]\nnats = [\"{nats}\"]\nnode = \"{node}\"\nmax_tasks = 4\nlease = \"3s\"\n{extra}\n"
+         [cluster]\nnats = [{nats}]\nnode = \"{node}\"\nmax_tasks = 4\nlease = \"3s\"\n{extra}\n"
     )
 }
 
@@ -100,7 +101,7 @@ fn three_daemons_run_thirty_tasks_each_exactly_once_and_read_one_history() {
     let server = rt.block_on(finishing_model());
     let daemons: Vec<TestDaemon> = ["a", "b", "c"]
         .iter()
-        .map(|node| TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), node, "")))
+        .map(|node| TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], node, "")))
         .collect();
     let ws = tempfile::tempdir().unwrap();
     let tasks: Vec<String> =
@@ -147,7 +148,7 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(sleeping_model());
-    let mut a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "a", ""));
+    let mut a = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "a", ""));
     let ws = tempfile::tempdir().unwrap();
     let task_id = a.submit("Sleep, then finish", ws.path());
     // A runs it: its command is running when A dies.
@@ -157,7 +158,7 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
         assert!(Instant::now() < deadline, "the command never started");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
     let killed = Instant::now();
     a.kill9();
     let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
@@ -196,7 +197,7 @@ fn a_queued_task_says_why_no_node_takes_it() {
     let server = rt.block_on(finishing_model());
     let elsewhere = tempfile::tempdir().unwrap();
     let roots = format!("workspaces = [\"{}\"]", elsewhere.path().display());
-    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "a", &roots));
+    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "a", &roots));
     let ws = tempfile::tempdir().unwrap();
     let task_id = a.submit("Nobody reaches this", ws.path());
     let status = wait_status(&a, &task_id, Duration::from_secs(10), |s| s["queued_because"].is_string());
@@ -206,11 +207,11 @@ fn a_queued_task_says_why_no_node_takes_it() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(server.chat_requests().len(), 0, "nobody ran it");
     // A node that reaches the workspace joins: it takes the task.
-    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
     let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
     assert_eq!(status["node"], "b");
     // A second daemon under a name in use is refused, naming the name.
-    let mut twin = TestDaemon::prepare(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    let mut twin = TestDaemon::prepare(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
     let refused = twin.try_serve().unwrap_err();
     assert!(refused.contains("node name \"b\" is taken"), "{refused}");
 }
@@ -228,6 +229,19 @@ fn nats_unreachable_at_start_is_an_error_naming_the_urls() {
         refused.contains(&format!("nats://127.0.0.1:{port}")) && refused.contains("[cluster]"),
         "{refused}"
     );
+}
+
+/// The task's events once its log holds its `task_finished` (the record says `finished` a moment
+/// before the event is in).
+fn finished_events(d: &TestDaemon, task_id: &str) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = contiguous_events(d, task_id);
+        if events.iter().any(|e| e["kind"] == "task_finished") || Instant::now() > deadline {
+            return events;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Waits until the task's log on `d` holds a `tool_called` (its command is running).
@@ -248,12 +262,12 @@ fn a_daemon_cut_off_from_nats_stops_its_task_and_its_late_writes_are_refused() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(sleeping_model());
     let relay = Relay::start(nats.port());
-    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &relay.url(), "a", ""));
+    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &[relay.url()], "a", ""));
     let ws = tempfile::tempdir().unwrap();
     let task_id = a.submit("Sleep, then finish", ws.path());
     wait_status(&a, &task_id, Duration::from_secs(30), |s| s["node"] == "a");
     wait_for_command(&a, &task_id);
-    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
     relay.cut();
     // A cannot renew: it stops the task itself; once the lease lapses B takes it over.
     let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
@@ -261,7 +275,7 @@ fn a_daemon_cut_off_from_nats_stops_its_task_and_its_late_writes_are_refused() {
     let log = a.serve_log();
     assert!(log.contains("stopping a task this node can no longer hold"), "{log}");
     // Back on the network, A writes nothing of the task it lost.
-    let before = b.logged_events(&task_id);
+    let before = finished_events(&b, &task_id);
     relay.mend();
     std::thread::sleep(Duration::from_secs(4));
     let after = contiguous_events(&b, &task_id);
@@ -279,11 +293,11 @@ fn a_daemon_stopped_hands_its_task_over_and_a_watcher_elsewhere_sees_it_through(
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(sleeping_model());
-    let mut a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "a", ""));
+    let mut a = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "a", ""));
     let ws = tempfile::tempdir().unwrap();
     let task_id = a.submit("Sleep, then finish", ws.path());
     wait_for_command(&a, &task_id);
-    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
     // B follows the task live from its first event, across the handover, to its end.
     let watcher = {
         let socket = b.socket();
@@ -327,11 +341,11 @@ fn cancel_and_follow_up_reach_a_task_from_any_daemon() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(sleeping_model());
-    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "a", ""));
+    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "a", ""));
     let ws = tempfile::tempdir().unwrap();
     let sleeping = a.submit("Sleep, then finish", ws.path());
     wait_for_command(&a, &sleeping);
-    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &nats.url(), "b", ""));
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
     // Cancelled from B: A, which runs it, stops it.
     let cancelled = call(&b, "task.cancel", json!({"task_id": sleeping}));
     assert_eq!(cancelled["state"], "cancelled");
@@ -355,4 +369,109 @@ fn cancel_and_follow_up_reach_a_task_from_any_daemon() {
     let kinds = kinds(&contiguous_events(&a, &quick));
     assert_eq!(kinds.iter().filter(|k| *k == "task_finished").count(), 2, "{kinds:?}");
     assert!(kinds.contains(&"task_message".to_string()), "{kinds:?}");
+}
+
+/// Starts a daemon, trying again while a newly formed NATS cluster elects its JetStream leader.
+fn start_on_cluster(config: &str) -> TestDaemon {
+    let mut d = TestDaemon::prepare(Path::new(BIN), config);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match d.try_serve() {
+            Ok(()) => return d,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("not yet: {}", e.lines().last().unwrap_or_default());
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn a_fleet_on_three_nats_servers_rides_out_one_down_and_waits_out_two() {
+    let Some(mut nats) = NatsCluster::start(3) else {
+        skip_or_fail("a_fleet_on_three_nats_servers_rides_out_one_down_and_waits_out_two");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(sleeping_model());
+    let urls = nats.urls();
+    let a = start_on_cluster(&node_config(&server, &urls, "a", "replicas = 3"));
+    let b = start_on_cluster(&node_config(&server, &urls, "b", "replicas = 3"));
+    let ws = tempfile::tempdir().unwrap();
+    // The buckets of a cluster formed a moment ago may refuse the first writes (no responders yet):
+    // the refusal is an error the caller sees, and a retry goes through.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        match a
+            .client()
+            .call("task.submit", json!({"objective": "Before anything fails", "workspace": ws.path()}))
+        {
+            Ok(r) => break r["task_id"].as_str().unwrap().to_string(),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("not yet: {}", e.message);
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    wait_status(&b, &first, Duration::from_secs(30), |s| s["state"] == "finished");
+    let status = call(&a, "daemon.status", json!({}));
+    let log = status["cluster"]["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "AGENTD_LOG")
+        .unwrap()
+        .clone();
+    // Three replicas: the leader and two peers, current or (for a moment) catching up.
+    let peers = log["current"].as_u64().unwrap() + log["lagging"].as_array().map_or(0, |l| l.len() as u64);
+    assert_eq!((log["replicas"].as_u64(), peers), (Some(3), 2), "{status}");
+
+    // One server of three down: the fleet goes on, once the streams it led have new leaders.
+    nats.stop_server(0);
+    for d in [&a, &b] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let status = call(d, "daemon.status", json!({}));
+            let cluster = &status["cluster"];
+            if cluster["connected"] == true
+                && cluster["error"].is_null()
+                && !cluster["streams"].as_array().unwrap().is_empty()
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the fleet never recovered from one server down: {status}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    let second = b.submit("With one server down", ws.path());
+    wait_status(&a, &second, Duration::from_secs(30), |s| s["state"] == "finished");
+
+    // Two down: no quorum. A task running then cannot keep its lease; it waits, and goes on once a
+    // quorum is back — nothing lost, nothing twice.
+    let third = a.submit("Sleep, then finish", ws.path());
+    wait_for_command(&a, &third);
+    nats.stop_server(1);
+    std::thread::sleep(Duration::from_secs(6));
+    let status = call(&a, "daemon.status", json!({}));
+    assert!(status["cluster"]["error"].is_string(), "the fleet's trouble is visible: {status}");
+    nats.start_server(0);
+    nats.start_server(1);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while call(&a, "task.status", json!({"task_id": third}))["state"] != "finished" {
+        if Instant::now() > deadline {
+            eprintln!("LOGA {}", a.serve_log());
+            eprintln!("LOGB {}", b.serve_log());
+            panic!("never finished");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = wait_status(&a, &third, Duration::from_secs(60), |s| s["state"] == "finished");
+    assert_eq!(status["result"], "done after the command");
+    let events = finished_events(&b, &third);
+    let kinds = kinds(&events);
+    assert_eq!(kinds.iter().filter(|k| *k == "task_finished").count(), 1, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| *k == "task_started").count(), 1, "{kinds:?}");
+    assert_eq!(contiguous_events(&a, &third), events, "one history");
 }

@@ -95,6 +95,21 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
+    /// Whether this is trouble that passes by itself: a request that timed out, or found no
+    /// responders (a server down, a stream's leader being elected). What the client says is all
+    /// there is to judge by: its error kinds differ per call.
+    pub fn is_passing(&self) -> bool {
+        match self {
+            ClusterError::JetStream { message, .. } => {
+                let m = message.to_ascii_lowercase();
+                ["timed out", "no responders", "503", "disconnected", "connection", "no stream found"]
+                    .iter()
+                    .any(|w| m.contains(w))
+            }
+            _ => false,
+        }
+    }
+
     /// A JetStream failure while doing `what`.
     pub fn js(what: impl Into<String>, e: impl std::fmt::Display) -> ClusterError {
         ClusterError::JetStream { what: what.into(), message: e.to_string() }

@@ -69,6 +69,7 @@ impl Leases {
                 .await
                 .map_err(|e| ClusterError::js(format!("creating bucket {LEASES_BUCKET}"), e))?,
         };
+        crate::storage::ready(&store).await?;
         Ok(Leases { store, ttl })
     }
 

@@ -35,6 +35,7 @@ pub mod lease;
 pub mod log;
 pub mod names;
 pub mod nodes;
+pub mod passing;
 pub mod queue;
 pub mod storage;
 pub mod tail;

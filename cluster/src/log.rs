@@ -18,13 +18,10 @@
 use crate::error::ClusterError;
 use crate::names::{log_subject, EPOCH_HEADER, EVENTS_HEADER, SEQ_HEADER};
 use agentd_protocol::Record;
-use async_nats::jetstream::consumer::pull::OrderedConfig;
-use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use async_nats::jetstream::Context;
-use futures_util::StreamExt;
 
 /// Where a task's log stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -97,34 +94,73 @@ pub async fn append(
     }
 }
 
-/// Every record of `task_id`'s log up to `head`, numbered, in order: an ordered consumer over the
-/// task's subject, read until the message at `head.last`.
+/// [`append`], tried again while NATS is in passing trouble (a server down, a leader being elected)
+/// for up to `retry_for`. An attempt that timed out may have landed all the same: when the retry
+/// then finds the log moved on by exactly one message, and that message is this record, it landed.
+pub async fn append_surely(
+    js: &Context,
+    stream: &Stream,
+    task_id: &str,
+    at: Head,
+    epoch: u64,
+    record: &Record,
+    retry_for: std::time::Duration,
+) -> Result<Head, ClusterError> {
+    let clock = agentd_engine::clock::clock();
+    let deadline = clock.now() + retry_for;
+    let mut retried = false;
+    loop {
+        match append(js, task_id, at, epoch, record).await {
+            Err(e) if e.is_passing() && clock.now() < deadline => {
+                tracing::debug!(task = task_id, error = %e, "NATS in passing trouble; appending again");
+                retried = true;
+                clock.sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(ClusterError::Conflict { .. }) if retried => {
+                let now = head(stream, task_id).await?;
+                let ours = serde_json::to_vec(record).map_err(|source| ClusterError::Corrupt {
+                    what: format!("a record of task {task_id}"),
+                    source,
+                })?;
+                let last = stream
+                    .get_last_raw_message_by_subject(&log_subject(task_id))
+                    .await
+                    .map_err(|e| ClusterError::js(format!("reading the log of task {task_id}"), e))?;
+                if now.records == at.records + 1
+                    && now.epoch == epoch
+                    && last.payload.as_ref() == ours.as_slice()
+                {
+                    return Ok(now);
+                }
+                return Err(ClusterError::Conflict { task_id: task_id.to_string(), expected: at.last });
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Every record of `task_id`'s log up to `head`, numbered, in order: each the next message on the
+/// task's subject after the one before, asked of the stream's leader (plain requests, which survive
+/// a server going down where a consumer's subscription may not).
 pub async fn read(stream: &Stream, task_id: &str, head: Head) -> Result<Vec<(u64, Record)>, ClusterError> {
     let mut out = Vec::with_capacity(head.records as usize);
-    if head.records == 0 {
-        return Ok(out);
-    }
+    let subject = log_subject(task_id);
     let what = || format!("reading the log of task {task_id}");
-    let consumer = stream
-        .create_consumer(OrderedConfig {
-            filter_subject: log_subject(task_id),
-            deliver_policy: DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| ClusterError::js(what(), e))?;
-    let mut messages = consumer.messages().await.map_err(|e| ClusterError::js(what(), e))?;
-    while let Some(message) = messages.next().await {
-        let message = message.map_err(|e| ClusterError::js(what(), e))?;
+    let mut from = 1;
+    while from <= head.last {
+        let message = stream
+            .raw_message_builder()
+            .sequence(from)
+            .next_by_subject(subject.clone())
+            .send()
+            .await
+            .map_err(|e| ClusterError::js(what(), e))?;
         let number = out.len() as u64 + 1;
         let record: Record = serde_json::from_slice(&message.payload).map_err(|source| {
             ClusterError::Corrupt { what: format!("record {number} of task {task_id}"), source }
         })?;
         out.push((number, record));
-        let at = message.info().map(|i| i.stream_sequence).map_err(|e| ClusterError::js(what(), e))?;
-        if at >= head.last {
-            break;
-        }
+        from = message.sequence + 1;
     }
     Ok(out)
 }

@@ -50,6 +50,7 @@ impl Nodes {
                 .await
                 .map_err(|e| ClusterError::js(format!("creating bucket {NODES_BUCKET}"), e))?,
         };
+        crate::storage::ready(&store).await?;
         Ok(Nodes { store })
     }
 

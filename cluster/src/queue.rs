@@ -13,7 +13,7 @@ use crate::names::{QUEUE_CONSUMER, QUEUE_STREAM, QUEUE_SUBJECT};
 use async_nats::jetstream::consumer::pull::Config as PullConfig;
 use async_nats::jetstream::consumer::AckPolicy;
 use async_nats::jetstream::consumer::Consumer;
-use async_nats::jetstream::message::{AckKind, Message};
+use async_nats::jetstream::message::{AckKind, Message, PublishMessage};
 use async_nats::jetstream::stream::{self, RetentionPolicy};
 use async_nats::jetstream::Context;
 use futures_util::StreamExt;
@@ -96,14 +96,24 @@ impl Queue {
         Ok(Queue { js: js.clone(), consumer })
     }
 
-    /// Puts `job` on the queue, once JetStream holds it.
+    /// Puts `job` on the queue, once JetStream holds it. Tried again while NATS is in passing
+    /// trouble; the job's message id makes JetStream keep one copy however many attempts land.
     pub async fn push(&self, job: &Job) -> Result<(), ClusterError> {
-        let what = || format!("queueing task {}", job.task_id);
+        let what = format!("queueing task {}", job.task_id);
         let payload =
-            serde_json::to_vec(job).map_err(|source| ClusterError::Corrupt { what: what(), source })?;
-        let ack =
-            self.js.publish(QUEUE_SUBJECT, payload.into()).await.map_err(|e| ClusterError::js(what(), e))?;
-        ack.await.map(drop).map_err(|e| ClusterError::js(what(), e))
+            serde_json::to_vec(job).map_err(|source| ClusterError::Corrupt { what: what.clone(), source })?;
+        let payload = bytes::Bytes::from(payload);
+        let id = uuid::Uuid::now_v7().to_string();
+        crate::passing::retrying(|| {
+            let (js, payload, id, what) = (self.js.clone(), payload.clone(), id.clone(), what.clone());
+            async move {
+                let publish = PublishMessage::build().payload(payload).message_id(id.as_str());
+                let ack =
+                    js.send_publish(QUEUE_SUBJECT, publish).await.map_err(|e| ClusterError::js(&what, e))?;
+                ack.await.map(drop).map_err(|e| ClusterError::js(&what, e))
+            }
+        })
+        .await
     }
 
     /// The next job, waiting at most `wait`; `None` when there is none. A job that does not decode is

@@ -8,6 +8,7 @@ use crate::names::{
     token, BLOBS_STORE, EVIDENCE_BUCKET, LOG_STREAM, LOG_SUBJECTS, MEMORY_STREAM, MEMORY_SUBJECT,
     SETTINGS_BUCKET, TASKS_BUCKET, WINDOWS_BUCKET,
 };
+use crate::passing::{retrying, RETRY_FOR};
 use agentd_engine::clock::now_rfc3339;
 use agentd_engine::storage::{lines_of, page_of, End, Storage, StorageError};
 use agentd_policies::history::history_of;
@@ -265,19 +266,29 @@ impl JetStreamStorage {
     /// The bytes stored under `sha256`.
     fn blob(&self, sha256: &str) -> Result<Vec<u8>, StorageError> {
         let (blobs, name) = (self.handles.blobs.clone(), sha256.to_string());
-        self.run(async move {
-            let mut object =
-                blobs.get(name.as_str()).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
-            let mut data = Vec::new();
-            object.read_to_end(&mut data).await.map_err(|e| ClusterError::js("reading evidence bytes", e))?;
-            Ok(data)
-        })
+        self.run(retrying(move || {
+            let (blobs, name) = (blobs.clone(), name.clone());
+            async move {
+                let mut object = blobs
+                    .get(name.as_str())
+                    .await
+                    .map_err(|e| ClusterError::js("reading evidence bytes", e))?;
+                let mut data = Vec::new();
+                object
+                    .read_to_end(&mut data)
+                    .await
+                    .map_err(|e| ClusterError::js("reading evidence bytes", e))?;
+                Ok(data)
+            }
+        }))
     }
 
     /// From now on this writer appends `task_id`'s log under lease `epoch` (the lease it took): a
     /// writer with an older one can no longer append to it once this one has.
     pub fn fence(&self, task_id: &str, epoch: u64) {
         self.epochs.lock().insert(task_id.to_string(), epoch);
+        // Whoever held the task before appended since this writer last looked: read the head anew.
+        self.heads.lock().remove(task_id);
         self.reclaim(task_id);
     }
 
@@ -294,14 +305,29 @@ impl JetStreamStorage {
         self.bridge.run(future)?
     }
 
-    /// Records a new task, as `task.submit` does; refused when the id is taken.
+    /// Records a new task, as `task.submit` does; refused when the id is taken (by another task: an
+    /// attempt of this one that timed out but landed is no refusal).
     pub fn create_task(&self, meta: &TaskMeta) -> Result<(), ClusterError> {
         let tasks = self.handles.tasks.clone();
         let (key, value) = (token(&meta.task_id), encode(&format!("task {}", meta.task_id), meta)?);
+        let value = bytes::Bytes::from(value);
         let what = format!("recording task {}", meta.task_id);
-        self.bridge.run(async move {
-            tasks.create(key, value.into()).await.map(drop).map_err(|e| ClusterError::js(what, e))
-        })?
+        let (k, v) = (key.clone(), value.clone());
+        let created = self.bridge.run(retrying(move || {
+            let (tasks, key, value, what) = (tasks.clone(), k.clone(), v.clone(), what.clone());
+            async move { tasks.create(key, value).await.map(drop).map_err(|e| ClusterError::js(what, e)) }
+        }))?;
+        match created {
+            Err(e) => {
+                let tasks = self.handles.tasks.clone();
+                let stored = self.bridge.run(async move { tasks.get(key).await.ok().flatten() })?;
+                if stored.as_ref() == Some(&value) {
+                    return Ok(());
+                }
+                Err(e)
+            }
+            ok => ok,
+        }
     }
 
     /// The end kept for a task whose end could not be recorded.
@@ -320,10 +346,22 @@ impl JetStreamStorage {
     fn all_records(&self, task_id: &str) -> Result<Vec<(u64, Record)>, StorageError> {
         // Read up to the stream's head, not only this writer's: another daemon may have appended.
         let (stream, id) = (self.handles.log.clone(), task_id.to_string());
-        self.run(async move {
-            let head = log::head(&stream, &id).await?;
-            log::read(&stream, &id, head).await
-        })
+        self.run(retrying(move || {
+            let (stream, id) = (stream.clone(), id.clone());
+            async move {
+                let head = log::head(&stream, &id).await?;
+                log::read(&stream, &id, head).await
+            }
+        }))
+    }
+
+    /// The head of a task's log as the stream holds it.
+    fn head_of(&self, task_id: &str) -> Result<Head, StorageError> {
+        let (stream, id) = (self.handles.log.clone(), task_id.to_string());
+        self.run(retrying(move || {
+            let (stream, id) = (stream.clone(), id.clone());
+            async move { log::head(&stream, &id).await }
+        }))
     }
 
     fn kv_get<T: DeserializeOwned>(
@@ -333,9 +371,10 @@ impl JetStreamStorage {
         what: String,
     ) -> Result<Option<T>, StorageError> {
         let store = store.clone();
-        let bytes = self.run(async move {
-            store.get(key).await.map_err(|e| ClusterError::js(format!("reading {what}"), e))
-        })?;
+        let bytes = self.run(retrying(move || {
+            let (store, key, what) = (store.clone(), key.clone(), what.clone());
+            async move { store.get(key).await.map_err(|e| ClusterError::js(format!("reading {what}"), e)) }
+        }))?;
         match bytes {
             None => Ok(None),
             Some(b) => serde_json::from_slice(&b).map(Some).map_err(|source| {
@@ -352,19 +391,27 @@ impl JetStreamStorage {
         what: String,
     ) -> Result<(), StorageError> {
         let store = store.clone();
-        self.run(async move {
-            store
-                .put(key, value.into())
-                .await
-                .map(drop)
-                .map_err(|e| ClusterError::js(format!("writing {what}"), e))
-        })
+        let value = bytes::Bytes::from(value);
+        // A put is the same whether it lands once or twice: a passing trouble is tried again.
+        self.run(retrying(move || {
+            let (store, key, value, what) = (store.clone(), key.clone(), value.clone(), what.clone());
+            async move {
+                store
+                    .put(key, value)
+                    .await
+                    .map(drop)
+                    .map_err(|e| ClusterError::js(format!("writing {what}"), e))
+            }
+        }))
     }
 
     /// Every memory change with its note, oldest first.
     fn memory_entries(&self) -> Result<Vec<MemoryEntry>, StorageError> {
         let stream = self.handles.memory.clone();
-        self.run(async move { read_memory(&stream).await })
+        self.run(retrying(move || {
+            let stream = stream.clone();
+            async move { read_memory(&stream).await }
+        }))
     }
 
     /// The notes as they stand: the last state of each, in the order they were saved.
@@ -403,10 +450,17 @@ impl JetStreamStorage {
 
 async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
     let urls = config.urls.join(",");
+    let mut addrs: Vec<async_nats::ServerAddr> = Vec::with_capacity(config.urls.len());
+    for url in &config.urls {
+        addrs.push(url.parse().map_err(|e| ClusterError::Connect {
+            urls: urls.clone(),
+            message: format!("{url} is not a NATS server URL: {e}"),
+        })?);
+    }
     let client = config
         .options()
         .await?
-        .connect(urls.as_str())
+        .connect(addrs.as_slice())
         .await
         .map_err(|e| ClusterError::Connect { urls: urls.clone(), message: e.to_string() })?;
     let js = async_nats::jetstream::new(client);
@@ -453,7 +507,7 @@ async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
             .await
             .map_err(|e| ClusterError::js(format!("creating object store {BLOBS_STORE}"), e))?,
     };
-    Ok(Handles {
+    let handles = Handles {
         log,
         tasks: bucket(TASKS_BUCKET).await?,
         settings: bucket(SETTINGS_BUCKET).await?,
@@ -462,7 +516,27 @@ async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
         blobs,
         memory,
         js,
-    })
+    };
+    // A stream or bucket made just now on a cluster answers once its replicas have elected a
+    // leader: wait for that here rather than fail the first task.
+    for store in [&handles.tasks, &handles.settings, &handles.windows, &handles.evidence] {
+        ready(store).await?;
+    }
+    Ok(handles)
+}
+
+/// Waits (up to 30 s) until `store` answers a read.
+pub(crate) async fn ready(store: &kv::Store) -> Result<(), ClusterError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match store.get("agentd-ready").await {
+            Ok(_) => return Ok(()),
+            Err(e) if std::time::Instant::now() >= deadline => {
+                return Err(ClusterError::js(format!("waiting for bucket {} to answer", store.name), e))
+            }
+            Err(_) => agentd_engine::clock::clock().sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
 }
 
 async fn read_memory(stream: &Stream) -> Result<Vec<MemoryEntry>, ClusterError> {
@@ -503,15 +577,14 @@ impl JetStreamStorage {
         let mut heads = self.heads.lock();
         let head = match heads.get(task_id) {
             Some(head) => *head,
-            None => {
-                let (stream, id) = (self.handles.log.clone(), task_id.to_string());
-                self.run(async move { log::head(&stream, &id).await })?
-            }
+            None => self.head_of(task_id)?,
         };
         let (record, made) = make(head);
         let epoch = self.epochs.lock().get(task_id).copied().unwrap_or(0);
-        let (js, id) = (self.handles.js.clone(), task_id.to_string());
-        match self.run(async move { log::append(&js, &id, head, epoch, &record).await }) {
+        let (js, stream, id) = (self.handles.js.clone(), self.handles.log.clone(), task_id.to_string());
+        match self
+            .run(async move { log::append_surely(&js, &stream, &id, head, epoch, &record, RETRY_FOR).await })
+        {
             Ok(next) => {
                 heads.insert(task_id.to_string(), next);
                 Ok((next, made))
@@ -566,8 +639,7 @@ impl Storage for JetStreamStorage {
     }
 
     fn last_event_seq(&self, task_id: &str) -> Result<u64, StorageError> {
-        let (stream, id) = (self.handles.log.clone(), task_id.to_string());
-        Ok(self.run(async move { log::head(&stream, &id).await })?.events)
+        Ok(self.head_of(task_id)?.events)
     }
 
     fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StorageError> {
@@ -579,9 +651,10 @@ impl Storage for JetStreamStorage {
         let tasks = self.handles.tasks.clone();
         for _ in 0..CAS_ATTEMPTS {
             let (store, key) = (tasks.clone(), token(task_id));
-            let entry = self.run(async move {
-                store.entry(key).await.map_err(|e| ClusterError::js("reading a task", e))
-            })?;
+            let entry = self.run(retrying(move || {
+                let (store, key) = (store.clone(), key.clone());
+                async move { store.entry(key).await.map_err(|e| ClusterError::js("reading a task", e)) }
+            }))?;
             let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
                 return Err(storage_error(ClusterError::UnknownTask(task_id.to_string())));
             };

@@ -339,9 +339,10 @@ impl Methods {
             }
         }
         let queued_because = match &self.shared.fleet {
-            Some(fleet) if meta.state == TaskState::Queued => {
-                crate::fleet::queued_because(&meta.workspace, &crate::fleet::live_nodes(fleet).await?)
-            }
+            Some(fleet) if meta.state == TaskState::Queued => match crate::fleet::live_nodes(fleet).await {
+                Ok(live) => crate::fleet::queued_because(&meta.workspace, &live),
+                Err(e) => Some(format!("the fleet's nodes cannot be read: {e}")),
+            },
             _ => None,
         };
         let mut status = TaskStatus {
@@ -558,7 +559,7 @@ impl Methods {
             },
             http: self.http.map(|addr| HttpServing { listen: addr.to_string() }),
             cluster: match &self.shared.fleet {
-                Some(fleet) => Some(crate::fleet::status(fleet).await?),
+                Some(fleet) => Some(crate::fleet::status(fleet).await),
                 None => None,
             },
         })

@@ -153,11 +153,18 @@ pub async fn live_nodes(fleet: &Fleet) -> Result<Vec<Beat>, ClusterError> {
     fleet.live_nodes().await
 }
 
-/// The fleet as this node sees it, for `daemon.status`.
-pub async fn status(fleet: &Fleet) -> Result<ClusterStatus, ClusterError> {
-    let nodes = fleet
-        .live_nodes()
-        .await?
+/// The fleet as this node sees it, for `daemon.status`; what could not be read is its `error`.
+pub async fn status(fleet: &Fleet) -> ClusterStatus {
+    let clock = clock();
+    let read = clock.timeout(Duration::from_secs(3), async {
+        Ok::<_, ClusterError>((fleet.live_nodes().await?, fleet.streams().await?))
+    });
+    let (nodes, streams, error) = match read.await {
+        Ok(Ok((nodes, streams))) => (nodes, streams, None),
+        Ok(Err(e)) => (Vec::new(), Vec::new(), Some(e.to_string())),
+        Err(_) => (Vec::new(), Vec::new(), Some("NATS did not answer within 3s".to_string())),
+    };
+    let nodes = nodes
         .into_iter()
         .map(|b| NodeStatus {
             seen_at: humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(b.at_ms))
@@ -168,9 +175,7 @@ pub async fn status(fleet: &Fleet) -> Result<ClusterStatus, ClusterError> {
             workspaces: b.workspaces,
         })
         .collect();
-    let streams = fleet
-        .streams()
-        .await?
+    let streams = streams
         .into_iter()
         .map(|s| StreamStatus {
             name: s.name,
@@ -180,13 +185,14 @@ pub async fn status(fleet: &Fleet) -> Result<ClusterStatus, ClusterError> {
             lagging: s.lagging,
         })
         .collect();
-    Ok(ClusterStatus {
+    ClusterStatus {
         node: fleet.node().to_string(),
         servers: fleet.servers().to_vec(),
         connected: fleet.connected(),
         nodes,
         streams,
-    })
+        error,
+    }
 }
 
 #[cfg(test)]

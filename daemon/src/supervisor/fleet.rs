@@ -117,9 +117,25 @@ impl Handler<Adopt> for Supervisor {
                 let (cancel, done) = (running.cancel.clone(), running.done.clone());
                 ctx.spawn(keep(fleet, task_id, held, cancel, done).into_actor(self));
             }
+            Err(
+                e @ (SupervisorError::Storage(_)
+                | SupervisorError::Fleet(_)
+                | SupervisorError::Task(agentd_engine::task::TaskError::Storage(_))),
+            ) => {
+                // The fleet's storage failed under it: another attempt (here or elsewhere) may not.
+                tracing::warn!(task = %task_id, error = %e, "a task taken from the queue could not start; handed back");
+                ctx.spawn(
+                    async move {
+                        let lease = held.lease.lock().clone();
+                        let _ = fleet.release(&lease).await;
+                        let _ = held.taken.later(Duration::from_secs(1)).await;
+                    }
+                    .into_actor(self),
+                );
+            }
             Err(e) => {
-                // The task cannot start here (its workspace refused, its history unreadable): it
-                // fails, as it would on one machine, and the job is done.
+                // The task cannot start here (its workspace refused or missing): it fails, as it
+                // would on one machine, and the job is done.
                 tracing::error!(task = %task_id, error = %e, "a task taken from the queue could not start");
                 let end = End {
                     state: TaskState::Failed,

@@ -115,6 +115,10 @@ pub struct ClusterStatus {
     pub nodes: Vec<NodeStatus>,
     /// agentd's streams, each with its replicas' health.
     pub streams: Vec<StreamStatus>,
+    /// Why the fleet could not be read just now (NATS down, JetStream without a quorum): appends and
+    /// leases fail meanwhile, and running tasks stop until they can be resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A live node of the fleet, from its heartbeat.

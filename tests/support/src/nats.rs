@@ -177,3 +177,87 @@ impl NatsServer {
         self.port
     }
 }
+
+/// Three `nats-server -js` clustered on loopback (JetStream replicated with Raft), each stoppable
+/// and restartable on its own ports and store: what a fleet's failover tests run against.
+pub struct NatsCluster {
+    program: PathBuf,
+    dir: tempfile::TempDir,
+    ports: Vec<(u16, u16)>,
+    children: Vec<Option<Child>>,
+}
+
+impl NatsCluster {
+    /// Starts `n` clustered servers; `None` when no `nats-server` (2.10 or later) is installed.
+    pub fn start(n: usize) -> Option<NatsCluster> {
+        let program = program()?;
+        let dir =
+            tempfile::Builder::new().prefix("agentd-nats-cluster").tempdir().expect("a temp dir for nats");
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port()
+        };
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free(), free())).collect();
+        let mut cluster = NatsCluster { program, dir, ports, children: (0..n).map(|_| None).collect() };
+        for i in 0..n {
+            cluster.start_server(i);
+        }
+        Some(cluster)
+    }
+
+    /// Starts server `i` (again), on its ports and its store.
+    pub fn start_server(&mut self, i: usize) {
+        let (port, cluster_port) = self.ports[i];
+        let routes: Vec<String> = self
+            .ports
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, (_, c))| format!("nats://127.0.0.1:{c}"))
+            .collect();
+        let store = self.dir.path().join(format!("n{i}"));
+        let log = self.dir.path().join(format!("n{i}.log"));
+        let child = Command::new(&self.program)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-n", &format!("n{i}")])
+            .args(["--cluster_name", "agentd", "--cluster", &format!("nats://127.0.0.1:{cluster_port}")])
+            .args(["--routes", &routes.join(",")])
+            .arg("-sd")
+            .arg(&store)
+            .arg("-l")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nats-server");
+        self.children[i] = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server n{i} did not listen on {port} within 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills server `i`.
+    pub fn stop_server(&mut self, i: usize) {
+        if let Some(mut child) = self.children[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Every server's `nats://127.0.0.1:PORT`.
+    pub fn urls(&self) -> Vec<String> {
+        self.ports.iter().map(|(p, _)| format!("nats://127.0.0.1:{p}")).collect()
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for i in 0..self.children.len() {
+            self.stop_server(i);
+        }
+    }
+}
