@@ -57,19 +57,7 @@ pub fn now_ms() -> u64 {
 impl Leases {
     /// The bucket (made when missing), leases lasting `ttl` without renewal.
     pub async fn open(js: &Context, replicas: usize, ttl: Duration) -> Result<Leases, ClusterError> {
-        let store = match js.get_key_value(LEASES_BUCKET).await {
-            Ok(store) => store,
-            Err(_) => js
-                .create_key_value(kv::Config {
-                    bucket: LEASES_BUCKET.to_string(),
-                    history: 1,
-                    num_replicas: replicas.max(1),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| ClusterError::js(format!("creating bucket {LEASES_BUCKET}"), e))?,
-        };
-        crate::storage::ready(&store).await?;
+        let store = crate::storage::open_bucket(js, LEASES_BUCKET, replicas).await?;
         Ok(Leases { store, ttl })
     }
 

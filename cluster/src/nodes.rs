@@ -38,19 +38,7 @@ pub struct Nodes {
 impl Nodes {
     /// The bucket (made when missing).
     pub async fn open(js: &Context, replicas: usize) -> Result<Nodes, ClusterError> {
-        let store = match js.get_key_value(NODES_BUCKET).await {
-            Ok(store) => store,
-            Err(_) => js
-                .create_key_value(kv::Config {
-                    bucket: NODES_BUCKET.to_string(),
-                    history: 1,
-                    num_replicas: replicas.max(1),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| ClusterError::js(format!("creating bucket {NODES_BUCKET}"), e))?,
-        };
-        crate::storage::ready(&store).await?;
+        let store = crate::storage::open_bucket(js, NODES_BUCKET, replicas).await?;
         Ok(Nodes { store })
     }
 

@@ -191,18 +191,7 @@ impl JetStreamStorage {
     /// Every task recorded, in no particular order.
     pub fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
         let tasks = self.handles.tasks.clone();
-        let values = self.run(async move {
-            let what = |e: &dyn std::fmt::Display| ClusterError::js("listing the tasks", e);
-            let mut keys = tasks.keys().await.map_err(|e| what(&e))?;
-            let mut values = Vec::new();
-            while let Some(key) = keys.next().await {
-                let key = key.map_err(|e| what(&e))?;
-                if let Some(value) = tasks.get(&key).await.map_err(|e| what(&e))? {
-                    values.push((key, value));
-                }
-            }
-            Ok(values)
-        })?;
+        let values = self.run(retrying(move || all_entries(tasks.clone(), "the tasks")))?;
         values
             .into_iter()
             .map(|(key, value)| {
@@ -216,18 +205,7 @@ impl JetStreamStorage {
     /// Every evidence record, or a task's, oldest first.
     pub fn evidence_list(&self, task_id: Option<&str>) -> Result<Vec<EvidenceMeta>, StorageError> {
         let evidence = self.handles.evidence.clone();
-        let values = self.run(async move {
-            let what = |e: &dyn std::fmt::Display| ClusterError::js("listing the evidence", e);
-            let mut keys = evidence.keys().await.map_err(|e| what(&e))?;
-            let mut values = Vec::new();
-            while let Some(key) = keys.next().await {
-                let key = key.map_err(|e| what(&e))?;
-                if let Some(value) = evidence.get(&key).await.map_err(|e| what(&e))? {
-                    values.push((key, value));
-                }
-            }
-            Ok(values)
-        })?;
+        let values = self.run(retrying(move || all_entries(evidence.clone(), "the evidence")))?;
         let mut metas = values
             .into_iter()
             .map(|(key, value)| {
@@ -479,23 +457,7 @@ async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
         .get_or_create_stream(stream_of(MEMORY_STREAM, MEMORY_SUBJECT))
         .await
         .map_err(|e| ClusterError::js(format!("opening stream {MEMORY_STREAM}"), e))?;
-    let bucket = |name: &'static str| {
-        let js = js.clone();
-        async move {
-            match js.get_key_value(name).await {
-                Ok(store) => Ok(store),
-                Err(_) => js
-                    .create_key_value(kv::Config {
-                        bucket: name.to_string(),
-                        history: 1,
-                        num_replicas: replicas,
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(|e| ClusterError::js(format!("creating bucket {name}"), e)),
-            }
-        }
-    };
+    let bucket = |name: &'static str| open_bucket(&js, name, replicas);
     let blobs = match js.get_object_store(BLOBS_STORE).await {
         Ok(store) => store,
         Err(_) => js
@@ -517,16 +479,52 @@ async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
         memory,
         js,
     };
-    // A stream or bucket made just now on a cluster answers once its replicas have elected a
-    // leader: wait for that here rather than fail the first task.
-    for store in [&handles.tasks, &handles.settings, &handles.windows, &handles.evidence] {
-        ready(store).await?;
-    }
     Ok(handles)
 }
 
-/// Waits (up to 30 s) until `store` answers a read.
-pub(crate) async fn ready(store: &kv::Store) -> Result<(), ClusterError> {
+/// The key-value bucket `name` (made when missing, keeping one value a key, on `replicas`), once it
+/// answers.
+pub(crate) async fn open_bucket(
+    js: &Context,
+    name: &str,
+    replicas: usize,
+) -> Result<kv::Store, ClusterError> {
+    let store = match js.get_key_value(name).await {
+        Ok(store) => store,
+        Err(_) => js
+            .create_key_value(kv::Config {
+                bucket: name.to_string(),
+                history: 1,
+                num_replicas: replicas.max(1),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ClusterError::js(format!("creating bucket {name}"), e))?,
+    };
+    ready(&store).await?;
+    Ok(store)
+}
+
+/// Every key of `store` with its value (`what`: what they are, in errors).
+async fn all_entries(
+    store: kv::Store,
+    what: &'static str,
+) -> Result<Vec<(String, bytes::Bytes)>, ClusterError> {
+    let fail = |e: &dyn std::fmt::Display| ClusterError::js(format!("listing {what}"), e);
+    let mut keys = store.keys().await.map_err(|e| fail(&e))?;
+    let mut values = Vec::new();
+    while let Some(key) = keys.next().await {
+        let key = key.map_err(|e| fail(&e))?;
+        if let Some(value) = store.get(&key).await.map_err(|e| fail(&e))? {
+            values.push((key, value));
+        }
+    }
+    Ok(values)
+}
+
+/// Waits (up to 30 s) until `store` answers a read: a bucket made just now on a cluster answers once
+/// its replicas have elected a leader; better to wait here than to fail the first task.
+async fn ready(store: &kv::Store) -> Result<(), ClusterError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         match store.get("agentd-ready").await {

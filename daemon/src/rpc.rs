@@ -182,6 +182,13 @@ impl From<StorageError> for Refusal {
             }
             (Some(StoreError::NoteChange(c)), _) | (_, Some(ClusterError::NoteChange(c))) => change_code(c),
             (_, Some(ClusterError::UnknownEvidence(_))) => ErrorCode::UnknownEvidence,
+            _ if matches!(
+                e.cause().downcast_ref::<EvidenceError>(),
+                Some(EvidenceError::UnknownEvidence(_))
+            ) =>
+            {
+                ErrorCode::UnknownEvidence
+            }
             _ => ErrorCode::Internal,
         };
         Refusal(RpcError::new(code, e.to_string()))

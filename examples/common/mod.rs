@@ -176,6 +176,11 @@ impl Daemon {
         }
     }
 
+    /// SIGKILL: the daemon dies with no chance to hand anything over.
+    pub fn kill9(&mut self) {
+        self.0.kill9();
+    }
+
     /// SIGTERM, then wait (up to 15 s, then SIGKILL). Returns the exit code.
     pub fn stop(&mut self) -> Option<i32> {
         self.0.stop_within(Duration::from_secs(15))

@@ -198,26 +198,7 @@ impl Supervisor {
             true => self.workspace(&workspace)?.root().display().to_string(),
             false => workspace,
         };
-        let task_id = uuid::Uuid::now_v7().to_string();
-        let now = now_rfc3339();
-        let meta = TaskMeta {
-            task_id: task_id.clone(),
-            objective: objective.clone(),
-            workspace: workspace.clone(),
-            team,
-            state: TaskState::Queued,
-            created_at: now.clone(),
-            updated_at: now,
-            result: None,
-            error: None,
-            node: None,
-        };
-        self.shared.storage.create_task(&meta)?;
-        self.shared.storage.emit(
-            &task_id,
-            &Role::Lead,
-            EventKind::TaskStarted { objective: objective.clone() },
-        )?;
+        let task_id = self.record_new(&objective, workspace.clone(), team)?;
         queue(fleet, Job { task_id: task_id.clone(), workspace, start: JobStart::Fresh { objective } })?;
         Ok(task_id)
     }
@@ -340,6 +321,12 @@ async fn take(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<Fleet>
 /// Takes a job whose workspace is here: the lease, then what the task's record says to do.
 async fn take_here(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<Fleet>, taken: Taken) {
     let task_id = taken.job.task_id.clone();
+    // A run of the task this node lost may still be winding down here: taking the lease again
+    // would let its last writes through, so the job waits until it is gone.
+    if supervisor.send(super::IsRunning { task_id: task_id.clone() }).await.unwrap_or(true) {
+        let _ = taken.later(Duration::from_secs(1)).await;
+        return;
+    }
     let lease = match fleet.acquire(&task_id).await {
         Ok(lease) => lease,
         Err(ClusterError::Held { until_ms, .. }) => {

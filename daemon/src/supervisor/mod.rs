@@ -306,13 +306,27 @@ impl Handler<Submit> for Supervisor {
             return self.submit_to_fleet(&fleet, msg.objective, msg.workspace, msg.team);
         }
         let workspace = self.workspace(&msg.workspace)?;
+        let task_id = self.record_new(&msg.objective, workspace.root().display().to_string(), msg.team)?;
+        self.start_task(task_id.clone(), workspace, Start::Fresh { objective: msg.objective })?;
+        Ok(task_id)
+    }
+}
+
+impl Supervisor {
+    /// Records a new task, `queued`, with its `task_started`; its id, a UUID v7.
+    fn record_new(
+        &self,
+        objective: &str,
+        workspace: String,
+        team: Option<String>,
+    ) -> Result<String, SupervisorError> {
         let task_id = uuid::Uuid::now_v7().to_string();
         let now = now_rfc3339();
         let meta = TaskMeta {
             task_id: task_id.clone(),
-            objective: msg.objective.clone(),
-            workspace: workspace.root().display().to_string(),
-            team: msg.team,
+            objective: objective.to_string(),
+            workspace,
+            team,
             state: TaskState::Queued,
             created_at: now.clone(),
             updated_at: now,
@@ -324,9 +338,8 @@ impl Handler<Submit> for Supervisor {
         self.shared.storage.emit(
             &task_id,
             &Role::Lead,
-            EventKind::TaskStarted { objective: msg.objective.clone() },
+            EventKind::TaskStarted { objective: objective.to_string() },
         )?;
-        self.start_task(task_id.clone(), workspace, Start::Fresh { objective: msg.objective })?;
         Ok(task_id)
     }
 }
