@@ -475,3 +475,27 @@ fn a_fleet_on_three_nats_servers_rides_out_one_down_and_waits_out_two() {
     assert_eq!(kinds.iter().filter(|k| *k == "task_started").count(), 1, "{kinds:?}");
     assert_eq!(contiguous_events(&a, &third), events, "one history");
 }
+
+#[test]
+fn a_daemon_logs_in_with_the_token_its_environment_holds_and_a_wrong_one_is_refused() {
+    let Some(nats) = NatsServer::start_with(&["--auth", "s3cret-fleet-token"]) else {
+        skip_or_fail("a_daemon_logs_in_with_the_token_its_environment_holds_and_a_wrong_one_is_refused");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(finishing_model());
+    let config = node_config(&server, &[nats.url()], "a", "token_env = \"AGENTD_E2E_NATS_TOKEN\"");
+    let mut wrong = TestDaemon::prepare(Path::new(BIN), &config);
+    wrong.set_env(&[("AGENTD_E2E_NATS_TOKEN", "not-the-token")]);
+    let refused = wrong.try_serve().unwrap_err();
+    assert!(refused.contains(&nats.url()) && refused.to_lowercase().contains("author"), "{refused}");
+    let mut unset = TestDaemon::prepare(Path::new(BIN), &config);
+    let refused = unset.try_serve().unwrap_err();
+    assert!(refused.contains("cluster.token_env") && refused.contains("AGENTD_E2E_NATS_TOKEN"), "{refused}");
+    let mut right = TestDaemon::prepare(Path::new(BIN), &config);
+    right.set_env(&[("AGENTD_E2E_NATS_TOKEN", "s3cret-fleet-token")]);
+    right.try_serve().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let task_id = right.submit("Logged in", ws.path());
+    wait_status(&right, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
+}

@@ -82,7 +82,7 @@ impl Config {
     /// Checks that every provider's `api_key_env` names a variable `var` finds set and not empty
     /// (`var` is `std::env::var_os` for the daemon; a parameter so tests need not touch the
     /// process's environment). The first provider without its key is the error, naming the
-    /// provider and the variable.
+    /// provider and the variable. So are `[cluster] token_env` and `password_env`.
     pub fn check_keys(&self, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<(), ConfigError> {
         for p in self.providers.values() {
             let Some(name) = &p.api_key_env else { continue };
@@ -91,6 +91,23 @@ impl Config {
                     path: self.path.clone(),
                     provider: p.name.clone(),
                     var: name.clone(),
+                });
+            }
+        }
+        // The fleet's token or password: unset, every connection to NATS would be refused.
+        let cluster = self
+            .cluster
+            .iter()
+            .flat_map(|c| [("cluster.token_env", &c.token_env), ("cluster.password_env", &c.password_env)]);
+        for (key, name) in cluster {
+            let Some(name) = name else { continue };
+            if var(name).is_none_or(|v| v.is_empty()) {
+                return Err(ConfigError::Invalid {
+                    path: self.path.clone(),
+                    key: key.to_string(),
+                    message: format!(
+                        "names the environment variable {name}, which is not set (or empty) for agentd serve; export it before starting the daemon"
+                    ),
                 });
             }
         }

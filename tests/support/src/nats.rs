@@ -63,6 +63,11 @@ impl NatsServer {
     /// Starts a single server with JetStream, storing in a temporary directory; `None` when no
     /// `nats-server` is installed. Panics, with the server's log, when it does not come up.
     pub fn start() -> Option<NatsServer> {
+        NatsServer::start_with(&[])
+    }
+
+    /// [`NatsServer::start`] with more arguments for the server (`["--auth", "TOKEN"]`).
+    pub fn start_with(extra: &[&str]) -> Option<NatsServer> {
         let program = program()?;
         let dir = tempfile::Builder::new().prefix("agentd-nats").tempdir().expect("a temp dir for nats");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -75,6 +80,7 @@ impl NatsServer {
             .arg(dir.path().join("store"))
             .arg("-l")
             .arg(&log)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
