@@ -99,9 +99,15 @@ fn three_daemons_run_thirty_tasks_each_exactly_once_and_read_one_history() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(finishing_model());
+    // c also serves the HTTP API: its clients see the fleet's tasks too.
     let daemons: Vec<TestDaemon> = ["a", "b", "c"]
         .iter()
-        .map(|node| TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], node, "")))
+        .map(|node| {
+            let config = node_config(&server, &[nats.url()], node, "");
+            let config =
+                if *node == "c" { format!("{config}\n[http]\nlisten = \"127.0.0.1:0\"\n") } else { config };
+            TestDaemon::start(Path::new(BIN), &config)
+        })
         .collect();
     let ws = tempfile::tempdir().unwrap();
     let tasks: Vec<String> =
@@ -118,6 +124,14 @@ fn three_daemons_run_thirty_tasks_each_exactly_once_and_read_one_history() {
     let listed: BTreeSet<String> =
         listed.as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap().to_string()).collect();
     assert_eq!(listed, tasks.iter().cloned().collect(), "every daemon lists the fleet's tasks");
+    let http = rt.block_on(async {
+        let url = format!("{}/api/v1/tasks/{}", daemons[2].http_base(), tasks[0]);
+        let response =
+            reqwest::Client::new().get(url).bearer_auth(daemons[2].http_token()).send().await.unwrap();
+        (response.status().as_u16(), response.json::<Value>().await.unwrap())
+    });
+    assert_eq!((http.0, &http.1["state"]), (200, &json!("finished")), "{http:?}");
+    assert!(["a", "b", "c"].contains(&http.1["node"].as_str().unwrap()), "{http:?}");
     for task_id in &tasks {
         let seen: Vec<Vec<Value>> = daemons.iter().map(|d| contiguous_events(d, task_id)).collect();
         assert!(seen.windows(2).all(|w| w[0] == w[1]), "one history, whichever daemon reads it");
