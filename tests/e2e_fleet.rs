@@ -167,11 +167,7 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
     let task_id = a.submit("Sleep, then finish", ws.path());
     // A runs it: its command is running when A dies.
     wait_status(&a, &task_id, Duration::from_secs(30), |s| s["node"] == "a" && s["state"] == "running");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !kinds(&a.logged_events(&task_id)).contains(&"tool_called".to_string()) {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_command(&a, &task_id);
     let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
     let killed = Instant::now();
     a.kill9();

@@ -223,6 +223,17 @@ pub struct End {
 }
 
 impl End {
+    /// The end `task.cancel` records.
+    pub fn cancelled() -> End {
+        End {
+            state: TaskState::Cancelled,
+            kind: EventKind::TaskCancelled {},
+            result: None,
+            error: None,
+            record_error: String::new(),
+        }
+    }
+
     /// What to show as the task's error: its own, else why its end is not recorded.
     pub fn shown_error(&self) -> String {
         match &self.error {

@@ -529,14 +529,7 @@ pub(super) async fn cancel_elsewhere(
         }
         e => SupervisorError::Fleet(e),
     })?;
-    let end = End {
-        state: TaskState::Cancelled,
-        kind: EventKind::TaskCancelled {},
-        result: None,
-        error: None,
-        record_error: String::new(),
-    };
-    let recorded = record_end(shared.storage.as_ref(), &task_id, &end);
+    let recorded = record_end(shared.storage.as_ref(), &task_id, &End::cancelled());
     if let Err(e) = fleet.release(&lease).await {
         tracing::warn!(task = %task_id, error = %e, "could not release the lease; it lapses by itself");
     }

@@ -397,13 +397,7 @@ impl Handler<Cancel> for Supervisor {
                     Err(SupervisorError::AlreadyEnded { task_id: msg.task_id, state })
                 }
                 _ => {
-                    let end = End {
-                        state: TaskState::Cancelled,
-                        kind: EventKind::TaskCancelled {},
-                        result: None,
-                        error: None,
-                        record_error: String::new(),
-                    };
+                    let end = End::cancelled();
                     if let Err(e) = record_end(shared.storage.as_ref(), &msg.task_id, &end) {
                         tracing::error!(task = %msg.task_id, error = %e, "could not record the cancel; kept in memory");
                         shared.ends.insert(&msg.task_id, End { record_error: e.to_string(), ..end });
