@@ -169,6 +169,8 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
     wait_status(&a, &task_id, Duration::from_secs(30), |s| s["node"] == "a" && s["state"] == "running");
     wait_for_command(&a, &task_id);
     let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
+    let watcher = watch_in_thread(&b, &task_id);
+    std::thread::sleep(Duration::from_millis(300));
     let killed = Instant::now();
     a.kill9();
     let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
@@ -176,7 +178,8 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
     assert_eq!(status["node"], "b", "{status}");
     assert_eq!(status["result"], "done after the command");
     assert!(took < Duration::from_secs(3 + 10), "taken over within the lease and a few seconds: {took:?}");
-    let events = contiguous_events(&b, &task_id);
+    let events = finished_events(&b, &task_id);
+    assert_eq!(watcher.join().unwrap(), events, "watched on B across the takeover: no gap, no repeat");
     let resumed: Vec<&Value> = events.iter().filter(|e| e["kind"] == "task_resumed").collect();
     assert_eq!(resumed.len(), 1, "{events:#?}");
     assert_eq!(resumed[0]["node"], "b");
@@ -189,7 +192,7 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
     assert!(events.iter().any(|e| e["kind"] == "tool_finished" && e["interrupted"] == true), "{events:#?}");
 
     // A, restarted under its name, takes new work and never writes to the task it lost.
-    let before = b.logged_events(&task_id);
+    let before = events;
     a.serve();
     let next = a.submit("A new task", ws.path());
     wait_status(&a, &next, Duration::from_secs(30), |s| s["state"] == "finished");
@@ -239,6 +242,25 @@ fn nats_unreachable_at_start_is_an_error_naming_the_urls() {
         refused.contains(&format!("nats://127.0.0.1:{port}")) && refused.contains("[cluster]"),
         "{refused}"
     );
+}
+
+/// Follows a task on `d` from its first event to the end its daemon announces (`task.end`), on a
+/// thread of its own: what `watch` would print.
+fn watch_in_thread(d: &TestDaemon, task_id: &str) -> std::thread::JoinHandle<Vec<Value>> {
+    let (socket, task_id) = (d.socket(), task_id.to_string());
+    std::thread::spawn(move || {
+        let mut c = agentd_test_support::daemon::RpcClient::connect(&socket).unwrap();
+        c.set_timeout(Some(Duration::from_secs(60)));
+        c.call("task.subscribe", json!({"task_id": task_id, "after_seq": 0})).unwrap();
+        let mut events = Vec::new();
+        loop {
+            let n = c.next_notification().unwrap();
+            if n["method"] == "task.end" {
+                return events;
+            }
+            events.push(n["params"].clone());
+        }
+    })
 }
 
 /// The task's events once its log holds its `task_finished` (the record says `finished` a moment
@@ -309,23 +331,7 @@ fn a_daemon_stopped_hands_its_task_over_and_a_watcher_elsewhere_sees_it_through(
     wait_for_command(&a, &task_id);
     let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
     // B follows the task live from its first event, across the handover, to its end.
-    let watcher = {
-        let socket = b.socket();
-        let task_id = task_id.clone();
-        std::thread::spawn(move || {
-            let mut c = agentd_test_support::daemon::RpcClient::connect(&socket).unwrap();
-            c.set_timeout(Some(Duration::from_secs(60)));
-            c.call("task.subscribe", json!({"task_id": task_id, "after_seq": 0})).unwrap();
-            let mut events = Vec::new();
-            loop {
-                let n = c.next_notification().unwrap();
-                if n["method"] == "task.end" {
-                    return events;
-                }
-                events.push(n["params"].clone());
-            }
-        })
-    };
+    let watcher = watch_in_thread(&b, &task_id);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(a.stop(), Some(0));
     let stopped = Instant::now();
