@@ -276,10 +276,14 @@ fn finished_events(d: &TestDaemon, task_id: &str) -> Vec<Value> {
     }
 }
 
-/// Waits until the task's log on `d` holds a `tool_called` (its command is running).
+/// Waits until the task's log on `d` holds the `tool_called` of the coder's `run_command` (the
+/// command is running; the lead's `delegate` call comes before it).
 fn wait_for_command(d: &TestDaemon, task_id: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !kinds(&d.logged_events(task_id)).contains(&"tool_called".to_string()) {
+    let running = |d: &TestDaemon| {
+        d.logged_events(task_id).iter().any(|e| e["kind"] == "tool_called" && e["tool"] == "run_command")
+    };
+    while !running(d) {
         assert!(Instant::now() < deadline, "the command never started");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -479,6 +483,7 @@ fn a_fleet_on_three_nats_servers_rides_out_one_down_and_waits_out_two() {
         if Instant::now() > deadline {
             eprintln!("LOGA {}", a.serve_log());
             eprintln!("LOGB {}", b.serve_log());
+            eprintln!("RECORDS {}", call(&b, "log.get", json!({"task_id": third, "limit": 1000})));
             panic!("never finished");
         }
         std::thread::sleep(Duration::from_millis(100));

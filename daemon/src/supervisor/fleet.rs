@@ -203,8 +203,10 @@ impl Supervisor {
         Ok(task_id)
     }
 
-    /// `task.resume` and `task.message` in a fleet: the task is queued again, and whichever node
-    /// takes it resumes it (or gives it the follow-up). Refused while a node holds its lease.
+    /// `task.resume` and `task.message` in a fleet (of a stopped task: the caller checked its
+    /// state): the task is queued again, and whichever node takes it resumes it (or gives it the
+    /// follow-up). A node that has just ended the task may hold its lease a moment longer: the job
+    /// waits for the lease, as every job does.
     pub(super) fn requeue(
         &mut self,
         fleet: &Arc<Fleet>,
@@ -212,9 +214,6 @@ impl Supervisor {
         start: JobStart,
     ) -> Result<TaskState, SupervisorError> {
         let task_id = meta.task_id.clone();
-        if let Some(holder) = running_elsewhere(fleet, &task_id)? {
-            return Err(SupervisorError::RunningElsewhere { task_id, node: holder });
-        }
         let followup = matches!(start, JobStart::Followup { .. });
         self.shared.storage.update_task(&task_id, &mut |t| {
             t.state = TaskState::Queued;
