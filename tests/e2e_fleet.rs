@@ -13,6 +13,8 @@ use agentd_test_support::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentd");
@@ -132,6 +134,12 @@ fn three_daemons_run_thirty_tasks_each_exactly_once_and_read_one_history() {
     });
     assert_eq!((http.0, &http.1["state"]), (200, &json!("finished")), "{http:?}");
     assert!(["a", "b", "c"].contains(&http.1["node"].as_str().unwrap()), "{http:?}");
+    // The gauge a task's node measured is the fleet's too: every daemon shows it.
+    let ran_on = http.1["node"].as_str().unwrap().to_string();
+    for d in &daemons {
+        let context = call(d, "context.get", json!({"task_id": tasks[0], "role": "lead"}));
+        assert!(context["tokens"].as_u64().unwrap_or(0) > 0, "ran on {ran_on}: {context}");
+    }
     for task_id in &tasks {
         let seen: Vec<Vec<Value>> = daemons.iter().map(|d| contiguous_events(d, task_id)).collect();
         assert!(seen.windows(2).all(|w| w[0] == w[1]), "one history, whichever daemon reads it");
@@ -519,4 +527,35 @@ fn a_daemon_logs_in_with_the_token_its_environment_holds_and_a_wrong_one_is_refu
     let ws = tempfile::tempdir().unwrap();
     let task_id = right.submit("Logged in", ws.path());
     wait_status(&right, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
+}
+
+#[test]
+fn a_task_that_failed_on_one_daemon_is_resumed_from_another() {
+    let Some(nats) = NatsServer::start() else {
+        skip_or_fail("a_task_that_failed_on_one_daemon_is_resumed_from_another");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // The model refuses the first request (a 400 is not retried: the task fails), then finishes.
+    let refused = Arc::new(AtomicBool::new(false));
+    let server = rt.block_on(
+        ScriptedServer::builder()
+            .responder(move |_| match refused.swap(true, Ordering::SeqCst) {
+                false => server_error(400, "the model is not loaded"),
+                true => sse(vec![finish("done on the second try")]),
+            })
+            .start(),
+    );
+    let a = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "a", ""));
+    let ws = tempfile::tempdir().unwrap();
+    let task_id = a.submit("Fail, then finish", ws.path());
+    wait_status(&a, &task_id, Duration::from_secs(30), |s| s["state"] == "failed");
+    let b = TestDaemon::start(Path::new(BIN), &node_config(&server, &[nats.url()], "b", ""));
+    assert_eq!(call(&b, "task.resume", json!({"task_id": task_id}))["state"], "queued");
+    let status = wait_status(&b, &task_id, Duration::from_secs(30), |s| s["state"] == "finished");
+    assert_eq!(status["result"], "done on the second try");
+    let kinds = kinds(&finished_events(&a, &task_id));
+    assert_eq!(kinds.iter().filter(|k| *k == "task_failed").count(), 1, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| *k == "task_resumed").count(), 1, "{kinds:?}");
+    assert_eq!(kinds.last().map(String::as_str), Some("task_finished"), "{kinds:?}");
 }
