@@ -346,7 +346,7 @@ impl Methods {
             }
         }
         let queued_because = match &self.shared.fleet {
-            Some(fleet) if meta.state == TaskState::Queued => match crate::fleet::live_nodes(fleet).await {
+            Some(fleet) if meta.state == TaskState::Queued => match fleet.live_nodes().await {
                 Ok(live) => crate::fleet::queued_because(&meta.workspace, &live),
                 Err(e) => Some(format!("the fleet's nodes cannot be read: {e}")),
             },

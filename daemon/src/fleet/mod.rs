@@ -148,11 +148,6 @@ impl DaemonStorage for JetStreamStorage {
     }
 }
 
-/// The live nodes, from their heartbeats.
-pub async fn live_nodes(fleet: &Fleet) -> Result<Vec<Beat>, ClusterError> {
-    fleet.live_nodes().await
-}
-
 /// The fleet as this node sees it, for `daemon.status`; what could not be read is its `error`.
 pub async fn status(fleet: &Fleet) -> ClusterStatus {
     let clock = clock();

@@ -24,7 +24,7 @@ use crate::shared::Shared;
 use actix::prelude::*;
 use agentd_cluster::control::CancelAnswer;
 use agentd_cluster::fleet::Fleet;
-use agentd_cluster::lease::{now_ms, Lease};
+use agentd_cluster::lease::{now_ms, Lease, LeaseRecord};
 use agentd_cluster::queue::{Job, JobStart, Taken};
 use agentd_cluster::ClusterError;
 use agentd_engine::clock::{clock, now_rfc3339};
@@ -241,10 +241,15 @@ pub(super) fn running_elsewhere(
 ) -> Result<Option<String>, SupervisorError> {
     let (f, id) = (fleet.clone(), task_id.to_string());
     let lease = block(fleet, async move { f.lease_of(&id).await }).map_err(SupervisorError::Fleet)?;
-    Ok(lease.and_then(|l| {
+    Ok(live_holder_elsewhere(fleet, lease))
+}
+
+/// The holder of `lease` while it runs, when that is another node than this one.
+fn live_holder_elsewhere(fleet: &Fleet, lease: Option<LeaseRecord>) -> Option<String> {
+    lease.and_then(|l| {
         let live = l.until_ms > now_ms();
         l.holder.filter(|h| live && h != fleet.node())
-    }))
+    })
 }
 
 /// Takes jobs from the queue while this node has room, until `stop`.
@@ -492,12 +497,8 @@ pub(super) async fn cancel_elsewhere(
     fleet: Arc<Fleet>,
     task_id: String,
 ) -> Result<TaskState, SupervisorError> {
-    let holder = {
-        let (f, id) = (fleet.clone(), task_id.clone());
-        tokio::task::spawn_blocking(move || running_elsewhere(&f, &id))
-            .await
-            .map_err(|e| SupervisorError::Fleet(ClusterError::js("cancelling", e)))??
-    };
+    let lease = fleet.lease_of(&task_id).await.map_err(SupervisorError::Fleet)?;
+    let holder = live_holder_elsewhere(&fleet, lease);
     if let Some(node) = holder {
         match fleet.ask_cancel(&node, &task_id, Duration::from_secs(35)).await {
             Ok(CancelAnswer::Ended(state)) => {
