@@ -296,6 +296,71 @@ async fn a_server_that_cannot_start_leaves_its_tools_out_and_the_task_finishes()
     assert!(d.serve_log().contains("cannot start MCP server gone"), "{}", d.serve_log());
 }
 
+/// A published MCP server (`mcp-server-time` from PyPI) installed as users install it — a virtual
+/// environment in a home outside the system's directories, whose interpreter is pyenv's in the real
+/// home — configured with nothing but its command, under the default sandbox: both ways of naming it
+/// (its console script; the venv's python with `-m`) start, and the coder's calls reach the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_installed_in_a_venv_in_the_home_starts_under_the_default_sandbox() {
+    let home = tempfile::tempdir().unwrap();
+    let venv = agentd_test_support::pip::venv_with(home.path(), "time", &["mcp-server-time"]);
+    let mcp = format!(
+        "[mcp.servers.time]\ncommand = \"{v}/bin/mcp-server-time\"\n\n\
+         [mcp.servers.clock]\ncommand = \"{v}/bin/python\"\nargs = [\"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n",
+        v = venv.display()
+    );
+    let server = ScriptedServer::start(vec![
+        sse(vec![delegate("coder", "Tell the time in Tokyo")]),
+        sse(vec![tool_call_with_id("t-1", "mcp__time__get_current_time", json!({"timezone": "Asia/Tokyo"}))]),
+        sse(vec![tool_call_with_id(
+            "t-2",
+            "mcp__clock__convert_time",
+            json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}),
+        )]),
+        sse(vec![finish("it is 21:00 in Tokyo when it is noon in UTC")]),
+        sse(vec![finish("the coder told the time")]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    // The default sandbox: no `read`, no `[tools.sandbox]` at all.
+    let config = format!(
+        "[providers.scripted]\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
+         [team.lead]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n\
+         [team.coder]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n{mcp}",
+        server.base_url()
+    );
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config);
+    d.serve();
+    let task = d.submit("Tell the time in Tokyo", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    let started: Vec<(&str, u64)> = events
+        .iter()
+        .filter(|e| e["kind"] == "mcp_server_started")
+        .map(|e| (e["server"].as_str().unwrap(), e["tools"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(started, [("clock", 2), ("time", 2)], "{events:#?}");
+    assert!(!events.iter().any(|e| e["kind"] == "mcp_server_failed"), "{events:#?}");
+    // The coder's request offers the server's own tools; their answers reach the model.
+    let coder = &server.chat_requests()[1];
+    for tool in ["mcp__time__get_current_time", "mcp__clock__convert_time"] {
+        assert!(tool_names(coder).contains(&tool.to_string()), "{:?}", tool_names(coder));
+    }
+    let tokyo: Value = serde_json::from_str(&result_of(&server, "t-1")).unwrap();
+    assert_eq!(tokyo["timezone"], "Asia/Tokyo");
+    assert!(tokyo["datetime"].as_str().unwrap().ends_with("+09:00"), "{tokyo}");
+    let converted: Value = serde_json::from_str(&result_of(&server, "t-2")).unwrap();
+    assert!(converted["target"]["datetime"].as_str().unwrap().contains("T21:00:00"), "{converted}");
+    // daemon.status lists both servers with their last start.
+    let status = d.client().call("daemon.status", json!({})).unwrap();
+    let servers = status["mcp"].as_array().unwrap();
+    assert_eq!(servers.len(), 2);
+    assert!(
+        servers.iter().all(|s| s["last_start"]["ok"] == true && s["last_start"]["tools"] == 2),
+        "{status:#}"
+    );
+}
+
 // -------------------------------------------------------------------------------------------------
 // agentd as an MCP server
 // -------------------------------------------------------------------------------------------------

@@ -74,11 +74,24 @@ pub fn event_line(e: &Event) -> String {
         K::WindowLearned { old_window, new_window, source } => {
             format!("window learned: {old_window} → {new_window} ({})", source.as_str())
         }
-        K::CompactionStarted { tokens_before, .. } => format!("compaction started at {tokens_before} tokens"),
-        K::CompactionFinished { tokens_before, tokens_after, .. } => {
-            format!("compacted {tokens_before} → {tokens_after} tokens")
-        }
+        K::CompactionStarted { tokens_before, trigger_tokens, destination_tokens, window } => format!(
+            "compaction started at {tokens_before} tokens (trigger {trigger_tokens} of the {window} window), \
+             aiming at {destination_tokens}"
+        ),
+        K::CompactionFinished { tokens_before, tokens_after, archive_id, batches, .. } => format!(
+            "compacted {tokens_before} → {tokens_after} tokens ({batches} summary {}); what left is evidence \
+             {archive_id}",
+            if *batches == 1 { "batch" } else { "batches" }
+        ),
         K::CompactionFailed { reason } => format!("compaction failed: {reason}"),
+        K::McpServerStarted { server, tools } => format!("MCP server {server} started: {tools} tools"),
+        K::McpServerFailed { server, error, will_retry_in_ms } => {
+            let retry = match will_retry_in_ms {
+                Some(ms) => format!(" (tried again at its next use after {:.0} s)", *ms as f64 / 1000.0),
+                None => String::new(),
+            };
+            format!("MCP server {server} FAILED: {}{retry}", one_line(error, 300))
+        }
         K::FinishRejected { reason } => format!("finish rejected: {reason}"),
         K::TaskFinished { summary } => format!("task finished: {}", one_line(summary, 120)),
         K::TaskFailed { error } => format!("task failed: {error}"),
@@ -125,6 +138,36 @@ mod tests {
             "   7  coder    request sent: ~4000 tokens, 25% of the 16000 window (declared), trigger 12800, \
              estimate calibrated by 3"
         );
+    }
+
+    #[test]
+    fn a_compaction_line_shows_its_figures_and_where_the_steps_went() {
+        let at = |kind| Event { seq: 40, task_id: "t".into(), role: Role::Coder, at: String::new(), kind };
+        let started = at(EventKind::CompactionStarted {
+            tokens_before: Tokens(13_500),
+            trigger_tokens: Tokens(13_107),
+            destination_tokens: Tokens(8_192),
+            window: Tokens(16_384),
+        });
+        assert_eq!(
+            event_line(&started),
+            "  40  coder    compaction started at 13500 tokens (trigger 13107 of the 16384 window), aiming \
+             at 8192"
+        );
+        let finished = |batches| {
+            at(EventKind::CompactionFinished {
+                tokens_before: Tokens(13_500),
+                tokens_after: Tokens(6_020),
+                archive_id: "ev-1a2b".into(),
+                batches,
+                measured_by: None,
+            })
+        };
+        assert_eq!(
+            event_line(&finished(1)),
+            "  40  coder    compacted 13500 → 6020 tokens (1 summary batch); what left is evidence ev-1a2b"
+        );
+        assert!(event_line(&finished(3)).contains("(3 summary batches)"));
     }
 
     #[test]

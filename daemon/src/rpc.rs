@@ -353,6 +353,7 @@ impl Methods {
             _ => None,
         };
         let mut status = TaskStatus {
+            mcp_down: self.shared.mcp.down(&meta.task_id),
             node: meta.node,
             queued_because,
             task_id: meta.task_id,
@@ -569,6 +570,7 @@ impl Methods {
                 Some(fleet) => Some(crate::fleet::status(fleet).await),
                 None => None,
             },
+            mcp: self.shared.mcp.servers(&self.shared.config),
         })
     }
 

@@ -46,6 +46,8 @@ pub struct Shared {
     pub scheduler: Addr<Scheduler>,
     /// Ends of tasks the store could not record yet (see [`crate::ends`]).
     pub ends: Arc<Ends>,
+    /// How the configured MCP servers fare: their last starts, the servers down in each task.
+    pub mcp: Arc<crate::mcp::McpHealth>,
 }
 
 impl Shared {
@@ -81,11 +83,11 @@ impl Shared {
         let redactor = Redactor::new(secret_names.filter_map(|name| env(&name).map(|value| (name, value))));
         let engine = Arc::new(Engine::new(storage.clone(), config.team.clone(), models, redactor));
         let scheduler = Scheduler::new(config.jobs.clone(), storage.clone(), home.clone()).start();
-        Shared { home, storage, live, fleet, config, engine, scheduler, ends }
+        Shared { home, storage, live, fleet, config, engine, scheduler, ends, mcp: Default::default() }
     }
 
-    /// The tool servers of a new task in `workspace`: the configured MCP servers, none started yet.
-    pub fn tool_servers(&self, workspace: &Path) -> Arc<dyn ToolServers> {
-        Arc::new(crate::mcp::TaskServers::new(&self.config, workspace))
+    /// The tool servers of task `task_id` in `workspace`: the configured MCP servers, none started yet.
+    pub fn tool_servers(&self, task_id: &str, workspace: &Path) -> Arc<dyn ToolServers> {
+        Arc::new(crate::mcp::TaskServers::new(&self.config, task_id, workspace, self.mcp.clone()))
     }
 }

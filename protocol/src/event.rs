@@ -234,6 +234,27 @@ pub enum EventKind {
         /// How long the role had been idle (since its last answer), in milliseconds.
         idle_ms: u64,
     },
+    /// An MCP server of the task started and listed its tools: at the first turn of a role that gets
+    /// them, or again after a failure.
+    McpServerStarted as "mcp_server_started" {
+        /// The server (`[mcp.servers.NAME]`).
+        server: String,
+        /// How many of its tools are offered.
+        tools: u32,
+    },
+    /// An MCP server of the task failed: it could not start (not found, refused by the sandbox, exited),
+    /// did not answer the MCP handshake within 30 s, or stopped. A role's requests leave out the tools
+    /// of a server that never listed any, and the model is told which server and why; `task.status`
+    /// lists the server under `mcp_down` until it starts again.
+    McpServerFailed as "mcp_server_failed" {
+        /// The server (`[mcp.servers.NAME]`).
+        server: String,
+        /// What happened, in words, with the program's last lines on stderr when it wrote any.
+        error: String,
+        /// When it is started again at the earliest (at the next use after that), in milliseconds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        will_retry_in_ms: Option<u64>,
+    },
     /// The model saved a note to durable memory with `remember`, quoting the user. It is in the requests of
     /// later tasks (of this workspace, or of every workspace for `scope` `user`); `agentd memory undo ID`
     /// takes it back.
@@ -462,6 +483,12 @@ mod tests {
             },
             EventKind::WindowLearned { old_window: t, new_window: t, source: WindowSource::Usage },
             EventKind::ThinkingCleared { blocks_removed: 1, tokens_freed: t, idle_ms: 1 },
+            EventKind::McpServerStarted { server: "s".into(), tools: 2 },
+            EventKind::McpServerFailed {
+                server: "s".into(),
+                error: "e".into(),
+                will_retry_in_ms: Some(1000),
+            },
             EventKind::MemorySaved { id: "m1".into(), note: "n".into(), scope: MemoryScope::User },
             EventKind::Delegated {
                 to_role: Role::Coder,

@@ -91,6 +91,12 @@ pub struct SandboxPolicy {
     pub env: Vec<String>,
     /// Extra paths the command may read.
     pub read: Vec<PathBuf>,
+    /// Extra paths the program may write beneath. Never set for `run_command` (whose writes stay in
+    /// the workspace and its temp dir): an MCP server's launcher cache (`~/.npm`, `~/.cache/uv`).
+    pub write: Vec<PathBuf>,
+    /// Variables set to a value of agentd's choosing, after the allowlist: an MCP server's launcher
+    /// pointed at its cache (`npm_config_cache`, `UV_CACHE_DIR`) while `HOME` is the temp dir.
+    pub set_env: Vec<(String, OsString)>,
     /// Paths that must stay out of reach (the daemon's home); a granted path above one is an error.
     pub protected: Vec<PathBuf>,
     /// Which kernel to assume; `Detect` except in tests.
@@ -307,6 +313,7 @@ impl Prepared {
         let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
         read.extend(policy.read.iter().cloned());
         let mut write = vec![tmp.path().to_path_buf()];
+        write.extend(policy.write.iter().cloned());
         match policy.mode {
             SandboxMode::WorkspaceWrite => write.push(workspace.to_path_buf()),
             _ => read.push(workspace.to_path_buf()),
@@ -376,6 +383,7 @@ impl Prepared {
             .collect();
         env.push(("HOME".into(), tmp.path().into()));
         env.push(("TMPDIR".into(), tmp.path().into()));
+        env.extend(policy.set_env.iter().map(|(k, v)| (OsString::from(k), v.clone())));
         let cgroup = Cgroup::create();
         Ok(Prepared { ruleset, unshare_network, hide, cgroup, _tmp: Some(tmp), env: Some(env) })
     }

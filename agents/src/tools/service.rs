@@ -88,6 +88,7 @@ impl Service {
             let env: Vec<(String, std::ffi::OsString)> = names
                 .chain(["HOME", "TMPDIR"])
                 .filter_map(|name| std::env::var_os(name).map(|v| (name.to_string(), v)))
+                .chain(policy.set_env.iter().cloned())
                 .collect();
             command.env_clear().envs(env);
         }

@@ -1,6 +1,6 @@
 //! `[mcp.servers.NAME]`: MCP servers whose tools some roles get, each tool named to the model as
 //! `mcp__NAME__TOOL`. A server is either a program agentd starts per task and speaks to over stdio
-//! (`command`, `args`, `env`, `network`) or one already running, spoken to by streamable HTTP
+//! (`command`, `args`, `env`, `network`, `read`, `sandbox`) or one already running, spoken to by streamable HTTP
 //! (`url`, `bearer_env`) — never both, and a key of one kind is refused on the other. Either kind
 //! says who sees its tools (`roles`, the coder by default), which of them (`tools`) and how long one
 //! call may take (`timeout`). Provider keys never reach a server; a bearer token is a secret.
@@ -12,6 +12,7 @@ use super::secrets::is_env_name;
 use super::{ConfigError, ProviderConfig};
 use agentd_protocol::Role;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How long one MCP tool call may take, when `timeout` is not set.
@@ -64,8 +65,14 @@ pub enum McpTransport {
         /// Names of the daemon's environment variables it gets besides the sandbox's allowlist
         /// (`env`). Never a provider's `api_key_env`.
         env: Vec<String>,
-        /// `network`: overrides `[tools.sandbox] network` for this server.
+        /// `network`: overrides `[tools.sandbox] network` for this server (by default a launcher
+        /// that fetches on first use — `npx`, `uvx`, `pipx` — gets the network).
         network: Option<bool>,
+        /// `read`: absolute paths the server may read besides what its program is found to need.
+        read: Vec<PathBuf>,
+        /// `sandbox` (default true): false runs the server unconfined (its environment still
+        /// scrubbed), for a server whose needs cannot be listed.
+        sandbox: bool,
     },
     /// A server already running, spoken to by streamable HTTP.
     Http {
@@ -162,12 +169,27 @@ fn mcp_server(
                     ));
                 }
             }
-            McpTransport::Stdio { command, args: raw.args.unwrap_or_default(), env, network: raw.network }
+            let read = raw.read.unwrap_or_default();
+            if let Some(bad) = read.iter().find(|p| !p.starts_with('/')) {
+                return Err(invalid(key("read"), format!("must be an absolute path, got {bad:?}")));
+            }
+            McpTransport::Stdio {
+                command,
+                args: raw.args.unwrap_or_default(),
+                env,
+                network: raw.network,
+                read: read.into_iter().map(PathBuf::from).collect(),
+                sandbox: raw.sandbox.unwrap_or(true),
+            }
         }
         (None, Some(url)) => {
-            for (k, set) in
-                [("args", raw.args.is_some()), ("env", raw.env.is_some()), ("network", raw.network.is_some())]
-            {
+            for (k, set) in [
+                ("args", raw.args.is_some()),
+                ("env", raw.env.is_some()),
+                ("network", raw.network.is_some()),
+                ("read", raw.read.is_some()),
+                ("sandbox", raw.sandbox.is_some()),
+            ] {
                 if set {
                     return Err(invalid(key(k), "only a stdio server (`command`) takes this".into()));
                 }
@@ -258,7 +280,9 @@ mod tests {
                 command: "mcp-fixture".into(),
                 args: vec!["stdio".into()],
                 env: vec!["GIT_AUTHOR_NAME".into()],
-                network: None
+                network: None,
+                read: vec![],
+                sandbox: true,
             }
         );
         assert_eq!(fix.roles, [Role::Coder], "the coder by default");
@@ -299,6 +323,8 @@ mod tests {
             (&format!("{FIXTURE}env = [\"HOME\"]\n"), "mcp.servers.fix.env", "sandbox"),
             (&format!("{FIXTURE}env = [\"A=B\"]\n"), "mcp.servers.fix.env", "not an environment variable"),
             (&format!("{FIXTURE}bearer_env = \"T\"\n"), "mcp.servers.fix.bearer_env", "HTTP"),
+            (&format!("{FIXTURE}read = [\"venv\"]\n"), "mcp.servers.fix.read", "absolute"),
+            ("[mcp.servers.web]\nurl = \"http://h/\"\nsandbox = false\n", "mcp.servers.web.sandbox", "stdio"),
             (&format!("{FIXTURE}timeout = \"soon\"\n"), "mcp.servers.fix.timeout", "soon"),
             (&format!("{FIXTURE}timeout = \"0s\"\n"), "mcp.servers.fix.timeout", "0s"),
             (&format!("{FIXTURE}tools = [\"log.oneline\"]\n"), "mcp.servers.fix.tools", "log.oneline"),

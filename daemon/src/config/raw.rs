@@ -96,6 +96,8 @@ pub(super) struct RawMcpServer {
     pub(super) args: Option<Vec<String>>,
     pub(super) env: Option<Vec<String>>,
     pub(super) network: Option<bool>,
+    pub(super) read: Option<Vec<String>>,
+    pub(super) sandbox: Option<bool>,
     pub(super) url: Option<String>,
     pub(super) bearer_env: Option<String>,
     pub(super) roles: Option<Vec<Role>>,

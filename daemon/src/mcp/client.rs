@@ -4,25 +4,32 @@
 //! Each server is a small state machine behind its own lock:
 //!
 //! - **never started**: the first [`TaskServers::tools_for`] of a role that gets its tools starts it
-//!   (a stdio program in the task's workspace and sandbox, or a session with an HTTP endpoint),
-//!   within [`MCP_STARTUP_TIMEOUT`], and lists its tools;
+//!   (a stdio program in the task's workspace and sandbox, reaching what [`super::reach`] finds its
+//!   program needs, or a session with an HTTP endpoint), within [`MCP_STARTUP_TIMEOUT`], and lists
+//!   its tools;
 //! - **running**: calls go to it; its tool list is kept, so every turn offers the same schemas;
 //! - **down**: it crashed during a call, was found dead before one, or failed to start. The next use
 //!   starts it again once `restart_delay_ms(failures)` has passed since the failure; a call made
 //!   sooner waits for that moment when it falls within the call's timeout, and is otherwise
 //!   answered [`McpError::Down`] at once. A turn that starts while a server is down offers the
-//!   tools it listed before (their calls then say it is down), or none if it never listed any.
+//!   tools it listed before (their calls then say it is down), or none if it never listed any —
+//!   then the server is named in [`RoleTools::unavailable`] with why.
 //!
-//! A call that the server answers — an error result included — resets the count of failures. The
-//! waits read the daemon's clock, so a test can move through a backoff with `clock.advance`.
+//! Every start and failure is news for the task's history ([`ServerNews`], taken by the engine) and
+//! goes to the daemon's [`McpHealth`]. A call that the server answers — an error result included —
+//! resets the count of failures. The waits read the daemon's clock, so a test can move through a
+//! backoff with `clock.advance`.
 
-use super::content;
-use super::McpError;
+use super::health::McpHealth;
+use super::reach::{reach, Host};
+use super::{content, McpError};
 use crate::config::{Config, McpServerConfig, McpTransport, MCP_STARTUP_TIMEOUT};
 use agentd_agents::tools::service::Service;
-use agentd_agents::tools::SandboxPolicy;
+use agentd_agents::tools::{SandboxMode, SandboxPolicy};
 use agentd_engine::clock::clock;
-use agentd_engine::tool_servers::{ToolFailure, ToolReply, ToolServers, ToolSpec};
+use agentd_engine::tool_servers::{
+    RoleTools, ServerNews, ToolFailure, ToolReply, ToolServers, ToolSpec, Unavailable,
+};
 use agentd_policies::retry::restart_delay_ms;
 use agentd_protocol::ToolSchema;
 use agentd_protocol::{McpTool, Role, ToolName};
@@ -35,23 +42,31 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{Peer, ServiceExt};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
+/// How many of a stdio server's last stderr lines a failure quotes.
+const STDERR_TAIL_LINES: usize = 6;
+
 /// The MCP servers of one task.
 pub struct TaskServers {
     servers: BTreeMap<String, Arc<Server>>,
     workspace: PathBuf,
     sandbox: SandboxPolicy,
+    host: Host,
+    task_id: String,
+    health: Arc<McpHealth>,
+    news: std::sync::Mutex<Vec<ServerNews>>,
 }
 
 impl TaskServers {
-    /// The servers `config` names, for a task in `workspace`; nothing is started yet.
-    pub fn new(config: &Config, workspace: &Path) -> TaskServers {
+    /// The servers `config` names, for task `task_id` in `workspace`; nothing is started yet. Starts
+    /// and failures go to `health`.
+    pub fn new(config: &Config, task_id: &str, workspace: &Path, health: Arc<McpHealth>) -> TaskServers {
         let servers = config
             .mcp
             .iter()
@@ -59,25 +74,38 @@ impl TaskServers {
                 (name.clone(), Arc::new(Server { config: c.clone(), state: Default::default() }))
             })
             .collect();
-        TaskServers { servers, workspace: workspace.to_path_buf(), sandbox: config.team.sandbox.clone() }
+        TaskServers {
+            servers,
+            workspace: workspace.to_path_buf(),
+            sandbox: config.team.sandbox.clone(),
+            host: Host::current(),
+            task_id: task_id.to_string(),
+            health,
+            news: Default::default(),
+        }
     }
 
     /// The MCP tools `role` gets this turn, by server name then in each server's order. Starts the
-    /// servers that were never started; a server that cannot start is left out (and logged).
-    pub async fn tools_for(&self, role: &Role, cancel: &CancellationToken) -> Vec<ToolSpec> {
-        let mut specs = Vec::new();
+    /// servers that were never started; a server that cannot start is left out, and named with why.
+    pub async fn tools_for(&self, role: &Role, cancel: &CancellationToken) -> RoleTools {
+        let mut offer = RoleTools::default();
         for server in self.servers.values().filter(|s| s.config.serves(role)) {
             let listed = tokio::select! {
                 listed = server.tools(self) => listed,
-                _ = cancel.cancelled() => return specs,
+                _ = cancel.cancelled() => return offer,
             };
             match listed {
-                Ok(tools) => specs.extend(tools),
-                Err(e) => tracing::warn!(server = %server.config.name, role = %role, error = %e,
-                    "an MCP server's tools are left out of this turn"),
+                Ok(tools) => offer.tools.extend(tools),
+                Err(e) => {
+                    tracing::warn!(server = %server.config.name, role = %role, error = %e,
+                        "an MCP server's tools are left out of this turn");
+                    offer
+                        .unavailable
+                        .push(Unavailable { server: server.config.name.clone(), reason: e.to_string() });
+                }
             }
         }
-        specs
+        offer
     }
 
     /// Calls `tool` with the model's `arguments` (a JSON object's text; empty for none), within the
@@ -112,16 +140,35 @@ impl TaskServers {
                 let _ = live.service.close_with_timeout(Duration::from_secs(1)).await;
             }
         }
+        self.health.closed(&self.task_id);
+    }
+
+    /// The starts and failures not yet taken.
+    pub fn news(&self) -> Vec<ServerNews> {
+        std::mem::take(&mut *self.news.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    /// `server` started with `tools` tools.
+    fn started(&self, server: &str, tools: usize) {
+        let tools = u32::try_from(tools).unwrap_or(u32::MAX);
+        self.health.started(&self.task_id, server, tools);
+        self.tell(ServerNews::Started { server: server.to_string(), tools });
+    }
+
+    /// `server` failed (to start, when `start`); it may start again in `retry_in`.
+    fn failed(&self, server: &str, error: String, retry_in: Duration, start: bool) {
+        self.health.failed(&self.task_id, server, &error, Some(retry_in), start);
+        self.tell(ServerNews::Failed { server: server.to_string(), error, retry_in: Some(retry_in) });
+    }
+
+    fn tell(&self, news: ServerNews) {
+        self.news.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(news);
     }
 }
 
 /// The engine's view of a task's MCP servers: a failure is the error result the model reads.
 impl ToolServers for TaskServers {
-    fn tools_for<'a>(
-        &'a self,
-        role: &'a Role,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Vec<ToolSpec>> {
+    fn tools_for<'a>(&'a self, role: &'a Role, cancel: &'a CancellationToken) -> BoxFuture<'a, RoleTools> {
         Box::pin(TaskServers::tools_for(self, role, cancel))
     }
 
@@ -142,6 +189,10 @@ impl ToolServers for TaskServers {
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(TaskServers::shutdown(self))
+    }
+
+    fn news(&self) -> Vec<ServerNews> {
+        TaskServers::news(self)
     }
 }
 
@@ -192,6 +243,11 @@ impl State {
         self.failures = self.failures.saturating_add(1);
         self.failed_at = Some(clock().now());
         self.last_error = error;
+    }
+
+    /// How long after its last failure the server may be started again.
+    fn retry_in(&self) -> Duration {
+        Duration::from_millis(restart_delay_ms(self.failures))
     }
 
     /// When the server may be started again.
@@ -252,13 +308,15 @@ impl Server {
                             clock().sleep(Duration::from_millis(10)).await;
                         }
                         let how = live.how_it_ended();
-                        state.failed(format!("stopped during a call of {tool} ({how})"));
+                        let error = format!("stopped during a call of {tool} ({how})");
+                        state.failed(error.clone());
                         tracing::warn!(server = self.name(), %tool, %how, "an MCP server stopped during a call");
+                        servers.failed(self.name(), error, state.retry_in(), false);
                         how
                     }
                     None => "its connection closed".to_string(),
                 };
-                let retry_in = Duration::from_millis(restart_delay_ms(state.failures));
+                let retry_in = state.retry_in();
                 Err(McpError::Stopped { server: self.name().into(), how, retry_in })
             }
             Err(source) => Err(McpError::Request { server: self.name().into(), what: "tools/call", source }),
@@ -281,7 +339,9 @@ impl Server {
             let how = live.how_it_ended();
             tracing::warn!(server = self.name(), %how, "an MCP server stopped between calls");
             state.live = None;
-            state.failed(format!("stopped between calls ({how})"));
+            let error = format!("stopped between calls ({how})");
+            state.failed(error.clone());
+            servers.failed(self.name(), error, state.retry_in(), false);
         }
         if let Some(at) = state.restart_at() {
             let now = clock().now();
@@ -309,6 +369,7 @@ impl Server {
         match started {
             Ok((live, tools)) => {
                 tracing::info!(server = self.name(), tools = tools.len(), generation, "MCP server started");
+                servers.started(self.name(), tools.len());
                 let peer = live.service.peer().clone();
                 state.live = Some(live);
                 state.tools = Some(tools);
@@ -317,6 +378,7 @@ impl Server {
             Err(e) => {
                 tracing::warn!(server = self.name(), error = %e, "an MCP server failed to start");
                 state.failed(e.to_string());
+                servers.failed(self.name(), e.to_string(), state.retry_in(), true);
                 Err(e)
             }
         }
@@ -335,24 +397,33 @@ async fn connect(
         ClientCapabilities::default(),
         Implementation::new("agentd", env!("CARGO_PKG_VERSION")),
     );
-    let initialize = |source| McpError::Initialize { server: server.clone(), source: Box::new(source) };
     let (service, process) = match &config.transport {
-        McpTransport::Stdio { command, args, env, network } => {
-            let mut policy = servers.sandbox.clone();
-            policy.env.extend(env.iter().cloned());
-            if let Some(network) = network {
-                policy.network = *network;
-            }
-            let mut process = Service::spawn(&policy, &servers.workspace, command, args)
-                .map_err(|source| McpError::Spawn { server: server.clone(), source })?;
-            if let Some(stderr) = process.stderr() {
-                tokio::spawn(log_stderr(server.clone(), stderr));
-            }
+        McpTransport::Stdio { command, args, .. } => {
+            let policy = stdio_policy(config, &servers.sandbox, &servers.workspace, &servers.host)?;
+            let program = policy.1.to_string_lossy().into_owned();
+            let mut process =
+                Service::spawn(&policy.0, &servers.workspace, &program, args).map_err(|source| {
+                    let hint = spawn_hint(&source, &config.name, command);
+                    McpError::Spawn { server: server.clone(), source, hint }
+                })?;
+            let tail = Arc::new(std::sync::Mutex::new(VecDeque::new()));
+            let reader =
+                process.stderr().map(|stderr| tokio::spawn(log_stderr(server.clone(), stderr, tail.clone())));
             let Some((stdout, stdin)) = process.stdio() else {
                 unreachable!("a freshly spawned service has its pipes")
             };
-            let service = info.serve((stdout, stdin)).await.map_err(initialize)?;
-            (service, Some(process))
+            match info.serve((stdout, stdin)).await {
+                Ok(service) => (service, Some(process)),
+                Err(source) => {
+                    // What the program said before it went: read to its end once it is killed.
+                    drop(process);
+                    if let Some(reader) = reader {
+                        let _ = reader.await;
+                    }
+                    let said = last_words(&tail);
+                    return Err(McpError::Initialize { server, source: Box::new(source), said });
+                }
+            }
         }
         McpTransport::Http { url, bearer_env } => {
             let mut transport = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -361,10 +432,13 @@ async fn connect(
                     .map_err(|_| McpError::NoToken { server: server.clone(), var: var.clone() })?;
                 transport = transport.auth_header(token);
             }
-            let service = info
-                .serve(StreamableHttpClientTransport::from_config(transport))
-                .await
-                .map_err(initialize)?;
+            let service = info.serve(StreamableHttpClientTransport::from_config(transport)).await.map_err(
+                |source| McpError::Initialize {
+                    server: server.clone(),
+                    source: Box::new(source),
+                    said: String::new(),
+                },
+            )?;
             (service, None)
         }
     };
@@ -405,12 +479,74 @@ async fn connect(
     Ok((Live { service, process, generation }, tools))
 }
 
-/// A stdio server's stderr, a line at a time, in the daemon's log.
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+/// The sandbox a stdio server starts under, and its program as found: the task's sandbox, plus
+/// what the program needs ([`super::reach`]), the entry's `read`, `env`, `network` and `sandbox`.
+pub fn stdio_policy(
+    config: &McpServerConfig,
+    sandbox: &SandboxPolicy,
+    workspace: &Path,
+    host: &Host,
+) -> Result<(SandboxPolicy, PathBuf), McpError> {
+    let McpTransport::Stdio { command, args, env, network, read, sandbox: confined } = &config.transport
+    else {
+        unreachable!("only a stdio server has a program")
+    };
+    let found = reach(command, args, workspace, host)
+        .map_err(|source| McpError::NotFound { server: config.name.clone(), source })?;
+    let mut policy = sandbox.clone();
+    policy.env.extend(env.iter().cloned());
+    policy.read.extend(found.read);
+    policy.read.extend(read.iter().cloned());
+    policy.write.extend(found.write);
+    policy.set_env.extend(found.env);
+    policy.network = network.unwrap_or(policy.network || found.fetches);
+    if !confined {
+        policy.mode = SandboxMode::Off;
+    }
+    Ok((policy, found.program))
+}
+
+/// What to change when a program could not be started: the sandbox refused it, most often.
+fn spawn_hint(e: &agentd_agents::tools::service::ServiceError, server: &str, command: &str) -> String {
+    use agentd_agents::tools::service::ServiceError;
+    match e {
+        ServiceError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            format!(
+                " (the sandbox does not reach {command} or what it runs from: list the directory in \
+             `mcp.servers.{server}.read`, or set `mcp.servers.{server}.sandbox = false`; `agentd doctor` \
+             starts it the same way)"
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+/// A stdio server's stderr, a line at a time, in the daemon's log; its last lines kept in `tail`.
+async fn log_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<std::sync::Mutex<VecDeque<String>>>,
+) {
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        let line: String = line.chars().take(2000).collect();
+        let line: String = line.chars().take(500).collect();
         tracing::debug!(server = %server, "mcp stderr: {line}");
+        let mut tail = tail.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+}
+
+/// The kept stderr lines, as a clause of an error (empty when the program wrote none).
+fn last_words(tail: &std::sync::Mutex<VecDeque<String>>) -> String {
+    let tail = tail.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let lines: Vec<&str> = tail.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ends: {}", lines.join(" | "))
     }
 }
 
@@ -447,6 +583,10 @@ mod tests {
         Config::parse(&format!("{TEAM}{sandbox}{mcp}"), Path::new("/nonexistent-home/agentd.toml")).unwrap()
     }
 
+    fn task_servers(config: &Config, workspace: &Path) -> TaskServers {
+        TaskServers::new(config, "t1", workspace, Arc::default())
+    }
+
     fn tool(name: &str) -> McpTool {
         McpTool::parse(name).unwrap()
     }
@@ -463,10 +603,14 @@ mod tests {
             fixture.url()
         ));
         let ws = tempfile::tempdir().unwrap();
-        let servers = TaskServers::new(&c, ws.path());
+        let servers = task_servers(&c, ws.path());
         let cancel = CancellationToken::new();
-        assert!(servers.tools_for(&Role::Coder, &cancel).await.is_empty(), "the coder gets none");
-        let tools = servers.tools_for(&Role::Lead, &cancel).await;
+        assert_eq!(
+            servers.tools_for(&Role::Coder, &cancel).await,
+            RoleTools::default(),
+            "the coder gets none"
+        );
+        let tools = servers.tools_for(&Role::Lead, &cancel).await.tools;
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(
             names,
@@ -515,7 +659,7 @@ mod tests {
         let fixture = McpHttpServer::start().await;
         let c = config(&format!("[mcp.servers.web]\nurl = \"{}\"\ntimeout = \"300ms\"\n", fixture.url()));
         let ws = tempfile::tempdir().unwrap();
-        let servers = TaskServers::new(&c, ws.path());
+        let servers = task_servers(&c, ws.path());
         let slow = call(&servers, "mcp__web__slow", r#"{"ms": 30000}"#).await.unwrap_err();
         assert_eq!(slow.to_string(), "mcp__web__slow took longer than its timeout (0.3s) and was cancelled");
         let quick = call(&servers, "mcp__web__slow", r#"{"ms": 1}"#).await.unwrap();
@@ -527,7 +671,7 @@ mod tests {
         let fixture = McpHttpServer::start().await;
         let c = config(&format!("[mcp.servers.web]\nurl = \"{}\"\ntimeout = \"5s\"\n", fixture.url()));
         let ws = tempfile::tempdir().unwrap();
-        let servers = TaskServers::new(&c, ws.path());
+        let servers = task_servers(&c, ws.path());
         assert!(call(&servers, "mcp__web__echo", r#"{"text": "up"}"#).await.is_ok());
         drop(fixture);
         let gone = call(&servers, "mcp__web__echo", r#"{"text": "down"}"#).await.unwrap_err();
@@ -545,10 +689,10 @@ mod tests {
             |var: &str| format!("[mcp.servers.web]\nurl = \"{}\"\nbearer_env = \"{var}\"\n", fixture.url());
         let ws = tempfile::tempdir().unwrap();
         // PATH is set in any test run; it is no token, so the server refuses the session.
-        let refused = TaskServers::new(&config(&mcp("PATH")), ws.path());
+        let refused = task_servers(&config(&mcp("PATH")), ws.path());
         let e = call(&refused, "mcp__web__echo", "{}").await.unwrap_err();
         assert!(matches!(e, McpError::Initialize { .. }), "{e}");
-        let unset = TaskServers::new(&config(&mcp("AGENTD_TEST_NO_SUCH_TOKEN")), ws.path());
+        let unset = task_servers(&config(&mcp("AGENTD_TEST_NO_SUCH_TOKEN")), ws.path());
         let e = call(&unset, "mcp__web__echo", "{}").await.unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -564,13 +708,33 @@ mod tests {
             "[mcp.servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntimeout = \"200ms\"\n"
         ));
         let ws = tempfile::tempdir().unwrap();
-        let servers = TaskServers::new(&c, ws.path());
-        assert!(servers.tools_for(&Role::Coder, &CancellationToken::new()).await.is_empty());
+        let health = Arc::new(McpHealth::default());
+        let servers = TaskServers::new(&c, "t1", ws.path(), health.clone());
+        let offer = servers.tools_for(&Role::Coder, &CancellationToken::new()).await;
+        // No tools, and why: the server is named with its start's error.
+        assert!(offer.tools.is_empty());
+        assert_eq!(offer.unavailable.len(), 1);
+        assert_eq!(offer.unavailable[0].server, "web");
+        assert!(offer.unavailable[0].reason.starts_with("MCP server web did not start: "), "{offer:?}");
+        // The failure is news for the task's history, once, and the daemon's health knows it.
+        let news = servers.news();
+        assert!(
+            matches!(&news[..], [ServerNews::Failed { server, retry_in: Some(d), .. }]
+            if server == "web" && *d == Duration::from_secs(1)),
+            "{news:?}"
+        );
+        assert!(servers.news().is_empty(), "each reported once");
+        let down = health.down("t1");
+        assert_eq!((down.len(), down[0].server.as_str()), (1, "web"));
+        let last = health.servers(&c)[0].last_start.clone().unwrap();
+        assert!(!last.ok && last.task_id == "t1" && last.error.is_some(), "{last:?}");
         // Started at the first use and failed: within the 1 s backoff, a call is told so at once.
         let e = call(&servers, "mcp__web__echo", "{}").await.unwrap_err();
         let McpError::Down { failures, .. } = &e else { panic!("{e}") };
         assert_eq!(*failures, 1);
         assert!(e.to_string().contains("is down (1 failure(s) in a row"), "{e}");
+        servers.shutdown().await;
+        assert!(health.down("t1").is_empty(), "a closed task has nothing down");
     }
 
     #[tokio::test]
@@ -580,9 +744,10 @@ mod tests {
             "[mcp.servers.fix]\ncommand = \"{bin}\"\nargs = [\"stdio\"]\nenv = [\"CARGO_PKG_NAME\"]\n"
         ));
         let ws = tempfile::tempdir().unwrap();
-        let servers = TaskServers::new(&c, ws.path());
-        let tools = servers.tools_for(&Role::Coder, &CancellationToken::new()).await;
+        let servers = task_servers(&c, ws.path());
+        let tools = servers.tools_for(&Role::Coder, &CancellationToken::new()).await.tools;
         assert!(tools.iter().any(|t| t.name.as_str() == "mcp__fix__crash"), "{tools:?}");
+        assert!(matches!(&servers.news()[..], [ServerNews::Started { server, .. }] if server == "fix"));
         let here: Value =
             serde_json::from_str(&call(&servers, "mcp__fix__whereami", "{}").await.unwrap().text).unwrap();
         assert_eq!(here["cwd"], ws.path().canonicalize().unwrap().display().to_string());
@@ -595,6 +760,12 @@ mod tests {
 
         let crashed = call(&servers, "mcp__fix__crash", "{}").await.unwrap_err();
         assert!(crashed.to_string().contains("stopped during the call (exited with code 7)"), "{crashed}");
+        let news = servers.news();
+        assert!(
+            matches!(&news[..], [ServerNews::Failed { error, .. }]
+            if error == "stopped during a call of mcp__fix__crash (exited with code 7)"),
+            "{news:?}"
+        );
         // The next call waits out the 1 s backoff, starts the server again and is answered.
         let again: Value =
             serde_json::from_str(&call(&servers, "mcp__fix__whereami", "{}").await.unwrap().text).unwrap();
@@ -635,7 +806,7 @@ mod tests {
         let rig = crate::testing::Rig::start(server, &extra).await;
         let task = rig.task("Look at the picture");
         let workspace = agentd_agents::workspace::Workspace::new(rig.workspace.path()).unwrap();
-        let servers = rig.shared.tool_servers(workspace.root());
+        let servers = rig.shared.tool_servers(&task.task_id, workspace.root());
         let (done, mut ended) = tokio::sync::watch::channel(None);
         let start = Start::Fresh { objective: "Look at the picture".into() };
         let engine = rig.shared.engine.clone();

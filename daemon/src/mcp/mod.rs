@@ -19,9 +19,12 @@
 
 pub mod client;
 pub mod content;
+pub mod health;
+pub mod reach;
 pub mod server;
 
 pub use client::TaskServers;
+pub use health::McpHealth;
 
 use std::time::Duration;
 
@@ -29,14 +32,25 @@ use std::time::Duration;
 /// the model as the call's error result; none fails the turn but [`McpError::Cancelled`].
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
-    /// The stdio server's program could not be started (sandbox refused, not found).
+    /// The stdio server's program is not there.
     #[error("cannot start MCP server {server}: {source}")]
+    NotFound {
+        /// The server's name.
+        server: String,
+        /// Where it was looked for.
+        #[source]
+        source: reach::ReachError,
+    },
+    /// The stdio server's program could not be started (sandbox refused, not executable).
+    #[error("cannot start MCP server {server}: {source}{hint}")]
     Spawn {
         /// The server's name.
         server: String,
         /// Why the program did not start.
         #[source]
         source: agentd_agents::tools::service::ServiceError,
+        /// What to change, when it is known (a clause, or empty).
+        hint: String,
     },
     /// The HTTP server's `bearer_env` names a variable the daemon does not have.
     #[error("MCP server {server}: its bearer_env {var} is not set in the daemon's environment")]
@@ -47,13 +61,15 @@ pub enum McpError {
         var: String,
     },
     /// The server did not complete the MCP handshake.
-    #[error("MCP server {server} did not start: {source}")]
+    #[error("MCP server {server} did not start: {source}{said}")]
     Initialize {
         /// The server's name.
         server: String,
         /// What the handshake ran into.
         #[source]
         source: Box<rmcp::service::ClientInitializeError>,
+        /// A stdio program's last lines on stderr, as a clause (or empty).
+        said: String,
     },
     /// The server did not start and list its tools in time.
     #[error("MCP server {server} did not start within {}s", after.as_secs())]

@@ -193,7 +193,7 @@ impl Supervisor {
     ) -> Result<(), SupervisorError> {
         let cancel = CancellationToken::new();
         let (tx, rx) = watch::channel(None);
-        let servers = self.shared.tool_servers(workspace.root());
+        let servers = self.shared.tool_servers(&task_id, workspace.root());
         let engine = self.shared.engine.clone();
         let ctx = launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx)?;
         self.running.insert(task_id, Running { cancel, done: rx, ctx: Some(ctx), held: None });

@@ -21,6 +21,7 @@ mod handoff;
 mod memory;
 mod refusals;
 mod results;
+mod servers;
 mod thinking;
 mod tools;
 mod turn;
@@ -148,6 +149,8 @@ struct Agent {
     inherited: Vec<Receipt>,
     /// When this agent last answered (by the daemon's clock): idleness is measured from here.
     last_answer_at: Option<SystemTime>,
+    /// The role's MCP servers that offer no tools this turn, with why.
+    unavailable: Vec<crate::tool_servers::Unavailable>,
 }
 
 /// What a result is sized against: the thresholds of the request it answers, that request's size and
@@ -180,6 +183,7 @@ impl Agent {
             changed_files,
             inherited: Vec::new(),
             last_answer_at,
+            unavailable: Vec::new(),
         }
     }
 

@@ -73,6 +73,11 @@ impl Agent {
         name: &ToolName,
         arguments: &str,
     ) -> Result<CallOutcome, TurnError> {
+        if let Some(why) = name.mcp().and_then(|t| self.why_unavailable(t.server())) {
+            if !snapshot.tools.contains(name) {
+                return plain(failure(format!("tool {:?} is not available this turn: {why}", name.as_str())));
+            }
+        }
         if !snapshot.tools.contains(name) {
             return plain(failure(format!(
                 "tool {:?} is not available to the {} role; available: {}",
@@ -188,7 +193,9 @@ impl Agent {
         tool: &agentd_protocol::McpTool,
         arguments: &str,
     ) -> Result<CallOutcome, TurnError> {
-        match self.task.servers.call(tool, arguments, &self.task.cancel).await {
+        let answer = self.task.servers.call(tool, arguments, &self.task.cancel).await;
+        self.record_server_news()?;
+        match answer {
             Ok(answer) => Ok(CallOutcome {
                 outcome: ToolOutcome { ok: answer.ok, content: answer.text, complete: true, overflow: None },
                 finished: None,

@@ -21,11 +21,13 @@
 //! cancelled, or after [`MAX_STEPS_PER_TURN`] round-trips.
 
 use super::refusals::{Lesson, Refusals};
+use super::servers::unavailable_notice;
 use super::{Agent, LastFit};
 use crate::clock::clock;
 use crate::error::{TurnError, TurnResult};
 use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Requested, RequestedDone, Underestimated};
 use crate::retry::{ask, wait, with_retries, Pause, Scheduled, Waited};
+use crate::tool_servers::RoleTools;
 use agentd_agents::receipts::receipt;
 use agentd_agents::tools as agent_tools;
 use agentd_protocol::ToolSchema;
@@ -115,10 +117,13 @@ impl Agent {
         let mut snapshot = self.task.snapshot(&self.role)?;
         // Resumed after the turn's end was stored: it is over, and no MCP server need start for it.
         let over = if input.is_none() { self.already_finished() } else { None };
-        let mcp = match over {
-            Some(_) => Vec::new(),
+        let offer = match over {
+            Some(_) => RoleTools::default(),
             None => self.task.servers.tools_for(&self.role, &self.task.cancel).await,
         };
+        self.record_server_news()?;
+        let mcp = offer.tools;
+        self.unavailable = offer.unavailable;
         snapshot.tools.extend(mcp.iter().map(|t| t.name.clone()));
         let record = Record::Settings { role: self.role.clone(), settings: snapshot.clone() };
         self.task.engine.storage().append(&self.task.task_id, &record)?;
@@ -140,7 +145,8 @@ impl Agent {
         // The built-in tools' schemas, then the MCP servers' own: one list, counted as one.
         let mut tools = tool_specs(&self.role, &snapshot.tools)?;
         tools.extend(mcp.into_iter().map(|t| t.schema));
-        let system = self.task.system_prompt(&self.role);
+        let mut system = self.task.system_prompt(&self.role);
+        system.push_str(&unavailable_notice(&self.unavailable));
         Ok(Started::Run(Turn { snapshot, client, system, tools }))
     }
 

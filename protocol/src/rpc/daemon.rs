@@ -100,6 +100,43 @@ pub struct DaemonStatus {
     /// In a fleet (`[cluster]`): this node, NATS, the live nodes and the streams' replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterStatus>,
+    /// Each configured MCP server (`[mcp.servers.NAME]`), in name order, with its last start on this
+    /// daemon.
+    #[serde(default)]
+    pub mcp: Vec<McpServerStatus>,
+}
+
+/// A configured MCP server, in `daemon.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpServerStatus {
+    /// Its name (`[mcp.servers.NAME]`).
+    pub server: String,
+    /// `stdio` (a program agentd starts per task) or `http` (a running server).
+    pub transport: String,
+    /// The command line, or the URL.
+    pub target: String,
+    /// The roles that get its tools.
+    pub roles: Vec<crate::role::Role>,
+    /// Its last start on this daemon; absent until a task has used it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_start: Option<McpStart>,
+}
+
+/// An MCP server's start, in `daemon.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpStart {
+    /// When, RFC 3339.
+    pub at: String,
+    /// The task it started for.
+    pub task_id: String,
+    /// Whether it started and listed its tools.
+    pub ok: bool,
+    /// How many tools it offers, when it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<u32>,
+    /// Why it did not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The fleet as one daemon sees it, in `daemon.status`.

@@ -24,8 +24,8 @@ mod settings;
 mod task;
 
 pub use daemon::{
-    ClockParams, ClockResult, ClusterStatus, DaemonStatus, HttpServing, JobAction, JobStatus, NodeStatus,
-    StorageStatus, StreamStatus,
+    ClockParams, ClockResult, ClusterStatus, DaemonStatus, HttpServing, JobAction, JobStatus,
+    McpServerStatus, McpStart, NodeStatus, StorageStatus, StreamStatus,
 };
 pub use error::{ErrorCode, RpcError};
 pub use evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyResult};
@@ -35,6 +35,6 @@ pub use notification::{Notification, TaskEnd};
 pub use request::{Method, NoParams, Request};
 pub use settings::{ProbeResult, RoleParams, Setting, SettingParams, SettingResult};
 pub use task::{
-    CompactParams, CompactResult, EventsParams, EventsResult, MessageParams, RoleStatus, StateResult,
-    SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,
+    CompactParams, CompactResult, EventsParams, EventsResult, McpDown, MessageParams, RoleStatus,
+    StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,
 };

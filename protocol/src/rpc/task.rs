@@ -181,6 +181,24 @@ pub struct TaskStatus {
     /// /srv/w`, `every node that reaches /srv/w is full`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_because: Option<String>,
+    /// The task's MCP servers that are down now (failed to start or stopped, not started again since),
+    /// as the node running it knows them; their tools are left out or answer that they are down.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_down: Vec<McpDown>,
+}
+
+/// An MCP server that is down in a task, in `task.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct McpDown {
+    /// The server (`[mcp.servers.NAME]`).
+    pub server: String,
+    /// Its last failure, in words.
+    pub error: String,
+    /// When that happened, RFC 3339.
+    pub since: String,
+    /// When it is started again at the earliest (at its next use after that), RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<String>,
 }
 
 /// `task.cancel`, `task.resume` and `task.message` answer with the task's state.

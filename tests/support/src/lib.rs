@@ -75,6 +75,7 @@ mod http;
 pub mod mcp;
 pub mod nats;
 mod openai;
+pub mod pip;
 mod requests;
 mod script;
 mod server;
