@@ -199,6 +199,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check the setup before a long task: the config, each role's provider (window, how tokens are
+    /// counted, the API key), each MCP server started as a task would start it, the sandbox on this
+    /// kernel, the home, its disk and the daemon. Exit 0 when all hold, 1 naming what fails.
+    Doctor {
+        /// The workspace MCP servers are started in, as a task there would (default: the current
+        /// directory).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Print the findings as JSON: {"ok", "home", "checks": [{"area", "name", "verdict", "detail", "fix"?}]}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a shell completion script: `agentd completions bash > ~/.local/share/bash-completion/completions/agentd`.
     Completions {
         /// The shell: bash, zsh or fish (elvish and powershell work too).

@@ -118,6 +118,14 @@ pub fn print_daemon(r: &DaemonStatus) {
             println!("  stream     {} {} replicas, {} current{lagging}", s.name, s.replicas, s.current);
         }
     }
+    for m in &r.mcp {
+        let last = match &m.last_start {
+            None => "not started yet".to_string(),
+            Some(l) if l.ok => format!("started {} with {} tools", l.at, l.tools.unwrap_or(0)),
+            Some(l) => format!("FAILED {}: {}", l.at, l.error.as_deref().unwrap_or("")),
+        };
+        println!("mcp          {} ({} {}): {last}", m.server, m.transport, m.target);
+    }
     for j in &r.jobs {
         let last = match (&j.last_run_at, j.last_ok) {
             (Some(at), Some(ok)) => format!(
@@ -184,6 +192,10 @@ pub fn print_status(s: &TaskStatus) {
     }
     if let Some(e) = &s.error {
         println!("error      {e}");
+    }
+    for d in &s.mcp_down {
+        let retry = d.retry_at.as_deref().map(|at| format!(" (tried again after {at})")).unwrap_or_default();
+        println!("mcp down   {}: {}{retry}", d.server, d.error);
     }
     if !s.recorded {
         println!("recorded   no: the daemon holds this end in memory until its storage heals");

@@ -278,22 +278,89 @@ async fn an_http_mcp_server_with_a_bearer_token_serves_the_lead_and_its_token_is
     assert!(!results.iter().any(|p| p.to_string().contains(token)), "the token reached a logged result");
 }
 
+/// A server that cannot start is never silent: the task's history says so (`mcp_server_failed`, in
+/// `log` too), the model's request names the server and why, a call of its tool is answered why,
+/// `status` lists it while the task runs, `daemon.status` shows its last start, and `agentd doctor`
+/// fails naming it and the key to change. The task still finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_cannot_start_leaves_its_tools_out_and_the_task_finishes() {
-    let mcp = "[mcp.servers.gone]\ncommand = \"/nonexistent/mcp-server\"\nroles = [\"lead\"]\n";
+async fn a_server_that_cannot_start_is_visible_everywhere_and_the_task_finishes() {
+    let mcp = "[mcp.servers.shouter]\ncommand = \"/nonexistent/venv/bin/python\"\nargs = [\"server.py\"]\nroles = [\"lead\"]\n";
     let server = ScriptedServer::start(vec![
-        sse(vec![tool_call_with_id("l-1", "mcp__gone__anything", json!({}))]),
-        sse(vec![finish("carried on")]),
+        sse(vec![tool_call_with_id("l-1", "mcp__shouter__shout", json!({"text": "hi"}))]),
+        // Slow enough for `status` to be read while the task runs.
+        delayed(Duration::from_secs(3), sse(vec![finish("carried on without the shouter")])),
     ])
     .await;
     let ws = tempfile::tempdir().unwrap();
     let d = keyed(&config(&server.base_url(), mcp));
-    let task = d.submit("Use a server that is not there", ws.path());
+    let task = d.submit("Shout hello", ws.path());
+    let why = "cannot start MCP server shouter: /nonexistent/venv/bin/python does not exist";
+    // While it runs, `task.status` lists the server as down.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let down = loop {
+        let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+        if let Some(down) = status["mcp_down"].as_array().filter(|d| !d.is_empty()) {
+            break down.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no mcp_down in {status:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!((down[0]["server"].as_str(), down[0]["error"].as_str()), (Some("shouter"), Some(why)));
+    assert!(down[0]["retry_at"].is_string());
+    let shown = String::from_utf8(d.cli(&["status", &task]).stdout).unwrap();
+    assert!(shown.contains(&format!("mcp down   shouter: {why} (tried again after ")), "{shown}");
     let events = d.events_until_end(&task, Duration::from_secs(30));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
+    let failed: Vec<&Value> = events.iter().filter(|e| e["kind"] == "mcp_server_failed").collect();
+    assert_eq!(failed.len(), 1, "once, not at every turn: {events:#?}");
+    assert_eq!((failed[0]["server"].as_str(), failed[0]["error"].as_str()), (Some("shouter"), Some(why)));
+    assert_eq!(failed[0]["will_retry_in_ms"], 1000);
+    // The model is told in its request, and its call is answered why.
+    let system = server.chat_requests()[0]["messages"][0]["content"].as_str().unwrap().to_string();
+    assert!(
+        system.contains(&format!(
+            "Unavailable this turn: the tools of MCP server shouter (mcp__shouter__*) — {why}."
+        )),
+        "{system}"
+    );
     assert!(!tool_names(&server.chat_requests()[0]).iter().any(|n| n.starts_with("mcp__")));
-    assert!(result_of(&server, "l-1").contains("is not available to the lead role"));
-    assert!(d.serve_log().contains("cannot start MCP server gone"), "{}", d.serve_log());
+    assert_eq!(
+        result_of(&server, "l-1"),
+        format!("tool \"mcp__shouter__shout\" is not available this turn: {why}")
+    );
+    // `log` shows it in words; the task's end closed its servers, so nothing is down any more.
+    let log = String::from_utf8(d.cli(&["log", &task]).stdout).unwrap();
+    assert!(log.contains(&format!("MCP server shouter FAILED: {why}")), "{log}");
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    assert!(status.get("mcp_down").is_none(), "{status:#}");
+    let daemon = d.client().call("daemon.status", json!({})).unwrap();
+    let last = &daemon["mcp"][0];
+    assert_eq!((last["server"].as_str(), last["transport"].as_str()), (Some("shouter"), Some("stdio")));
+    assert_eq!(last["target"], "/nonexistent/venv/bin/python server.py");
+    assert_eq!(
+        (last["last_start"]["ok"].as_bool(), last["last_start"]["error"].as_str()),
+        (Some(false), Some(why))
+    );
+    let shown = String::from_utf8(d.cli(&["daemon"]).stdout).unwrap();
+    assert!(
+        shown.contains("mcp          shouter (stdio /nonexistent/venv/bin/python server.py): FAILED "),
+        "{shown}"
+    );
+    // `agentd doctor` fails, naming the server, the error and the key.
+    let out = d
+        .command(&["doctor", "--workspace", ws.path().to_str().unwrap()])
+        .env("AGENTD_E2E_PROVIDER_KEY", KEY)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let line = format!(
+        "FAIL  mcp      shouter: in the sandbox, workspace {}: {why}",
+        ws.path().canonicalize().unwrap().display()
+    );
+    assert!(text.contains(&line), "{text}");
+    assert!(text.contains("→ mcp.servers.shouter.command"), "{text}");
+    assert!(text.ends_with("1 failed: mcp shouter\n"), "{text}");
 }
 
 /// A published MCP server (`mcp-server-time` from PyPI) installed as users install it — a virtual
@@ -359,6 +426,20 @@ async fn a_server_installed_in_a_venv_in_the_home_starts_under_the_default_sandb
         servers.iter().all(|s| s["last_start"]["ok"] == true && s["last_start"]["tools"] == 2),
         "{status:#}"
     );
+    // `agentd doctor` starts both the same way, reads the provider, and finds nothing failing.
+    let out = d.cli(&["doctor", "--workspace", ws.path().to_str().unwrap(), "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let check = |area: &str, name: &str| {
+        report["checks"].as_array().unwrap().iter().find(|c| c["area"] == area && c["name"] == name).cloned()
+    };
+    for server in ["time", "clock"] {
+        let c = check("mcp", server).unwrap();
+        assert!(c["verdict"] == "ok" && c["detail"].as_str().unwrap().contains(": 2 tools ("), "{c}");
+    }
+    let lead = check("model", "lead").unwrap();
+    assert!(lead["detail"].as_str().unwrap().contains("counted by tiktoken (o200k_base)"), "{lead}");
+    assert_eq!(check("daemon", d.socket().to_str().unwrap()).unwrap()["verdict"], "ok");
 }
 
 // -------------------------------------------------------------------------------------------------

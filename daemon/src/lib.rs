@@ -14,6 +14,7 @@
 pub mod bus;
 pub mod config;
 pub mod daemon;
+pub mod doctor;
 pub mod ends;
 pub mod fleet;
 pub mod follow;

@@ -1,11 +1,12 @@
 //! Running a parsed command line: [`run`] finds the home, then hands each command to its handler.
 //!
-//! Every command but `serve`, `mcp`, `init` and `completions` is a client of the daemon's socket:
+//! Every command but `serve`, `mcp`, `init`, `doctor` and `completions` is a client of the daemon's socket:
 //! it [`connect`]s, sends one request (or a few, to page or to follow), and prints the answer with
 //! `crate::print`. A handler returns the exit code it ran to (`crate::exit`), or a `Failure` that
 //! carries one.
 
 mod daemon;
+mod doctor;
 mod evidence;
 mod follow;
 mod mcp;
@@ -34,6 +35,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Dashboard { json } => daemon::dashboard(&home, json),
         Command::Daemon { json } => daemon::status(&home, json),
         Command::Mcp => mcp::mcp(&home),
+        Command::Doctor { workspace, json } => doctor::doctor(&home, workspace, json),
         Command::Submit { objective, workspace, team, wait, json } => {
             tasks::submit(&home, objective, workspace, team, wait, json)
         }

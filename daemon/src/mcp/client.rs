@@ -131,6 +131,15 @@ impl TaskServers {
         }
     }
 
+    /// Starts `server` now, unless it runs, and answers its tools or why it did not start: what
+    /// `agentd doctor` shows.
+    pub async fn probe(&self, server: &str) -> Result<Vec<ToolSpec>, McpError> {
+        let s = self.servers.get(server).ok_or_else(|| McpError::Unknown { server: server.into() })?;
+        let mut state = s.state.lock().await;
+        s.ensure(&mut state, self, None).await?;
+        Ok(state.tools.clone().unwrap_or_default())
+    }
+
     /// Closes every connection: a stdio server's stdin is closed and the program, with everything
     /// it started, killed.
     pub async fn shutdown(&self) {
@@ -404,7 +413,7 @@ async fn connect(
             let mut process =
                 Service::spawn(&policy.0, &servers.workspace, &program, args).map_err(|source| {
                     let hint = spawn_hint(&source, &config.name, command);
-                    McpError::Spawn { server: server.clone(), source, hint }
+                    McpError::Spawn { server: server.clone(), source: Box::new(source), hint }
                 })?;
             let tail = Arc::new(std::sync::Mutex::new(VecDeque::new()));
             let reader =

@@ -48,7 +48,7 @@ pub enum McpError {
         server: String,
         /// Why the program did not start.
         #[source]
-        source: agentd_agents::tools::service::ServiceError,
+        source: Box<agentd_agents::tools::service::ServiceError>,
         /// What to change, when it is known (a clause, or empty).
         hint: String,
     },

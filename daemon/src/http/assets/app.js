@@ -218,6 +218,8 @@ function describe(e) {
     case "window_learned": return `${num(e.old_window)} → ${num(e.new_window)} (${e.source})`;
     case "thinking_cleared": return `${e.blocks_removed} blocks, ${num(e.tokens_freed)} tokens freed`;
     case "memory_saved": return `${e.id} (${e.scope}): ${short(e.note, 140)}`;
+    case "mcp_server_started": return `${e.server}: ${e.tools} tools`;
+    case "mcp_server_failed": return `${e.server}: ${short(e.error, 300)}${e.will_retry_in_ms !== undefined ? ` · tried again after ${(e.will_retry_in_ms / 1000).toFixed(0)} s` : ""}`;
     case "delegated": return `to ${e.to_role}: ${short(e.objective, 120)}`;
     case "delegation_returned": return `from ${e.from_role}: ${short(e.summary, 120)}`;
     case "finish_rejected": return e.reason;
@@ -231,7 +233,8 @@ function describe(e) {
 function eventLine(e) {
   const terminal = ["task_finished", "task_failed", "task_cancelled", "task_interrupted"].includes(e.kind);
   const link = e.kind === "compaction_finished" ? e.archive_id : e.evidence_id || e.receipts_id;
-  return h("div", { class: `${terminal ? "terminal" : ""} ${e.kind.startsWith("compaction") ? "compaction" : ""}`, "data-seq": e.seq, "data-kind": e.kind, title: e.at },
+  const bad = e.kind === "mcp_server_failed" || e.kind === "compaction_failed";
+  return h("div", { class: `${terminal ? "terminal" : ""} ${e.kind.startsWith("compaction") ? "compaction" : ""} ${bad ? "bad" : ""}`, "data-seq": e.seq, "data-kind": e.kind, title: e.at },
     h("span", { class: "seq" }, `#${e.seq}`), h("span", { class: "muted" }, time(e.at), " "),
     h("span", { class: "role" }, e.role), h("span", { class: "kind" }, e.kind), " ", describe(e),
     link ? [" ", evidenceLink(link)] : null,
@@ -456,6 +459,8 @@ function taskView(main, taskId) {
         " · workspace ", h("span", { class: "mono" }, s.workspace), " · ", h("span", { title: s.created_at }, `age ${age(s.created_at)}`)),
       s.result ? h("p", { id: "task-result" }, h("strong", {}, "result: "), s.result) : null,
       s.error ? h("p", { class: "bad", id: "task-error" }, h("strong", {}, "error: "), s.error) : null,
+      ...(s.mcp_down || []).map(d => h("p", { class: "bad", "data-mcp-down": d.server },
+        h("strong", {}, `MCP server ${d.server} is down: `), d.error, d.retry_at ? ` (tried again after ${time(d.retry_at)})` : "")),
       h("p", {}, h("a", { href: `#/evidence?task=${s.task_id}` }, "this task's evidence"))].filter(Boolean));
     drawActions(s);
     const names = new Set(["lead", ...Object.keys(s.roles), ...state.events.filter(e => e.kind === "request_sent").map(e => e.role)]);
@@ -536,7 +541,7 @@ function taskView(main, taskId) {
       drawQueued = true;
       requestAnimationFrame(() => { drawQueued = false; for (const r of touched) redrawRole(r); touched.clear(); });
     }
-    if (["request_sent", "response_received", "compaction_finished", "window_learned", "task_resumed", "task_message", "tool_finished", "task_started"].includes(e.kind) || e.kind.startsWith("task_")) refreshSoon();
+    if (["request_sent", "response_received", "compaction_finished", "window_learned", "task_resumed", "task_message", "tool_finished", "task_started", "mcp_server_failed", "mcp_server_started"].includes(e.kind) || e.kind.startsWith("task_")) refreshSoon();
   }
 
   // The live stream: SSE from after the last event this page has, closed at the end it marks.

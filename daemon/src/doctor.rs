@@ -1,0 +1,405 @@
+//! `agentd doctor`: a setup checked the way a user needs before a long task, each finding a line
+//! that says what holds, or what fails and which key or command changes it.
+//!
+//! The checks run in the doctor's own process, as the daemon would run the same things: the config
+//! is loaded by the daemon's loader; each role's provider is asked for the role's model's window and
+//! whether it counts tokens; each MCP server is started by a task's own client, under the sandbox a
+//! task in the given workspace would use, and its tools listed; the kernel is asked what the sandbox
+//! can enforce. The home, its free space and the daemon's socket close the list. Nothing is written
+//! but an MCP launcher's cache.
+
+use crate::config::{Config, McpTransport};
+use crate::daemon::Home;
+use crate::mcp::{McpError, McpHealth, TaskServers};
+use agentd_agents::tools::sandbox;
+use agentd_agents::tools::SandboxMode;
+use agentd_engine::counter::{tokenizer_for, Tokenizer};
+use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a provider may take to answer one question.
+const PROVIDER_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Below this much free space in the home, a long task may fill the disk.
+const LOW_DISK: u64 = 1 << 30;
+/// Below this much, the store soon refuses writes.
+const NO_DISK: u64 = 100 << 20;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// It holds.
+    Ok,
+    /// It holds, with less than a user may expect (a degraded sandbox, the daemon not running).
+    Warn,
+    /// It does not hold: a task would fail or go without something.
+    Fail,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    /// What was checked: `config`, `home`, `disk`, `daemon`, `provider`, `model`, `mcp`, `sandbox`.
+    pub area: &'static str,
+    /// Which one: a provider's, role's or server's name, or the area's own.
+    pub name: String,
+    /// How it came out.
+    pub verdict: Verdict,
+    /// What was found, in words.
+    pub detail: String,
+    /// What to change when it fails or is degraded: a key of `agentd.toml` or a command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn new(
+        area: &'static str,
+        name: impl Into<String>,
+        verdict: Verdict,
+        detail: impl Into<String>,
+    ) -> Check {
+        Check { area, name: name.into(), verdict, detail: detail.into(), fix: None }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Check {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// Every finding, in the order checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// True when no check failed.
+    pub ok: bool,
+    /// The home checked.
+    pub home: String,
+    /// The findings.
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// The failed checks.
+    pub fn failures(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| c.verdict == Verdict::Fail)
+    }
+}
+
+/// [`run`] on a runtime of its own, for a caller that has none (the `agentd doctor` command).
+pub fn run_blocking(home: &Home, workspace: &Path) -> std::io::Result<Report> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    Ok(runtime.block_on(run(home, workspace)))
+}
+
+/// Checks the setup of `home`, starting MCP servers as a task in `workspace` would.
+pub async fn run(home: &Home, workspace: &Path) -> Report {
+    let mut checks = Vec::new();
+    let config = match Config::load(&home.config()) {
+        Ok(config) => {
+            checks.push(Check::new(
+                "config",
+                home.config().display().to_string(),
+                Verdict::Ok,
+                format!(
+                    "parses: {}, {}, {}",
+                    counted(config.team.roles().count(), "role"),
+                    counted(config.providers.len(), "provider"),
+                    counted(config.mcp.len(), "MCP server")
+                ),
+            ));
+            Some(config)
+        }
+        Err(e) => {
+            checks.push(
+                Check::new("config", home.config().display().to_string(), Verdict::Fail, e.to_string())
+                    .fix("`agentd init` writes a commented default; fix the key the error names"),
+            );
+            None
+        }
+    };
+    checks.extend(home_checks(home));
+    if let Some(config) = &config {
+        if let Err(e) = config.check_keys(|name| std::env::var_os(name)) {
+            checks.push(
+                Check::new("provider", "keys", Verdict::Fail, e.to_string()).fix(
+                    "export the variable before `agentd serve` (the key itself never goes in agentd.toml)",
+                ),
+            );
+        }
+        checks.extend(model_checks(config).await);
+        checks.extend(mcp_checks(config, workspace).await);
+        checks.extend(sandbox_checks(config));
+    }
+    let ok = !checks.iter().any(|c| c.verdict == Verdict::Fail);
+    Report { ok, home: home.dir.display().to_string(), checks }
+}
+
+/// `n` things, in words.
+fn counted(n: usize, thing: &str) -> String {
+    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The home: there and private, with room on its disk; the daemon's socket.
+fn home_checks(home: &Home) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let dir = home.dir.display().to_string();
+    match std::fs::metadata(&home.dir) {
+        Ok(m) if m.is_dir() => {
+            let probe = home.dir.join(format!(".doctor-{}", std::process::id()));
+            let writable = std::fs::write(&probe, b"").and_then(|()| std::fs::remove_file(&probe));
+            checks.push(match (writable, home.loose_mode()) {
+                (Err(e), _) => Check::new("home", &dir, Verdict::Fail, format!("not writable: {e}"))
+                    .fix("give the daemon's user the home, or pass --home DIR"),
+                (Ok(()), Some(mode)) => Check::new(
+                    "home",
+                    &dir,
+                    Verdict::Warn,
+                    format!("writable, but mode {mode:o} lets others in; the daemon makes it 0700"),
+                )
+                .fix(format!("chmod 700 {dir}")),
+                (Ok(()), None) => Check::new("home", &dir, Verdict::Ok, "writable, private (0700)"),
+            });
+            checks.push(disk_check(&home.dir));
+        }
+        Ok(_) => checks.push(Check::new("home", &dir, Verdict::Fail, "is not a directory")),
+        Err(_) => checks.push(
+            Check::new(
+                "home",
+                &dir,
+                Verdict::Warn,
+                "does not exist yet; `agentd init` or `agentd serve` makes it",
+            )
+            .fix("agentd init"),
+        ),
+    }
+    let socket = home.socket();
+    checks.push(match std::os::unix::net::UnixStream::connect(&socket) {
+        Ok(_) => {
+            Check::new("daemon", socket.display().to_string(), Verdict::Ok, "running: its socket answers")
+        }
+        Err(e) if socket.exists() => Check::new(
+            "daemon",
+            socket.display().to_string(),
+            Verdict::Warn,
+            format!(
+                "a socket is there but nothing answers ({e}): a daemon that died; `agentd serve` replaces it"
+            ),
+        )
+        .fix("agentd serve"),
+        Err(_) => Check::new("daemon", socket.display().to_string(), Verdict::Warn, "not running")
+            .fix("agentd serve"),
+    });
+    checks
+}
+
+/// Free space on the home's filesystem.
+fn disk_check(dir: &Path) -> Check {
+    let name = dir.display().to_string();
+    let Some(free) = free_bytes(dir) else {
+        return Check::new("disk", name, Verdict::Warn, "the free space could not be read");
+    };
+    let shown = format!("{:.1} GiB free", free as f64 / (1u64 << 30) as f64);
+    if free < NO_DISK {
+        Check::new("disk", name, Verdict::Fail, format!("{shown}: the store will refuse writes"))
+            .fix("free space on this filesystem, or move the home (--home)")
+    } else if free < LOW_DISK {
+        Check::new("disk", name, Verdict::Warn, format!("{shown}: a long task's evidence may fill it"))
+            .fix("free space on this filesystem")
+    } else {
+        Check::new("disk", name, Verdict::Ok, shown)
+    }
+}
+
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes into the zeroed struct it is given; the path is a valid C string.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+}
+
+/// Each role's model on its provider: the server answers, the window it declares, how its tokens
+/// are counted.
+async fn model_checks(config: &Config) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for role in config.team.roles() {
+        let Some(rc) = config.team.role(&role) else { continue };
+        let Some(p) = config.providers.get(&rc.provider) else { continue };
+        let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
+        let client = p.kind.connect(&p.base_url, key, config.deadlines);
+        let name = role.name().to_string();
+        let at = format!("{} on {} ({})", rc.model, p.name, p.base_url);
+        let window = match tokio::time::timeout(PROVIDER_TIMEOUT, client.probe_window(&rc.model)).await {
+            Err(_) => {
+                checks.push(
+                    Check::new("model", name, Verdict::Fail, format!("{at}: no answer within 15 s"))
+                        .fix(format!("providers.{}.base_url", p.name)),
+                );
+                continue;
+            }
+            Ok(Err(e)) => {
+                checks.push(
+                    Check::new("model", name, Verdict::Fail, format!("{at}: {e}"))
+                        .fix(format!("providers.{}.base_url / api_key_env, or start the server", p.name)),
+                );
+                continue;
+            }
+            Ok(Ok(Some(w))) => format!("declares a {w}-token window"),
+            Ok(Ok(None)) => format!(
+                "declares no window: {} tokens are assumed until a refusal or a usage report teaches it",
+                agentd_protocol::window::ASSUMED_WINDOW
+            ),
+        };
+        let counted = match tokenizer_for(&rc.model) {
+            t @ (Tokenizer::O200k | Tokenizer::Cl100k) => format!("counted by tiktoken ({})", t.as_str()),
+            _ => match tokio::time::timeout(PROVIDER_TIMEOUT, client.count_text(&rc.model, "hello")).await {
+                Ok(Ok(Some(_))) => "counted by the server's endpoint".to_string(),
+                Ok(Ok(None)) => "estimated (bytes / 3), calibrated by the server's usage reports".to_string(),
+                _ => "estimated: the counting endpoint did not answer".to_string(),
+            },
+        };
+        checks.push(Check::new("model", name, Verdict::Ok, format!("{at}: {window}; {counted}")));
+    }
+    checks
+}
+
+/// Each MCP server, started as a task in `workspace` starts it, with its tools listed.
+async fn mcp_checks(config: &Config, workspace: &Path) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let servers = TaskServers::new(config, "doctor", workspace, Arc::new(McpHealth::default()));
+    for (name, server) in &config.mcp {
+        let how = match &server.transport {
+            McpTransport::Stdio { sandbox: false, .. } => "unconfined (sandbox = false)".to_string(),
+            McpTransport::Stdio { .. } if config.team.sandbox.mode == SandboxMode::Off => {
+                "unconfined ([tools.sandbox] mode = \"off\")".to_string()
+            }
+            McpTransport::Stdio { .. } => format!("in the sandbox, workspace {}", workspace.display()),
+            McpTransport::Http { url, .. } => url.clone(),
+        };
+        checks.push(match servers.probe(name).await {
+            Ok(tools) => {
+                let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                Check::new(
+                    "mcp",
+                    name,
+                    Verdict::Ok,
+                    format!("started {how}: {} tools ({})", names.len(), names.join(", ")),
+                )
+            }
+            Err(e) => Check::new("mcp", name, Verdict::Fail, format!("{how}: {e}")).fix(mcp_fix(name, &e)),
+        });
+    }
+    servers.shutdown().await;
+    checks
+}
+
+/// The key to change for a server that did not start.
+fn mcp_fix(name: &str, e: &McpError) -> String {
+    let key = |k: &str| format!("mcp.servers.{name}.{k}");
+    match e {
+        McpError::NotFound { .. } => key("command"),
+        McpError::Spawn { .. } => {
+            format!("{} (what its program runs from), or {} = false", key("read"), key("sandbox"))
+        }
+        McpError::NoToken { .. } => format!("export the variable {} names", key("bearer_env")),
+        McpError::Initialize { .. } | McpError::StartTimeout { .. } => format!(
+            "{} / {}: the program must speak MCP on stdio (its stderr is quoted when it wrote any); {} if it \
+             needs to download first",
+            key("command"),
+            key("args"),
+            key("network")
+        ),
+        _ => key("command"),
+    }
+}
+
+/// What the kernel lets the command sandbox enforce, as configured.
+fn sandbox_checks(config: &Config) -> Vec<Check> {
+    let policy = &config.team.sandbox;
+    if policy.mode == SandboxMode::Off {
+        return vec![Check::new(
+            "sandbox",
+            "mode",
+            Verdict::Warn,
+            "off: commands and MCP servers run with the daemon's rights",
+        )
+        .fix("tools.sandbox.mode = \"workspace-write\"")];
+    }
+    let abi = sandbox::kernel_abi();
+    if abi < 1 {
+        return vec![Check::new(
+            "sandbox",
+            "landlock",
+            Verdict::Fail,
+            "this kernel does not enforce Landlock: run_command, verify and stdio MCP servers are refused",
+        )
+        .fix("a kernel with Landlock (5.13+, `lsm=landlock`), or tools.sandbox.mode = \"off\"")];
+    }
+    let mut checks = vec![Check::new(
+        "sandbox",
+        "landlock",
+        Verdict::Ok,
+        format!("Landlock ABI {abi}, mode {}", policy.mode.as_str()),
+    )];
+    let netns = sandbox::can_unshare_network();
+    checks.push(match (policy.network, abi >= 4, netns) {
+        (true, _, _) => Check::new("sandbox", "network", Verdict::Ok, "commands may use the network (network = true)"),
+        (false, _, true) => Check::new(
+            "sandbox",
+            "network",
+            Verdict::Ok,
+            "no network: an empty network namespace per command (TCP, UDP and raw sockets)",
+        ),
+        (false, true, false) => Check::new(
+            "sandbox",
+            "network",
+            Verdict::Warn,
+            "no TCP (Landlock), but UDP is not stopped: no network namespace can be made here",
+        )
+        .fix("run the daemon as root or with CAP_SYS_ADMIN for a namespace"),
+        (false, false, false) => Check::new(
+            "sandbox",
+            "network",
+            Verdict::Fail,
+            format!("network = false cannot be enforced: Landlock ABI {abi} has no TCP rules and no namespace can be made"),
+        )
+        .fix("tools.sandbox.network = true, or a kernel with Landlock ABI 4 (6.7+)"),
+    });
+    checks.push(if sandbox::can_unshare_mounts() {
+        Check::new(
+            "sandbox",
+            "home",
+            Verdict::Ok,
+            "the daemon's home is hidden from commands (a mount namespace)",
+        )
+    } else {
+        Check::new(
+            "sandbox",
+            "home",
+            Verdict::Warn,
+            "no mount namespace: the home is unreadable to commands, but its socket can be connected (the \
+             peer check still refuses other users)",
+        )
+    });
+    checks.push(if sandbox::cgroup_available() {
+        Check::new("sandbox", "cgroup", Verdict::Ok, "each command in a cgroup of its own, killed whole")
+    } else {
+        Check::new(
+            "sandbox",
+            "cgroup",
+            Verdict::Warn,
+            "no cgroup for commands: a process that calls setsid can outlive its call",
+        )
+        .fix("a writable cgroup v2 (systemd: Delegate=yes for the daemon's unit)")
+    });
+    checks
+}
