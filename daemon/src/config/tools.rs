@@ -116,6 +116,11 @@ mod tests {
         assert!(c.team.sandbox.network);
         assert_eq!(c.team.sandbox.env, vec!["CARGO_HOME".to_string()]);
         assert_eq!(c.team.sandbox.read, vec![PathBuf::from("/opt/x")]);
+        // run_command's writes stay in the workspace: no key sets more (only an MCP server's launcher
+        // cache is written beyond it, added per server by `mcp::reach`).
+        assert!(c.team.sandbox.write.is_empty() && c.team.sandbox.set_env.is_empty());
+        let e = parse(&on.replace("read = [\"/opt/x\"]", "write = [\"/opt/x\"]")).unwrap_err().to_string();
+        assert!(e.contains("write"), "{e}");
         let text = |body: &str| format!("{DEFAULT_CONFIG}\n[tools.sandbox]\n{body}\n");
         let off = parse(&text("mode = \"off\"")).unwrap();
         assert_eq!(off.team.sandbox.mode, SandboxMode::Off);
