@@ -238,38 +238,49 @@ async fn model_checks(config: &Config) -> Vec<Check> {
         let client = p.kind.connect(&p.base_url, key, config.deadlines);
         let name = role.name().to_string();
         let at = format!("{} on {} ({})", rc.model, p.name, p.base_url);
-        let window = match tokio::time::timeout(PROVIDER_TIMEOUT, client.probe_window(&rc.model)).await {
-            Err(_) => {
+        let window = match within(client.probe_window(&rc.model)).await {
+            None => {
                 checks.push(
                     Check::new("model", name, Verdict::Fail, format!("{at}: no answer within 15 s"))
                         .fix(format!("providers.{}.base_url", p.name)),
                 );
                 continue;
             }
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 checks.push(
                     Check::new("model", name, Verdict::Fail, format!("{at}: {e}"))
                         .fix(format!("providers.{}.base_url / api_key_env, or start the server", p.name)),
                 );
                 continue;
             }
-            Ok(Ok(Some(w))) => format!("declares a {w}-token window"),
-            Ok(Ok(None)) => format!(
+            Some(Ok(Some(w))) => format!("declares a {w}-token window"),
+            Some(Ok(None)) => format!(
                 "declares no window: {} tokens are assumed until a refusal or a usage report teaches it",
                 agentd_protocol::window::ASSUMED_WINDOW
             ),
         };
         let counted = match tokenizer_for(&rc.model) {
             t @ (Tokenizer::O200k | Tokenizer::Cl100k) => format!("counted by tiktoken ({})", t.as_str()),
-            _ => match tokio::time::timeout(PROVIDER_TIMEOUT, client.count_text(&rc.model, "hello")).await {
-                Ok(Ok(Some(_))) => "counted by the server's endpoint".to_string(),
-                Ok(Ok(None)) => "estimated (bytes / 3), calibrated by the server's usage reports".to_string(),
+            _ => match within(client.count_text(&rc.model, "hello")).await {
+                Some(Ok(Some(_))) => "counted by the server's endpoint".to_string(),
+                Some(Ok(None)) => {
+                    "estimated (bytes / 3), calibrated by the server's usage reports".to_string()
+                }
                 _ => "estimated: the counting endpoint did not answer".to_string(),
             },
         };
         checks.push(Check::new("model", name, Verdict::Ok, format!("{at}: {window}; {counted}")));
     }
     checks
+}
+
+/// `answer`, or `None` past [`PROVIDER_TIMEOUT`] on the daemon's clock.
+async fn within<T>(answer: impl std::future::Future<Output = T>) -> Option<T> {
+    let clock = agentd_engine::clock::clock();
+    tokio::select! {
+        answer = answer => Some(answer),
+        _ = clock.sleep(PROVIDER_TIMEOUT) => None,
+    }
 }
 
 /// Each MCP server, started as a task in `workspace` starts it, with its tools listed.
