@@ -199,6 +199,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What the tasks spent, from the providers' usage reports: requests, prompt tokens (and how many
+    /// the prompt cache served), completion tokens, cost at [prices], compactions apart.
+    Usage {
+        /// Only what was answered from this day (YYYY-MM-DD, UTC) or instant (RFC 3339) on.
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+        /// One row per task, per model or per day (UTC).
+        #[arg(long, value_enum, default_value_t = UsageBy::Task)]
+        by: UsageBy,
+        /// Print {"by", "since"?, "rows": [{"key", "spent"}], "total"} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the setup before a long task: the config, each role's provider (window, how tokens are
     /// counted, the API key), each MCP server started as a task would start it, the sandbox on this
     /// kernel, the home, its disk and the daemon. Exit 0 when all hold, 1 naming what fails.
@@ -399,4 +412,16 @@ mod tests {
         assert!(without.is_empty(), "no --json: {without:?}");
         assert!(commands().len() > 15, "the walk found the commands");
     }
+}
+
+/// How `agentd usage` groups what was spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageBy {
+    /// One row per task.
+    Task,
+    /// One row per model.
+    Model,
+    /// One row per day (UTC).
+    Day,
 }

@@ -193,6 +193,12 @@ pub fn print_status(s: &TaskStatus) {
     if let Some(e) = &s.error {
         println!("error      {e}");
     }
+    if s.spent.requests > 0 {
+        println!("spent      {}", spent_line(&s.spent));
+        for (role, spent) in &s.spent_by_role {
+            println!("  {:<8} {}", role.name(), spent_line(spent));
+        }
+    }
     for d in &s.mcp_down {
         let retry = d.retry_at.as_deref().map(|at| format!(" (tried again after {at})")).unwrap_or_default();
         println!("mcp down   {}: {}{retry}", d.server, d.error);
@@ -200,6 +206,35 @@ pub fn print_status(s: &TaskStatus) {
     if !s.recorded {
         println!("recorded   no: the daemon holds this end in memory until its storage heals");
     }
+}
+
+/// A sum of requests in words: `12 requests: prompt 45000 tokens (30000 from the cache) / completion
+/// 2000, $0.1234; 2 compactions: 3 summary requests, 9000 tokens, $0.0100`.
+fn spent_line(s: &agentd_protocol::rpc::Spent) -> String {
+    let cache = match (s.cache_read_tokens, s.cache_write_tokens) {
+        (0, 0) => String::new(),
+        (read, 0) => format!(" ({read} from the cache)"),
+        (read, write) => format!(" ({read} from the cache, {write} written to it)"),
+    };
+    let cost = |c: Option<f64>| c.map(|c| format!(", {}", agentd_client::render::usd(c))).unwrap_or_default();
+    let mut line = format!(
+        "{} requests: prompt {} tokens{cache} / completion {}{}",
+        s.requests,
+        s.prompt_tokens,
+        s.completion_tokens,
+        cost(s.cost_usd)
+    );
+    let c = &s.compaction;
+    if c.compactions > 0 {
+        line.push_str(&format!(
+            "; {} compactions: {} summary requests, {} tokens{}",
+            c.compactions,
+            c.requests,
+            c.tokens,
+            cost(c.cost_usd)
+        ));
+    }
+    line
 }
 
 /// How a role's count was measured, in words (`estimate, calibrated from 12 usage reports, ±1.4 %`).

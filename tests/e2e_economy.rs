@@ -320,3 +320,116 @@ fn server_counts_anthropic(server: &ScriptedServer) -> Vec<u64> {
         .map(|(_, c)| c)
         .collect()
 }
+
+/// What a task spent is the server's own usage, priced: on both wire formats, every response's
+/// usage split (the prompt, the part the prompt cache served, the answer) sums to what the server
+/// reported — exactly — and the cost to those sums at `[prices]`; a compaction's summary requests are
+/// counted apart; `status` and `agentd usage` say the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_task_spent_is_the_servers_usage_priced_compactions_apart() {
+    for kind in ["openai", "anthropic"] {
+        spending_on(kind).await;
+    }
+}
+
+async fn spending_on(kind: &str) {
+    const KEY_ENV: &str = "AGENTD_TEST_SPENDING_KEY";
+    let completions = [41, 17, 23, 9, 12];
+    let step = |chunks: Vec<Chunk>, c: u64| sse_with_usage(chunks, 0, c);
+    let server = ScriptedServer::builder()
+        .model(MODEL)
+        .max_model_len(Some(WINDOW))
+        .report_usage(true)
+        .script(vec![
+            step(vec![delegate("coder", "Read the two documents")], completions[0]),
+            step(vec![tool_call("read_file", json!({"path": "docs/file_00.txt"}))], completions[1]),
+            step(vec![tool_call("read_file", json!({"path": "docs/file_01.txt"}))], completions[2]),
+            step(vec![finish("read both")], completions[3]),
+            step(vec![finish("the coder read both")], completions[4]),
+        ])
+        .start()
+        .await;
+    let ws = workspace(2, 1_500);
+    let config = format!(
+        "[providers.p]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_ENV}\"\n\n\
+         [team.lead]\nprovider = \"p\"\nmodel = \"{MODEL}\"\n\n[team.coder]\nprovider = \"p\"\nmodel = \"{MODEL}\"\n\n\
+         [prices.\"{MODEL}\"]\ninput = 3.0\ncached_input = 0.3\noutput = 15.0\n",
+        server.base_url()
+    );
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config);
+    d.serve_with_env(&[(KEY_ENV, "test-key")]);
+    let task = d.submit("Have the coder read the documents", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{kind}: {}", d.serve_log());
+    let answered = server.counted().len();
+    assert_eq!(answered, completions.len(), "{kind}");
+    // A compaction on request of the stopped task: its summary requests are answered with usage too.
+    let summary_completion = 30;
+    server.push((0..3).map(|_| {
+        step(vec![text("The coder read docs/file_00.txt and docs/file_01.txt.")], summary_completion)
+    }));
+    let out = d.cli(&["compact", &task, "--role", "coder", "--json"]);
+    assert!(out.status.success(), "{kind}: {}", String::from_utf8_lossy(&out.stderr));
+    let summaries = server.counted().len() - answered;
+    assert!(summaries >= 1, "{kind}");
+
+    let (counted, cached) = (server.counted(), server.cached());
+    let sum = |v: &[u64]| v.iter().sum::<u64>();
+    let prompt = sum(&counted);
+    let from_cache = sum(&cached);
+    let completion = sum(&completions) + summary_completion * summaries as u64;
+    assert!(from_cache > 0, "{kind}: the server's cache served some prompts: {cached:?}");
+    let price = |uncached: u64, read: u64, out: u64| {
+        (uncached as f64 * 3.0 + read as f64 * 0.3 + out as f64 * 15.0) / 1e6
+    };
+
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    let spent = &status["spent"];
+    assert_eq!(spent["requests"], counted.len() as u64, "{kind}: {spent:#}");
+    assert_eq!(spent["prompt_tokens"], prompt, "{kind}");
+    assert_eq!(spent["cache_read_tokens"], from_cache, "{kind}");
+    assert_eq!(spent["cache_write_tokens"], 0, "{kind}");
+    assert_eq!(spent["completion_tokens"], completion, "{kind}");
+    let cost = spent["cost_usd"].as_f64().unwrap();
+    assert!((cost - price(prompt - from_cache, from_cache, completion)).abs() < 1e-9, "{kind}: {cost}");
+    // The compaction's share: its summary requests only.
+    let compaction = &spent["compaction"];
+    let summary_prompt = sum(&counted[answered..]);
+    let summary_cached = sum(&cached[answered..]);
+    let summary_out = summary_completion * summaries as u64;
+    assert_eq!(compaction["compactions"], 1, "{kind}: {compaction:#}");
+    assert_eq!(compaction["requests"], summaries as u64, "{kind}");
+    assert_eq!(compaction["tokens"], summary_prompt + summary_out, "{kind}");
+    let c = compaction["cost_usd"].as_f64().unwrap();
+    assert!(
+        (c - price(summary_prompt - summary_cached, summary_cached, summary_out)).abs() < 1e-9,
+        "{kind}: {c}"
+    );
+    // Each response names its model and cost; the lead's and the coder's add up to the task's.
+    let logged = d.logged_events(&task);
+    let responses: Vec<&Value> = of_kind(&logged, "response_received");
+    assert!(
+        responses.iter().all(|r| r["model"] == MODEL && r["cost_usd"].as_f64().unwrap() > 0.0),
+        "{responses:#?}"
+    );
+    let by_role = &status["spent_by_role"];
+    assert_eq!(
+        by_role["lead"]["requests"].as_u64().unwrap() + by_role["coder"]["requests"].as_u64().unwrap(),
+        counted.len() as u64
+    );
+    // `agentd usage` sums the same, by model.
+    let out = d.cli(&["usage", "--by", "model", "--json"]);
+    let usage: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(usage["rows"][0]["key"], MODEL, "{usage:#}");
+    assert_eq!(usage["total"]["prompt_tokens"], prompt, "{kind}");
+    assert_eq!(usage["total"]["completion_tokens"], completion, "{kind}");
+    assert_eq!(usage["total"]["compaction"]["compactions"], 1);
+    let text = String::from_utf8(d.cli(&["status", &task]).stdout).unwrap();
+    assert!(
+        text.contains(&format!(
+            "spent      {} requests: prompt {prompt} tokens ({from_cache} from the cache)",
+            counted.len()
+        )),
+        "{text}"
+    );
+}

@@ -11,6 +11,15 @@ pub fn one_line(text: &str, max: usize) -> String {
     truncate_chars(&flat, max)
 }
 
+/// A cost in USD, to a precision that shows a single cheap request (`$0.0042`, `$1.27`).
+pub fn usd(cost: f64) -> String {
+    if cost >= 1.0 {
+        format!("${cost:.2}")
+    } else {
+        format!("${cost:.4}")
+    }
+}
+
 /// `~` before an estimated count.
 pub fn estimate_mark(estimated: bool) -> &'static str {
     if estimated {
@@ -43,13 +52,21 @@ pub fn event_line(e: &Event) -> String {
                 trigger_tokens
             )
         }
-        K::ResponseReceived { finish_reason, usage } => match usage {
-            Some(u) => format!(
-                "response: {finish_reason} (prompt {} / completion {} tokens)",
-                u.prompt_tokens, u.completion_tokens
-            ),
-            None => format!("response: {finish_reason}"),
-        },
+        K::ResponseReceived { finish_reason, usage, cost_usd, .. } => {
+            let usage = match usage {
+                Some(u) => {
+                    let cache = match (u.cache_read_tokens, u.cache_write_tokens) {
+                        (0, 0) => String::new(),
+                        (read, 0) => format!(", {read} from the cache"),
+                        (read, write) => format!(", {read} from the cache, {write} written to it"),
+                    };
+                    format!(" (prompt {}{cache} / completion {} tokens)", u.prompt_tokens, u.completion_tokens)
+                }
+                None => String::new(),
+            };
+            let cost = cost_usd.map(|c| format!(", {}", usd(c))).unwrap_or_default();
+            format!("response: {finish_reason}{usage}{cost}")
+        }
         K::ToolCalled { tool, call_id } => format!("→ {tool} ({call_id})"),
         K::ToolFinished { tool, ok, evidence_id, result_tokens, .. } => {
             let size = match (result_tokens, evidence_id) {
@@ -78,10 +95,11 @@ pub fn event_line(e: &Event) -> String {
             "compaction started at {tokens_before} tokens (trigger {trigger_tokens} of the {window} window), \
              aiming at {destination_tokens}"
         ),
-        K::CompactionFinished { tokens_before, tokens_after, archive_id, batches, .. } => format!(
-            "compacted {tokens_before} → {tokens_after} tokens ({batches} summary {}); what left is evidence \
+        K::CompactionFinished { tokens_before, tokens_after, archive_id, batches, cost_usd, .. } => format!(
+            "compacted {tokens_before} → {tokens_after} tokens ({batches} summary {}{}); what left is evidence \
              {archive_id}",
-            if *batches == 1 { "batch" } else { "batches" }
+            if *batches == 1 { "batch" } else { "batches" },
+            cost_usd.map(|c| format!(", {}", usd(c))).unwrap_or_default()
         ),
         K::CompactionFailed { reason } => format!("compaction failed: {reason}"),
         K::McpServerStarted { server, tools } => format!("MCP server {server} started: {tools} tools"),
@@ -161,6 +179,9 @@ mod tests {
                 archive_id: "ev-1a2b".into(),
                 batches,
                 measured_by: None,
+                summary_model: None,
+                summary_usage: None,
+                cost_usd: None,
             })
         };
         assert_eq!(

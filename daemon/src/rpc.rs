@@ -22,8 +22,8 @@ use agentd_protocol::memory::{Author, Note, NoteEdit, NoteFilter};
 use agentd_protocol::rpc::{
     ClockParams, ClockResult, CompactParams, CompactResult, ContextResult, DaemonStatus, EventsParams,
     EventsResult, HttpServing, LogEntry, LogParams, LogResult, Method, NoteChanged, NoteDetail, Notification,
-    ProbeResult, RoleStatus, Setting, SettingParams, SettingResult, StateResult, StorageStatus, Submitted,
-    Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
+    ProbeResult, RoleStatus, Setting, SettingParams, SettingResult, Spent, StateResult, StorageStatus,
+    Submitted, Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
 };
 use agentd_protocol::{ErrorCode, Request, RpcError};
 use agentd_protocol::{Role, TaskState};
@@ -352,7 +352,10 @@ impl Methods {
             },
             _ => None,
         };
+        let (spent, spent_by_role) = self.spent(task_id)?;
         let mut status = TaskStatus {
+            spent,
+            spent_by_role,
             mcp_down: self.shared.mcp.down(&meta.task_id),
             node: meta.node,
             queued_because,
@@ -379,6 +382,22 @@ impl Methods {
             }
         }
         Ok(status)
+    }
+
+    /// What the task spent, from its events (every page of them).
+    fn spent(&self, task_id: &str) -> Answer<(Spent, BTreeMap<Role, Spent>)> {
+        const PAGE: usize = 10_000;
+        let mut events = Vec::new();
+        loop {
+            let after = events.last().map_or(0, |e: &agentd_protocol::Event| e.seq);
+            let page = self.shared.storage.events(task_id, after, PAGE)?;
+            let full = page.len() == PAGE;
+            events.extend(page);
+            if !full {
+                break;
+            }
+        }
+        Ok(agentd_policies::cost::spent(&events))
     }
 
     fn known_role(&self, role: &Role) -> Answer<&agentd_engine::team::RoleConfig> {

@@ -15,7 +15,7 @@ use agentd_policies::retry::RetryPolicy;
 use agentd_policies::summary::SUMMARISER_SYSTEM;
 use agentd_policies::Thresholds;
 use agentd_protocol::{ChatRequest, Model, ProviderError};
-use agentd_protocol::{Message, Tokens};
+use agentd_protocol::{Message, Tokens, Usage};
 use agentd_protocol::{NewEvidence, Source, Stored};
 use agentd_protocol::{Producer, Role};
 use std::path::PathBuf;
@@ -96,6 +96,9 @@ pub struct CompactedHistory {
     pub in_place: bool,
     /// The request's size before, counted in full.
     pub tokens_before: Tokens,
+    /// The summary requests' usage, summed over those the server reported one for; `None` when it
+    /// reported none.
+    pub summary_usage: Option<Usage>,
 }
 
 /// The machine's measurements: the role's meter, and for a candidate the whole request it would be
@@ -146,6 +149,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
         setup,
         &measure,
     );
+    let mut spent: Option<Usage> = None;
     loop {
         let answer = match need {
             Need::Done(done) => {
@@ -155,6 +159,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
                     batches: done.batches,
                     in_place: done.in_place,
                     tokens_before: job.before,
+                    summary_usage: spent,
                 })
             }
             Need::Failed(reason) => return Err(CompactError::Failed(reason)),
@@ -169,7 +174,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
                     thinking_budget: None,
                     ..with_messages(job.request, continued)
                 };
-                Answer::Summary(Some(summarise(&job, &request).await?))
+                Answer::Summary(Some(summarise(&job, &request, &mut spent).await?))
             }
             Need::Fold { prompt, max_tokens } => {
                 let request = summary_request(
@@ -178,7 +183,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
                     vec![Message::user(prompt)],
                     Some(clamp_u32(max_tokens)),
                 );
-                Answer::Summary(Some(summarise(&job, &request).await?))
+                Answer::Summary(Some(summarise(&job, &request, &mut spent).await?))
             }
             Need::Archive { upto } => Answer::Archived(archive(&job, &history[..upto.min(history.len())])?),
         };
@@ -222,8 +227,12 @@ fn summary_request(
 }
 
 /// Sends a summary request, retried by the retry policy on the daemon's clock (see
-/// [`crate::retry`]); the answer's text.
-async fn summarise(job: &Job<'_>, request: &ChatRequest) -> Result<String, CompactError> {
+/// [`crate::retry`]); the answer's text. Its usage is added to `spent`.
+async fn summarise(
+    job: &Job<'_>,
+    request: &ChatRequest,
+    spent: &mut Option<Usage>,
+) -> Result<String, CompactError> {
     let response =
         with_retries(&job.retry, job.cancel, &mut OnTheClock, || ask(job.client, request, job.cancel))
             .await
@@ -232,6 +241,13 @@ async fn summarise(job: &Job<'_>, request: &ChatRequest) -> Result<String, Compa
                 RetryError::Provider(e) => CompactError::Provider(e),
                 RetryError::Pause(never) => match never {},
             })?;
+    if let Some(u) = response.usage {
+        let sum = spent.get_or_insert_with(Usage::default);
+        sum.prompt_tokens += u.prompt_tokens;
+        sum.completion_tokens += u.completion_tokens;
+        sum.cache_read_tokens += u.cache_read_tokens;
+        sum.cache_write_tokens += u.cache_write_tokens;
+    }
     Ok(response.message.text().trim().to_string())
 }
 

@@ -40,7 +40,7 @@ impl Engine {
         models: HashMap<String, Arc<dyn Model>>,
         redactor: Redactor,
     ) -> Engine {
-        let fitter = Fitter::new(storage.clone(), team.retry);
+        let fitter = Fitter::new(storage.clone(), team.retry, team.prices.clone());
         Engine { storage, fitter, team, models, redactor }
     }
 

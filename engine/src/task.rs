@@ -361,7 +361,12 @@ mod tests {
         ] {
             store.append("t1", &record).unwrap();
         }
-        let kind = EventKind::ResponseReceived { finish_reason: "stop".into(), usage: None };
+        let kind = EventKind::ResponseReceived {
+            finish_reason: "stop".into(),
+            usage: None,
+            model: None,
+            cost_usd: None,
+        };
         let record = Record::Event {
             event: agentd_protocol::Event {
                 seq: 1,

@@ -60,6 +60,9 @@ pub struct TeamConfig {
     /// The blocks every request starts with: the project's instructions and the memory notes
     /// (`[instructions]`, `[memory]`).
     pub blocks: Arc<BlocksConfig>,
+    /// Each model's prices (`[prices."MODEL"]`), by the model's name: what gives a response and a
+    /// compaction their cost.
+    pub prices: Arc<BTreeMap<String, agentd_policies::cost::Price>>,
 }
 
 impl TeamConfig {

@@ -58,6 +58,7 @@ pub fn team(model: &str) -> TeamConfig {
         idle_thinking_cleanup_after: agentd_policies::thinking::DEFAULT_IDLE_THRESHOLD,
         idle_thinking_clear_at_least: agentd_policies::thinking::DEFAULT_CLEAR_AT_LEAST,
         blocks: Default::default(),
+        prices: Default::default(),
     }
 }
 

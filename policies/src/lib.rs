@@ -10,6 +10,7 @@ pub mod args;
 pub mod budget;
 pub mod calibration;
 pub mod compaction;
+pub mod cost;
 pub mod history;
 pub mod instructions;
 pub mod memory;

@@ -37,6 +37,30 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// The tokens the server says it generated for the answer, thinking included.
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those the provider's prompt cache served (OpenAI
+    /// `prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`); 0 when it reports none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `prompt_tokens`, those written to the provider's prompt cache (Anthropic
+    /// `cache_creation_input_tokens`); 0 when it reports none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// A report of `prompt` and `completion` tokens with no cache figures.
+    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Usage {
+        Usage { prompt_tokens, completion_tokens, ..Usage::default() }
+    }
+
+    /// The prompt tokens neither read from nor written to the cache.
+    pub fn uncached_input(&self) -> u64 {
+        self.prompt_tokens.saturating_sub(self.cache_read_tokens).saturating_sub(self.cache_write_tokens)
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Declares [`EventKind`] with each variant's wire name written once, beside it
@@ -121,6 +145,13 @@ pub enum EventKind {
         /// does not trust (a null or negative figure).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// The model that answered, as the role's settings name it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// What the answer cost in USD, from `usage` at the model's `[prices."MODEL"]`; absent without
+        /// prices or usage.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A model's tool call starts running. Every `tool_called` is followed by its `tool_finished` before the
     /// task's terminal event.
@@ -191,6 +222,16 @@ pub enum EventKind {
         /// The measure the sizes were taken with.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,
+        /// The model the summary requests went to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary_model: Option<String>,
+        /// The summary requests' usage, summed over those the server reported one for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary_usage: Option<Usage>,
+        /// What the summary requests cost in USD, at the summary model's prices; absent without prices or
+        /// usage.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// A compaction failed: no rebuilt request passed its judgement, or the archive or a summary could not
     /// be made. The request is not sent and the turn fails with this reason.
@@ -458,7 +499,12 @@ mod tests {
                 destination_tokens: None,
                 measured_by: None,
             },
-            EventKind::ResponseReceived { finish_reason: "stop".into(), usage: None },
+            EventKind::ResponseReceived {
+                finish_reason: "stop".into(),
+                usage: None,
+                model: Some("m".into()),
+                cost_usd: Some(0.5),
+            },
             EventKind::ToolCalled { tool: ToolName::ReadFile, call_id: "c".into() },
             EventKind::tool_ended(&ToolName::ReadFile, "c", true, false),
             EventKind::CompactionStarted {
@@ -473,6 +519,9 @@ mod tests {
                 archive_id: "ev-1".into(),
                 batches: 1,
                 measured_by: None,
+                summary_model: Some("m".into()),
+                summary_usage: Some(Usage::new(10, 2)),
+                cost_usd: Some(0.25),
             },
             EventKind::CompactionFailed { reason: "r".into() },
             EventKind::RetryScheduled {

@@ -50,12 +50,9 @@ pub struct ChatResponse {
     /// are mapped to them.
     pub finish_reason: String,
     /// The provider's own count, when it reported a well-formed one. `prompt_tokens` is everything
-    /// the model processed, cached or not (Anthropic: input + cache read + cache creation).
+    /// the model processed, cached or not (Anthropic: input + cache read + cache creation), with the
+    /// cached parts beside it.
     pub usage: Option<Usage>,
-    /// Prompt tokens read from the provider's prompt cache, when it reports them (Anthropic).
-    pub cache_read_tokens: Option<u64>,
-    /// Prompt tokens written to the provider's prompt cache, when it reports them (Anthropic).
-    pub cache_creation_tokens: Option<u64>,
 }
 
 /// What went wrong with a stream that was accepted by the server.

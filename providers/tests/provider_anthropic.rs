@@ -42,8 +42,8 @@ async fn text_reply_with_usage_headers_and_the_exact_body_posted() {
     let r = client.chat(&req, &CancellationToken::new()).await.unwrap();
     assert_eq!(r.message, Message::assistant_text("hello"));
     assert_eq!(r.finish_reason, "stop");
-    assert_eq!(r.usage, Some(Usage { prompt_tokens: 42, completion_tokens: 2 }));
-    assert_eq!((r.cache_read_tokens, r.cache_creation_tokens), (Some(0), Some(0)));
+    assert_eq!(r.usage, Some(Usage::new(42, 2)));
+    assert_eq!((r.usage.unwrap().cache_read_tokens, r.usage.unwrap().cache_write_tokens), (0, 0));
 
     let sent = server.chat_requests();
     assert_eq!(sent.len(), 1);

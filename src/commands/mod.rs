@@ -13,6 +13,7 @@ mod mcp;
 mod memory;
 mod roles;
 mod tasks;
+mod usage;
 
 use crate::cli::{Cli, Command, ModelsCommand};
 use crate::exit::{self, fail, Failure};
@@ -36,6 +37,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Daemon { json } => daemon::status(&home, json),
         Command::Mcp => mcp::mcp(&home),
         Command::Doctor { workspace, json } => doctor::doctor(&home, workspace, json),
+        Command::Usage { since, by, json } => usage::usage(&home, since, by, json),
         Command::Submit { objective, workspace, team, wait, json } => {
             tasks::submit(&home, objective, workspace, team, wait, json)
         }

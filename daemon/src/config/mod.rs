@@ -16,6 +16,7 @@ mod default;
 mod error;
 mod http;
 mod mcp;
+mod prices;
 mod providers;
 mod raw;
 mod requests;
@@ -149,6 +150,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let blocks = blocks::blocks(raw.instructions, raw.memory, invalid)?;
     let mcp = mcp::mcp_servers(raw.mcp, &providers, &roles.all(), &mut secret_env, invalid)?;
     let cluster = cluster::cluster(raw.cluster, invalid)?;
+    let prices = prices::prices(raw.prices, invalid)?;
     secret_env.extend(cluster.iter().flat_map(|c| c.secret_env().cloned()));
     Ok(Config {
         path: path.to_path_buf(),
@@ -163,6 +165,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             idle_thinking_cleanup_after: scheduler.idle_thinking_cleanup_after,
             idle_thinking_clear_at_least: scheduler.idle_thinking_clear_at_least,
             blocks: Arc::new(blocks),
+            prices: Arc::new(prices),
         },
         deadlines,
         secret_env,

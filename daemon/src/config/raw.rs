@@ -35,6 +35,18 @@ pub(super) struct RawConfig {
     pub(super) memory: RawMemory,
     #[serde(default)]
     pub(super) cluster: Option<RawCluster>,
+    #[serde(default)]
+    pub(super) prices: BTreeMap<String, RawPrice>,
+}
+
+/// `[prices."MODEL"]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPrice {
+    pub(super) input: Option<f64>,
+    pub(super) cached_input: Option<f64>,
+    pub(super) cache_write: Option<f64>,
+    pub(super) output: Option<f64>,
 }
 
 /// `[cluster]`.

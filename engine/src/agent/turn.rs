@@ -319,9 +319,12 @@ impl Agent {
                 source: new.source,
             })?;
         }
+        let model = &turn.snapshot.model;
         self.emit(EventKind::ResponseReceived {
             finish_reason: response.finish_reason.clone(),
             usage: response.usage,
+            model: Some(model.clone()),
+            cost_usd: self.task.engine.fitter().cost(model, response.usage),
         })?;
         self.last_answer_at = Some(clock().now());
         Ok(())

@@ -329,6 +329,9 @@ impl State {
                 archive_id: done.archive_id.clone(),
                 batches: done.batches,
                 measured_by: Some(meter.measured()),
+                summary_model: Some(msg.request.model.clone()),
+                summary_usage: done.summary_usage,
+                cost_usd: self.cost(&msg.request.model, done.summary_usage),
             },
         )?;
         Ok((done, measured))

@@ -40,13 +40,14 @@ use crate::counter::{Fingerprint, TokenCounter};
 use crate::meter::Meter;
 use crate::storage::{Settings, Storage, StorageError};
 use agentd_policies::calibration::{Basis, Calibration};
+use agentd_policies::cost::Price;
 use agentd_policies::retry::RetryPolicy;
 use agentd_policies::settings::PairCalibration;
 use agentd_protocol::CountSource;
 use agentd_protocol::Role;
-use agentd_protocol::{Count, EventKind, Gauge, Tokens, Window};
+use agentd_protocol::{Count, EventKind, Gauge, Tokens, Usage, Window};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The request the fitter last measured for a task's role: what its usage report is paired with, and
@@ -75,6 +76,8 @@ type RoleKey = (String, Role);
 struct State {
     storage: Arc<dyn Storage>,
     retry: RetryPolicy,
+    /// Each model's prices, for the cost of a response or a compaction.
+    prices: Arc<BTreeMap<String, Price>>,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
     calibrations: Mutex<HashMap<String, Calibration>>,
     windows: Mutex<HashMap<(String, String), Window>>,
@@ -135,6 +138,11 @@ impl State {
     }
 
     /// Emits a compaction event of a task's role into the store.
+    /// What `usage` of `model` cost, when the model has prices and the server reported usage.
+    fn cost(&self, model: &str, usage: Option<Usage>) -> Option<f64> {
+        Some(agentd_policies::cost::cost(&usage?, self.prices.get(model)?))
+    }
+
     fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<(), StorageError> {
         self.storage.emit(task_id, role, kind).map(|_| ())
     }
@@ -150,12 +158,17 @@ pub struct Fitter {
 
 impl Fitter {
     /// A fitter that keeps windows, calibrations and gauges in `storage`, emits compaction events there,
-    /// and retries summary requests by `retry`.
-    pub fn new(storage: Arc<dyn Storage>, retry: RetryPolicy) -> Fitter {
+    /// retries summary requests by `retry` and prices them by `prices`.
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        retry: RetryPolicy,
+        prices: Arc<BTreeMap<String, Price>>,
+    ) -> Fitter {
         Fitter {
             state: Arc::new(State {
                 storage,
                 retry,
+                prices,
                 counters: Mutex::new(HashMap::new()),
                 calibrations: Mutex::new(HashMap::new()),
                 windows: Mutex::new(HashMap::new()),
@@ -164,6 +177,11 @@ impl Fitter {
                 answered: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// What `usage` of `model` cost in USD at its `[prices]`; `None` without prices or usage.
+    pub fn cost(&self, model: &str, usage: Option<Usage>) -> Option<f64> {
+        self.state.cost(model, usage)
     }
 }
 

@@ -48,7 +48,7 @@ async fn meter(rig: &Rig) -> Meter {
 }
 
 async fn observe(rig: &Rig, task: &TaskCtx, role: &str, prompt_tokens: u64) -> Option<(Window, Window)> {
-    let usage = Some(Usage { prompt_tokens, completion_tokens: 20 });
+    let usage = Some(Usage::new(prompt_tokens, 20));
     let msg = Observe { task_id: task.task_id.clone(), role: Role::from(role), usage };
     rig.engine.fitter().observe(msg).unwrap()
 }
@@ -77,7 +77,7 @@ async fn a_request_is_measured_against_the_declared_window_and_the_gauge_outlive
     assert_eq!(gauge.trigger_tokens, fitted.thresholds.trigger);
     assert!(gauge.categories.objective > Tokens::ZERO, "the objective is counted as such");
     // A fitter started afresh (a restarted daemon) shows the same gauge until the role measures.
-    let again = Fitter::new(rig.storage.clone(), rig.engine.team().retry);
+    let again = Fitter::new(rig.storage.clone(), rig.engine.team().retry, Default::default());
     let kept = again.gauge_of(gauge_of()).unwrap();
     assert_eq!(
         (kept.tokens, kept.window, kept.trigger_tokens),

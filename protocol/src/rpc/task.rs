@@ -185,6 +185,49 @@ pub struct TaskStatus {
     /// as the node running it knows them; their tools are left out or answer that they are down.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_down: Vec<McpDown>,
+    /// What the task spent, from the providers' usage reports: every role's requests and compactions.
+    #[serde(default)]
+    pub spent: Spent,
+    /// The same by role (each role that made a request).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spent_by_role: BTreeMap<Role, Spent>,
+}
+
+/// What requests spent, summed from the usage each response reported (`response_received`) and each
+/// compaction's summary requests (`compaction_finished`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Spent {
+    /// Model requests answered with a usage report, summary requests included.
+    pub requests: u64,
+    /// Their prompt tokens, cached or not.
+    pub prompt_tokens: u64,
+    /// Of those, served by the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    /// Of those, written to the provider's prompt cache.
+    pub cache_write_tokens: u64,
+    /// Their answers' tokens, thinking included.
+    pub completion_tokens: u64,
+    /// Their cost in USD, at `[prices]`: the sum over the requests of a priced model; absent when none
+    /// was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The compactions' share of the above.
+    #[serde(default)]
+    pub compaction: CompactionSpent,
+}
+
+/// What compactions spent: their summary requests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CompactionSpent {
+    /// Compactions made.
+    pub compactions: u64,
+    /// Their summary requests (batches).
+    pub requests: u64,
+    /// The summary requests' tokens, prompt and completion.
+    pub tokens: u64,
+    /// Their cost in USD; absent when no summary model was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// An MCP server that is down in a task, in `task.status`.

@@ -260,20 +260,21 @@ impl Assemble for Assembler {
         }
         parts.extend(calls);
         let usage = match (self.bad_usage, self.input_tokens, self.output_tokens) {
-            (false, Some(input), Some(output)) => Some(Usage {
-                prompt_tokens: input + self.cache_read.unwrap_or(0) + self.cache_creation.unwrap_or(0),
-                completion_tokens: output,
-            }),
+            (false, Some(input), Some(output)) => {
+                let (read, write) = (self.cache_read.unwrap_or(0), self.cache_creation.unwrap_or(0));
+                Some(Usage {
+                    prompt_tokens: input + read + write,
+                    completion_tokens: output,
+                    cache_read_tokens: read,
+                    cache_write_tokens: write,
+                })
+            }
             _ => None,
         };
-        let (cache_read_tokens, cache_creation_tokens) =
-            if self.bad_usage { (None, None) } else { (self.cache_read, self.cache_creation) };
         Ok(ChatResponse {
             message: Message::new(Speaker::Assistant, parts),
             finish_reason: finish_reason(&stop_reason),
             usage,
-            cache_read_tokens,
-            cache_creation_tokens,
         })
     }
 }
@@ -377,8 +378,7 @@ mod tests {
         let r = assemble(stream::iter(cut(bytes, cuts))).await.unwrap();
         assert_eq!(r.message, Message::assistant_text("Hello ✓"));
         assert_eq!(r.finish_reason, "stop");
-        assert_eq!(r.usage, Some(Usage { prompt_tokens: 25, completion_tokens: 15 }));
-        assert_eq!((r.cache_read_tokens, r.cache_creation_tokens), (Some(0), Some(0)));
+        assert_eq!(r.usage, Some(Usage::new(25, 15)));
     }
 
     #[tokio::test]
@@ -460,9 +460,9 @@ mod tests {
             ]
         );
         assert_eq!(r.finish_reason, "tool_calls");
-        assert_eq!(r.usage, Some(Usage { prompt_tokens: 3512, completion_tokens: 77 }));
-        assert_eq!(r.cache_read_tokens, Some(3000));
-        assert_eq!(r.cache_creation_tokens, Some(500));
+        let u = r.usage.unwrap();
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (3512, 77));
+        assert_eq!((u.cache_read_tokens, u.cache_write_tokens, u.uncached_input()), (3000, 500, 12));
     }
 
     #[tokio::test]
@@ -490,8 +490,7 @@ mod tests {
         );
         let text = [block_start(0, r#"{"type":"text","text":"hi"}"#), message_delta("end_turn", 2), stop()];
         let r = run(&[vec![no_cache], text.to_vec()].concat()).await.unwrap();
-        assert_eq!(r.usage, Some(Usage { prompt_tokens: 9, completion_tokens: 2 }));
-        assert_eq!((r.cache_read_tokens, r.cache_creation_tokens), (None, None));
+        assert_eq!(r.usage, Some(Usage::new(9, 2)));
         let negative = ev(
             "message_start",
             r#"{"type":"message_start","message":{"usage":{"input_tokens":-4,"output_tokens":1}}}"#,
@@ -618,7 +617,7 @@ mod tests {
             ]
         );
         assert_eq!(r.finish_reason, "tool_calls");
-        assert_eq!(r.usage, Some(Usage { prompt_tokens: 11, completion_tokens: 4 }));
+        assert_eq!(r.usage, Some(Usage { cache_read_tokens: 2, ..Usage::new(11, 4) }));
         assert_eq!(kind(from_json_body("<html>")), AnomalyKind::Parse);
         assert!(matches!(
             from_json_body(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),

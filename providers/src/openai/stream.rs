@@ -198,23 +198,43 @@ impl Assemble for Assembler {
             message: Message::new(Speaker::Assistant, parts),
             finish_reason,
             usage: self.usage,
-            cache_read_tokens: None,
-            cache_creation_tokens: None,
         })
     }
 }
 
 /// A usage object counts only when both numbers are present and non-negative integers: a null or
-/// negative count is not zero, it is no count.
+/// negative count is not zero, it is no count. The cached part of the prompt is
+/// `prompt_tokens_details.cached_tokens` (OpenAI, vLLM), never more than the prompt.
 fn parse_usage(usage: &Value) -> Option<Usage> {
     let prompt_tokens = usage.get("prompt_tokens")?.as_u64()?;
     let completion_tokens = usage.get("completion_tokens")?.as_u64()?;
-    Some(Usage { prompt_tokens, completion_tokens })
+    let cached = usage.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64).unwrap_or(0);
+    Some(Usage {
+        cache_read_tokens: cached.min(prompt_tokens),
+        ..Usage::new(prompt_tokens, completion_tokens)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cached_part_of_the_prompt_is_read_and_never_exceeds_it() {
+        let u = parse_usage(&serde_json::json!({"prompt_tokens": 100, "completion_tokens": 7,
+            "prompt_tokens_details": {"cached_tokens": 64}}))
+        .unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.cache_read_tokens, u.cache_write_tokens, u.uncached_input()),
+            (100, 64, 0, 36)
+        );
+        let u = parse_usage(&serde_json::json!({"prompt_tokens": 10, "completion_tokens": 1,
+            "prompt_tokens_details": {"cached_tokens": 64}}))
+        .unwrap();
+        assert_eq!(u.cache_read_tokens, 10);
+        let u = parse_usage(&serde_json::json!({"prompt_tokens": 10, "completion_tokens": 1})).unwrap();
+        assert_eq!(u, Usage::new(10, 1));
+    }
     use crate::sse::drive;
     use crate::sse::testing::{cut, kind, reset, Chunk};
     use agentd_protocol::Tokens;
@@ -293,7 +313,7 @@ mod tests {
             ]
         );
         assert_eq!(r.finish_reason, "tool_calls");
-        assert_eq!(r.usage, Some(Usage { prompt_tokens: 120, completion_tokens: 30 }));
+        assert_eq!(r.usage, Some(Usage::new(120, 30)));
     }
 
     #[tokio::test]
@@ -344,7 +364,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(r.finish_reason, "length");
-        assert_eq!(r.usage, Some(Usage { prompt_tokens: 5, completion_tokens: 1 }));
+        assert_eq!(r.usage, Some(Usage::new(5, 1)));
     }
 
     #[tokio::test]
@@ -454,7 +474,7 @@ mod tests {
         let r = from_json_body(body).unwrap();
         assert_eq!(r.message.parts.len(), 3);
         assert_eq!(r.message.tool_calls().next(), Some(("t1", "finish", r#"{"summary":"s"}"#)));
-        assert_eq!(r.usage, Some(Usage { prompt_tokens: 9, completion_tokens: 4 }));
+        assert_eq!(r.usage, Some(Usage::new(9, 4)));
         assert_eq!(kind(from_json_body("<html>")), AnomalyKind::Parse);
     }
 }
