@@ -433,3 +433,90 @@ async fn spending_on(kind: &str) {
         "{text}"
     );
 }
+
+/// A role's summariser: `compaction = { provider, model }` sends the coder's summary requests to
+/// another server's model — none to the role's own — sized to that model's smaller window (so in
+/// folded batches, never continuing the role's request), priced at its own prices, and named in
+/// `compaction_finished`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roles_summariser_gets_its_summary_requests_sized_to_its_window() {
+    const KEY_ENV: &str = "AGENTD_TEST_SUMMARISER_KEY";
+    let main = ScriptedServer::builder()
+        .model(MODEL)
+        .max_model_len(Some(WINDOW))
+        .report_usage(true)
+        .script(vec![
+            sse(vec![delegate("coder", "Read the three documents")]),
+            sse(vec![tool_call("read_file", json!({"path": "docs/file_00.txt"}))]),
+            sse(vec![tool_call("read_file", json!({"path": "docs/file_01.txt"}))]),
+            sse(vec![tool_call("read_file", json!({"path": "docs/file_02.txt"}))]),
+            sse(vec![finish("read them")]),
+            sse(vec![finish("the coder read them")]),
+        ])
+        .start()
+        .await;
+    let small_window = 4_096;
+    let cheap = ScriptedServer::builder()
+        .model("small-model")
+        .max_model_len(Some(small_window))
+        .window(small_window)
+        .report_usage(true)
+        .responder(|_| {
+            sse_with_usage(
+                vec![text("Read docs/file_00..02: parts shipped Lyon to Oslo, invoices settled.")],
+                0,
+                20,
+            )
+        })
+        .start()
+        .await;
+    let ws = workspace(3, 1_500);
+    let config = format!(
+        "[providers.main]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_ENV}\"\n\n\
+         [providers.cheap]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_ENV}\"\n\n\
+         [team.lead]\nprovider = \"main\"\nmodel = \"{MODEL}\"\n\n\
+         [team.coder]\nprovider = \"main\"\nmodel = \"{MODEL}\"\ncompaction = {{ provider = \"cheap\", model = \"small-model\" }}\n\n\
+         [prices.\"small-model\"]\ninput = 0.1\noutput = 0.4\n",
+        main.base_url(),
+        cheap.base_url()
+    );
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config);
+    d.serve_with_env(&[(KEY_ENV, "test-key")]);
+    let task = d.submit("Have the coder read the documents", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    let main_requests = main.chat_requests().len();
+    let out = d.cli(&["compact", &task, "--role", "coder", "--json"]);
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), d.serve_log());
+
+    // The summaries went to the cheap server's model, none to the role's own.
+    assert_eq!(main.chat_requests().len(), main_requests, "no summary request reached the role's model");
+    let summaries = cheap.chat_requests();
+    assert!(
+        summaries.len() >= 2,
+        "the ~4,500 tokens that left were folded in batches for a 4,096 window: {}",
+        summaries.len()
+    );
+    for (body, &counted) in summaries.iter().zip(&cheap.counted()) {
+        assert_eq!(body["model"], "small-model");
+        assert!(
+            body.get("tools").is_none_or(|t| t.as_array().is_some_and(|t| t.is_empty())),
+            "a folding request, not the role's"
+        );
+        assert!(
+            counted <= small_window,
+            "a summary request of {counted} tokens over the summariser's window"
+        );
+    }
+    assert_eq!(cheap.refused(), 0);
+    let logged = d.logged_events(&task);
+    let finished = of_kind(&logged, "compaction_finished");
+    let f = finished.last().unwrap();
+    assert_eq!(f["summary_model"], "small-model", "{f:#}");
+    assert_eq!(f["batches"], summaries.len() as u64);
+    let prompt: u64 = cheap.counted().iter().sum();
+    assert_eq!(f["summary_usage"]["prompt_tokens"], prompt);
+    let cost = f["cost_usd"].as_f64().unwrap();
+    let expected = (prompt as f64 * 0.1 + 20.0 * summaries.len() as f64 * 0.4) / 1e6;
+    assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
+}

@@ -39,14 +39,29 @@ pub enum CompactError {
     Archive(String),
 }
 
+/// A role's own summariser, as a compaction uses it: where its summary requests go, and how they are
+/// measured and bounded.
+pub struct SummariserJob<'a> {
+    /// Its provider's client.
+    pub client: &'a dyn Model,
+    /// Its model.
+    pub model: &'a str,
+    /// Its measure: the batches and summary requests are counted with it.
+    pub meter: &'a Meter,
+    /// Its window, which every summary request must fit.
+    pub window: Tokens,
+}
+
 /// What a compaction needs to know.
 pub struct Job<'a> {
     /// The task compacted.
     pub task_id: &'a str,
     /// The role whose request is compacted.
     pub role: &'a Role,
-    /// The role's provider client, which the summary requests go to.
+    /// The role's provider client, which the summary requests go to unless the role has a summariser.
     pub client: &'a dyn Model,
+    /// The role's summariser (`compaction = {provider, model}`), if it has one.
+    pub summariser: Option<SummariserJob<'a>>,
     /// The role's measure: every candidate is counted with it, as the fitter counts the request.
     pub meter: &'a Meter,
     /// Where the archive of what leaves the request is stored, as evidence.
@@ -105,13 +120,17 @@ pub struct CompactedHistory {
 /// (the same count the fitter makes of it once it is accepted).
 struct JobMeasure<'a> {
     meter: &'a Meter,
+    /// The summariser's measure (the role's own when it has none).
+    summariser: &'a Meter,
+    /// The summariser's model.
+    summary_model: &'a str,
     request: &'a ChatRequest,
     fixed: Tokens,
 }
 
 impl Measure for JobMeasure<'_> {
     fn text(&self, text: &str) -> Tokens {
-        self.meter.count_text(text).tokens
+        self.summariser.count_text(text).tokens
     }
 
     fn message(&self, message: &Message) -> Tokens {
@@ -119,8 +138,8 @@ impl Measure for JobMeasure<'_> {
     }
 
     fn summary_request(&self, system: &str, messages: &[Message]) -> Tokens {
-        let request = summary_request(self.request, system.to_string(), messages.to_vec(), None);
-        self.meter.count_request(&request, None).count.total.tokens
+        let request = summary_request(self.summary_model, system.to_string(), messages.to_vec(), None);
+        self.summariser.count_request(&request, None).count.total.tokens
     }
 
     fn history(&self, messages: &[Message]) -> Tokens {
@@ -132,15 +151,25 @@ impl Measure for JobMeasure<'_> {
 /// Runs one compaction to its end: drives the policies' compaction machine, sending the summary requests it
 /// asks for (retried on the daemon's clock) and storing the archive.
 pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
-    let measure = JobMeasure { meter: job.meter, request: job.request, fixed: job.fixed };
+    let measure = JobMeasure {
+        meter: job.meter,
+        summariser: job.summariser.as_ref().map_or(job.meter, |s| s.meter),
+        summary_model: job.summariser.as_ref().map_or(job.request.model.as_str(), |s| s.model),
+        request: job.request,
+        fixed: job.fixed,
+    };
     let history = &job.request.messages;
     let setup = Setup {
         thresholds: job.thresholds,
         fixed: job.fixed,
         before: job.before,
         before_estimated: job.before_estimated,
-        summary_reserve: summary_reserve(job.thresholds.window),
+        // The summary is written by the summariser: it must fit its window as well as the role's.
+        summary_reserve: summary_reserve(
+            job.summariser.as_ref().map_or(job.thresholds.window, |s| s.window.min(job.thresholds.window)),
+        ),
         sent_prefix: job.sent_prefix,
+        summariser_window: job.summariser.as_ref().map(|s| s.window),
     };
     let (mut machine, mut need) = Compaction::start(
         history,
@@ -178,7 +207,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
             }
             Need::Fold { prompt, max_tokens } => {
                 let request = summary_request(
-                    job.request,
+                    measure.summary_model,
                     SUMMARISER_SYSTEM.to_string(),
                     vec![Message::user(prompt)],
                     Some(clamp_u32(max_tokens)),
@@ -208,15 +237,16 @@ fn with_messages(role: &ChatRequest, messages: Vec<Message>) -> ChatRequest {
     }
 }
 
-/// A folding summary request to the role's model: its own system prompt, no tools, no thinking.
+/// A folding summary request to `model` (the role's, or its summariser's): its own system prompt,
+/// no tools, no thinking.
 fn summary_request(
-    role: &ChatRequest,
+    model: &str,
     system: String,
     messages: Vec<Message>,
     max_tokens: Option<u32>,
 ) -> ChatRequest {
     ChatRequest {
-        model: role.model.clone(),
+        model: model.to_string(),
         system,
         messages,
         tools: Vec::new(),
@@ -233,14 +263,14 @@ async fn summarise(
     request: &ChatRequest,
     spent: &mut Option<Usage>,
 ) -> Result<String, CompactError> {
-    let response =
-        with_retries(&job.retry, job.cancel, &mut OnTheClock, || ask(job.client, request, job.cancel))
-            .await
-            .map_err(|e| match e {
-                RetryError::Cancelled => CompactError::Cancelled,
-                RetryError::Provider(e) => CompactError::Provider(e),
-                RetryError::Pause(never) => match never {},
-            })?;
+    let client = job.summariser.as_ref().map_or(job.client, |s| s.client);
+    let response = with_retries(&job.retry, job.cancel, &mut OnTheClock, || ask(client, request, job.cancel))
+        .await
+        .map_err(|e| match e {
+            RetryError::Cancelled => CompactError::Cancelled,
+            RetryError::Provider(e) => CompactError::Provider(e),
+            RetryError::Pause(never) => match never {},
+        })?;
     if let Some(u) = response.usage {
         let sum = spent.get_or_insert_with(Usage::default);
         sum.prompt_tokens += u.prompt_tokens;
@@ -356,6 +386,7 @@ mod tests {
                 task_id: "t1",
                 role: &Role::Coder,
                 client: &self.client,
+                summariser: None,
                 meter: &self.meter,
                 storage: &self.storage,
                 request: &self.request,

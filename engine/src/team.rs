@@ -34,6 +34,18 @@ pub struct RoleConfig {
     pub thinking_budget: Option<u32>,
     /// The most tokens an answer may take (`max_tokens` on the wire); the trigger is lowered so it fits.
     pub max_output_tokens: Option<u32>,
+    /// The model that summarises this role's compactions (`compaction = { provider, model }`); `None`:
+    /// the role's own.
+    pub summariser: Option<Summariser>,
+}
+
+/// A role's summariser: a (cheaper) model its compactions' summary requests go to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summariser {
+    /// The provider (a `[providers.NAME]` table).
+    pub provider: String,
+    /// The model, as the provider names it.
+    pub model: String,
 }
 
 /// The settings of a whole team (`[team]`, `[tools]`, `[retry]`, `[thinking]` of the daemon's

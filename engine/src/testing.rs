@@ -43,6 +43,7 @@ pub fn role(model: &str) -> RoleConfig {
         tools: None,
         thinking_budget: None,
         max_output_tokens: None,
+        summariser: None,
     }
 }
 

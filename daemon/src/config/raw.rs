@@ -156,6 +156,15 @@ pub(super) struct RawRole {
     pub(super) tools: Option<Vec<ToolName>>,
     pub(super) thinking_budget: Option<i64>,
     pub(super) max_output_tokens: Option<i64>,
+    pub(super) compaction: Option<RawSummariser>,
+}
+
+/// A role's `compaction = { provider, model }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSummariser {
+    pub(super) provider: String,
+    pub(super) model: String,
 }
 
 /// `[retry]`: one schedule per kind of failure.

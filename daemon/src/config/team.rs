@@ -8,7 +8,7 @@ use super::error::Invalid;
 use super::raw::{RawRole, RawTeam};
 use super::{ConfigError, ProviderConfig};
 use agentd_agents::roles::ALL_TOOLS;
-use agentd_engine::team::RoleConfig;
+use agentd_engine::team::{RoleConfig, Summariser};
 use agentd_protocol::{Role, ToolName};
 use std::collections::BTreeMap;
 
@@ -124,7 +124,21 @@ fn role(
     if r.verify.is_some() && who != Role::Coder {
         return Err(invalid(format!("{key}.verify"), "only the coder takes `verify`".into()));
     }
+    let summariser = match r.compaction {
+        None => None,
+        Some(c) if !providers.contains_key(&c.provider) => {
+            return Err(invalid(
+                format!("{key}.compaction.provider"),
+                format!("no provider named {:?} in [providers]", c.provider),
+            ))
+        }
+        Some(c) if c.model.trim().is_empty() => {
+            return Err(invalid(format!("{key}.compaction.model"), "must not be empty".into()))
+        }
+        Some(c) => Some(Summariser { provider: c.provider, model: c.model }),
+    };
     Ok(RoleConfig {
+        summariser,
         provider: r.provider,
         model: r.model,
         compact_at,
@@ -146,6 +160,24 @@ mod tests {
         let text = DEFAULT_CONFIG.replace("# compact_at = 80", "compact_at = 180");
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("team.lead.compact_at"), "{e}");
+    }
+
+    #[test]
+    fn a_summariser_parses_and_a_bad_one_is_named() {
+        let with =
+            |t: &str| DEFAULT_CONFIG.replacen("[team.coder]", &format!("[team.coder]\ncompaction = {t}"), 1);
+        let c = parse(&with("{ provider = \"local\", model = \"small\" }")).unwrap();
+        let s = c.team.coder.summariser.unwrap();
+        assert_eq!((s.provider.as_str(), s.model.as_str()), ("local", "small"));
+        assert_eq!(parse(DEFAULT_CONFIG).unwrap().team.coder.summariser, None);
+        for (t, key) in [
+            ("{ provider = \"nope\", model = \"m\" }", "team.coder.compaction.provider"),
+            ("{ provider = \"local\", model = \" \" }", "team.coder.compaction.model"),
+            ("{ provider = \"local\" }", "model"),
+        ] {
+            let e = parse(&with(t)).unwrap_err().to_string();
+            assert!(e.contains(key), "{t}: {e}");
+        }
     }
 
     #[test]

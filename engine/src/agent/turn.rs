@@ -218,7 +218,12 @@ impl Agent {
     /// The fit of the request the history makes now (compacted first past the trigger or when
     /// `requested`); an accepted compaction becomes the active history, recorded as a checkpoint.
     async fn fit_request(&mut self, turn: &Turn, requested: Option<Requested>) -> Result<Fitted, TurnError> {
+        let summariser = match self.task.engine.team().role(&self.role).and_then(|r| r.summariser.as_ref()) {
+            Some(s) => Some((self.task.model(&s.provider)?, s.model.clone())),
+            None => None,
+        };
         let fit = Fit {
+            summariser,
             task_id: self.task.task_id.clone(),
             role: self.role.clone(),
             client: turn.client.clone(),

@@ -17,7 +17,7 @@
 use super::{Fitter, LastRequest, RoleKey, State};
 use crate::blocks::{blocks, BlocksConfig, BlocksFor};
 use crate::clock::now_rfc3339;
-use crate::compactor::{compact, CompactError, CompactedHistory, Job};
+use crate::compactor::{compact, CompactError, CompactedHistory, Job, SummariserJob};
 use crate::counter::{prepare, Fingerprint, RequestCount, TokenCounter};
 use crate::meter::{Measurement, Meter};
 use crate::storage::StorageError;
@@ -106,6 +106,8 @@ pub struct Fit {
     pub blocks: Arc<BlocksConfig>,
     /// A compaction the user asked for (`agentd compact`): made now, whatever the trigger says.
     pub requested: Option<Requested>,
+    /// The role's summariser, if it has one (`compaction = {provider, model}`): its client and model.
+    pub summariser: Option<(Arc<dyn Model>, String)>,
 }
 
 /// A compaction the user asked for.
@@ -269,6 +271,14 @@ impl State {
         } else {
             Vec::new()
         };
+        // A summariser of the role's own: its window (probed or learned like any) and its measure.
+        let summariser = match &msg.summariser {
+            Some((client, model)) => {
+                let window = self.window(client.as_ref(), model).await?;
+                Some((client.clone(), model.clone(), self.meter(client.server(), model), window.tokens))
+            }
+            None => None,
+        };
         let sent_prefix = extended.map(|l| SentPrefix {
             messages: l.fingerprint.messages.len(),
             tokens: l.reported.unwrap_or(l.counted),
@@ -289,6 +299,12 @@ impl State {
             task_id: &msg.task_id,
             role: &msg.role,
             client: msg.client.as_ref(),
+            summariser: summariser.as_ref().map(|(client, model, meter, window)| SummariserJob {
+                client: client.as_ref(),
+                model,
+                meter,
+                window: *window,
+            }),
             meter,
             storage: self.storage.as_ref(),
             request: &msg.request,
@@ -306,6 +322,7 @@ impl State {
             cancel: &msg.cancel,
             at: now_rfc3339(),
         };
+        let summary_model = summariser.as_ref().map_or_else(|| msg.request.model.clone(), |s| s.1.clone());
         let done = match compact(job).await {
             Ok(done) => done,
             Err(CompactError::Cancelled) => return Err(FitError::Cancelled),
@@ -329,9 +346,9 @@ impl State {
                 archive_id: done.archive_id.clone(),
                 batches: done.batches,
                 measured_by: Some(meter.measured()),
-                summary_model: Some(msg.request.model.clone()),
+                summary_model: Some(summary_model.clone()),
                 summary_usage: done.summary_usage,
-                cost_usd: self.cost(&msg.request.model, done.summary_usage),
+                cost_usd: self.cost(&summary_model, done.summary_usage),
             },
         )?;
         Ok((done, measured))

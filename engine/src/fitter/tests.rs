@@ -38,6 +38,7 @@ async fn fit(rig: &Rig, task: &TaskCtx, role: &str, messages: Vec<Message>) -> R
         cancel: task.cancel.clone(),
         blocks: rig.engine.team().blocks.clone(),
         requested: None,
+        summariser: None,
     };
     rig.engine.fitter().fit(fit).await
 }

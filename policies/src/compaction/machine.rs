@@ -28,13 +28,15 @@ use agentd_protocol::message::Message;
 use agentd_protocol::tokens::Tokens;
 use std::collections::VecDeque;
 
-/// Synchronous measurements, by the same counter the fitter uses for the request itself.
+/// Synchronous measurements, by the same counter the fitter uses for the request itself — and, for
+/// what the summariser reads, by the summariser's when the role has one of its own.
 pub trait Measure {
-    /// A bare text.
+    /// A bare text, as the summariser reads it (a batch, the summarising instructions).
     fn text(&self, text: &str) -> Tokens;
     /// One message as sent, framing included.
     fn message(&self, message: &Message) -> Tokens;
-    /// A request with this system prompt and these messages, no tools: a folding summary request.
+    /// A request with this system prompt and these messages, no tools, to the summariser: a folding
+    /// summary request.
     fn summary_request(&self, system: &str, messages: &[Message]) -> Tokens;
     /// The messages of a request as sent (system prompt and tools excluded).
     fn history(&self, messages: &[Message]) -> Tokens {
@@ -68,6 +70,17 @@ pub struct Setup {
     /// then continues it, served from the provider's prompt cache. `None` when nothing was sent yet or the
     /// history has changed since.
     pub sent_prefix: Option<SentPrefix>,
+    /// The window of the role's own summariser (`compaction = {provider, model}`), which the folding
+    /// requests are sized to; `None`: the role's model summarises. With a summariser of its own
+    /// nothing is summarised in place (another model cannot continue the role's request).
+    pub summariser_window: Option<Tokens>,
+}
+
+impl Setup {
+    /// The window the summary requests must fit: the summariser's.
+    fn summary_window(&self) -> Tokens {
+        self.summariser_window.unwrap_or(self.thresholds.window)
+    }
 }
 
 /// What the machine needs next.
@@ -194,7 +207,7 @@ impl<'a> Compaction<'a> {
     ) -> (Compaction<'a>, Need) {
         let window = setup.thresholds.window;
         let Brief { objective, pinned, focus } = brief;
-        let objective_for_summary = cut_objective(objective, window);
+        let objective_for_summary = cut_objective(objective, setup.summary_window());
         let mut c = Compaction {
             history,
             message_tokens: history.iter().map(|m| measure.message(m)).collect(),
@@ -235,12 +248,14 @@ impl<'a> Compaction<'a> {
             + measure.text(&with_focus(fold_prompt(None, "", &c.objective_for_summary), c.focus))
             + Tokens(64);
         let reserve = setup.summary_reserve;
-        c.batch_budget = window.percent(FOLD_REQUEST_PERCENT).saturating_sub(overhead + reserve + reserve);
+        let summary_window = setup.summary_window();
+        c.batch_budget =
+            summary_window.percent(FOLD_REQUEST_PERCENT).saturating_sub(overhead + reserve + reserve);
         if c.batch_budget < Tokens(64) {
             return (
                 c,
                 Need::Failed(format!(
-                    "the {window}-token window leaves no room to summarise: the summary request alone needs {} \
+                    "the {summary_window}-token window leaves no room to summarise: the summary request alone needs {} \
                      tokens",
                     overhead + reserve + reserve
                 )),
@@ -346,6 +361,9 @@ impl<'a> Compaction<'a> {
     /// The first summary, continuing a request, when one fits: the one last sent (cached), else the
     /// current history when it is measured.
     fn in_place(&mut self, keep_from: usize, measure: &dyn Measure) -> Option<Need> {
+        if self.setup.summariser_window.is_some() {
+            return None;
+        }
         let reserve = self.setup.summary_reserve;
         let ceiling = self.setup.thresholds.window.percent(IN_PLACE_PERCENT);
         let fits = |tokens: Tokens, kept: usize| {
@@ -391,7 +409,7 @@ impl<'a> Compaction<'a> {
         let prompt =
             with_focus(fold_prompt(self.summary.as_deref(), batch, &self.objective_for_summary), self.focus);
         let reserve = self.setup.summary_reserve;
-        let window = self.setup.thresholds.window;
+        let window = self.setup.summary_window();
         // The summariser's request passes the same measurement: it must fit its window.
         let tokens = measure.summary_request(SUMMARISER_SYSTEM, &[Message::user(prompt.clone())]);
         if tokens + reserve > window {

@@ -3,7 +3,7 @@ use super::machine::Brief;
 use super::*;
 use crate::budget::Thresholds;
 use crate::observations::{observations_message, unresolved, Observation, OBSERVATIONS_HEADER};
-use crate::summary::prefix_prompt;
+use crate::summary::{prefix_prompt, SUMMARISER_SYSTEM};
 use agentd_protocol::message::{CarriedObservation, ObservationKind};
 use agentd_protocol::message::{Message, MessageKind, Part, Speaker};
 use agentd_protocol::tokens::Tokens;
@@ -111,6 +111,7 @@ fn setup(fixed: u64, destination: u64, trigger: u64, before: Tokens, reserve: u6
         before_estimated: false,
         summary_reserve: Tokens(reserve),
         sent_prefix: None,
+        summariser_window: None,
     }
 }
 
@@ -345,6 +346,38 @@ fn compact_with_fails_with_the_numbers() {
         "{err}"
     );
     assert!(log.is_empty(), "nothing was summarised: {log:?}");
+}
+
+#[test]
+fn a_summariser_of_its_own_never_continues_the_request_and_its_batches_fit_its_window() {
+    let h = sample();
+    let measure = TestMeasure { framing: Tokens::ZERO };
+    let before = count_all(&h) + Tokens(100);
+    let sent = SentPrefix { messages: h.len() - 1, tokens: count_all(&h[..h.len() - 1]) + Tokens(100) };
+    let own = Setup { sent_prefix: Some(sent), ..setup(100, 600, 601, before, 50) };
+    let mut alone = Vec::new();
+    compact_with(&h, brief("make the tests pass"), &[], own, &measure, &mut fake_summariser(&mut alone))
+        .unwrap();
+    assert!(matches!(alone[0], Need::InPlace { .. }), "the role's own model continues its request");
+    // A small summariser: folded batches only, each request within its window.
+    let window = Tokens(900);
+    let small = Setup { summariser_window: Some(window), ..own };
+    let mut log = Vec::new();
+    let done =
+        compact_with(&h, brief("make the tests pass"), &[], small, &measure, &mut fake_summariser(&mut log))
+            .unwrap();
+    assert!(!done.in_place);
+    let folds: Vec<&String> = log
+        .iter()
+        .filter_map(|n| if let Need::Fold { prompt, .. } = n { Some(prompt) } else { None })
+        .collect();
+    assert!(
+        !folds.is_empty() && folds.len() == log.iter().filter(|n| !matches!(n, Need::Archive { .. })).count()
+    );
+    for prompt in folds {
+        let tokens = measure.summary_request(SUMMARISER_SYSTEM, &[Message::user(prompt.clone())]);
+        assert!(tokens + Tokens(50) <= window, "{tokens} + the reserve over the summariser's {window}");
+    }
 }
 
 #[test]
