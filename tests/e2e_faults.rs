@@ -406,3 +406,34 @@ async fn an_html_200_is_named_and_a_529_is_overloaded() {
     assert!(error.contains("200 with text/html") && error.contains("not an event stream"), "{error}");
     assert!(error.contains("Network login required"), "the page's start is shown: {error}");
 }
+
+/// A quota that will not come back by waiting — OpenAI's 429 `insufficient_quota` (even with its
+/// `Retry-After`), Anthropic's 402 `billing_error` — fails the task at once with the provider's
+/// words: one request, no retry scheduled, no retry schedule spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_up_quota_fails_the_task_at_once_on_both_wire_formats() {
+    for kind in ["openai", "anthropic"] {
+        let server = ScriptedServer::start(vec![quota_exhausted(), sse(vec![finish("never reached")])]).await;
+        let retry = "[retry]\nrate_limit = { attempts = 5, delay = \"10ms\" }\n";
+        let config = format!(
+            "[providers.p]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"AGENTD_TEST_QUOTA_KEY\"\n\n\
+             [team.lead]\nprovider = \"p\"\nmodel = \"m\"\n\n[team.coder]\nprovider = \"p\"\nmodel = \"m\"\n\n{retry}",
+            server.base_url()
+        );
+        let mut d = TestDaemon::prepare(Path::new(BIN), &config);
+        d.serve_with_env(&[("AGENTD_TEST_QUOTA_KEY", "k")]);
+        let ws = tempfile::tempdir().unwrap();
+        let task = d.submit("Anything", ws.path());
+        let events = d.events_until_end(&task, Duration::from_secs(20));
+        let last = events.last().unwrap();
+        assert_eq!(last["kind"], "task_failed", "{kind}: {events:#?}");
+        let error = last["error"].as_str().unwrap();
+        assert!(error.contains("the provider's quota is used up"), "{kind}: {error}");
+        assert!(
+            error.contains("exceeded your current quota") || error.contains("credit balance is too low"),
+            "{error}"
+        );
+        assert!(of_kind(&events, "retry_scheduled").is_empty(), "{kind}: {events:#?}");
+        assert_eq!(server.chat_requests().len(), 1, "{kind}");
+    }
+}

@@ -39,6 +39,7 @@ impl Failure {
             ProviderError::StreamAnomaly { .. } => Some(Failure::StreamAnomaly),
             ProviderError::ContextOverflow { .. }
             | ProviderError::Rejected { .. }
+            | ProviderError::QuotaExhausted { .. }
             | ProviderError::Cancelled { .. } => None,
         }
     }

@@ -140,6 +140,15 @@ pub enum ProviderError {
         /// What was seen, in words.
         message: String,
     },
+    /// The account's quota or credit is used up (OpenAI's 429 `insufficient_quota`, Anthropic's
+    /// `billing_error`): it will not come back by waiting, so the request is never resent.
+    #[error("the provider's quota is used up ({status}): {message}")]
+    QuotaExhausted {
+        /// The HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
     /// Any other 4xx (bad key, unknown model, malformed request …): resending will not help.
     #[error("provider refused the request ({status}): {message}")]
     Rejected {

@@ -106,7 +106,9 @@ pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &s
     let overflow = matches!(status, 400 | 413 | 422) && says_context_overflow(&info);
     let message =
         if info.message.is_empty() { format!("HTTP {status} with an empty body") } else { info.message };
+    let quota = [&info.code, &info.kind].into_iter().flatten().any(|c| c == "insufficient_quota");
     match status {
+        429 | 402 | 403 if quota => ProviderError::QuotaExhausted { status, message },
         429 => ProviderError::RateLimited { retry_after, message },
         529 => ProviderError::Overloaded { retry_after, message },
         _ if overflow => ProviderError::ContextOverflow { limit: parse_refusal_limit(&message), message },
@@ -119,6 +121,21 @@ pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &s
 mod tests {
     use super::*;
     use agentd_protocol::Tokens;
+
+    #[test]
+    fn a_used_up_quota_is_not_a_rate_limit() {
+        let body = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+        match classify_http(429, Some(Duration::from_secs(20)), body) {
+            ProviderError::QuotaExhausted { status: 429, message } => {
+                assert!(message.starts_with("You exceeded"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            classify_http(429, None, r#"{"error":{"message":"slow down","code":"rate_limit_exceeded"}}"#),
+            ProviderError::RateLimited { .. }
+        ));
+    }
 
     #[test]
     fn openai_context_length_exceeded() {

@@ -243,7 +243,9 @@ pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The server's requested delay: `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as an
-/// HTTP date (relative to `now`; a date in the past means "now").
+/// HTTP date (relative to `now`; a date in the past means "now"), else when the rate limits reset:
+/// the latest of OpenAI's `x-ratelimit-reset-requests` / `-tokens` (`6m0s`, `1.5s`, `20ms`) and
+/// Anthropic's `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-reset` (RFC 3339).
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
@@ -251,7 +253,50 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
             return Some(Duration::from_secs_f64(ms / 1000.0));
         }
     }
-    header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now))
+    if let Some(after) = header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now)) {
+        return Some(after);
+    }
+    let openai = ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
+        .into_iter()
+        .filter_map(|name| header(name).and_then(parse_reset_duration));
+    let anthropic = [
+        "anthropic-ratelimit-requests-reset",
+        "anthropic-ratelimit-tokens-reset",
+        "anthropic-ratelimit-input-tokens-reset",
+        "anthropic-ratelimit-output-tokens-reset",
+    ]
+    .into_iter()
+    .filter_map(|name| header(name).and_then(|v| humantime::parse_rfc3339_weak(v.trim()).ok()))
+    .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO));
+    openai.chain(anthropic).max()
+}
+
+/// OpenAI's reset durations: `1s`, `6m0s`, `1h2m3.5s`, `20ms`.
+pub(crate) fn parse_reset_duration(value: &str) -> Option<Duration> {
+    let mut rest = value.trim();
+    let mut total = 0.0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).filter(|&n| n > 0)?;
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, len) = if rest.starts_with("ms") {
+            (0.001, 2)
+        } else if rest.starts_with('h') {
+            (3600.0, 1)
+        } else if rest.starts_with('m') {
+            (60.0, 1)
+        } else if rest.starts_with('s') {
+            (1.0, 1)
+        } else {
+            return None;
+        };
+        total += number * unit;
+        rest = &rest[len..];
+    }
+    total.is_finite().then(|| Duration::from_secs_f64(total))
 }
 
 /// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`.
@@ -273,6 +318,32 @@ pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration
 mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn the_rate_limits_reset_when_no_retry_after_says() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_764_658_800); // 2025-12-02T07:00:00Z
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, v.parse().unwrap());
+            }
+            h
+        };
+        assert_eq!(parse_reset_duration("6m0s"), Some(Duration::from_secs(360)));
+        assert_eq!(parse_reset_duration("1h2m3.5s"), Some(Duration::from_millis(3_723_500)));
+        assert_eq!(parse_reset_duration("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(parse_reset_duration("soon"), None);
+        assert_eq!(parse_reset_duration(""), None);
+        let openai = headers(&[("x-ratelimit-reset-requests", "1s"), ("x-ratelimit-reset-tokens", "6m0s")]);
+        assert_eq!(retry_after(&openai, now), Some(Duration::from_secs(360)), "the later of the two");
+        let anthropic = headers(&[("anthropic-ratelimit-tokens-reset", "2025-12-02T10:00:00Z")]);
+        assert_eq!(retry_after(&anthropic, now), Some(Duration::from_secs(3 * 3600)));
+        // Retry-After, when sent, says it first.
+        let both =
+            headers(&[("retry-after", "30"), ("anthropic-ratelimit-tokens-reset", "2025-12-02T10:00:00Z")]);
+        assert_eq!(retry_after(&both, now), Some(Duration::from_secs(30)));
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
 
     #[test]
     fn retry_after_seconds_and_dates() {

@@ -303,10 +303,11 @@ pub(crate) fn classify_anthropic_http(
     retry_after: Option<Duration>,
     body: &str,
 ) -> ProviderError {
-    let Some((_, message)) = anthropic_error(body) else {
+    let Some((kind, message)) = anthropic_error(body) else {
         return error::classify_http(status, retry_after, body);
     };
     match status {
+        _ if kind == "billing_error" => ProviderError::QuotaExhausted { status, message },
         429 => ProviderError::RateLimited { retry_after, message },
         529 => ProviderError::Overloaded { retry_after, message },
         400 | 413 | 422 => match overflow_limit(&message) {
@@ -333,6 +334,7 @@ pub(crate) fn classify_anthropic_error(error: &Value) -> ProviderError {
     match kind {
         "overloaded_error" => ProviderError::Overloaded { retry_after: None, message },
         "rate_limit_error" => ProviderError::RateLimited { retry_after: None, message },
+        "billing_error" => ProviderError::QuotaExhausted { status: 402, message },
         "invalid_request_error" => ProviderError::Rejected { status: 400, message },
         "authentication_error" => ProviderError::Rejected { status: 401, message },
         "permission_error" => ProviderError::Rejected { status: 403, message },

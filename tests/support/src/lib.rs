@@ -188,6 +188,11 @@ pub fn rate_limited(retry_after: Option<&str>) -> Step {
     Step::Fault(Fault::RateLimited { retry_after: retry_after.map(str::to_string) })
 }
 
+/// The account's quota used up: OpenAI's 429 `insufficient_quota`, Anthropic's 402 `billing_error`.
+pub fn quota_exhausted() -> Step {
+    Step::Fault(Fault::QuotaExhausted)
+}
+
 /// An HTTP error status with an OpenAI error body.
 pub fn server_error(status: u16, msg: &str) -> Step {
     Step::Fault(Fault::ServerError { status, message: msg.to_string() })

@@ -113,6 +113,9 @@ pub enum Fault {
         /// The `Retry-After` header's value, sent verbatim (`"2"`).
         retry_after: Option<String>,
     },
+    /// The account's quota used up: OpenAI's 429 `insufficient_quota` (with a `Retry-After` that
+    /// waiting would not honour), Anthropic's 402 `billing_error`.
+    QuotaExhausted,
     /// Any HTTP error status (500/502/503, ...) with an OpenAI error body.
     ServerError {
         /// The HTTP status.

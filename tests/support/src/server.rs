@@ -610,6 +610,15 @@ async fn fault_response(
             let error = openai::rate_limited(frame.model, retry_after.as_deref());
             conn.send_json(429, &headers, &error).await
         }
+        Fault::QuotaExhausted => {
+            let error = openai::error(
+                "You exceeded your current quota, please check your plan and billing details.",
+                "insufficient_quota",
+                None,
+                Some("insufficient_quota"),
+            );
+            conn.send_json(429, &[("Retry-After", "20".to_string())], &error).await
+        }
         Fault::ServerError { status, message } => {
             let status = sane_status(*status);
             conn.send_json(status, &[], &openai::server_error(status, message)).await
@@ -650,6 +659,13 @@ async fn anthropic_fault(
             let headers: Vec<(&str, String)> =
                 retry_after.iter().map(|v| ("retry-after", v.clone())).collect();
             conn.send_json(429, &headers, &anthropic::rate_limited()).await
+        }
+        Fault::QuotaExhausted => {
+            let error = anthropic::error(
+                "billing_error",
+                "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing.",
+            );
+            conn.send_json(402, &[], &error).await
         }
         Fault::ServerError { status, message } => {
             let status = sane_status(*status);
