@@ -397,7 +397,7 @@ impl Methods {
                 break;
             }
         }
-        Ok(agentd_policies::cost::spent(&events))
+        Ok(agentd_protocol::rpc::spent(&events))
     }
 
     fn known_role(&self, role: &Role) -> Answer<&agentd_engine::team::RoleConfig> {

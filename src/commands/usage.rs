@@ -1,5 +1,5 @@
 //! `agentd usage`: what the tasks spent, summed from their events over the socket — the same fold
-//! (`agentd_policies::cost::spent`) that `status` shows for one task — grouped by task, model or day.
+//! (`agentd_protocol::rpc::spent`) that `status` shows for one task — grouped by task, model or day.
 
 use super::connect;
 use crate::cli::UsageBy;
@@ -49,7 +49,7 @@ pub fn usage(home: &Home, since: Option<String>, by: UsageBy, json: bool) -> Res
     }
     let rows: Vec<(String, Spent)> = groups
         .into_iter()
-        .map(|(key, events)| (key, agentd_policies::cost::spent(&events).0))
+        .map(|(key, events)| (key, agentd_protocol::rpc::spent(&events).0))
         .filter(|(_, spent)| spent.requests > 0 || spent.compaction.compactions > 0)
         .collect();
     let all: Vec<&Spent> = rows.iter().map(|(_, s)| s).collect();

@@ -35,7 +35,7 @@ pub use notification::{Notification, TaskEnd};
 pub use request::{Method, NoParams, Request};
 pub use settings::{ProbeResult, RoleParams, Setting, SettingParams, SettingResult};
 pub use task::{
-    CompactParams, CompactResult, CompactionSpent, EventsParams, EventsResult, McpDown, MessageParams,
+    spent, CompactParams, CompactResult, CompactionSpent, EventsParams, EventsResult, McpDown, MessageParams,
     RoleStatus, Spent, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
     TaskStatus, TaskSummary,
 };
