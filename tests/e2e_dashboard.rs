@@ -265,6 +265,7 @@ async fn a_long_run_marks_compactions_on_the_chart_and_its_evidence_reads_in_pag
         .model("qwen3-coder")
         .max_model_len(Some(32_768))
         .window(16_384)
+        .report_usage(true)
         .responder(responder(40))
         .start()
         .await;
@@ -276,7 +277,9 @@ async fn a_long_run_marks_compactions_on_the_chart_and_its_evidence_reads_in_pag
             .collect();
         std::fs::write(ws.path().join(format!("data/file_{i}.txt")), text).unwrap();
     }
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "qwen3-coder", HTTP));
+    let prices =
+        format!("{HTTP}\n[prices.\"qwen3-coder\"]\ninput = 0.5\ncached_input = 0.05\noutput = 2.0\n");
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "qwen3-coder", &prices));
     let task = d.submit("Have the coder read the data", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(180));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
@@ -344,6 +347,39 @@ async fn a_long_run_marks_compactions_on_the_chart_and_its_evidence_reads_in_pag
         thousands(first["tokens_after"].as_u64().unwrap())
     );
     assert!(items[0].as_str().unwrap().contains(&before_after), "{items} vs {before_after}");
+    // Beside it, what each request and each compaction cost, and the sum so far; the task's spending
+    // in its head.
+    let costs: Vec<f64> = events
+        .iter()
+        .filter(|e| {
+            coder(e) && ["response_received", "compaction_finished"].contains(&e["kind"].as_str().unwrap())
+        })
+        .filter_map(|e| e["cost_usd"].as_f64())
+        .collect();
+    assert!(costs.len() > compactions.len(), "priced answers and compactions: {costs:?}");
+    let drawn = b
+        .wait_for(
+            &format!(
+                "(() => {{ const u = window.agentd.costCharts.coder; if (!u || u.data[0].length !== {}) return null; \
+                 return u.data; }})()",
+                costs.len()
+            ),
+            WAIT,
+        )
+        .await;
+    let total = drawn[3].as_array().unwrap().last().unwrap().as_f64().unwrap();
+    assert!((total - costs.iter().sum::<f64>()).abs() < 1e-9, "{drawn}");
+    let spent = b
+        .wait_for(
+            "document.querySelector('#task-spent') && document.querySelector('#task-spent').innerText",
+            WAIT,
+        )
+        .await;
+    assert!(
+        spent.as_str().unwrap().contains('$') && spent.as_str().unwrap().contains("compactions"),
+        "{spent}"
+    );
+    assert!(items[0].as_str().unwrap().contains("freed), its summaries cost $"), "{items}");
     // The gauge by category; the transcript's checkpoint names the same archive.
     b.wait_for("document.querySelector('#gauge-coder [data-category=checkpoint]')", WAIT).await;
     let archive = first["archive_id"].as_str().unwrap();

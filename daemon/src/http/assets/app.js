@@ -14,7 +14,7 @@ const CATEGORIES = [
 ];
 
 // What the browser tests (and a curious person with the console) can look at.
-window.agentd = { charts: {}, events: [], ready: false };
+window.agentd = { charts: {}, costCharts: {}, events: [], ready: false };
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -110,6 +110,7 @@ function route() {
   notice("");
   window.agentd.ready = false;
   window.agentd.charts = {};
+  window.agentd.costCharts = {};
   const main = $("#main");
   main.replaceChildren();
   const hash = location.hash.replace(/^#/, "") || "/";
@@ -208,11 +209,11 @@ function describe(e) {
   switch (e.kind) {
     case "task_started": return short(e.objective, 160);
     case "request_sent": return `${tokens(e.tokens, e.estimated)} tokens, ${pct(e.tokens, e.window)}% of ${num(e.window)} (${e.window_source}), trigger ${num(e.trigger_tokens)}`;
-    case "response_received": return `${e.finish_reason}${e.usage ? ` · prompt ${num(e.usage.prompt_tokens)} / completion ${num(e.usage.completion_tokens)}` : ""}`;
+    case "response_received": return `${e.finish_reason}${e.usage ? ` · prompt ${num(e.usage.prompt_tokens)}${e.usage.cache_read_tokens ? ` (${num(e.usage.cache_read_tokens)} cached)` : ""} / completion ${num(e.usage.completion_tokens)}` : ""}${e.cost_usd !== undefined ? ` · ${usd(e.cost_usd)}` : ""}`;
     case "tool_called": return e.tool;
     case "tool_finished": return `${e.tool} ${e.interrupted ? "interrupted" : e.ok ? "ok" : "failed"}${e.result_tokens !== undefined ? ` · ${num(e.result_tokens)} tokens` : ""}`;
     case "compaction_started": return `${num(e.tokens_before)} tokens over the trigger ${num(e.trigger_tokens)} → to ${num(e.destination_tokens)}`;
-    case "compaction_finished": return `${num(e.tokens_before)} → ${num(e.tokens_after)} tokens, ${e.batches} batches, archived`;
+    case "compaction_finished": return `${num(e.tokens_before)} → ${num(e.tokens_after)} tokens, ${e.batches} batches${e.cost_usd !== undefined ? `, ${usd(e.cost_usd)}` : ""}, archived`;
     case "compaction_failed": return e.reason;
     case "retry_scheduled": return `${e.reason}, attempt ${e.attempt}/${e.max_attempts}, in ${(e.delay_ms / 1000).toFixed(1)} s`;
     case "window_learned": return `${num(e.old_window)} → ${num(e.new_window)} (${e.source})`;
@@ -301,6 +302,49 @@ function chartData(events) {
     col(r => (r.refused ? r.tokens : undefined)),
     col(r => r.learned),
   ];
+}
+
+// The cost of one role: each answer's and each compaction's cost (from `[prices]`), and the sum so far.
+function costData(events) {
+  const x = [], each = [], compaction = [], total = [];
+  let sum = 0, lastX = -Infinity;
+  for (const e of events) {
+    if (e.cost_usd === undefined || !["response_received", "compaction_finished"].includes(e.kind)) continue;
+    let t = seconds(e.at); if (!(t > lastX)) t = lastX + 0.001; lastX = t;
+    sum += e.cost_usd;
+    x.push(t); total.push(sum);
+    each.push(e.kind === "response_received" ? e.cost_usd : null);
+    compaction.push(e.kind === "compaction_finished" ? e.cost_usd : null);
+  }
+  return [x, each, compaction, total];
+}
+
+const usd = v => (v === null || v === undefined ? "–" : v >= 1 ? `$${v.toFixed(2)}` : `$${v.toFixed(4)}`);
+
+function makeCostChart(container, role) {
+  const css = name => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  const opts = {
+    title: `${role}: cost per request and in all (USD)`,
+    width: Math.max(320, container.clientWidth || 700),
+    height: 180,
+    scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1e-6, max) * 1.05] } },
+    axes: [{}, { values: (u, vals) => vals.map(usd), size: 70 }],
+    series: [
+      {},
+      { label: "request", stroke: css("--accent"), paths: () => null, points: { show: true, size: 6, fill: css("--accent") }, value: (u, v) => usd(v) },
+      { label: "compaction", stroke: css("--bad"), paths: () => null, points: { show: true, size: 9, fill: css("--bad") }, value: (u, v) => usd(v) },
+      { label: "in all", stroke: css("--fg"), width: 1.5, points: { show: false }, value: (u, v) => usd(v) },
+    ],
+  };
+  return new uPlot(opts, [[], [], [], []], container);
+}
+
+function spentText(s) {
+  const cache = s.cache_read_tokens ? ` (${num(s.cache_read_tokens)} from the cache)` : "";
+  const cost = s.cost_usd !== undefined ? ` · ${usd(s.cost_usd)}` : "";
+  const c = s.compaction || {};
+  const comp = c.compactions ? ` · ${c.compactions} compactions: ${c.requests} summary requests, ${num(c.tokens)} tokens${c.cost_usd !== undefined ? `, ${usd(c.cost_usd)}` : ""}` : "";
+  return `${s.requests} requests · prompt ${num(s.prompt_tokens)}${cache} · completion ${num(s.completion_tokens)}${cost}${comp}`;
 }
 
 function makeChart(container, role) {
@@ -420,11 +464,12 @@ function taskView(main, taskId) {
         refreshSoon();
       } catch (e) { compactOut.textContent = ` ${e.message}`; }
     });
+    const costChart = h("div", { class: "chart cost", id: `cost-${role}`, hidden: true });
     const card = h("div", { class: "card role", "data-role": role },
       h("h3", {}, role),
-      h("div", { class: "roles" }, h("div", {}, chart, marks), gauge), compactForm);
+      h("div", { class: "roles" }, h("div", {}, chart, costChart, marks), gauge), compactForm);
     roles.append(card);
-    const view = { chart: null, chartEl: chart, gauge, marks };
+    const view = { chart: null, chartEl: chart, gauge, marks, costChart, costEl: costChart };
     state.roleViews.set(role, view);
     view.chart = makeChart(chart, role);
     window.agentd.charts[role] = view.chart;
@@ -435,12 +480,22 @@ function taskView(main, taskId) {
     const view = roleView(role);
     const mine = state.events.filter(e => e.role === role);
     view.chart.setData(chartData(mine));
+    const cost = costData(mine);
+    if (cost[0].length) {
+      if (view.costEl.hidden) {
+        view.costEl.hidden = false;
+        view.costChart = makeCostChart(view.costEl, role);
+        window.agentd.costCharts[role] = view.costChart;
+      }
+      view.costChart.setData(cost);
+    }
     const started = new Map();
     const items = [];
     for (const e of mine) {
       if (e.kind === "compaction_started") started.set(e.role, e);
       if (e.kind === "compaction_finished") {
-        items.push(h("li", { "data-archive": e.archive_id }, `${time(e.at)} compaction: ${num(e.tokens_before)} → ${num(e.tokens_after)} tokens, archived `, evidenceLink(e.archive_id)));
+        const paid = e.cost_usd !== undefined ? `, its summaries cost ${usd(e.cost_usd)}${e.summary_model ? ` (${e.summary_model})` : ""}` : "";
+        items.push(h("li", { "data-archive": e.archive_id }, `${time(e.at)} compaction: ${num(e.tokens_before)} → ${num(e.tokens_after)} tokens (${num(e.tokens_before - e.tokens_after)} freed)${paid}, archived `, evidenceLink(e.archive_id)));
       }
       if (e.kind === "compaction_failed") items.push(h("li", { class: "bad" }, `${time(e.at)} compaction failed: ${e.reason}`));
       if (e.kind === "window_learned") items.push(h("li", {}, `${time(e.at)} window learned: ${num(e.old_window)} → ${num(e.new_window)} (${e.source})`));
@@ -461,6 +516,7 @@ function taskView(main, taskId) {
       s.error ? h("p", { class: "bad", id: "task-error" }, h("strong", {}, "error: "), s.error) : null,
       ...(s.mcp_down || []).map(d => h("p", { class: "bad", "data-mcp-down": d.server },
         h("strong", {}, `MCP server ${d.server} is down: `), d.error, d.retry_at ? ` (tried again after ${time(d.retry_at)})` : "")),
+      s.spent && s.spent.requests ? h("p", { id: "task-spent" }, h("strong", {}, "spent: "), spentText(s.spent)) : null,
       h("p", {}, h("a", { href: `#/evidence?task=${s.task_id}` }, "this task's evidence"))].filter(Boolean));
     drawActions(s);
     const names = new Set(["lead", ...Object.keys(s.roles), ...state.events.filter(e => e.kind === "request_sent").map(e => e.role)]);
