@@ -70,14 +70,14 @@ impl NatsServer {
     pub fn start_with(extra: &[&str]) -> Option<NatsServer> {
         let program = program()?;
         let dir = tempfile::Builder::new().prefix("agentd-nats").tempdir().expect("a temp dir for nats");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
         let log = dir.path().join("nats.log");
-        let child = Command::new(program)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        // `-p -1`: the server takes a free port itself and writes it to its ports file. A port
+        // picked here and handed over would be free only until another test's server took it.
+        let mut child = Command::new(program)
+            .args(["-js", "-a", "127.0.0.1", "-p", "-1", "-sd"])
             .arg(dir.path().join("store"))
+            .arg("--ports_file_dir")
+            .arg(dir.path())
             .arg("-l")
             .arg(&log)
             .args(extra)
@@ -86,17 +86,8 @@ impl NatsServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start nats-server");
-        let server = NatsServer { child, port, _dir: dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nats-server did not listen on {port} within 20 s: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Some(server)
+        let port = listening_port(&mut child, dir.path(), &log, "nats-server");
+        Some(NatsServer { child, port, _dir: dir })
     }
 
     /// `nats://127.0.0.1:PORT`.
@@ -109,6 +100,31 @@ impl Drop for NatsServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The client port `child` listens on, from the ports file the server writes into `dir` once it
+/// listens (`nats-server_<pid>.ports`, named by *this* child's pid — so never another test's server
+/// that happens to hold the port). Panics with the server's log when it exits or takes over 20 s.
+fn listening_port(child: &mut Child, dir: &std::path::Path, log: &std::path::Path, what: &str) -> u16 {
+    let file = dir.join(format!("nats-server_{}.ports", child.id()));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let port = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|ports| ports["nats"][0].as_str().map(str::to_owned))
+            .and_then(|url| url.rsplit(':').next()?.parse::<u16>().ok());
+        if let Some(port) = port {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+        let exited = child.try_wait().ok().flatten();
+        let log = || std::fs::read_to_string(log).unwrap_or_default();
+        assert!(exited.is_none(), "{what} exited ({exited:?}) before it listened: {}", log());
+        assert!(Instant::now() < deadline, "{what} did not listen within 20 s: {}", log());
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -225,12 +241,16 @@ impl NatsCluster {
             .collect();
         let store = self.dir.path().join(format!("n{i}"));
         let log = self.dir.path().join(format!("n{i}.log"));
-        let child = Command::new(&self.program)
+        let ports_dir = self.dir.path().join(format!("n{i}.ports"));
+        let _ = std::fs::create_dir_all(&ports_dir);
+        let mut child = Command::new(&self.program)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-n", &format!("n{i}")])
             .args(["--cluster_name", "agentd", "--cluster", &format!("nats://127.0.0.1:{cluster_port}")])
             .args(["--routes", &routes.join(",")])
             .arg("-sd")
             .arg(&store)
+            .arg("--ports_file_dir")
+            .arg(&ports_dir)
             .arg("-l")
             .arg(&log)
             .stdin(Stdio::null())
@@ -238,12 +258,9 @@ impl NatsCluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("start nats-server");
+        let listening = listening_port(&mut child, &ports_dir, &log, &format!("nats-server n{i}"));
+        assert_eq!(listening, port, "nats-server n{i} listens on another port than it was given");
         self.children[i] = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server n{i} did not listen on {port} within 20 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     /// Kills server `i`.
