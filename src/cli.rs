@@ -70,6 +70,13 @@ pub enum Command {
         /// The team to run it (default: the configured one).
         #[arg(long, value_name = "NAME")]
         team: Option<String>,
+        /// The task's token budget: a request that would take it over is not sent and the task
+        /// is paused (prompt and completion tokens, summaries included).
+        #[arg(long, value_name = "N")]
+        budget_tokens: Option<u64>,
+        /// The task's budget in US dollars, at [prices."MODEL"].
+        #[arg(long, value_name = "USD")]
+        budget_cost: Option<f64>,
         /// Stream the events until the task ends; exit 0 only if it finished.
         #[arg(long)]
         wait: bool,
@@ -111,6 +118,12 @@ pub enum Command {
     Resume {
         /// The task's id.
         task: String,
+        /// A new token budget for the task, above what it spent: how a paused task goes on.
+        #[arg(long, value_name = "N")]
+        budget_tokens: Option<u64>,
+        /// A new budget in US dollars, above what the task spent.
+        #[arg(long, value_name = "USD")]
+        budget_cost: Option<f64>,
         /// Print the new state as JSON: {"state": ...}.
         #[arg(long)]
         json: bool,

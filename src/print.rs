@@ -26,15 +26,32 @@ pub fn print_state(r: &StateResult, json: bool) {
     }
 }
 
-/// `agentd tasks`: one task on one line (id, state, when created, the objective cut to 60).
+/// What a task spent, against its budget when it has one: `48210 tokens` or `48210/50000 tokens,
+/// $0.41/$1.00`.
+pub fn spent_of(spent: &agentd_protocol::Amount, budget: Option<&agentd_protocol::Budget>) -> String {
+    let tokens = match budget.and_then(|b| b.tokens) {
+        Some(max) => format!("{}/{max} tokens", spent.tokens),
+        None => format!("{} tokens", spent.tokens),
+    };
+    let cost = match (spent.cost, budget.and_then(|b| b.cost)) {
+        (c, Some(max)) => format!(", ${:.2}/${max:.2}", c.unwrap_or(0.0)),
+        (Some(c), None) => format!(", ${c:.2}"),
+        (None, None) => String::new(),
+    };
+    format!("{tokens}{cost}")
+}
+
+/// `agentd tasks`: one task on one line (id, state, when created, spent against its budget, the
+/// objective cut to 60).
 pub fn print_task_line(t: &TaskSummary) {
     // In a fleet, the node running the task (or that last ran it) follows its state.
     let node = t.node.as_deref().map(|n| format!(" @{n}")).unwrap_or_default();
     println!(
-        "{}  {:<13} {}  {}{node}",
+        "{}  {:<13} {}  {:<24} {}{node}",
         t.task_id,
         t.state.as_str(),
         t.created_at,
+        spent_of(&t.spent, t.budget.as_ref()),
         one_line(&t.objective, 60)
     );
 }
@@ -118,6 +135,14 @@ pub fn print_daemon(r: &DaemonStatus) {
             println!("  stream     {} {} replicas, {} current{lagging}", s.name, s.replicas, s.current);
         }
     }
+    if !r.today.day.is_empty() {
+        println!(
+            "today        {}: {} (the day turns at {})",
+            r.today.day,
+            spent_of(&r.today.spent, r.today.budget.as_ref()),
+            r.today.next_day_at
+        );
+    }
     for m in &r.mcp {
         let last = match &m.last_start {
             None => "not started yet".to_string(),
@@ -192,6 +217,12 @@ pub fn print_status(s: &TaskStatus) {
     }
     if let Some(e) = &s.error {
         println!("error      {e}");
+    }
+    if let Some(at) = &s.resume_at {
+        println!("goes on    at {at} by itself (agentd resume {} goes on now)", s.task_id);
+    }
+    if let Some(budget) = &s.budget {
+        println!("budget     {}", spent_of(&s.spent.amount(), Some(budget)));
     }
     if s.spent.requests > 0 {
         println!("spent      {}", spent_line(&s.spent));

@@ -29,6 +29,30 @@ pub fn estimate_mark(estimated: bool) -> &'static str {
     }
 }
 
+/// A budget in words: `50000 tokens`, `$2.00`, `50000 tokens, $2.00`.
+pub fn budget_text(b: &agentd_protocol::Budget) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = b.tokens {
+        parts.push(format!("{t} tokens"));
+    }
+    if let Some(c) = b.cost {
+        parts.push(usd(c));
+    }
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// An amount in words: `48210 tokens` or `48210 tokens, $1.93`.
+pub fn amount_text(a: &agentd_protocol::Amount) -> String {
+    match a.cost {
+        Some(c) => format!("{} tokens, {}", a.tokens, usd(c)),
+        None => format!("{} tokens", a.tokens),
+    }
+}
+
 /// One event as a line: `seq  role  what happened`.
 pub fn event_line(e: &Event) -> String {
     use EventKind as K;
@@ -87,6 +111,22 @@ pub fn event_line(e: &Event) -> String {
         }
         K::RetryScheduled { reason, attempt, max_attempts, delay_ms } => {
             format!("retry {attempt}/{max_attempts} in {delay_ms} ms ({reason})")
+        }
+        K::UsageLimitWait { resume_at, source, reason, .. } => {
+            format!("usage limit ({reason}): waiting until {resume_at} ({source}); `agentd resume` goes on now")
+        }
+        K::BudgetReached { scope, budget, spent, request, resume_at } => {
+            let after = match (scope, resume_at) {
+                (agentd_protocol::BudgetScope::Day, Some(at)) => format!("; goes on when the day turns, {at}"),
+                _ => "; raise it with `agentd resume TASK --budget-tokens N` or `--budget-cost USD`".to_string(),
+            };
+            format!(
+                "PAUSED: the {} budget ({}) is reached: spent {}, the next request {}{after}",
+                scope.as_str(),
+                budget_text(budget),
+                amount_text(spent),
+                amount_text(request)
+            )
         }
         K::WindowLearned { old_window, new_window, source } => {
             format!("window learned: {old_window} → {new_window} ({})", source.as_str())

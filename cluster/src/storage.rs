@@ -597,6 +597,13 @@ impl JetStreamStorage {
 }
 
 impl Storage for JetStreamStorage {
+    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
+        let mut tasks = JetStreamStorage::tasks(self)?;
+        // Task ids are UUID v7: their order is their age, as sled lists them.
+        tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        Ok(tasks)
+    }
+
     fn append(&self, task_id: &str, record: &Record) -> Result<u64, StorageError> {
         Ok(self.append_with(task_id, |_| (record.clone(), ()))?.0.records)
     }

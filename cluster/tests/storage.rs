@@ -29,6 +29,8 @@ fn meta(id: &str) -> TaskMeta {
         result: None,
         error: None,
         node: None,
+        budget: None,
+        resume_at: None,
     }
 }
 

@@ -20,10 +20,10 @@ use agentd_policies::settings::{CompactAt, CompactAtOn};
 use agentd_protocol::evidence::Unit;
 use agentd_protocol::memory::{Author, Note, NoteEdit, NoteFilter};
 use agentd_protocol::rpc::{
-    ClockParams, ClockResult, CompactParams, CompactResult, ContextResult, DaemonStatus, EventsParams,
-    EventsResult, HttpServing, LogEntry, LogParams, LogResult, Method, NoteChanged, NoteDetail, Notification,
-    ProbeResult, RoleStatus, Setting, SettingParams, SettingResult, Spent, StateResult, StorageStatus,
-    Submitted, Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
+    ClockParams, ClockResult, CompactParams, CompactResult, ContextResult, DaemonStatus, DaySpending,
+    EventsParams, EventsResult, HttpServing, LogEntry, LogParams, LogResult, Method, NoteChanged, NoteDetail,
+    Notification, ProbeResult, RoleStatus, Setting, SettingParams, SettingResult, Spent, StateResult,
+    StorageStatus, Submitted, Subscribed, TaskStatus, TaskSummary, Unmeasured, VerifyResult,
 };
 use agentd_protocol::{ErrorCode, Request, RpcError};
 use agentd_protocol::{Role, TaskState};
@@ -117,12 +117,16 @@ impl From<SupervisorError> for Refusal {
     fn from(e: SupervisorError) -> Refusal {
         use SupervisorError as E;
         let code = match &e {
-            E::EmptyObjective | E::EmptyText | E::UnknownTeam(_) | E::UnknownRole(_) => {
-                ErrorCode::InvalidParams
-            }
-            E::Compaction(TurnError::Fit(FitError::NothingToCompact(_)) | TurnError::Cancelled) => {
-                ErrorCode::NotAllowed
-            }
+            E::EmptyObjective
+            | E::EmptyText
+            | E::UnknownTeam(_)
+            | E::UnknownRole(_)
+            | E::InvalidBudget(_) => ErrorCode::InvalidParams,
+            E::Compaction(
+                TurnError::Fit(FitError::NothingToCompact(_) | FitError::Halted(_))
+                | TurnError::Halted(_)
+                | TurnError::Cancelled,
+            ) => ErrorCode::NotAllowed,
             E::Compaction(_) => ErrorCode::Internal,
             E::UnknownTask(_) => ErrorCode::UnknownTask,
             E::RelativeWorkspace(_) | E::Workspace { .. } | E::RefusedWorkspace { .. } => {
@@ -237,7 +241,12 @@ impl Methods {
         match request {
             Request::TaskSubmit(p) => to_json(
                 self.supervisor
-                    .send(Submit { objective: p.objective, workspace: p.workspace, team: p.team })
+                    .send(Submit {
+                        objective: p.objective,
+                        workspace: p.workspace,
+                        team: p.team,
+                        budget: p.budget,
+                    })
                     .await
                     .map_err(Refusal::from)
                     .and_then(|r| r.map_err(Refusal::from))
@@ -246,7 +255,9 @@ impl Methods {
             Request::TaskList(_) => to_json(self.list()),
             Request::TaskStatus(p) => to_json(self.status(&p.task_id).await),
             Request::TaskCancel(p) => to_json(self.ask(Cancel { task_id: p.task_id }).await),
-            Request::TaskResume(p) => to_json(self.ask(Resume { task_id: p.task_id }).await),
+            Request::TaskResume(p) => {
+                to_json(self.ask(Resume { task_id: p.task_id, budget: p.budget }).await)
+            }
             Request::TaskMessage(p) => to_json(self.ask(Followup { task_id: p.task_id, text: p.text }).await),
             Request::TaskCompact(p) => to_json(self.compact(p).await),
             Request::TaskSubscribe(p) => {
@@ -304,11 +315,17 @@ impl Methods {
 
     fn list(&self) -> Answer<Vec<TaskSummary>> {
         let tasks = self.shared.storage.tasks()?;
-        Ok(tasks
+        tasks
             .into_iter()
             .map(|t| {
                 let end = self.shared.ends.get(&t.task_id);
-                TaskSummary {
+                let engine = &self.shared.engine;
+                let spent = engine.ledger().task(engine.storage().as_ref(), &t.task_id)?;
+                let own = t.budget.unwrap_or_default();
+                let budget = engine.team().budgets.task.with(own);
+                Ok(TaskSummary {
+                    spent,
+                    budget: (!budget.is_empty()).then_some(budget),
                     state: end.as_ref().map_or(t.state, |e| e.state),
                     recorded: end.is_none(),
                     error: end.map(|e| e.shown_error()),
@@ -316,9 +333,9 @@ impl Methods {
                     objective: t.objective,
                     created_at: t.created_at,
                     node: t.node,
-                }
+                })
             })
-            .collect())
+            .collect::<Answer<Vec<_>>>()
     }
 
     async fn status(&self, task_id: &str) -> Answer<TaskStatus> {
@@ -354,6 +371,8 @@ impl Methods {
         };
         let (spent, spent_by_role) = self.spent(task_id)?;
         let mut status = TaskStatus {
+            budget: self.budget(task_id)?,
+            resume_at: meta.resume_at,
             spent,
             spent_by_role,
             mcp_down: self.shared.mcp.down(&meta.task_id),
@@ -590,7 +609,27 @@ impl Methods {
                 None => None,
             },
             mcp: self.shared.mcp.servers(&self.shared.config),
+            today: self.today()?,
         })
+    }
+
+    /// What every task spent today, and the day's budget.
+    fn today(&self) -> Answer<DaySpending> {
+        let engine = &self.shared.engine;
+        let (day, spent) = engine.ledger().today(engine.storage().as_ref())?;
+        let budget = engine.team().budgets.day;
+        Ok(DaySpending {
+            day: day.key,
+            spent,
+            budget: (!budget.is_empty()).then_some(budget),
+            next_day_at: humantime::format_rfc3339_seconds(day.next).to_string(),
+        })
+    }
+
+    /// The task's budget in force, when it has one.
+    fn budget(&self, task_id: &str) -> Answer<Option<agentd_protocol::Budget>> {
+        let budget = agentd_engine::spending::Gate::task_budget(&self.shared.engine, task_id)?;
+        Ok((!budget.is_empty()).then_some(budget))
     }
 
     fn advance(ms: u64) -> Answer<ClockResult> {

@@ -19,7 +19,8 @@
 //! daylight saving included. Named zones are not built in (a zone database is a large dependency):
 //! `tz = "local"` with `TZ=Europe/Paris` in the daemon's environment reads schedules in Paris time.
 
-use chrono::{DateTime, FixedOffset, Local, TimeZone, Utc};
+use agentd_engine::spending::{Calendar, Day};
+use chrono::{DateTime, FixedOffset, Local, TimeZone, Timelike, Utc};
 use std::str::FromStr;
 use std::time::SystemTime;
 
@@ -211,6 +212,33 @@ fn crate_days_of_week(field: &str) -> Result<String, String> {
     Ok(list.join(","))
 }
 
+/// The budgets' days are the scheduler's: a day budget turns at midnight in `[scheduler] tz`.
+impl Calendar for Zone {
+    fn day(&self, at: SystemTime) -> Day {
+        match self {
+            Zone::Utc => day_in(&Utc, at),
+            Zone::Fixed(offset) => day_in(offset, at),
+            Zone::Local => day_in(&Local, at),
+        }
+    }
+}
+
+/// The day `at` falls in, in `tz`: from its midnight to the next (the first instant of each, when
+/// daylight saving skips or repeats midnight).
+fn day_in<Tz: TimeZone>(tz: &Tz, at: SystemTime) -> Day {
+    let local = DateTime::<Utc>::from(at).with_timezone(tz);
+    let date = local.date_naive();
+    let midnight = |d: chrono::NaiveDate| {
+        d.and_hms_opt(0, 0, 0)
+            .and_then(|m| tz.from_local_datetime(&m).earliest())
+            .map(|m| SystemTime::from(m.with_timezone(&Utc)))
+    };
+    let since_midnight = std::time::Duration::from_secs(u64::from(local.time().num_seconds_from_midnight()));
+    let starts = midnight(date).unwrap_or(at - since_midnight);
+    let next = date.succ_opt().and_then(midnight).unwrap_or(starts + std::time::Duration::from_secs(86_400));
+    Day { key: date.format("%Y-%m-%d").to_string(), starts, next }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +246,19 @@ mod tests {
 
     /// 2024-01-01T00:00:00Z, a Monday.
     const MONDAY: u64 = 1_704_067_200;
+
+    #[test]
+    fn budget_days_turn_at_midnight_in_the_zone() {
+        let at = UNIX_EPOCH + Duration::from_secs(MONDAY + 23 * 3600);
+        let utc = Zone::Utc.day(at);
+        assert_eq!(utc.key, "2024-01-01");
+        assert_eq!(utc.next, UNIX_EPOCH + Duration::from_secs(MONDAY + 86_400));
+        // 23:00 UTC is already Tuesday in +02:00, whose day began at 22:00 UTC.
+        let paris = Zone::parse("+02:00").unwrap().day(at);
+        assert_eq!(paris.key, "2024-01-02");
+        assert_eq!(paris.starts, UNIX_EPOCH + Duration::from_secs(MONDAY + 22 * 3600));
+        assert_eq!(paris.next, UNIX_EPOCH + Duration::from_secs(MONDAY + 46 * 3600));
+    }
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)

@@ -81,7 +81,8 @@ impl Shared {
         let secret_names =
             config.providers.values().filter_map(|p| p.api_key_env.clone()).chain(config.secret_env.clone());
         let redactor = Redactor::new(secret_names.filter_map(|name| env(&name).map(|value| (name, value))));
-        let engine = Arc::new(Engine::new(storage.clone(), config.team.clone(), models, redactor));
+        let engine = Engine::new(storage.clone(), config.team.clone(), models, redactor);
+        let engine = Arc::new(engine.with_calendar(Arc::new(config.tz)));
         let scheduler = Scheduler::new(config.jobs.clone(), storage.clone(), home.clone()).start();
         Shared { home, storage, live, fleet, config, engine, scheduler, ends, mcp: Default::default() }
     }

@@ -24,8 +24,6 @@ use std::sync::Arc;
 
 /// The engine's storage seam and what the daemon's surfaces add to it.
 pub trait DaemonStorage: Storage {
-    /// Every task recorded.
-    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError>;
     /// Records a new task (`task.submit`).
     fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError>;
     /// Every evidence record, or one task's.
@@ -56,6 +54,10 @@ impl SledStorage {
 }
 
 impl Storage for SledStorage {
+    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
+        self.store.tasks().map_err(StorageError::new)
+    }
+
     fn append(&self, task_id: &str, record: &Record) -> Result<u64, StorageError> {
         self.store.append(task_id, record).map_err(StorageError::new)
     }
@@ -152,10 +154,6 @@ impl Storage for SledStorage {
 }
 
 impl DaemonStorage for SledStorage {
-    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
-        self.store.tasks().map_err(StorageError::new)
-    }
-
     fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError> {
         self.store.put_task(meta).map_err(StorageError::new)
     }

@@ -58,6 +58,8 @@ impl Rig {
             result: None,
             error: None,
             node: None,
+            budget: None,
+            resume_at: None,
         };
         self.shared.storage.create_task(&meta).expect("the task record");
         RigTask { task_id }

@@ -8,6 +8,7 @@
 
 use crate::meter::Meter;
 use crate::retry::{ask, with_retries, OnTheClock, RetryError};
+use crate::spending::{Gate, GateError, Halt};
 use crate::storage::Storage;
 use agentd_policies::budget::summary_reserve;
 use agentd_policies::compaction::{Answer, Brief, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile};
@@ -31,6 +32,9 @@ pub enum CompactError {
     /// The task was cancelled during a summary request or a wait for its retry.
     #[error("compaction cancelled")]
     Cancelled,
+    /// A summary request must wait for a usage limit, or would cross a budget: the task stops.
+    #[error("{0}")]
+    Halted(Box<Halt>),
     /// A summary request failed past what the retry policy retries.
     #[error("the summariser failed: {0}")]
     Provider(#[from] ProviderError),
@@ -94,6 +98,9 @@ pub struct Job<'a> {
     pub retry: RetryPolicy,
     /// Fires when the task is cancelled: summary requests and their waits stop at once.
     pub cancel: &'a CancellationToken,
+    /// The budgets' check each summary request passes before it is sent; `None`: none (a
+    /// compaction of a stopped task the user asked for).
+    pub gate: Option<Gate>,
     /// When the compaction started (RFC 3339): the archive's `created_at`.
     pub at: String,
 }
@@ -264,12 +271,22 @@ async fn summarise(
     spent: &mut Option<Usage>,
 ) -> Result<String, CompactError> {
     let client = job.summariser.as_ref().map_or(job.client, |s| s.client);
-    let response = with_retries(&job.retry, job.cancel, &mut OnTheClock, || ask(client, request, job.cancel))
+    if let Some(gate) = &job.gate {
+        let meter = job.summariser.as_ref().map_or(job.meter, |s| s.meter);
+        let input = meter.count_request(request, None).count.total.tokens;
+        let pending = spent.map(|u| (request.model.as_str(), u));
+        gate.admit(&request.model, input, request.max_tokens, pending).map_err(|e| match e {
+            GateError::Halt(h) => CompactError::Halted(h),
+            GateError::Storage(e) => CompactError::Failed(format!("cannot read what the task spent: {e}")),
+        })?;
+    }
+    let mut pause = OnTheClock(job.role.clone());
+    let response = with_retries(&job.retry, job.cancel, &mut pause, || ask(client, request, job.cancel))
         .await
         .map_err(|e| match e {
             RetryError::Cancelled => CompactError::Cancelled,
             RetryError::Provider(e) => CompactError::Provider(e),
-            RetryError::Pause(never) => match never {},
+            RetryError::Pause(halt) => CompactError::Halted(halt),
         })?;
     if let Some(u) = response.usage {
         let sum = spent.get_or_insert_with(Usage::default);
@@ -402,6 +419,7 @@ mod tests {
                 fallback_dir: self.dir.path().join("fallback"),
                 retry,
                 cancel: &self.cancel,
+                gate: None,
                 at: "2025-01-01T00:00:00.000Z".into(),
             }
         }

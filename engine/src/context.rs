@@ -5,6 +5,7 @@
 use crate::clock::now_rfc3339;
 use crate::error::TurnError;
 use crate::fitter::{Fitter, Requested};
+use crate::spending::{Calendar, Ledger, UtcDays};
 use crate::storage::{Settings, Storage, StorageError};
 use crate::team::TeamConfig;
 use crate::tool_servers::ToolServers;
@@ -29,6 +30,7 @@ pub struct Engine {
     team: TeamConfig,
     models: HashMap<String, Arc<dyn Model>>,
     redactor: Redactor,
+    ledger: Ledger,
 }
 
 impl Engine {
@@ -41,7 +43,18 @@ impl Engine {
         redactor: Redactor,
     ) -> Engine {
         let fitter = Fitter::new(storage.clone(), team.retry, team.prices.clone());
-        Engine { storage, fitter, team, models, redactor }
+        let ledger = Ledger::new(Arc::new(UtcDays));
+        Engine { storage, fitter, team, models, redactor, ledger }
+    }
+
+    /// This engine, its budgets' days read by `calendar` (`[scheduler] tz`) rather than in UTC.
+    pub fn with_calendar(self, calendar: Arc<dyn Calendar>) -> Engine {
+        Engine { ledger: Ledger::new(calendar), ..self }
+    }
+
+    /// What the tasks spent, by task and by day: what the budgets are held against.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 
     /// Where the engine keeps everything.

@@ -27,6 +27,8 @@ fn task(id: &str) -> TaskMeta {
         result: None,
         error: None,
         node: None,
+        budget: None,
+        resume_at: None,
     }
 }
 

@@ -4,9 +4,11 @@
 //! and recorded again with [`record_end`] once it heals.
 
 use crate::clock::now_rfc3339;
+use crate::spending::Halt;
 use crate::storage::{End, Storage, StorageError};
 use agentd_protocol::event::EndKind;
-use agentd_protocol::{EventKind, Role, ToolName};
+use agentd_protocol::{EventKind, Role, TaskState, ToolName};
+use std::time::SystemTime;
 
 /// Writes one end: the task's state, result and error, an end for every call left open, and the
 /// terminal event — unless a write that failed reached the disk after all and the log already ends
@@ -14,6 +16,7 @@ use agentd_protocol::{EventKind, Role, ToolName};
 pub fn record_end(storage: &dyn Storage, task_id: &str, end: &End) -> Result<(), StorageError> {
     storage.update_task(task_id, &mut |t| {
         t.state = end.state;
+        t.resume_at = None;
         t.updated_at = now_rfc3339();
         t.result = end.result.clone();
         t.error = end.error.clone();
@@ -28,6 +31,48 @@ pub fn record_end(storage: &dyn Storage, task_id: &str, end: &End) -> Result<(),
         storage.emit(task_id, &Role::Lead, end.kind.clone())?;
     }
     Ok(())
+}
+
+/// Records a halt: the task `waiting` for a usage limit or `paused` on a budget, when it goes on by
+/// itself (`resume_at` on its record), its open calls closed as a resume expects, and the event
+/// that says why (`usage_limit_wait`, `budget_reached`) from the role that stopped. The state it is
+/// in now.
+pub fn record_halt(storage: &dyn Storage, task_id: &str, halt: &Halt) -> Result<TaskState, StorageError> {
+    let at = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();
+    let (state, resume_at, role, kind) = match halt {
+        Halt::UsageLimit { role, resume_at, source, reason, message } => (
+            TaskState::Waiting,
+            Some(at(*resume_at)),
+            role,
+            EventKind::UsageLimitWait {
+                resume_at: at(*resume_at),
+                source: source.clone(),
+                reason: reason.clone(),
+                message: message.clone(),
+            },
+        ),
+        Halt::Budget { role, ceiling, request, resume_at } => (
+            TaskState::Paused,
+            resume_at.map(at),
+            role,
+            EventKind::BudgetReached {
+                scope: ceiling.scope,
+                budget: ceiling.budget,
+                spent: ceiling.spent,
+                request: *request,
+                resume_at: resume_at.map(at),
+            },
+        ),
+    };
+    storage.update_task(task_id, &mut |t| {
+        t.state = state;
+        t.resume_at = resume_at.clone();
+        t.error = None;
+        t.updated_at = now_rfc3339();
+    })?;
+    close_unfinished_calls(storage, task_id, true)?;
+    storage.emit(task_id, role, kind)?;
+    Ok(state)
 }
 
 /// Every tool call of the task that was called and never finished (the task stopped while it ran:

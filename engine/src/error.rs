@@ -13,6 +13,10 @@ pub enum TurnError {
     /// The task was cancelled while the turn ran (or waited for a retry).
     #[error("cancelled")]
     Cancelled,
+    /// The task stops without ending: a usage limit to wait out, or a budget reached. The runner
+    /// records it (`waiting` or `paused`) and the daemon wakes the task when it is time.
+    #[error("{0}")]
+    Halted(Box<crate::spending::Halt>),
     /// The provider failed in a way the retry policy would not (or could no longer) retry.
     #[error("{0}")]
     Provider(#[from] ProviderError),
@@ -98,6 +102,26 @@ pub enum ArchiveFailure {
     /// The evidence database could not take it; it went to a workspace file, which the handoff cannot cite.
     #[error("the evidence database could not hold their archive (written whole to {} instead)", .0.display())]
     Fallback(std::path::PathBuf),
+}
+
+impl TurnError {
+    /// The halt this error is, directly or as the fitter's (a summary request that waits or would
+    /// cross a budget).
+    pub fn halt(&self) -> Option<&crate::spending::Halt> {
+        match self {
+            TurnError::Halted(h) | TurnError::Fit(FitError::Halted(h)) => Some(h.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<crate::spending::GateError> for TurnError {
+    fn from(e: crate::spending::GateError) -> TurnError {
+        match e {
+            crate::spending::GateError::Halt(h) => TurnError::Halted(h),
+            crate::spending::GateError::Storage(e) => TurnError::Storage(e),
+        }
+    }
 }
 
 impl From<RetryError<TurnError>> for TurnError {

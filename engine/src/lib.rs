@@ -33,6 +33,7 @@ pub mod fitter;
 pub mod memory;
 pub mod meter;
 pub mod retry;
+pub mod spending;
 pub mod storage;
 pub mod task;
 pub mod team;

@@ -109,6 +109,12 @@ impl MemoryStorage {
 }
 
 impl Storage for MemoryStorage {
+    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
+        let mut tasks: Vec<TaskMeta> = self.inner.lock().tasks.values().cloned().collect();
+        tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        Ok(tasks)
+    }
+
     fn append(&self, task_id: &str, record: &Record) -> Result<u64, StorageError> {
         let mut inner = self.writing()?;
         let log = inner.logs.entry(task_id.to_string()).or_default();

@@ -14,10 +14,10 @@
 //! cancelled.
 
 use crate::clock::clock;
+use crate::spending::Halt;
 use agentd_policies::retry::{decide, Decision, Failure, RetryPolicy};
-use agentd_protocol::{ChatRequest, ChatResponse, Model, ProviderError};
+use agentd_protocol::{ChatRequest, ChatResponse, Model, ProviderError, Role};
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -64,6 +64,20 @@ impl Scheduled<'_> {
     }
 }
 
+/// A usage limit the server said resets later than any wait the policy makes
+/// ([`Decision::WaitOut`]): no retry attempt, but a wait the task stops for.
+#[derive(Debug)]
+pub struct WaitOut<'a> {
+    /// How long until the limit resets.
+    pub delay: Duration,
+    /// The header that said so (`retry-after`, `x-ratelimit-reset-tokens`, …).
+    pub header: &'static str,
+    /// `rate_limit` or `overloaded`.
+    pub reason: &'static str,
+    /// The provider's refusal.
+    pub error: &'a ProviderError,
+}
+
 /// What a caller does while a retry waits: announce it, wait out `retry.delay` (or until `cancel`
 /// fires), and get ready for the next attempt.
 pub trait Pause {
@@ -77,6 +91,10 @@ pub trait Pause {
         retry: &Scheduled<'_>,
         cancel: &CancellationToken,
     ) -> impl Future<Output = Result<Waited, Self::Error>> + Send;
+
+    /// A usage limit to wait out: an agent's turn and a compaction stop the task here (their error
+    /// says until when), and it is woken, durably, when the limit resets.
+    fn wait_out(&mut self, limit: &WaitOut<'_>) -> Self::Error;
 }
 
 /// Sends `req` to `model`, ended at once by `cancel` ([`ProviderError::Cancelled`]): the one way
@@ -110,19 +128,36 @@ pub async fn wait(delay: Duration, cancel: &CancellationToken) -> Waited {
     }
 }
 
-/// A plain wait on the daemon's clock, announced nowhere: a compaction's summary request inside the
-/// fitter.
-pub struct OnTheClock;
+impl WaitOut<'_> {
+    /// The halt of `role`'s task until the limit resets, on the daemon's clock.
+    pub fn halt(&self, role: Role) -> Halt {
+        Halt::UsageLimit {
+            role,
+            resume_at: clock().now() + self.delay,
+            source: self.header.to_string(),
+            reason: self.reason.to_string(),
+            message: self.error.to_string(),
+        }
+    }
+}
+
+/// A plain wait on the daemon's clock, announced nowhere: a compaction's summary requests (of the
+/// role it holds) inside the fitter. A usage limit stops the task like a turn's does.
+pub struct OnTheClock(pub Role);
 
 impl Pause for OnTheClock {
-    type Error = Infallible;
+    type Error = Box<Halt>;
 
     async fn pause(
         &mut self,
         retry: &Scheduled<'_>,
         cancel: &CancellationToken,
-    ) -> Result<Waited, Infallible> {
+    ) -> Result<Waited, Box<Halt>> {
         Ok(wait(retry.delay, cancel).await)
+    }
+
+    fn wait_out(&mut self, limit: &WaitOut<'_>) -> Box<Halt> {
+        Box::new(limit.halt(self.0.clone()))
     }
 }
 
@@ -149,8 +184,25 @@ where
         let Some(failure) = Failure::of(&error) else { return Err(error.into()) };
         let failed = failures.entry(failure.reason()).or_insert(0);
         *failed += 1;
-        let Decision::Retry { attempt, max_attempts, delay_ms } = decide(policy, failure, *failed) else {
-            return Err(error.into());
+        let (attempt, max_attempts, delay_ms) = match decide(policy, failure, *failed) {
+            Decision::Retry { attempt, max_attempts, delay_ms } => (attempt, max_attempts, delay_ms),
+            Decision::GiveUp => return Err(error.into()),
+            Decision::WaitOut { delay_ms } => {
+                // Not a retry attempt: the task stops until the limit resets.
+                *failed -= 1;
+                let header = match &error {
+                    ProviderError::RateLimited { retry_after: Some(r), .. }
+                    | ProviderError::Overloaded { retry_after: Some(r), .. } => r.header,
+                    _ => "retry-after",
+                };
+                let limit = WaitOut {
+                    delay: Duration::from_millis(delay_ms),
+                    header,
+                    reason: failure.reason(),
+                    error: &error,
+                };
+                return Err(RetryError::Pause(pause.wait_out(&limit)));
+            }
         };
         let retry = Scheduled {
             failure,
@@ -201,10 +253,10 @@ mod tests {
         server: &ScriptedServer,
         policy: &RetryPolicy,
         cancel: &CancellationToken,
-    ) -> Result<ChatResponse, RetryError<Infallible>> {
+    ) -> Result<ChatResponse, RetryError<Box<Halt>>> {
         let client = OpenAiClient::new(&server.base_url(), None);
         let request = request(server.model());
-        with_retries(policy, cancel, &mut OnTheClock, || client.chat(&request, cancel)).await
+        with_retries(policy, cancel, &mut OnTheClock(Role::Lead), || client.chat(&request, cancel)).await
     }
 
     #[tokio::test]
@@ -258,7 +310,7 @@ mod tests {
 
     #[tokio::test]
     async fn cancel_during_a_wait_ends_it_at_once() {
-        let server = ScriptedServer::start(vec![rate_limited(Some("600"))]).await;
+        let server = ScriptedServer::start(vec![rate_limited(Some("25"))]).await;
         let cancel = CancellationToken::new();
         let trigger = cancel.clone();
         tokio::spawn(async move {
@@ -268,7 +320,22 @@ mod tests {
         let started = Instant::now();
         let error = send(&server, &policy(), &cancel).await.unwrap_err();
         assert!(matches!(error, RetryError::Cancelled), "{error:?}");
-        assert!(started.elapsed() < Duration::from_secs(10), "the 600 s wait was not sat out");
+        assert!(started.elapsed() < Duration::from_secs(10), "the 25 s wait was not sat out");
+        assert_eq!(server.chat_requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_limit_longer_than_any_wait_of_the_policy_stops_the_loop_without_an_attempt() {
+        // The policy waits 30 s at most; the server says an hour.
+        let server = ScriptedServer::start(vec![rate_limited(Some("3600"))]).await;
+        let started = Instant::now();
+        let error = send(&server, &policy(), &CancellationToken::new()).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10), "nothing was sat out in memory");
+        let RetryError::Pause(halt) = error else { panic!("{error:?}") };
+        let Halt::UsageLimit { source, reason, resume_at, .. } = *halt else { panic!("{error:?}") };
+        assert_eq!((source.as_str(), reason.as_str()), ("retry-after", "rate_limit"));
+        let ahead = resume_at.duration_since(clock().now()).unwrap();
+        assert!(ahead > Duration::from_secs(3590) && ahead <= Duration::from_secs(3600), "{ahead:?}");
         assert_eq!(server.chat_requests().len(), 1);
     }
 }

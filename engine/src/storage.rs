@@ -71,6 +71,8 @@ pub trait Storage: Send + Sync + 'static {
 
     /// The task's record, if there is one.
     fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StorageError>;
+    /// Every task recorded, oldest first (ids are UUID v7: their order is their age).
+    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError>;
     /// Changes the task's record (an unknown task is an error).
     fn update_task(&self, task_id: &str, change: &mut dyn FnMut(&mut TaskMeta)) -> Result<(), StorageError>;
     /// Keeps an end the storage could not record (see [`crate::end::record_end`]): it is shown

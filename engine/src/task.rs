@@ -5,7 +5,7 @@
 use crate::agent::{Member, Team};
 use crate::clock::now_rfc3339;
 use crate::context::{Engine, TaskCtx};
-use crate::end::record_end;
+use crate::end::{record_end, record_halt};
 use crate::error::TurnError;
 use crate::fitter::{FitError, Requested, RequestedDone};
 use crate::storage::{each_record, End, Storage, StorageError};
@@ -123,6 +123,7 @@ pub fn launch(
     };
     storage.update_task(&task_id, &mut |t| {
         t.state = TaskState::Running;
+        t.resume_at = None;
         t.updated_at = now_rfc3339();
     })?;
     let delegate = pending.as_ref().and_then(|p| members.member(&p.to));
@@ -270,6 +271,21 @@ fn finish(
     cancel: &CancellationToken,
     outcome: Result<String, TurnError>,
 ) -> TaskState {
+    // A shutdown marks the task interrupted itself; do not overwrite that with cancelled.
+    if let Ok(Some(meta)) = storage.task(task_id) {
+        if meta.state == TaskState::Interrupted {
+            return TaskState::Interrupted;
+        }
+    }
+    // A usage limit or a budget stops the task without ending it.
+    if let Some(halt) = outcome.as_ref().err().and_then(TurnError::halt).filter(|_| !cancel.is_cancelled()) {
+        match record_halt(storage, task_id, halt) {
+            Ok(state) => return state,
+            Err(e) => {
+                tracing::error!(task = %task_id, error = %e, "could not record the halt; failing the task")
+            }
+        }
+    }
     let (state, kind, result, error) = match outcome {
         Ok(summary) => {
             (TaskState::Finished, EventKind::TaskFinished { summary: summary.clone() }, Some(summary), None)
@@ -281,12 +297,6 @@ fn finish(
             (TaskState::Failed, EventKind::TaskFailed { error: error.clone() }, None, Some(error))
         }
     };
-    // A shutdown marks the task interrupted itself; do not overwrite that with cancelled.
-    if let Ok(Some(meta)) = storage.task(task_id) {
-        if meta.state == TaskState::Interrupted {
-            return TaskState::Interrupted;
-        }
-    }
     let end = End { state, kind, result, error, record_error: String::new() };
     if let Err(e) = record_end(storage, task_id, &end) {
         tracing::error!(task = %task_id, error = %e, "could not record the end of the task; kept in memory");

@@ -75,6 +75,8 @@ pub struct TeamConfig {
     /// Each model's prices (`[prices."MODEL"]`), by the model's name: what gives a response and a
     /// compaction their cost.
     pub prices: Arc<BTreeMap<String, agentd_policies::cost::Price>>,
+    /// The budgets every task is held to (`[budgets]`).
+    pub budgets: crate::spending::Budgets,
 }
 
 impl TeamConfig {

@@ -60,6 +60,7 @@ pub fn team(model: &str) -> TeamConfig {
         idle_thinking_clear_at_least: agentd_policies::thinking::DEFAULT_CLEAR_AT_LEAST,
         blocks: Default::default(),
         prices: Default::default(),
+        budgets: Default::default(),
     }
 }
 
@@ -102,6 +103,8 @@ impl Rig {
             result: None,
             error: None,
             node: None,
+            budget: None,
+            resume_at: None,
         });
         let workspace = Workspace::new(self.workspace.path()).expect("the workspace");
         Arc::new(TaskCtx::new(task_id, workspace, cancel, self.engine.clone(), Arc::new(NoToolServers)))

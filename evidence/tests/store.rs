@@ -35,6 +35,8 @@ fn meta(id: &str) -> TaskMeta {
         result: None,
         error: None,
         node: None,
+        budget: None,
+        resume_at: None,
     }
 }
 

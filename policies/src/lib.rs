@@ -20,6 +20,7 @@ pub mod repair;
 pub mod retry;
 pub mod rounds;
 pub mod settings;
+pub mod spending;
 pub mod summary;
 pub mod thinking;
 pub mod usage;

@@ -30,10 +30,10 @@ impl Failure {
     pub fn of(error: &ProviderError) -> Option<Failure> {
         match error {
             ProviderError::RateLimited { retry_after, .. } => {
-                Some(Failure::RateLimit { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
+                Some(Failure::RateLimit { retry_after_ms: retry_after.map(|r| r.delay.as_millis() as u64) })
             }
             ProviderError::Overloaded { retry_after, .. } => {
-                Some(Failure::Overloaded { retry_after_ms: retry_after.map(|d| d.as_millis() as u64) })
+                Some(Failure::Overloaded { retry_after_ms: retry_after.map(|r| r.delay.as_millis() as u64) })
             }
             ProviderError::Server { .. } | ProviderError::Transport { .. } => Some(Failure::ServerError),
             ProviderError::StreamAnomaly { .. } => Some(Failure::StreamAnomaly),
@@ -111,10 +111,44 @@ pub enum Decision {
     },
     /// The schedule's retries are used up (or the attempt number is 0): fail with the last error.
     GiveUp,
+    /// The server said to wait longer than any wait the policy makes ([`RetryPolicy::longest_delay_ms`]):
+    /// a usage limit, not a hiccup. It is waited out — `delay_ms`, durably, the task `waiting` — and is
+    /// no retry attempt.
+    WaitOut {
+        /// How long the server said to wait, in milliseconds.
+        delay_ms: u64,
+    },
 }
 
-/// Decide what to do after the `attempt`-th failure of this kind in a row (1 for the first).
+impl RetryPolicy {
+    /// The longest wait any of the schedules makes, in milliseconds: a server that asks for longer
+    /// is waited out ([`Decision::WaitOut`]) rather than retried.
+    pub fn longest_delay_ms(&self) -> u64 {
+        let grows = |s: Schedule| s.delay_ms.saturating_mul(u64::from(s.attempts));
+        let doubles = |s: Schedule| s.delay_ms.saturating_mul(1u64 << s.attempts.saturating_sub(1).min(20));
+        [
+            self.rate_limit.delay_ms,
+            grows(self.stream_anomaly),
+            doubles(self.server_error),
+            grows(self.overloaded),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+}
+
+/// Decide what to do after the `attempt`-th failure of this kind in a row (1 for the first). A
+/// server-stated wait longer than [`RetryPolicy::longest_delay_ms`] is [`Decision::WaitOut`],
+/// whatever the attempt.
 pub fn decide(policy: &RetryPolicy, failure: Failure, attempt: u32) -> Decision {
+    if let Failure::RateLimit { retry_after_ms: Some(ms) }
+    | Failure::Overloaded { retry_after_ms: Some(ms) } = failure
+    {
+        if ms > policy.longest_delay_ms() {
+            return Decision::WaitOut { delay_ms: ms };
+        }
+    }
     let (schedule, delay_ms) = match failure {
         Failure::RateLimit { retry_after_ms } => {
             (policy.rate_limit, retry_after_ms.unwrap_or(policy.rate_limit.delay_ms))
@@ -173,7 +207,10 @@ mod tests {
         let transport = |message: &str| ProviderError::Transport { url: "u".into(), message: message.into() };
         let rate_limited = |retry_after| ProviderError::RateLimited { retry_after, message: "m".into() };
         assert_eq!(
-            Failure::of(&rate_limited(Some(Duration::from_millis(1500)))),
+            Failure::of(&rate_limited(Some(agentd_protocol::RetryAfter::new(
+                Duration::from_millis(1500),
+                "retry-after"
+            )))),
             Some(Failure::RateLimit { retry_after_ms: Some(1500) })
         );
         assert_eq!(Failure::of(&rate_limited(None)), Some(Failure::RateLimit { retry_after_ms: None }));
@@ -231,7 +268,39 @@ mod tests {
         assert_eq!(decide(&p, Failure::StreamAnomaly, 3), Decision::GiveUp);
     }
 
+    #[test]
+    fn a_wait_longer_than_any_the_policy_makes_is_waited_out_whatever_the_attempt() {
+        let p = RetryPolicy::default();
+        // Default: rate limits wait 60 s, the longest of the schedules.
+        assert_eq!(p.longest_delay_ms(), 60_000);
+        let hours = Failure::RateLimit { retry_after_ms: Some(10_800_000) };
+        for attempt in [1, 5, 11] {
+            assert_eq!(decide(&p, hours, attempt), Decision::WaitOut { delay_ms: 10_800_000 });
+        }
+        let overload = Failure::Overloaded { retry_after_ms: Some(600_000) };
+        assert_eq!(decide(&p, overload, 1), Decision::WaitOut { delay_ms: 600_000 });
+        // Exactly the longest is still a retry.
+        let minute = Failure::RateLimit { retry_after_ms: Some(60_000) };
+        assert!(matches!(decide(&p, minute, 1), Decision::Retry { delay_ms: 60_000, .. }));
+    }
+
     proptest! {
+        #[test]
+        fn a_retry_never_waits_longer_than_the_longest_delay(attempt in 1u32..30, after in proptest::option::of(0u64..1_000_000), kind in 0u8..4) {
+            let p = RetryPolicy::default();
+            let failure = match kind {
+                0 => Failure::RateLimit { retry_after_ms: after },
+                1 => Failure::Overloaded { retry_after_ms: after },
+                2 => Failure::ServerError,
+                _ => Failure::StreamAnomaly,
+            };
+            match decide(&p, failure, attempt) {
+                Decision::Retry { delay_ms, .. } => prop_assert!(delay_ms <= p.longest_delay_ms()),
+                Decision::WaitOut { delay_ms } => prop_assert!(delay_ms > p.longest_delay_ms()),
+                Decision::GiveUp => {}
+            }
+        }
+
         #[test]
         fn never_more_than_the_schedule_allows(attempt in 0u32..100, kind in 0u8..3) {
             let p = RetryPolicy::default();
@@ -245,6 +314,7 @@ mod tests {
                     prop_assert!(a >= 1 && a <= max_attempts);
                 }
                 Decision::GiveUp => prop_assert!(attempt == 0 || attempt > 1),
+                Decision::WaitOut { .. } => prop_assert!(false, "no server-stated wait here"),
             }
         }
     }

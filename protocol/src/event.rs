@@ -253,6 +253,36 @@ pub enum EventKind {
         /// one, else the configured schedule's delay for this attempt.
         delay_ms: u64,
     },
+    /// A provider's usage limit resets later than the retry policy's longest delay: the request is not
+    /// retried (no attempt is spent) and the task is `waiting` until `resume_at`, when it goes on by
+    /// itself — through a daemon restart too. `task.resume` goes on now; `task.cancel` stops it.
+    UsageLimitWait as "usage_limit_wait" {
+        /// When the task goes on, RFC 3339, on the daemon's clock.
+        resume_at: String,
+        /// The header that said when: `retry-after-ms`, `retry-after`, `x-ratelimit-reset-requests`,
+        /// `x-ratelimit-reset-tokens` or `anthropic-ratelimit-*-reset`.
+        source: String,
+        /// The kind of failure: `rate_limit` or `overloaded`.
+        reason: String,
+        /// What the provider said.
+        message: String,
+    },
+    /// The task's next request would have crossed a budget, so it was not sent: the task is `paused`.
+    /// A task's budget is raised by `task.resume` with a `budget`; a day's budget goes on by itself at
+    /// `resume_at`, when the day turns.
+    BudgetReached as "budget_reached" {
+        /// Which budget: `task` or `day`.
+        scope: crate::budget::BudgetScope,
+        /// The ceilings in force.
+        budget: crate::budget::Budget,
+        /// What was spent against it before the request (the day's: by every task of the day).
+        spent: crate::budget::Amount,
+        /// The request that was not sent: its measured size plus its `max_tokens`, and their cost.
+        request: crate::budget::Amount,
+        /// For a day's budget: when the day turns and the task goes on, RFC 3339.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume_at: Option<String>,
+    },
     /// What agentd believed about a model's context window changed. The new window is kept per server and
     /// model in the database.
     WindowLearned as "window_learned" {
@@ -529,6 +559,19 @@ mod tests {
                 attempt: 1,
                 max_attempts: 3,
                 delay_ms: 1,
+            },
+            EventKind::UsageLimitWait {
+                resume_at: "2026-01-01T03:00:00.000Z".into(),
+                source: "retry-after".into(),
+                reason: "rate_limit".into(),
+                message: "m".into(),
+            },
+            EventKind::BudgetReached {
+                scope: crate::budget::BudgetScope::Task,
+                budget: crate::budget::Budget { tokens: Some(10), cost: None },
+                spent: crate::budget::Amount { tokens: 8, cost: None },
+                request: crate::budget::Amount { tokens: 3, cost: None },
+                resume_at: None,
             },
             EventKind::WindowLearned { old_window: t, new_window: t, source: WindowSource::Usage },
             EventKind::ThinkingCleared { blocks_removed: 1, tokens_freed: t, idle_ms: 1 },

@@ -11,6 +11,7 @@
 //! without splitting a character, a pure helper every room (the providers included, which depend on
 //! this crate only) must do the same way.
 
+pub mod budget;
 pub mod event;
 pub mod evidence;
 pub mod gauge;
@@ -29,11 +30,12 @@ pub mod tokens;
 pub mod tool;
 pub mod window;
 
+pub use budget::{Amount, Budget, BudgetScope};
 pub use event::{Event, EventKind, Usage};
 pub use evidence::{EvidenceMeta, NewEvidence, Page, Producer, Source, Stored, Unit};
 pub use gauge::{Categories, Gauge};
 pub use message::{CarriedObservation, Message, MessageKind, ObservationKind, Part, Speaker};
-pub use model::{AnomalyKind, ChatRequest, ChatResponse, Model, ProviderError};
+pub use model::{AnomalyKind, ChatRequest, ChatResponse, Model, ProviderError, RetryAfter};
 pub use record::{CheckpointKind, Receipt, Record, TurnSettings};
 pub use role::Role;
 pub use rpc::{ErrorCode, Method, Notification, Request, RpcError};

@@ -93,6 +93,23 @@ impl fmt::Display for AnomalyKind {
     }
 }
 
+/// How long a server asked to wait before the next request, and the header that said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryAfter {
+    /// The wait, from when the answer arrived.
+    pub delay: Duration,
+    /// The header it was read from, lower case: `retry-after-ms`, `retry-after`,
+    /// `x-ratelimit-reset-requests`, `x-ratelimit-reset-tokens`, `anthropic-ratelimit-tokens-reset`, ….
+    pub header: &'static str,
+}
+
+impl RetryAfter {
+    /// A wait said by `header`.
+    pub fn new(delay: Duration, header: &'static str) -> RetryAfter {
+        RetryAfter { delay, header }
+    }
+}
+
 /// A provider failure, classified by what the caller should do: wait and resend
 /// (`RateLimited`, `Server`, `StreamAnomaly`), compact and resend (`ContextOverflow`), or give up
 /// with the provider's words (`Rejected`, `Transport`); `Cancelled` is the caller's own doing.
@@ -101,8 +118,8 @@ pub enum ProviderError {
     /// HTTP 429. `retry_after` is the server's `Retry-After`, when it sent one.
     #[error("rate limited by the provider: {message}")]
     RateLimited {
-        /// How long the server asked to wait (`Retry-After`), when it said.
-        retry_after: Option<Duration>,
+        /// How long the server asked to wait, and which header said so, when one did.
+        retry_after: Option<RetryAfter>,
         /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
         message: String,
     },
@@ -110,8 +127,8 @@ pub enum ProviderError {
     /// shorter schedule, `Retry-After` honoured.
     #[error("the provider is overloaded: {message}")]
     Overloaded {
-        /// How long the server asked to wait (`Retry-After`), when it said.
-        retry_after: Option<Duration>,
+        /// How long the server asked to wait, and which header said so, when one did.
+        retry_after: Option<RetryAfter>,
         /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
         message: String,
     },

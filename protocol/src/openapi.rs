@@ -14,8 +14,8 @@ use crate::rpc::{
     ClockParams, ClockResult, CompactParams, CompactResult, ContextParams, ContextResult, DaemonStatus,
     EventsParams, EventsResult, EvidenceListParams, EvidenceReadParams, EvidenceRef, LogParams, LogResult,
     MessageParams, Method, NoParams, NoteChanged, NoteDetail, NoteEditParams, NoteRef, Notification,
-    ProbeResult, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams, Submitted,
-    SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, UndoParams, VerifyResult,
+    ProbeResult, ResumeParams, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams,
+    Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, UndoParams, VerifyResult,
 };
 use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
@@ -28,7 +28,8 @@ fn params_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
     let schema = match method {
         Method::TaskSubmit => gen.subschema_for::<SubmitParams>(),
         Method::TaskList | Method::EvidenceVerify | Method::DaemonStatus => gen.subschema_for::<NoParams>(),
-        Method::TaskStatus | Method::TaskCancel | Method::TaskResume => gen.subschema_for::<TaskRef>(),
+        Method::TaskStatus | Method::TaskCancel => gen.subschema_for::<TaskRef>(),
+        Method::TaskResume => gen.subschema_for::<ResumeParams>(),
         Method::TaskMessage => gen.subschema_for::<MessageParams>(),
         Method::TaskCompact => gen.subschema_for::<CompactParams>(),
         Method::TaskSubscribe => gen.subschema_for::<SubscribeParams>(),

@@ -3,8 +3,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Where a task is in its life. `finished`, `failed` and `cancelled` are ends; `interrupted` is a pause a
-/// `task.resume` continues from.
+/// Where a task is in its life. `finished`, `failed` and `cancelled` are ends; `interrupted`, `waiting`
+/// and `paused` are stops a `task.resume` continues from (the last two also by themselves, at their
+/// `resume_at`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
@@ -23,10 +24,19 @@ pub enum TaskState {
     Cancelled,
     /// The daemon shut down or crashed while the task ran; `task.resume` continues it from its log.
     Interrupted,
+    /// A provider's usage limit resets later than the retry policy's longest wait: the task waits for
+    /// it without running (`usage_limit_wait` says until when, `resume_at` on its record), through
+    /// daemon restarts, and goes on by itself then; `task.resume` goes on now, `task.cancel` stops it.
+    Waiting,
+    /// The task reached a budget (`budget_reached` says which): its next request was not sent.
+    /// `task.resume` with a higher `budget` goes on; a day's budget goes on by itself when the day
+    /// turns (`resume_at`).
+    Paused,
 }
 
 impl TaskState {
-    /// A terminal task never runs again; `interrupted` is not terminal: it can be resumed.
+    /// A terminal task never runs again; `interrupted`, `waiting` and `paused` are not terminal: they
+    /// can be resumed.
     pub fn is_terminal(self) -> bool {
         matches!(self, TaskState::Finished | TaskState::Failed | TaskState::Cancelled)
     }
@@ -46,6 +56,8 @@ impl TaskState {
             TaskState::Failed => "failed",
             TaskState::Cancelled => "cancelled",
             TaskState::Interrupted => "interrupted",
+            TaskState::Waiting => "waiting",
+            TaskState::Paused => "paused",
         }
     }
 }
@@ -85,4 +97,10 @@ pub struct TaskMeta {
     /// In a fleet: the node running the task, or that last ran it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// The task's own budget (`task.submit`'s, raised by `task.resume`'s), over `[budgets]`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
+    /// While `waiting`, or `paused` on a day's budget: when it goes on by itself, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
 }

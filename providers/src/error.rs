@@ -4,9 +4,8 @@
 //! error keeps.
 
 use crate::refusal::parse_refusal_limit;
-use agentd_protocol::ProviderError;
+use agentd_protocol::{ProviderError, RetryAfter};
 use serde_json::Value;
-use std::time::Duration;
 
 pub(crate) use agentd_protocol::text::truncate_chars;
 
@@ -101,7 +100,7 @@ pub(crate) fn says_context_overflow(info: &ErrorInfo) -> bool {
 /// 529 wait and resend (honouring `retry_after`), a 400, 413 or 422 about the request's size is an
 /// overflow with the limit it states, any other 5xx a server error, any other status a rejection.
 /// OpenAI's own classifier; Anthropic's for bodies not in its shape (a proxy's page, plain text).
-pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+pub(crate) fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError {
     let info = parse_error_body(body);
     let overflow = matches!(status, 400 | 413 | 422) && says_context_overflow(&info);
     let message =
@@ -121,11 +120,12 @@ pub(crate) fn classify_http(status: u16, retry_after: Option<Duration>, body: &s
 mod tests {
     use super::*;
     use agentd_protocol::Tokens;
+    use std::time::Duration;
 
     #[test]
     fn a_used_up_quota_is_not_a_rate_limit() {
         let body = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
-        match classify_http(429, Some(Duration::from_secs(20)), body) {
+        match classify_http(429, Some(RetryAfter::new(Duration::from_secs(20), "retry-after")), body) {
             ProviderError::QuotaExhausted { status: 429, message } => {
                 assert!(message.starts_with("You exceeded"))
             }
@@ -209,9 +209,9 @@ mod tests {
     #[test]
     fn rate_limits_keep_retry_after_and_truncate() {
         let long = "x".repeat(5000);
-        match classify_http(429, Some(Duration::from_secs(3)), &long) {
+        match classify_http(429, Some(RetryAfter::new(Duration::from_secs(3), "retry-after")), &long) {
             ProviderError::RateLimited { retry_after, message } => {
-                assert_eq!(retry_after, Some(Duration::from_secs(3)));
+                assert_eq!(retry_after.map(|r| r.delay), Some(Duration::from_secs(3)));
                 assert_eq!(message.chars().count(), MAX_ERROR_CHARS);
             }
             other => panic!("{other:?}"),

@@ -5,7 +5,7 @@
 //! sent, and what the bodies and answers mean, is each wire format's business.
 
 use super::error::truncate_chars;
-use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
+use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError, RetryAfter};
 use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::RequestBuilder;
 use std::future::Future;
@@ -144,7 +144,7 @@ pub(crate) enum Answer {
 pub(crate) async fn send_streaming(
     request: RequestBuilder,
     url: &str,
-    classify: fn(u16, Option<Duration>, &str) -> ProviderError,
+    classify: fn(u16, Option<RetryAfter>, &str) -> ProviderError,
 ) -> Result<Answer, ProviderError> {
     let response = request.send().await.map_err(|e| transport(url, &e))?;
     let status = response.status();
@@ -183,7 +183,7 @@ pub(crate) async fn send_streaming(
 pub(crate) async fn send_whole(
     request: RequestBuilder,
     url: &str,
-    classify: fn(u16, Option<Duration>, &str) -> ProviderError,
+    classify: fn(u16, Option<RetryAfter>, &str) -> ProviderError,
 ) -> Result<String, ProviderError> {
     let response = request.send().await.map_err(|e| transport(url, &e))?;
     let status = response.status();
@@ -199,7 +199,7 @@ pub(crate) async fn send_whole(
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reply {
     pub(crate) status: u16,
-    pub(crate) retry_after: Option<Duration>,
+    pub(crate) retry_after: Option<RetryAfter>,
     pub(crate) body: String,
 }
 
@@ -246,19 +246,19 @@ pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 /// HTTP date (relative to `now`; a date in the past means "now"), else when the rate limits reset:
 /// the latest of OpenAI's `x-ratelimit-reset-requests` / `-tokens` (`6m0s`, `1.5s`, `20ms`) and
 /// Anthropic's `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-reset` (RFC 3339).
-pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<RetryAfter> {
     let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
+            return Some(RetryAfter::new(Duration::from_secs_f64(ms / 1000.0), "retry-after-ms"));
         }
     }
     if let Some(after) = header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now)) {
-        return Some(after);
+        return Some(RetryAfter::new(after, "retry-after"));
     }
     let openai = ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
         .into_iter()
-        .filter_map(|name| header(name).and_then(parse_reset_duration));
+        .filter_map(|name| Some(RetryAfter::new(header(name).and_then(parse_reset_duration)?, name)));
     let anthropic = [
         "anthropic-ratelimit-requests-reset",
         "anthropic-ratelimit-tokens-reset",
@@ -266,9 +266,11 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
         "anthropic-ratelimit-output-tokens-reset",
     ]
     .into_iter()
-    .filter_map(|name| header(name).and_then(|v| humantime::parse_rfc3339_weak(v.trim()).ok()))
-    .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO));
-    openai.chain(anthropic).max()
+    .filter_map(|name| {
+        let at = humantime::parse_rfc3339_weak(header(name)?.trim()).ok()?;
+        Some(RetryAfter::new(at.duration_since(now).unwrap_or(Duration::ZERO), name))
+    });
+    openai.chain(anthropic).max_by_key(|r| r.delay)
 }
 
 /// OpenAI's reset durations: `1s`, `6m0s`, `1h2m3.5s`, `20ms`.
@@ -335,13 +337,20 @@ mod tests {
         assert_eq!(parse_reset_duration("soon"), None);
         assert_eq!(parse_reset_duration(""), None);
         let openai = headers(&[("x-ratelimit-reset-requests", "1s"), ("x-ratelimit-reset-tokens", "6m0s")]);
-        assert_eq!(retry_after(&openai, now), Some(Duration::from_secs(360)), "the later of the two");
+        assert_eq!(
+            retry_after(&openai, now),
+            Some(RetryAfter::new(Duration::from_secs(360), "x-ratelimit-reset-tokens")),
+            "the later of the two"
+        );
         let anthropic = headers(&[("anthropic-ratelimit-tokens-reset", "2025-12-02T10:00:00Z")]);
-        assert_eq!(retry_after(&anthropic, now), Some(Duration::from_secs(3 * 3600)));
+        assert_eq!(
+            retry_after(&anthropic, now),
+            Some(RetryAfter::new(Duration::from_secs(3 * 3600), "anthropic-ratelimit-tokens-reset"))
+        );
         // Retry-After, when sent, says it first.
         let both =
             headers(&[("retry-after", "30"), ("anthropic-ratelimit-tokens-reset", "2025-12-02T10:00:00Z")]);
-        assert_eq!(retry_after(&both, now), Some(Duration::from_secs(30)));
+        assert_eq!(retry_after(&both, now), Some(RetryAfter::new(Duration::from_secs(30), "retry-after")));
         assert_eq!(retry_after(&HeaderMap::new(), now), None);
     }
 
@@ -382,8 +391,11 @@ mod tests {
         let mut headers = HeaderMap::new();
         assert_eq!(retry_after(&headers, now), None);
         headers.insert(RETRY_AFTER, "7".parse().unwrap());
-        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(&headers, now), Some(RetryAfter::new(Duration::from_secs(7), "retry-after")));
         headers.insert("retry-after-ms", "250".parse().unwrap());
-        assert_eq!(retry_after(&headers, now), Some(Duration::from_millis(250)));
+        assert_eq!(
+            retry_after(&headers, now),
+            Some(RetryAfter::new(Duration::from_millis(250), "retry-after-ms"))
+        );
     }
 }

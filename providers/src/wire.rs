@@ -12,14 +12,13 @@
 use super::http::{cancellable, send_streaming, send_whole, Answer, Http};
 use super::sse::{drive_within, stalled, Assemble};
 use agentd_protocol::Tokens;
-use agentd_protocol::{ChatRequest, ChatResponse, ProviderError};
+use agentd_protocol::{ChatRequest, ChatResponse, ProviderError, RetryAfter};
 use futures_util::StreamExt;
 use reqwest::header::ACCEPT;
 use reqwest::RequestBuilder;
 use serde::Serialize;
 use serde_json::Value;
 use std::future::Future;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// One wire format: what a [`ChatRequest`] looks like on it, what its answers and refusals mean,
@@ -48,7 +47,7 @@ pub(crate) trait WireFormat: Send + Sync + Sized + 'static {
         None
     }
     /// A non-2xx answer: its status, `Retry-After` and body, as the error the caller acts on.
-    fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError;
+    fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError;
     /// An error object that arrived inside an accepted stream (or as a 200 body).
     fn classify_stream_error(error: &Value) -> ProviderError;
     /// A server that ignored `stream: true` and answered in one JSON piece.
@@ -146,6 +145,7 @@ mod tests {
     use agentd_protocol::AnomalyKind;
     use agentd_protocol::{Message, Tokens};
     use serde_json::json;
+    use std::time::Duration;
 
     fn request() -> ChatRequest {
         ChatRequest {
@@ -176,9 +176,9 @@ mod tests {
     /// What every format does with a refusal that is not in its own shape: the status decides.
     fn refusals_by_status<F: WireFormat>() {
         assert_eq!(
-            F::classify_http(429, Some(Duration::from_secs(3)), "slow down"),
+            F::classify_http(429, Some(RetryAfter::new(Duration::from_secs(3), "retry-after")), "slow down"),
             ProviderError::RateLimited {
-                retry_after: Some(Duration::from_secs(3)),
+                retry_after: Some(RetryAfter::new(Duration::from_secs(3), "retry-after")),
                 message: "slow down".into()
             }
         );

@@ -204,7 +204,10 @@ async fn http_errors_are_classified() {
     let req = request(MODEL, vec![Message::user("hi")]);
     match chat(&server, &req).await {
         Err(ProviderError::RateLimited { retry_after, message }) => {
-            assert_eq!(retry_after, Some(Duration::from_secs(7)));
+            assert_eq!(
+                retry_after.map(|r| (r.delay, r.header)),
+                Some((Duration::from_secs(7), "retry-after"))
+            );
             assert!(message.contains("rate limit"), "{message}");
         }
         other => panic!("{other:?}"),

@@ -124,7 +124,10 @@ async fn http_errors_are_classified() {
     let req = request(server.model(), vec![Message::user("hi")]);
     match chat(&server, &req).await {
         Err(ProviderError::RateLimited { retry_after, message }) => {
-            assert_eq!(retry_after, Some(Duration::from_secs(2)));
+            assert_eq!(
+                retry_after.map(|r| (r.delay, r.header)),
+                Some((Duration::from_secs(2), "retry-after"))
+            );
             assert!(message.contains("Rate limit"), "{message}");
         }
         other => panic!("{other:?}"),

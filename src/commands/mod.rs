@@ -38,14 +38,17 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Mcp => mcp::mcp(&home),
         Command::Doctor { workspace, json } => doctor::doctor(&home, workspace, json),
         Command::Usage { since, by, json } => usage::usage(&home, since, by, json),
-        Command::Submit { objective, workspace, team, wait, json } => {
-            tasks::submit(&home, objective, workspace, team, wait, json)
+        Command::Submit { objective, workspace, team, budget_tokens, budget_cost, wait, json } => {
+            let budget = tasks::budget(budget_tokens, budget_cost);
+            tasks::submit(&home, objective, workspace, team, budget, wait, json)
         }
         Command::Tasks { json } => tasks::list(&home, json),
         Command::Status { task, json } => tasks::status(&home, task, json),
         Command::Watch { task, json } => follow::follow(&mut connect(&home)?, &task, json),
         Command::Cancel { task, json } => tasks::cancel(&home, task, json),
-        Command::Resume { task, json } => tasks::resume(&home, task, json),
+        Command::Resume { task, budget_tokens, budget_cost, json } => {
+            tasks::resume(&home, task, tasks::budget(budget_tokens, budget_cost), json)
+        }
         Command::Message { task, text, wait, json } => tasks::message(&home, task, text, wait, json),
         Command::Log { task, role, json } => tasks::log(&home, task, role, json),
         Command::Compact { task, role, focus, json } => tasks::compact(&home, task, role, focus, json),

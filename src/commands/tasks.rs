@@ -10,9 +10,10 @@ use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_record, print_state, print_status, print_task_line};
 use agentd_daemon::daemon::Home;
 use agentd_protocol::rpc::{
-    CompactParams, CompactResult, LogParams, LogResult, MessageParams, NoParams, StateResult, SubmitParams,
-    Submitted, TaskRef, TaskStatus, TaskSummary,
+    CompactParams, CompactResult, LogParams, LogResult, MessageParams, NoParams, ResumeParams, StateResult,
+    SubmitParams, Submitted, TaskRef, TaskStatus, TaskSummary,
 };
+use agentd_protocol::Budget;
 use agentd_protocol::{Request, Role};
 use std::path::PathBuf;
 
@@ -26,6 +27,7 @@ pub fn submit(
     objective: String,
     workspace: Option<PathBuf>,
     team: Option<String>,
+    budget: Option<Budget>,
     wait: bool,
     json: bool,
 ) -> Result<u8, Failure> {
@@ -36,7 +38,7 @@ pub fn submit(
     let workspace = std::fs::canonicalize(&workspace)
         .map_err(|e| fail(exit::USAGE, format!("workspace {}: {e}", workspace.display())))?;
     let mut client = connect(home)?;
-    let submit = SubmitParams { objective, workspace: workspace.display().to_string(), team };
+    let submit = SubmitParams { objective, workspace: workspace.display().to_string(), team, budget };
     let submitted: Submitted = client.request(&Request::TaskSubmit(submit))?;
     if !wait {
         if json {
@@ -81,9 +83,17 @@ pub fn cancel(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-/// `agentd resume TASK`.
-pub fn resume(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
-    let r: StateResult = connect(home)?.request(&Request::TaskResume(TaskRef { task_id: task }))?;
+/// `--budget-tokens` and `--budget-cost` as a budget, when either is given (the daemon checks the
+/// figures and names the one it refuses).
+pub fn budget(tokens: Option<u64>, cost: Option<f64>) -> Option<Budget> {
+    let budget = Budget { tokens, cost };
+    (!budget.is_empty()).then_some(budget)
+}
+
+/// `agentd resume TASK [--budget-tokens N] [--budget-cost USD]`.
+pub fn resume(home: &Home, task: String, budget: Option<Budget>, json: bool) -> Result<u8, Failure> {
+    let params = ResumeParams { task_id: task, budget };
+    let r: StateResult = connect(home)?.request(&Request::TaskResume(params))?;
     print_state(&r, json);
     Ok(exit::OK)
 }

@@ -11,6 +11,7 @@
 //! is the commented file `agentd init` writes.
 
 mod blocks;
+mod budgets;
 mod cluster;
 mod default;
 mod error;
@@ -151,6 +152,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let mcp = mcp::mcp_servers(raw.mcp, &providers, &roles.all(), &mut secret_env, invalid)?;
     let cluster = cluster::cluster(raw.cluster, invalid)?;
     let prices = prices::prices(raw.prices, invalid)?;
+    let budgets = budgets::budgets(raw.budgets, invalid)?;
     secret_env.extend(cluster.iter().flat_map(|c| c.secret_env().cloned()));
     Ok(Config {
         path: path.to_path_buf(),
@@ -166,6 +168,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             idle_thinking_clear_at_least: scheduler.idle_thinking_clear_at_least,
             blocks: Arc::new(blocks),
             prices: Arc::new(prices),
+            budgets,
         },
         deadlines,
         secret_env,

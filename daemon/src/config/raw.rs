@@ -37,6 +37,18 @@ pub(super) struct RawConfig {
     pub(super) cluster: Option<RawCluster>,
     #[serde(default)]
     pub(super) prices: BTreeMap<String, RawPrice>,
+    #[serde(default)]
+    pub(super) budgets: RawBudgets,
+}
+
+/// `[budgets]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBudgets {
+    pub(super) task_tokens: Option<i64>,
+    pub(super) task_cost: Option<f64>,
+    pub(super) day_tokens: Option<i64>,
+    pub(super) day_cost: Option<f64>,
 }
 
 /// `[prices."MODEL"]`.

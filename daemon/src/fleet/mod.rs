@@ -101,13 +101,6 @@ pub fn follow_events(fleet: Arc<Fleet>, live: broadcast::Sender<Event>) {
 }
 
 impl DaemonStorage for JetStreamStorage {
-    fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
-        let mut tasks = JetStreamStorage::tasks(self)?;
-        // Task ids are UUID v7: their order is their age, as sled lists them.
-        tasks.sort_by(|a, b| a.task_id.cmp(&b.task_id));
-        Ok(tasks)
-    }
-
     fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError> {
         JetStreamStorage::create_task(self, meta).map_err(StorageError::new)
     }

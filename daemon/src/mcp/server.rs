@@ -247,7 +247,7 @@ impl AgentdMcp {
 
     async fn submit(&self, args: SubmitArgs) -> Answer {
         let workspace = args.workspace.unwrap_or_else(|| self.default_workspace.display().to_string());
-        let params = SubmitParams { objective: args.objective, workspace, team: args.team };
+        let params = SubmitParams { objective: args.objective, workspace, team: args.team, budget: None };
         json_of(&self.ask::<Submitted>(Request::TaskSubmit(params)).await?)
     }
 

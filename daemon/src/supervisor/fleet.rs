@@ -32,6 +32,7 @@ use agentd_engine::end::{close_unfinished_calls, record_end};
 use agentd_engine::storage::End;
 use agentd_engine::task::Start;
 use agentd_protocol::task::TaskMeta;
+use agentd_protocol::Budget;
 use agentd_protocol::{EventKind, Role, TaskState};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -191,6 +192,7 @@ impl Supervisor {
         objective: String,
         workspace: String,
         team: Option<String>,
+        budget: Option<Budget>,
     ) -> Result<String, SupervisorError> {
         // A workspace this node reaches is checked here, as on one machine; another is checked by
         // the node that takes the task.
@@ -198,7 +200,7 @@ impl Supervisor {
             true => self.workspace(&workspace)?.root().display().to_string(),
             false => workspace,
         };
-        let task_id = self.record_new(&objective, workspace.clone(), team)?;
+        let task_id = self.record_new(&objective, workspace.clone(), team, budget)?;
         queue(fleet, Job { task_id: task_id.clone(), workspace, start: JobStart::Fresh { objective } })?;
         Ok(task_id)
     }

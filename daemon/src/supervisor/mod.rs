@@ -20,7 +20,7 @@ use agentd_engine::task::{compact_stopped, launch, Start, TaskError};
 use agentd_evidence::StoreError;
 use agentd_protocol::rpc::CompactResult;
 use agentd_protocol::task::TaskMeta;
-use agentd_protocol::Role;
+use agentd_protocol::{Budget, Role};
 use agentd_protocol::{EventKind, TaskState};
 use std::collections::HashMap;
 use std::path::Path;
@@ -67,11 +67,15 @@ pub enum SupervisorError {
         /// Which rule refuses it.
         why: String,
     },
+    /// A budget figure that is no budget (0, negative, not a number), or one a resume gives that is
+    /// not above what the task spent.
+    #[error("{0}")]
+    InvalidBudget(String),
     /// The task is already being run. Holds its id.
     #[error("task {0} is already running")]
     AlreadyRunning(String),
-    /// `task.resume` of a task that is neither interrupted nor failed.
-    #[error("task {task_id} is {state}; only interrupted or failed tasks can be resumed")]
+    /// `task.resume` of a task that is neither interrupted, failed, waiting nor paused.
+    #[error("task {task_id} is {state}; only interrupted, failed, waiting or paused tasks can be resumed")]
     NotResumable {
         /// The task's id.
         task_id: String,
@@ -153,14 +157,23 @@ pub struct Supervisor {
     shared: Arc<Shared>,
     running: HashMap<String, Running>,
     accepting: bool,
-    /// Stops the fleet's loops (pulling the queue, the heartbeat) at shutdown.
+    /// Stops the fleet's loops (pulling the queue, the heartbeat) and the wake-up timers at
+    /// shutdown.
     stop: CancellationToken,
+    /// This actor's address, once started: what a stopped task's wake-up timer sends [`Wake`] to.
+    me: Option<Addr<Supervisor>>,
 }
 
 impl Supervisor {
     /// A supervisor over `shared`, accepting work and running no task yet.
     pub fn new(shared: Arc<Shared>) -> Supervisor {
-        Supervisor { shared, running: HashMap::new(), accepting: true, stop: CancellationToken::new() }
+        Supervisor {
+            shared,
+            running: HashMap::new(),
+            accepting: true,
+            stop: CancellationToken::new(),
+            me: None,
+        }
     }
 
     /// Tasks left active by a daemon that died become `interrupted`, with the event that says so.
@@ -196,8 +209,46 @@ impl Supervisor {
         let servers = self.shared.tool_servers(&task_id, workspace.root());
         let engine = self.shared.engine.clone();
         let ctx = launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx)?;
+        self.wake_when_stopped(&task_id, rx.clone());
         self.running.insert(task_id, Running { cancel, done: rx, ctx: Some(ctx), held: None });
         Ok(())
+    }
+
+    /// When the run ends `waiting` (a usage limit) or `paused` on a day's budget, the task is woken
+    /// at its `resume_at`.
+    fn wake_when_stopped(&self, task_id: &str, mut done: watch::Receiver<Option<TaskState>>) {
+        let (me, storage, stop, task_id) =
+            (self.me.clone(), self.shared.storage.clone(), self.stop.clone(), task_id.to_string());
+        let Some(me) = me else { return };
+        tokio::spawn(async move {
+            let state = tokio::select! {
+                state = done.wait_for(|s| s.is_some()) => state.ok().and_then(|s| *s),
+                _ = stop.cancelled() => None,
+            };
+            if !matches!(state, Some(TaskState::Waiting | TaskState::Paused)) {
+                return;
+            }
+            if let Ok(Some(TaskMeta { resume_at: Some(at), .. })) = storage.task(&task_id) {
+                wake_at(me, stop, task_id, at).await;
+            }
+        });
+    }
+
+    /// Every task this daemon left `waiting` or `paused` with a `resume_at` (in a fleet: those it
+    /// ran last) is woken then: a wait survives a restart.
+    fn wake_stopped_tasks(&self) -> Result<usize, SupervisorError> {
+        let Some(me) = self.me.clone() else { return Ok(0) };
+        let node = self.shared.fleet.as_ref().map(|f| f.node().to_string());
+        let mut n = 0;
+        for meta in self.shared.storage.tasks()? {
+            let stopped = matches!(meta.state, TaskState::Waiting | TaskState::Paused);
+            let ours = node.is_none() || meta.node == node;
+            if let (true, true, Some(at)) = (stopped, ours, meta.resume_at) {
+                tokio::spawn(wake_at(me.clone(), self.stop.clone(), meta.task_id, at));
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     fn reap(&mut self) {
@@ -263,6 +314,12 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.address());
+        match self.wake_stopped_tasks() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(tasks = n, "waiting and paused tasks will go on at their resume_at"),
+            Err(e) => tracing::error!(error = %e, "cannot read the tasks that wait to go on"),
+        }
         if let Some(fleet) = self.shared.fleet.clone() {
             let (me, shared, stop) = (ctx.address(), self.shared.clone(), self.stop.clone());
             tokio::spawn(fleet::pull(me.clone(), shared.clone(), fleet.clone(), stop.clone()));
@@ -282,6 +339,8 @@ pub struct Submit {
     pub workspace: String,
     /// The team asked for; only `default` (or none) is accepted.
     pub team: Option<String>,
+    /// The task's own budget.
+    pub budget: Option<Budget>,
 }
 
 impl Handler<Submit> for Supervisor {
@@ -302,11 +361,15 @@ impl Handler<Submit> for Supervisor {
         if !path.is_absolute() {
             return Err(SupervisorError::RelativeWorkspace(msg.workspace));
         }
+        if let Some(b) = &msg.budget {
+            check_budget(b)?;
+        }
         if let Some(fleet) = self.shared.fleet.clone() {
-            return self.submit_to_fleet(&fleet, msg.objective, msg.workspace, msg.team);
+            return self.submit_to_fleet(&fleet, msg.objective, msg.workspace, msg.team, msg.budget);
         }
         let workspace = self.workspace(&msg.workspace)?;
-        let task_id = self.record_new(&msg.objective, workspace.root().display().to_string(), msg.team)?;
+        let root = workspace.root().display().to_string();
+        let task_id = self.record_new(&msg.objective, root, msg.team, msg.budget)?;
         self.start_task(task_id.clone(), workspace, Start::Fresh { objective: msg.objective })?;
         Ok(task_id)
     }
@@ -319,6 +382,7 @@ impl Supervisor {
         objective: &str,
         workspace: String,
         team: Option<String>,
+        budget: Option<Budget>,
     ) -> Result<String, SupervisorError> {
         let task_id = uuid::Uuid::now_v7().to_string();
         let now = now_rfc3339();
@@ -333,6 +397,8 @@ impl Supervisor {
             result: None,
             error: None,
             node: None,
+            budget,
+            resume_at: None,
         };
         self.shared.storage.create_task(&meta)?;
         self.shared.storage.emit(
@@ -409,12 +475,73 @@ impl Handler<Cancel> for Supervisor {
     }
 }
 
-/// Resume an interrupted or failed task from its log (`task.resume`); answers `running`.
+/// Resume an interrupted, failed, waiting or paused task from its log (`task.resume`); answers
+/// `running`.
 #[derive(Message)]
 #[rtype(result = "Result<TaskState, SupervisorError>")]
 pub struct Resume {
     /// The task to resume.
     pub task_id: String,
+    /// A new budget: each figure given replaces the task's, and must be above what it spent.
+    pub budget: Option<Budget>,
+}
+
+/// A stopped task's `resume_at` came (`waiting`, or `paused` on a day's budget): it goes on unless it
+/// was resumed, cancelled or stopped again since.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Wake {
+    /// The task.
+    pub task_id: String,
+    /// The `resume_at` the timer was set for.
+    pub resume_at: String,
+}
+
+impl Handler<Wake> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Wake, _: &mut Context<Self>) {
+        let due = matches!(
+            self.shared.storage.task(&msg.task_id),
+            Ok(Some(TaskMeta { state: TaskState::Waiting | TaskState::Paused, resume_at: Some(at), .. }))
+                if at == msg.resume_at
+        );
+        if !due {
+            return;
+        }
+        tracing::info!(task = %msg.task_id, "resume_at reached: the task goes on");
+        if let Err(e) = self.resume(Resume { task_id: msg.task_id.clone(), budget: None }) {
+            tracing::error!(task = %msg.task_id, error = %e, "the task could not go on at its resume_at");
+        }
+    }
+}
+
+/// Sleeps on the daemon's clock until `at` (RFC 3339), then wakes the task — unless the daemon
+/// stops first.
+async fn wake_at(me: Addr<Supervisor>, stop: CancellationToken, task_id: String, at: String) {
+    let clock = clock();
+    let Some(when) = agentd_engine::clock::parse_rfc3339(&at) else {
+        tracing::error!(task = %task_id, resume_at = %at, "unreadable resume_at; the task waits for a resume");
+        return;
+    };
+    let delay = when.duration_since(clock.now()).unwrap_or(Duration::ZERO);
+    tokio::select! {
+        _ = clock.sleep(delay) => me.do_send(Wake { task_id, resume_at: at }),
+        _ = stop.cancelled() => {}
+    }
+}
+
+/// A budget's figures: tokens above 0, cost a finite amount above 0.
+fn check_budget(b: &Budget) -> Result<(), SupervisorError> {
+    if b.tokens == Some(0) {
+        return Err(SupervisorError::InvalidBudget("budget.tokens must be above 0".into()));
+    }
+    if let Some(c) = b.cost.filter(|c| !c.is_finite() || *c <= 0.0) {
+        return Err(SupervisorError::InvalidBudget(format!(
+            "budget.cost must be an amount in USD above 0; got {c}"
+        )));
+    }
+    Ok(())
 }
 
 impl Handler<Resume> for Supervisor {
@@ -437,13 +564,42 @@ impl Supervisor {
         ended.then(|| running.done.clone())
     }
 
+    /// Gives the task a new budget (`task.resume`'s): each figure given replaces the task's, and
+    /// must be above what the task spent — else the resume would pause again at once.
+    fn raise_budget(&mut self, task_id: &str, budget: Budget) -> Result<(), SupervisorError> {
+        check_budget(&budget)?;
+        let engine = &self.shared.engine;
+        let spent = engine.ledger().task(engine.storage().as_ref(), task_id)?;
+        if let Some(tokens) = budget.tokens.filter(|t| *t <= spent.tokens) {
+            return Err(SupervisorError::InvalidBudget(format!(
+                "budget.tokens {tokens} is not above what task {task_id} spent ({} tokens)",
+                spent.tokens
+            )));
+        }
+        if let Some(cost) = budget.cost.filter(|c| *c <= spent.cost.unwrap_or(0.0)) {
+            return Err(SupervisorError::InvalidBudget(format!(
+                "budget.cost {cost} is not above what task {task_id} spent (${:.4})",
+                spent.cost.unwrap_or(0.0)
+            )));
+        }
+        self.shared.storage.update_task(task_id, &mut |t| {
+            t.budget = Some(t.budget.unwrap_or_default().with(budget));
+            t.updated_at = now_rfc3339();
+        })?;
+        Ok(())
+    }
+
     fn resume(&mut self, msg: Resume) -> Result<TaskState, SupervisorError> {
         self.ensure_accepting()?;
         let check = |meta: &TaskMeta, running: bool| {
             if running {
                 return Err(SupervisorError::AlreadyRunning(msg.task_id.clone()));
             }
-            if !matches!(meta.state, TaskState::Interrupted | TaskState::Failed) {
+            let stopped = matches!(
+                meta.state,
+                TaskState::Interrupted | TaskState::Failed | TaskState::Waiting | TaskState::Paused
+            );
+            if !stopped {
                 return Err(SupervisorError::NotResumable {
                     task_id: msg.task_id.clone(),
                     state: meta.state,
@@ -451,6 +607,9 @@ impl Supervisor {
             }
             Ok(())
         };
+        if let Some(budget) = msg.budget {
+            self.raise_budget(&msg.task_id, budget)?;
+        }
         if let Some(fleet) = self.shared.fleet.clone() {
             let meta = self.stored(&msg.task_id, check)?;
             return self.requeue(&fleet, &meta, agentd_cluster::queue::JobStart::Resume);
@@ -458,6 +617,7 @@ impl Supervisor {
         let (_, workspace) = self.restartable(&msg.task_id, check)?;
         self.shared.storage.update_task(&msg.task_id, &mut |t| {
             t.error = None;
+            t.resume_at = None;
             t.updated_at = now_rfc3339();
         })?;
         self.shared.storage.emit(&msg.task_id, &Role::Lead, EventKind::TaskResumed { node: None })?;
@@ -737,6 +897,7 @@ mod tests {
             objective: objective.into(),
             workspace: rig.workspace.path().display().to_string(),
             team: None,
+            budget: None,
         }
     }
 
@@ -806,7 +967,7 @@ mod tests {
         let followup = Followup { task_id: task_id.clone(), text: "more".into() };
         let refused = supervisor.send(followup).await.unwrap().unwrap_err();
         assert!(matches!(refused, SupervisorError::WasCancelled(_)));
-        let resumed = supervisor.send(Resume { task_id }).await.unwrap().unwrap_err();
+        let resumed = supervisor.send(Resume { task_id, budget: None }).await.unwrap().unwrap_err();
         assert!(matches!(resumed, SupervisorError::NotResumable { state: TaskState::Cancelled, .. }));
     }
 

@@ -26,7 +26,8 @@ use super::{Agent, LastFit};
 use crate::clock::clock;
 use crate::error::{TurnError, TurnResult};
 use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Requested, RequestedDone, Underestimated};
-use crate::retry::{ask, wait, with_retries, Pause, Scheduled, Waited};
+use crate::retry::{ask, wait, with_retries, Pause, Scheduled, WaitOut, Waited};
+use crate::spending::Gate;
 use crate::tool_servers::RoleTools;
 use agentd_agents::receipts::receipt;
 use agentd_agents::tools as agent_tools;
@@ -179,6 +180,13 @@ impl Agent {
             Err(TurnError::Fit(FitError::Compaction(_))) if asked => self.fit_request(turn, None).await?,
             other => other?,
         };
+        // Counted before it is sent: a request that would cross a budget is not.
+        self.gate().admit(
+            &turn.snapshot.model,
+            fitted.count.total.tokens,
+            fitted.request.max_tokens,
+            None,
+        )?;
         self.emit(EventKind::RequestSent {
             tokens: fitted.count.total.tokens,
             estimated: fitted.count.total.estimated,
@@ -235,6 +243,7 @@ impl Agent {
             cancel: self.task.cancel.clone(),
             blocks: self.task.engine.team().blocks.clone(),
             requested,
+            gate: Some(self.gate()),
         };
         let fitted = match self.task.engine.fitter().fit(fit).await {
             Ok(f) => f,
@@ -260,6 +269,11 @@ impl Agent {
             meter: fitted.meter.clone(),
         });
         Ok(fitted)
+    }
+
+    /// The budgets' check of this role's requests.
+    fn gate(&self) -> Gate {
+        Gate::new(self.task.engine.clone(), self.task.task_id.clone(), self.role.clone())
     }
 
     /// Sends a request, retrying rate limits, overloads, server errors and stream anomalies by the
@@ -460,6 +474,11 @@ impl Pause for TurnPause<'_> {
             agent.task.set_state(TaskState::Running)?;
         }
         Ok(waited)
+    }
+
+    fn wait_out(&mut self, limit: &WaitOut<'_>) -> TurnError {
+        tracing::info!(role = self.agent.name(), error = %limit.error, delay_s = limit.delay.as_secs(), "usage limit: the task waits");
+        TurnError::Halted(Box::new(limit.halt(self.agent.role.clone())))
     }
 }
 

@@ -56,6 +56,10 @@ pub enum FitError {
     /// The task was cancelled while the fitter compacted.
     #[error("cancelled")]
     Cancelled,
+    /// A summary request must wait for a usage limit, or would cross a budget: the task stops
+    /// (`waiting`, `paused`) and compacts again when it goes on.
+    #[error("{0}")]
+    Halted(Box<crate::spending::Halt>),
     /// A compaction was asked for ([`Fit::requested`]) and there is nothing to compact.
     #[error("{0}")]
     NothingToCompact(#[from] NothingToCompact),
@@ -108,6 +112,9 @@ pub struct Fit {
     pub requested: Option<Requested>,
     /// The role's summariser, if it has one (`compaction = {provider, model}`): its client and model.
     pub summariser: Option<(Arc<dyn Model>, String)>,
+    /// The budgets' check every summary request passes; `None`: no check (a stopped task compacted
+    /// on request).
+    pub gate: Option<crate::spending::Gate>,
 }
 
 /// A compaction the user asked for.
@@ -320,12 +327,14 @@ impl State {
             fallback_dir: msg.workspace.root().join(EVIDENCE_FOLDER),
             retry: self.retry,
             cancel: &msg.cancel,
+            gate: msg.gate.clone(),
             at: now_rfc3339(),
         };
         let summary_model = summariser.as_ref().map_or_else(|| msg.request.model.clone(), |s| s.1.clone());
         let done = match compact(job).await {
             Ok(done) => done,
             Err(CompactError::Cancelled) => return Err(FitError::Cancelled),
+            Err(CompactError::Halted(h)) => return Err(FitError::Halted(h)),
             Err(e) => {
                 let reason = e.to_string();
                 self.emit(&msg.task_id, &msg.role, EventKind::CompactionFailed { reason: reason.clone() })?;

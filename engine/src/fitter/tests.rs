@@ -39,6 +39,7 @@ async fn fit(rig: &Rig, task: &TaskCtx, role: &str, messages: Vec<Message>) -> R
         blocks: rig.engine.team().blocks.clone(),
         requested: None,
         summariser: None,
+        gate: None,
     };
     rig.engine.fitter().fit(fit).await
 }

@@ -76,7 +76,7 @@ pub struct StorageStatus {
 }
 
 /// `daemon.status`'s answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DaemonStatus {
     /// The daemon's version.
     pub version: String,
@@ -104,6 +104,25 @@ pub struct DaemonStatus {
     /// daemon.
     #[serde(default)]
     pub mcp: Vec<McpServerStatus>,
+    /// What every task spent today (the day in `[scheduler] tz`) on this daemon's count, and the
+    /// day's budget (`[budgets] day_tokens` / `day_cost`).
+    #[serde(default)]
+    pub today: DaySpending,
+}
+
+/// A day's spending, in `daemon.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DaySpending {
+    /// The day, `YYYY-MM-DD`.
+    pub day: String,
+    /// Every task's requests that day: tokens and, where priced, cost.
+    pub spent: crate::budget::Amount,
+    /// The day's budget; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
+    /// When the next day begins, RFC 3339: when tasks paused on the day's budget go on.
+    #[serde(default)]
+    pub next_day_at: String,
 }
 
 /// A configured MCP server, in `daemon.status`.

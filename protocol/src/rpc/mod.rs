@@ -24,7 +24,7 @@ mod settings;
 mod task;
 
 pub use daemon::{
-    ClockParams, ClockResult, ClusterStatus, DaemonStatus, HttpServing, JobAction, JobStatus,
+    ClockParams, ClockResult, ClusterStatus, DaemonStatus, DaySpending, HttpServing, JobAction, JobStatus,
     McpServerStatus, McpStart, NodeStatus, StorageStatus, StreamStatus,
 };
 pub use error::{ErrorCode, RpcError};
@@ -36,6 +36,6 @@ pub use request::{Method, NoParams, Request};
 pub use settings::{ProbeResult, RoleParams, Setting, SettingParams, SettingResult};
 pub use task::{
     spent, CompactParams, CompactResult, CompactionSpent, EventsParams, EventsResult, McpDown, MessageParams,
-    RoleStatus, Spent, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
-    TaskStatus, TaskSummary,
+    ResumeParams, RoleStatus, Spent, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed,
+    TaskRef, TaskStatus, TaskSummary,
 };

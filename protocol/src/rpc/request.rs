@@ -9,7 +9,9 @@ use super::evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef};
 use super::inspect::{ContextParams, LogParams};
 use super::memory::{NoteEditParams, NoteRef, UndoParams};
 use super::settings::{RoleParams, SettingParams};
-use super::task::{CompactParams, EventsParams, MessageParams, SubmitParams, SubscribeParams, TaskRef};
+use super::task::{
+    CompactParams, EventsParams, MessageParams, ResumeParams, SubmitParams, SubscribeParams, TaskRef,
+};
 use crate::memory::NoteFilter;
 // The result types, for the links in [`Request`]'s docs (which the schema carries as they are).
 #[cfg(doc)]
@@ -43,9 +45,10 @@ pub enum Request {
     /// Stops a task → [`StateResult`].
     #[serde(rename = "task.cancel")]
     TaskCancel(TaskRef),
-    /// Continues an interrupted or failed task from its log → [`StateResult`].
+    /// Continues an interrupted, failed, waiting or paused task from its log, optionally with a new
+    /// budget → [`StateResult`].
     #[serde(rename = "task.resume")]
-    TaskResume(TaskRef),
+    TaskResume(ResumeParams),
     /// A follow-up request for a task that has stopped → [`StateResult`].
     #[serde(rename = "task.message")]
     TaskMessage(MessageParams),

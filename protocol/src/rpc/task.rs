@@ -2,6 +2,7 @@
 //! stopping, resuming and following one up, and reading its events — by subscription
 //! (`task.subscribe`, then notifications) or by polling (`task.events`).
 
+use crate::budget::{Amount, Budget};
 use crate::event::{Event, EventKind, Usage};
 use crate::role::Role;
 use crate::task::TaskState;
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `task.submit`'s params: what to do, and where.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SubmitParams {
     /// What the team is to do; not empty.
     pub objective: String,
@@ -21,6 +22,21 @@ pub struct SubmitParams {
     /// A team name, kept with the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team: Option<String>,
+    /// The task's budget, over `[budgets] task_tokens` / `task_cost`: its next request is not sent when
+    /// it would cross it, and the task is `paused`. Each figure above 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// `task.resume`'s params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ResumeParams {
+    /// The task's id; an unknown one is refused with -32001.
+    pub task_id: String,
+    /// A new budget for the task (each figure given replaces the task's; above what it spent): how a
+    /// task `paused` on its budget goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// Params naming one task (`task.status`, `task.cancel`, `task.resume`).
@@ -104,7 +120,7 @@ pub struct Submitted {
 }
 
 /// One line of `task.list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskSummary {
     /// The task's id (a UUID v7).
     pub task_id: String,
@@ -122,6 +138,12 @@ pub struct TaskSummary {
     /// In a fleet: the node running the task, or that last ran it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// What the task spent: tokens and, where priced, cost.
+    #[serde(default)]
+    pub spent: Amount,
+    /// The task's budget in force (its own over `[budgets]`'s); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// A role's last measured request, in `task.status`.
@@ -191,6 +213,19 @@ pub struct TaskStatus {
     /// The same by role (each role that made a request).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub spent_by_role: BTreeMap<Role, Spent>,
+    /// The task's budget in force (its own over `[budgets]`'s); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+    /// While `waiting`, or `paused` on a day's budget: when the task goes on by itself, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
+}
+
+impl Spent {
+    /// Tokens and cost, as a budget counts them: prompt (cached or not) and completion tokens.
+    pub fn amount(&self) -> Amount {
+        Amount { tokens: self.prompt_tokens + self.completion_tokens, cost: self.cost_usd }
+    }
 }
 
 /// What requests spent, summed from the usage each response reported (`response_received`) and each

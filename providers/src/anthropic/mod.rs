@@ -12,7 +12,7 @@ use crate::refusal::parse_refusal_limit;
 use crate::wire::{self, window_number, WireFormat};
 use crate::Client;
 use agentd_protocol::Tokens;
-use agentd_protocol::{AnomalyKind, ChatRequest, ChatResponse, ProviderError};
+use agentd_protocol::{AnomalyKind, ChatRequest, ChatResponse, ProviderError, RetryAfter};
 use body::{AnthropicBody, CountTextBody};
 use reqwest::RequestBuilder;
 use serde::Serialize;
@@ -20,7 +20,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The API version every request names (`anthropic-version`).
@@ -191,7 +190,7 @@ impl WireFormat for AnthropicClient {
         AnthropicBody::chat(req)
     }
 
-    fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+    fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError {
         classify_anthropic_http(status, retry_after, body)
     }
 
@@ -300,7 +299,7 @@ fn anthropic_error(body: &str) -> Option<(String, String)> {
 /// any server's refusal ([`error::classify_http`]).
 pub(crate) fn classify_anthropic_http(
     status: u16,
-    retry_after: Option<Duration>,
+    retry_after: Option<RetryAfter>,
     body: &str,
 ) -> ProviderError {
     let Some((kind, message)) = anthropic_error(body) else {
@@ -350,6 +349,7 @@ mod tests {
     use agentd_protocol::ToolSchema;
     use agentd_protocol::{Message, Part, Speaker};
     use serde_json::json;
+    use std::time::Duration;
 
     fn request(messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
@@ -725,8 +725,8 @@ mod tests {
         );
         let limited = r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#;
         assert!(matches!(
-            classify_anthropic_http(429, Some(Duration::from_secs(7)), limited),
-            ProviderError::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(7)
+            classify_anthropic_http(429, Some(RetryAfter::new(Duration::from_secs(7), "retry-after")), limited),
+            ProviderError::RateLimited { retry_after: Some(d), .. } if d.delay == Duration::from_secs(7)
         ));
         let auth =
             r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;

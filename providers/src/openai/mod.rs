@@ -11,14 +11,13 @@ use crate::refusal::parse_refusal_limit;
 use crate::wire::{self, window_number, WireFormat};
 use crate::Client;
 use agentd_protocol::Tokens;
-use agentd_protocol::{ChatRequest, ChatResponse, ProviderError};
+use agentd_protocol::{ChatRequest, ChatResponse, ProviderError, RetryAfter};
 use body::{ExtrasCountBody, OpenAiBody, ShowBody, TokenizeBody};
 use reqwest::RequestBuilder;
 use serde_json::Value;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A client for one OpenAI-compatible server.
@@ -215,7 +214,7 @@ impl WireFormat for OpenAiClient {
     }
 
     /// Any server's refusal: OpenAI's error bodies are the shapes [`error`] reads.
-    fn classify_http(status: u16, retry_after: Option<Duration>, body: &str) -> ProviderError {
+    fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError {
         error::classify_http(status, retry_after, body)
     }
 
@@ -258,7 +257,7 @@ impl From<OpenAiClient> for Client {
 enum Probe {
     Json(Value),
     NotJson,
-    Status { status: u16, retry_after: Option<Duration>, body: String },
+    Status { status: u16, retry_after: Option<RetryAfter>, body: String },
 }
 
 /// Maps an `{"error":{…}}` object that arrived inside an accepted stream.

@@ -257,6 +257,20 @@ impl TestDaemon {
             .to_string()
     }
 
+    /// Polls `task.status` until the state is anything but `state`.
+    pub fn wait_for_state_not(&self, task_id: &str, state: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            last = self.client().call("task.status", json!({"task_id": task_id})).expect("status");
+            if last["state"] != state {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("task {task_id} stayed {state}; last status {last}");
+    }
+
     /// Polls `task.status` until the state is `state`.
     pub fn wait_for_state(&self, task_id: &str, state: &str, timeout: Duration) -> Value {
         let deadline = Instant::now() + timeout;

@@ -1,0 +1,301 @@
+//! What the tasks spent, kept for the budgets: a task's and a day's tokens and cost, summed from
+//! the providers' usage reports in the log (`response_received`, `compaction_finished`) by the same
+//! fold `task.status` shows ([`agentd_protocol::rpc::spent`]), and the gate every request passes
+//! before it is sent ([`Gate`]).
+//!
+//! The [`Ledger`] reads the log, never a second count: a task is folded once, then caught up from
+//! the events after the last one it folded. A day is every task's events of that day, in the
+//! scheduler's zone ([`Calendar`]): when a day is first asked about, every task that may have
+//! spent in it (not ended before it began) is folded. In a fleet each daemon keeps its own ledger:
+//! the day is counted from the fleet's history when first asked, then from the tasks this daemon
+//! runs.
+
+use crate::clock::{clock, parse_rfc3339};
+use crate::context::Engine;
+use crate::storage::{Storage, StorageError};
+use agentd_policies::spending::{crossed, Ceiling};
+use agentd_protocol::{Amount, Budget, BudgetScope, Event, Role, Tokens, Usage};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One day of the budgets' calendar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Day {
+    /// `YYYY-MM-DD`, in the calendar's zone.
+    pub key: String,
+    /// When it began.
+    pub starts: SystemTime,
+    /// When the next one begins: when a task paused on the day's budget goes on.
+    pub next: SystemTime,
+}
+
+/// Which day a moment falls in: the daemon reads it in `[scheduler] tz`.
+pub trait Calendar: Send + Sync {
+    /// The day `at` falls in.
+    fn day(&self, at: SystemTime) -> Day;
+}
+
+/// Days in UTC.
+pub struct UtcDays;
+
+impl Calendar for UtcDays {
+    fn day(&self, at: SystemTime) -> Day {
+        let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let starts = UNIX_EPOCH + Duration::from_secs(secs - secs % 86_400);
+        let key = humantime::format_rfc3339_seconds(starts).to_string()[..10].to_string();
+        Day { key, starts, next: starts + Duration::from_secs(86_400) }
+    }
+}
+
+/// The budgets in force for every task (`[budgets]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budgets {
+    /// A task's, unless it has its own (`task_tokens`, `task_cost`).
+    pub task: Budget,
+    /// Every task's requests of one day (`day_tokens`, `day_cost`).
+    pub day: Budget,
+}
+
+/// What one task spent, as folded so far.
+#[derive(Default)]
+struct Folded {
+    /// The last event folded.
+    upto: u64,
+    total: Amount,
+    by_day: BTreeMap<String, Amount>,
+}
+
+#[derive(Default)]
+struct State {
+    tasks: HashMap<String, Folded>,
+    /// The day whose every task has been folded.
+    seeded: Option<String>,
+}
+
+/// What the tasks spent, by task and by day; see the module documentation.
+pub struct Ledger {
+    calendar: Arc<dyn Calendar>,
+    state: Mutex<State>,
+}
+
+/// What a task spent, and the day it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    /// The task's spending, all days.
+    pub task: Amount,
+    /// Every task's spending today.
+    pub day: Amount,
+    /// Today.
+    pub today: Day,
+}
+
+impl Ledger {
+    /// A ledger whose days are `calendar`'s.
+    pub fn new(calendar: Arc<dyn Calendar>) -> Ledger {
+        Ledger { calendar, state: Mutex::default() }
+    }
+
+    /// The day `at` falls in.
+    pub fn day(&self, at: SystemTime) -> Day {
+        self.calendar.day(at)
+    }
+
+    /// What `task_id` spent, and what every task spent today, caught up from `storage` now.
+    pub fn standing(&self, storage: &dyn Storage, task_id: &str) -> Result<Standing, StorageError> {
+        let mut state = self.state.lock();
+        let (today, _) = self.today_in(&mut state, storage)?;
+        self.catch_up(&mut state, storage, task_id)?;
+        let task = state.tasks.get(task_id).map(|f| f.total).unwrap_or_default();
+        let day = day_total(&state, &today);
+        Ok(Standing { task, day, today })
+    }
+
+    /// What `task_id` spent, caught up from `storage` now.
+    pub fn task(&self, storage: &dyn Storage, task_id: &str) -> Result<Amount, StorageError> {
+        let mut state = self.state.lock();
+        self.catch_up(&mut state, storage, task_id)?;
+        Ok(state.tasks.get(task_id).map(|f| f.total).unwrap_or_default())
+    }
+
+    /// Today, and what every task spent in it as far as this ledger has folded.
+    pub fn today(&self, storage: &dyn Storage) -> Result<(Day, Amount), StorageError> {
+        let mut state = self.state.lock();
+        self.today_in(&mut state, storage)
+    }
+
+    /// Today, every task that may have spent in it folded (once a day).
+    fn today_in(&self, state: &mut State, storage: &dyn Storage) -> Result<(Day, Amount), StorageError> {
+        let today = self.calendar.day(clock().now());
+        if state.seeded.as_deref() != Some(today.key.as_str()) {
+            for meta in storage.tasks()? {
+                let ended_before = meta.state.is_terminal()
+                    && parse_rfc3339(&meta.updated_at).is_some_and(|at| at < today.starts);
+                if !ended_before {
+                    self.catch_up(state, storage, &meta.task_id)?;
+                }
+            }
+            state.seeded = Some(today.key.clone());
+        }
+        let spent = day_total(state, &today);
+        Ok((today, spent))
+    }
+
+    /// Folds the task's events after the last one folded.
+    fn catch_up(&self, state: &mut State, storage: &dyn Storage, task_id: &str) -> Result<(), StorageError> {
+        let folded = state.tasks.entry(task_id.to_string()).or_default();
+        loop {
+            let page = storage.events(task_id, folded.upto, 1_000)?;
+            let Some(last) = page.last() else { return Ok(()) };
+            folded.upto = last.seq;
+            let mut days: BTreeMap<String, Vec<&Event>> = BTreeMap::new();
+            for event in &page {
+                let at = parse_rfc3339(&event.at).unwrap_or(UNIX_EPOCH);
+                days.entry(self.calendar.day(at).key).or_default().push(event);
+            }
+            for (day, events) in days {
+                let (spent, _) = agentd_protocol::rpc::spent(events);
+                let amount = spent.amount();
+                folded.total = folded.total.plus(amount);
+                let on_day = folded.by_day.entry(day).or_default();
+                *on_day = on_day.plus(amount);
+            }
+        }
+    }
+}
+
+fn day_total(state: &State, day: &Day) -> Amount {
+    state.tasks.values().filter_map(|f| f.by_day.get(&day.key)).fold(Amount::default(), |sum, a| sum.plus(*a))
+}
+
+/// Why a task stopped without ending: it waits for a provider's usage limit, or a budget is
+/// reached. The task's runner records it ([`crate::end::record_halt`]); the daemon wakes the task
+/// at `resume_at`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Halt {
+    /// A usage limit resets later than the retry policy's longest delay.
+    UsageLimit {
+        /// The role whose request was refused.
+        role: Role,
+        /// When the limit resets, on the daemon's clock.
+        resume_at: SystemTime,
+        /// The header that said when.
+        source: String,
+        /// `rate_limit` or `overloaded`.
+        reason: String,
+        /// What the provider said.
+        message: String,
+    },
+    /// The next request would cross a budget.
+    Budget {
+        /// The role whose request it was.
+        role: Role,
+        /// The budget and what was spent against it.
+        ceiling: Ceiling,
+        /// The request not sent.
+        request: Amount,
+        /// A day's budget: when the day turns.
+        resume_at: Option<SystemTime>,
+    },
+}
+
+impl std::fmt::Display for Halt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Halt::UsageLimit { resume_at, source, .. } => write!(
+                f,
+                "waiting for the provider's usage limit until {} ({source})",
+                humantime::format_rfc3339_seconds(*resume_at)
+            ),
+            Halt::Budget { ceiling, .. } => write!(f, "the {} budget is reached", ceiling.scope.as_str()),
+        }
+    }
+}
+
+/// The budget check of one role's requests in one task: before a request is sent, what the task and
+/// the day spent plus the request (its measured size, its `max_tokens`, and their cost) against the
+/// task's budget and the day's. Cheap to clone.
+#[derive(Clone)]
+pub struct Gate {
+    engine: Arc<Engine>,
+    task_id: String,
+    role: Role,
+}
+
+impl Gate {
+    /// The gate of `role`'s requests in `task_id`.
+    pub fn new(engine: Arc<Engine>, task_id: String, role: Role) -> Gate {
+        Gate { engine, task_id, role }
+    }
+
+    /// The task's budget in force: its own figures over `[budgets]`'s.
+    pub fn task_budget(engine: &Engine, task_id: &str) -> Result<Budget, StorageError> {
+        let own = engine.storage().task(task_id)?.and_then(|m| m.budget).unwrap_or_default();
+        Ok(engine.team().budgets.task.with(own))
+    }
+
+    /// Whether a request of `input` tokens to `model`, with room for `max_tokens` of answer, may be
+    /// sent; `pending`: what this step already spent and the log does not hold yet (the summary
+    /// requests of a compaction under way, by the model that answered them).
+    pub fn admit(
+        &self,
+        model: &str,
+        input: Tokens,
+        max_tokens: Option<u32>,
+        pending: Option<(&str, Usage)>,
+    ) -> Result<(), GateError> {
+        let budgets = self.engine.team().budgets;
+        let task_budget = Gate::task_budget(&self.engine, &self.task_id)?;
+        if task_budget.is_empty() && budgets.day.is_empty() {
+            return Ok(());
+        }
+        let fitter = self.engine.fitter();
+        let out = u64::from(max_tokens.unwrap_or(0));
+        let request =
+            Amount { tokens: input.0 + out, cost: fitter.cost(model, Some(Usage::new(input.0, out))) };
+        let pending = pending.map_or(Amount::default(), |(model, usage)| Amount {
+            tokens: usage.prompt_tokens + usage.completion_tokens,
+            cost: fitter.cost(model, Some(usage)),
+        });
+        let standing = self.engine.ledger().standing(self.engine.storage().as_ref(), &self.task_id)?;
+        let ceilings = [
+            Ceiling { scope: BudgetScope::Task, budget: task_budget, spent: standing.task.plus(pending) },
+            Ceiling { scope: BudgetScope::Day, budget: budgets.day, spent: standing.day.plus(pending) },
+        ];
+        match crossed(&ceilings, request) {
+            None => Ok(()),
+            Some(ceiling) => Err(GateError::Halt(Box::new(Halt::Budget {
+                role: self.role.clone(),
+                ceiling,
+                request,
+                resume_at: (ceiling.scope == BudgetScope::Day).then_some(standing.today.next),
+            }))),
+        }
+    }
+}
+
+/// Why the gate did not let a request through.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// A budget would be crossed.
+    #[error("{0}")]
+    Halt(Box<Halt>),
+    /// The log could not be read to know what was spent.
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_days_begin_at_midnight() {
+        let at = humantime::parse_rfc3339("2026-12-02T09:30:00Z").unwrap();
+        let day = UtcDays.day(at);
+        assert_eq!(day.key, "2026-12-02");
+        assert_eq!(day.starts, humantime::parse_rfc3339("2026-12-02T00:00:00Z").unwrap());
+        assert_eq!(day.next, humantime::parse_rfc3339("2026-12-03T00:00:00Z").unwrap());
+    }
+}

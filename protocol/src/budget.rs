@@ -1,0 +1,74 @@
+//! Spending ceilings: a task's or a day's budget in tokens and in money, what was spent against one,
+//! and where it applies. A task that reaches one is `paused`, with `budget_reached`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A ceiling in tokens, in US dollars, or both: `[budgets]` in the configuration, `task.submit`'s and
+/// `task.resume`'s `budget`. Tokens are what the providers' usage reports say — prompt (cached or
+/// not, cache writes included) and completion, summary requests included; cost is that usage at
+/// `[prices."MODEL"]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Budget {
+    /// At most this many tokens; absent: no ceiling in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// At most this many US dollars; absent: no ceiling in money.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+impl Budget {
+    /// Neither a token nor a money ceiling.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_none() && self.cost.is_none()
+    }
+
+    /// This budget, its ceilings replaced by `other`'s where `other` has one.
+    pub fn with(self, other: Budget) -> Budget {
+        Budget { tokens: other.tokens.or(self.tokens), cost: other.cost.or(self.cost) }
+    }
+}
+
+/// What was spent (or is about to be): tokens, and their cost when every model involved is priced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Amount {
+    /// Tokens: prompt (cached or not) and completion.
+    pub tokens: u64,
+    /// US dollars, at `[prices."MODEL"]`; absent when nothing spent was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+impl Amount {
+    /// This amount and `other`, summed.
+    pub fn plus(self, other: Amount) -> Amount {
+        let cost = match (self.cost, other.cost) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        Amount { tokens: self.tokens + other.tokens, cost }
+    }
+}
+
+/// Which ceiling a task reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetScope {
+    /// The task's own: `task.submit`'s `budget`, else `[budgets] task_tokens` / `task_cost`. Raised by
+    /// `task.resume` with a `budget`.
+    Task,
+    /// Every task's requests of one day (in `[scheduler] tz`): `[budgets] day_tokens` / `day_cost`. The
+    /// task goes on by itself when the day turns.
+    Day,
+}
+
+impl BudgetScope {
+    /// `task` or `day`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetScope::Task => "task",
+            BudgetScope::Day => "day",
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! End-to-end: spending under control, against scripted servers that report their usage, in both
+//! wire formats. A task's budget pauses it before the request that would cross it — nothing over
+//! the budget is sent — and `resume --budget-tokens` lets it finish; a day's budget pauses every
+//! task until the day turns (a driven clock), then they go on by themselves; a usage limit that
+//! resets in three hours is waited out as `waiting`, through a daemon restart, with no retry
+//! attempt spent, and `resume` goes on at once.
+
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use agentd_test_support::daemon::TestDaemon;
+use agentd_test_support::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentd");
+const MODEL: &str = "qwen3-coder";
+const KEY_ENV: &str = "AGENTD_TEST_BUDGET_KEY";
+const MAX_OUT: u64 = 256;
+
+/// `n` files of about `tokens` tokens each, under `docs/`.
+fn workspace(n: usize, tokens: u64) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("docs")).unwrap();
+    for i in 0..n {
+        let mut text = String::new();
+        let mut line = 0u64;
+        while count_text_tokens(&text) < tokens {
+            line += 1;
+            text.push_str(&format!(
+                "Entry {i}.{line}: crate {} left Rotterdam on day {}.\n",
+                line * 31 % 997,
+                line % 29
+            ));
+        }
+        std::fs::write(ws.path().join(format!("docs/file_{i}.txt")), text).unwrap();
+    }
+    ws
+}
+
+/// The lead delegates the reading; the coder reads `files` files one per request and finishes;
+/// the lead finishes. Every answer reports its usage (the server counts the prompt).
+fn script(files: usize) -> Vec<Step> {
+    let step = |chunks: Vec<Chunk>| sse_with_usage(chunks, 0, 20);
+    let mut steps = vec![step(vec![delegate("coder", "Read the documents under docs/")])];
+    for i in 0..files {
+        steps.push(step(vec![tool_call("read_file", json!({"path": format!("docs/file_{i}.txt")}))]));
+    }
+    steps.push(step(vec![finish("read them all")]));
+    steps.push(step(vec![finish("the coder read them all")]));
+    steps
+}
+
+fn config(kind: &str, server: &ScriptedServer, extra: &str) -> String {
+    format!(
+        "[providers.p]\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_ENV}\"\n\n\
+         [team.lead]\nprovider = \"p\"\nmodel = \"{MODEL}\"\nmax_output_tokens = {MAX_OUT}\n\n\
+         [team.coder]\nprovider = \"p\"\nmodel = \"{MODEL}\"\nmax_output_tokens = {MAX_OUT}\n\n\
+         [prices.\"{MODEL}\"]\ninput = 2.0\noutput = 8.0\n{extra}",
+        server.base_url()
+    )
+}
+
+async fn server(steps: Vec<Step>) -> ScriptedServer {
+    ScriptedServer::builder()
+        .model(MODEL)
+        .max_model_len(Some(65_536))
+        .report_usage(true)
+        .script(steps)
+        .start()
+        .await
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// Prompt and completion tokens of every answer the server gave so far.
+fn server_spent(server: &ScriptedServer, answers: usize) -> u64 {
+    server.counted().iter().take(answers).sum::<u64>() + 20 * answers as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_budget_pauses_before_the_request_that_would_cross_it_and_a_raise_finishes_it() {
+    for kind in ["openai", "anthropic"] {
+        task_budget_on(kind).await;
+    }
+}
+
+async fn task_budget_on(kind: &str) {
+    let server = server(script(3)).await;
+    let ws = workspace(3, 2_000);
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config(kind, &server, ""));
+    d.serve_with_env(&[(KEY_ENV, "test-key")]);
+    let budget = 9_000u64;
+    let submitted = d
+        .client()
+        .call(
+            "task.submit",
+            json!({"objective": "Read the documents", "workspace": ws.path(), "budget": {"tokens": budget}}),
+        )
+        .unwrap();
+    let task = submitted["task_id"].as_str().unwrap().to_string();
+    let status = d.wait_for_state(&task, "paused", Duration::from_secs(60));
+    let events = d.logged_events(&task);
+    let reached = of_kind(&events, "budget_reached");
+    assert_eq!(reached.len(), 1, "{kind}: {events:#?}");
+    let reached = reached[0];
+    assert_eq!(reached["scope"], "task", "{kind}");
+    assert_eq!(reached["budget"]["tokens"], budget, "{kind}");
+    let spent = reached["spent"]["tokens"].as_u64().unwrap();
+    let request = reached["request"]["tokens"].as_u64().unwrap();
+    // What was spent is the server's own usage, summed; it is under the budget, and the request that
+    // would have crossed it was never sent.
+    let answered = server.counted().len();
+    assert_eq!(spent, server_spent(&server, answered), "{kind}: {reached:#}");
+    assert!(spent <= budget && spent + request > budget, "{kind}: {spent} + {request} vs {budget}");
+    assert_eq!(server.chat_requests().len(), answered, "{kind}: no request past the budget was sent");
+    assert!(answered < script(3).len(), "{kind}: the budget paused the task before its end");
+    assert_eq!(status["budget"]["tokens"], budget, "{kind}");
+    let status_tokens = status["spent"]["prompt_tokens"].as_u64().unwrap()
+        + status["spent"]["completion_tokens"].as_u64().unwrap();
+    assert_eq!(status_tokens, spent, "{kind}: status and the event agree");
+    // The list shows spent against budget.
+    let list = d.client().call("task.list", json!({})).unwrap();
+    let line = list.as_array().unwrap().iter().find(|t| t["task_id"] == task.as_str()).unwrap().clone();
+    assert_eq!(
+        (line["state"].clone(), line["spent"]["tokens"].clone()),
+        (json!("paused"), json!(spent)),
+        "{kind}"
+    );
+    assert_eq!(line["budget"]["tokens"], budget, "{kind}");
+    let shown = d.cli(&["status", &task]);
+    let shown = String::from_utf8_lossy(&shown.stdout).to_string();
+    assert!(shown.contains(&format!("budget     {spent}/{budget} tokens")), "{kind}: {shown}");
+
+    // A raise that is no raise is refused, naming the figure and what was spent.
+    let low = d.cli(&["resume", &task, "--budget-tokens", &spent.to_string()]);
+    let says = String::from_utf8_lossy(&low.stderr).to_string();
+    assert!(
+        !low.status.success() && says.contains("budget.tokens") && says.contains(&spent.to_string()),
+        "{says}"
+    );
+    assert_eq!(d.client().call("task.status", json!({"task_id": task})).unwrap()["state"], "paused");
+    // A real one lets it finish.
+    let out = d.cli(&["resume", &task, "--budget-tokens", "1000000"]);
+    assert!(out.status.success(), "{kind}: {}", String::from_utf8_lossy(&out.stderr));
+    let status = d.wait_for_state(&task, "finished", Duration::from_secs(60));
+    assert_eq!(status["budget"]["tokens"], 1_000_000, "{kind}");
+    assert_eq!(server.chat_requests().len(), script(3).len(), "{kind}: every request once");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_budget_pauses_until_the_day_turns_then_the_task_goes_on_by_itself() {
+    let server = server(script(3)).await;
+    let ws = workspace(3, 3_000);
+    let day_budget = 14_000u64;
+    let mut d = TestDaemon::prepare(
+        Path::new(BIN),
+        &config("openai", &server, &format!("\n[budgets]\nday_tokens = {day_budget}\n")),
+    );
+    d.serve_with_env(&[(KEY_ENV, "test-key"), ("AGENTD_CLOCK", "manual")]);
+    let task = d.submit("Read the documents", ws.path());
+    let mut pauses = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(std::time::Instant::now() < deadline, "{}", d.serve_log());
+        let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+        match status["state"].as_str().unwrap() {
+            "finished" => break,
+            "paused" => {
+                pauses += 1;
+                let resume_at = status["resume_at"].as_str().unwrap().to_string();
+                let daemon = d.client().call("daemon.status", json!({})).unwrap();
+                assert_eq!(daemon["today"]["budget"]["tokens"], day_budget);
+                let next_day =
+                    humantime::parse_rfc3339(daemon["today"]["next_day_at"].as_str().unwrap()).unwrap();
+                assert_eq!(
+                    next_day,
+                    humantime::parse_rfc3339(&resume_at).unwrap(),
+                    "paused until the day turns"
+                );
+                let spent_today = daemon["today"]["spent"]["tokens"].as_u64().unwrap();
+                assert!(spent_today <= day_budget, "{daemon:#}");
+                // Nothing moves until the day turns.
+                std::thread::sleep(Duration::from_millis(300));
+                let still = d.client().call("task.status", json!({"task_id": task})).unwrap();
+                assert_eq!(still["state"], "paused");
+                let now = humantime::parse_rfc3339(daemon["clock"].as_str().unwrap()).unwrap();
+                let at = humantime::parse_rfc3339(&resume_at).unwrap();
+                let ms = at.duration_since(now).unwrap().as_millis() as u64 + 1_000;
+                d.client().call("clock.advance", json!({"ms": ms})).unwrap();
+                let moved = d.wait_for_state_not(&task, "paused", Duration::from_secs(20));
+                assert_ne!(moved["state"], "failed", "{moved:#}");
+            }
+            "failed" => panic!("{status:#}\n{}", d.serve_log()),
+            _ => std::thread::sleep(Duration::from_millis(30)),
+        }
+    }
+    assert!(pauses >= 1, "the day's budget paused the task at least once");
+    let events = d.logged_events(&task);
+    let reached = of_kind(&events, "budget_reached");
+    assert_eq!(reached.len(), pauses);
+    assert!(reached.iter().all(|r| r["scope"] == "day" && r["resume_at"].is_string()), "{reached:#?}");
+    // No day spent more than its budget: the usage of each day's answers, summed.
+    let mut by_day: std::collections::BTreeMap<String, u64> = Default::default();
+    for e in of_kind(&events, "response_received") {
+        let u = &e["usage"];
+        *by_day.entry(e["at"].as_str().unwrap()[..10].to_string()).or_default() +=
+            u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap();
+    }
+    assert!(by_day.len() >= 2 && by_day.values().all(|t| *t <= day_budget), "{by_day:?}");
+    assert_eq!(server.chat_requests().len(), script(3).len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_usage_limit_hours_away_is_waited_out_through_a_restart_without_spending_retries() {
+    for kind in ["openai", "anthropic"] {
+        usage_limit_on(kind).await;
+    }
+}
+
+async fn usage_limit_on(kind: &str) {
+    let step = |chunks: Vec<Chunk>| sse_with_usage(chunks, 0, 5);
+    let server = server(vec![
+        rate_limited(Some("10800")),
+        step(vec![finish("done after the wait")]),
+        // The second task: limited, then resumed by hand at once.
+        rate_limited(Some("10800")),
+        step(vec![finish("done at once")]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config(kind, &server, ""));
+    let env = [(KEY_ENV, "test-key"), ("AGENTD_CLOCK", "manual")];
+    d.serve_with_env(&env);
+    let task = d.submit("Answer", ws.path());
+    let status = d.wait_for_state(&task, "waiting", Duration::from_secs(30));
+    let resume_at = status["resume_at"].as_str().unwrap().to_string();
+    let events = d.logged_events(&task);
+    let wait = of_kind(&events, "usage_limit_wait");
+    assert_eq!(wait.len(), 1, "{kind}: {events:#?}");
+    assert_eq!(
+        (wait[0]["source"].clone(), wait[0]["reason"].clone()),
+        (json!("retry-after"), json!("rate_limit"))
+    );
+    assert_eq!(wait[0]["resume_at"], resume_at.as_str());
+    assert!(of_kind(&events, "retry_scheduled").is_empty(), "{kind}: no retry attempt was spent");
+    let clock = humantime::parse_rfc3339(status["updated_at"].as_str().unwrap()).unwrap();
+    let ahead = humantime::parse_rfc3339(&resume_at).unwrap().duration_since(clock).unwrap();
+    assert!(ahead > Duration::from_secs(10_790) && ahead <= Duration::from_secs(10_800), "{kind}: {ahead:?}");
+
+    // The daemon restarts: the task still waits, for the same moment.
+    d.stop();
+    d.serve_with_env(&env);
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    assert_eq!(
+        (status["state"].clone(), status["resume_at"].clone()),
+        (json!("waiting"), json!(resume_at)),
+        "{kind}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.chat_requests().len(), 1, "{kind}: nothing is sent before the limit resets");
+    // The clock reaches resume_at: it goes on by itself and finishes.
+    d.client().call("clock.advance", json!({"ms": 10_801_000})).unwrap();
+    d.wait_for_state(&task, "finished", Duration::from_secs(30));
+    assert_eq!(server.chat_requests().len(), 2, "{kind}");
+    let events = d.logged_events(&task);
+    assert!(of_kind(&events, "retry_scheduled").is_empty(), "{kind}");
+
+    // A second task waits too; `resume` goes on now.
+    let second = d.submit("Answer again", ws.path());
+    d.wait_for_state(&second, "waiting", Duration::from_secs(30));
+    let out = d.cli(&["resume", &second]);
+    assert!(out.status.success(), "{kind}: {}", String::from_utf8_lossy(&out.stderr));
+    d.wait_for_state(&second, "finished", Duration::from_secs(30));
+    assert_eq!(server.chat_requests().len(), 4, "{kind}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_task_can_be_cancelled() {
+    let server = server(vec![rate_limited(Some("7200"))]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config("openai", &server, ""));
+    d.serve_with_env(&[(KEY_ENV, "test-key"), ("AGENTD_CLOCK", "manual")]);
+    let task = d.submit("Answer", ws.path());
+    d.wait_for_state(&task, "waiting", Duration::from_secs(30));
+    let out = d.cli(&["cancel", &task]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    d.wait_for_state(&task, "cancelled", Duration::from_secs(10));
+    // Its resume_at comes and goes: a cancelled task never runs again.
+    d.client().call("clock.advance", json!({"ms": 7_300_000})).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    assert_eq!(status["state"], "cancelled");
+    assert_eq!(server.chat_requests().len(), 1);
+    d.stop();
+}
