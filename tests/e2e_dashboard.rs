@@ -88,7 +88,7 @@ async fn log_in_with_the_token_submit_and_watch_a_task_finish_live() {
             // The follow-up.
             sse(vec![finish("still one file")]),
             // The second task: rate limited until it is cancelled.
-            rate_limited(Some("600")),
+            rate_limited(Some("50")),
             // The third: refused for good, so it fails; resumed, it finishes.
             server_error(400, "the model is not loaded"),
             sse(vec![finish("done after the resume")]),

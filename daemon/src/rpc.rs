@@ -628,7 +628,7 @@ impl Methods {
 
     /// The task's budget in force, when it has one.
     fn budget(&self, task_id: &str) -> Answer<Option<agentd_protocol::Budget>> {
-        let budget = agentd_engine::spending::Gate::task_budget(&self.shared.engine, task_id)?;
+        let budget = self.shared.engine.task_budget(task_id)?;
         Ok((!budget.is_empty()).then_some(budget))
     }
 

@@ -6,9 +6,10 @@
 //! asks: summary requests to the model (retried by [`crate::retry`] on the daemon's clock), the
 //! archive in the evidence store, and measurements with the role's [`Meter`].
 
+use crate::halt::Halt;
 use crate::meter::Meter;
 use crate::retry::{ask, with_retries, OnTheClock, RetryError};
-use crate::spending::{Gate, GateError, Halt};
+use crate::spending::{Gate, GateError};
 use crate::storage::Storage;
 use agentd_policies::budget::summary_reserve;
 use agentd_policies::compaction::{Answer, Brief, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile};

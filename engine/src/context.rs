@@ -5,7 +5,7 @@
 use crate::clock::now_rfc3339;
 use crate::error::TurnError;
 use crate::fitter::{Fitter, Requested};
-use crate::spending::{Calendar, Ledger, UtcDays};
+use crate::spending::{Calendar, Gate, Ledger, UtcDays};
 use crate::storage::{Settings, Storage, StorageError};
 use crate::team::TeamConfig;
 use crate::tool_servers::ToolServers;
@@ -14,7 +14,7 @@ use agentd_agents::workspace::Workspace;
 use agentd_policies::budget::DEFAULT_COMPACT_AT;
 use agentd_policies::redact::Redactor;
 use agentd_policies::settings::{CompactAt, CompactAtOn};
-use agentd_protocol::{Model, Role, TaskState, ToolName, TurnSettings};
+use agentd_protocol::{Budget, Model, Role, TaskState, ToolName, TurnSettings};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -30,7 +30,7 @@ pub struct Engine {
     team: TeamConfig,
     models: HashMap<String, Arc<dyn Model>>,
     redactor: Redactor,
-    ledger: Ledger,
+    ledger: Arc<Ledger>,
 }
 
 impl Engine {
@@ -43,18 +43,35 @@ impl Engine {
         redactor: Redactor,
     ) -> Engine {
         let fitter = Fitter::new(storage.clone(), team.retry, team.prices.clone());
-        let ledger = Ledger::new(Arc::new(UtcDays));
+        let ledger = Arc::new(Ledger::new(Arc::new(UtcDays)));
         Engine { storage, fitter, team, models, redactor, ledger }
     }
 
     /// This engine, its budgets' days read by `calendar` (`[scheduler] tz`) rather than in UTC.
     pub fn with_calendar(self, calendar: Arc<dyn Calendar>) -> Engine {
-        Engine { ledger: Ledger::new(calendar), ..self }
+        Engine { ledger: Arc::new(Ledger::new(calendar)), ..self }
     }
 
     /// What the tasks spent, by task and by day: what the budgets are held against.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The budgets' check of `role`'s requests in `task_id`.
+    pub fn gate(&self, task_id: &str, role: &Role) -> Gate {
+        Gate {
+            storage: self.storage.clone(),
+            ledger: self.ledger.clone(),
+            prices: self.team.prices.clone(),
+            budgets: self.team.budgets,
+            task_id: task_id.to_string(),
+            role: role.clone(),
+        }
+    }
+
+    /// The task's budget in force: its own figures over `[budgets]`'s.
+    pub fn task_budget(&self, task_id: &str) -> Result<Budget, StorageError> {
+        crate::spending::task_budget(self.storage.as_ref(), &self.team.budgets, task_id)
     }
 
     /// Where the engine keeps everything.

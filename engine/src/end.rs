@@ -4,7 +4,7 @@
 //! and recorded again with [`record_end`] once it heals.
 
 use crate::clock::now_rfc3339;
-use crate::spending::Halt;
+use crate::halt::Halt;
 use crate::storage::{End, Storage, StorageError};
 use agentd_protocol::event::EndKind;
 use agentd_protocol::{EventKind, Role, TaskState, ToolName};

@@ -16,7 +16,7 @@ pub enum TurnError {
     /// The task stops without ending: a usage limit to wait out, or a budget reached. The runner
     /// records it (`waiting` or `paused`) and the daemon wakes the task when it is time.
     #[error("{0}")]
-    Halted(Box<crate::spending::Halt>),
+    Halted(Box<crate::halt::Halt>),
     /// The provider failed in a way the retry policy would not (or could no longer) retry.
     #[error("{0}")]
     Provider(#[from] ProviderError),
@@ -107,7 +107,7 @@ pub enum ArchiveFailure {
 impl TurnError {
     /// The halt this error is, directly or as the fitter's (a summary request that waits or would
     /// cross a budget).
-    pub fn halt(&self) -> Option<&crate::spending::Halt> {
+    pub fn halt(&self) -> Option<&crate::halt::Halt> {
         match self {
             TurnError::Halted(h) | TurnError::Fit(FitError::Halted(h)) => Some(h.as_ref()),
             _ => None,

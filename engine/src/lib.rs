@@ -29,6 +29,7 @@ pub mod counter;
 pub mod end;
 pub mod error;
 pub mod fitter;
+pub mod halt;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;
 pub mod meter;

@@ -14,7 +14,7 @@
 //! cancelled.
 
 use crate::clock::clock;
-use crate::spending::Halt;
+use crate::halt::Halt;
 use agentd_policies::retry::{decide, Decision, Failure, RetryPolicy};
 use agentd_protocol::{ChatRequest, ChatResponse, Model, ProviderError, Role};
 use std::collections::HashMap;
@@ -332,7 +332,7 @@ mod tests {
         let error = send(&server, &policy(), &CancellationToken::new()).await.unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(10), "nothing was sat out in memory");
         let RetryError::Pause(halt) = error else { panic!("{error:?}") };
-        let Halt::UsageLimit { source, reason, resume_at, .. } = *halt else { panic!("{error:?}") };
+        let Halt::UsageLimit { source, reason, resume_at, .. } = *halt else { panic!("not a usage limit") };
         assert_eq!((source.as_str(), reason.as_str()), ("retry-after", "rate_limit"));
         let ahead = resume_at.duration_since(clock().now()).unwrap();
         assert!(ahead > Duration::from_secs(3590) && ahead <= Duration::from_secs(3600), "{ahead:?}");

@@ -11,8 +11,9 @@
 //! runs.
 
 use crate::clock::{clock, parse_rfc3339};
-use crate::context::Engine;
+use crate::halt::Halt;
 use crate::storage::{Storage, StorageError};
+use agentd_policies::cost::Price;
 use agentd_policies::spending::{crossed, Ceiling};
 use agentd_protocol::{Amount, Budget, BudgetScope, Event, Role, Tokens, Usage};
 use parking_lot::Mutex;
@@ -169,70 +170,35 @@ fn day_total(state: &State, day: &Day) -> Amount {
     state.tasks.values().filter_map(|f| f.by_day.get(&day.key)).fold(Amount::default(), |sum, a| sum.plus(*a))
 }
 
-/// Why a task stopped without ending: it waits for a provider's usage limit, or a budget is
-/// reached. The task's runner records it ([`crate::end::record_halt`]); the daemon wakes the task
-/// at `resume_at`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Halt {
-    /// A usage limit resets later than the retry policy's longest delay.
-    UsageLimit {
-        /// The role whose request was refused.
-        role: Role,
-        /// When the limit resets, on the daemon's clock.
-        resume_at: SystemTime,
-        /// The header that said when.
-        source: String,
-        /// `rate_limit` or `overloaded`.
-        reason: String,
-        /// What the provider said.
-        message: String,
-    },
-    /// The next request would cross a budget.
-    Budget {
-        /// The role whose request it was.
-        role: Role,
-        /// The budget and what was spent against it.
-        ceiling: Ceiling,
-        /// The request not sent.
-        request: Amount,
-        /// A day's budget: when the day turns.
-        resume_at: Option<SystemTime>,
-    },
-}
-
-impl std::fmt::Display for Halt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Halt::UsageLimit { resume_at, source, .. } => write!(
-                f,
-                "waiting for the provider's usage limit until {} ({source})",
-                humantime::format_rfc3339_seconds(*resume_at)
-            ),
-            Halt::Budget { ceiling, .. } => write!(f, "the {} budget is reached", ceiling.scope.as_str()),
-        }
-    }
-}
-
 /// The budget check of one role's requests in one task: before a request is sent, what the task and
 /// the day spent plus the request (its measured size, its `max_tokens`, and their cost) against the
-/// task's budget and the day's. Cheap to clone.
+/// task's budget and the day's. Made by [`crate::context::Engine::gate`]; cheap to clone.
 #[derive(Clone)]
 pub struct Gate {
-    engine: Arc<Engine>,
-    task_id: String,
-    role: Role,
+    /// Where the task's log and record are.
+    pub storage: Arc<dyn Storage>,
+    /// What the tasks spent.
+    pub ledger: Arc<Ledger>,
+    /// Each model's prices, to cost the request.
+    pub prices: Arc<BTreeMap<String, Price>>,
+    /// `[budgets]`.
+    pub budgets: Budgets,
+    /// The task.
+    pub task_id: String,
+    /// The role whose requests it checks.
+    pub role: Role,
+}
+
+/// The task's budget in force: its own figures over `[budgets]`'s.
+pub fn task_budget(storage: &dyn Storage, budgets: &Budgets, task_id: &str) -> Result<Budget, StorageError> {
+    let own = storage.task(task_id)?.and_then(|m| m.budget).unwrap_or_default();
+    Ok(budgets.task.with(own))
 }
 
 impl Gate {
-    /// The gate of `role`'s requests in `task_id`.
-    pub fn new(engine: Arc<Engine>, task_id: String, role: Role) -> Gate {
-        Gate { engine, task_id, role }
-    }
-
-    /// The task's budget in force: its own figures over `[budgets]`'s.
-    pub fn task_budget(engine: &Engine, task_id: &str) -> Result<Budget, StorageError> {
-        let own = engine.storage().task(task_id)?.and_then(|m| m.budget).unwrap_or_default();
-        Ok(engine.team().budgets.task.with(own))
+    /// What `usage` of `model` cost, when the model has prices.
+    fn cost(&self, model: &str, usage: Usage) -> Option<f64> {
+        Some(agentd_policies::cost::cost(&usage, self.prices.get(model)?))
     }
 
     /// Whether a request of `input` tokens to `model`, with room for `max_tokens` of answer, may be
@@ -245,23 +211,20 @@ impl Gate {
         max_tokens: Option<u32>,
         pending: Option<(&str, Usage)>,
     ) -> Result<(), GateError> {
-        let budgets = self.engine.team().budgets;
-        let task_budget = Gate::task_budget(&self.engine, &self.task_id)?;
-        if task_budget.is_empty() && budgets.day.is_empty() {
+        let task_budget = task_budget(self.storage.as_ref(), &self.budgets, &self.task_id)?;
+        if task_budget.is_empty() && self.budgets.day.is_empty() {
             return Ok(());
         }
-        let fitter = self.engine.fitter();
         let out = u64::from(max_tokens.unwrap_or(0));
-        let request =
-            Amount { tokens: input.0 + out, cost: fitter.cost(model, Some(Usage::new(input.0, out))) };
+        let request = Amount { tokens: input.0 + out, cost: self.cost(model, Usage::new(input.0, out)) };
         let pending = pending.map_or(Amount::default(), |(model, usage)| Amount {
             tokens: usage.prompt_tokens + usage.completion_tokens,
-            cost: fitter.cost(model, Some(usage)),
+            cost: self.cost(model, usage),
         });
-        let standing = self.engine.ledger().standing(self.engine.storage().as_ref(), &self.task_id)?;
+        let standing = self.ledger.standing(self.storage.as_ref(), &self.task_id)?;
         let ceilings = [
             Ceiling { scope: BudgetScope::Task, budget: task_budget, spent: standing.task.plus(pending) },
-            Ceiling { scope: BudgetScope::Day, budget: budgets.day, spent: standing.day.plus(pending) },
+            Ceiling { scope: BudgetScope::Day, budget: self.budgets.day, spent: standing.day.plus(pending) },
         ];
         match crossed(&ceilings, request) {
             None => Ok(()),

@@ -615,9 +615,10 @@ impl Supervisor {
             return self.requeue(&fleet, &meta, agentd_cluster::queue::JobStart::Resume);
         }
         let (_, workspace) = self.restartable(&msg.task_id, check)?;
+        // Its resume_at goes with its state, when the run starts (a status read meanwhile sees
+        // the task as it was).
         self.shared.storage.update_task(&msg.task_id, &mut |t| {
             t.error = None;
-            t.resume_at = None;
             t.updated_at = now_rfc3339();
         })?;
         self.shared.storage.emit(&msg.task_id, &Role::Lead, EventKind::TaskResumed { node: None })?;

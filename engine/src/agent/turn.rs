@@ -273,7 +273,7 @@ impl Agent {
 
     /// The budgets' check of this role's requests.
     fn gate(&self) -> Gate {
-        Gate::new(self.task.engine.clone(), self.task.task_id.clone(), self.role.clone())
+        self.task.engine.gate(&self.task.task_id, &self.role)
     }
 
     /// Sends a request, retrying rate limits, overloads, server errors and stream anomalies by the

@@ -59,7 +59,7 @@ pub enum FitError {
     /// A summary request must wait for a usage limit, or would cross a budget: the task stops
     /// (`waiting`, `paused`) and compacts again when it goes on.
     #[error("{0}")]
-    Halted(Box<crate::spending::Halt>),
+    Halted(Box<crate::halt::Halt>),
     /// A compaction was asked for ([`Fit::requested`]) and there is nothing to compact.
     #[error("{0}")]
     NothingToCompact(#[from] NothingToCompact),

@@ -190,7 +190,8 @@ function tasksView(main) {
           h("span", { class: r.estimated ? "estimated" : "" }, `${tokens(r.tokens, r.estimated)} / ${num(r.window)}`))) : [];
       return h("tr", { class: "link", "data-task": t.task_id, onclick: () => { location.hash = `#/task/${t.task_id}`; } },
         h("td", {}, stateBadge(t.state)),
-        h("td", {}, h("a", { href: `#/task/${t.task_id}` }, short(t.objective, 110)), h("div", { class: "muted mono" }, t.task_id)),
+        h("td", {}, h("a", { href: `#/task/${t.task_id}` }, short(t.objective, 110)), h("div", { class: "muted mono" }, t.task_id),
+          t.budget ? h("div", { class: "muted", "data-budget": t.task_id }, budgetText(t.spent, t.budget)) : null),
         h("td", {}, roles.length ? roles : h("span", { class: "muted" }, "no request measured since the daemon started")),
         h("td", { title: t.created_at }, age(t.created_at)));
     });
@@ -337,6 +338,14 @@ function makeCostChart(container, role) {
     ],
   };
   return new uPlot(opts, [[], [], [], []], container);
+}
+
+/** What was spent against a budget: `48,210 / 50,000 tokens · $0.41 / $1.00`. */
+function budgetText(spent, budget) {
+  const parts = [];
+  if (budget.tokens !== undefined) parts.push(`${num(spent.tokens)} / ${num(budget.tokens)} tokens`);
+  if (budget.cost !== undefined) parts.push(`${usd(spent.cost || 0)} / ${usd(budget.cost)}`);
+  return parts.join(" · ");
 }
 
 function spentText(s) {
@@ -517,6 +526,10 @@ function taskView(main, taskId) {
       ...(s.mcp_down || []).map(d => h("p", { class: "bad", "data-mcp-down": d.server },
         h("strong", {}, `MCP server ${d.server} is down: `), d.error, d.retry_at ? ` (tried again after ${time(d.retry_at)})` : "")),
       s.spent && s.spent.requests ? h("p", { id: "task-spent" }, h("strong", {}, "spent: "), spentText(s.spent)) : null,
+      s.budget ? h("p", { id: "task-budget", class: s.state === "paused" ? "bad" : "" }, h("strong", {}, "budget: "),
+        budgetText({ tokens: s.spent.prompt_tokens + s.spent.completion_tokens, cost: s.spent.cost_usd }, s.budget),
+        s.state === "paused" ? " — reached: raise it with Resume and a new budget (agentd resume TASK --budget-tokens N)" : "") : null,
+      s.resume_at ? h("p", { id: "task-resume-at" }, h("strong", {}, "goes on: "), `by itself at ${new Date(s.resume_at).toLocaleString("en-GB")}`) : null,
       h("p", {}, h("a", { href: `#/evidence?task=${s.task_id}` }, "this task's evidence"))].filter(Boolean));
     drawActions(s);
     const names = new Set(["lead", ...Object.keys(s.roles), ...state.events.filter(e => e.kind === "request_sent").map(e => e.role)]);
@@ -551,13 +564,18 @@ function taskView(main, taskId) {
         if (text.value.trim() && await act("message", { text: text.value })) text.value = "";
       });
       const cancel = h("button", { class: "danger", id: "cancel", onclick: () => act("cancel") }, "Cancel");
-      const resume = h("button", { class: "secondary", id: "resume", onclick: () => act("resume") }, "Resume");
-      actions.replaceChildren(h("div", { style: "display:flex;gap:.5em;flex-wrap:wrap;align-items:center" }, cancel, resume, form, out));
+      // A paused task goes on with a new budget (tokens above what it spent); empty: as it is.
+      const budget = h("input", { id: "resume-budget", type: "number", min: 1, placeholder: "new token budget", size: 14 });
+      const resume = h("button", { class: "secondary", id: "resume", onclick: () => {
+        const tokens = Number(budget.value);
+        act("resume", tokens > 0 ? { budget: { tokens } } : undefined).then(ok => { if (ok) budget.value = ""; });
+      } }, "Resume");
+      actions.replaceChildren(h("div", { style: "display:flex;gap:.5em;flex-wrap:wrap;align-items:center" }, cancel, resume, budget, form, out));
       controls = { cancel, resume, send };
     }
     const active = ACTIVE.includes(s.state);
     controls.cancel.disabled = !active;
-    controls.resume.disabled = !["interrupted", "failed"].includes(s.state);
+    controls.resume.disabled = !["interrupted", "failed", "waiting", "paused"].includes(s.state);
     controls.send.disabled = active || s.state === "cancelled";
   }
 
