@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use agentd_test_support::daemon::TestDaemon;
+use agentd_test_support::workspace::docs_workspace;
 use agentd_test_support::*;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -21,22 +22,9 @@ const MAX_OUT: u64 = 256;
 
 /// `n` files of about `tokens` tokens each, under `docs/`.
 fn workspace(n: usize, tokens: u64) -> tempfile::TempDir {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(ws.path().join("docs")).unwrap();
-    for i in 0..n {
-        let mut text = String::new();
-        let mut line = 0u64;
-        while count_text_tokens(&text) < tokens {
-            line += 1;
-            text.push_str(&format!(
-                "Entry {i}.{line}: crate {} left Rotterdam on day {}.\n",
-                line * 31 % 997,
-                line % 29
-            ));
-        }
-        std::fs::write(ws.path().join(format!("docs/file_{i}.txt")), text).unwrap();
-    }
-    ws
+    docs_workspace(n, tokens, |i, line| {
+        format!("Entry {i}.{line}: crate {} left Rotterdam on day {}.\n", line * 31 % 997, line % 29)
+    })
 }
 
 /// The lead delegates the reading; the coder reads `files` files one per request and finishes;
@@ -45,7 +33,7 @@ fn script(files: usize) -> Vec<Step> {
     let step = |chunks: Vec<Chunk>| sse_with_usage(chunks, 0, 20);
     let mut steps = vec![step(vec![delegate("coder", "Read the documents under docs/")])];
     for i in 0..files {
-        steps.push(step(vec![tool_call("read_file", json!({"path": format!("docs/file_{i}.txt")}))]));
+        steps.push(step(vec![tool_call("read_file", json!({"path": format!("docs/file_{i:02}.txt")}))]));
     }
     steps.push(step(vec![finish("read them all")]));
     steps.push(step(vec![finish("the coder read them all")]));

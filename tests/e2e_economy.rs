@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use agentd_test_support::daemon::{team_config, TestDaemon};
+use agentd_test_support::workspace::docs_workspace;
 use agentd_test_support::*;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -20,24 +21,15 @@ const WINDOW: u64 = 32_768;
 
 /// `n` distinct files of about `tokens` o200k tokens each, under `docs/`.
 fn workspace(n: usize, tokens: u64) -> tempfile::TempDir {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(ws.path().join("docs")).unwrap();
-    for i in 0..n {
-        let mut text = String::new();
-        let mut line = 0u64;
-        while count_text_tokens(&text) < tokens {
-            line += 1;
-            text.push_str(&format!(
-                "Section {i}.{line}: the depot at Lyon shipped {} kg of parts to Oslo on day {}; \
-                 invoice INV-{i:03}-{line:05} was settled.\nfn handler_{i}_{line}(x: u64) -> u64 {{ x * {} }}\n",
-                (line * 7919 + i as u64) % 10_007,
-                line % 31,
-                line % 97
-            ));
-        }
-        std::fs::write(ws.path().join(format!("docs/file_{i:02}.txt")), text).unwrap();
-    }
-    ws
+    docs_workspace(n, tokens, |i, line| {
+        format!(
+            "Section {i}.{line}: the depot at Lyon shipped {} kg of parts to Oslo on day {}; \
+             invoice INV-{i:03}-{line:05} was settled.\nfn handler_{i}_{line}(x: u64) -> u64 {{ x * {} }}\n",
+            (line * 7919 + i as u64) % 10_007,
+            line % 31,
+            line % 97
+        )
+    })
 }
 
 fn tool_results(body: &Value) -> usize {

@@ -321,11 +321,9 @@ impl Methods {
                 let end = self.shared.ends.get(&t.task_id);
                 let engine = &self.shared.engine;
                 let spent = engine.ledger().task(engine.storage().as_ref(), &t.task_id)?;
-                let own = t.budget.unwrap_or_default();
-                let budget = engine.team().budgets.task.with(own);
                 Ok(TaskSummary {
                     spent,
-                    budget: (!budget.is_empty()).then_some(budget),
+                    budget: engine.team().budgets.for_task(t.budget).any(),
                     state: end.as_ref().map_or(t.state, |e| e.state),
                     recorded: end.is_none(),
                     error: end.map(|e| e.shown_error()),
@@ -371,7 +369,7 @@ impl Methods {
         };
         let (spent, spent_by_role) = self.spent(task_id)?;
         let mut status = TaskStatus {
-            budget: self.budget(task_id)?,
+            budget: self.shared.engine.team().budgets.for_task(meta.budget).any(),
             resume_at: meta.resume_at,
             spent,
             spent_by_role,
@@ -621,15 +619,9 @@ impl Methods {
         Ok(DaySpending {
             day: day.key,
             spent,
-            budget: (!budget.is_empty()).then_some(budget),
+            budget: budget.any(),
             next_day_at: humantime::format_rfc3339_seconds(day.next).to_string(),
         })
-    }
-
-    /// The task's budget in force, when it has one.
-    fn budget(&self, task_id: &str) -> Answer<Option<agentd_protocol::Budget>> {
-        let budget = self.shared.engine.task_budget(task_id)?;
-        Ok((!budget.is_empty()).then_some(budget))
     }
 
     fn advance(ms: u64) -> Answer<ClockResult> {

@@ -14,7 +14,7 @@ use agentd_agents::workspace::Workspace;
 use agentd_policies::budget::DEFAULT_COMPACT_AT;
 use agentd_policies::redact::Redactor;
 use agentd_policies::settings::{CompactAt, CompactAtOn};
-use agentd_protocol::{Budget, Model, Role, TaskState, ToolName, TurnSettings};
+use agentd_protocol::{Model, Role, TaskState, ToolName, TurnSettings};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -67,11 +67,6 @@ impl Engine {
             task_id: task_id.to_string(),
             role: role.clone(),
         }
-    }
-
-    /// The task's budget in force: its own figures over `[budgets]`'s.
-    pub fn task_budget(&self, task_id: &str) -> Result<Budget, StorageError> {
-        crate::spending::task_budget(self.storage.as_ref(), &self.team.budgets, task_id)
     }
 
     /// Where the engine keeps everything.

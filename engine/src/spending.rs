@@ -13,7 +13,7 @@
 use crate::clock::{clock, parse_rfc3339};
 use crate::halt::Halt;
 use crate::storage::{Storage, StorageError};
-use agentd_policies::cost::Price;
+use agentd_policies::cost::{priced, Price};
 use agentd_policies::spending::{crossed, Ceiling};
 use agentd_protocol::{Amount, Budget, BudgetScope, Event, Role, Tokens, Usage};
 use parking_lot::Mutex;
@@ -59,6 +59,13 @@ pub struct Budgets {
     pub day: Budget,
 }
 
+impl Budgets {
+    /// A task's budget in force: its `own` figures over `[budgets]`' task figures.
+    pub fn for_task(&self, own: Option<Budget>) -> Budget {
+        self.task.with(own.unwrap_or_default())
+    }
+}
+
 /// What one task spent, as folded so far.
 #[derive(Default)]
 struct Folded {
@@ -96,11 +103,6 @@ impl Ledger {
     /// A ledger whose days are `calendar`'s.
     pub fn new(calendar: Arc<dyn Calendar>) -> Ledger {
         Ledger { calendar, state: Mutex::default() }
-    }
-
-    /// The day `at` falls in.
-    pub fn day(&self, at: SystemTime) -> Day {
-        self.calendar.day(at)
     }
 
     /// What `task_id` spent, and what every task spent today, caught up from `storage` now.
@@ -189,18 +191,7 @@ pub struct Gate {
     pub role: Role,
 }
 
-/// The task's budget in force: its own figures over `[budgets]`'s.
-pub fn task_budget(storage: &dyn Storage, budgets: &Budgets, task_id: &str) -> Result<Budget, StorageError> {
-    let own = storage.task(task_id)?.and_then(|m| m.budget).unwrap_or_default();
-    Ok(budgets.task.with(own))
-}
-
 impl Gate {
-    /// What `usage` of `model` cost, when the model has prices.
-    fn cost(&self, model: &str, usage: Usage) -> Option<f64> {
-        Some(agentd_policies::cost::cost(&usage, self.prices.get(model)?))
-    }
-
     /// Whether a request of `input` tokens to `model`, with room for `max_tokens` of answer, may be
     /// sent; `pending`: what this step already spent and the log does not hold yet (the summary
     /// requests of a compaction under way, by the model that answered them).
@@ -211,15 +202,16 @@ impl Gate {
         max_tokens: Option<u32>,
         pending: Option<(&str, Usage)>,
     ) -> Result<(), GateError> {
-        let task_budget = task_budget(self.storage.as_ref(), &self.budgets, &self.task_id)?;
+        let task_budget = self.budgets.for_task(self.storage.task(&self.task_id)?.and_then(|m| m.budget));
         if task_budget.is_empty() && self.budgets.day.is_empty() {
             return Ok(());
         }
         let out = u64::from(max_tokens.unwrap_or(0));
-        let request = Amount { tokens: input.0 + out, cost: self.cost(model, Usage::new(input.0, out)) };
+        let request =
+            Amount { tokens: input.0 + out, cost: priced(&self.prices, model, &Usage::new(input.0, out)) };
         let pending = pending.map_or(Amount::default(), |(model, usage)| Amount {
             tokens: usage.prompt_tokens + usage.completion_tokens,
-            cost: self.cost(model, usage),
+            cost: priced(&self.prices, model, &usage),
         });
         let standing = self.ledger.standing(self.storage.as_ref(), &self.task_id)?;
         let ceilings = [

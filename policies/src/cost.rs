@@ -4,6 +4,7 @@
 //! price never makes a request look cheaper than it was.
 
 use agentd_protocol::Usage;
+use std::collections::BTreeMap;
 
 /// A model's prices, in USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,6 +26,12 @@ pub fn cost(usage: &Usage, price: &Price) -> f64 {
         + usage.cache_read_tokens as f64 * per_token(price.cached_input.unwrap_or(price.input))
         + usage.cache_write_tokens as f64 * per_token(price.cache_write.unwrap_or(price.input))
         + usage.completion_tokens as f64 * per_token(price.output)
+}
+
+/// The cost of `usage` of `model` at its prices in `prices` (`[prices."MODEL"]`, by model name);
+/// `None` when the model has none.
+pub fn priced(prices: &BTreeMap<String, Price>, model: &str, usage: &Usage) -> Option<f64> {
+    Some(cost(usage, prices.get(model)?))
 }
 
 #[cfg(test)]

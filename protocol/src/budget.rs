@@ -24,6 +24,11 @@ impl Budget {
         self.tokens.is_none() && self.cost.is_none()
     }
 
+    /// This budget when it has a ceiling; `None` when it has none (how it is shown: absent).
+    pub fn any(self) -> Option<Budget> {
+        (!self.is_empty()).then_some(self)
+    }
+
     /// This budget, its ceilings replaced by `other`'s where `other` has one.
     pub fn with(self, other: Budget) -> Budget {
         Budget { tokens: other.tokens.or(self.tokens), cost: other.cost.or(self.cost) }

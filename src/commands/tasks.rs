@@ -86,8 +86,7 @@ pub fn cancel(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
 /// `--budget-tokens` and `--budget-cost` as a budget, when either is given (the daemon checks the
 /// figures and names the one it refuses).
 pub fn budget(tokens: Option<u64>, cost: Option<f64>) -> Option<Budget> {
-    let budget = Budget { tokens, cost };
-    (!budget.is_empty()).then_some(budget)
+    Budget { tokens, cost }.any()
 }
 
 /// `agentd resume TASK [--budget-tokens N] [--budget-cost USD]`.

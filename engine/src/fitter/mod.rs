@@ -137,12 +137,12 @@ impl State {
         Meter::new(self.counter(server, model), self.calibration(server, model))
     }
 
-    /// Emits a compaction event of a task's role into the store.
     /// What `usage` of `model` cost, when the model has prices and the server reported usage.
     fn cost(&self, model: &str, usage: Option<Usage>) -> Option<f64> {
-        Some(agentd_policies::cost::cost(&usage?, self.prices.get(model)?))
+        agentd_policies::cost::priced(&self.prices, model, &usage?)
     }
 
+    /// Emits a compaction event of a task's role into the store.
     fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<(), StorageError> {
         self.storage.emit(task_id, role, kind).map(|_| ())
     }

@@ -78,3 +78,20 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// A temporary workspace of `n` files `docs/file_00.txt`, `docs/file_01.txt` … of about `tokens`
+/// o200k tokens each: file `i` is `line(i, 1)`, `line(i, 2)` … until it is that long.
+pub fn docs_workspace(n: usize, tokens: u64, line: impl Fn(usize, u64) -> String) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().expect("a temp dir");
+    std::fs::create_dir_all(ws.path().join("docs")).expect("docs/");
+    for i in 0..n {
+        let mut text = String::new();
+        let mut at = 0u64;
+        while crate::count::tokens(&text) < tokens {
+            at += 1;
+            text.push_str(&line(i, at));
+        }
+        std::fs::write(ws.path().join(format!("docs/file_{i:02}.txt")), text).expect("a docs file");
+    }
+    ws
+}
