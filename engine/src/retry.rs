@@ -11,7 +11,9 @@
 //! through [`Pause`]. An agent's turn announces the retry (`retry_scheduled`, the task
 //! `waiting_retry`) and then waits; a summary request inside the fitter just waits
 //! ([`OnTheClock`]). Every wait is [`wait`], on the daemon's clock, and ends at once when the task is
-//! cancelled.
+//! cancelled. A server that asks for a longer wait than any the policy makes (a usage limit,
+//! [`Decision::WaitOut`]) is no retry: the loop ends with the caller's [`Pause::wait_out`], a halt the
+//! task stops for and is woken from, durably, when the limit resets.
 
 use crate::clock::clock;
 use crate::halt::Halt;

@@ -167,8 +167,9 @@ pub fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             "task_status",
-            "A task's state (queued, running, waiting_retry, finished, failed, cancelled, interrupted), its \
-             objective and workspace, each role's context use, and its result or error.",
+            "A task's state (queued, running, waiting_retry, waiting, paused, finished, failed, cancelled, \
+             interrupted), its objective and workspace, each role's context use, what it spent against its \
+             budget, when a waiting or paused task goes on (resume_at), and its result or error.",
             schema(json!({"task_id": task_id}), &["task_id"]),
         ),
         Tool::new(
