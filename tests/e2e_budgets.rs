@@ -126,10 +126,8 @@ async fn task_budget_on(kind: &str) {
     // A raise that is no raise is refused, naming the figure and what was spent.
     let low = d.cli(&["resume", &task, "--budget-tokens", &spent.to_string()]);
     let says = String::from_utf8_lossy(&low.stderr).to_string();
-    assert!(
-        !low.status.success() && says.contains("budget.tokens") && says.contains(&spent.to_string()),
-        "{says}"
-    );
+    assert_eq!(low.status.code(), Some(2), "{kind}: a refused parameter is a usage error: {says}");
+    assert!(says.contains("budget.tokens") && says.contains(&spent.to_string()), "{says}");
     assert_eq!(d.client().call("task.status", json!({"task_id": task})).unwrap()["state"], "paused");
     // A real one lets it finish.
     let out = d.cli(&["resume", &task, "--budget-tokens", "1000000"]);
