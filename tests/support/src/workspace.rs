@@ -63,22 +63,6 @@ pub fn sample_workspace(dir: &Path) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn writes_all_files() {
-        let dir = std::env::temp_dir().join(format!("agentd-sample-{}-{}", std::process::id(), line!()));
-        sample_workspace(&dir);
-        for (rel, contents) in FILES {
-            assert_eq!(std::fs::read_to_string(dir.join(rel)).unwrap(), *contents);
-        }
-        assert!(std::fs::read_to_string(dir.join("src/lib.rs")).unwrap().contains("a - b"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
-
 /// A temporary workspace of `n` files `docs/file_00.txt`, `docs/file_01.txt` … of about `tokens`
 /// o200k tokens each: file `i` is `line(i, 1)`, `line(i, 2)` … until it is that long.
 pub fn docs_workspace(n: usize, tokens: u64, line: impl Fn(usize, u64) -> String) -> tempfile::TempDir {
@@ -94,4 +78,20 @@ pub fn docs_workspace(n: usize, tokens: u64, line: impl Fn(usize, u64) -> String
         std::fs::write(ws.path().join(format!("docs/file_{i:02}.txt")), text).expect("a docs file");
     }
     ws
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_all_files() {
+        let dir = std::env::temp_dir().join(format!("agentd-sample-{}-{}", std::process::id(), line!()));
+        sample_workspace(&dir);
+        for (rel, contents) in FILES {
+            assert_eq!(std::fs::read_to_string(dir.join(rel)).unwrap(), *contents);
+        }
+        assert!(std::fs::read_to_string(dir.join("src/lib.rs")).unwrap().contains("a - b"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
