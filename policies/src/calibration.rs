@@ -112,6 +112,9 @@ pub struct Calibration {
     residuals: Vec<Residual>,
     /// Every report learned from.
     reports: u64,
+    /// The largest prompt the server has reported processing (tokens): proof of how much it takes.
+    #[serde(default)]
+    largest: u64,
 }
 
 use agentd_protocol::tokens::Standing;
@@ -139,6 +142,11 @@ fn ceil_tokens(x: f64) -> Tokens {
 }
 
 impl Calibration {
+    /// The largest prompt the server has reported processing for this model, in tokens.
+    pub fn largest_reported(&self) -> Tokens {
+        Tokens(self.largest)
+    }
+
     /// Whether any report has been learned from: before that, counts are used as they are.
     pub fn is_calibrated(&self) -> bool {
         !self.whole.is_empty()
@@ -288,6 +296,7 @@ impl Calibration {
     /// uncalibrated; its fixed part too), whose basis was `basis`. The error of the prediction that was made for it (by
     /// this calibration as it stood) is recorded first.
     pub fn observe(&mut self, raw: Raw, basis: Option<Basis>, actual: Tokens) -> Observed {
+        self.largest = self.largest.max(actual.0);
         if raw.total == Tokens::ZERO || actual == Tokens::ZERO {
             return Observed::Rejected;
         }

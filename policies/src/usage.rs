@@ -34,25 +34,43 @@ pub struct Expected {
     pub count: Count,
     /// How far below `count` the server's report may fall before it counts as a silent truncation.
     pub tolerance: Tokens,
+    /// The largest prompt the server has reported processing for this model: a request no larger
+    /// than that was not cut (the server took more before), so a report below `count` is our
+    /// miscount, not a truncation.
+    pub processed_before: Tokens,
 }
 
 impl Expected {
     /// Counted by the model's own tokenizer: a report a few percent below is template noise, more is a cut (2
     /// %, at least 32 tokens).
     pub fn exact(count: Count) -> Expected {
-        Expected { count, tolerance: tolerance(count.tokens) }
+        Expected { count, tolerance: tolerance(count.tokens), processed_before: Tokens::ZERO }
     }
 
     /// Predicted by a confirmed calibration, whose confirmation allows errors up to 3 %: only a report more
     /// than 3 % below (at least 32 tokens) is a cut.
     pub fn calibrated(count: Count) -> Expected {
-        Expected { count, tolerance: Tokens((count.tokens.0 * 3 / 100).max(32)) }
+        Expected {
+            count,
+            tolerance: Tokens((count.tokens.0 * 3 / 100).max(32)),
+            processed_before: Tokens::ZERO,
+        }
     }
 
     /// Texts counted exactly but framed by our approximation of the server's template (a counting
     /// endpoint asked text by text): only a report more than 15 % below is a cut.
     pub fn approximate(count: Count) -> Expected {
-        Expected { count, tolerance: Tokens((count.tokens.0 * 15 / 100).max(32)) }
+        Expected {
+            count,
+            tolerance: Tokens((count.tokens.0 * 15 / 100).max(32)),
+            processed_before: Tokens::ZERO,
+        }
+    }
+
+    /// The same expectation, knowing the server has processed prompts of `largest` tokens for this
+    /// model.
+    pub fn after(self, largest: Tokens) -> Expected {
+        Expected { processed_before: largest, ..self }
     }
 }
 
@@ -64,14 +82,14 @@ pub fn correct_window(
     sent: Expected,
     usage: Usage,
 ) -> Correction {
-    let Expected { count: sent, tolerance } = sent;
+    let Expected { count: sent, tolerance, processed_before } = sent;
     let processed = Tokens(usage.prompt_tokens);
     // An estimate is no basis for accusing a server of truncation, and a zero report says nothing.
     if sent.estimated || processed == Tokens::ZERO {
         return Correction::None;
     }
     let believed_fit = sent.tokens <= window.tokens;
-    if believed_fit && processed + tolerance < sent.tokens {
+    if believed_fit && processed + tolerance < sent.tokens && sent.tokens > processed_before {
         let new = processed + Tokens(usage.completion_tokens);
         if new < window.tokens {
             return Correction::Clamp(Window { tokens: new, source: WindowSource::Usage });
@@ -106,6 +124,26 @@ mod tests {
             usage(2_000, 48),
         );
         assert_eq!(c, Correction::Clamp(w(2_048, WindowSource::Usage)));
+    }
+
+    #[test]
+    fn a_request_no_larger_than_one_the_server_took_was_not_cut() {
+        // A calibrated prediction 20 % over the report: a truncation, unless the server has already
+        // processed a larger prompt of this model, and then it is our miscount.
+        let expected = Expected::calibrated(Count::measured(4_000));
+        let w64 = w(65_536, WindowSource::Declared);
+        assert_eq!(
+            correct_window(w64, None, expected, usage(3_300, 30)),
+            Correction::Clamp(w(3_330, WindowSource::Usage))
+        );
+        assert_eq!(
+            correct_window(w64, None, expected.after(Tokens(52_000)), usage(3_300, 30)),
+            Correction::None
+        );
+        assert_eq!(
+            correct_window(w64, None, expected.after(Tokens(3_900)), usage(3_300, 30)),
+            Correction::Clamp(w(3_330, WindowSource::Usage))
+        );
     }
 
     #[test]

@@ -52,7 +52,8 @@ impl Fitter {
                     }
                     _ if last.source == CountSource::Tiktoken => Expected::exact(last.raw),
                     _ => Expected::approximate(last.raw),
-                };
+                }
+                .after(calibration.largest_reported());
                 match correct_window(window, before_clamp, expected, usage) {
                     Correction::None => {}
                     Correction::Clamp(new) => {
