@@ -340,6 +340,7 @@ fn main() {
             keep_rounds_limit: None,
             summary_reserve: reserve,
             count: &count,
+            pricing: None,
         };
         let t = Instant::now();
         let p = plan(&input);

@@ -10,7 +10,13 @@
 //! read_evidence {…}", the next step is that call), then finishes. Summaries are a fixed ~300-token
 //! text. Each scenario is its own daemon and server.
 //!
-//! `cargo run --release --example bench_longread`
+//! Each shape (documents at 2 %, 5 %, 9 % and 14 % of the window) runs in both counting modes, each
+//! twice: without the provider's prompt cache declared (today's rule: a compaction keeps as many
+//! recent rounds as fit below the destination) and with it (`cache = { read_factor, min_tokens }`:
+//! the compaction prices where it lands), so the two rules are compared in one sitting.
+//!
+//! `cargo run --release --example bench_longread [FILTER]` (FILTER: run only the scenarios whose
+//! name holds it, e.g. `14%` or `priced`)
 
 // A benchmark or demo, not the daemon: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -53,58 +59,75 @@ Open questions: whether the notes describe the arithmetic helpers at all, and wh
 exercises code under notes/ or elsewhere. Identifiers to keep: adds_two_numbers, check.sh, notes/, \
 read_evidence, read_file.";
 
+/// The documents' shape: how many, how large, in which window.
+struct Shape {
+    files: usize,
+    file_tokens: u64,
+    window: u64,
+}
+
+impl Shape {
+    /// A document's size as a share of the window, in percent.
+    fn percent(&self) -> f64 {
+        100.0 * self.file_tokens as f64 / self.window as f64
+    }
+}
+
+/// Documents at 2 %, 5 %, 9 % and 14 % of the window, each about 80–110k tokens in all.
+const SHAPES: [Shape; 4] = [
+    Shape { files: 60, file_tokens: 1_300, window: 65_536 },
+    Shape { files: 50, file_tokens: 1_640, window: 32_768 },
+    Shape { files: 30, file_tokens: 3_000, window: 32_768 },
+    Shape { files: 12, file_tokens: 9_000, window: 65_536 },
+];
+
+/// One run: a shape, a counting mode, and whether the provider declares its prompt cache (the
+/// compaction then prices where it lands) or not (today's rule: as many recent rounds as fit).
 struct Scenario {
-    name: &'static str,
+    name: String,
     files: usize,
     file_tokens: u64,
     window: u64,
     endpoint: bool,
+    priced: bool,
 }
 
-const SCENARIOS: [Scenario; 6] = [
-    Scenario {
-        name: "A 30×3k @32K, estimate",
-        files: 30,
-        file_tokens: 3_000,
-        window: 32_768,
-        endpoint: false,
-    },
-    Scenario {
-        name: "B 30×3k @32K, /tokenize",
-        files: 30,
-        file_tokens: 3_000,
-        window: 32_768,
-        endpoint: true,
-    },
-    Scenario {
-        name: "C 12×9k @64K, estimate",
-        files: 12,
-        file_tokens: 9_000,
-        window: 65_536,
-        endpoint: false,
-    },
-    Scenario {
-        name: "C 12×9k @64K, /tokenize",
-        files: 12,
-        file_tokens: 9_000,
-        window: 65_536,
-        endpoint: true,
-    },
-    Scenario {
-        name: "D 60×1k @16K, estimate",
-        files: 60,
-        file_tokens: 1_000,
-        window: 16_384,
-        endpoint: false,
-    },
-    Scenario {
-        name: "D 60×1k @16K, /tokenize",
-        files: 60,
-        file_tokens: 1_000,
-        window: 16_384,
-        endpoint: true,
-    },
-];
+/// Every shape in both counting modes, each without and with the cache declared.
+fn scenarios() -> Vec<Scenario> {
+    let mut out = Vec::new();
+    for shape in &SHAPES {
+        for endpoint in [false, true] {
+            for priced in [false, true] {
+                out.push(Scenario {
+                    name: format!(
+                        "{:>4.1}% {}×{} @{}K, {}, {}",
+                        shape.percent(),
+                        shape.files,
+                        shape.file_tokens / 100 * 100,
+                        shape.window / 1024,
+                        if endpoint { "/tokenize" } else { "estimate" },
+                        if priced { "priced" } else { "today" }
+                    ),
+                    files: shape.files,
+                    file_tokens: shape.file_tokens,
+                    window: shape.window,
+                    endpoint,
+                    priced,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The provider's table declares the server's prompt cache as the scripted server runs it.
+fn with_cache(config: String) -> String {
+    config.replacen(
+        "kind = \"openai\"\n",
+        &format!("kind = \"openai\"\ncache = {{ read_factor = {CACHE_PRICE}, min_tokens = {MIN_CACHED_PREFIX} }}\n"),
+        1,
+    )
+}
 
 fn main() -> ExitCode {
     match run() {
@@ -429,7 +452,9 @@ fn responder(notes: usize, coder: Arc<Mutex<Coder>>) -> impl Fn(&Value) -> Step 
 // One scenario
 
 struct Row {
-    name: &'static str,
+    name: String,
+    /// The documents' own tokens, by the server's count.
+    docs: u64,
     ended: String,
     requests: usize,
     refused: usize,
@@ -477,7 +502,9 @@ fn run_scenario(bin: &Path, rt: &tokio::runtime::Runtime, s: &Scenario) -> Resul
         .tempdir()
         .map_err(|e| format!("cannot create a temporary workspace: {e}"))?;
     let sizes = workspace(ws.path(), s)?;
-    let daemon = Daemon::start(bin, &team_config(&server.base_url(), MODEL, ""))?;
+    let config = team_config(&server.base_url(), MODEL, "");
+    let config = if s.priced { with_cache(config) } else { config };
+    let daemon = Daemon::start(bin, &config)?;
     let started = Instant::now();
     let task = daemon.submit(TASK, ws.path())?;
     let events = daemon.events_until_end(&task, QUIET)?;
@@ -627,12 +654,27 @@ fn run_scenario(bin: &Path, rt: &tokio::runtime::Runtime, s: &Scenario) -> Resul
             after.join(", ")
         ),
     ];
+    let learned: Vec<String> = of_kind(&events, "window_learned")
+        .map(|e| {
+            format!(
+                "{} → {} ({}) at seq {}",
+                e["old_window"],
+                e["new_window"],
+                e["source"].as_str().unwrap_or(""),
+                e["seq"]
+            )
+        })
+        .collect();
+    if !learned.is_empty() {
+        notes.push(format!("windows learned: {}", learned.join(", ")));
+    }
     if !outliers.is_empty() {
         notes.push(format!("requests counted more than 2% off the server: {}", outliers.join(", ")));
     }
     drop(daemon);
     Ok(Row {
-        name: s.name,
+        name: s.name.clone(),
+        docs: tokens.iter().sum(),
         ended,
         requests: bodies.len(),
         refused: server.refused(),
@@ -675,6 +717,7 @@ fn run() -> Result<bool> {
         "reqs      chat requests the server got (lead, coder and summaries); over = refused as over the window",
         "prompt    total prompt tokens: the sum of the server's counts of every request",
         "weighted  cache-weighted prompt tokens: Σ per request (uncached + 0.1 × cached); cached% = Σ cached / prompt",
+        "×docs     weighted / the documents' own tokens (the server's count of every note): what reading them cost",
         "comp      compactions (compaction_finished events); summ = summary requests",
         "pages     read_evidence calls the coder made (every page it was offered)",
         "obj% fail% of the coder's requests (not the lead's, not summaries) from the first that holds the objective",
@@ -689,19 +732,22 @@ fn run() -> Result<bool> {
     }
     println!();
 
+    // `bench_longread 14%` runs the scenarios whose name holds "14%".
+    let filter = std::env::args().nth(1).unwrap_or_default();
     let mut rows = Vec::new();
-    for s in &SCENARIOS {
+    for s in scenarios().iter().filter(|s| s.name.contains(&filter)) {
         eprintln!("running {} …", s.name);
         rows.push(run_scenario(&bin, &rt, s)?);
     }
 
     println!(
-        "{:<26} {:>5} {:>4} {:>10} {:>10} {:>7} {:>4} {:>4} {:>5} {:>6} {:>6} {:>7} {:>7} {:>7}",
+        "{:<42} {:>5} {:>4} {:>10} {:>10} {:>6} {:>7} {:>4} {:>4} {:>5} {:>6} {:>6} {:>7} {:>7} {:>7}",
         "scenario",
         "reqs",
         "over",
         "prompt",
         "weighted",
+        "×docs",
         "cached%",
         "comp",
         "summ",
@@ -714,12 +760,13 @@ fn run() -> Result<bool> {
     );
     for r in &rows {
         println!(
-            "{:<26} {:>5} {:>4} {:>10} {:>10} {:>6.1}% {:>4} {:>4} {:>5} {:>5.1}% {:>5.1}% {:>6.1}% {:>+6.1}% {:>6.1}s",
+            "{:<42} {:>5} {:>4} {:>10} {:>10} {:>6.2} {:>6.1}% {:>4} {:>4} {:>5} {:>5.1}% {:>5.1}% {:>6.1}% {:>+6.1}% {:>6.1}s",
             r.name,
             r.requests,
             r.refused,
             group(r.prompt),
             group(r.weighted.round() as u64),
+            r.weighted / r.docs.max(1) as f64,
             100.0 * r.cached as f64 / r.prompt.max(1) as f64,
             r.compactions,
             r.summaries,
@@ -730,6 +777,21 @@ fn run() -> Result<bool> {
             100.0 * r.err_worst,
             r.wall.as_secs_f64()
         );
+    }
+    // Today's rule against the priced one, shape by shape and mode by mode, from this one sitting.
+    println!("\ncache-weighted cost ÷ the documents' own tokens, today → priced:");
+    for today in rows.iter().filter(|r| r.name.ends_with(", today")) {
+        let shape = today.name.trim_end_matches(", today");
+        if let Some(priced) = rows.iter().find(|r| r.name == format!("{shape}, priced")) {
+            println!(
+                "  {shape:<36} {:>5.2} → {:>5.2}  ({} → {} weighted, {:+.1}%)",
+                today.weighted / today.docs.max(1) as f64,
+                priced.weighted / priced.docs.max(1) as f64,
+                group(today.weighted.round() as u64),
+                group(priced.weighted.round() as u64),
+                100.0 * (priced.weighted / today.weighted.max(1.0) - 1.0)
+            );
+        }
     }
     let mut all_finished = true;
     for r in &rows {

@@ -512,3 +512,87 @@ async fn a_roles_summariser_gets_its_summary_requests_sized_to_its_window() {
     let expected = (prompt as f64 * 0.1 + 20.0 * summaries.len() as f64 * 0.4) / 1e6;
     assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
 }
+
+/// The coder's requests that open with a new checkpoint: the first request after each compaction.
+fn rebuilt_requests(server: &ScriptedServer, archives: &[String]) -> Vec<Value> {
+    let coder: Vec<Value> = server
+        .chat_requests()
+        .into_iter()
+        .filter(|b| !is_summary_request(b) && !is_lead_request(b))
+        .collect();
+    archives
+        .iter()
+        .map(|id| coder.iter().find(|b| b["messages"].to_string().contains(id.as_str())).unwrap().clone())
+        .collect()
+}
+
+/// With the provider's prompt cache declared, where a compaction lands is priced: every document the
+/// coder read and answered leaves the request for the archive (whole there, and named by the
+/// checkpoint), and only the read it has not answered stays verbatim. The same run without a cache
+/// declared keeps several reads verbatim, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_declared_cache_answered_documents_leave_for_the_archive_and_the_unanswered_read_stays() {
+    let mut kept_without_cache = 0;
+    for cache in [false, true] {
+        let server = ScriptedServer::builder()
+            .model(MODEL)
+            .max_model_len(Some(16_384))
+            .window(16_384)
+            .report_usage(true)
+            .tokenize_endpoint(true)
+            .responder(responder(12, false))
+            .start()
+            .await;
+        let ws = workspace(12, 2_500);
+        let mut config = team_config(&server.base_url(), MODEL, "");
+        if cache {
+            config = config.replacen(
+                "kind = \"openai\"\n",
+                "kind = \"openai\"\ncache = { read_factor = 0.1, min_tokens = 1024 }\n",
+                1,
+            );
+        }
+        let d = TestDaemon::start(Path::new(BIN), &config);
+        let task = d.submit("Have the coder read", ws.path());
+        let events = d.events_until_end(&task, Duration::from_secs(120));
+        assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+        assert_eq!(server.refused(), 0);
+        let archives: Vec<String> = of_kind(&events, "compaction_finished")
+            .iter()
+            .map(|e| e["archive_id"].as_str().unwrap().to_string())
+            .collect();
+        assert!(!archives.is_empty(), "12 reads of 2,500 tokens at 16K compact");
+        let rebuilt = rebuilt_requests(&server, &archives);
+        let reads_kept =
+            |b: &Value| b["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").count();
+        if !cache {
+            kept_without_cache = rebuilt.iter().map(reads_kept).max().unwrap();
+            continue;
+        }
+        for b in &rebuilt {
+            assert_eq!(reads_kept(b), 1, "only the unanswered read stays: {}", b["messages"]);
+            let last = b["messages"].as_array().unwrap().last().unwrap();
+            assert_eq!(last["role"], "tool", "the read the model has not answered closes the request");
+        }
+        // Every document left whole for an archive, or is in the last request the coder sent.
+        let mut archived = String::new();
+        for id in &archives {
+            let page = d
+                .client()
+                .call("evidence.read", json!({"id": id, "unit": "lines", "offset": 0, "limit": 10_000}))
+                .unwrap();
+            archived.push_str(page["data"].as_str().unwrap());
+        }
+        let last_coder = server
+            .chat_requests()
+            .into_iter()
+            .rfind(|b| !is_summary_request(b) && !is_lead_request(b))
+            .unwrap()["messages"]
+            .to_string();
+        for i in 0..12 {
+            let head = format!("Section {i}.1:");
+            assert!(archived.contains(&head) || last_coder.contains(&head), "document {i} was lost");
+        }
+    }
+    assert!(kept_without_cache > 1, "without a cache, the recent reads that fit stay verbatim");
+}

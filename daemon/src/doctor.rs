@@ -235,7 +235,7 @@ async fn model_checks(config: &Config) -> Vec<Check> {
         let Some(rc) = config.team.role(&role) else { continue };
         let Some(p) = config.providers.get(&rc.provider) else { continue };
         let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
-        let client = p.kind.connect(&p.base_url, key, config.deadlines);
+        let client = p.connect(key, config.deadlines);
         let name = role.name().to_string();
         let at = format!("{} on {} ({})", rc.model, p.name, p.base_url);
         let window = match within(client.probe_window(&rc.model)).await {

@@ -75,7 +75,7 @@ impl Shared {
         let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
         for (name, p) in &config.providers {
             let key = p.api_key_env.as_deref().and_then(&env);
-            models.insert(name.clone(), Arc::new(p.kind.connect(&p.base_url, key, config.deadlines)));
+            models.insert(name.clone(), Arc::new(p.connect(key, config.deadlines)));
         }
         // Provider keys and configured secrets, by variable name: redacted from every tool result.
         let secret_names =

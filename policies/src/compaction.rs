@@ -22,11 +22,12 @@
 
 mod candidate;
 pub mod machine;
+pub mod price;
 mod requested;
 
 pub use candidate::{
     assemble, checkpoint_message, files_message, is_checkpoint, judge, objective_message, plan, Checkpoint,
-    Plan, PlanInput, Verdict, WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX,
+    Plan, PlanInput, Pricing, Verdict, WorkingFile, CHECKPOINT_HEADER, FILES_HEADER, OBJECTIVE_PREFIX,
 };
 pub use machine::{compact_with, Answer, Brief, Compacted, Compaction, Measure, Need, SentPrefix, Setup};
 pub use requested::{requested, NothingToCompact};

@@ -35,7 +35,7 @@ pub use event::{Event, EventKind, Usage};
 pub use evidence::{EvidenceMeta, NewEvidence, Page, Producer, Source, Stored, Unit};
 pub use gauge::{Categories, Gauge};
 pub use message::{CarriedObservation, Message, MessageKind, ObservationKind, Part, Speaker};
-pub use model::{AnomalyKind, ChatRequest, ChatResponse, Model, ProviderError, RetryAfter};
+pub use model::{AnomalyKind, ChatRequest, ChatResponse, Model, PromptCache, ProviderError, RetryAfter};
 pub use record::{CheckpointKind, Receipt, Record, TurnSettings};
 pub use role::Role;
 pub use rpc::{ErrorCode, Method, Notification, Request, RpcError};

@@ -197,6 +197,35 @@ impl ProviderError {
     }
 }
 
+/// How a server's prompt cache bills a request's prefix it has seen before: a cached prompt token
+/// costs `read_factor` of an uncached one, and only a prefix of at least `min_tokens` is cached.
+/// Declared per provider (`[providers.NAME] cache = { read_factor, min_tokens }`), Anthropic's
+/// figures by default for `kind = "anthropic"`; a provider without one is priced as if it had no
+/// cache, and its compactions keep today's rule (as many recent rounds as fit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PromptCache {
+    /// What a cached prompt token costs relative to an uncached one, in `[0, 1]` (0.1 at Anthropic
+    /// and for OpenAI's recent models).
+    pub read_factor: f64,
+    /// The shortest prefix the server caches, in tokens (1,024 at Anthropic and OpenAI).
+    pub min_tokens: Tokens,
+}
+
+impl PromptCache {
+    /// Anthropic's prompt cache: reads at 0.1× the input price, prefixes of 1,024 tokens or more.
+    pub const ANTHROPIC: PromptCache = PromptCache { read_factor: 0.1, min_tokens: Tokens(1024) };
+
+    /// What re-reading a prefix of `tokens` costs, in uncached tokens: at the read factor when the
+    /// prefix is long enough to be cached, in full otherwise.
+    pub fn reread(&self, tokens: Tokens) -> f64 {
+        if tokens >= self.min_tokens {
+            self.read_factor * tokens.0 as f64
+        } else {
+            tokens.0 as f64
+        }
+    }
+}
+
 /// The future of a call to a model's server.
 pub type ModelCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, ProviderError>> + Send + 'a>>;
 
@@ -217,4 +246,9 @@ pub trait Model: Send + Sync {
     /// The tokens of `text` for `model` by the server's own count (no special tokens), when the
     /// server offers a counting endpoint; `None` when it has none.
     fn count_text<'a>(&'a self, model: &'a str, text: &'a str) -> ModelCall<'a, Option<u64>>;
+    /// How the server's prompt cache bills a prefix it has seen, when it has one that was declared
+    /// (or is known for its kind). `None`: priced as if uncached.
+    fn prompt_cache(&self) -> Option<PromptCache> {
+        None
+    }
 }

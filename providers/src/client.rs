@@ -2,8 +2,8 @@
 //! runtime holds, calling its format's [`WireFormat`] through a boxed, object-safe view of it.
 
 use super::wire::{self, WireFormat};
-use agentd_protocol::Tokens;
 use agentd_protocol::{ChatRequest, ChatResponse, ProviderError};
+use agentd_protocol::{PromptCache, Tokens};
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -12,11 +12,27 @@ use tokio_util::sync::CancellationToken;
 /// (`Client::from(OpenAiClient::new(…))`).
 pub struct Client {
     format: Box<dyn Dispatch>,
+    /// How the server's prompt cache bills a prefix: the format's own, or as declared.
+    cache: Option<PromptCache>,
 }
 
 impl Client {
-    pub(crate) fn new(format: impl WireFormat) -> Client {
-        Client { format: Box::new(format) }
+    pub(crate) fn new<F: WireFormat>(format: F) -> Client {
+        Client { format: Box::new(format), cache: F::PROMPT_CACHE }
+    }
+
+    /// The same client with the prompt cache the provider's configuration declares
+    /// (`[providers.NAME] cache`), in place of its format's default.
+    pub fn with_cache(mut self, cache: Option<PromptCache>) -> Client {
+        if cache.is_some() {
+            self.cache = cache;
+        }
+        self
+    }
+
+    /// How the server's prompt cache bills a prefix it has seen: declared, or its format's own.
+    pub fn prompt_cache(&self) -> Option<PromptCache> {
+        self.cache
     }
 
     /// The server's base URL: with the model name, the key windows are remembered under.
@@ -123,5 +139,9 @@ impl agentd_protocol::Model for Client {
         text: &'a str,
     ) -> agentd_protocol::model::ModelCall<'a, Option<u64>> {
         Box::pin(Client::count_text(self, model, text))
+    }
+
+    fn prompt_cache(&self) -> Option<PromptCache> {
+        Client::prompt_cache(self)
     }
 }

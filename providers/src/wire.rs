@@ -11,8 +11,8 @@
 
 use super::http::{cancellable, send_streaming, send_whole, Answer, Http};
 use super::sse::{drive_within, stalled, Assemble};
-use agentd_protocol::Tokens;
 use agentd_protocol::{ChatRequest, ChatResponse, ProviderError, RetryAfter};
+use agentd_protocol::{PromptCache, Tokens};
 use futures_util::StreamExt;
 use reqwest::header::ACCEPT;
 use reqwest::RequestBuilder;
@@ -32,6 +32,9 @@ pub(crate) trait WireFormat: Send + Sync + Sized + 'static {
     type Assembler: Assemble + Default + Send;
     /// The chat endpoint, below the base URL (`/chat/completions`, `/messages`).
     const CHAT_PATH: &'static str;
+    /// The prompt cache every server of this format has, when the format implies one (Anthropic's,
+    /// which agentd marks with `cache_control`); `None`: only a declared `cache` prices one.
+    const PROMPT_CACHE: Option<PromptCache> = None;
 
     /// A client of this format for the server `http` talks to.
     fn connect(http: Http) -> Self;

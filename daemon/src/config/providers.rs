@@ -1,11 +1,14 @@
 //! `[providers.NAME]`: the servers the roles' requests go to. Each names the wire format it speaks
 //! (`kind`), where it is (`base_url`) and, if it needs a key, the environment variable holding it
-//! (`api_key_env`) — never the key itself. Those variables are the secrets other sections must not
+//! (`api_key_env`) — never the key itself — and how its prompt cache bills a prefix it has seen
+//! (`cache`, which prices where a compaction lands). Those variables are the secrets other sections must not
 //! hand on: the sandbox's and MCP servers' `env` are checked against them ([`key_owner`]).
 
 use super::error::Invalid;
-use super::raw::RawProvider;
+use super::raw::{RawCache, RawProvider};
 use super::ConfigError;
+use agentd_protocol::{PromptCache, Tokens};
+use agentd_providers::{Client, Deadlines};
 use std::collections::BTreeMap;
 
 /// Defined with the wire formats, where the kind names are parsed.
@@ -25,6 +28,37 @@ pub struct ProviderConfig {
     /// The name of the environment variable that holds the API key, if the server needs one. The key itself
     /// never goes in the file, and its value is redacted from every tool result.
     pub api_key_env: Option<String>,
+    /// How the server's prompt cache bills a prefix it has seen (`cache = { read_factor, min_tokens }`);
+    /// `None`: the kind's own (Anthropic's for `anthropic`), else none.
+    pub cache: Option<PromptCache>,
+}
+
+impl ProviderConfig {
+    /// A client of this provider's server, with `api_key` and the requests' `deadlines`, its prompt
+    /// cache as declared.
+    pub fn connect(&self, api_key: Option<String>, deadlines: Deadlines) -> Client {
+        self.kind.connect(&self.base_url, api_key, deadlines).with_cache(self.cache)
+    }
+}
+
+/// The shortest prefix a prompt cache keeps when `min_tokens` is not given: Anthropic's and OpenAI's.
+const DEFAULT_CACHE_MIN_TOKENS: u64 = 1024;
+
+/// `cache = { read_factor, min_tokens }`: a factor in `[0, 1]`; errors name `providers.NAME.cache.KEY`.
+fn cache(name: &str, raw: RawCache, invalid: Invalid) -> Result<PromptCache, ConfigError> {
+    if !(raw.read_factor.is_finite() && (0.0..=1.0).contains(&raw.read_factor)) {
+        return Err(invalid(
+            format!("providers.{name}.cache.read_factor"),
+            format!(
+                "must be a number from 0 to 1 (what a cached prompt token costs relative to an uncached one, e.g. 0.1), got {}",
+                raw.read_factor
+            ),
+        ));
+    }
+    Ok(PromptCache {
+        read_factor: raw.read_factor,
+        min_tokens: Tokens(raw.min_tokens.unwrap_or(DEFAULT_CACHE_MIN_TOKENS)),
+    })
 }
 
 /// Checks every `[providers.NAME]`, in name order; errors name `providers.NAME.kind` or
@@ -47,6 +81,7 @@ pub(super) fn providers(
                 format!("must be an http:// or https:// URL, got {:?}", p.base_url),
             ));
         }
+        let cache = p.cache.map(|c| cache(&name, c, invalid)).transpose()?;
         providers.insert(
             name.clone(),
             ProviderConfig {
@@ -54,6 +89,7 @@ pub(super) fn providers(
                 kind,
                 base_url: p.base_url.trim_end_matches('/').to_string(),
                 api_key_env: p.api_key_env,
+                cache,
             },
         );
     }
@@ -87,5 +123,24 @@ mod tests {
         let bad = DEFAULT_CONFIG.replace("kind = \"openai\"", "kind = \"gemini\"");
         let e = parse(&bad).unwrap_err().to_string();
         assert!(e.contains("providers.local.kind") && e.contains("gemini"), "{e}");
+    }
+
+    #[test]
+    fn a_declared_cache_is_read_and_a_bad_factor_is_named() {
+        let with = |cache: &str| {
+            DEFAULT_CONFIG.replace("kind = \"openai\"", &format!("kind = \"openai\"\ncache = {cache}"))
+        };
+        let c = parse(&with("{ read_factor = 0.25, min_tokens = 2048 }")).unwrap();
+        let cache = c.providers["local"].cache.unwrap();
+        assert_eq!((cache.read_factor, cache.min_tokens.0), (0.25, 2048));
+        let c = parse(&with("{ read_factor = 0.1 }")).unwrap();
+        assert_eq!(c.providers["local"].cache.map(|c| c.min_tokens.0), Some(1024));
+        assert_eq!(parse(DEFAULT_CONFIG).unwrap().providers["local"].cache, None);
+        for bad in ["{ read_factor = 1.5 }", "{ read_factor = -0.1 }", "{ read_factor = nan }"] {
+            let e = parse(&with(bad)).unwrap_err().to_string();
+            assert!(e.contains("providers.local.cache.read_factor"), "{bad}: {e}");
+        }
+        let e = parse(&with("{ read_factor = 0.1, min = 5 }")).unwrap_err().to_string();
+        assert!(e.contains("min"), "{e}");
     }
 }

@@ -144,6 +144,15 @@ pub(super) struct RawProvider {
     pub(super) kind: String,
     pub(super) base_url: String,
     pub(super) api_key_env: Option<String>,
+    pub(super) cache: Option<RawCache>,
+}
+
+/// `[providers.NAME] cache = { read_factor, min_tokens }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCache {
+    pub(super) read_factor: f64,
+    pub(super) min_tokens: Option<u64>,
 }
 
 /// `[team]`: the two fixed roles and the specialists, by name.

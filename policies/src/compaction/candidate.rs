@@ -3,9 +3,11 @@
 //! the [parent module](super) for the layout of the candidate; the loop around these is
 //! [`super::machine`]'s, which imports this module (never the other way round).
 
+use super::price::{cheapest, Outlook};
 use crate::observations::{observations_message, unresolved, Observation};
 use crate::rounds::rounds;
 use agentd_protocol::message::{Message, MessageKind, Part, Speaker};
+use agentd_protocol::model::PromptCache;
 use agentd_protocol::tokens::{Count, Tokens};
 
 /// The first line of the checkpoint message, so the runtime and tests can recognise it.
@@ -59,6 +61,20 @@ pub struct PlanInput<'a> {
     pub summary_reserve: Tokens,
     /// The caller's message counter.
     pub count: &'a dyn Fn(&Message) -> Tokens,
+    /// The provider's prompt cache and the trigger, when the provider has a cache: the recent rounds
+    /// kept are then the cheapest landing by [`price`](super::price) (the last round always kept),
+    /// not as many as fit. `None`: as many as fit below `destination`.
+    pub pricing: Option<Pricing>,
+}
+
+/// What a plan prices its landing with: the provider's prompt cache, and where the next compaction
+/// comes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pricing {
+    /// How the provider's prompt cache bills a prefix it has seen.
+    pub cache: PromptCache,
+    /// The role's trigger: where the next compaction comes.
+    pub trigger: Tokens,
 }
 
 /// What a rebuilt request keeps and what leaves it: the result of [`plan`], for [`assemble`] to build the
@@ -80,6 +96,9 @@ pub struct Plan {
     pub observations: Vec<Observation>,
     /// Indices into `working_files` that are included, newest first.
     pub files: Vec<usize>,
+    /// The rebuilt request's size as planned, `fixed` and the summary's reserve included: what the
+    /// landing was chosen (and, with a cache, priced) by, before the candidate is counted in full.
+    pub landing: Tokens,
 }
 
 /// The summary of what left the request, produced by the runtime from [`Plan::summarise`].
@@ -180,11 +199,12 @@ pub fn plan(input: &PlanInput) -> Plan {
         files_tokens = files_cost(&files);
     }
 
-    // Recent rounds, whole, from the end.
+    // Recent rounds, whole, from the end: every landing that fits, as (first round kept, size).
     let limit = input.keep_rounds_limit.unwrap_or(usize::MAX);
     let mut keep_from = rs.len();
     let mut kept_tokens = Tokens::ZERO;
     let mut obs_tokens = observations_cost(rs.len());
+    let mut landings = vec![(keep_from, mandatory + files_tokens + obs_tokens)];
     while keep_from > 0 && rs.len() - keep_from < limit {
         let k = keep_from - 1;
         // A lone tool result cannot open the kept part (only possible at the very start).
@@ -201,6 +221,24 @@ pub fn plan(input: &PlanInput) -> Plan {
         keep_from = k;
         kept_tokens += round_tokens[k];
         obs_tokens = obs_if_kept;
+        landings.push((keep_from, total));
+    }
+    // With a prompt cache, the cheapest landing over the coming turns, the last round always kept
+    // (the model has not answered it yet); without one, as many rounds as fit.
+    let mut landing = landings.last().map_or(Tokens::ZERO, |l| l.1);
+    if let Some(pricing) = input.pricing {
+        let floor = landings.len().min(2) - 1;
+        let sizes: Vec<Tokens> = landings[floor..].iter().map(|l| l.1).collect();
+        let outlook = Outlook {
+            cache: pricing.cache,
+            fixed: input.fixed,
+            trigger: pricing.trigger,
+            growth: growth(history, &rs, &round_tokens),
+            summary: input.summary_reserve,
+        };
+        if let Some(i) = cheapest(&sizes, &outlook) {
+            (keep_from, landing) = landings[floor + i];
+        }
     }
     let keep_from_message = rs.get(keep_from).map_or(history.len(), |r| r.start);
 
@@ -217,7 +255,25 @@ pub fn plan(input: &PlanInput) -> Plan {
         kept_rounds: rs.len() - keep_from,
         observations: observations.into_iter().filter(|o| o.round < keep_from).collect(),
         files,
+        landing,
     }
+}
+
+/// How much a request adds to the one before it: the mean size of the history's rounds that the
+/// model opened (an answer and its tool results), else of all its rounds; at least 1.
+fn growth(history: &[Message], rounds: &[std::ops::Range<usize>], round_tokens: &[Tokens]) -> Tokens {
+    let mean = |sizes: &[Tokens]| {
+        let n = u64::try_from(sizes.len()).unwrap_or(u64::MAX).max(1);
+        Tokens(sizes.iter().map(|t| t.0).sum::<u64>() / n)
+    };
+    let answers: Vec<Tokens> = rounds
+        .iter()
+        .zip(round_tokens)
+        .filter(|(r, _)| history[r.start].role == Speaker::Assistant)
+        .map(|(_, t)| *t)
+        .collect();
+    let g = if answers.is_empty() { mean(round_tokens) } else { mean(&answers) };
+    g.max(Tokens(1))
 }
 
 /// Whether `text` stands verbatim in `messages`: inside a text or a tool result, or as the `content`

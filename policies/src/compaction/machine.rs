@@ -20,11 +20,12 @@
 //! 5. Assemble the candidate, count it in full, judge it; retry with one round fewer, or fail.
 
 use super::candidate::{
-    assemble, judge, objective_message, plan, Checkpoint, Plan, PlanInput, Verdict, WorkingFile,
+    assemble, judge, objective_message, plan, Checkpoint, Plan, PlanInput, Pricing, Verdict, WorkingFile,
 };
 use crate::budget::{objective_bytes_for_summary, Thresholds, FOLD_REQUEST_PERCENT, IN_PLACE_PERCENT};
 use crate::summary::{batches, fold_prompt, prefix_prompt, render_for_summary, SUMMARISER_SYSTEM};
 use agentd_protocol::message::Message;
+use agentd_protocol::model::PromptCache;
 use agentd_protocol::tokens::Tokens;
 use std::collections::VecDeque;
 
@@ -74,6 +75,9 @@ pub struct Setup {
     /// requests are sized to; `None`: the role's model summarises. With a summariser of its own
     /// nothing is summarised in place (another model cannot continue the role's request).
     pub summariser_window: Option<Tokens>,
+    /// How the role's provider's prompt cache bills a prefix, when it has one: the recent rounds kept
+    /// are then the cheapest landing over the coming turns ([`super::price`]); `None`: as many as fit.
+    pub cache: Option<PromptCache>,
 }
 
 impl Setup {
@@ -331,6 +335,7 @@ impl<'a> Compaction<'a> {
             keep_rounds_limit: self.limit,
             summary_reserve: self.setup.summary_reserve,
             count,
+            pricing: self.setup.cache.map(|cache| Pricing { cache, trigger: self.setup.thresholds.trigger }),
         }
     }
 

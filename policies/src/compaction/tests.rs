@@ -112,6 +112,7 @@ fn setup(fixed: u64, destination: u64, trigger: u64, before: Tokens, reserve: u6
         summary_reserve: Tokens(reserve),
         sent_prefix: None,
         summariser_window: None,
+        cache: None,
     }
 }
 
@@ -133,6 +134,7 @@ fn input<'a>(
         keep_rounds_limit: None,
         summary_reserve: Tokens(50),
         count: &count_msg,
+        pricing: None,
     }
 }
 
@@ -851,6 +853,105 @@ fn pinned_blocks_come_back_first_verbatim_fresh_and_are_never_summarised() {
         assert!(prompt.contains("<focus>") && prompt.contains("keep the parser details"), "{prompt}");
         if let Need::Fold { prompt, .. } = need {
             assert!(!prompt.contains("Always run cargo nextest"), "a block is not summarised: {prompt}");
+        }
+    }
+}
+
+/// The objective, then `docs` reads of `doc_chars`-character documents, each answered by a line of
+/// text, then one more read the model has not answered yet.
+fn reading(docs: usize, doc_chars: usize) -> Vec<Message> {
+    let mut h = vec![Message::user("read the notes")];
+    for i in 0..=docs {
+        let id = format!("r{i}");
+        h.push(call(&id, "read_file", &format!(r#"{{"path":"notes/{i}.md"}}"#)));
+        h.push(Message::tool_result(&id, filler(&format!("note {i}"), doc_chars), false));
+        if i < docs {
+            h.push(Message::assistant_text(&format!("Note {i} read; on to the next.")));
+        }
+    }
+    h
+}
+
+/// A cache like Anthropic's, the next compaction at `trigger`.
+fn priced(trigger: u64) -> Option<Pricing> {
+    Some(Pricing { cache: agentd_protocol::model::PromptCache::ANTHROPIC, trigger: Tokens(trigger) })
+}
+
+#[test]
+fn with_a_cache_read_and_answered_documents_leave_and_the_unanswered_read_stays() {
+    // Five answered reads of ~2,000 tokens and one unanswered, destination 8,000 (room for three
+    // reads verbatim), trigger 12,000.
+    let h = reading(5, 8_000);
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let today = plan(&input(&h, &tokens, "read the notes", 8_000, &[]));
+    assert!(today.kept_rounds >= 5, "as many as fit: {today:?}");
+    let inp = PlanInput { pricing: priced(12_000), ..input(&h, &tokens, "read the notes", 8_000, &[]) };
+    let p = plan(&inp);
+    // Only the read the model has not answered stays; everything before it leaves, to be summarised
+    // and archived.
+    assert_eq!(p.kept_rounds, 1, "{p:?}");
+    assert_eq!(p.keep_from_message, h.len() - 2);
+    assert_eq!(p.summarise, (0..h.len() - 2).collect::<Vec<_>>());
+    let out = assemble(
+        &inp,
+        &p,
+        &Checkpoint { summary: SUMMARY.into(), archive_ref: Some("ev".into()), batches: 1 },
+    );
+    assert_eq!(out[0].text(), "Objective: read the notes");
+    assert!(is_checkpoint(&out[1]));
+    assert_eq!(&out[2..], &h[h.len() - 2..]);
+}
+
+#[test]
+fn with_a_cache_the_price_decides_and_a_prefix_under_the_minimum_is_read_in_full() {
+    // Tiny rounds under a 1,024-token cache minimum: every landing is re-read in full whatever it
+    // keeps, so the plan keeps what the price says, never less than the last round.
+    let h = reading(6, 40);
+    let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+    let inp = PlanInput { pricing: priced(900), ..input(&h, &tokens, "read the notes", 600, &[]) };
+    let p = plan(&inp);
+    assert!(p.kept_rounds >= 1);
+    let today = plan(&input(&h, &tokens, "read the notes", 600, &[]));
+    assert!(p.kept_rounds <= today.kept_rounds);
+}
+
+proptest! {
+    /// With a cache, the plan keeps the last round whenever it fits, never more rounds than fit below
+    /// the destination, and what it keeps is the cheapest landing of those it could keep.
+    #[test]
+    fn a_priced_plan_keeps_the_last_round_and_the_cheapest_landing(
+        docs in 1usize..12,
+        doc_chars in 40usize..12_000,
+        destination in 800u64..20_000,
+        trigger_gap in 100u64..20_000,
+    ) {
+        let h = reading(docs, doc_chars);
+        let tokens: Vec<Tokens> = h.iter().map(count_msg).collect();
+        let base = input(&h, &tokens, "read the notes", destination, &[]);
+        let today = plan(&base);
+        let p = plan(&PlanInput { pricing: priced(destination + trigger_gap), ..base });
+        prop_assert!(p.kept_rounds <= today.kept_rounds);
+        prop_assert!(p.kept_rounds >= today.kept_rounds.min(1));
+        prop_assert_eq!(&p.summarise, &(0..p.keep_from_message).collect::<Vec<_>>());
+        // Every landing between the floor and as many as fit is priced no lower than the chosen one.
+        let landing = |kept: usize| plan(&PlanInput { keep_rounds_limit: Some(kept), ..base }).landing;
+        let rounds = crate::rounds::rounds(&h);
+        let answered: Vec<Tokens> = rounds
+            .iter()
+            .filter(|r| h[r.start].role == Speaker::Assistant)
+            .map(|r| r.clone().map(|i| tokens[i]).sum())
+            .collect();
+        let growth = Tokens((answered.iter().map(|t| t.0).sum::<u64>() / answered.len().max(1) as u64).max(1));
+        let outlook = price::Outlook {
+            cache: agentd_protocol::model::PromptCache::ANTHROPIC,
+            fixed: Tokens(100),
+            trigger: Tokens(destination + trigger_gap),
+            growth,
+            summary: Tokens(50),
+        };
+        let chosen = price::price(landing(p.kept_rounds), &outlook);
+        for kept in today.kept_rounds.min(1)..=today.kept_rounds {
+            prop_assert!(chosen <= price::price(landing(kept), &outlook) + 1e-9, "kept {} vs {}", p.kept_rounds, kept);
         }
     }
 }

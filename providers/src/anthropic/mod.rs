@@ -11,8 +11,8 @@ use crate::http::{exchange, Deadlines, Http, Reply};
 use crate::refusal::parse_refusal_limit;
 use crate::wire::{self, window_number, WireFormat};
 use crate::Client;
-use agentd_protocol::Tokens;
 use agentd_protocol::{AnomalyKind, ChatRequest, ChatResponse, ProviderError, RetryAfter};
+use agentd_protocol::{PromptCache, Tokens};
 use body::{AnthropicBody, CountTextBody};
 use reqwest::RequestBuilder;
 use serde::Serialize;
@@ -169,6 +169,8 @@ impl WireFormat for AnthropicClient {
     type Body<'a> = AnthropicBody<'a>;
     type Assembler = stream::Assembler;
     const CHAT_PATH: &'static str = "/messages";
+    // agentd marks the request's prefix with `cache_control`, so every Anthropic server caches it.
+    const PROMPT_CACHE: Option<PromptCache> = Some(PromptCache::ANTHROPIC);
 
     fn connect(http: Http) -> AnthropicClient {
         AnthropicClient { http, text_overhead: Arc::new(Mutex::new(HashMap::new())) }
