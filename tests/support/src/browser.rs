@@ -136,6 +136,11 @@ impl Browser {
         Ok(Some(browser))
     }
 
+    /// The browser's profile directory (under [`PROFILE_PREFIX`]), removed on drop.
+    pub fn profile(&self) -> &Path {
+        self.profile.path()
+    }
+
     fn driver_log(&self) -> String {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
