@@ -12,7 +12,8 @@
 //! (or `after_seq`) resumes after that seq with no gap and no repeat.
 //!
 //! Every request carries the daemon's token, as `Authorization: Bearer TOKEN` or as the
-//! [`TOKEN_COOKIE`] a browser gets in exchange for `GET /?token=TOKEN`. A refusal of the token is
+//! [`TOKEN_COOKIE`] a browser gets in exchange for `GET /?token=TOKEN` — all but the OpenAPI
+//! document's ([`OPENAPI_PATH`]), which is the same for every daemon of a version. A refusal of the token is
 //! HTTP 401 with -32600, the code of the socket's refusal of another user's connection.
 //! [`crate::openapi`] describes all of it as an OpenAPI 3.1 document.
 

@@ -8,10 +8,10 @@
 //! types, errors with the HTTP status of their code. `tasks/{task_id}/events` is `task.subscribe` as
 //! Server-Sent Events through [`crate::follow`], the loop the socket's subscriptions use.
 //!
-//! Every request but the OpenAPI document's needs the token ([`token`]): a bearer header, or the cookie a browser gets for the
-//! dashboard's login URL (`/?token=…`, answered with a redirect that drops the token from the
-//! address bar). A POST authenticated by the cookie must come from the dashboard's own origin.
-//! The dashboard itself is static files embedded in the binary ([`assets`]).
+//! Every request but the OpenAPI document's needs the token ([`token`]): a bearer header, or the
+//! cookie a browser gets for the dashboard's login URL (`/?token=…`, answered with a redirect that
+//! drops the token from the address bar). A POST authenticated by the cookie must come from the
+//! dashboard's own origin. The dashboard itself is static files embedded in the binary ([`assets`]).
 
 pub mod assets;
 pub mod front;
@@ -73,6 +73,8 @@ pub fn start(
                 // (HTTP/1 clients do not half-close and then wait for an answer).
                 .h1_allow_half_closed(false)
                 .local_addr(addr)
+                // The default config's host and address are only a fallback for a request without
+                // a Host header (HTTP/1.1 requires one): the cross-origin check then refuses.
                 .h1(actix_service::map_config(app, |()| actix_web::dev::AppConfig::default()));
             actix_service::fn_service(|io: tokio::net::TcpStream| {
                 let peer = io.peer_addr().ok();
