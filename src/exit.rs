@@ -47,7 +47,8 @@ impl From<ClientError> for Failure {
                     ErrorCode::InvalidRequest
                     | ErrorCode::MethodNotFound
                     | ErrorCode::InvalidParams
-                    | ErrorCode::BadWorkspace,
+                    | ErrorCode::BadWorkspace
+                    | ErrorCode::UnknownRole,
                 ),
             ) => USAGE,
             _ => FAILED,

@@ -12,7 +12,7 @@
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use agentd_test_support::browser::{skip_or_fail, Browser};
+use agentd_test_support::browser::{processes_naming, skip_or_fail, Browser};
 use agentd_test_support::daemon::{team_config, TestDaemon};
 use agentd_test_support::*;
 use serde_json::{json, Value};
@@ -222,6 +222,14 @@ async fn log_in_with_the_token_submit_and_watch_a_task_finish_live() {
         WAIT,
     )
     .await;
+
+    // Dropped, the browser stops what it started: no process names its profile, which is gone.
+    let profile = b.profile().to_path_buf();
+    assert!(!processes_naming(&profile.display().to_string()).is_empty(), "the browser runs with it");
+    drop(b);
+    let left = processes_naming(&profile.display().to_string());
+    assert!(left.is_empty(), "still running after the drop: {left:?}");
+    assert!(!profile.exists(), "{} is left", profile.display());
 }
 
 /// The long run's team: the lead delegates and finishes; the coder reads `reads` files of ~1,300

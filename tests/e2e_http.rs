@@ -235,7 +235,7 @@ async fn the_api_answers_with_the_sockets_types_and_error_codes() {
             "GET",
             format!("/api/v1/tasks/{t}/context/nobody"),
             "",
-            400,
+            404,
             socket(&d, "context.get", json!({"task_id": t, "role": "nobody"})),
         ),
     ];
@@ -277,7 +277,7 @@ async fn every_request_needs_the_token_and_a_browser_trades_it_once_for_a_cookie
     for request in [
         plain.get(api.url("/api/v1/tasks")),
         plain.get(api.url("/api/v1/tasks")).bearer_auth("not-the-token"),
-        plain.get(api.url("/api/v1/openapi.json")).header("cookie", "agentd_token=not-the-token"),
+        plain.get(api.url("/api/v1/daemon")).header("cookie", "agentd_token=not-the-token"),
         plain.post(api.url("/api/v1/tasks")).body(r#"{"objective": "x", "workspace": "/tmp"}"#),
         plain.get(api.url("/api/v1/tasks/x/events")),
     ] {
@@ -292,6 +292,15 @@ async fn every_request_needs_the_token_and_a_browser_trades_it_once_for_a_cookie
         assert!(r.text().await.unwrap().contains("agentd dashboard"), "{path}: the page says what to do");
     }
     assert!(socket(&d, "task.list", json!({})).as_array().unwrap().is_empty(), "nothing was submitted");
+    // The OpenAPI document alone is served without the token (it is docs/openapi.json), and says so.
+    let (status, doc) = Api::answer(plain.get(api.url("/api/v1/openapi.json")).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    assert_eq!(doc["paths"]["/api/v1/openapi.json"]["get"]["security"], json!([]));
+    for route in agentd_protocol::http::ROUTES {
+        let verb = route.verb.as_str().to_lowercase();
+        let op = &doc["paths"][route.full_path()][&verb];
+        assert!(op["responses"]["401"].is_object() && op.get("security").is_none(), "{route:?}: {op}");
+    }
 
     // The dashboard's URL: a wrong token is refused; the right one becomes an HttpOnly, SameSite
     // cookie and a redirect to `/`, so the token leaves the address bar.
@@ -389,6 +398,21 @@ async fn events_stream_as_sse_with_last_event_id_replay_and_end_after_the_termin
     let r = api.http.get(format!("{events_url}?after_seq=4")).bearer_auth(&api.token);
     let (messages, _) = read_sse(r.send().await.unwrap(), |_| false).await;
     assert_eq!(messages[0].id, Some(5));
+
+    // At or past the end of a task that has ended (an EventSource reconnecting after the task.end,
+    // a seq beyond the last): the task.end at once, and the server ends the response.
+    let terminal = logged.len() as u64;
+    for (last_event_id, query) in [(Some(terminal), ""), (None, "?after_seq=999999"), (Some(999_999), "")] {
+        let mut r = api.http.get(format!("{events_url}{query}")).bearer_auth(&api.token);
+        if let Some(id) = last_event_id {
+            r = r.header("last-event-id", id.to_string());
+        }
+        let read =
+            tokio::time::timeout(Duration::from_secs(30), read_sse(r.send().await.unwrap(), |_| false));
+        let (messages, ended) = read.await.unwrap_or_else(|_| panic!("{last_event_id:?} {query}: no end"));
+        assert!(ended, "{last_event_id:?} {query}");
+        assert_eq!(messages, end.to_vec(), "{last_event_id:?} {query}: the end alone");
+    }
 
     // A bad Last-Event-ID and an unknown task are errors, not streams.
     let r = api.http.get(&events_url).bearer_auth(&api.token).header("last-event-id", "soon");
@@ -491,4 +515,172 @@ async fn memory_and_a_compaction_on_request_over_http_match_the_socket() {
     let (status, refused) = api.post(&format!("/api/v1/tasks/{short}/compact"), r#"{"focus": "x"}"#).await;
     assert_eq!((status, refused["error"]["code"].as_i64()), (409, Some(-32003)), "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap().contains("nothing to compact"));
+}
+
+/// The daemon's open descriptors, from /proc.
+fn descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+}
+
+/// Opens an event stream over a bare TCP connection and reads until its first comment arrives (the
+/// response is under way), and answers the connection.
+async fn open_stream(addr: &str, path: &str, token: &str) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(": agentd follows") {
+        let n = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "the stream ended: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+    stream
+}
+
+/// Drops a connection with a reset (SO_LINGER 0) instead of an orderly close: a client that died.
+fn reset(stream: tokio::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let std = stream.into_std().unwrap();
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: setting an option on a socket this function owns, with a correctly sized value.
+    let rc = unsafe {
+        libc::setsockopt(
+            std.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+    drop(std);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_event_stream_outlives_its_client_and_keep_alives_flow_while_nothing_happens() {
+    // The lead's first request is rate limited for an hour: the task is live, and its stream has
+    // nothing to send but keep-alives.
+    let server = ScriptedServer::builder().script(vec![rate_limited(Some("3600"))]).start().await;
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!("{HTTP}keep_alive = \"200ms\"\n");
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", &config));
+    let api = Api::of(&d);
+    let task = d.submit("Wait", ws.path());
+    // Longer than any wait of the retry policy: the task waits it out, live, without running.
+    d.wait_for_state(&task, "waiting", Duration::from_secs(30));
+    let path = format!("/api/v1/tasks/{task}/events");
+    let addr = api.base.trim_start_matches("http://").to_string();
+    let pid = d.pid().unwrap();
+
+    // Nothing happens, and the stream says so at the configured interval.
+    let live = api.http.get(api.url(&path)).bearer_auth(&api.token).send().await.unwrap();
+    let mut bytes = live.bytes_stream();
+    let mut text = String::new();
+    while text.matches(": keep-alive\n\n").count() < 3 {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), bytes.next()).await.unwrap().unwrap();
+        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+    }
+    drop(bytes);
+
+    // Past the last event of a task that is still going: nothing until it ends, then its end.
+    let r = api.http.get(api.url(&format!("{path}?after_seq=999999"))).bearer_auth(&api.token);
+    let ahead = tokio::spawn(read_sse(r.send().await.unwrap(), |_| false));
+
+    // 50 clients open the stream and go away, half closing their end, half reset: every descriptor
+    // the daemon held for them is released.
+    let settle = || async {
+        // One stream opened and closed first, so what the server allocates once is in the baseline.
+        drop(open_stream(&addr, &path, &api.token).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    settle().await;
+    let before = descriptors(pid);
+    let mut clients = Vec::new();
+    for _ in 0..50 {
+        clients.push(open_stream(&addr, &path, &api.token).await);
+    }
+    let open = descriptors(pid);
+    assert!(open >= before + 50, "the daemon holds a descriptor per stream: {before} before, {open} open");
+    for (i, client) in clients.into_iter().enumerate() {
+        if i % 2 == 0 {
+            drop(client);
+        } else {
+            reset(client);
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut now = descriptors(pid);
+    while now > before + 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        now = descriptors(pid);
+    }
+    assert!(now <= before + 2, "descriptors: {before} before, {open} with 50 streams, {now} after they left");
+    eprintln!("descriptors: {before} before, {open} with 50 streams open, {now} after the clients left");
+
+    let (status, _) = api.post(&format!("/api/v1/tasks/{task}/cancel"), "").await;
+    assert_eq!(status, 200);
+    let (messages, ended) = tokio::time::timeout(Duration::from_secs(30), ahead).await.unwrap().unwrap();
+    assert!(ended);
+    let cancelled = d.logged_events(&task).len();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert_eq!(messages[0].event, "task.end");
+    assert_eq!(messages[0].data, json!({"task_id": task, "seq": cancelled, "kind": "task_cancelled"}));
+}
+
+/// Sends raw bytes on a fresh connection and reads the answer until the server closes it.
+async fn raw_request(addr: &str, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut out)).await.unwrap().unwrap();
+    String::from_utf8_lossy(&out).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_server_cannot_parse_gets_the_apis_json_error_and_logs_no_error() {
+    let server = ScriptedServer::start(vec![]).await;
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", HTTP));
+    let api = Api::of(&d);
+    let addr = api.base.trim_start_matches("http://").to_string();
+    let long = format!("GET /api/v1/{} HTTP/1.1\r\nHost: {addr}\r\n\r\n", "a".repeat(70_000));
+    let many: String = (0..120).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("a URI over 64 KiB", long.into_bytes(), 400),
+        (
+            "NUL in the path",
+            format!("GET /api/v1/ta\0sks HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes(),
+            400,
+        ),
+        (
+            "a control byte in a header",
+            format!("GET /api/v1/tasks HTTP/1.1\r\nHost: {addr}\r\nX-Bad: a\x01b\r\n\r\n").into_bytes(),
+            400,
+        ),
+        ("not HTTP", b"GARBAGE\r\n\r\n".to_vec(), 400),
+        (
+            "more headers than the server takes",
+            format!("GET /api/v1/tasks HTTP/1.1\r\nHost: {addr}\r\n{many}\r\n").into_bytes(),
+            431,
+        ),
+    ];
+    for (what, bytes, status) in cases {
+        let answer = raw_request(&addr, &bytes).await;
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{what}: {answer:?}"));
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{what}: {head}");
+        assert!(head.to_lowercase().contains("content-type: application/json"), "{what}: {head}");
+        let e: Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {body:?}"));
+        assert_eq!(e["error"]["code"], -32600, "{what}: {e}");
+        assert!(!e["error"]["message"].as_str().unwrap().is_empty(), "{what}: {e}");
+    }
+    // The server goes on serving well-formed requests.
+    let (status, _) = api.get("/api/v1/tasks").await;
+    assert_eq!(status, 200);
+    let log = d.serve_log();
+    assert!(!log.contains("ERROR"), "no error line for a client's malformed request: {log}");
+    assert!(log.contains("refused a request the server cannot parse"), "logged at debug: {log}");
 }

@@ -7,12 +7,17 @@
 //! resumed or followed up is passed over), with a `task.end` naming it; a task whose end the store
 //! could not take (a full disk) ends with the in-memory end from [`crate::ends`], `recorded: false`.
 //!
+//! A subscriber that asks for events at or past the end of a task that has ended (a reconnecting
+//! `EventSource` after the `task.end`, or a seq beyond the last) gets that `task.end` at once: the
+//! stream never waits for a resume that may not come. One past the last event of a task that is
+//! still going gets nothing until the task ends, then its `task.end`.
+//!
 //! What the items look like on the wire is the caller's: the socket writes each [`Notification`] as
 //! a JSON-RPC line, the HTTP server as an SSE message. Subscribe to the bus (`Shared::live`)
 //! *before* checking that the task exists and answering, so nothing published in between is missed.
 
 use crate::shared::Shared;
-use agentd_engine::storage::End;
+use agentd_engine::storage::{End, StorageError};
 use agentd_protocol::event::EndKind;
 use agentd_protocol::rpc::{Notification, TaskEnd};
 use agentd_protocol::Event;
@@ -47,6 +52,18 @@ pub fn unrecorded_end(task_id: &str, seq: u64, end: &End) -> Option<TaskEnd> {
     })
 }
 
+/// The `task.end` of a task that has ended, with the newest seq in its log: its last event when that
+/// is a terminal one (a resume or follow-up adds events after it), else the end the store could
+/// not record. `None` for a task that can still produce events.
+pub fn end_of(shared: &Shared, task_id: &str) -> Result<(u64, Option<TaskEnd>), StorageError> {
+    let newest = shared.storage.last_event_seq(task_id)?;
+    let last = shared.storage.events(task_id, newest.saturating_sub(1), 1)?;
+    let recorded = last.iter().filter(|e| e.seq == newest && e.kind.is_terminal()).find_map(task_end);
+    let end =
+        recorded.or_else(|| shared.ends.get(task_id).and_then(|end| unrecorded_end(task_id, newest, &end)));
+    Ok((newest, end))
+}
+
 /// Whether the stream goes on after a step.
 enum Flow {
     More,
@@ -72,6 +89,10 @@ pub async fn follow<F, Fut>(
     let mut ended = shared.ends.subscribe();
     let mut last = after;
     if let Flow::Over = replay(shared, task_id, &mut last, &mut send).await {
+        return;
+    }
+    // Asked for at or past the end of a task that has ended: its end, at once.
+    if let Flow::Over = end_passed(shared, task_id, last, &mut send).await {
         return;
     }
     let mut gone = std::pin::pin!(gone);
@@ -110,6 +131,12 @@ pub async fn follow<F, Fut>(
                     return;
                 }
             }
+            // The end came, at or before where this subscriber asked to start.
+            Ok(e) if e.task_id == task_id && e.kind.is_terminal() => {
+                if let Flow::Over = end_passed(shared, task_id, last, &mut send).await {
+                    return;
+                }
+            }
             Ok(_) => {}
             Err(broadcast::error::RecvError::Lagged(_)) => {
                 if let Flow::Over = replay(shared, task_id, &mut last, &mut send).await {
@@ -118,6 +145,22 @@ pub async fn follow<F, Fut>(
             }
             Err(broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+/// Over, with the `task.end` sent, when the task has ended (its newest event is a terminal one) at or
+/// before `last`: a subscriber that started there would wait for nothing.
+async fn end_passed<F, Fut>(shared: &Shared, task_id: &str, last: u64, send: &mut F) -> Flow
+where
+    F: FnMut(Notification) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    match end_of(shared, task_id) {
+        Ok((newest, Some(end))) if end.recorded && last >= newest => {
+            send(Notification::TaskEnd(end)).await;
+            Flow::Over
+        }
+        _ => Flow::More,
     }
 }
 

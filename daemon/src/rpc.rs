@@ -117,11 +117,10 @@ impl From<SupervisorError> for Refusal {
     fn from(e: SupervisorError) -> Refusal {
         use SupervisorError as E;
         let code = match &e {
-            E::EmptyObjective
-            | E::EmptyText
-            | E::UnknownTeam(_)
-            | E::UnknownRole(_)
-            | E::InvalidBudget(_) => ErrorCode::InvalidParams,
+            E::EmptyObjective | E::EmptyText | E::UnknownTeam(_) | E::InvalidBudget(_) => {
+                ErrorCode::InvalidParams
+            }
+            E::UnknownRole(_) => ErrorCode::UnknownRole,
             E::Compaction(
                 TurnError::Fit(FitError::NothingToCompact(_) | FitError::Halted(_))
                 | TurnError::Halted(_)
@@ -419,7 +418,7 @@ impl Methods {
 
     fn known_role(&self, role: &Role) -> Answer<&agentd_engine::team::RoleConfig> {
         self.shared.config.team.role(role).ok_or_else(|| {
-            Refusal(RpcError::invalid_params(format!("no role {:?} in the team", role.name())))
+            Refusal(RpcError::new(ErrorCode::UnknownRole, format!("no role {:?} in the team", role.name())))
         })
     }
 

@@ -12,7 +12,8 @@
 //! (or `after_seq`) resumes after that seq with no gap and no repeat.
 //!
 //! Every request carries the daemon's token, as `Authorization: Bearer TOKEN` or as the
-//! [`TOKEN_COOKIE`] a browser gets in exchange for `GET /?token=TOKEN`. A refusal of the token is
+//! [`TOKEN_COOKIE`] a browser gets in exchange for `GET /?token=TOKEN` — all but the OpenAPI
+//! document's ([`OPENAPI_PATH`]), which is the same for every daemon of a version. A refusal of the token is
 //! HTTP 401 with -32600, the code of the socket's refusal of another user's connection.
 //! [`crate::openapi`] describes all of it as an OpenAPI 3.1 document.
 
@@ -283,8 +284,8 @@ pub const ROUTES: &[Route] = &[
 /// The path of the API's OpenAPI document ([`crate::openapi::openapi_document`]).
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 
-/// The HTTP status of an error code: malformed or invalid input 400, an unknown task, evidence or
-/// route 404, a request the task's state does not allow 409, the daemon's own failure 500. (A
+/// The HTTP status of an error code: malformed or invalid input 400, an unknown task, evidence,
+/// note, role or route 404, a request the task's state does not allow 409, the daemon's own failure 500. (A
 /// missing or wrong token is 401 with [`ErrorCode::InvalidRequest`], decided before any method.)
 pub fn status_of(code: ErrorCode) -> u16 {
     match code {
@@ -295,7 +296,8 @@ pub fn status_of(code: ErrorCode) -> u16 {
         ErrorCode::MethodNotFound
         | ErrorCode::UnknownTask
         | ErrorCode::UnknownEvidence
-        | ErrorCode::UnknownNote => 404,
+        | ErrorCode::UnknownNote
+        | ErrorCode::UnknownRole => 404,
         ErrorCode::NotAllowed => 409,
         ErrorCode::Internal => 500,
     }

@@ -174,6 +174,7 @@ pub enum NoteEdit {
 pub struct NoteFilter {
     /// Only the `workspace` notes of this workspace (an absolute path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(crate::text::ABSOLUTE_PATH))]
     pub workspace: Option<String>,
     /// Only the `user` notes.
     #[serde(default)]

@@ -15,8 +15,9 @@ use crate::rpc::{
     EventsParams, EventsResult, EvidenceListParams, EvidenceReadParams, EvidenceRef, LogParams, LogResult,
     MessageParams, Method, NoParams, NoteChanged, NoteDetail, NoteEditParams, NoteRef, Notification,
     ProbeResult, ResumeParams, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams,
-    Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, UndoParams, VerifyResult,
+    Submitted, SubscribeParams, TaskEnd, TaskRef, TaskStatus, TaskSummary, UndoParams, VerifyResult,
 };
+use crate::Event;
 use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
 use serde_json::{json, Map, Value};
@@ -50,17 +51,14 @@ fn params_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
     schema.to_value()
 }
 
-/// The schema of a method's result type (for `task.subscribe` over HTTP: each message's data).
+/// The schema of a method's result type (for `task.subscribe` over HTTP: one SSE message).
 fn result_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
     let schema = match method {
         Method::TaskSubmit => gen.subschema_for::<Submitted>(),
         Method::TaskList => gen.subschema_for::<Vec<TaskSummary>>(),
         Method::TaskStatus => gen.subschema_for::<TaskStatus>(),
         Method::TaskCancel | Method::TaskResume | Method::TaskMessage => gen.subschema_for::<StateResult>(),
-        Method::TaskSubscribe => {
-            gen.subschema_for::<Subscribed>();
-            gen.subschema_for::<Notification>()
-        }
+        Method::TaskSubscribe => return sse_message_schema(gen),
         Method::TaskEvents => gen.subschema_for::<EventsResult>(),
         Method::TaskCompact => gen.subschema_for::<CompactResult>(),
         Method::ContextGet => gen.subschema_for::<ContextResult>(),
@@ -78,6 +76,39 @@ fn result_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
         Method::ClockAdvance => gen.subschema_for::<ClockResult>(),
     };
     schema.to_value()
+}
+
+/// One message of the event stream as an SSE parser reads it (OpenAPI 3.1: a `text/event-stream`
+/// schema describes each message): `event: task.event` with the event's seq as its `id` and the
+/// [`Event`] as its JSON `data`, or the closing `event: task.end` (no id) with [`TaskEnd`] as its data.
+/// Comments (the opening line, keep-alives) are not messages.
+fn sse_message_schema(gen: &mut SchemaGenerator) -> Value {
+    let json_data = |schema: Value| json!({"type": "string", "contentMediaType": "application/json", "contentSchema": schema});
+    let event = gen.subschema_for::<Event>().to_value();
+    let end = gen.subschema_for::<TaskEnd>().to_value();
+    // The socket's notification envelope, kept among the components for the socket's clients.
+    gen.subschema_for::<Notification>();
+    json!({"oneOf": [
+        {
+            "description": "One event, in order, no gap, no repeat; its id is the event's seq (what a reconnecting EventSource sends back as Last-Event-ID).",
+            "type": "object",
+            "properties": {
+                "event": {"const": "task.event"},
+                "id": {"type": "string", "pattern": "^[0-9]+$"},
+                "data": json_data(event)
+            },
+            "required": ["event", "id", "data"]
+        },
+        {
+            "description": "The end: after the terminal event that nothing follows (or at once, for a stream asked for at or past the end of a task that has ended); the server then closes the response.",
+            "type": "object",
+            "properties": {
+                "event": {"const": "task.end"},
+                "data": json_data(end)
+            },
+            "required": ["event", "data"]
+        }
+    ]})
 }
 
 /// The definition a `$ref` schema points at.
@@ -118,8 +149,8 @@ fn parameters(route: &Route, params: Option<&Value>) -> Vec<Value> {
     for q in route.query {
         let (mut schema, description) = property(params, q.name);
         match q.kind {
-            // `type: ["integer", "null"]` in the params type.
-            ParamKind::Integer => schema = json!({"type": "integer", "minimum": 0}),
+            // `type: ["integer", "null"]` in the params type; read as a u64.
+            ParamKind::Integer => schema = json!({"type": "integer", "minimum": 0, "maximum": u64::MAX}),
             ParamKind::Boolean => schema = json!({"type": "boolean"}),
             ParamKind::String => {}
         }
@@ -135,7 +166,7 @@ fn parameters(route: &Route, params: Option<&Value>) -> Vec<Value> {
             "in": "header",
             "required": false,
             "description": "Resume after this event's seq (what a browser's EventSource sends when it reconnects); wins over after_seq.",
-            "schema": {"type": "integer", "minimum": 0}
+            "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}
         }));
     }
     out
@@ -160,7 +191,7 @@ fn error_responses() -> Value {
     json!({
         "400": {"description": "Malformed or invalid params (-32700, -32600, -32602, -32004), named", "content": error},
         "401": {"description": "No token, or the wrong one (-32600)", "content": error},
-        "404": {"description": "Unknown task or evidence (-32001, -32002)", "content": error},
+        "404": {"description": "Unknown task, evidence, memory note or role (-32001, -32002, -32005, -32006): the team's roles are the daemon's configuration, so no schema lists them", "content": error},
         "409": {"description": "Not allowed in the task's state (-32003)", "content": error},
         "500": {"description": "The daemon failed (-32603)", "content": error}
     })
@@ -178,7 +209,7 @@ fn operation(route: &Route, params_ref: &Value, result: &Value, schemas: &Map<St
     });
     let ok = if route.is_event_stream() {
         json!({
-            "description": "Server-Sent Events: `event: task.event` messages (id: the event's seq; data: the event) with no gap and no repeat, then one `event: task.end` (data: its params), and the stream ends. Data is the params of the notification schema shown.",
+            "description": "Server-Sent Events: `event: task.event` messages (id: the event's seq; data: the event) with no gap and no repeat, then one `event: task.end` (data: its params), and the stream ends. A comment line (`: keep-alive`) is sent at `[http] keep_alive` while nothing else is. The schema describes one message.",
             "content": {"text/event-stream": {"schema": result}}
         })
     } else {
@@ -222,7 +253,8 @@ pub fn openapi_document() -> Value {
         OPENAPI_PATH.to_string(),
         json!({"get": {
             "operationId": "openapi",
-            "summary": "This document",
+            "summary": "This document; served without the token (it is the same for every daemon of this version, committed as docs/openapi.json)",
+            "security": [],
             "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}
         }}),
     );
@@ -232,8 +264,8 @@ pub fn openapi_document() -> Value {
             "title": "agentd HTTP API",
             "version": env!("CARGO_PKG_VERSION"),
             "description": "The socket protocol's methods over HTTP: the same params, results and error codes \
-                (docs/interface.md, docs/protocol.schema.json). Every request needs the daemon's token \
-                (<home>/http.token): `Authorization: Bearer TOKEN`, or the cookie a browser gets for GET /?token=TOKEN."
+                (docs/interface.md, docs/protocol.schema.json). Every request but this document's needs the daemon's \
+                token (<home>/http.token): `Authorization: Bearer TOKEN`, or the cookie a browser gets for GET /?token=TOKEN."
         },
         "security": [{"bearer": []}, {"cookie": []}],
         "paths": paths,

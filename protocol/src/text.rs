@@ -3,6 +3,15 @@
 //! ([`truncate_bytes`], unmarked). Every room that shortens text uses these, so a cut means the same
 //! everywhere.
 
+/// A JSON Schema `pattern` a text the daemon refuses when blank (`text.trim().is_empty()`) must
+/// match: one character that is not white space as Rust's `char::is_whitespace` defines it, so
+/// the schema promises exactly what the check accepts.
+pub const NOT_BLANK: &str =
+    r"[^\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]";
+
+/// A JSON Schema `pattern` for an absolute path (what `Path::is_absolute` accepts on Unix).
+pub const ABSOLUTE_PATH: &str = "^/";
+
 /// What [`truncate_chars`] ends a text it cut with.
 pub const ELLIPSIS: char = '…';
 

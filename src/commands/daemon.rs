@@ -51,8 +51,12 @@ pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u
         Some(text) => Some(parse_listen(text).map_err(|e| fail(exit::USAGE, format!("--http: {e}")))?),
     };
     let options = ServeOptions { http };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // actix-http's ERROR per unparseable request: the daemon logs those itself, at debug, rate-limited.
+    if let Ok(silenced) = agentd_daemon::http::front::SILENCED_LOG.parse() {
+        filter = filter.add_directive(silenced);
+    }
     let json = log_format == LogFormat::Json;
     if json {
         tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(std::io::stderr).init();

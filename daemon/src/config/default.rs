@@ -56,6 +56,7 @@ model = "qwen3-coder"
 # needs the token in <home>/http.token; `agentd dashboard` prints the URL that logs a browser in.
 # [http]
 # listen = "127.0.0.1:7878"         # a port alone means 127.0.0.1; another address must be named
+# keep_alive = "15s"                # an event stream with nothing to send writes a comment this often
 
 [tools]
 command_timeout = "120s"

@@ -67,6 +67,9 @@ pub struct Config {
     pub tz: Zone,
     /// `[http] listen`: where the dashboard and HTTP API listen; `None` (the default) serves none.
     pub http_listen: Option<SocketAddr>,
+    /// `[http] keep_alive`: how often an event stream with nothing to send writes a comment (15s
+    /// unless set), so a client that went away is noticed and its connection closed.
+    pub http_keep_alive: std::time::Duration,
     /// `[mcp.servers.NAME]`, by name.
     pub mcp: BTreeMap<String, McpServerConfig>,
     /// `[cluster]`: this daemon as a node of a fleet on NATS JetStream; `None` runs it alone.
@@ -148,6 +151,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let deadlines = requests::deadlines(&raw.requests, invalid)?;
     let sandbox = tools::sandbox_policy(raw.tools.sandbox.unwrap_or_default(), &providers, path, invalid)?;
     let http_listen = http::http_listen(&raw.http, invalid)?;
+    let http_keep_alive = http::http_keep_alive(&raw.http, invalid)?;
     let blocks = blocks::blocks(raw.instructions, raw.memory, invalid)?;
     let mcp = mcp::mcp_servers(raw.mcp, &providers, &roles.all(), &mut secret_env, invalid)?;
     let cluster = cluster::cluster(raw.cluster, invalid)?;
@@ -175,6 +179,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
         jobs: scheduler.jobs,
         tz: scheduler.tz,
         http_listen,
+        http_keep_alive,
         mcp,
         cluster,
     })

@@ -102,6 +102,7 @@ pub(super) struct RawMemory {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHttp {
     pub(super) listen: Option<String>,
+    pub(super) keep_alive: Option<String>,
 }
 
 /// `[mcp]`: its servers, by name.

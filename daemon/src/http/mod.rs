@@ -8,20 +8,23 @@
 //! types, errors with the HTTP status of their code. `tasks/{task_id}/events` is `task.subscribe` as
 //! Server-Sent Events through [`crate::follow`], the loop the socket's subscriptions use.
 //!
-//! Every request needs the token ([`token`]): a bearer header, or the cookie a browser gets for the
-//! dashboard's login URL (`/?token=…`, answered with a redirect that drops the token from the
-//! address bar). A POST authenticated by the cookie must come from the dashboard's own origin.
-//! The dashboard itself is static files embedded in the binary ([`assets`]).
+//! Every request but the OpenAPI document's needs the token ([`token`]): a bearer header, or the
+//! cookie a browser gets for the dashboard's login URL (`/?token=…`, answered with a redirect that
+//! drops the token from the address bar). A POST authenticated by the cookie must come from the
+//! dashboard's own origin. The dashboard itself is static files embedded in the binary ([`assets`]).
 
 pub mod assets;
+pub mod front;
+pub mod quiet;
 pub mod token;
 
 use crate::follow::follow;
 use crate::rpc::{request_of, Methods};
+use actix_service::{IntoServiceFactory, ServiceFactoryExt};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method as HttpMethod, StatusCode};
 use actix_web::web::{self, Bytes};
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{App, HttpRequest, HttpResponse};
 use agentd_protocol::http::{
     status_of, ErrorBody, ParamKind, Route, Verb, API_PREFIX, OPENAPI_PATH, ROUTES, TOKEN_COOKIE, TOKEN_QUERY,
 };
@@ -52,12 +55,33 @@ pub fn start(
     token: Token,
 ) -> std::io::Result<actix_web::dev::Server> {
     let api = web::Data::new(Api { methods, token, runtime: tokio::runtime::Handle::current() });
-    let server = HttpServer::new(move || App::new().app_data(api.clone()).configure(routes))
+    let addr = listener.local_addr()?;
+    // actix-web's `HttpServer::listen`, assembled here so that each connection is wrapped in
+    // [`front::Guarded`] (the JSON answers to requests actix cannot parse), with its settings.
+    let server = actix_server::Server::build()
         .workers(2)
         // The daemon has its own signal handling and stops this server itself.
         .disable_signals()
         .shutdown_timeout(1)
-        .listen(listener)?
+        .listen("agentd-http", listener, move || {
+            let app = App::new().app_data(api.clone()).configure(routes);
+            let app = app.into_factory().map_err(|e: actix_web::Error| e.error_response());
+            let h1 = actix_http::HttpService::build()
+                .client_request_timeout(std::time::Duration::from_secs(5))
+                .client_disconnect_timeout(std::time::Duration::from_secs(1))
+                // A client that closes its side has gone: an event stream is not kept for it
+                // (HTTP/1 clients do not half-close and then wait for an answer).
+                .h1_allow_half_closed(false)
+                .local_addr(addr)
+                // The default config's host and address are only a fallback for a request without
+                // a Host header (HTTP/1.1 requires one): the cross-origin check then refuses.
+                .h1(actix_service::map_config(app, |()| actix_web::dev::AppConfig::default()));
+            actix_service::fn_service(|io: tokio::net::TcpStream| {
+                let peer = io.peer_addr().ok();
+                std::future::ready(Ok::<_, actix_http::error::DispatchError>((front::Guarded::new(io), peer)))
+            })
+            .and_then(h1)
+        })?
         .run();
     Ok(server)
 }
@@ -165,7 +189,11 @@ pub fn error_response(error: RpcError) -> HttpResponse {
     HttpResponse::build(status).json(ErrorBody { error })
 }
 
+/// Requests refused for their token or origin: anyone who reaches the port can send them.
+static REFUSED: quiet::Quiet = quiet::Quiet::new("request without the token (or from another origin)");
+
 fn refusal(refused: &Refused, page: bool) -> HttpResponse {
+    REFUSED.note(&refused.to_string());
     let mut response = HttpResponse::build(refused.status());
     if refused == &Refused::Token {
         response.insert_header((header::WWW_AUTHENTICATE, "Bearer realm=\"agentd\""));
@@ -348,14 +376,22 @@ async fn events(api: &Api, req: &HttpRequest, request: Request) -> HttpResponse 
     }
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let methods = api.methods.clone();
+    let every = methods.shared.config.http_keep_alive;
     let _ = tx.try_send(Bytes::from(format!(": agentd follows task {task_id} after event {after}\n\n")));
     api.runtime.spawn(async move {
-        let closer = tx.clone();
+        let (closer, beat) = (tx.clone(), tx.clone());
         let send = move |n: Notification| {
             let tx = tx.clone();
             async move { tx.send(sse_message(&n)).await.is_ok() }
         };
-        follow(&methods.shared, &task_id, after, live, send, async move { closer.closed().await }).await;
+        let following =
+            follow(&methods.shared, &task_id, after, live, send, async move { closer.closed().await });
+        // Whichever ends first ends both: the stream's end, or a keep-alive the client is not there
+        // to take. Every sender then drops, and the response ends.
+        tokio::select! {
+            () = following => {}
+            () = keep_alive(beat, every) => {}
+        }
     });
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
@@ -364,6 +400,21 @@ async fn events(api: &Api, req: &HttpRequest, request: Request) -> HttpResponse 
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .streaming(body)
+}
+
+/// What an event stream writes while it has nothing else to send.
+pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// Writes [`KEEP_ALIVE`] every `every` (on the daemon's clock) until the stream's reader is gone:
+/// a write to a connection whose client left fails, and the server closes it.
+async fn keep_alive(tx: mpsc::Sender<Bytes>, every: std::time::Duration) {
+    let clock = agentd_engine::clock::clock();
+    loop {
+        clock.sleep(every).await;
+        if tx.send(Bytes::from_static(KEEP_ALIVE)).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// A path of the API that does not take this verb.
@@ -390,10 +441,9 @@ async fn not_found(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
     error_response(RpcError::new(ErrorCode::MethodNotFound, message))
 }
 
-async fn openapi(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
-    if let Err(refused) = authorize(&req, &api) {
-        return refusal(&refused, false);
-    }
+/// The OpenAPI document, served without the token: it is the same for every daemon of this
+/// version (`docs/openapi.json`), and a client needs it before it has a token to send.
+async fn openapi() -> HttpResponse {
     // The same for the daemon's life: generated once.
     static DOCUMENT: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
     HttpResponse::Ok().json(DOCUMENT.get_or_init(agentd_protocol::openapi::openapi_document))

@@ -32,10 +32,13 @@ pub enum ErrorCode {
     BadWorkspace,
     /// -32005: no memory note with that id.
     UnknownNote,
+    /// -32006: no role of that name in the team (the roles are the configuration's, so a schema
+    /// cannot list them).
+    UnknownRole,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 10] = [
+    const ALL: [ErrorCode; 11] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -46,6 +49,7 @@ impl ErrorCode {
         ErrorCode::NotAllowed,
         ErrorCode::BadWorkspace,
         ErrorCode::UnknownNote,
+        ErrorCode::UnknownRole,
     ];
 
     /// The number on the wire.
@@ -61,6 +65,7 @@ impl ErrorCode {
             ErrorCode::NotAllowed => -32003,
             ErrorCode::BadWorkspace => -32004,
             ErrorCode::UnknownNote => -32005,
+            ErrorCode::UnknownRole => -32006,
         }
     }
 

@@ -17,7 +17,8 @@ pub struct NoteRef {
 pub struct NoteEditParams {
     /// The note's id.
     pub id: String,
-    /// Its new text.
+    /// Its new text; not empty.
+    #[schemars(length(min = 1), pattern(crate::text::NOT_BLANK))]
     pub text: String,
 }
 

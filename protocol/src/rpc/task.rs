@@ -16,11 +16,15 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SubmitParams {
     /// What the team is to do; not empty.
+    #[schemars(length(min = 1), pattern(crate::text::NOT_BLANK))]
     pub objective: String,
     /// An absolute, existing directory that is not the root, a system directory or agentd's home.
+    #[schemars(pattern(crate::text::ABSOLUTE_PATH))]
     pub workspace: String,
-    /// A team name, kept with the task.
+    /// A team name, kept with the task: `default`, the one team a daemon runs (another is refused
+    /// with -32602).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["default", null]))]
     pub team: Option<String>,
     /// The task's budget, over `[budgets] task_tokens` / `task_cost`: its next request is not sent when
     /// it would cross it, and the task is `paused`. Each figure above 0.
@@ -52,7 +56,8 @@ pub struct MessageParams {
     /// The stopped task to follow up (finished, failed or interrupted; a cancelled task is refused with
     /// -32003).
     pub task_id: String,
-    /// The follow-up, taken by the lead as a new user message.
+    /// The follow-up, taken by the lead as a new user message; not empty.
+    #[schemars(length(min = 1), pattern(crate::text::NOT_BLANK))]
     pub text: String,
 }
 

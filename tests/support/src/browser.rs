@@ -5,8 +5,15 @@
 //! installed (a test then says it is skipped; see [`skip_or_fail`]), and an error when they are
 //! there but do not start. Everything runs on 127.0.0.1; the browser gets a fresh profile, no proxy,
 //! no network services of its own (no sync, updates or component downloads).
+//!
+//! A [`Browser`] stops what it started when it is dropped (a failing test's too): it ends the
+//! WebDriver session (`DELETE /session/{id}`, which quits Chromium), kills chromedriver's process
+//! group (chromedriver runs in one of its own, with the browser it starts), kills whatever process
+//! still names the profile directory, and removes that directory.
 
 use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,9 +26,14 @@ pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// The W3C key of an element reference in WebDriver answers.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
+/// The prefix of every browser profile directory (under the temporary directory): what a check
+/// for browsers left running looks for (`.ci/run` does).
+pub const PROFILE_PREFIX: &str = "agentd-chromium";
+
 /// A chromedriver process and one browser session of it, ended (and the driver killed) on drop.
 pub struct Browser {
     driver: Child,
+    port: u16,
     base: String,
     session: String,
     http: reqwest::Client,
@@ -55,8 +67,7 @@ impl Browser {
         if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
             return Ok(None);
         }
-        let profile =
-            tempfile::Builder::new().prefix("agentd-chromium").tempdir().map_err(|e| e.to_string())?;
+        let profile = tempfile::Builder::new().prefix(PROFILE_PREFIX).tempdir().map_err(|e| e.to_string())?;
         let log = profile.path().join("chromedriver.log");
         let port = free_port().map_err(|e| format!("no free port for chromedriver: {e}"))?;
         let driver = Command::new(CHROMEDRIVER)
@@ -65,11 +76,14 @@ impl Browser {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // A process group of its own, which the browser it starts joins: killed as one on drop.
+            .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot start {CHROMEDRIVER}: {e}"))?;
         let http = reqwest::Client::builder().no_proxy().build().map_err(|e| e.to_string())?;
         let base = format!("http://127.0.0.1:{port}");
-        let mut browser = Browser { driver, base, session: String::new(), http, profile, log: log.clone() };
+        let mut browser =
+            Browser { driver, port, base, session: String::new(), http, profile, log: log.clone() };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let ready = browser.http.get(format!("{}/status", browser.base)).send().await;
@@ -120,6 +134,11 @@ impl Browser {
             })?
             .to_string();
         Ok(Some(browser))
+    }
+
+    /// The browser's profile directory (under [`PROFILE_PREFIX`]), removed on drop.
+    pub fn profile(&self) -> &Path {
+        self.profile.path()
     }
 
     fn driver_log(&self) -> String {
@@ -256,11 +275,75 @@ impl Browser {
     }
 }
 
+impl Browser {
+    /// `DELETE /session/{id}`: chromedriver quits the browser. A plain blocking request, since
+    /// `drop` cannot await; bounded, as a driver that hangs must not hang the test.
+    fn end_session(&self) -> Result<String, String> {
+        if self.session.is_empty() {
+            return Ok(String::new());
+        }
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
+        let mut stream =
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        let request = format!(
+            "DELETE /session/{} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.session, self.port
+        );
+        stream.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        Ok(answer)
+    }
+}
+
+/// The processes (other than this one) whose command line contains `needle`.
+pub fn processes_naming(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let me = std::process::id();
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(needle)
+        })
+        .collect()
+}
+
 impl Drop for Browser {
     fn drop(&mut self) {
-        // The session's browser goes with its driver.
-        let _ = self.driver.kill();
+        // The session first: chromedriver quits the browser it started.
+        if let Err(e) = self.end_session() {
+            eprintln!("ending the WebDriver session {}: {e}", self.session);
+        }
+        // Then the driver's process group: the driver, and any browser process still in it.
+        let group = self.driver.id() as i32;
+        // SAFETY: signalling the process group of a child this struct started in a group of its own.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
         let _ = self.driver.wait();
+        // A browser process that left the group still names its profile: killed too, then waited
+        // for (a dying browser may write to its profile) before the profile is removed.
+        let profile = self.profile.path().display().to_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = processes_naming(&profile);
+            if left.is_empty() || Instant::now() > deadline {
+                if !left.is_empty() {
+                    eprintln!("browser processes {left:?} outlived their session and a SIGKILL");
+                }
+                break;
+            }
+            for pid in left {
+                // SAFETY: signalling a process whose command line names this browser's own profile.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if let Err(e) = std::fs::remove_dir_all(self.profile.path()) {
+            eprintln!("removing the browser profile {profile}: {e}");
+        }
     }
 }
 
