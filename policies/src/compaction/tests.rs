@@ -866,7 +866,7 @@ fn reading(docs: usize, doc_chars: usize) -> Vec<Message> {
         h.push(call(&id, "read_file", &format!(r#"{{"path":"notes/{i}.md"}}"#)));
         h.push(Message::tool_result(&id, filler(&format!("note {i}"), doc_chars), false));
         if i < docs {
-            h.push(Message::assistant_text(&format!("Note {i} read; on to the next.")));
+            h.push(Message::assistant_text(format!("Note {i} read; on to the next.")));
         }
     }
     h
