@@ -167,17 +167,23 @@ async fn an_unknown_model_is_counted_within_a_few_percent_once_usage_has_calibra
     assert!(o >= lead_first && o as f64 <= lead_first as f64 * 1.15, "ours {o}, server {lead_first}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_compaction_continues_the_request_the_server_took_and_carries_only_changed_files() {
-    let server = ScriptedServer::builder()
+/// A 16K server that reports usage and counts with `/tokenize`, scripted to have the coder read 12
+/// documents (after writing `src/fix.rs` when `write_first`).
+async fn sixteen_k_reader(write_first: bool) -> ScriptedServer {
+    ScriptedServer::builder()
         .model(MODEL)
         .max_model_len(Some(16_384))
         .window(16_384)
         .report_usage(true)
         .tokenize_endpoint(true)
-        .responder(responder(12, true))
+        .responder(responder(12, write_first))
         .start()
-        .await;
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_continues_the_request_the_server_took_and_carries_only_changed_files() {
+    let server = sixteen_k_reader(true).await;
     let ws = workspace(12, 2_500);
     std::fs::create_dir_all(ws.path().join("src")).unwrap();
     let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), MODEL, ""));
@@ -534,15 +540,7 @@ fn rebuilt_requests(server: &ScriptedServer, archives: &[String]) -> Vec<Value> 
 async fn with_a_declared_cache_answered_documents_leave_for_the_archive_and_the_unanswered_read_stays() {
     let mut kept_without_cache = 0;
     for cache in [false, true] {
-        let server = ScriptedServer::builder()
-            .model(MODEL)
-            .max_model_len(Some(16_384))
-            .window(16_384)
-            .report_usage(true)
-            .tokenize_endpoint(true)
-            .responder(responder(12, false))
-            .start()
-            .await;
+        let server = sixteen_k_reader(false).await;
         let ws = workspace(12, 2_500);
         let mut config = team_config(&server.base_url(), MODEL, "");
         if cache {
