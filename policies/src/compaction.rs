@@ -7,7 +7,8 @@
 //! leaves the request, naming the archive it can be read back from); the unresolved observations
 //! that sat in the removed part, verbatim; for the coder, the current text of its working files,
 //! newest first, up to half of the rebuilt request; then the most recent rounds verbatim, as many as
-//! fit below the destination. Rounds are kept or removed whole, so a tool call is never separated from
+//! fit below the destination — or, when the provider has a prompt cache, as many as land cheapest over
+//! the coming turns ([`price`]), the last round always. Rounds are kept or removed whole, so a tool call is never separated from
 //! its result. Dedup is by exact text only.
 //!
 //! The candidate is counted again in full and judged ([`judge`]); when it is not accepted, the plan is

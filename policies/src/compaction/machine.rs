@@ -9,7 +9,8 @@
 //! The order of work:
 //! 1. Refuse early, with the numbers, when nothing can help: the system prompt, tools and objective
 //!    alone cross the trigger, or the window leaves no room for a summary request.
-//! 2. Plan ([`super::plan`]) as many recent rounds as fit below the destination.
+//! 2. Plan ([`super::plan`]) as many recent rounds as fit below the destination (with a prompt
+//!    cache, as many as land cheapest: [`super::price`]).
 //! 3. Summarise what newly leaves the request. The first summary **continues the request that was
 //!    last sent** (its messages are the start of the history), with the instruction appended: the
 //!    provider has that prefix cached, so it is billed at the cached rate, and it fits, since the
