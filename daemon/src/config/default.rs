@@ -10,6 +10,8 @@ pub const DEFAULT_CONFIG: &str = r#"# agentd configuration. The context window i
 kind = "openai"                     # openai | ollama | anthropic (openai: vLLM, llama.cpp, Ollama …)
 base_url = "http://127.0.0.1:8000/v1"
 # api_key_env = "OPENAI_API_KEY"    # optional: the name of an environment variable holding the key
+# cache = { read_factor = 0.1, min_tokens = 1024 }   # optional: the server's prompt cache (a cached
+#                                   # token at 0.1x); compactions then land where the next turns cost least
 
 [team.lead]
 provider = "local"
