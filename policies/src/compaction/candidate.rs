@@ -261,7 +261,11 @@ pub fn plan(input: &PlanInput) -> Plan {
 
 /// How much a request adds to the one before it: the mean size of the history's rounds that the
 /// model opened (an answer and its tool results), else of all its rounds; at least 1.
-fn growth(history: &[Message], rounds: &[std::ops::Range<usize>], round_tokens: &[Tokens]) -> Tokens {
+pub(super) fn growth(
+    history: &[Message],
+    rounds: &[std::ops::Range<usize>],
+    round_tokens: &[Tokens],
+) -> Tokens {
     let mean = |sizes: &[Tokens]| {
         let n = u64::try_from(sizes.len()).unwrap_or(u64::MAX).max(1);
         Tokens(sizes.iter().map(|t| t.0).sum::<u64>() / n)

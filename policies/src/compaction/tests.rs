@@ -936,12 +936,8 @@ proptest! {
         // Every landing between the floor and as many as fit is priced no lower than the chosen one.
         let landing = |kept: usize| plan(&PlanInput { keep_rounds_limit: Some(kept), ..base }).landing;
         let rounds = crate::rounds::rounds(&h);
-        let answered: Vec<Tokens> = rounds
-            .iter()
-            .filter(|r| h[r.start].role == Speaker::Assistant)
-            .map(|r| r.clone().map(|i| tokens[i]).sum())
-            .collect();
-        let growth = Tokens((answered.iter().map(|t| t.0).sum::<u64>() / answered.len().max(1) as u64).max(1));
+        let round_tokens: Vec<Tokens> = rounds.iter().map(|r| r.clone().map(|i| tokens[i]).sum()).collect();
+        let growth = super::candidate::growth(&h, &rounds, &round_tokens);
         let outlook = price::Outlook {
             cache: agentd_protocol::model::PromptCache::ANTHROPIC,
             fixed: Tokens(100),
