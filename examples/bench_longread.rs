@@ -23,6 +23,7 @@
 
 mod common;
 
+use agentd_test_support::daemon::with_prompt_cache;
 use agentd_test_support::*;
 use common::{agentd_binary, group, team_config, Daemon, Result, Rng};
 use serde_json::{json, Value};
@@ -118,15 +119,6 @@ fn scenarios() -> Vec<Scenario> {
         }
     }
     out
-}
-
-/// The provider's table declares the server's prompt cache as the scripted server runs it.
-fn with_cache(config: String) -> String {
-    config.replacen(
-        "kind = \"openai\"\n",
-        &format!("kind = \"openai\"\ncache = {{ read_factor = {CACHE_PRICE}, min_tokens = {MIN_CACHED_PREFIX} }}\n"),
-        1,
-    )
 }
 
 fn main() -> ExitCode {
@@ -503,7 +495,8 @@ fn run_scenario(bin: &Path, rt: &tokio::runtime::Runtime, s: &Scenario) -> Resul
         .map_err(|e| format!("cannot create a temporary workspace: {e}"))?;
     let sizes = workspace(ws.path(), s)?;
     let config = team_config(&server.base_url(), MODEL, "");
-    let config = if s.priced { with_cache(config) } else { config };
+    // The provider declares the server's prompt cache as the scripted server runs it.
+    let config = if s.priced { with_prompt_cache(&config, CACHE_PRICE, MIN_CACHED_PREFIX) } else { config };
     let daemon = Daemon::start(bin, &config)?;
     let started = Instant::now();
     let task = daemon.submit(TASK, ws.path())?;

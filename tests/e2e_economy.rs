@@ -8,7 +8,7 @@
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use agentd_test_support::daemon::{team_config, TestDaemon};
+use agentd_test_support::daemon::{team_config, with_prompt_cache, TestDaemon};
 use agentd_test_support::workspace::docs_workspace;
 use agentd_test_support::*;
 use serde_json::{json, Value};
@@ -542,14 +542,8 @@ async fn with_a_declared_cache_answered_documents_leave_for_the_archive_and_the_
     for cache in [false, true] {
         let server = sixteen_k_reader(false).await;
         let ws = workspace(12, 1_500);
-        let mut config = team_config(&server.base_url(), MODEL, "");
-        if cache {
-            config = config.replacen(
-                "kind = \"openai\"\n",
-                "kind = \"openai\"\ncache = { read_factor = 0.1, min_tokens = 1024 }\n",
-                1,
-            );
-        }
+        let config = team_config(&server.base_url(), MODEL, "");
+        let config = if cache { with_prompt_cache(&config, 0.1, 1024) } else { config };
         let d = TestDaemon::start(Path::new(BIN), &config);
         let task = d.submit("Have the coder read", ws.path());
         let events = d.events_until_end(&task, Duration::from_secs(120));

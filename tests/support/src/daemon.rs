@@ -18,6 +18,16 @@ pub fn team_config(base_url: &str, model: &str, extra: &str) -> String {
     )
 }
 
+/// `config` (from [`team_config`]) with its provider declaring a prompt cache that bills a cached token at
+/// `read_factor` and caches prefixes of `min_tokens` or more (`[providers.scripted] cache`).
+pub fn with_prompt_cache(config: &str, read_factor: f64, min_tokens: u64) -> String {
+    config.replacen(
+        "kind = \"openai\"\n",
+        &format!("kind = \"openai\"\ncache = {{ read_factor = {read_factor}, min_tokens = {min_tokens} }}\n"),
+        1,
+    )
+}
+
 /// The real `agentd` binary serving a temporary home: prepared with a config, started and stopped by the
 /// test, its log (stderr) kept in `<home>/serve.log`. Dropping it kills a daemon still running.
 pub struct TestDaemon {
