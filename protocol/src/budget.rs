@@ -19,6 +19,12 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// Whether `usd` can be a money ceiling: a finite amount above 0 (`[budgets]`'s `*_cost`, a
+    /// task's `budget.cost`).
+    pub fn is_amount(usd: f64) -> bool {
+        usd.is_finite() && usd > 0.0
+    }
+
     /// Neither a token nor a money ceiling.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_none() && self.cost.is_none()

@@ -22,7 +22,7 @@ pub(super) fn budgets(raw: RawBudgets, invalid: Invalid) -> Result<Budgets, Conf
     let cost = |key: &str, v: Option<f64>| -> Result<Option<f64>, ConfigError> {
         match v {
             None => Ok(None),
-            Some(c) if c.is_finite() && c > 0.0 => Ok(Some(c)),
+            Some(c) if Budget::is_amount(c) => Ok(Some(c)),
             Some(c) => {
                 Err(invalid(format!("budgets.{key}"), format!("must be an amount in USD above 0; got {c}")))
             }

@@ -536,7 +536,7 @@ fn check_budget(b: &Budget) -> Result<(), SupervisorError> {
     if b.tokens == Some(0) {
         return Err(SupervisorError::InvalidBudget("budget.tokens must be above 0".into()));
     }
-    if let Some(c) = b.cost.filter(|c| !c.is_finite() || *c <= 0.0) {
+    if let Some(c) = b.cost.filter(|c| !Budget::is_amount(*c)) {
         return Err(SupervisorError::InvalidBudget(format!(
             "budget.cost must be an amount in USD above 0; got {c}"
         )));
