@@ -16,7 +16,7 @@ use agentd_policies::compaction::{Answer, Brief, Compaction, Measure, Need, Sent
 use agentd_policies::retry::RetryPolicy;
 use agentd_policies::summary::SUMMARISER_SYSTEM;
 use agentd_policies::Thresholds;
-use agentd_protocol::{ChatRequest, Model, PromptCache, ProviderError};
+use agentd_protocol::{ChatRequest, Model, ProviderError};
 use agentd_protocol::{Message, Tokens, Usage};
 use agentd_protocol::{NewEvidence, Source, Stored};
 use agentd_protocol::{Producer, Role};
@@ -91,9 +91,6 @@ pub struct Job<'a> {
     pub sent_prefix: Option<SentPrefix>,
     /// The role's window, trigger and destination.
     pub thresholds: Thresholds,
-    /// How the role's provider's prompt cache bills a prefix, when it has one: the rebuilt request
-    /// then lands where the coming turns cost least.
-    pub cache: Option<PromptCache>,
     /// The coder's working files (the files it wrote or edited, as they are now); empty for other roles.
     pub working_files: Vec<WorkingFile>,
     /// Where evidence goes when the database cannot take it: the workspace's evidence folder.
@@ -181,7 +178,9 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
         ),
         sent_prefix: job.sent_prefix,
         summariser_window: job.summariser.as_ref().map(|s| s.window),
-        cache: job.cache,
+        // The role's provider's prompt cache, when it has one: the rebuilt request then lands where
+        // the coming turns cost least.
+        cache: job.client.prompt_cache(),
     };
     let (mut machine, mut need) = Compaction::start(
         history,
@@ -420,7 +419,6 @@ mod tests {
                 before_estimated: count.total.estimated,
                 sent_prefix: None,
                 thresholds: Thresholds::new(Tokens(window), 80, Tokens::ZERO),
-                cache: None,
                 working_files: Vec::new(),
                 fallback_dir: self.dir.path().join("fallback"),
                 retry,

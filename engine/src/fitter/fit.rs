@@ -323,7 +323,6 @@ impl State {
             before_estimated: count.total.estimated,
             sent_prefix,
             thresholds,
-            cache: msg.client.prompt_cache(),
             working_files,
             fallback_dir: msg.workspace.root().join(EVIDENCE_FOLDER),
             retry: self.retry,
