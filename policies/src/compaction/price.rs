@@ -55,8 +55,23 @@ pub fn cycle_cost(landing: Tokens, outlook: &Outlook) -> f64 {
     let rebuilt = (landing - fixed).0 as f64 + cache.reread(fixed);
     let growth = outlook.growth.0.max(1);
     let requests = outlook.trigger.saturating_sub(landing).0.div_ceil(growth);
-    let rereads: f64 = (0..requests).map(|i| cache.reread(Tokens(landing.0 + i * growth))).sum();
-    rebuilt + rereads + cache.reread(outlook.trigger) + outlook.summary.0 as f64
+    rebuilt
+        + rereads(landing, growth, requests, cache)
+        + cache.reread(outlook.trigger)
+        + outlook.summary.0 as f64
+}
+
+/// Σ `cache.reread(landing + i·growth)` for `i` in `0..requests`, in closed form (a small growth under
+/// a large trigger is many requests): the prefixes under the cache's minimum in full, the rest at the
+/// read factor.
+fn rereads(landing: Tokens, growth: u64, requests: u64, cache: &PromptCache) -> f64 {
+    // Σ (landing + i·growth) for i in from..to.
+    let span = |from: u64, to: u64| -> f64 {
+        let (from, to) = (from as f64, to as f64);
+        (to - from) * landing.0 as f64 + growth as f64 * (to * (to - 1.0) - from * (from - 1.0)) / 2.0
+    };
+    let uncached = cache.min_tokens.0.saturating_sub(landing.0).div_ceil(growth).min(requests);
+    span(0, uncached) + cache.read_factor * span(uncached, requests)
 }
 
 /// The price of landing at `landing`: [`cycle_cost`] per token of room it leaves below the trigger
@@ -148,6 +163,21 @@ mod tests {
                 prop_assert!(p <= q);
                 prop_assert!(p < q || l <= landings[i]);
             }
+        }
+
+        /// The closed form of the re-reads is their sum, request by request.
+        #[test]
+        fn the_rereads_are_summed_in_closed_form(
+            read_factor in 0.0f64..=1.0,
+            min in 0u64..4096,
+            landing in 0u64..10_000,
+            growth in 1u64..3_000,
+            requests in 0u64..200,
+        ) {
+            let cache = PromptCache { read_factor, min_tokens: Tokens(min) };
+            let summed: f64 = (0..requests).map(|i| cache.reread(Tokens(landing + i * growth))).sum();
+            let closed = rereads(Tokens(landing), growth, requests, &cache);
+            prop_assert!((summed - closed).abs() <= 1e-6 * summed.max(1.0), "{summed} vs {closed}");
         }
 
         /// Without a discount (read factor 1) the cycle costs every request in full: a cache never
