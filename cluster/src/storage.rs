@@ -482,27 +482,45 @@ async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
     Ok(handles)
 }
 
-/// The key-value bucket `name` (made when missing, keeping one value a key, on `replicas`), once it
-/// answers.
+/// The key-value bucket `name` (made when missing, keeping one value a key, on `replicas`), read
+/// from its leader, once it answers.
 pub(crate) async fn open_bucket(
     js: &Context,
     name: &str,
     replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
-    let store = match js.get_key_value(name).await {
-        Ok(store) => store,
-        Err(_) => js
-            .create_key_value(kv::Config {
-                bucket: name.to_string(),
-                history: 1,
-                num_replicas: replicas.max(1),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| ClusterError::js(format!("creating bucket {name}"), e))?,
-    };
+    if js.get_key_value(name).await.is_err() {
+        js.create_key_value(kv::Config {
+            bucket: name.to_string(),
+            history: 1,
+            num_replicas: replicas.max(1),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| ClusterError::js(format!("creating bucket {name}"), e))?;
+    }
+    read_from_leader(js, name).await?;
+    // Opened after the change: the handle reads the way its stream's configuration says.
+    let store =
+        js.get_key_value(name).await.map_err(|e| ClusterError::js(format!("opening bucket {name}"), e))?;
     ready(&store).await?;
     Ok(store)
+}
+
+/// Turns off direct gets on bucket `name`'s stream, which a key-value bucket is made with: any replica
+/// answers a direct get, and one still applying the last writes answers with an older value — a
+/// task's record read as `running` after its end was acknowledged, by the node that takes its
+/// redelivered job, which then ran the finished task again. Without them, reads go to the leader,
+/// which answers with what was acknowledged.
+async fn read_from_leader(js: &Context, name: &str) -> Result<(), ClusterError> {
+    let fail = |e: &dyn std::fmt::Display| ClusterError::js(format!("configuring bucket {name}"), e);
+    let mut stream = js.get_stream(format!("KV_{name}")).await.map_err(|e| fail(&e))?;
+    let config = &stream.info().await.map_err(|e| fail(&e))?.config;
+    if config.allow_direct {
+        let config = stream::Config { allow_direct: false, ..config.clone() };
+        js.update_stream(config).await.map_err(|e| fail(&e))?;
+    }
+    Ok(())
 }
 
 /// Every key of `store` with its value (`what`: what they are, in errors).

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use agentd_cluster::lease::Leases;
+use agentd_cluster::names::{EVIDENCE_BUCKET, LEASES_BUCKET, SETTINGS_BUCKET, TASKS_BUCKET, WINDOWS_BUCKET};
 use agentd_cluster::storage::NatsConfig;
 use agentd_cluster::{ClusterError, JetStreamStorage};
 use agentd_engine::storage::Storage;
@@ -140,4 +141,43 @@ fn a_lapsed_lease_changes_hands_and_fences_its_old_holder_out_of_the_log() {
     assert_eq!(b.append("t", &record("b1")).unwrap(), 3, "the new holder goes on");
     let numbers: Vec<u64> = b.records("t", 0, 100).unwrap().into_iter().map(|(n, _)| n).collect();
     assert_eq!(numbers, [1, 2, 3]);
+}
+
+#[test]
+fn every_bucket_is_read_from_its_leader_even_one_made_with_direct_gets() {
+    let Some(server) = NatsServer::start() else {
+        skip_or_fail("every_bucket_is_read_from_its_leader_even_one_made_with_direct_gets");
+        return;
+    };
+    // The tasks' bucket as an earlier agentd made it: with direct gets, which any replica answers.
+    let (url, made) = (server.url(), tokio::runtime::Runtime::new().unwrap());
+    let direct = made.block_on(async move {
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+        js.create_key_value(async_nats::jetstream::kv::Config {
+            bucket: TASKS_BUCKET.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        js.get_stream(format!("KV_{TASKS_BUCKET}")).await.unwrap().cached_info().config.allow_direct
+    });
+    assert!(direct, "a bucket is made with direct gets");
+
+    let storage = connect(&server);
+    let js = storage.jetstream().clone();
+    let direct_gets = storage
+        .block_on(async move {
+            Leases::open(&js, 1, std::time::Duration::from_secs(5)).await?;
+            let mut out = Vec::new();
+            for bucket in [TASKS_BUCKET, SETTINGS_BUCKET, WINDOWS_BUCKET, EVIDENCE_BUCKET, LEASES_BUCKET] {
+                let stream = js.get_stream(format!("KV_{bucket}")).await.unwrap();
+                out.push((bucket, stream.cached_info().config.allow_direct));
+            }
+            Ok::<_, ClusterError>(out)
+        })
+        .unwrap();
+    assert!(direct_gets.iter().all(|(_, direct)| !direct), "{direct_gets:?}");
+    // And the data is where it was.
+    storage.create_task(&meta("t")).unwrap();
+    assert_eq!(connect(&server).task("t").unwrap().map(|m| m.state), Some(TaskState::Running));
 }
