@@ -57,6 +57,13 @@ impl Thresholds {
         Thresholds { window, trigger, destination }
     }
 
+    /// These thresholds with the trigger a compaction priced by the provider's prompt cache
+    /// (`compaction::price::next_trigger`): never above the role's trigger, never below the
+    /// destination (a compaction lands below it).
+    pub fn priced(self, at: Tokens) -> Thresholds {
+        Thresholds { trigger: at.clamp(self.destination.min(self.trigger), self.trigger), ..self }
+    }
+
     /// Whether a request of `tokens` must be rebuilt before it is sent.
     pub fn crosses_trigger(&self, tokens: Tokens) -> bool {
         tokens > self.trigger
@@ -154,6 +161,14 @@ mod tests {
         assert_eq!(handoff_budget(Tokens(32_768)), Tokens(3_276));
         assert_eq!(refusal_bound(Tokens(10_000)), Tokens(9_500));
         assert_eq!(objective_bytes_for_summary(Tokens(16_384)), 3_072);
+    }
+
+    #[test]
+    fn a_priced_trigger_stays_between_the_destination_and_the_roles_trigger() {
+        let t = Thresholds::new(Tokens(32_768), 80, Tokens(0));
+        assert_eq!(t.priced(Tokens(20_000)), Thresholds { trigger: Tokens(20_000), ..t });
+        assert_eq!(t.priced(Tokens(1_000)).trigger, t.destination);
+        assert_eq!(t.priced(Tokens(40_000)), t);
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub struct Pricing {
 
 /// What a rebuilt request keeps and what leaves it: the result of [`plan`], for [`assemble`] to build the
 /// candidate from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// Indices of the history messages that leave the request (to be summarised and archived):
     /// everything not kept verbatim, i.e. `0..keep_from_message`, in order. On a retry with fewer
@@ -99,6 +99,9 @@ pub struct Plan {
     /// The rebuilt request's size as planned, `fixed` and the summary's reserve included: what the
     /// landing was chosen (and, with a cache, priced) by, before the candidate is counted in full.
     pub landing: Tokens,
+    /// With a cache, what the landing was priced with: the accepted candidate's next trigger is
+    /// priced with it too ([`super::price::next_trigger`]).
+    pub outlook: Option<Outlook>,
 }
 
 /// The summary of what left the request, produced by the runtime from [`Plan::summarise`].
@@ -226,19 +229,24 @@ pub fn plan(input: &PlanInput) -> Plan {
     // With a prompt cache, the cheapest landing over the coming turns, the last round always kept
     // (the model has not answered it yet); without one, as many rounds as fit.
     let mut landing = landings.last().map_or(Tokens::ZERO, |l| l.1);
+    let mut priced = None;
     if let Some(pricing) = input.pricing {
-        let floor = landings.len().min(2) - 1;
-        let sizes: Vec<Tokens> = landings[floor..].iter().map(|l| l.1).collect();
+        let first = landings.len().min(2) - 1;
+        let sizes: Vec<Tokens> = landings[first..].iter().map(|l| l.1).collect();
         let outlook = Outlook {
             cache: pricing.cache,
             fixed: input.fixed,
+            floor: input.destination,
             trigger: pricing.trigger,
             growth: growth(history, &rs, &round_tokens),
+            // Every landing priced keeps the last round, and with it what the model has not read.
+            unseen: if first == 1 { unseen(history, rs.last(), &message_tokens) } else { Tokens::ZERO },
             summary: input.summary_reserve,
         };
         if let Some(i) = cheapest(&sizes, &outlook) {
-            (keep_from, landing) = landings[floor + i];
+            (keep_from, landing) = landings[first + i];
         }
+        priced = Some(outlook);
     }
     let keep_from_message = rs.get(keep_from).map_or(history.len(), |r| r.start);
 
@@ -256,6 +264,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         observations: observations.into_iter().filter(|o| o.round < keep_from).collect(),
         files,
         landing,
+        outlook: priced,
     }
 }
 
@@ -278,6 +287,18 @@ pub(super) fn growth(
         .collect();
     let g = if answers.is_empty() { mean(round_tokens) } else { mean(&answers) };
     g.max(Tokens(1))
+}
+
+/// The tokens of `last` (the history's last round) that the model has not read: the messages after
+/// its last answer.
+fn unseen(
+    history: &[Message],
+    last: Option<&std::ops::Range<usize>>,
+    tokens: &dyn Fn(usize) -> Tokens,
+) -> Tokens {
+    let Some(last) = last else { return Tokens::ZERO };
+    let answered = last.clone().rev().find(|&i| history[i].role == Speaker::Assistant);
+    last.clone().filter(|&i| answered.is_none_or(|a| i > a)).map(tokens).sum()
 }
 
 /// Whether `text` stands verbatim in `messages`: inside a text or a tool result, or as the `content`

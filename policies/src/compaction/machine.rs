@@ -23,6 +23,7 @@
 use super::candidate::{
     assemble, judge, objective_message, plan, Checkpoint, Plan, PlanInput, Pricing, Verdict, WorkingFile,
 };
+use super::price::next_trigger;
 use crate::budget::{objective_bytes_for_summary, Thresholds, FOLD_REQUEST_PERCENT, IN_PLACE_PERCENT};
 use crate::summary::{batches, fold_prompt, prefix_prompt, render_for_summary, SUMMARISER_SYSTEM};
 use agentd_protocol::message::Message;
@@ -116,7 +117,7 @@ pub enum Need {
         upto: usize,
     },
     /// Accepted.
-    Done(Compacted),
+    Done(Box<Compacted>),
     /// `compaction_failed`, with the numbers.
     Failed(String),
 }
@@ -145,6 +146,10 @@ pub struct Compacted {
     pub tokens: Tokens,
     /// Whether the first summary continued a request (its prefix cached).
     pub in_place: bool,
+    /// With a prompt cache, where the next compaction should come: the trigger that prices this
+    /// landing lowest ([`super::price::next_trigger`]), between the destination and the role's
+    /// trigger. `None` without a cache: at the role's trigger.
+    pub next_trigger: Option<Tokens>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -442,14 +447,15 @@ impl<'a> Compaction<'a> {
         let tokens = self.setup.fixed + measure.history(&assembled);
         let t = self.setup.thresholds;
         match judge(tokens, self.setup.before, t.destination, t.trigger, plan.kept_rounds) {
-            Verdict::Accept => Need::Done(Compacted {
+            Verdict::Accept => Need::Done(Box::new(Compacted {
                 history: assembled,
+                next_trigger: plan.outlook.map(|o| next_trigger(tokens, &o)),
                 plan,
                 archive_ref,
                 batches: self.folds,
                 tokens,
                 in_place: self.in_place,
-            }),
+            })),
             Verdict::RetryWithFewerRounds => {
                 self.limit = Some(plan.kept_rounds.saturating_sub(1));
                 self.replan(measure)
@@ -472,7 +478,7 @@ pub fn compact_with(
     let (mut machine, mut need) = Compaction::start(history, brief, working_files, setup, measure);
     loop {
         need = match need {
-            Need::Done(done) => return Ok(done),
+            Need::Done(done) => return Ok(*done),
             Need::Failed(reason) => return Err(reason),
             other => {
                 let answer = respond(&other);

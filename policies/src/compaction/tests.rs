@@ -938,16 +938,37 @@ proptest! {
         let rounds = crate::rounds::rounds(&h);
         let round_tokens: Vec<Tokens> = rounds.iter().map(|r| r.clone().map(|i| tokens[i]).sum()).collect();
         let growth = super::candidate::growth(&h, &rounds, &round_tokens);
-        let outlook = price::Outlook {
-            cache: agentd_protocol::model::PromptCache::ANTHROPIC,
-            fixed: Tokens(100),
-            trigger: Tokens(destination + trigger_gap),
-            growth,
-            summary: Tokens(50),
-        };
+        let outlook = p.outlook.expect("a priced plan says what it priced with");
+        prop_assert_eq!(
+            (outlook.floor, outlook.trigger, outlook.growth),
+            (Tokens(destination), Tokens(destination + trigger_gap), growth)
+        );
         let chosen = price::price(landing(p.kept_rounds), &outlook);
         for kept in today.kept_rounds.min(1)..=today.kept_rounds {
             prop_assert!(chosen <= price::price(landing(kept), &outlook) + 1e-9, "kept {} vs {}", p.kept_rounds, kept);
         }
     }
+}
+
+#[test]
+fn a_priced_compaction_says_where_the_next_one_comes_and_an_unpriced_one_does_not() {
+    // Ten answered reads of ~2,000 tokens and one unanswered; destination 8,000, trigger 20,000.
+    let h = reading(10, 8_000);
+    let before = count_all(&h) + Tokens(100);
+    let run = |cache| {
+        let mut log = Vec::new();
+        let setup = Setup { cache, ..setup(100, 8_000, 20_000, before, 50) };
+        let measure = TestMeasure { framing: Tokens::ZERO };
+        let done =
+            compact_with(&h, brief("read the notes"), &[], setup, &measure, &mut fake_summariser(&mut log));
+        done.unwrap()
+    };
+    assert_eq!(run(None).next_trigger, None);
+    let done = run(Some(agentd_protocol::model::PromptCache::ANTHROPIC));
+    let outlook = done.plan.outlook.expect("priced");
+    let next = done.next_trigger.expect("a priced compaction names the next trigger");
+    assert_eq!(next, price::next_trigger(done.tokens, &outlook), "priced from the candidate as counted");
+    assert!(next >= Tokens(8_000) && next <= Tokens(20_000), "{next}");
+    // Reads of 2,000 from a small landing: re-reading up to 20,000 costs more than compacting sooner.
+    assert!(next < Tokens(20_000), "{next}");
 }
