@@ -299,7 +299,14 @@ pub fn print_gauge(g: &Gauge) {
         println!("  {label:<12} {est}{tokens}");
     }
     println!("total        {est}{}", g.tokens);
-    println!("trigger      {} ({}%)", g.trigger_tokens, g.compact_at);
+    if g.trigger_priced {
+        println!(
+            "trigger      {} (priced by the prompt cache; {}% is later)",
+            g.trigger_tokens, g.compact_at
+        );
+    } else {
+        println!("trigger      {} ({}%)", g.trigger_tokens, g.compact_at);
+    }
     println!("destination  {}", g.destination_tokens);
     println!("free         {est}{}", g.free_tokens);
 }

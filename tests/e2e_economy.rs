@@ -557,10 +557,34 @@ async fn with_a_declared_cache_answered_documents_leave_for_the_archive_and_the_
         let rebuilt = rebuilt_requests(&server, &archives);
         let reads_kept =
             |b: &Value| b["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").count();
+        // Where each compaction came, and where the one before it said the next would come.
+        let started: Vec<u64> = of_kind(&events, "compaction_started")
+            .iter()
+            .map(|e| e["trigger_tokens"].as_u64().unwrap())
+            .collect();
+        let priced: Vec<Option<u64>> = of_kind(&events, "compaction_finished")
+            .iter()
+            .map(|e| e["next_trigger_tokens"].as_u64())
+            .collect();
+        let role_trigger = started[0];
         if !cache {
             kept_without_cache = rebuilt.iter().map(reads_kept).max().unwrap();
+            assert!(priced.iter().all(Option::is_none), "no cache, no priced trigger: {priced:?}");
+            assert!(started.iter().all(|&t| t == role_trigger), "{started:?}");
             continue;
         }
+        // With a cache each compaction prices the next: reads of 1,500 tokens from a small landing
+        // are cheaper compacted before the role's trigger, never below the 8,192-token destination.
+        for (i, next) in priced.iter().enumerate() {
+            let next = next.expect("a priced compaction names the next trigger");
+            assert!((8_192..role_trigger).contains(&next), "{next} of {role_trigger}");
+            if let Some(&then) = started.get(i + 1) {
+                assert_eq!(then, next, "the next compaction came where the last one priced it");
+            }
+        }
+        let gauge =
+            String::from_utf8_lossy(&d.cli(&["context", &task, "--role", "coder"]).stdout).to_string();
+        assert!(gauge.contains("priced by the prompt cache"), "{gauge}");
         for b in &rebuilt {
             assert_eq!(reads_kept(b), 1, "only the unanswered read stays: {}", b["messages"]);
             let last = b["messages"].as_array().unwrap().last().unwrap();

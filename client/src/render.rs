@@ -135,11 +135,14 @@ pub fn event_line(e: &Event) -> String {
             "compaction started at {tokens_before} tokens (trigger {trigger_tokens} of the {window} window), \
              aiming at {destination_tokens}"
         ),
-        K::CompactionFinished { tokens_before, tokens_after, archive_id, batches, cost_usd, .. } => format!(
+        K::CompactionFinished {
+            tokens_before, tokens_after, archive_id, batches, cost_usd, next_trigger_tokens, ..
+        } => format!(
             "compacted {tokens_before} → {tokens_after} tokens ({batches} summary {}{}); what left is evidence \
-             {archive_id}",
+             {archive_id}{}",
             if *batches == 1 { "batch" } else { "batches" },
-            cost_usd.map(|c| format!(", {}", usd(c))).unwrap_or_default()
+            cost_usd.map(|c| format!(", {}", usd(c))).unwrap_or_default(),
+            next_trigger_tokens.map(|t| format!("; next compaction past {t} tokens (priced by the cache)")).unwrap_or_default()
         ),
         K::CompactionFailed { reason } => format!("compaction failed: {reason}"),
         K::McpServerStarted { server, tools } => format!("MCP server {server} started: {tools} tools"),
@@ -222,6 +225,7 @@ mod tests {
                 summary_model: None,
                 summary_usage: None,
                 cost_usd: None,
+                next_trigger_tokens: None,
             })
         };
         assert_eq!(

@@ -122,6 +122,8 @@ pub struct CompactedHistory {
     /// The summary requests' usage, summed over those the server reported one for; `None` when it
     /// reported none.
     pub summary_usage: Option<Usage>,
+    /// With a prompt cache, where the role's next compaction comes (`Compacted::next_trigger`).
+    pub next_trigger: Option<Tokens>,
 }
 
 /// The machine's measurements: the role's meter, and for a candidate the whole request it would be
@@ -200,6 +202,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
                     in_place: done.in_place,
                     tokens_before: job.before,
                     summary_usage: spent,
+                    next_trigger: done.next_trigger,
                 })
             }
             Need::Failed(reason) => return Err(CompactError::Failed(reason)),

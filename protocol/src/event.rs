@@ -232,6 +232,12 @@ pub enum EventKind {
         /// usage.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// Where the role's next compaction comes, when its provider declares a prompt cache: the
+        /// trigger that prices this landing lowest over the coming requests, between the destination
+        /// and the role's trigger (the gauge's `trigger_tokens` from now on, `trigger_priced`). Absent
+        /// without a cache: at the role's trigger.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next_trigger_tokens: Option<Tokens>,
     },
     /// A compaction failed: no rebuilt request passed its judgement, or the archive or a summary could not
     /// be made. The request is not sent and the turn fails with this reason.
@@ -552,6 +558,7 @@ mod tests {
                 summary_model: Some("m".into()),
                 summary_usage: Some(Usage::new(10, 2)),
                 cost_usd: Some(0.25),
+                next_trigger_tokens: Some(t),
             },
             EventKind::CompactionFailed { reason: "r".into() },
             EventKind::RetryScheduled {

@@ -38,8 +38,14 @@ pub struct Gauge {
     /// The compaction trigger as a percentage of the window (the role's `compact_at` in effect, default 80).
     pub compact_at: u8,
     /// The compaction trigger in tokens: `compact_at` percent of the window, lowered when needed to leave
-    /// room for the answer's `max_output_tokens`. A request above it is compacted before it is sent.
+    /// room for the answer's `max_output_tokens` — or, when the provider declares a prompt cache and
+    /// the role has compacted, where the last compaction priced the next one (`trigger_priced`). A
+    /// request above it is compacted before it is sent.
     pub trigger_tokens: Tokens,
+    /// Whether the provider's prompt cache priced `trigger_tokens` below where `compact_at` puts it
+    /// (never below the destination; `compaction_finished`'s `next_trigger_tokens`).
+    #[serde(default)]
+    pub trigger_priced: bool,
     /// The size a compaction aims for, in tokens: at most half the window, and at least five percent of the
     /// window below the trigger.
     pub destination_tokens: Tokens,

@@ -14,7 +14,7 @@
 //! 4. `accept`: over the window, the request is refused; else it is remembered as the role's
 //!    pending request (what its usage report will be paired with) and handed back to be sent.
 
-use super::{Fitter, LastRequest, RoleKey, State};
+use super::{Fitter, LastRequest, PricedTrigger, RoleKey, State};
 use crate::blocks::{blocks, BlocksConfig, BlocksFor};
 use crate::clock::now_rfc3339;
 use crate::compactor::{compact, CompactError, CompactedHistory, Job, SummariserJob};
@@ -77,7 +77,8 @@ pub struct Fitted {
     pub meter: Meter,
     /// The model's window the request was fitted into.
     pub window: Window,
-    /// The role's trigger and destination in that window.
+    /// The role's trigger and destination in that window (the trigger as the last compaction
+    /// priced it, when the provider declares a prompt cache).
     pub thresholds: Thresholds,
     /// The request to send: the one asked about, or its compacted rebuild.
     pub request: ChatRequest,
@@ -152,7 +153,12 @@ struct Scale {
     counter: Arc<TokenCounter>,
     meter: Meter,
     window: Window,
+    /// What the request is fitted to: the role's thresholds, their trigger as the role's last
+    /// compaction priced it when the provider declares a prompt cache.
     thresholds: Thresholds,
+    /// The role's thresholds as its `compact_at` puts them: what a compaction aims at, and the
+    /// latest it prices the next one at.
+    unpriced: Thresholds,
 }
 
 /// One measurement of the request: its fingerprint, the basis it was counted from (if it extended
@@ -165,8 +171,8 @@ struct Measured {
 
 impl State {
     pub(super) async fn fit(&self, mut msg: Fit) -> Result<Fitted, FitError> {
-        let scale = self.scale(&msg).await?;
         let key = (msg.task_id.clone(), msg.role.clone());
+        let mut scale = self.scale(&msg, &key).await?;
         let (mut measured, extended) = self.measure(&msg, &key, &scale);
         self.show(&msg, &scale, &measured.measurement.count);
         let mut compacted = None;
@@ -174,18 +180,19 @@ impl State {
         // Asked for: aimed lower than the trigger's compaction, refused before any event when nothing
         // can leave.
         let requested = match msg.requested.take() {
-            Some(r) => Some((r, requested(scale.thresholds, before, &msg.request.messages)?)),
+            Some(r) => Some((r, requested(scale.unpriced, before, &msg.request.messages)?)),
             None => None,
         };
         if requested.is_some() || scale.thresholds.crosses_trigger(before) {
             let count = measured.measurement.count;
             let (aim, focus) = match &requested {
                 Some((r, aim)) => (*aim, r.focus.clone()),
-                None => (scale.thresholds, None),
+                None => (scale.unpriced, None),
             };
             let (done, rebuilt) = self
                 .compact_history(&mut msg, &scale, aim, focus.as_deref(), extended.as_ref(), count)
                 .await?;
+            scale.thresholds = self.price_next(&key, &scale, done.next_trigger);
             measured = rebuilt;
             compacted = Some(done);
             // The rebuilt request is what is sent: it is the gauge now.
@@ -196,7 +203,7 @@ impl State {
 
     /// The window, counter, meter and thresholds of the request's server/model, once the endpoint
     /// (if the counter uses one) has counted what is new in the request.
-    async fn scale(&self, msg: &Fit) -> Result<Scale, FitError> {
+    async fn scale(&self, msg: &Fit, key: &RoleKey) -> Result<Scale, FitError> {
         let window = self.window(msg.client.as_ref(), &msg.request.model).await?;
         let server = msg.client.server().to_string();
         let model = msg.request.model.clone();
@@ -207,8 +214,34 @@ impl State {
         }
         let meter = self.meter(&server, &model);
         let reserve = msg.client.output_reserve(&msg.request);
-        let thresholds = Thresholds::new(window.tokens, msg.compact_at, reserve);
-        Ok(Scale { server, model, counter, meter, window, thresholds })
+        let unpriced = Thresholds::new(window.tokens, msg.compact_at, reserve);
+        // The trigger the role's last compaction priced, while the provider still declares its
+        // cache and the role still talks to the same server and model.
+        let priced = self
+            .priced
+            .lock()
+            .get(key)
+            .cloned()
+            .filter(|p| msg.client.prompt_cache().is_some() && p.server == server && p.model == model);
+        let thresholds = priced.map_or(unpriced, |p| unpriced.priced(p.at));
+        Ok(Scale { server, model, counter, meter, window, thresholds, unpriced })
+    }
+
+    /// Keeps where a compaction priced the role's next one (forgets it when it priced none), and
+    /// the thresholds the request is fitted to from now on.
+    fn price_next(&self, key: &RoleKey, scale: &Scale, next: Option<Tokens>) -> Thresholds {
+        let mut priced = self.priced.lock();
+        match next {
+            Some(at) => {
+                let (server, model) = (scale.server.clone(), scale.model.clone());
+                priced.insert(key.clone(), PricedTrigger { server, model, at });
+                scale.unpriced.priced(at)
+            }
+            None => {
+                priced.remove(key);
+                scale.unpriced
+            }
+        }
     }
 
     /// The request's raw count and fingerprint, calibrated; from the server's own figure when it
@@ -245,6 +278,7 @@ impl State {
             scale.window,
             scale.thresholds,
             msg.compact_at,
+            scale.thresholds.trigger < scale.unpriced.trigger,
         );
     }
 
@@ -266,7 +300,7 @@ impl State {
             &msg.role,
             EventKind::CompactionStarted {
                 tokens_before: before,
-                trigger_tokens: thresholds.trigger,
+                trigger_tokens: scale.thresholds.trigger,
                 destination_tokens: thresholds.destination,
                 window: window.tokens,
             },
@@ -358,6 +392,7 @@ impl State {
                 summary_model: Some(summary_model.clone()),
                 summary_usage: done.summary_usage,
                 cost_usd: self.cost(&summary_model, done.summary_usage),
+                next_trigger_tokens: done.next_trigger.map(|at| scale.unpriced.priced(at).trigger),
             },
         )?;
         Ok((done, measured))

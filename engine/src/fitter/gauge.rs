@@ -26,6 +26,7 @@ impl State {
         window: Window,
         thresholds: Thresholds,
         compact_at: u8,
+        trigger_priced: bool,
     ) {
         let gauge = Gauge {
             role: role.clone(),
@@ -40,6 +41,7 @@ impl State {
             categories: categories(request, count, meter),
             compact_at,
             trigger_tokens: thresholds.trigger,
+            trigger_priced,
             destination_tokens: thresholds.destination,
             free_tokens: window.tokens.saturating_sub(count.total.tokens),
         };

@@ -86,6 +86,18 @@ struct State {
     pending: Mutex<HashMap<RoleKey, LastRequest>>,
     /// Per task and role: the last request the server answered.
     answered: Mutex<HashMap<RoleKey, LastRequest>>,
+    /// Per task and role: where its last compaction priced the next one, on which server/model.
+    priced: Mutex<HashMap<RoleKey, PricedTrigger>>,
+}
+
+/// Where a role's last compaction, priced by its provider's prompt cache, put the next one
+/// (`compaction_finished`'s `next_trigger_tokens`). Kept in memory: after a restart the role's
+/// trigger holds until its next compaction prices one again.
+#[derive(Debug, Clone)]
+struct PricedTrigger {
+    server: String,
+    model: String,
+    at: Tokens,
 }
 
 /// The in-memory key of a server/model pair (counters, calibrations).
@@ -175,6 +187,7 @@ impl Fitter {
                 gauges: Mutex::new(HashMap::new()),
                 pending: Mutex::new(HashMap::new()),
                 answered: Mutex::new(HashMap::new()),
+                priced: Mutex::new(HashMap::new()),
             }),
         }
     }

@@ -396,6 +396,7 @@ mod tests {
                     summary_model: Some("m".into()),
                     summary_usage: Some(Usage::new(8_000, 400)),
                     cost_usd: Some(0.005),
+                    next_trigger_tokens: None,
                 },
             ),
             event(Role::Lead, EventKind::TaskFinished { summary: "s".into() }),

@@ -214,7 +214,7 @@ function describe(e) {
     case "tool_called": return e.tool;
     case "tool_finished": return `${e.tool} ${e.interrupted ? "interrupted" : e.ok ? "ok" : "failed"}${e.result_tokens !== undefined ? ` · ${num(e.result_tokens)} tokens` : ""}`;
     case "compaction_started": return `${num(e.tokens_before)} tokens over the trigger ${num(e.trigger_tokens)} → to ${num(e.destination_tokens)}`;
-    case "compaction_finished": return `${num(e.tokens_before)} → ${num(e.tokens_after)} tokens, ${e.batches} batches${e.cost_usd !== undefined ? `, ${usd(e.cost_usd)}` : ""}, archived`;
+    case "compaction_finished": return `${num(e.tokens_before)} → ${num(e.tokens_after)} tokens, ${e.batches} batches${e.cost_usd !== undefined ? `, ${usd(e.cost_usd)}` : ""}, archived${e.next_trigger_tokens !== undefined ? `; next past ${num(e.next_trigger_tokens)} (priced by the cache)` : ""}`;
     case "compaction_failed": return e.reason;
     case "retry_scheduled": return `${e.reason}, attempt ${e.attempt}/${e.max_attempts}, in ${(e.delay_ms / 1000).toFixed(1)} s`;
     case "window_learned": return `${num(e.old_window)} → ${num(e.new_window)} (${e.source})`;
