@@ -16,7 +16,9 @@
 //! the compaction prices where it lands), so the two rules are compared in one sitting.
 //!
 //! `cargo run --release --example bench_longread [FILTER]` (FILTER: run only the scenarios whose
-//! name holds it, e.g. `14%` or `priced`)
+//! name holds it, e.g. `14%` or `priced`). With `BENCH_DUMP=DIR` each scenario's requests are written
+//! to `DIR/<scenario>.tsv`, one a line: index, kind, the server's count, of it cached, cache-weighted,
+//! messages — where a run's cost went, request by request.
 
 // A benchmark or demo, not the daemon: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -526,6 +528,18 @@ fn run_scenario(bin: &Path, rt: &tokio::runtime::Runtime, s: &Scenario) -> Resul
     let cached_sum: u64 = cached.iter().sum();
     let weighted: f64 =
         counted.iter().zip(&cached).map(|(&n, &k)| (n - k) as f64 + CACHE_PRICE * k as f64).sum();
+    if let Ok(dir) = std::env::var("BENCH_DUMP") {
+        let mut out = String::new();
+        for (i, ((n, k), kind)) in counted.iter().zip(&cached).zip(&kinds).enumerate() {
+            let msgs = bodies[i]["messages"].as_array().map(|m| m.len()).unwrap_or(0);
+            out.push_str(&format!(
+                "{i}\t{kind:?}\t{n}\t{k}\t{:.0}\t{msgs}\n",
+                (n - k) as f64 + CACHE_PRICE * *k as f64
+            ));
+        }
+        let name: String = s.name.chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
+        std::fs::write(format!("{dir}/{name}.tsv"), out).unwrap();
+    }
     let coder_bodies: Vec<&Value> =
         bodies.iter().zip(&kinds).filter(|(_, k)| **k == Kind::Coder).map(|(b, _)| b).collect();
 
