@@ -13,7 +13,8 @@
 //! Each shape (documents at 2 %, 5 %, 9 % and 14 % of the window) runs in both counting modes, each
 //! twice: without the provider's prompt cache declared (today's rule: a compaction keeps as many
 //! recent rounds as fit below the destination) and with it (`cache = { read_factor, min_tokens }`:
-//! the compaction prices where it lands), so the two rules are compared in one sitting.
+//! the compaction prices where it lands and when the next one comes), so the two rules are compared in
+//! one sitting.
 //!
 //! `cargo run --release --example bench_longread [FILTER]` (FILTER: run only the scenarios whose
 //! name holds it, e.g. `14%` or `priced`). With `BENCH_DUMP=DIR` each scenario's requests are written
