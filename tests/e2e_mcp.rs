@@ -544,10 +544,14 @@ async fn another_program_drives_a_team_through_agentd_mcp() {
     assert_eq!(more.last().unwrap()["kind"], "task_finished");
 
     // A running task is cancelled.
-    let second =
-        client.call("submit_task", json!({"objective": "Think forever", "workspace": ws.path()})).await;
+    let budget = json!({"tokens": 1_000_000, "cost": 2.5});
+    let second = client
+        .call("submit_task", json!({"objective": "Think forever", "workspace": ws.path(), "budget": budget}))
+        .await;
     let second = second.json()["task_id"].as_str().unwrap().to_string();
     d.wait_for_state(&second, "running", Duration::from_secs(10));
+    let status = client.call("task_status", json!({"task_id": second})).await.json();
+    assert_eq!(status["budget"], budget, "the task keeps the budget it was handed: {status}");
     let cancelled = client.call("cancel_task", json!({"task_id": second})).await;
     assert!(!cancelled.is_error, "{}", cancelled.text);
     let (_, state) = all_events(&client, &second, 0).await;
@@ -561,6 +565,8 @@ async fn another_program_drives_a_team_through_agentd_mcp() {
     );
     let bad = client.call("submit_task", json!({"objective": "x", "workspace": "/"})).await;
     assert!(bad.is_error && bad.text.contains("-32004"), "{bad:?}");
+    let broke = client.call("submit_task", json!({"objective": "x", "budget": {"cost": -1.0}})).await;
+    assert!(broke.is_error && broke.text.contains("budget.cost"), "{broke:?}");
     let typo = client.call("task_status", json!({"task": task})).await;
     assert!(typo.is_error && typo.text.contains("invalid arguments for task_status"), "{typo:?}");
     let status = client.close().await.expect("agentd mcp exits when its client goes");

@@ -10,7 +10,7 @@
 //!
 //! | tool | arguments | answers (socket method) |
 //! |---|---|---|
-//! | `submit_task` | `objective`, `workspace`? (absolute; default: the directory `agentd mcp` runs in), `team`? | `{task_id}` (`task.submit`) |
+//! | `submit_task` | `objective`, `workspace`? (absolute; default: the directory `agentd mcp` runs in), `team`?, `budget`? (`{tokens?, cost?}`) | `{task_id}` (`task.submit`) |
 //! | `task_status` | `task_id` | state, objective, roles' context, result or error (`task.status`) |
 //! | `task_events` | `task_id`, `after_seq`? (0), `limit`? (100), `wait_s`? (0, at most 120) | `{events, state, last_seq, running}` (`task.events`); with `wait_s`, an empty page of a running task waits that long for the next event |
 //! | `task_message` | `task_id`, `text` | `{state}` (`task.message`): a follow-up for a stopped task |
@@ -22,7 +22,7 @@ use agentd_protocol::rpc::{
     EventsParams, EventsResult, EvidenceReadParams, MessageParams, StateResult, SubmitParams, Submitted,
     TaskRef, TaskStatus,
 };
-use agentd_protocol::{Page, Request, Unit};
+use agentd_protocol::{Budget, Page, Request, Unit};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -107,6 +107,7 @@ struct SubmitArgs {
     objective: String,
     workspace: Option<String>,
     team: Option<String>,
+    budget: Option<Budget>,
 }
 
 #[derive(Deserialize)]
@@ -160,7 +161,16 @@ pub fn tools() -> Vec<Tool> {
                 json!({
                     "objective": {"type": "string", "description": "What the team is to do, as you would tell a colleague: the goal, the files, how to check it."},
                     "workspace": {"type": "string", "description": "The absolute path of the directory the team works in; default: the directory this server runs in."},
-                    "team": {"type": "string", "description": "A team name, kept with the task."}
+                    "team": {"type": "string", "description": "A team name, kept with the task."},
+                    "budget": {
+                        "type": "object",
+                        "description": "The task's ceiling: its next request is not sent when it would cross it, and the task is paused (task_status says what it spent against it).",
+                        "properties": {
+                            "tokens": {"type": "integer", "minimum": 1, "description": "At most this many tokens, prompt and completion."},
+                            "cost": {"type": "number", "exclusiveMinimum": 0, "description": "At most this many US dollars, at the daemon's [prices]."}
+                        },
+                        "additionalProperties": false
+                    }
                 }),
                 &["objective"],
             ),
@@ -248,7 +258,8 @@ impl AgentdMcp {
 
     async fn submit(&self, args: SubmitArgs) -> Answer {
         let workspace = args.workspace.unwrap_or_else(|| self.default_workspace.display().to_string());
-        let params = SubmitParams { objective: args.objective, workspace, team: args.team, budget: None };
+        let params =
+            SubmitParams { objective: args.objective, workspace, team: args.team, budget: args.budget };
         json_of(&self.ask::<Submitted>(Request::TaskSubmit(params)).await?)
     }
 
