@@ -14,7 +14,7 @@ use agentd_agents::workspace::Workspace;
 use agentd_policies::budget::DEFAULT_COMPACT_AT;
 use agentd_policies::redact::Redactor;
 use agentd_policies::settings::{CompactAt, CompactAtOn};
-use agentd_protocol::{Model, Role, TaskState, ToolName, TurnSettings};
+use agentd_protocol::{Budget, Model, Role, TaskState, ToolName, TurnSettings};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -57,13 +57,15 @@ impl Engine {
         &self.ledger
     }
 
-    /// The budgets' check of `role`'s requests in `task_id`.
-    pub fn gate(&self, task_id: &str, role: &Role) -> Gate {
+    /// The budgets' check of `role`'s requests in `task_id`, whose own budget is `budget` (its
+    /// record's, read when its run began: it changes only while the task is stopped).
+    pub fn gate(&self, task_id: &str, role: &Role, budget: Option<Budget>) -> Gate {
         Gate {
             storage: self.storage.clone(),
             ledger: self.ledger.clone(),
             prices: self.team.prices.clone(),
             budgets: self.team.budgets,
+            task_budget: self.team.budgets.for_task(budget),
             task_id: task_id.to_string(),
             role: role.clone(),
         }
@@ -128,6 +130,9 @@ pub struct TaskCtx {
     /// The task's tool servers (MCP): started when a role that gets their tools first needs them,
     /// closed when the task's run ends.
     pub servers: Arc<dyn ToolServers>,
+    /// The task's own budget, as its record held it when the run began (`task.resume` changes it
+    /// only while the task is stopped, and a run reads it afresh).
+    pub budget: Option<Budget>,
     /// Compactions the user asked for while the task runs, by role: each made before the role's next
     /// request, or when the run ends if the role makes none.
     requested: Mutex<BTreeMap<Role, Requested>>,
@@ -135,14 +140,16 @@ pub struct TaskCtx {
 
 impl TaskCtx {
     /// A task's context, its team not formed yet: [`launch`] forms it once the agents are started.
+    /// Its budget is read from its record here, once for the run.
     pub fn new(
         task_id: String,
         workspace: Workspace,
         cancel: CancellationToken,
         engine: Arc<Engine>,
         servers: Arc<dyn ToolServers>,
-    ) -> TaskCtx {
-        TaskCtx { task_id, workspace, cancel, engine, servers, requested: Mutex::default() }
+    ) -> Result<TaskCtx, StorageError> {
+        let budget = engine.storage.task(&task_id)?.and_then(|m| m.budget);
+        Ok(TaskCtx { task_id, workspace, cancel, engine, servers, budget, requested: Mutex::default() })
     }
 
     /// Asks for a compaction of `role`'s history, made before its next request (a later ask for the

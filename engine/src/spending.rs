@@ -185,6 +185,8 @@ pub struct Gate {
     pub prices: Arc<BTreeMap<String, Price>>,
     /// `[budgets]`.
     pub budgets: Budgets,
+    /// The task's budget in force: its own over `[budgets]`'s.
+    pub task_budget: Budget,
     /// The task.
     pub task_id: String,
     /// The role whose requests it checks.
@@ -202,7 +204,7 @@ impl Gate {
         max_tokens: Option<u32>,
         pending: Option<(&str, Usage)>,
     ) -> Result<(), GateError> {
-        let task_budget = self.budgets.for_task(self.storage.task(&self.task_id)?.and_then(|m| m.budget));
+        let task_budget = self.task_budget;
         if task_budget.is_empty() && self.budgets.day.is_empty() {
             return Ok(());
         }

@@ -57,7 +57,7 @@ pub fn launch(
     servers: Arc<dyn ToolServers>,
     done: tokio::sync::watch::Sender<Option<TaskState>>,
 ) -> Result<Arc<TaskCtx>, TaskError> {
-    let ctx = Arc::new(TaskCtx::new(task_id.clone(), workspace, cancel.clone(), engine.clone(), servers));
+    let ctx = Arc::new(TaskCtx::new(task_id.clone(), workspace, cancel.clone(), engine.clone(), servers)?);
     let storage = engine.storage().clone();
     let roles: Vec<Role> = engine.team().roles().collect();
     let members = Arc::new(Team::default());
@@ -196,7 +196,7 @@ pub async fn compact_stopped(
     let storage = engine.storage().clone();
     let (history, _) = repair(&storage.history(&task_id, &role)?);
     let state = role_states(storage.as_ref(), &task_id)?.remove(&role).unwrap_or_default();
-    let ctx = TaskCtx::new(task_id, workspace, cancel, engine, Arc::new(NoToolServers));
+    let ctx = TaskCtx::new(task_id, workspace, cancel, engine, Arc::new(NoToolServers))?;
     let member = Member::new(
         role,
         history,

@@ -107,7 +107,8 @@ impl Rig {
             resume_at: None,
         });
         let workspace = Workspace::new(self.workspace.path()).expect("the workspace");
-        Arc::new(TaskCtx::new(task_id, workspace, cancel, self.engine.clone(), Arc::new(NoToolServers)))
+        let ctx = TaskCtx::new(task_id, workspace, cancel, self.engine.clone(), Arc::new(NoToolServers));
+        Arc::new(ctx.expect("the task's record reads"))
     }
 
     /// Every event of a task, in order.

@@ -273,7 +273,7 @@ impl Agent {
 
     /// The budgets' check of this role's requests.
     fn gate(&self) -> Gate {
-        self.task.engine.gate(&self.task.task_id, &self.role)
+        self.task.engine.gate(&self.task.task_id, &self.role, self.task.budget)
     }
 
     /// Sends a request, retrying rate limits, overloads, server errors and stream anomalies by the
