@@ -224,9 +224,10 @@ async fn read_body(mut payload: web::Payload) -> Result<Vec<u8>, RpcError> {
     Ok(body)
 }
 
-/// A route's params: its JSON body's fields (for a route that takes a body; an empty body is
-/// `{}`), then its declared query parameters, then its path segments, each later one winning. A
-/// query parameter the route does not declare is ignored, as unknown params are on the socket.
+/// A route's params: its JSON body's fields (for a route that takes a body; no body at all is `{}`,
+/// while one of only whitespace is not JSON), then its declared query parameters, then its path
+/// segments, each later one winning. A query parameter the route does not declare is ignored, as
+/// unknown params are on the socket.
 pub fn params_of(
     route: &Route,
     path: &[(&str, String)],
@@ -234,7 +235,7 @@ pub fn params_of(
     body: &[u8],
 ) -> Result<Value, RpcError> {
     let mut params = Map::new();
-    if route.body && !body.iter().all(u8::is_ascii_whitespace) {
+    if route.body && !body.is_empty() {
         let value: Value = serde_json::from_slice(body)
             .map_err(|e| RpcError::new(ErrorCode::ParseError, format!("the body is not JSON: {e}")))?;
         match value {
@@ -518,7 +519,10 @@ mod tests {
         let p = params_of(log, &[("task_id", "t".into())], &q, b"ignored: no body on this route").unwrap();
         assert_eq!(p, serde_json::json!({"task_id": "t", "after_seq": 12, "role": "coder"}));
         let submit = route(Method::TaskSubmit);
-        assert_eq!(params_of(submit, &[], &[], b" \n").unwrap(), serde_json::json!({}));
+        assert_eq!(params_of(submit, &[], &[], b"").unwrap(), serde_json::json!({}));
+        // Whitespace alone is no JSON text: refused as such, not read as no body.
+        let e = params_of(submit, &[], &[], b" \n").unwrap_err();
+        assert_eq!(e.code, ErrorCode::ParseError, "{e}");
     }
 
     #[test]
