@@ -64,8 +64,8 @@ impl Engine {
             storage: self.storage.clone(),
             ledger: self.ledger.clone(),
             prices: self.team.prices.clone(),
-            budgets: self.team.budgets,
             task_budget: self.team.budgets.for_task(budget),
+            day_budget: self.team.budgets.day,
             task_id: task_id.to_string(),
             role: role.clone(),
         }

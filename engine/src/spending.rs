@@ -183,10 +183,10 @@ pub struct Gate {
     pub ledger: Arc<Ledger>,
     /// Each model's prices, to cost the request.
     pub prices: Arc<BTreeMap<String, Price>>,
-    /// `[budgets]`.
-    pub budgets: Budgets,
-    /// The task's budget in force: its own over `[budgets]`'s.
+    /// The task's budget in force: its own over `[budgets]`'s `task_*`.
     pub task_budget: Budget,
+    /// `[budgets]`'s `day_*`: every task's of the day.
+    pub day_budget: Budget,
     /// The task.
     pub task_id: String,
     /// The role whose requests it checks.
@@ -204,8 +204,7 @@ impl Gate {
         max_tokens: Option<u32>,
         pending: Option<(&str, Usage)>,
     ) -> Result<(), GateError> {
-        let task_budget = self.task_budget;
-        if task_budget.is_empty() && self.budgets.day.is_empty() {
+        if self.task_budget.is_empty() && self.day_budget.is_empty() {
             return Ok(());
         }
         let out = u64::from(max_tokens.unwrap_or(0));
@@ -217,8 +216,12 @@ impl Gate {
         });
         let standing = self.ledger.standing(self.storage.as_ref(), &self.task_id)?;
         let ceilings = [
-            Ceiling { scope: BudgetScope::Task, budget: task_budget, spent: standing.task.plus(pending) },
-            Ceiling { scope: BudgetScope::Day, budget: self.budgets.day, spent: standing.day.plus(pending) },
+            Ceiling {
+                scope: BudgetScope::Task,
+                budget: self.task_budget,
+                spent: standing.task.plus(pending),
+            },
+            Ceiling { scope: BudgetScope::Day, budget: self.day_budget, spent: standing.day.plus(pending) },
         ];
         match crossed(&ceilings, request) {
             None => Ok(()),
