@@ -196,13 +196,13 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
         let answer = match need {
             Need::Done(done) => {
                 return Ok(CompactedHistory {
+                    next_trigger: done.next_trigger(),
                     history: done.history,
                     archive_id: done.archive_ref,
                     batches: done.batches,
                     in_place: done.in_place,
                     tokens_before: job.before,
                     summary_usage: spent,
-                    next_trigger: done.next_trigger,
                 })
             }
             Need::Failed(reason) => return Err(CompactError::Failed(reason)),

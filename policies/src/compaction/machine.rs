@@ -146,10 +146,15 @@ pub struct Compacted {
     pub tokens: Tokens,
     /// Whether the first summary continued a request (its prefix cached).
     pub in_place: bool,
+}
+
+impl Compacted {
     /// With a prompt cache, where the next compaction should come: the trigger that prices this
-    /// landing lowest ([`super::price::next_trigger`]), between the destination and the role's
-    /// trigger. `None` without a cache: at the role's trigger.
-    pub next_trigger: Option<Tokens>,
+    /// candidate, as counted, lowest ([`next_trigger`]) with what its plan was priced with, between
+    /// the destination and the role's trigger. `None` without a cache: at the role's trigger.
+    pub fn next_trigger(&self) -> Option<Tokens> {
+        self.plan.outlook.map(|o| next_trigger(self.tokens, &o))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -449,7 +454,6 @@ impl<'a> Compaction<'a> {
         match judge(tokens, self.setup.before, t.destination, t.trigger, plan.kept_rounds) {
             Verdict::Accept => Need::Done(Box::new(Compacted {
                 history: assembled,
-                next_trigger: plan.outlook.map(|o| next_trigger(tokens, &o)),
                 plan,
                 archive_ref,
                 batches: self.folds,

@@ -138,11 +138,11 @@ fn lowest_priced_steps(landing: Tokens, first: u64, last: u64, outlook: &Outlook
         if lo > hi {
             continue;
         }
-        out.extend([lo, hi]);
         if hi - lo < 3 {
             out.extend(lo..=hi);
             continue;
         }
+        out.extend([lo, hi]);
         // The quadratic through three of its points (it is exact on one side of the split).
         let (c0, c1, c2) = (cost(lo), cost(lo + 1), cost(lo + 2));
         let gamma = (c2 - 2.0 * c1 + c0) / 2.0;

@@ -963,10 +963,10 @@ fn a_priced_compaction_says_where_the_next_one_comes_and_an_unpriced_one_does_no
             compact_with(&h, brief("read the notes"), &[], setup, &measure, &mut fake_summariser(&mut log));
         done.unwrap()
     };
-    assert_eq!(run(None).next_trigger, None);
+    assert_eq!(run(None).next_trigger(), None);
     let done = run(Some(agentd_protocol::model::PromptCache::ANTHROPIC));
     let outlook = done.plan.outlook.expect("priced");
-    let next = done.next_trigger.expect("a priced compaction names the next trigger");
+    let next = done.next_trigger().expect("a priced compaction names the next trigger");
     assert_eq!(next, price::next_trigger(done.tokens, &outlook), "priced from the candidate as counted");
     assert!(next >= Tokens(8_000) && next <= Tokens(20_000), "{next}");
     // Reads of 2,000 from a small landing: re-reading up to 20,000 costs more than compacting sooner.
