@@ -112,8 +112,11 @@ pub fn event_line(e: &Event) -> String {
         K::RetryScheduled { reason, attempt, max_attempts, delay_ms } => {
             format!("retry {attempt}/{max_attempts} in {delay_ms} ms ({reason})")
         }
-        K::UsageLimitWait { resume_at, source, reason, .. } => {
-            format!("usage limit ({reason}): waiting until {resume_at} ({source}); `agentd resume` goes on now")
+        K::UsageLimitWait { resume_at, source, reason, capped, .. } => {
+            let capped = if *capped { ", which asked for longer than the 30-day ceiling" } else { "" };
+            format!(
+                "usage limit ({reason}): waiting until {resume_at} ({source}{capped}); `agentd resume` goes on now"
+            )
         }
         K::BudgetReached { scope, budget, spent, request, resume_at } => {
             let after = match (scope, resume_at) {

@@ -597,7 +597,7 @@ impl Methods {
             storage: StorageStatus {
                 ok: health.ok,
                 error: health.error,
-                since: health.since.map(|s| humantime::format_rfc3339_millis(s).to_string()),
+                since: health.since.map(agentd_engine::clock::rfc3339),
                 unrecorded_ends: self.shared.ends.len() as u64,
             },
             http: self.http.map(|addr| HttpServing { listen: addr.to_string() }),
@@ -619,7 +619,7 @@ impl Methods {
             day: day.key,
             spent,
             budget: budget.any(),
-            next_day_at: humantime::format_rfc3339_seconds(day.next).to_string(),
+            next_day_at: agentd_engine::clock::rfc3339_seconds(day.next),
         })
     }
 

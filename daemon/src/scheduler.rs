@@ -88,7 +88,7 @@ async fn run_job(
             return;
         };
         if let Some(s) = status.lock().get_mut(&job.name) {
-            s.next_run_at = Some(humantime::format_rfc3339_millis(next).to_string());
+            s.next_run_at = Some(agentd_engine::clock::rfc3339(next));
         }
         let wait = next.duration_since(clock.now()).unwrap_or(Duration::ZERO);
         tokio::select! {
@@ -117,8 +117,7 @@ async fn run_job(
             s.last_ok = Some(ok);
             s.last_outcome = Some(text);
             // The next run is known now: a reader never sees this run with the previous next time.
-            s.next_run_at =
-                next_after(&job, clock.now()).map(|t| humantime::format_rfc3339_millis(t).to_string());
+            s.next_run_at = next_after(&job, clock.now()).map(agentd_engine::clock::rfc3339);
             s.clone()
         };
         if let Err(e) = storage.put(&JobRuns { name: &job.name }, &snapshot) {

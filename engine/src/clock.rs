@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
 /// The daemon's clock: the system time, or (with `AGENTD_CLOCK=manual`) the system time plus whatever
@@ -45,7 +45,7 @@ impl Clock {
 
     /// The time now on this clock.
     pub fn now(&self) -> SystemTime {
-        SystemTime::now() + Duration::from_millis(self.inner.offset_ms.load(Ordering::SeqCst))
+        later(SystemTime::now(), Duration::from_millis(self.inner.offset_ms.load(Ordering::SeqCst)))
     }
 
     /// Moves a manual clock forward, waking every sleeper whose deadline has passed. Returns false
@@ -54,14 +54,19 @@ impl Clock {
         if !self.inner.manual {
             return false;
         }
-        self.inner.offset_ms.fetch_add(by.as_millis() as u64, Ordering::SeqCst);
+        let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        let _ = self
+            .inner
+            .offset_ms
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| Some(o.saturating_add(by)));
         self.inner.advanced.notify_waiters();
         true
     }
 
     /// Sleeps until this clock has moved `d` forward (by real time, or by `advance`).
     pub async fn sleep(&self, d: Duration) {
-        let deadline = self.now() + d;
+        // A wait past what the clock can hold never ends by itself (only by what it is raced with).
+        let Some(deadline) = self.now().checked_add(d) else { return std::future::pending().await };
         loop {
             let notified = self.inner.advanced.notified();
             let remaining = match deadline.duration_since(self.now()) {
@@ -110,7 +115,32 @@ pub fn clock() -> Clock {
 
 /// Now as RFC 3339 with milliseconds, UTC: the `at` of events and task records.
 pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(clock().now()).to_string()
+    rfc3339(clock().now())
+}
+
+/// The latest moment RFC 3339 can write (9999-12-31T23:59:59.999Z): later ones are written as it.
+const LATEST_MS: u64 = 253_402_300_799_999;
+
+/// A moment within what RFC 3339 can write: from the epoch to the end of year 9999.
+fn writable(at: SystemTime) -> SystemTime {
+    let latest = UNIX_EPOCH + Duration::from_millis(LATEST_MS);
+    at.clamp(UNIX_EPOCH, latest)
+}
+
+/// `at` as RFC 3339 with milliseconds, UTC; a moment past the year 9999 (or before 1970) is written
+/// as the last (first) one RFC 3339 has, never a panic.
+pub fn rfc3339(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(writable(at)).to_string()
+}
+
+/// [`rfc3339`] to the second.
+pub fn rfc3339_seconds(at: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(writable(at)).to_string()
+}
+
+/// `at + after`, or the latest moment [`rfc3339`] can write when that is later (or overflows).
+pub fn later(at: SystemTime, after: Duration) -> SystemTime {
+    at.checked_add(after).map_or(UNIX_EPOCH + Duration::from_millis(LATEST_MS), writable)
 }
 
 /// Parses an `at` written by [`now_rfc3339`].

@@ -3,7 +3,7 @@
 //! reached the disk after all. An end the storage cannot take is kept by it ([`Storage::keep_end`])
 //! and recorded again with [`record_end`] once it heals.
 
-use crate::clock::now_rfc3339;
+use crate::clock::{now_rfc3339, rfc3339};
 use crate::halt::Halt;
 use crate::storage::{End, Storage, StorageError};
 use agentd_protocol::event::EndKind;
@@ -38,15 +38,16 @@ pub fn record_end(storage: &dyn Storage, task_id: &str, end: &End) -> Result<(),
 /// that says why (`usage_limit_wait`, `budget_reached`) from the role that stopped. The state it is
 /// in now.
 pub fn record_halt(storage: &dyn Storage, task_id: &str, halt: &Halt) -> Result<TaskState, StorageError> {
-    let at = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();
+    let at = |t: SystemTime| rfc3339(t);
     let (state, resume_at, role, kind) = match halt {
-        Halt::UsageLimit { role, resume_at, source, reason, message } => (
+        Halt::UsageLimit { role, resume_at, source, capped, reason, message } => (
             TaskState::Waiting,
             Some(at(*resume_at)),
             role,
             EventKind::UsageLimitWait {
                 resume_at: at(*resume_at),
                 source: source.clone(),
+                capped: *capped,
                 reason: reason.clone(),
                 message: message.clone(),
             },

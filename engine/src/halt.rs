@@ -18,6 +18,8 @@ pub enum Halt {
         resume_at: SystemTime,
         /// The header that said when.
         source: String,
+        /// The header asked for longer than [`agentd_protocol::MAX_PROVIDER_WAIT`], the wait taken.
+        capped: bool,
         /// `rate_limit` or `overloaded`.
         reason: String,
         /// What the provider said.
@@ -42,7 +44,7 @@ impl std::fmt::Display for Halt {
             Halt::UsageLimit { resume_at, source, .. } => write!(
                 f,
                 "waiting for the provider's usage limit until {} ({source})",
-                humantime::format_rfc3339_seconds(*resume_at)
+                crate::clock::rfc3339_seconds(*resume_at)
             ),
             Halt::Budget { ceiling, .. } => write!(f, "the {} budget is reached", ceiling.scope.as_str()),
         }

@@ -74,6 +74,8 @@ pub struct WaitOut<'a> {
     pub delay: Duration,
     /// The header that said so (`retry-after`, `x-ratelimit-reset-tokens`, …).
     pub header: &'static str,
+    /// The server asked for longer than [`agentd_protocol::MAX_PROVIDER_WAIT`]: `delay` is that ceiling.
+    pub capped: bool,
     /// `rate_limit` or `overloaded`.
     pub reason: &'static str,
     /// The provider's refusal.
@@ -135,8 +137,9 @@ impl WaitOut<'_> {
     pub fn halt(&self, role: Role) -> Halt {
         Halt::UsageLimit {
             role,
-            resume_at: clock().now() + self.delay,
+            resume_at: crate::clock::later(clock().now(), self.delay),
             source: self.header.to_string(),
+            capped: self.capped,
             reason: self.reason.to_string(),
             message: self.error.to_string(),
         }
@@ -192,14 +195,15 @@ where
             Decision::WaitOut { delay_ms } => {
                 // Not a retry attempt: the task stops until the limit resets.
                 *failed -= 1;
-                let header = match &error {
+                let (header, capped) = match &error {
                     ProviderError::RateLimited { retry_after: Some(r), .. }
-                    | ProviderError::Overloaded { retry_after: Some(r), .. } => r.header,
-                    _ => "retry-after",
+                    | ProviderError::Overloaded { retry_after: Some(r), .. } => (r.header, r.capped),
+                    _ => ("retry-after", false),
                 };
                 let limit = WaitOut {
                     delay: Duration::from_millis(delay_ms),
                     header,
+                    capped,
                     reason: failure.reason(),
                     error: &error,
                 };
@@ -339,5 +343,20 @@ mod tests {
         let ahead = resume_at.duration_since(clock().now()).unwrap();
         assert!(ahead > Duration::from_secs(3590) && ahead <= Duration::from_secs(3600), "{ahead:?}");
         assert_eq!(server.chat_requests().len(), 1);
+    }
+
+    /// 2^64/1000 seconds: cast to milliseconds `as u64` it wrapped into a 384 ms retry. It is the
+    /// 30-day ceiling, waited out, and the halt says the wait was capped.
+    #[tokio::test]
+    async fn a_wait_too_long_to_count_is_the_ceiling_not_a_wrapped_retry() {
+        let server = ScriptedServer::start(vec![rate_limited(Some("18446744073709552"))]).await;
+        let error = send(&server, &policy(), &CancellationToken::new()).await.unwrap_err();
+        let RetryError::Pause(halt) = error else { panic!("{error:?}") };
+        let Halt::UsageLimit { resume_at, capped, .. } = *halt else { panic!("not a usage limit") };
+        assert!(capped);
+        let ahead = resume_at.duration_since(clock().now()).unwrap();
+        let ceiling = agentd_protocol::MAX_PROVIDER_WAIT;
+        assert!(ahead <= ceiling && ahead > ceiling - Duration::from_secs(60), "{ahead:?}");
+        assert_eq!(server.chat_requests().len(), 1, "no retry");
     }
 }

@@ -128,7 +128,8 @@ pub fn launch(
     })?;
     let delegate = pending.as_ref().and_then(|p| members.member(&p.to));
     let running = ctx.clone();
-    tokio::spawn(async move {
+    let (servers, ended_storage, ended_id) = (ctx.servers.clone(), storage.clone(), task_id.clone());
+    let run = tokio::spawn(async move {
         if let (Some(p), Some(target)) = (pending, delegate) {
             let completed = match target.run_turn(None, Vec::new()).await {
                 Ok(summary) => {
@@ -138,9 +139,7 @@ pub fn launch(
             };
             if let Err(e) = completed {
                 ctx.servers.shutdown().await;
-                let state = finish(storage.as_ref(), &task_id, &cancel, Err(e));
-                let _ = done.send(Some(state));
-                return;
+                return finish(storage.as_ref(), &task_id, &cancel, Err(e));
             }
         }
         let outcome = lead.run_turn(input, Vec::new()).await;
@@ -150,10 +149,61 @@ pub fn launch(
         // The task's MCP servers end with its run, before its end is recorded; a follow-up or a
         // resume starts them again.
         ctx.servers.shutdown().await;
-        let state = finish(storage.as_ref(), &task_id, &cancel, outcome);
+        finish(storage.as_ref(), &task_id, &cancel, outcome)
+    });
+    tokio::spawn(async move {
+        let state = match run.await {
+            Ok(state) => state,
+            // Whatever panicked — a turn, a compaction, the recording of an end — the task ends
+            // `failed` with the panic's words and its holder hears it ended: never `running` forever.
+            Err(e) => {
+                // The servers are shut down apart: their own panic (it may be the one) stops here.
+                let _ = tokio::spawn(async move { servers.shutdown().await }).await;
+                ended_by_panic(ended_storage.as_ref(), &ended_id, e)
+            }
+        };
         let _ = done.send(Some(state));
     });
     Ok(running)
+}
+
+/// Records the end of a task whose runner stopped without recording one (it panicked, or was
+/// aborted): `failed`, with what the panic said. Recording it cannot panic the caller; an end the
+/// storage refuses is kept by it, as [`finish`] does.
+fn ended_by_panic(storage: &dyn Storage, task_id: &str, stopped: tokio::task::JoinError) -> TaskState {
+    let error = match stopped.try_into_panic() {
+        Ok(payload) => {
+            format!("the task's runner stopped unexpectedly: it panicked: {}", panic_words(&*payload))
+        }
+        Err(e) => format!("the task's runner stopped unexpectedly: {e}"),
+    };
+    tracing::error!(task = %task_id, %error, "the task's runner stopped; failing the task");
+    let end = End {
+        state: TaskState::Failed,
+        kind: EventKind::TaskFailed { error: error.clone() },
+        result: None,
+        error: Some(error),
+        record_error: String::new(),
+    };
+    let recorded =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| record_end(storage, task_id, &end)));
+    match recorded {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => storage.keep_end(task_id, End { record_error: e.to_string(), ..end }),
+        Err(_) => storage.keep_end(task_id, End { record_error: "recording the end panicked".into(), ..end }),
+    }
+    TaskState::Failed
+}
+
+/// What a panic said: its message when it is text.
+pub fn panic_words(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(a panic with no message)".to_string()
+    }
 }
 
 /// The compactions asked for during the run that no later request made: made now, before the end
@@ -529,6 +579,96 @@ mod tests {
         let ended = tokio::time::timeout(Duration::from_secs(30), ended.wait_for(Option::is_some)).await;
         let state = *ended.expect("the task ends").expect("the runner reports");
         state.expect("an end state")
+    }
+
+    /// A server's `Retry-After` of 300,000,000,000 s (or 2^64-1): the task waits the 30-day ceiling,
+    /// `waiting` with the wait said capped — it did wedge the task `running` (formatting a resume
+    /// time past the year 9999 panicked), or wrap into a 384 ms retry.
+    #[tokio::test]
+    async fn a_wait_of_ten_thousand_years_is_the_ceiling_and_the_task_waits() {
+        for asked in ["300000000000", "18446744073709551615", "18446744073709552"] {
+            let server = ScriptedServer::start(vec![agentd_test_support::rate_limited(Some(asked))]).await;
+            let rig = Rig::start(server).await;
+            let task = rig.task("wait");
+            let state = run(&rig, &task, Start::Fresh { objective: "wait".into() }).await;
+            assert_eq!(state, TaskState::Waiting, "{asked}");
+            assert_eq!(rig.server.chat_requests().len(), 1, "{asked}: no early retry");
+            let events = rig.events(&task.task_id);
+            let Some(EventKind::UsageLimitWait { resume_at, capped, .. }) =
+                events.iter().map(|e| e.kind.clone()).find(|k| matches!(k, EventKind::UsageLimitWait { .. }))
+            else {
+                panic!("{asked}: {events:?}")
+            };
+            assert!(capped, "{asked}: the event says the wait was capped");
+            let at = crate::clock::parse_rfc3339(&resume_at).unwrap();
+            let ahead = at.duration_since(crate::clock::clock().now()).unwrap();
+            let ceiling = agentd_protocol::MAX_PROVIDER_WAIT;
+            assert!(ahead <= ceiling && ahead > ceiling - Duration::from_secs(60), "{asked}: {ahead:?}");
+            let meta = rig.storage.task(&task.task_id).unwrap().unwrap();
+            assert_eq!(meta.resume_at.as_deref(), Some(resume_at.as_str()));
+        }
+    }
+
+    /// Tool servers whose shutdown panics: a panic outside any turn, in the runner itself.
+    struct PanickingServers;
+
+    impl ToolServers for PanickingServers {
+        fn tools_for<'a>(
+            &'a self,
+            role: &'a Role,
+            cancel: &'a CancellationToken,
+        ) -> futures_util::future::BoxFuture<'a, crate::tool_servers::RoleTools> {
+            NoToolServers.tools_for(role, cancel)
+        }
+
+        fn call<'a>(
+            &'a self,
+            tool: &'a agentd_protocol::McpTool,
+            arguments: &'a str,
+            cancel: &'a CancellationToken,
+        ) -> futures_util::future::BoxFuture<
+            'a,
+            Result<crate::tool_servers::ToolReply, crate::tool_servers::ToolFailure>,
+        > {
+            NoToolServers.call(tool, arguments, cancel)
+        }
+
+        fn shutdown(&self) -> futures_util::future::BoxFuture<'_, ()> {
+            Box::pin(async { panic!("the servers' shutdown broke") })
+        }
+
+        fn news(&self) -> Vec<crate::tool_servers::ServerNews> {
+            Vec::new()
+        }
+    }
+
+    /// Whatever panics in a task's runner, the task ends `failed` with the panic's words and its
+    /// holder hears that it ended: it is never left `running` with nobody running it.
+    #[tokio::test]
+    async fn a_panicking_runner_fails_its_task_with_the_panics_words() {
+        let server = ScriptedServer::start(vec![sse(vec![finish_call("done")])]).await;
+        let rig = Rig::start(server).await;
+        let task = rig.task("x");
+        let (done, mut ended) = tokio::sync::watch::channel(None);
+        launch(
+            rig.engine.clone(),
+            task.task_id.clone(),
+            task.workspace.clone(),
+            Start::Fresh { objective: "x".into() },
+            task.cancel.clone(),
+            Arc::new(PanickingServers),
+            done,
+        )
+        .unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(30), ended.wait_for(Option::is_some)).await;
+        let state = *ended.expect("the runner reports its end").expect("the channel");
+        assert_eq!(state, Some(TaskState::Failed));
+        let meta = rig.storage.task(&task.task_id).unwrap().unwrap();
+        assert_eq!(meta.state, TaskState::Failed);
+        let error = meta.error.unwrap();
+        assert!(error.contains("panicked") && error.contains("the servers' shutdown broke"), "{error}");
+        let last = rig.events(&task.task_id).last().map(|e| e.kind.clone());
+        assert_eq!(last, Some(EventKind::TaskFailed { error }));
     }
 
     #[tokio::test]

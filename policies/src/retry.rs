@@ -30,10 +30,10 @@ impl Failure {
     pub fn of(error: &ProviderError) -> Option<Failure> {
         match error {
             ProviderError::RateLimited { retry_after, .. } => {
-                Some(Failure::RateLimit { retry_after_ms: retry_after.map(|r| r.delay.as_millis() as u64) })
+                Some(Failure::RateLimit { retry_after_ms: retry_after.map(|r| r.millis()) })
             }
             ProviderError::Overloaded { retry_after, .. } => {
-                Some(Failure::Overloaded { retry_after_ms: retry_after.map(|r| r.delay.as_millis() as u64) })
+                Some(Failure::Overloaded { retry_after_ms: retry_after.map(|r| r.millis()) })
             }
             ProviderError::Server { .. } | ProviderError::Transport { .. } => Some(Failure::ServerError),
             ProviderError::StreamAnomaly { .. } => Some(Failure::StreamAnomaly),

@@ -268,6 +268,10 @@ pub enum EventKind {
         /// The header that said when: `retry-after-ms`, `retry-after`, `x-ratelimit-reset-requests`,
         /// `x-ratelimit-reset-tokens` or `anthropic-ratelimit-*-reset`.
         source: String,
+        /// The header asked for longer than the 30-day ceiling on a provider's wait: the task waits
+        /// the ceiling (`task.resume` goes on sooner). Absent when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        capped: bool,
         /// The kind of failure: `rate_limit` or `overloaded`.
         reason: String,
         /// What the provider said.
@@ -570,6 +574,7 @@ mod tests {
             EventKind::UsageLimitWait {
                 resume_at: "2026-01-01T03:00:00.000Z".into(),
                 source: "retry-after".into(),
+                capped: true,
                 reason: "rate_limit".into(),
                 message: "m".into(),
             },

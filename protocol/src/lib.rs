@@ -35,7 +35,9 @@ pub use event::{Event, EventKind, Usage};
 pub use evidence::{EvidenceMeta, NewEvidence, Page, Producer, Source, Stored, Unit};
 pub use gauge::{Categories, Gauge};
 pub use message::{CarriedObservation, Message, MessageKind, ObservationKind, Part, Speaker};
-pub use model::{AnomalyKind, ChatRequest, ChatResponse, Model, PromptCache, ProviderError, RetryAfter};
+pub use model::{
+    AnomalyKind, ChatRequest, ChatResponse, Model, PromptCache, ProviderError, RetryAfter, MAX_PROVIDER_WAIT,
+};
 pub use record::{CheckpointKind, Receipt, Record, TurnSettings};
 pub use role::Role;
 pub use rpc::{ErrorCode, Method, Notification, Request, RpcError};

@@ -93,20 +93,44 @@ impl fmt::Display for AnomalyKind {
     }
 }
 
+/// The longest wait a provider's header is taken at: 30 days. A server that asks for longer (a
+/// misconfigured proxy, a hostile one, `Retry-After: 18446744073709551615`) is waited this long, and
+/// the wait says it was capped ([`RetryAfter::capped`]); `task.resume` goes on sooner.
+pub const MAX_PROVIDER_WAIT: Duration = Duration::from_secs(30 * 86_400);
+
 /// How long a server asked to wait before the next request, and the header that said so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryAfter {
-    /// The wait, from when the answer arrived.
+    /// The wait, from when the answer arrived: at most [`MAX_PROVIDER_WAIT`].
     pub delay: Duration,
     /// The header it was read from, lower case: `retry-after-ms`, `retry-after`,
     /// `x-ratelimit-reset-requests`, `x-ratelimit-reset-tokens`, `anthropic-ratelimit-tokens-reset`, ….
     pub header: &'static str,
+    /// The server asked for longer than [`MAX_PROVIDER_WAIT`], and `delay` is that ceiling.
+    pub capped: bool,
 }
 
 impl RetryAfter {
-    /// A wait said by `header`.
+    /// A wait said by `header`, capped at [`MAX_PROVIDER_WAIT`].
     pub fn new(delay: Duration, header: &'static str) -> RetryAfter {
-        RetryAfter { delay, header }
+        let capped = delay > MAX_PROVIDER_WAIT;
+        RetryAfter { delay: delay.min(MAX_PROVIDER_WAIT), header, capped }
+    }
+
+    /// A wait of `secs` seconds (fractions allowed) said by `header`: `None` when `secs` is no
+    /// duration (not a number, or below 0); any finite or infinite amount above the ceiling is the
+    /// ceiling. Never panics, whatever the number.
+    pub fn of_secs(secs: f64, header: &'static str) -> Option<RetryAfter> {
+        if secs.is_nan() || secs < 0.0 {
+            return None;
+        }
+        let delay = Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX);
+        Some(RetryAfter::new(delay, header))
+    }
+
+    /// The wait in whole milliseconds (it always fits: the ceiling is 30 days).
+    pub fn millis(&self) -> u64 {
+        u64::try_from(self.delay.as_millis()).unwrap_or(u64::MAX)
     }
 }
 

@@ -249,8 +249,8 @@ pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<RetryAfter> {
     let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(RetryAfter::new(Duration::from_secs_f64(ms / 1000.0), "retry-after-ms"));
+        if let Some(after) = RetryAfter::of_secs(ms / 1000.0, "retry-after-ms") {
+            return Some(after);
         }
     }
     if let Some(after) = header(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now)) {
@@ -298,7 +298,13 @@ pub(crate) fn parse_reset_duration(value: &str) -> Option<Duration> {
         total += number * unit;
         rest = &rest[len..];
     }
-    total.is_finite().then(|| Duration::from_secs_f64(total))
+    Some(saturating_secs(total))
+}
+
+/// `secs` (finite and at least 0, or +∞) as a duration, `Duration::MAX` when it is longer: a
+/// header's number never panics the conversion. [`RetryAfter::new`] then caps it.
+fn saturating_secs(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 /// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`.
@@ -308,8 +314,8 @@ pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration
         return Some(Duration::from_secs(secs));
     }
     if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        let secs = value.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
-        return Some(Duration::from_secs_f64(secs));
+        let secs = value.parse::<f64>().ok().filter(|s| *s >= 0.0)?;
+        return Some(saturating_secs(secs));
     }
     // IMF-fixdate, and the obsolete RFC 850 and asctime forms (RFC 9110 §5.6.7).
     let at = httpdate::parse_http_date(value).ok()?;
@@ -397,5 +403,46 @@ mod tests {
             retry_after(&headers, now),
             Some(RetryAfter::new(Duration::from_millis(250), "retry-after-ms"))
         );
+    }
+
+    /// A hostile server's waits are taken at the 30-day ceiling, marked capped, and never panic
+    /// the conversion (they did: `from_secs_f64` on 1e300, a wrapping `as u64` on 2^64 s).
+    #[test]
+    fn a_wait_past_the_ceiling_is_the_ceiling_and_says_so() {
+        let now = SystemTime::now();
+        let ceiling = agentd_protocol::MAX_PROVIDER_WAIT;
+        for (name, value) in [
+            ("retry-after-ms", "1e300"),
+            ("retry-after-ms", "inf"),
+            ("retry-after", "99999999999999999999.5"),
+            ("retry-after", "300000000000"),
+            ("retry-after", "18446744073709551615"),
+            ("retry-after", "18446744073709552"),
+            ("retry-after", "184467440737095516150000"),
+            ("x-ratelimit-reset-requests", "99999999999999999999999h"),
+            ("x-ratelimit-reset-tokens", "1e400s"),
+            ("anthropic-ratelimit-tokens-reset", "9999-12-31T23:59:59Z"),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(reqwest::header::HeaderName::from_static(name), value.parse().unwrap());
+            let got = retry_after(&headers, now);
+            if name == "x-ratelimit-reset-tokens" {
+                // `1e400s` is no OpenAI duration (a letter inside the number).
+                assert_eq!(got, None, "{name}: {value}");
+                continue;
+            }
+            let got = got.unwrap_or_else(|| panic!("{name}: {value}"));
+            assert_eq!((got.delay, got.capped, got.header), (ceiling, true, name), "{name}: {value}");
+            assert_eq!(got.millis(), 30 * 86_400_000);
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, "2592000".parse().unwrap());
+        let exactly = retry_after(&headers, now).unwrap();
+        assert_eq!((exactly.delay, exactly.capped), (ceiling, false), "the ceiling itself is no cap");
+        for nonsense in ["NaN", "-1e300", "-inf", "1..2", ""] {
+            let mut headers = HeaderMap::new();
+            headers.insert("retry-after-ms", nonsense.parse().unwrap());
+            assert_eq!(retry_after(&headers, now), None, "{nonsense}");
+        }
     }
 }

@@ -155,8 +155,10 @@ pub async fn status(fleet: &Fleet) -> ClusterStatus {
     let nodes = nodes
         .into_iter()
         .map(|b| NodeStatus {
-            seen_at: humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(b.at_ms))
-                .to_string(),
+            seen_at: agentd_engine::clock::rfc3339(agentd_engine::clock::later(
+                std::time::UNIX_EPOCH,
+                Duration::from_millis(b.at_ms),
+            )),
             node: b.node,
             running: b.running,
             max_tasks: b.max_tasks,

@@ -67,7 +67,10 @@ impl McpHealth {
                 );
             }
             let retry_at = retry_in.map(|d| {
-                humantime::format_rfc3339_millis(agentd_engine::clock::clock().now() + d).to_string()
+                agentd_engine::clock::rfc3339(agentd_engine::clock::later(
+                    agentd_engine::clock::clock().now(),
+                    d,
+                ))
             });
             let entry = McpDown { server: server.to_string(), error: error.to_string(), since: at, retry_at };
             i.down.entry(task_id.to_string()).or_default().insert(server.to_string(), entry);
