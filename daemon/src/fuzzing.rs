@@ -193,3 +193,46 @@ pub fn check_config(text: &str) -> Result<(), String> {
         }
     }
 }
+
+/// `bytes` as a provider's 429 headers (`name: value` per line), taken the whole way a wait goes
+/// to the log: read ([`agentd_providers::fuzzing::check_retry_headers`]: at most the 30-day
+/// ceiling), judged by the default retry policy, and when it is waited out, the task's halt and its
+/// resume time written as `record_halt` writes them. No step panics; the resume time written reads
+/// back, no earlier than now and no later than the ceiling allows.
+pub fn check_provider_wait(bytes: &[u8]) -> Result<(), String> {
+    use agentd_engine::clock::{later, parse_rfc3339, rfc3339};
+    use agentd_policies::retry::{decide, Decision, Failure, RetryPolicy};
+    use agentd_protocol::{ProviderError, Role, MAX_PROVIDER_WAIT};
+    use std::time::{Duration, SystemTime};
+    let now = SystemTime::now();
+    let Some(after) = agentd_providers::fuzzing::check_retry_headers(bytes, now)? else { return Ok(()) };
+    let error = ProviderError::RateLimited { retry_after: Some(after), message: "slow down".into() };
+    let Some(failure) = Failure::of(&error) else { return Err(format!("{error:?} is no failure")) };
+    let delay_ms = match decide(&RetryPolicy::default(), failure, 1) {
+        Decision::WaitOut { delay_ms } | Decision::Retry { delay_ms, .. } => delay_ms,
+        Decision::GiveUp => return Err(format!("a first rate limit given up: {after:?}")),
+    };
+    if u128::from(delay_ms) != after.delay.as_millis() {
+        return Err(format!("the policy waits {delay_ms} ms for {after:?}"));
+    }
+    let wait = agentd_engine::retry::WaitOut {
+        delay: Duration::from_millis(delay_ms),
+        header: after.header,
+        capped: after.capped,
+        reason: failure.reason(),
+        error: &error,
+    };
+    let halt = wait.halt(Role::Lead);
+    let agentd_engine::halt::Halt::UsageLimit { resume_at, .. } = &halt else {
+        return Err(format!("a usage limit's halt is {halt:?}"));
+    };
+    let _ = halt.to_string();
+    let written = rfc3339(*resume_at);
+    let read = parse_rfc3339(&written).ok_or_else(|| format!("{written} does not read back"))?;
+    // The written time is to the millisecond: allow it, and the clock moving while this runs.
+    let latest = later(SystemTime::now(), MAX_PROVIDER_WAIT + Duration::from_millis(1));
+    if read + Duration::from_millis(1) < now || read > latest {
+        return Err(format!("{written} is outside now .. now + the ceiling for {after:?}"));
+    }
+    Ok(())
+}

@@ -7,7 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_daemon::fuzzing::{
-    check_config, check_http_request, check_rpc_lines, decode_rpc_lines, parse_config, LineOutcome,
+    check_config, check_http_request, check_provider_wait, check_rpc_lines, decode_rpc_lines, parse_config,
+    LineOutcome,
 };
 use agentd_test_support::corpus::{corpus, mutation, seed};
 use proptest::prelude::*;
@@ -28,6 +29,9 @@ fn every_seed_passes_its_oracle() {
     }
     for (name, bytes) in corpus("http_route") {
         check_http_request(&bytes).unwrap_or_else(|e| panic!("http_route/{name}: {e}"));
+    }
+    for (name, bytes) in corpus("provider_wait") {
+        check_provider_wait(&bytes).unwrap_or_else(|e| panic!("provider_wait/{name}: {e}"));
     }
 }
 
@@ -90,6 +94,36 @@ proptest! {
     fn http_requests_from_mutated_seeds(bytes in mutation("http_route")) {
         ok(check_http_request(&bytes));
     }
+
+    #[test]
+    fn provider_waits_from_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        ok(check_provider_wait(&bytes));
+    }
+
+    #[test]
+    fn provider_waits_from_mutated_seeds(bytes in mutation("provider_wait")) {
+        ok(check_provider_wait(&bytes));
+    }
+
+    /// Each header the providers read, with a number of any size, sign and form.
+    #[test]
+    fn provider_waits_of_any_number(
+        name in prop::sample::select(vec![
+            "retry-after-ms", "retry-after", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens",
+            "anthropic-ratelimit-tokens-reset",
+        ]),
+        value in prop_oneof![
+            any::<f64>().prop_map(|f| f.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            any::<u128>().prop_map(|n| format!("{n}.5")),
+            (any::<u64>(), prop::sample::select(vec!["h", "m", "s", "ms", "h1m", "m0.5s"]))
+                .prop_map(|(n, u)| format!("{n}{u}")),
+            (1u32..99_999).prop_map(|y| format!("{y:04}-01-01T00:00:00Z")),
+        ],
+    ) {
+        ok(check_provider_wait(format!("{name}: {value}\n").as_bytes()));
+    }
+
 
     #[test]
     fn config_from_any_text(text in "\\PC{0,300}") {

@@ -5,7 +5,8 @@
 
 use crate::sse::drive_within;
 use crate::{anthropic, openai};
-use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError, Speaker};
+use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError, RetryAfter, Speaker, MAX_PROVIDER_WAIT};
+use std::time::SystemTime;
 
 /// How a fuzzed stream arrives.
 #[derive(Debug, Clone, Copy, Default)]
@@ -137,4 +138,41 @@ fn shape(r: &Result<ChatResponse, ProviderError>) -> String {
         Err(ProviderError::StreamAnomaly { kind, .. }) => format!("anomaly {kind}"),
         Err(e) => format!("{e}"),
     }
+}
+
+/// `bytes` as a provider's response headers, one `name: value` per line (lines that are no header
+/// are skipped, as the HTTP client would refuse them), read by the real [`crate::http::retry_after`]
+/// at `now`.
+pub fn retry_after_of(bytes: &[u8], now: SystemTime) -> Option<RetryAfter> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        let Some(colon) = line.iter().position(|b| *b == b':') else { continue };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        let (Ok(name), Ok(value)) = (
+            reqwest::header::HeaderName::from_bytes(name),
+            reqwest::header::HeaderValue::from_bytes(value.trim_ascii()),
+        ) else {
+            continue;
+        };
+        headers.append(name, value);
+    }
+    crate::http::retry_after(&headers, now)
+}
+
+/// The header oracle: whatever the headers say, reading them does not panic, the wait is at most
+/// [`MAX_PROVIDER_WAIT`], a capped wait is exactly the ceiling, and its milliseconds fit. The wait
+/// read, for the callers that take it further (the fuzz target formats its resume time as the
+/// engine records it).
+pub fn check_retry_headers(bytes: &[u8], now: SystemTime) -> Result<Option<RetryAfter>, String> {
+    let Some(after) = retry_after_of(bytes, now) else { return Ok(None) };
+    if after.delay > MAX_PROVIDER_WAIT {
+        return Err(format!("a wait past the ceiling: {after:?}"));
+    }
+    if after.capped && after.delay != MAX_PROVIDER_WAIT {
+        return Err(format!("a capped wait that is not the ceiling: {after:?}"));
+    }
+    if u128::from(after.millis()) != after.delay.as_millis() {
+        return Err(format!("milliseconds that do not fit: {after:?}"));
+    }
+    Ok(Some(after))
 }
