@@ -282,22 +282,108 @@ async fn usage_limit_on(kind: &str) {
     d.stop();
 }
 
+/// A server asking for 300,000,000,000 seconds (it wedged the task `running` for good: the resume
+/// time could not be written) is waited the 30-day ceiling, said so, and the task can be cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_task_can_be_cancelled() {
-    let server = server(vec![rate_limited(Some("7200"))]).await;
+    let server = server(vec![rate_limited(Some("300000000000"))]).await;
     let ws = tempfile::tempdir().unwrap();
     let mut d = TestDaemon::prepare(Path::new(BIN), &config("openai", &server, ""));
     d.serve_with_env(&[(KEY_ENV, "test-key"), ("AGENTD_CLOCK", "manual")]);
     let task = d.submit("Answer", ws.path());
-    d.wait_for_state(&task, "waiting", Duration::from_secs(30));
+    let status = d.wait_for_state(&task, "waiting", Duration::from_secs(30));
+    let events = d.logged_events(&task);
+    let wait = of_kind(&events, "usage_limit_wait");
+    assert_eq!(wait.len(), 1, "{events:#?}");
+    assert_eq!(wait[0]["capped"], true, "{:#}", wait[0]);
+    let clock = humantime::parse_rfc3339(status["updated_at"].as_str().unwrap()).unwrap();
+    let ahead =
+        humantime::parse_rfc3339(status["resume_at"].as_str().unwrap()).unwrap().duration_since(clock);
+    let days = ahead.unwrap().as_secs_f64() / 86_400.0;
+    assert!((29.99..=30.0).contains(&days), "{days} days");
+    let watched = String::from_utf8_lossy(&d.cli(&["log", &task]).stdout).to_string();
+    assert!(watched.contains("longer than the 30-day ceiling"), "{watched}");
     let out = d.cli(&["cancel", &task]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     d.wait_for_state(&task, "cancelled", Duration::from_secs(10));
     // Its resume_at comes and goes: a cancelled task never runs again.
-    d.client().call("clock.advance", json!({"ms": 7_300_000})).unwrap();
+    d.client().call("clock.advance", json!({"ms": 31u64 * 86_400_000})).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
     assert_eq!(status["state"], "cancelled");
     assert_eq!(server.chat_requests().len(), 1);
+    d.stop();
+}
+
+/// A day's budget with many tasks at once: each request is admitted against what was spent *and*
+/// what the other tasks' requests in flight may spend, so the day overshoots by at most one
+/// request (it did by 30 %: five tasks each took the last of a 20,000-token day). With 5 and with
+/// 20 tasks submitted together, each reading files one request at a time on a server that answers
+/// slowly, so that requests overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_budget_holds_with_tasks_running_at_once() {
+    for tasks in [5, 20] {
+        day_budget_at_once(tasks).await;
+    }
+}
+
+async fn day_budget_at_once(tasks: usize) {
+    const READS: usize = 6;
+    let server = ScriptedServer::builder()
+        .model(MODEL)
+        .max_model_len(Some(65_536))
+        .report_usage(true)
+        .responder(|body: &Value| {
+            let results =
+                body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+            let chunks = if results < READS {
+                vec![tool_call("read_file", json!({"path": format!("docs/file_{results:02}.txt")}))]
+            } else {
+                vec![finish("read them")]
+            };
+            delayed(Duration::from_millis(150), sse_with_usage(chunks, 0, 20))
+        })
+        .start()
+        .await;
+    let ws = workspace(READS, 800);
+    let day_budget = 20_000u64;
+    let mut d = TestDaemon::prepare(
+        Path::new(BIN),
+        &config("openai", &server, &format!("\n[budgets]\nday_tokens = {day_budget}\n")),
+    );
+    d.serve_with_env(&[(KEY_ENV, "test-key"), ("AGENTD_CLOCK", "manual")]);
+    let ids: Vec<String> =
+        (0..tasks).map(|i| d.submit(&format!("Read the documents ({i})"), ws.path())).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    for id in &ids {
+        loop {
+            let state = d.client().call("task.status", json!({"task_id": id})).unwrap()["state"].clone();
+            if state == "paused" || state == "finished" {
+                break;
+            }
+            assert_ne!(state, "failed", "{}", d.serve_log());
+            assert!(std::time::Instant::now() < deadline, "{id} is {state}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // What the server was asked for, by its own count, against the budget.
+    let spent: u64 = server.counted().iter().sum::<u64>() + 20 * server.counted().len() as u64;
+    let mut largest = 0;
+    let mut paused = 0;
+    for id in &ids {
+        let events = d.logged_events(id);
+        for sent in of_kind(&events, "request_sent") {
+            largest = largest.max(sent["tokens"].as_u64().unwrap() + MAX_OUT);
+        }
+        paused += of_kind(&events, "budget_reached").len();
+    }
+    assert!(paused > 0, "{tasks} tasks: the day's budget stopped some");
+    assert!(
+        spent <= day_budget + largest,
+        "{tasks} tasks: {spent} tokens spent against a day of {day_budget} (the largest request: {largest})"
+    );
+    let daemon = d.client().call("daemon.status", json!({})).unwrap();
+    assert_eq!(daemon["today"]["spent"]["tokens"], spent, "{tasks} tasks: the ledger and the server agree");
+    println!("{tasks} tasks at once: {spent} tokens spent against a day of {day_budget} (largest request {largest})");
     d.stop();
 }

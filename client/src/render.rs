@@ -118,13 +118,15 @@ pub fn event_line(e: &Event) -> String {
                 "usage limit ({reason}): waiting until {resume_at} ({source}{capped}); `agentd resume` goes on now"
             )
         }
-        K::BudgetReached { scope, budget, spent, request, resume_at } => {
+        K::BudgetReached { scope, budget, spent, in_flight, request, resume_at } => {
             let after = match (scope, resume_at) {
                 (agentd_protocol::BudgetScope::Day, Some(at)) => format!("; goes on when the day turns, {at}"),
                 _ => "; raise it with `agentd resume TASK --budget-tokens N` or `--budget-cost USD`".to_string(),
             };
+            let flying =
+                if in_flight.is_nothing() { String::new() } else { format!(" (+{} in flight)", amount_text(in_flight)) };
             format!(
-                "PAUSED: the {} budget ({}) is reached: spent {}, the next request {}{after}",
+                "PAUSED: the {} budget ({}) is reached: spent {}{flying}, the next request {}{after}",
                 scope.as_str(),
                 budget_text(budget),
                 amount_text(spent),

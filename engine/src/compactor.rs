@@ -9,7 +9,7 @@
 use crate::halt::Halt;
 use crate::meter::Meter;
 use crate::retry::{ask, with_retries, OnTheClock, RetryError};
-use crate::spending::{Gate, GateError};
+use crate::spending::{Admitted, Gate, GateError};
 use crate::storage::Storage;
 use agentd_policies::budget::summary_reserve;
 use agentd_policies::compaction::{Answer, Brief, Compaction, Measure, Need, SentPrefix, Setup, WorkingFile};
@@ -124,6 +124,9 @@ pub struct CompactedHistory {
     pub summary_usage: Option<Usage>,
     /// With a prompt cache, where the role's next compaction comes (`Compacted::next_trigger`).
     pub next_trigger: Option<Tokens>,
+    /// The summary requests, in flight for the budgets (at what they spent) until this is dropped:
+    /// after `compaction_finished` has logged their usage.
+    pub held: Admitted,
 }
 
 /// The machine's measurements: the role's meter, and for a candidate the whole request it would be
@@ -192,6 +195,8 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
         &measure,
     );
     let mut spent: Option<Usage> = None;
+    // The summary requests stay in flight for the budgets until `compaction_finished` logs them.
+    let mut held = Admitted::none();
     loop {
         let answer = match need {
             Need::Done(done) => {
@@ -203,6 +208,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
                     in_place: done.in_place,
                     tokens_before: job.before,
                     summary_usage: spent,
+                    held,
                 })
             }
             Need::Failed(reason) => return Err(CompactError::Failed(reason)),
@@ -217,7 +223,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
                     thinking_budget: None,
                     ..with_messages(job.request, continued)
                 };
-                Answer::Summary(Some(summarise(&job, &request, &mut spent).await?))
+                Answer::Summary(Some(summarise(&job, &request, &mut spent, &mut held).await?))
             }
             Need::Fold { prompt, max_tokens } => {
                 let request = summary_request(
@@ -226,7 +232,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
                     vec![Message::user(prompt)],
                     Some(clamp_u32(max_tokens)),
                 );
-                Answer::Summary(Some(summarise(&job, &request, &mut spent).await?))
+                Answer::Summary(Some(summarise(&job, &request, &mut spent, &mut held).await?))
             }
             Need::Archive { upto } => Answer::Archived(archive(&job, &history[..upto.min(history.len())])?),
         };
@@ -271,18 +277,20 @@ fn summary_request(
 }
 
 /// Sends a summary request, retried by the retry policy on the daemon's clock (see
-/// [`crate::retry`]); the answer's text. Its usage is added to `spent`.
+/// [`crate::retry`]); the answer's text. Its usage is added to `spent`, and its admission (settled
+/// to that usage) to `held`.
 async fn summarise(
     job: &Job<'_>,
     request: &ChatRequest,
     spent: &mut Option<Usage>,
+    held: &mut Admitted,
 ) -> Result<String, CompactError> {
     let client = job.summariser.as_ref().map_or(job.client, |s| s.client);
+    let mut admitted = Admitted::none();
     if let Some(gate) = &job.gate {
         let meter = job.summariser.as_ref().map_or(job.meter, |s| s.meter);
         let input = meter.count_request(request, None).count.total.tokens;
-        let pending = spent.map(|u| (request.model.as_str(), u));
-        gate.admit(&request.model, input, request.max_tokens, pending).map_err(|e| match e {
+        admitted = gate.admit(&request.model, input, request.max_tokens).map_err(|e| match e {
             GateError::Halt(h) => CompactError::Halted(h),
             GateError::Storage(e) => CompactError::Failed(format!("cannot read what the task spent: {e}")),
         })?;
@@ -295,6 +303,10 @@ async fn summarise(
             RetryError::Provider(e) => CompactError::Provider(e),
             RetryError::Pause(halt) => CompactError::Halted(halt),
         })?;
+    if let (Some(u), Some(gate)) = (response.usage, &job.gate) {
+        admitted.settle(gate.amount(&request.model, &u));
+    }
+    held.join(admitted);
     if let Some(u) = response.usage {
         let sum = spent.get_or_insert_with(Usage::default);
         sum.prompt_tokens += u.prompt_tokens;

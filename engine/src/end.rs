@@ -60,6 +60,7 @@ pub fn record_halt(storage: &dyn Storage, task_id: &str, halt: &Halt) -> Result<
                 scope: ceiling.scope,
                 budget: ceiling.budget,
                 spent: ceiling.spent,
+                in_flight: ceiling.in_flight,
                 request: *request,
                 resume_at: resume_at.map(at),
             },

@@ -4,7 +4,11 @@
 //! before it is sent ([`Gate`]).
 //!
 //! The [`Ledger`] reads the log, never a second count: a task is folded once, then caught up from
-//! the events after the last one it folded. A day is every task's events of that day, in the
+//! the events after the last one it folded. What the log cannot hold yet — requests admitted and not
+//! answered, a compaction's summaries before its `compaction_finished` — the ledger holds as *in
+//! flight* ([`Admitted`]), each at what it was admitted for (then at what it spent), until its usage
+//! is in the log: tasks running at once are admitted against spent + in flight, one at a time, so
+//! together they overshoot a budget by no more than one request's estimate is short. A day is every task's events of that day, in the
 //! scheduler's zone ([`Calendar`]): when a day is first asked about, every task that may have
 //! spent in it (not ended before it began) is folded. In a fleet each daemon keeps its own ledger:
 //! the day is counted from the fleet's history when first asked, then from the tasks this daemon
@@ -17,7 +21,7 @@ use agentd_policies::cost::{priced, Price};
 use agentd_policies::spending::{crossed, Ceiling};
 use agentd_protocol::{Amount, Budget, BudgetScope, Event, Role, Tokens, Usage};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -80,6 +84,29 @@ struct State {
     tasks: HashMap<String, Folded>,
     /// The day whose every task has been folded.
     seeded: Option<String>,
+    /// Requests admitted whose usage the log does not hold yet, by reservation.
+    in_flight: HashMap<u64, InFlight>,
+    /// Tasks whose requests left flight since they were last folded: their usage is in their log
+    /// now, and is folded before the next standing, whichever task asks.
+    landed: HashSet<String>,
+    /// The next reservation's number.
+    next: u64,
+}
+
+/// One admitted request not yet in the log.
+struct InFlight {
+    task_id: String,
+    amount: Amount,
+}
+
+impl State {
+    /// What is in flight: `task_id`'s, and every task's.
+    fn in_flight(&self, task_id: &str) -> (Amount, Amount) {
+        self.in_flight.values().fold((Amount::default(), Amount::default()), |(task, all), f| {
+            let task = if f.task_id == task_id { task.plus(f.amount) } else { task };
+            (task, all.plus(f.amount))
+        })
+    }
 }
 
 /// What the tasks spent, by task and by day; see the module documentation.
@@ -97,6 +124,61 @@ pub struct Standing {
     pub day: Amount,
     /// Today.
     pub today: Day,
+    /// The task's requests in flight (admitted, their usage not in the log yet).
+    pub task_in_flight: Amount,
+    /// Every task's requests in flight.
+    pub day_in_flight: Amount,
+}
+
+/// A request's place in the ledger while it is in flight, from its admission until its usage is in
+/// the log: dropping the last clone of it ends it. Cheap to clone; several can be joined into one
+/// (a compaction's summary requests, held until `compaction_finished` records their usage).
+#[derive(Clone, Default)]
+pub struct Admitted {
+    held: Vec<Arc<Reservation>>,
+}
+
+impl std::fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admitted").field("requests", &self.held.len()).finish()
+    }
+}
+
+struct Reservation {
+    ledger: Arc<Ledger>,
+    id: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut state = self.ledger.state.lock();
+        if let Some(landed) = state.in_flight.remove(&self.id) {
+            state.landed.insert(landed.task_id);
+        }
+    }
+}
+
+impl Admitted {
+    /// Nothing held: a request no budget applies to.
+    pub fn none() -> Admitted {
+        Admitted::default()
+    }
+
+    /// From now on these requests count as what they spent (`spent`, from the answer's usage report)
+    /// rather than what they were admitted for.
+    pub fn settle(&self, spent: Amount) {
+        for (i, r) in self.held.iter().enumerate() {
+            let mut state = r.ledger.state.lock();
+            if let Some(f) = state.in_flight.get_mut(&r.id) {
+                f.amount = if i == 0 { spent } else { Amount::default() };
+            }
+        }
+    }
+
+    /// Holds `other`'s requests too, until this is dropped.
+    pub fn join(&mut self, other: Admitted) {
+        self.held.extend(other.held);
+    }
 }
 
 impl Ledger {
@@ -108,11 +190,48 @@ impl Ledger {
     /// What `task_id` spent, and what every task spent today, caught up from `storage` now.
     pub fn standing(&self, storage: &dyn Storage, task_id: &str) -> Result<Standing, StorageError> {
         let mut state = self.state.lock();
-        let (today, _) = self.today_in(&mut state, storage)?;
-        self.catch_up(&mut state, storage, task_id)?;
+        self.standing_in(&mut state, storage, task_id)
+    }
+
+    fn standing_in(
+        &self,
+        state: &mut State,
+        storage: &dyn Storage,
+        task_id: &str,
+    ) -> Result<Standing, StorageError> {
+        let (today, _) = self.today_in(state, storage)?;
+        self.catch_up(state, storage, task_id)?;
+        let landed: Vec<String> = state.landed.iter().cloned().collect();
+        for task in landed {
+            self.catch_up(state, storage, &task)?;
+            state.landed.remove(&task);
+        }
         let task = state.tasks.get(task_id).map(|f| f.total).unwrap_or_default();
-        let day = day_total(&state, &today);
-        Ok(Standing { task, day, today })
+        let day = day_total(state, &today);
+        let (task_in_flight, day_in_flight) = state.in_flight(task_id);
+        Ok(Standing { task, day, today, task_in_flight, day_in_flight })
+    }
+
+    /// Admits a request of `amount` for `task_id` when `judge`, given the standing (what was spent
+    /// and what is in flight), lets it through: judged and held in one step, so two tasks cannot
+    /// both take the last of a budget. Held as in flight until the [`Admitted`] is dropped.
+    pub fn admit<E>(
+        self: &Arc<Self>,
+        storage: &dyn Storage,
+        task_id: &str,
+        amount: Amount,
+        judge: impl FnOnce(&Standing) -> Result<(), E>,
+    ) -> Result<Result<Admitted, E>, StorageError> {
+        let mut state = self.state.lock();
+        let standing = self.standing_in(&mut state, storage, task_id)?;
+        if let Err(e) = judge(&standing) {
+            return Ok(Err(e));
+        }
+        let id = state.next;
+        state.next += 1;
+        state.in_flight.insert(id, InFlight { task_id: task_id.to_string(), amount });
+        drop(state);
+        Ok(Ok(Admitted { held: vec![Arc::new(Reservation { ledger: self.clone(), id })] }))
     }
 
     /// What `task_id` spent, caught up from `storage` now.
@@ -195,42 +314,48 @@ pub struct Gate {
 
 impl Gate {
     /// Whether a request of `input` tokens to `model`, with room for `max_tokens` of answer, may be
-    /// sent; `pending`: what this step already spent and the log does not hold yet (the summary
-    /// requests of a compaction under way, by the model that answered them).
-    pub fn admit(
-        &self,
-        model: &str,
-        input: Tokens,
-        max_tokens: Option<u32>,
-        pending: Option<(&str, Usage)>,
-    ) -> Result<(), GateError> {
+    /// sent, against what was spent and what is in flight (this task's earlier summary requests of
+    /// a compaction under way among them). Admitted, it is in flight until the [`Admitted`] is
+    /// dropped: keep it until the answer's usage is in the log.
+    pub fn admit(&self, model: &str, input: Tokens, max_tokens: Option<u32>) -> Result<Admitted, GateError> {
         if self.task_budget.is_empty() && self.day_budget.is_empty() {
-            return Ok(());
+            return Ok(Admitted::none());
         }
         let out = u64::from(max_tokens.unwrap_or(0));
-        let request =
-            Amount { tokens: input.0 + out, cost: priced(&self.prices, model, &Usage::new(input.0, out)) };
-        let pending = pending.map_or(Amount::default(), |(model, usage)| Amount {
-            tokens: usage.prompt_tokens + usage.completion_tokens,
-            cost: priced(&self.prices, model, &usage),
-        });
-        let standing = self.ledger.standing(self.storage.as_ref(), &self.task_id)?;
-        let ceilings = [
-            Ceiling {
-                scope: BudgetScope::Task,
-                budget: self.task_budget,
-                spent: standing.task.plus(pending),
-            },
-            Ceiling { scope: BudgetScope::Day, budget: self.day_budget, spent: standing.day.plus(pending) },
-        ];
-        match crossed(&ceilings, request) {
-            None => Ok(()),
-            Some(ceiling) => Err(GateError::Halt(Box::new(Halt::Budget {
-                role: self.role.clone(),
-                ceiling,
-                request,
-                resume_at: (ceiling.scope == BudgetScope::Day).then_some(standing.today.next),
-            }))),
+        let request = self.amount(model, &Usage::new(input.0, out));
+        let judge = |standing: &Standing| {
+            let ceilings = [
+                Ceiling {
+                    scope: BudgetScope::Task,
+                    budget: self.task_budget,
+                    spent: standing.task,
+                    in_flight: standing.task_in_flight,
+                },
+                Ceiling {
+                    scope: BudgetScope::Day,
+                    budget: self.day_budget,
+                    spent: standing.day,
+                    in_flight: standing.day_in_flight,
+                },
+            ];
+            match crossed(&ceilings, request) {
+                None => Ok(()),
+                Some(ceiling) => Err(GateError::Halt(Box::new(Halt::Budget {
+                    role: self.role.clone(),
+                    ceiling,
+                    request,
+                    resume_at: (ceiling.scope == BudgetScope::Day).then_some(standing.today.next),
+                }))),
+            }
+        };
+        self.ledger.admit(self.storage.as_ref(), &self.task_id, request, judge)?
+    }
+
+    /// What `usage` of `model` amounts to: its tokens, and their cost when the model is priced.
+    pub fn amount(&self, model: &str, usage: &Usage) -> Amount {
+        Amount {
+            tokens: usage.prompt_tokens.saturating_add(usage.completion_tokens),
+            cost: priced(&self.prices, model, usage),
         }
     }
 }
@@ -249,6 +374,38 @@ pub enum GateError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gate(ledger: &Arc<Ledger>, storage: &Arc<crate::memory::MemoryStorage>, task: &str, day: u64) -> Gate {
+        Gate {
+            storage: storage.clone(),
+            ledger: ledger.clone(),
+            prices: Arc::default(),
+            task_budget: Budget::default(),
+            day_budget: Budget { tokens: Some(day), cost: None },
+            task_id: task.to_string(),
+            role: Role::Lead,
+        }
+    }
+
+    /// Two tasks cannot both take the last of a day: what one was admitted for counts against the
+    /// other until it is dropped, at what it spent once settled.
+    #[test]
+    fn requests_in_flight_count_against_every_task_until_they_land() {
+        let storage = Arc::new(crate::memory::MemoryStorage::new());
+        let ledger = Arc::new(Ledger::new(Arc::new(UtcDays)));
+        let (a, b) = (gate(&ledger, &storage, "a", 1_000), gate(&ledger, &storage, "b", 1_000));
+        let first = a.admit("m", Tokens(500), Some(100)).unwrap();
+        let refused = b.admit("m", Tokens(300), Some(200)).unwrap_err();
+        let GateError::Halt(halt) = refused else { panic!("{refused:?}") };
+        let Halt::Budget { ceiling, .. } = *halt else { panic!("not a budget") };
+        assert_eq!((ceiling.spent.tokens, ceiling.in_flight.tokens), (0, 600));
+        // Settled at what it spent, the rest of the day is free again.
+        first.settle(Amount { tokens: 420, cost: None });
+        let second = b.admit("m", Tokens(380), Some(200)).unwrap();
+        assert!(a.admit("m", Tokens(1), None).is_err(), "420 + 580 in flight: the day is taken");
+        drop((first, second));
+        assert!(a.admit("m", Tokens(1_000), None).is_ok(), "nothing in the log, nothing in flight");
+    }
 
     #[test]
     fn utc_days_begin_at_midnight() {

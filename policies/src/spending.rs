@@ -3,7 +3,9 @@
 //!
 //! A request is counted before it is sent as its measured size plus the answer's `max_tokens`, so
 //! a budget is never crossed by what a request was allowed to bring back. A money ceiling counts
-//! what is priced (`[prices."MODEL"]`): a model without prices costs nothing to it.
+//! what is priced (`[prices."MODEL"]`): a model without prices costs nothing to it. Requests already
+//! admitted whose usage the log does not hold yet (in flight, in this task or another) count as
+//! their admitted amount: tasks running at once cannot each take the last of a budget.
 
 use agentd_protocol::{Amount, Budget, BudgetScope};
 
@@ -14,14 +16,17 @@ pub struct Ceiling {
     pub scope: BudgetScope,
     /// Its ceilings.
     pub budget: Budget,
-    /// What was spent against it so far.
+    /// What was spent against it so far, as the log holds it.
     pub spent: Amount,
+    /// What requests admitted against it and not yet in the log may spend.
+    pub in_flight: Amount,
 }
 
 impl Ceiling {
-    /// Whether `request`, on top of what was spent, goes over a ceiling of this budget.
+    /// Whether `request`, on top of what was spent and what is in flight, goes over a ceiling of
+    /// this budget.
     pub fn crossed_by(&self, request: Amount) -> bool {
-        let after = self.spent.plus(request);
+        let after = self.spent.plus(self.in_flight).plus(request);
         let tokens = self.budget.tokens.is_some_and(|max| after.tokens > max);
         let cost = self.budget.cost.is_some_and(|max| after.cost.unwrap_or(0.0) > max);
         tokens || cost
@@ -40,7 +45,16 @@ mod tests {
     use proptest::prelude::*;
 
     fn ceiling(scope: BudgetScope, tokens: Option<u64>, cost: Option<f64>, spent: Amount) -> Ceiling {
-        Ceiling { scope, budget: Budget { tokens, cost }, spent }
+        Ceiling { scope, budget: Budget { tokens, cost }, spent, in_flight: Amount::default() }
+    }
+
+    #[test]
+    fn what_is_in_flight_counts_as_spent() {
+        let spent = Amount { tokens: 600, cost: None };
+        let mut task = ceiling(BudgetScope::Task, Some(1_000), None, spent);
+        task.in_flight = Amount { tokens: 300, cost: None };
+        assert_eq!(crossed(&[task], Amount { tokens: 100, cost: None }), None);
+        assert_eq!(crossed(&[task], Amount { tokens: 101, cost: None }), Some(task));
     }
 
     #[test]

@@ -52,13 +52,19 @@ pub struct Amount {
 }
 
 impl Amount {
-    /// This amount and `other`, summed.
+    /// No tokens and no cost.
+    pub fn is_nothing(&self) -> bool {
+        self.tokens == 0 && self.cost.is_none_or(|c| c == 0.0)
+    }
+
+    /// This amount and `other`, summed (tokens saturating: a server's absurd usage report cannot
+    /// overflow a sum).
     pub fn plus(self, other: Amount) -> Amount {
         let cost = match (self.cost, other.cost) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
         };
-        Amount { tokens: self.tokens + other.tokens, cost }
+        Amount { tokens: self.tokens.saturating_add(other.tokens), cost }
     }
 }
 

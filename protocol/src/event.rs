@@ -287,6 +287,11 @@ pub enum EventKind {
         budget: crate::budget::Budget,
         /// What was spent against it before the request (the day's: by every task of the day).
         spent: crate::budget::Amount,
+        /// What requests already admitted against it may still spend (their usage not yet in the
+        /// log: tasks running at once, or this task's summary requests): counted as spent, so
+        /// tasks running at once cannot each take the last of a budget. Absent when nothing was.
+        #[serde(default, skip_serializing_if = "crate::budget::Amount::is_nothing")]
+        in_flight: crate::budget::Amount,
         /// The request that was not sent: its measured size plus its `max_tokens`, and their cost.
         request: crate::budget::Amount,
         /// For a day's budget: when the day turns and the task goes on, RFC 3339.
@@ -582,6 +587,7 @@ mod tests {
                 scope: crate::budget::BudgetScope::Task,
                 budget: crate::budget::Budget { tokens: Some(10), cost: None },
                 spent: crate::budget::Amount { tokens: 8, cost: None },
+                in_flight: crate::budget::Amount { tokens: 1, cost: None },
                 request: crate::budget::Amount { tokens: 3, cost: None },
                 resume_at: None,
             },

@@ -27,7 +27,7 @@ use crate::clock::clock;
 use crate::error::{TurnError, TurnResult};
 use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Requested, RequestedDone, Underestimated};
 use crate::retry::{ask, wait, with_retries, Pause, Scheduled, WaitOut, Waited};
-use crate::spending::Gate;
+use crate::spending::{Admitted, Gate};
 use crate::tool_servers::RoleTools;
 use agentd_agents::receipts::receipt;
 use agentd_agents::tools as agent_tools;
@@ -83,7 +83,7 @@ impl Agent {
             if self.task.cancel.is_cancelled() {
                 return Err(TurnError::Cancelled);
             }
-            let fitted = self.fit(&turn).await?;
+            let (fitted, admitted) = self.fit(&turn).await?;
             let response = match self.send(&turn, &fitted.request).await {
                 Ok(r) => r,
                 Err(TurnError::Provider(ProviderError::ContextOverflow { limit, message })) => {
@@ -100,6 +100,8 @@ impl Agent {
             // A later refusal in this turn may teach a new limit again.
             refusals = Refusals::default();
             self.record_usage(&turn, &response).await?;
+            // Its usage is in the log now (`response_received`): no longer in flight.
+            drop(admitted);
             let message = response.message;
             self.persist(message.clone())?;
             if message.tool_calls().next().is_none() {
@@ -166,8 +168,9 @@ impl Agent {
 
     /// Passes the request through the fitter: measured, compacted past the trigger (the compacted
     /// history becomes the active one, as a checkpoint), refused over the window. What it was
-    /// measured with is kept for sizing the results it will bring, and `request_sent` says so.
-    pub(super) async fn fit(&mut self, turn: &Turn) -> Result<Fitted, TurnError> {
+    /// measured with is kept for sizing the results it will bring, and `request_sent` says so. The
+    /// budgets' admission comes with it: the request is in flight until that is dropped.
+    pub(super) async fn fit(&mut self, turn: &Turn) -> Result<(Fitted, Admitted), TurnError> {
         let requested = self.task.take_requested(&self.role);
         let asked = requested.is_some();
         let fitted = match self.fit_request(turn, requested).await {
@@ -181,12 +184,8 @@ impl Agent {
             other => other?,
         };
         // Counted before it is sent: a request that would cross a budget is not.
-        self.gate().admit(
-            &turn.snapshot.model,
-            fitted.count.total.tokens,
-            fitted.request.max_tokens,
-            None,
-        )?;
+        let admitted =
+            self.gate().admit(&turn.snapshot.model, fitted.count.total.tokens, fitted.request.max_tokens)?;
         self.emit(EventKind::RequestSent {
             tokens: fitted.count.total.tokens,
             estimated: fitted.count.total.estimated,
@@ -196,7 +195,7 @@ impl Agent {
             destination_tokens: Some(fitted.thresholds.destination),
             measured_by: Some(fitted.meter.measured()),
         })?;
-        Ok(fitted)
+        Ok((fitted, admitted))
     }
 
     /// A compaction the user asked for, made now on the history as it stands, with no request sent

@@ -75,7 +75,7 @@ async fn fit_announces_the_request_and_keeps_its_measure() {
     let task = rig.task("Fix the adder");
     let mut lead = agent(Role::Lead, Vec::new(), &task);
     let turn = started(&mut lead, Some("Fix the adder")).await;
-    let fitted = lead.fit(&turn).await.unwrap();
+    let (fitted, _) = lead.fit(&turn).await.unwrap();
     assert_eq!(fitted.window, Window { tokens: Tokens(32_000), source: WindowSource::Declared });
     assert!(fitted.compacted.is_none());
     assert_eq!(fitted.request.messages, lead.history);
@@ -105,7 +105,7 @@ async fn a_compaction_of_the_fit_becomes_the_active_history_through_a_checkpoint
     let task = rig.task("Read the files");
     let mut coder = agent(Role::Coder, rounds(12, 300), &task);
     let turn = started(&mut coder, None).await;
-    let fitted = coder.fit(&turn).await.unwrap();
+    let (fitted, _) = coder.fit(&turn).await.unwrap();
     let done = fitted.compacted.as_ref().expect("past the trigger the history is compacted");
     assert_eq!(coder.history, done.history);
     assert!(coder.history.len() < rounds(12, 300).len());
@@ -277,7 +277,7 @@ async fn a_usage_report_of_a_truncated_prompt_clamps_the_window() {
     let task = rig.task("Read the files");
     let mut coder = agent(Role::Coder, rounds(10, 300), &task);
     let turn = started(&mut coder, None).await;
-    let fitted = coder.fit(&turn).await.unwrap();
+    let (fitted, _) = coder.fit(&turn).await.unwrap();
     let response = coder.send(&turn, &fitted.request).await.unwrap();
     coder.record_usage(&turn, &response).await.unwrap();
     let events = rig.events(&task.task_id);
