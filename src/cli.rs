@@ -72,10 +72,10 @@ pub enum Command {
         team: Option<String>,
         /// The task's token budget: a request that would take it over is not sent and the task
         /// is paused (prompt and completion tokens, summaries included).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = budget_tokens)]
         budget_tokens: Option<u64>,
         /// The task's budget in US dollars, at [prices."MODEL"].
-        #[arg(long, value_name = "USD")]
+        #[arg(long, value_name = "USD", value_parser = budget_cost)]
         budget_cost: Option<f64>,
         /// Stream the events until the task ends; exit 0 only if it finished.
         #[arg(long)]
@@ -119,10 +119,10 @@ pub enum Command {
         /// The task's id.
         task: String,
         /// A new token budget for the task, above what it spent: how a paused task goes on.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = budget_tokens)]
         budget_tokens: Option<u64>,
         /// A new budget in US dollars, above what the task spent.
-        #[arg(long, value_name = "USD")]
+        #[arg(long, value_name = "USD", value_parser = budget_cost)]
         budget_cost: Option<f64>,
         /// Print the new state as JSON: {"state": ...}.
         #[arg(long)]
@@ -437,4 +437,18 @@ pub enum UsageBy {
     Model,
     /// One row per day (UTC).
     Day,
+}
+
+/// `--budget-tokens`: a whole number, by the one check of a budget's figures.
+fn budget_tokens(text: &str) -> Result<u64, String> {
+    let n: u64 =
+        text.trim().parse().map_err(|_| format!("must be a whole number of tokens; got {text:?}"))?;
+    agentd_protocol::Budget::check_tokens(n).map_err(|e| e.message)
+}
+
+/// `--budget-cost`: an amount in US dollars, by the one check of a budget's figures (`NaN`, `inf`
+/// and `1e309`, which reads as infinite, are refused).
+fn budget_cost(text: &str) -> Result<f64, String> {
+    let usd: f64 = text.trim().parse().map_err(|_| format!("must be an amount in USD; got {text:?}"))?;
+    agentd_protocol::Budget::check_cost(usd).map_err(|e| e.message)
 }

@@ -387,3 +387,52 @@ async fn day_budget_at_once(tasks: usize) {
     println!("{tasks} tasks at once: {spent} tokens spent against a day of {day_budget} (largest request {largest})");
     d.stop();
 }
+
+/// A budget figure that is no amount — `NaN`, `inf`, `1e309` (read as infinite), 0, past the
+/// documented maximum — is refused wherever it enters, naming the figure: it was accepted by
+/// `submit` and `resume` (serialised as `null`, the task got no budget at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_figures_that_are_no_amounts_are_refused_everywhere() {
+    let server = server(vec![]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let mut d = TestDaemon::prepare(Path::new(BIN), &config("openai", &server, ""));
+    d.serve_with_env(&[(KEY_ENV, "test-key")]);
+    let workspace = ws.path().to_str().unwrap();
+    for (flag, value) in [
+        ("--budget-cost", "NaN"),
+        ("--budget-cost", "inf"),
+        ("--budget-cost", "-inf"),
+        ("--budget-cost", "1e309"),
+        ("--budget-cost", "0"),
+        ("--budget-cost", "1000000.01"),
+        ("--budget-tokens", "0"),
+        ("--budget-tokens", "1000000000001"),
+        ("--budget-tokens", "ten"),
+    ] {
+        for command in [vec!["submit", "x", "--workspace", workspace], vec!["resume", "01ab"]] {
+            let mut args = command.clone();
+            let given = format!("{flag}={value}");
+            args.push(&given);
+            let out = d.cli(&args);
+            let says = String::from_utf8_lossy(&out.stderr).to_string();
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {says}");
+            assert!(says.contains(flag) && says.contains(value), "{args:?}: {says}");
+        }
+    }
+    assert!(
+        d.client().call("task.list", json!({})).unwrap().as_array().unwrap().is_empty(),
+        "nothing submitted"
+    );
+    // The socket's (and so HTTP's and `agentd mcp`'s) figures go through the same check.
+    for (budget, says) in [
+        (json!({"cost": 2_000_000.0}), "budget.cost"),
+        (json!({"cost": -1.0}), "budget.cost"),
+        (json!({"tokens": 0}), "budget.tokens"),
+        (json!({"tokens": 5_000_000_000_000u64}), "budget.tokens"),
+    ] {
+        let params = json!({"objective": "x", "workspace": workspace, "budget": budget});
+        let e = d.client().call("task.submit", params).unwrap_err();
+        assert!(e.to_string().contains(says), "{budget}: {e}");
+    }
+    d.stop();
+}

@@ -18,11 +18,54 @@ pub struct Budget {
     pub cost: Option<f64>,
 }
 
+/// The largest token ceiling a budget takes: a trillion tokens. Anything larger is a typo, or a
+/// number meant to overflow a sum.
+pub const MAX_BUDGET_TOKENS: u64 = 1_000_000_000_000;
+
+/// The largest money ceiling a budget takes, in US dollars: a million.
+pub const MAX_BUDGET_USD: f64 = 1_000_000.0;
+
+/// Why a budget's figure was refused: which figure (`tokens`, `cost`) and why, in words that name
+/// the figure given. [`Budget::check`] is the one check, for the CLI's flags, `task.submit` and
+/// `task.resume` (socket, HTTP, `agentd mcp`) and `[budgets]` alike.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("budget.{figure} {message}")]
+pub struct BudgetError {
+    /// `tokens` or `cost`.
+    pub figure: &'static str,
+    /// Why: `must be …; got …`.
+    pub message: String,
+}
+
 impl Budget {
-    /// Whether `usd` can be a money ceiling: a finite amount above 0 (`[budgets]`'s `*_cost`, a
-    /// task's `budget.cost`).
-    pub fn is_amount(usd: f64) -> bool {
-        usd.is_finite() && usd > 0.0
+    /// A token ceiling: a whole number from 1 to [`MAX_BUDGET_TOKENS`] (given as any integer — a
+    /// config's may be negative — and named as given when refused).
+    pub fn check_tokens(tokens: impl Into<i128>) -> Result<u64, BudgetError> {
+        let tokens = tokens.into();
+        if let Ok(n) = u64::try_from(tokens) {
+            if (1..=MAX_BUDGET_TOKENS).contains(&n) {
+                return Ok(n);
+            }
+        }
+        let message = format!("must be a number of tokens from 1 to {MAX_BUDGET_TOKENS}; got {tokens}");
+        Err(BudgetError { figure: "tokens", message })
+    }
+
+    /// A money ceiling: a finite amount in US dollars above 0 and at most [`MAX_BUDGET_USD`] (not
+    /// `NaN`, not infinite, not `1e309`, which reads as infinite).
+    pub fn check_cost(usd: f64) -> Result<f64, BudgetError> {
+        if usd.is_finite() && usd > 0.0 && usd <= MAX_BUDGET_USD {
+            return Ok(usd);
+        }
+        let message = format!("must be an amount in USD above 0 and at most {MAX_BUDGET_USD}; got {usd}");
+        Err(BudgetError { figure: "cost", message })
+    }
+
+    /// Both figures, each when given.
+    pub fn check(&self) -> Result<(), BudgetError> {
+        self.tokens.map(Budget::check_tokens).transpose()?;
+        self.cost.map(Budget::check_cost).transpose()?;
+        Ok(())
     }
 
     /// Neither a token nor a money ceiling.

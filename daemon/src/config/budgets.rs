@@ -8,25 +8,16 @@ use super::ConfigError;
 use agentd_engine::spending::Budgets;
 use agentd_protocol::Budget;
 
-/// Checks each figure: tokens a whole number above 0, cost a finite number above 0.
+/// Checks each figure by the one check of a budget's figures ([`Budget::check_tokens`],
+/// [`Budget::check_cost`]), naming the key.
 pub(super) fn budgets(raw: RawBudgets, invalid: Invalid) -> Result<Budgets, ConfigError> {
     let tokens = |key: &str, v: Option<i64>| -> Result<Option<u64>, ConfigError> {
-        match v {
-            None => Ok(None),
-            Some(n) if n > 0 => Ok(Some(n as u64)),
-            Some(n) => {
-                Err(invalid(format!("budgets.{key}"), format!("must be a number of tokens above 0; got {n}")))
-            }
-        }
+        let Some(n) = v else { return Ok(None) };
+        Budget::check_tokens(n).map(Some).map_err(|e| invalid(format!("budgets.{key}"), e.message))
     };
     let cost = |key: &str, v: Option<f64>| -> Result<Option<f64>, ConfigError> {
-        match v {
-            None => Ok(None),
-            Some(c) if Budget::is_amount(c) => Ok(Some(c)),
-            Some(c) => {
-                Err(invalid(format!("budgets.{key}"), format!("must be an amount in USD above 0; got {c}")))
-            }
-        }
+        let Some(c) = v else { return Ok(None) };
+        Budget::check_cost(c).map(Some).map_err(|e| invalid(format!("budgets.{key}"), e.message))
     };
     Ok(Budgets {
         task: Budget {
@@ -55,6 +46,10 @@ mod tests {
             ("day_tokens = -5", "budgets.day_tokens", "above 0"),
             ("task_cost = 0.0", "budgets.task_cost", "above 0"),
             ("day_cost = inf", "budgets.day_cost", "USD"),
+            ("day_cost = nan", "budgets.day_cost", "got NaN"),
+            ("task_cost = 1e309", "budgets.task_cost", "USD"),
+            ("task_cost = 2000000.0", "budgets.task_cost", "at most 1000000"),
+            ("task_tokens = 1000000000001", "budgets.task_tokens", "from 1 to 1000000000000"),
             ("week_tokens = 1", "week_tokens", "week_tokens"),
         ] {
             let e = parse(&format!("{DEFAULT_CONFIG}\n[budgets]\n{table}\n")).unwrap_err().to_string();

@@ -531,17 +531,9 @@ async fn wake_at(me: Addr<Supervisor>, stop: CancellationToken, task_id: String,
     }
 }
 
-/// A budget's figures: tokens above 0, cost a finite amount above 0.
+/// A budget's figures, by the one check ([`Budget::check`]).
 fn check_budget(b: &Budget) -> Result<(), SupervisorError> {
-    if b.tokens == Some(0) {
-        return Err(SupervisorError::InvalidBudget("budget.tokens must be above 0".into()));
-    }
-    if let Some(c) = b.cost.filter(|c| !Budget::is_amount(*c)) {
-        return Err(SupervisorError::InvalidBudget(format!(
-            "budget.cost must be an amount in USD above 0; got {c}"
-        )));
-    }
-    Ok(())
+    b.check().map_err(|e| SupervisorError::InvalidBudget(e.to_string()))
 }
 
 impl Handler<Resume> for Supervisor {
