@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             if !f.logged {
-                eprintln!("agentd: {}", f.message);
+                print::warn(&format!("agentd: {}", f.message));
             }
             ExitCode::from(f.code)
         }

@@ -6,6 +6,60 @@
 //! long text is cut to one line with `agentd_client::render::one_line`.
 
 use agentd_client::render::{estimate_mark, event_line, one_line};
+use std::io::Write;
+
+/// A line for a person on stdout: formatted, made safe for a terminal
+/// ([`agentd_client::terminal::safe`]: what a model, a tool, a note or a file wrote cannot act on
+/// it), and written by [`line`].
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::print::line(&agentd_client::terminal::safe(&format!($($arg)*)))
+    };
+}
+pub(crate) use say;
+
+/// A line for a program on stdout (`--json`): written as it is, by [`line`].
+macro_rules! raw {
+    ($($arg:tt)*) => {
+        $crate::print::line(&format!($($arg)*))
+    };
+}
+pub(crate) use raw;
+
+/// Writes `text` and a newline to stdout, flushed: the one writer of the CLI's output. A reader
+/// that went away (`agentd log TASK | head -1`) is the end of the output: the program exits 0,
+/// quietly; another write error is said on stderr, exit 1.
+pub fn line(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let written =
+        out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
+    if let Err(e) = written {
+        closed(e);
+    }
+}
+
+/// Writes `bytes` to stdout as they are, flushed (`evidence read`'s pages), as [`line`] does.
+pub fn bytes(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
+        closed(e);
+    }
+}
+
+/// The end of the output: quietly when the reader went away, else said.
+fn closed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    warn(&format!("agentd: cannot write to stdout: {e}"));
+    std::process::exit(1);
+}
+
+/// A line for a person on stderr, made safe for a terminal; a closed stderr is not an error.
+pub fn warn(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(agentd_client::terminal::safe(text).as_bytes()).and_then(|()| err.write_all(b"\n"));
+}
 use agentd_protocol::gauge::Gauge;
 use agentd_protocol::rpc::{
     DaemonStatus, LogEntry, ProbeResult, SettingResult, StateResult, TaskStatus, TaskSummary, VerifyResult,
@@ -20,9 +74,9 @@ pub fn pretty<T: serde::Serialize>(value: &T) -> String {
 /// The state a task is in after `cancel`, `resume` or `message`.
 pub fn print_state(r: &StateResult, json: bool) {
     if json {
-        println!("{}", pretty(r));
+        raw!("{}", pretty(r));
     } else {
-        println!("{}", r.state);
+        say!("{}", r.state);
     }
 }
 
@@ -46,7 +100,7 @@ pub fn spent_of(spent: &agentd_protocol::Amount, budget: Option<&agentd_protocol
 pub fn print_task_line(t: &TaskSummary) {
     // In a fleet, the node running the task (or that last ran it) follows its state.
     let node = t.node.as_deref().map(|n| format!(" @{n}")).unwrap_or_default();
-    println!(
+    say!(
         "{}  {:<13} {}  {:<24} {}{node}",
         t.task_id,
         t.state.as_str(),
@@ -58,7 +112,7 @@ pub fn print_task_line(t: &TaskSummary) {
 
 /// `agentd evidence list`: one piece of evidence on one line, marked when incomplete.
 pub fn print_evidence_line(e: &EvidenceMeta) {
-    println!(
+    say!(
         "{}  {:>10} bytes  {:<8} {:<12} {}{}",
         e.id,
         e.bytes,
@@ -72,14 +126,14 @@ pub fn print_evidence_line(e: &EvidenceMeta) {
 /// `agentd evidence verify`: each problem, then the count.
 pub fn print_verify(r: &VerifyResult) {
     for p in &r.problems {
-        println!("{}", p.problem);
+        say!("{}", p.problem);
     }
-    println!("{} checked, {} problems", r.checked, r.problems.len());
+    say!("{} checked, {} problems", r.checked, r.problems.len());
 }
 
 /// `agentd models probe`: the role's model, its server and the window with where it came from.
 pub fn print_probe(r: &ProbeResult) {
-    println!(
+    say!(
         "{}: {} at {}: window {} tokens ({})",
         r.role,
         r.model,
@@ -91,20 +145,20 @@ pub fn print_probe(r: &ProbeResult) {
 
 /// `agentd settings`: the setting as `role key = value`.
 pub fn print_setting(r: &SettingResult) {
-    println!("{} {} = {}", r.role, r.key.as_str(), r.value);
+    say!("{} {} = {}", r.role, r.key.as_str(), r.value);
 }
 
 /// `agentd daemon`: the daemon's status, a line a fact, one per scheduled job.
 pub fn print_daemon(r: &DaemonStatus) {
-    println!("version      {}", r.version);
-    println!("uptime       {}s", r.uptime_s);
-    println!("tasks        {} running", r.tasks_running);
-    println!("clock        {}", r.clock);
-    println!("time zone    {} (cron schedules)", r.tz);
+    say!("version      {}", r.version);
+    say!("uptime       {}s", r.uptime_s);
+    say!("tasks        {} running", r.tasks_running);
+    say!("clock        {}", r.clock);
+    say!("time zone    {} (cron schedules)", r.tz);
     if r.storage.ok {
-        println!("storage      ok");
+        say!("storage      ok");
     } else {
-        println!(
+        say!(
             "storage      failing since {}: {} ({} task ends held in memory)",
             r.storage.since.as_deref().unwrap_or("?"),
             r.storage.error.as_deref().unwrap_or(""),
@@ -113,12 +167,12 @@ pub fn print_daemon(r: &DaemonStatus) {
     }
     if let Some(c) = &r.cluster {
         let link = if c.connected { "connected" } else { "not connected" };
-        println!("node         {} ({link} to {})", c.node, c.servers.join(", "));
+        say!("node         {} ({link} to {})", c.node, c.servers.join(", "));
         if let Some(e) = &c.error {
-            println!("fleet        failing: {e}");
+            say!("fleet        failing: {e}");
         }
         for n in &c.nodes {
-            println!(
+            say!(
                 "  node       {} {}/{} tasks; reaches {}",
                 n.node,
                 n.running,
@@ -132,11 +186,11 @@ pub fn print_daemon(r: &DaemonStatus) {
             } else {
                 format!("; behind: {}", s.lagging.join(", "))
             };
-            println!("  stream     {} {} replicas, {} current{lagging}", s.name, s.replicas, s.current);
+            say!("  stream     {} {} replicas, {} current{lagging}", s.name, s.replicas, s.current);
         }
     }
     if !r.today.day.is_empty() {
-        println!(
+        say!(
             "today        {}: {} (the day turns at {})",
             r.today.day,
             spent_of(&r.today.spent, r.today.budget.as_ref()),
@@ -149,7 +203,7 @@ pub fn print_daemon(r: &DaemonStatus) {
             Some(l) if l.ok => format!("started {} with {} tools", l.at, l.tools.unwrap_or(0)),
             Some(l) => format!("FAILED {}: {}", l.at, l.error.as_deref().unwrap_or("")),
         };
-        println!("mcp          {} ({} {}): {last}", m.server, m.transport, m.target);
+        say!("mcp          {} ({} {}): {last}", m.server, m.transport, m.target);
     }
     for j in &r.jobs {
         let last = match (&j.last_run_at, j.last_ok) {
@@ -160,7 +214,7 @@ pub fn print_daemon(r: &DaemonStatus) {
             ),
             _ => String::new(),
         };
-        println!(
+        say!(
             "job          {} `{}` {}: {} runs{last}; next {}",
             j.name,
             j.cron,
@@ -173,36 +227,36 @@ pub fn print_daemon(r: &DaemonStatus) {
 
 /// `agentd evidence show`: one piece of evidence's metadata.
 pub fn print_meta(m: &EvidenceMeta) {
-    println!("id         {}", m.id);
-    println!("size       {} bytes, {} lines ({})", m.bytes, m.lines, m.media_type);
-    println!("sha256     {}", m.sha256);
-    println!("task       {}", m.source.task_id);
+    say!("id         {}", m.id);
+    say!("size       {} bytes, {} lines ({})", m.bytes, m.lines, m.media_type);
+    say!("sha256     {}", m.sha256);
+    say!("task       {}", m.source.task_id);
     let detail = m.source.detail.as_deref().map(|d| format!(" {d}")).unwrap_or_default();
     let call = m.source.call_id.as_deref().map(|c| format!(" (call {c})")).unwrap_or_default();
-    println!("made by    {} {}{detail}{call}", m.source.role.name(), m.source.tool.as_str());
+    say!("made by    {} {}{detail}{call}", m.source.role.name(), m.source.tool.as_str());
     match (&m.complete, &m.incomplete_reason) {
-        (true, _) => println!("complete   yes"),
+        (true, _) => say!("complete   yes"),
         (false, reason) => {
-            println!("complete   no: {}", reason.as_deref().unwrap_or("the producer was cut off"))
+            say!("complete   no: {}", reason.as_deref().unwrap_or("the producer was cut off"))
         }
     }
-    println!("created    {}", m.created_at);
+    say!("created    {}", m.created_at);
 }
 
 /// `agentd status`: a task, with each role's context as tokens of its window.
 pub fn print_status(s: &TaskStatus) {
-    println!("task       {}", s.task_id);
-    println!("state      {}", s.state);
-    println!("objective  {}", s.objective);
-    println!("workspace  {}", s.workspace);
+    say!("task       {}", s.task_id);
+    say!("state      {}", s.state);
+    say!("objective  {}", s.objective);
+    say!("workspace  {}", s.workspace);
     if let Some(node) = &s.node {
-        println!("node       {node}");
+        say!("node       {node}");
     }
     if let Some(why) = &s.queued_because {
-        println!("queued     {why}");
+        say!("queued     {why}");
     }
     for (role, r) in &s.roles {
-        println!(
+        say!(
             "{:<10} {}{} of {} tokens ({}); counted by {}",
             role.name(),
             estimate_mark(r.estimated),
@@ -213,29 +267,29 @@ pub fn print_status(s: &TaskStatus) {
         );
     }
     if let Some(r) = &s.result {
-        println!("result     {r}");
+        say!("result     {r}");
     }
     if let Some(e) = &s.error {
-        println!("error      {e}");
+        say!("error      {e}");
     }
     if let Some(at) = &s.resume_at {
-        println!("goes on    at {at} by itself (agentd resume {} goes on now)", s.task_id);
+        say!("goes on    at {at} by itself (agentd resume {} goes on now)", s.task_id);
     }
     if let Some(budget) = &s.budget {
-        println!("budget     {}", spent_of(&s.spent.amount(), Some(budget)));
+        say!("budget     {}", spent_of(&s.spent.amount(), Some(budget)));
     }
     if s.spent.requests > 0 {
-        println!("spent      {}", spent_line(&s.spent));
+        say!("spent      {}", spent_line(&s.spent));
         for (role, spent) in &s.spent_by_role {
-            println!("  {:<8} {}", role.name(), spent_line(spent));
+            say!("  {:<8} {}", role.name(), spent_line(spent));
         }
     }
     for d in &s.mcp_down {
         let retry = d.retry_at.as_deref().map(|at| format!(" (tried again after {at})")).unwrap_or_default();
-        println!("mcp down   {}: {}{retry}", d.server, d.error);
+        say!("mcp down   {}: {}{retry}", d.server, d.error);
     }
     if !s.recorded {
-        println!("recorded   no: the daemon holds this end in memory until its storage heals");
+        say!("recorded   no: the daemon holds this end in memory until its storage heals");
     }
 }
 
@@ -280,9 +334,9 @@ fn measure_of(measured_by: &str, source: agentd_protocol::CountSource) -> String
 /// `agentd context`: a role's gauge, by category, with the trigger and the destination.
 pub fn print_gauge(g: &Gauge) {
     let est = estimate_mark(g.estimated);
-    println!("role         {} ({})", g.role, g.model);
-    println!("window       {} tokens ({})", g.window, g.window_source.as_str());
-    println!("counted by   {}", measure_of(&g.measured_by, g.count_source));
+    say!("role         {} ({})", g.role, g.model);
+    say!("window       {} tokens ({})", g.window, g.window_source.as_str());
+    say!("counted by   {}", measure_of(&g.measured_by, g.count_source));
     let c = &g.categories;
     for (label, tokens) in [
         ("system", c.system),
@@ -296,26 +350,23 @@ pub fn print_gauge(g: &Gauge) {
         ("recent", c.messages),
         ("thinking", c.thinking),
     ] {
-        println!("  {label:<12} {est}{tokens}");
+        say!("  {label:<12} {est}{tokens}");
     }
-    println!("total        {est}{}", g.tokens);
+    say!("total        {est}{}", g.tokens);
     if g.trigger_priced {
-        println!(
-            "trigger      {} (priced by the prompt cache; {}% is later)",
-            g.trigger_tokens, g.compact_at
-        );
+        say!("trigger      {} (priced by the prompt cache; {}% is later)", g.trigger_tokens, g.compact_at);
     } else {
-        println!("trigger      {} ({}%)", g.trigger_tokens, g.compact_at);
+        say!("trigger      {} ({}%)", g.trigger_tokens, g.compact_at);
     }
-    println!("destination  {}", g.destination_tokens);
-    println!("free         {est}{}", g.free_tokens);
+    say!("destination  {}", g.destination_tokens);
+    say!("free         {est}{}", g.free_tokens);
 }
 
 /// `agentd log`: one record of the transcript on one line.
 pub fn print_record(entry: &LogEntry) {
     let seq = entry.seq;
     match &entry.record {
-        Record::Event { event } => println!("{}", event_line(event)),
+        Record::Event { event } => say!("{}", event_line(event)),
         Record::Message { role, message } => {
             let parts: Vec<String> = message
                 .parts
@@ -328,15 +379,15 @@ pub fn print_record(entry: &LogEntry) {
                     Part::Image { media_type, .. } => format!("(image {media_type})"),
                 })
                 .collect();
-            println!("#{seq} {role} {}: {}", message.role.as_str(), one_line(&parts.join(" | "), 200));
+            say!("#{seq} {role} {}: {}", message.role.as_str(), one_line(&parts.join(" | "), 200));
         }
         Record::Checkpoint { role, subtype, history, .. } => {
-            println!("#{seq} {role} checkpoint ({}): {} messages", subtype.as_str(), history.len())
+            say!("#{seq} {role} checkpoint ({}): {} messages", subtype.as_str(), history.len())
         }
         Record::Settings { role, settings } => {
-            println!("#{seq} {role} settings {}", serde_json::to_string(settings).unwrap_or_default())
+            say!("#{seq} {role} settings {}", serde_json::to_string(settings).unwrap_or_default())
         }
-        Record::Receipt { role, receipt } => println!(
+        Record::Receipt { role, receipt } => say!(
             "#{seq} {role} receipt: {} {} → {}",
             receipt.tool,
             one_line(&receipt.arguments, 60),

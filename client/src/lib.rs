@@ -6,11 +6,13 @@
 //! - [`framing`]: the length-capped line framing both ends of the socket use (the daemon's socket
 //!   reads with it too).
 //! - [`render`]: events as one line each, for the CLI and the demo.
+//! - [`terminal`]: text from a model, a tool, a note or a file made safe to show on a terminal.
 //!
 //! What it must not do: know the daemon's insides. It speaks `agentd-protocol`'s types only.
 
 mod connection;
 pub mod framing;
 pub mod render;
+pub mod terminal;
 
 pub use connection::{Client, ClientError, StreamItem, MAX_ANSWER_LINE};

@@ -8,6 +8,7 @@ use super::connect;
 use crate::cli::LogFormat;
 use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_daemon};
+use crate::print::{raw, say};
 use agentd_daemon::config::{parse_listen, Config, DEFAULT_CONFIG};
 use agentd_daemon::daemon::{serve as run_daemon, DaemonError, Home, ServeOptions};
 use agentd_protocol::rpc::{DaemonStatus, NoParams};
@@ -21,11 +22,11 @@ pub fn init(home: &Home, json: bool) -> Result<u8, Failure> {
     let path = home.config();
     let report = |written: bool| {
         if json {
-            println!("{}", pretty(&serde_json::json!({"config": path, "written": written})));
+            raw!("{}", pretty(&serde_json::json!({"config": path, "written": written})));
         } else if written {
-            println!("wrote {}", path.display());
+            say!("wrote {}", path.display());
         } else {
-            println!("{} already exists; left unchanged", path.display());
+            say!("{} already exists; left unchanged", path.display());
         }
     };
     match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
@@ -87,7 +88,7 @@ fn serve_in(home: &Home, json: bool, options: &ServeOptions) -> Result<u8, Failu
     let ready = move |socket: &std::path::Path| {
         // The JSON log already says so ("agentd is serving", with the socket).
         if !json {
-            eprintln!("agentd: serving on {}", socket.display());
+            crate::print::warn(&format!("agentd: serving on {}", socket.display()));
         }
     };
     match run_daemon(home, options, ready) {
@@ -126,9 +127,9 @@ pub fn dashboard(home: &Home, json: bool) -> Result<u8, Failure> {
     };
     let url = format!("http://{host}/?{}={}", agentd_protocol::http::TOKEN_QUERY, token.trim());
     if json {
-        println!("{}", serde_json::json!({ "url": url }));
+        raw!("{}", serde_json::json!({ "url": url }));
     } else {
-        println!("{url}");
+        say!("{url}");
     }
     Ok(exit::OK)
 }
@@ -137,16 +138,16 @@ pub fn dashboard(home: &Home, json: bool) -> Result<u8, Failure> {
 pub fn status(home: &Home, json: bool) -> Result<u8, Failure> {
     let r: DaemonStatus = connect(home)?.request(&Request::DaemonStatus(NoParams {}))?;
     if json {
-        println!("{}", pretty(&r));
+        raw!("{}", pretty(&r));
     } else {
         print_daemon(&r);
     }
     if !r.storage.ok {
-        eprintln!(
+        crate::print::warn(&format!(
             "storage is failing since {}: {}",
             r.storage.since.as_deref().unwrap_or("?"),
             r.storage.error.as_deref().unwrap_or("")
-        );
+        ));
     }
     Ok(exit::OK)
 }

@@ -3,6 +3,7 @@
 
 use crate::exit::{self, fail, Failure};
 use crate::print::pretty;
+use crate::print::{raw, say};
 use agentd_daemon::daemon::Home;
 use agentd_daemon::doctor::{run_blocking, Verdict};
 use std::path::PathBuf;
@@ -18,25 +19,25 @@ pub fn doctor(home: &Home, workspace: Option<PathBuf>, json: bool) -> Result<u8,
         .map_err(|e| fail(exit::USAGE, format!("--workspace {}: {e}", workspace.display())))?;
     let report = run_blocking(home, &workspace).map_err(|e| fail(exit::FAILED, format!("doctor: {e}")))?;
     if json {
-        println!("{}", pretty(&report));
+        raw!("{}", pretty(&report));
     } else {
-        println!("agentd doctor — home {}", report.home);
+        say!("agentd doctor — home {}", report.home);
         for c in &report.checks {
             let verdict = match c.verdict {
                 Verdict::Ok => "ok",
                 Verdict::Warn => "warn",
                 Verdict::Fail => "FAIL",
             };
-            println!("  {verdict:<5} {:<8} {}: {}", c.area, c.name, c.detail);
+            say!("  {verdict:<5} {:<8} {}: {}", c.area, c.name, c.detail);
             if let Some(fix) = &c.fix {
-                println!("        {:<8} → {fix}", "");
+                say!("        {:<8} → {fix}", "");
             }
         }
         let failed: Vec<String> = report.failures().map(|c| format!("{} {}", c.area, c.name)).collect();
         if failed.is_empty() {
-            println!("all checks hold");
+            say!("all checks hold");
         } else {
-            println!("{} failed: {}", failed.len(), failed.join(", "));
+            say!("{} failed: {}", failed.len(), failed.join(", "));
         }
     }
     Ok(if report.ok { exit::OK } else { exit::FAILED })

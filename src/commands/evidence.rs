@@ -5,11 +5,12 @@
 use super::connect;
 use crate::cli::EvidenceCommand;
 use crate::exit::{self, Failure};
+use crate::print::raw;
 use crate::print::{pretty, print_evidence_line, print_meta, print_verify};
 use agentd_daemon::daemon::Home;
 use agentd_protocol::rpc::{EvidenceListParams, EvidenceReadParams, EvidenceRef, NoParams, VerifyResult};
 use agentd_protocol::{EvidenceMeta, Page, Request, Unit};
-use std::io::Write;
+use std::io::IsTerminal;
 
 /// Runs one `evidence` subcommand.
 pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
@@ -19,7 +20,7 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
             let list: Vec<EvidenceMeta> =
                 client.request(&Request::EvidenceList(EvidenceListParams { task_id: task }))?;
             if json {
-                println!("{}", pretty(&list));
+                raw!("{}", pretty(&list));
             } else {
                 list.iter().for_each(print_evidence_line);
             }
@@ -27,7 +28,7 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
         EvidenceCommand::Show { id, json } => {
             let meta: EvidenceMeta = client.request(&Request::EvidenceGet(EvidenceRef { id }))?;
             if json {
-                println!("{}", pretty(&meta));
+                raw!("{}", pretty(&meta));
             } else {
                 print_meta(&meta);
             }
@@ -37,20 +38,25 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
             let params = EvidenceReadParams { id, offset: Some(offset), limit, unit: Some(unit) };
             let page: Page = client.request(&Request::EvidenceRead(params))?;
             if json {
-                println!("{}", pretty(&page));
+                raw!("{}", pretty(&page));
                 return Ok(exit::OK);
             }
-            // The data as it is (no newline added); where to go on, on stderr.
-            print!("{}", page.data);
-            let _ = std::io::stdout().flush();
+            // The data as it is (no newline added) when it goes to a file or a program; to a
+            // terminal, made safe like every other text a tool or a file wrote. Where to go on, on
+            // stderr.
+            if std::io::stdout().is_terminal() {
+                crate::print::bytes(agentd_client::terminal::safe(&page.data).as_bytes());
+            } else {
+                crate::print::bytes(page.data.as_bytes());
+            }
             if let Some(next) = page.next_offset {
-                eprintln!("\n(more: --offset {next})");
+                crate::print::warn(&format!("\n(more: --offset {next})"));
             }
         }
         EvidenceCommand::Verify { json } => {
             let r: VerifyResult = client.request(&Request::EvidenceVerify(NoParams {}))?;
             if json {
-                println!("{}", pretty(&r));
+                raw!("{}", pretty(&r));
             } else {
                 print_verify(&r);
             }

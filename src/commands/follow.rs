@@ -7,12 +7,12 @@
 //! the daemon could not record is never a success.
 
 use crate::exit::{self, Failure};
+use crate::print::{raw, say};
 use agentd_client::render::event_line;
 use agentd_client::{Client, StreamItem};
 use agentd_protocol::event::EndKind;
 use agentd_protocol::rpc::{LogParams, LogResult, SubscribeParams, Subscribed};
 use agentd_protocol::{EventKind, Record, Request};
-use std::io::Write;
 
 /// Streams a task's events until its terminal event; exit 0 only when it finished.
 pub fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure> {
@@ -44,11 +44,11 @@ pub fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool)
             StreamItem::Event(event) => event,
             // An end the daemon could not record (its storage failed) is never a success.
             StreamItem::End(end) if !end.recorded => {
-                eprintln!(
+                crate::print::warn(&format!(
                     "task {task_id} ended {} but its end is not recorded: {}",
                     end.state.map_or("?", |s| s.as_str()),
                     end.error.as_deref().unwrap_or("")
-                );
+                ));
                 return Ok(exit::FAILED);
             }
             StreamItem::End(end) => {
@@ -56,10 +56,9 @@ pub fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool)
             }
         };
         if json {
-            println!("{}", serde_json::to_string(&event).unwrap_or_default());
+            raw!("{}", serde_json::to_string(&event).unwrap_or_default());
         } else {
-            println!("{}", event_line(&event));
+            say!("{}", event_line(&event));
         }
-        let _ = std::io::stdout().flush();
     }
 }

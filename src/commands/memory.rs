@@ -5,6 +5,7 @@ use super::connect;
 use crate::cli::MemoryCommand;
 use crate::exit::{self, fail, Failure};
 use crate::print::pretty;
+use crate::print::{raw, say};
 use agentd_client::render::one_line;
 use agentd_daemon::daemon::Home;
 use agentd_protocol::memory::{Author, MemoryChange, Note, NoteFilter};
@@ -28,9 +29,9 @@ pub fn memory(home: &Home, command: MemoryCommand) -> Result<u8, Failure> {
             let notes: Vec<Note> =
                 client.request(&Request::MemoryList(NoteFilter { workspace, user, deleted }))?;
             if json {
-                println!("{}", pretty(&notes));
+                raw!("{}", pretty(&notes));
             } else if notes.is_empty() {
-                println!("no notes");
+                say!("no notes");
             } else {
                 notes.iter().for_each(print_note_line);
             }
@@ -38,7 +39,7 @@ pub fn memory(home: &Home, command: MemoryCommand) -> Result<u8, Failure> {
         MemoryCommand::Show { id, json } => {
             let detail: NoteDetail = client.request(&Request::MemoryGet(NoteRef { id }))?;
             if json {
-                println!("{}", pretty(&detail));
+                raw!("{}", pretty(&detail));
             } else {
                 print_note(&detail);
             }
@@ -63,19 +64,19 @@ fn print_note_line(n: &Note) {
         agentd_protocol::memory::MemoryScope::Workspace => n.workspace.clone(),
     };
     let deleted = if n.deleted { "  [deleted]" } else { "" };
-    println!("{:<5} {:<9} {}  {}{deleted}", n.id, n.scope.as_str(), place, one_line(&n.text, 80));
+    say!("{:<5} {:<9} {}  {}{deleted}", n.id, n.scope.as_str(), place, one_line(&n.text, 80));
 }
 
 fn print_note(d: &NoteDetail) {
     let n = &d.note;
-    println!("note       {}{}", n.id, if n.deleted { " (deleted)" } else { "" });
-    println!("text       {}", n.text);
-    println!("you said   {:?}", n.quote);
-    println!("scope      {} ({})", n.scope, n.workspace);
-    println!("from       task {} ({}), record {}", n.task_id, n.role, n.source_seq);
-    println!("saved      {}", n.created_at);
-    println!("changes");
-    d.changes.iter().for_each(|c| println!("  {}", change_line(c)));
+    say!("note       {}{}", n.id, if n.deleted { " (deleted)" } else { "" });
+    say!("text       {}", n.text);
+    say!("you said   {:?}", n.quote);
+    say!("scope      {} ({})", n.scope, n.workspace);
+    say!("from       task {} ({}), record {}", n.task_id, n.role, n.source_seq);
+    say!("saved      {}", n.created_at);
+    say!("changes");
+    d.changes.iter().for_each(|c| say!("  {}", change_line(c)));
 }
 
 /// `#4 2026-… edited by you: "old" → "new"`.
@@ -96,8 +97,8 @@ fn change_line(c: &MemoryChange) -> String {
 
 fn changed(answer: NoteChanged, json: bool) {
     if json {
-        println!("{}", pretty(&answer));
+        raw!("{}", pretty(&answer));
     } else {
-        println!("{} {}", answer.note.id, change_line(&answer.change));
+        say!("{} {}", answer.note.id, change_line(&answer.change));
     }
 }

@@ -25,7 +25,9 @@ use std::path::PathBuf;
 /// Runs `cli`'s command to its exit code.
 pub fn run(cli: Cli) -> Result<u8, Failure> {
     if let Command::Completions { shell } = cli.command {
-        clap_complete::generate(shell, &mut Cli::command(), "agentd", &mut std::io::stdout());
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "agentd", &mut script);
+        crate::print::bytes(&script);
         return Ok(exit::OK);
     }
     let home = home_of(cli.home)?;

@@ -4,6 +4,7 @@
 use super::connect;
 use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_gauge, print_probe, print_setting};
+use crate::print::{raw, say};
 use agentd_daemon::daemon::Home;
 use agentd_protocol::rpc::{
     ContextParams, ContextResult, ProbeResult, RoleParams, Setting, SettingParams, SettingResult,
@@ -15,11 +16,11 @@ pub fn context(home: &Home, task: String, role: String, json: bool) -> Result<u8
     let params = ContextParams { task_id: task, role: Some(Role::from(role)) };
     let g: ContextResult = connect(home)?.request(&Request::ContextGet(params))?;
     if json {
-        println!("{}", pretty(&g));
+        raw!("{}", pretty(&g));
     } else {
         match g {
             ContextResult::Measured(g) => print_gauge(&g),
-            ContextResult::Unmeasured(u) => println!("{}: {}", u.role, u.note),
+            ContextResult::Unmeasured(u) => say!("{}: {}", u.role, u.note),
         }
     }
     Ok(exit::OK)
@@ -30,7 +31,7 @@ pub fn probe(home: &Home, role: String, json: bool) -> Result<u8, Failure> {
     let params = RoleParams { role: Role::from(role) };
     let r: ProbeResult = connect(home)?.request(&Request::ModelsProbe(params))?;
     if json {
-        println!("{}", pretty(&r));
+        raw!("{}", pretty(&r));
     } else {
         print_probe(&r);
     }
@@ -54,7 +55,7 @@ pub fn settings(
         None => client.request(&Request::SettingsGet(params))?,
     };
     if json {
-        println!("{}", pretty(&r));
+        raw!("{}", pretty(&r));
     } else {
         print_setting(&r);
     }

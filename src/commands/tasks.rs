@@ -8,6 +8,7 @@ use super::connect;
 use super::follow::{follow, follow_from};
 use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_record, print_state, print_status, print_task_line};
+use crate::print::{raw, say};
 use agentd_daemon::daemon::Home;
 use agentd_protocol::rpc::{
     CompactParams, CompactResult, LogParams, LogResult, MessageParams, NoParams, ResumeParams, StateResult,
@@ -42,14 +43,14 @@ pub fn submit(
     let submitted: Submitted = client.request(&Request::TaskSubmit(submit))?;
     if !wait {
         if json {
-            println!("{}", pretty(&submitted));
+            raw!("{}", pretty(&submitted));
         } else {
-            println!("{}", submitted.task_id);
+            say!("{}", submitted.task_id);
         }
         return Ok(exit::OK);
     }
     if !json {
-        println!("task {}", submitted.task_id);
+        say!("task {}", submitted.task_id);
     }
     follow(&mut client, &submitted.task_id, json)
 }
@@ -58,7 +59,7 @@ pub fn submit(
 pub fn list(home: &Home, json: bool) -> Result<u8, Failure> {
     let tasks: Vec<TaskSummary> = connect(home)?.request(&Request::TaskList(NoParams {}))?;
     if json {
-        println!("{}", pretty(&tasks));
+        raw!("{}", pretty(&tasks));
     } else {
         tasks.iter().for_each(print_task_line);
     }
@@ -69,7 +70,7 @@ pub fn list(home: &Home, json: bool) -> Result<u8, Failure> {
 pub fn status(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
     let status: TaskStatus = connect(home)?.request(&Request::TaskStatus(TaskRef { task_id: task }))?;
     if json {
-        println!("{}", pretty(&status));
+        raw!("{}", pretty(&status));
     } else {
         print_status(&status);
     }
@@ -121,13 +122,13 @@ pub fn compact(
     let params = CompactParams { task_id: task, role: role.map(Role::from), focus };
     let r: CompactResult = client.request(&Request::TaskCompact(params))?;
     if json {
-        println!("{}", pretty(&r));
+        raw!("{}", pretty(&r));
     } else if r.scheduled {
-        println!("{}: compaction scheduled before its next request (or when the run ends)", r.role);
+        say!("{}: compaction scheduled before its next request (or when the run ends)", r.role);
     } else {
         let (before, after) = (r.tokens_before.unwrap_or_default(), r.tokens_after.unwrap_or_default());
         let archive = r.archive_id.unwrap_or_default();
-        println!("{}: compacted {before} → {after} tokens; what left is evidence {archive}", r.role);
+        say!("{}: compacted {before} → {after} tokens; what left is evidence {archive}", r.role);
     }
     Ok(exit::OK)
 }
@@ -150,7 +151,7 @@ pub fn log(home: &Home, task: String, role: Option<String>, json: bool) -> Resul
         for r in &page.records {
             after = after.max(r.seq);
             if json {
-                println!("{}", serde_json::to_string(r).unwrap_or_default());
+                raw!("{}", serde_json::to_string(r).unwrap_or_default());
             } else {
                 print_record(r);
             }

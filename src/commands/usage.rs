@@ -5,6 +5,7 @@ use super::connect;
 use crate::cli::UsageBy;
 use crate::exit::{self, fail, Failure};
 use crate::print::pretty;
+use crate::print::{raw, say};
 use agentd_client::render::usd;
 use agentd_daemon::daemon::Home;
 use agentd_protocol::rpc::{EventsParams, EventsResult, NoParams, Spent, TaskSummary};
@@ -57,7 +58,7 @@ pub fn usage(home: &Home, since: Option<String>, by: UsageBy, json: bool) -> Res
     if json {
         let rows: Vec<serde_json::Value> =
             rows.iter().map(|(key, spent)| serde_json::json!({"key": key, "spent": spent})).collect();
-        println!("{}", pretty(&serde_json::json!({"by": by, "since": since, "rows": rows, "total": total})));
+        raw!("{}", pretty(&serde_json::json!({"by": by, "since": since, "rows": rows, "total": total})));
         return Ok(exit::OK);
     }
     let head = match by {
@@ -65,13 +66,18 @@ pub fn usage(home: &Home, since: Option<String>, by: UsageBy, json: bool) -> Res
         UsageBy::Model => "model",
         UsageBy::Day => "day",
     };
-    println!(
+    say!(
         "{head:<38} {:>8} {:>12} {:>12} {:>12} {:>11} {:>12}",
-        "requests", "prompt", "cached", "completion", "cost", "compactions"
+        "requests",
+        "prompt",
+        "cached",
+        "completion",
+        "cost",
+        "compactions"
     );
     for (key, s) in rows.iter().map(|(k, s)| (k.as_str(), s)).chain([("total", &total)]) {
         let key = if key.is_empty() { "(unnamed)" } else { key };
-        println!(
+        say!(
             "{key:<38} {:>8} {:>12} {:>12} {:>12} {:>11} {:>12}",
             s.requests,
             s.prompt_tokens,
