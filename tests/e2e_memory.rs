@@ -251,3 +251,26 @@ async fn compactions_write_no_memory_and_keep_both_blocks_verbatim() {
     assert!(gauge["categories"]["memory"].as_u64().unwrap() > 0);
     assert!(gauge["categories"]["instructions"].as_u64().unwrap() > 0);
 }
+
+/// A note past `[memory] max_note_chars` (a megabyte one was saved, and as the newest pushed every
+/// other note out of the block) is refused, and the model is told why and how long a note may be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_past_its_maximum_size_is_refused_with_the_reason() {
+    let huge = "Use tabs. ".repeat(500);
+    let server = ScriptedServer::start(vec![
+        sse(vec![tool_call("remember", json!({"note": huge, "quote": NEXTEST}))]),
+        sse(vec![finish("could not note it")]),
+    ])
+    .await;
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let ws = tempfile::tempdir().unwrap();
+    let (events, _) = run(&d, &server, &format!("Fix the parser. {NEXTEST}"), ws.path());
+    // (The note is trimmed before it is measured: 4,999 characters.)
+    assert!(of_kind(&events, "memory_saved").is_empty(), "{events:#?}");
+    let refused = of_kind(&events, "tool_finished")[0];
+    assert_eq!(refused["ok"], false, "{refused}");
+    let told = server.chat_requests()[1]["messages"].to_string();
+    assert!(told.contains("4999 characters") && told.contains("max_note_chars"), "{told}");
+    let notes = cli_json(&d, &["memory", "list", "--json"]);
+    assert!(notes.as_array().unwrap().is_empty());
+}

@@ -37,6 +37,9 @@ pub struct BlocksConfig {
     pub memory: bool,
     /// The most the memory block may take, in percent of the window.
     pub memory_percent: u8,
+    /// The longest note (and quote) `remember` saves, in characters: a longer one is refused, and the
+    /// model told to say it shorter.
+    pub max_note_chars: usize,
 }
 
 impl Default for BlocksConfig {
@@ -46,6 +49,7 @@ impl Default for BlocksConfig {
             instructions_percent: 10,
             memory: true,
             memory_percent: 5,
+            max_note_chars: 1_000,
         }
     }
 }
@@ -124,13 +128,10 @@ fn memory(notes: &[Note], config: &BlocksConfig, at: &BlocksFor<'_>) -> Result<O
     }
     // Too many to show whole: the whole block is kept as evidence, and the block names what it leaves out.
     let id = store(at, &whole, Producer::Memory, "every memory note, newest first")?;
-    let more = |rest: &[&Note]| {
-        let ids: Vec<&str> = rest.iter().map(|n| n.id.as_str()).collect();
+    let more = |rest: usize| {
         format!(
-            "{} older notes not shown here ({}): every note is evidence {id}; read it with read_evidence \
-             {{\"id\": \"{id}\"}}.",
-            rest.len(),
-            ids.join(", ")
+            "{rest} older notes not shown here: every note, newest first, is evidence {id}; read it with \
+             read_evidence {{\"id\": \"{id}\"}}."
         )
     };
     Ok(memory_block(notes, budget, &count, &more))
@@ -231,10 +232,14 @@ mod tests {
         let memory = made[1].text();
         assert!(meter.count_text(&memory).tokens <= window.percent(config.memory_percent));
         assert!(memory.contains("[m30, workspace]"), "the newest whole");
+        let shown = memory.matches("\n- [m").count();
         assert!(
-            memory.contains("older notes not shown here (") && memory.contains("m1"),
-            "the rest named: {memory}"
+            memory.contains(&format!("{} older notes not shown here", 30 - shown)),
+            "the rest counted, with where they all are: {memory}"
         );
+        let id = memory.split("is evidence ").nth(1).unwrap().split(';').next().unwrap();
+        let all = rig.storage.read_evidence(id, 0, 1 << 20, agentd_protocol::Unit::Bytes).unwrap();
+        assert!(all.data.contains("[m1, workspace]"), "every note is in the evidence");
         assert!(!memory.contains("m31"), "another project's note is not this one's");
 
         // Nothing configured, nothing there: no block.

@@ -211,40 +211,48 @@ pub fn apply(
     }
 }
 
-/// The memory block of a request: every note whole, newest first, while they fit `budget` (counted
-/// with `count`); the older ones past it are named by id with how to read them (`memory_more`: the
-/// evidence reader the caller offers), never dropped silently. `None` when there is no note.
+/// The memory block of a request, within `budget` (counted with `count`) whatever the number and
+/// size of the notes: the newest notes whole, newest first, while they fit; the older ones past the
+/// first that does not are summarised by their number with how to read them all (`memory_more`,
+/// given how many are left out: the evidence reader the caller offers) — never dropped silently,
+/// never listed one by one (a list that grows with the notes would break the bound). When not even
+/// the header and that pointer fit, the pointer alone under the header line; `None` when there is
+/// no note, or when not even that fits the budget.
 pub fn memory_block(
     notes: &[Note],
     budget: Tokens,
     count: &dyn Fn(&str) -> Tokens,
-    memory_more: &dyn Fn(&[&Note]) -> String,
+    memory_more: &dyn Fn(usize) -> String,
 ) -> Option<String> {
     if notes.is_empty() {
         return None;
     }
     let newest_first = newest_first(notes);
+    let with_rest = |text: &str, rest: usize| {
+        if rest == 0 {
+            text.to_string()
+        } else {
+            format!("{text}\n{}", memory_more(rest))
+        }
+    };
     let mut text = memory_head();
     let mut shown = 0;
     for note in &newest_first {
-        let line = note_line(note);
-        let candidate = format!("{text}\n{line}");
-        // The rest's pointer must fit too: measure with a stand-in for it.
-        let rest: Vec<&Note> = newest_first[shown + 1..].to_vec();
-        let tail = if rest.is_empty() { String::new() } else { format!("\n{}", memory_more(&rest)) };
-        // Past the bound: this note and the older ones are named (all of them, when not even the
-        // newest fits whole).
-        if count(&format!("{candidate}{tail}")) > budget {
+        let candidate = format!("{text}\n{}", note_line(note));
+        // The pointer to the rest must fit too.
+        if count(&with_rest(&candidate, newest_first.len() - shown - 1)) > budget {
             break;
         }
         text = candidate;
         shown += 1;
     }
-    let rest = &newest_first[shown..];
-    if !rest.is_empty() {
-        let _ = write!(text, "\n{}", memory_more(rest));
+    let block = with_rest(&text, newest_first.len() - shown);
+    if count(&block) <= budget {
+        return Some(block);
     }
-    Some(text)
+    // Not even the head and the pointer: the pointer under the header line alone.
+    let bare = format!("{MEMORY_HEADER}\n{}", memory_more(newest_first.len()));
+    (count(&bare) <= budget).then_some(bare)
 }
 
 /// The memory block with every note whole, newest first — what [`memory_block`] makes when they
@@ -358,18 +366,18 @@ mod tests {
         );
     }
 
+    fn more(rest: usize) -> String {
+        format!("{rest} older notes not shown here: every note is evidence ev-1; read it with read_evidence")
+    }
+
+    fn count(text: &str) -> Tokens {
+        Tokens(text.len().div_ceil(4) as u64)
+    }
+
     #[test]
-    fn the_block_shows_the_newest_notes_whole_and_names_the_rest() {
+    fn the_block_shows_the_newest_notes_whole_and_counts_the_rest() {
         let notes: Vec<Note> =
             (1..=6).map(|i| note(&format!("m{i}"), &"x".repeat(100), &format!("{i}"))).collect();
-        let count = |t: &str| Tokens(t.len() as u64 / 4);
-        let more = |rest: &[&Note]| {
-            format!(
-                "{} older notes: {}",
-                rest.len(),
-                rest.iter().map(|n| n.id.as_str()).collect::<Vec<_>>().join(", ")
-            )
-        };
         let all = memory_block(&notes, Tokens(10_000), &count, &more).unwrap();
         assert!(all.starts_with(MEMORY_HEADER));
         assert!(all.find("[m6,").unwrap() < all.find("[m1,").unwrap(), "newest first");
@@ -378,14 +386,57 @@ mod tests {
         let bounded = memory_block(&notes, Tokens(150), &count, &more).unwrap();
         assert!(count(&bounded) <= Tokens(150), "{}", count(&bounded));
         assert!(bounded.contains("[m6,"));
-        assert!(bounded.contains("older notes: m"), "the rest are named: {bounded}");
-        for n in &notes {
-            assert!(
-                bounded.contains(&format!("{},", n.id)) || bounded.contains(&n.id),
-                "{} is shown or named",
-                n.id
-            );
-        }
+        let shown = notes.iter().filter(|n| bounded.contains(&format!("[{},", n.id))).count();
+        assert!(bounded.contains(&format!("{} older notes not shown", 6 - shown)), "{bounded}");
         assert_eq!(memory_block(&[], Tokens(100), &count, &more), None);
+    }
+
+    /// 1,300 notes, and one huge newest note: the block kept a growing list of ids and went to
+    /// 2,255 tokens against a bound of 1,638. Now the newest that fit come whole, and the rest are a
+    /// count.
+    #[test]
+    fn many_notes_and_a_huge_one_stay_within_the_bound() {
+        let mut notes: Vec<Note> =
+            (1..=1_300).map(|i| note(&format!("m{i}"), "use cargo nextest", &format!("{i:05}"))).collect();
+        let bound = Tokens(1_638);
+        let block = memory_block(&notes, bound, &count, &more).unwrap();
+        assert!(count(&block) <= bound, "{}", count(&block));
+        assert!(block.contains("[m1300,") && block.contains("older notes not shown"), "{block}");
+        notes.push(note("m9999", &"y".repeat(1 << 20), "99999"));
+        let block = memory_block(&notes, bound, &count, &more).unwrap();
+        assert!(count(&block) <= bound, "{}", count(&block));
+        assert!(block.contains("1301 older notes not shown"), "the huge newest one is not shown whole");
+    }
+
+    proptest::proptest! {
+        /// Whatever the notes and the bound: the block never exceeds it; the notes it shows are the
+        /// newest, whole, in order; the count it gives covers every other one.
+        #[test]
+        fn the_block_never_exceeds_its_bound(
+            sizes in proptest::collection::vec(0usize..2_000, 0..40),
+            bound in 0u64..3_000,
+        ) {
+            let notes: Vec<Note> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| note(&format!("m{i}"), &"z".repeat(*n), &format!("{i:03}")))
+                .collect();
+            let Some(block) = memory_block(&notes, Tokens(bound), &count, &more) else {
+                // Nothing to show, or not even the header and the pointer fit.
+                let bare = format!("{MEMORY_HEADER}\n{}", more(notes.len()));
+                proptest::prop_assert!(notes.is_empty() || count(&bare) > Tokens(bound));
+                return Ok(());
+            };
+            proptest::prop_assert!(count(&block) <= Tokens(bound), "{} > {bound}", count(&block));
+            let newest_first = newest_first(&notes);
+            let shown = newest_first.iter().take_while(|n| block.contains(&note_line(n))).count();
+            for n in &newest_first[shown..] {
+                proptest::prop_assert!(!block.contains(&format!("[{},", n.id)), "only the newest are shown");
+            }
+            let rest = notes.len() - shown;
+            if rest > 0 {
+                proptest::prop_assert!(block.ends_with(&more(rest)), "{rest} left out: {block}");
+            }
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! `[instructions] files` names the project's instructions files at the workspace root (default
 //! `["AGENTS.md"]`; every one found is included, in order; `[]` turns the block off), `max_percent` the
 //! most of the window the block may take (default 10). `[memory] enabled` (default true) carries the
-//! memory notes and lets `remember` save them; `max_percent` bounds the block (default 5).
+//! memory notes and lets `remember` save them; `max_percent` bounds the block (default 5);
+//! `max_note_chars` the note (and the quote) `remember` saves (default 1000, from 20 to 100000).
 
 use super::error::Invalid;
 use super::raw::{RawInstructions, RawMemory};
@@ -45,6 +46,16 @@ pub(super) fn blocks(
         )?,
         memory: memory.enabled.unwrap_or(defaults.memory),
         memory_percent: percent("memory.max_percent", memory.max_percent, defaults.memory_percent)?,
+        max_note_chars: match memory.max_note_chars {
+            None => defaults.max_note_chars,
+            Some(n) if (20..=100_000).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(invalid(
+                    "memory.max_note_chars".into(),
+                    format!("must be a number of characters from 20 to 100000, got {n}"),
+                ))
+            }
+        },
     })
 }
 
@@ -66,6 +77,10 @@ mod tests {
         assert!(err.contains("instructions.files[0]") && err.contains("/h/agentd.toml"), "{err}");
         let err = with("[memory]\nmax_percent = 90").unwrap_err().to_string();
         assert!(err.contains("memory.max_percent") && err.contains("90"), "{err}");
+        assert_eq!(blocks.max_note_chars, 1_000);
+        assert_eq!(with("[memory]\nmax_note_chars = 300").unwrap().team.blocks.max_note_chars, 300);
+        let err = with("[memory]\nmax_note_chars = 5").unwrap_err().to_string();
+        assert!(err.contains("memory.max_note_chars") && err.contains("got 5"), "{err}");
         assert!(with("[memory]\ncolour = 1").unwrap_err().to_string().contains("colour"));
     }
 }

@@ -95,6 +95,7 @@ pub(super) struct RawInstructions {
 pub(super) struct RawMemory {
     pub(super) enabled: Option<bool>,
     pub(super) max_percent: Option<u8>,
+    pub(super) max_note_chars: Option<i64>,
 }
 
 /// `[http]`.

@@ -78,6 +78,16 @@ impl Agent {
         if args.note.is_empty() {
             return plain(failure("`note` is empty: say what to remember".into()));
         }
+        let max = self.task.engine.team().blocks.max_note_chars;
+        for (field, text) in [("note", &args.note), ("quote", &args.quote)] {
+            let chars = text.chars().count();
+            if chars > max {
+                return plain(failure(format!(
+                    "`{field}` is {chars} characters; a note and its quote hold at most {max} each ([memory] \
+                     max_note_chars): remember the point in fewer words, quoting only the user's words it rests on"
+                )));
+            }
+        }
         let said = self.user_messages()?;
         let said: Vec<(u64, &str)> = said.iter().map(|(seq, text)| (*seq, text.as_str())).collect();
         let source_seq = match find_quote(&args.quote, &said) {
