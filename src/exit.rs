@@ -48,6 +48,7 @@ impl From<ClientError> for Failure {
                     | ErrorCode::MethodNotFound
                     | ErrorCode::InvalidParams
                     | ErrorCode::BadWorkspace
+                    | ErrorCode::RefusedWorkspace
                     | ErrorCode::UnknownRole,
                 ),
             ) => USAGE,

@@ -140,3 +140,46 @@ async fn a_running_task_is_compacted_before_the_roles_next_request() {
     let summaries: Vec<Value> = server.chat_requests().into_iter().filter(is_summary_request).collect();
     assert!(summaries[0]["messages"].to_string().contains(FOCUS));
 }
+
+/// A compaction asked for that cannot be made — the summariser's answer leaves the history no
+/// smaller than its destination — is a refusal with its reason (-32003, HTTP 409; the CLI exit 1),
+/// not the daemon's internal error (-32603, HTTP 500); and a focus past its maximum is a bad
+/// parameter naming `focus` (-32602, exit 2), sent to no model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_that_cannot_be_made_is_refused_with_its_reason() {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let reads = lead(4, usize::MAX, steps);
+    let server = ScriptedServer::builder()
+        .responder(move |body: &Value| {
+            if is_summary_request(body) {
+                // A "summary" longer than everything it summarises.
+                return sse(vec![text(&"the parser splits on commas, ".repeat(20_000))]);
+            }
+            reads(body)
+        })
+        .start()
+        .await;
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let ws = workspace();
+    let task = d.submit("Read the notes", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+
+    let asked = server.chat_requests().len();
+    let long = "k".repeat(agentd_protocol::rpc::MAX_FOCUS_CHARS + 1);
+    let e = d.client().call("task.compact", json!({"task_id": task, "focus": long})).unwrap_err();
+    assert_eq!(e.code, -32602, "{e}");
+    assert!(e.message.contains("focus") && e.message.contains("2001"), "{e}");
+    let out = d.cli(&["compact", &task, "--focus", &long]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.chat_requests().len(), asked, "no summary request for a refused focus");
+
+    let e = d.client().call("task.compact", json!({"task_id": task})).unwrap_err();
+    assert_eq!(e.code, -32003, "a refusal, not an internal error: {e}");
+    assert!(e.message.contains("destination"), "with its reason: {e}");
+    let out = d.cli(&["compact", &task]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("destination"));
+    let state = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    assert_eq!(state["state"], "finished", "the task is as it was");
+}

@@ -228,8 +228,15 @@ async fn the_api_answers_with_the_sockets_types_and_error_codes() {
             "POST",
             "/api/v1/tasks".into(),
             r#"{"objective": "x", "workspace": "/"}"#,
-            400,
+            403,
             socket(&d, "task.submit", json!({"objective": "x", "workspace": "/"})),
+        ),
+        (
+            "POST",
+            "/api/v1/tasks".into(),
+            r#"{"objective": "x", "workspace": "/no/such/dir"}"#,
+            404,
+            socket(&d, "task.submit", json!({"objective": "x", "workspace": "/no/such/dir"})),
         ),
         (
             "GET",
@@ -296,6 +303,15 @@ async fn every_request_needs_the_token_and_a_browser_trades_it_once_for_a_cookie
     let (status, doc) = Api::answer(plain.get(api.url("/api/v1/openapi.json")).send().await.unwrap()).await;
     assert_eq!(status, 200);
     assert_eq!(doc["paths"]["/api/v1/openapi.json"]["get"]["security"], json!([]));
+    // Another verb on it is a 405 naming GET, token or not (it answered 401: there is no token to it).
+    for with_token in [false, true] {
+        let trace = plain.request(reqwest::Method::TRACE, api.url("/api/v1/openapi.json"));
+        let trace = if with_token { trace.bearer_auth(&api.token) } else { trace };
+        let r = trace.send().await.unwrap();
+        assert_eq!(r.headers().get("allow").map(|v| v.to_str().unwrap().to_string()), Some("GET".into()));
+        let (status, e) = Api::answer(r).await;
+        assert_eq!((status, e["error"]["code"].clone()), (405, json!(-32601)), "token {with_token}: {e}");
+    }
     for route in agentd_protocol::http::ROUTES {
         let verb = route.verb.as_str().to_lowercase();
         let op = &doc["paths"][route.full_path()][&verb];
@@ -338,7 +354,7 @@ async fn every_request_needs_the_token_and_a_browser_trades_it_once_for_a_cookie
     let r =
         plain.post(api.url("/api/v1/tasks")).header("cookie", &jar).header("origin", &api.base).body(submit);
     let (status, e) = Api::answer(r.send().await.unwrap()).await;
-    assert_eq!((status, e["error"]["code"].clone()), (400, json!(-32004)), "{e}");
+    assert_eq!((status, e["error"]["code"].clone()), (403, json!(-32007)), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

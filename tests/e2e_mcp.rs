@@ -361,6 +361,8 @@ async fn a_server_that_cannot_start_is_visible_everywhere_and_the_task_finishes(
     assert!(text.contains(&line), "{text}");
     assert!(text.contains("→ mcp.servers.shouter.command"), "{text}");
     assert!(text.ends_with("1 failed: mcp shouter\n"), "{text}");
+    // Each model line names the key variable it checked (never its value).
+    assert!(text.contains("API key from $AGENTD_E2E_PROVIDER_KEY") && !text.contains(KEY), "{text}");
 }
 
 /// A published MCP server (`mcp-server-time` from PyPI) installed as users install it — a virtual
@@ -439,6 +441,8 @@ async fn a_server_installed_in_a_venv_in_the_home_starts_under_the_default_sandb
     }
     let lead = check("model", "lead").unwrap();
     assert!(lead["detail"].as_str().unwrap().contains("counted by tiktoken (o200k_base)"), "{lead}");
+    // The model line says which key variable it checked (never its value): here, none is configured.
+    assert!(lead["detail"].as_str().unwrap().contains("providers.scripted.api_key_env unset"), "{lead}");
     assert_eq!(check("daemon", d.socket().to_str().unwrap()).unwrap()["verdict"], "ok");
 }
 
@@ -564,7 +568,7 @@ async fn another_program_drives_a_team_through_agentd_mcp() {
         "{unknown:?}"
     );
     let bad = client.call("submit_task", json!({"objective": "x", "workspace": "/"})).await;
-    assert!(bad.is_error && bad.text.contains("-32004"), "{bad:?}");
+    assert!(bad.is_error && bad.text.contains("-32007"), "{bad:?}");
     let broke = client.call("submit_task", json!({"objective": "x", "budget": {"cost": -1.0}})).await;
     assert!(broke.is_error && broke.text.contains("budget.cost"), "{broke:?}");
     let typo = client.call("task_status", json!({"task": task})).await;

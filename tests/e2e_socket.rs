@@ -48,8 +48,10 @@ fn bad_input_gets_errors_and_the_connection_stays_usable() {
     assert_eq!(e.code, -32602);
     assert!(e.message.contains("task_id") && e.message.contains("string"), "{e}");
 
+    // Not absolute: a malformed parameter (-32602); no directory there: -32004; a directory agentd
+    // will not work in: -32007.
     let e = c.call("task.submit", json!({"objective": "x", "workspace": "relative/dir"})).unwrap_err();
-    assert_eq!(e.code, -32004, "{e}");
+    assert_eq!(e.code, -32602, "{e}");
     let e = c.call("task.submit", json!({"objective": "", "workspace": "/"})).unwrap_err();
     assert_eq!(e.code, -32602, "{e}");
     let e = c.call("task.submit", json!({"objective": "x", "workspace": "/no/such/dir"})).unwrap_err();
@@ -71,7 +73,7 @@ fn bad_input_gets_errors_and_the_connection_stays_usable() {
         (parent, "holds the agentd home|system directory"),
     ] {
         let e = c.call("task.submit", json!({"objective": "x", "workspace": ws})).unwrap_err();
-        assert_eq!(e.code, -32004, "{}: {e}", ws.display());
+        assert_eq!(e.code, -32007, "{}: {e}", ws.display());
         let named = why.split('|').any(|w| e.message.contains(w));
         assert!(e.message.contains("is refused") && named, "{}: {e}", ws.display());
     }
@@ -80,7 +82,7 @@ fn bad_input_gets_errors_and_the_connection_stays_usable() {
     let link = ws.path().join("home-link");
     std::os::unix::fs::symlink(&home, &link).unwrap();
     let e = c.call("task.submit", json!({"objective": "x", "workspace": link})).unwrap_err();
-    assert_eq!(e.code, -32004, "{e}");
+    assert_eq!(e.code, -32007, "{e}");
     let out = d.cli(&["submit", "edit the config", "--workspace", "/etc"]);
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/etc"), "{out:?}");

@@ -235,9 +235,15 @@ async fn model_checks(config: &Config) -> Vec<Check> {
         let Some(rc) = config.team.role(&role) else { continue };
         let Some(p) = config.providers.get(&rc.provider) else { continue };
         let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
+        // Which key was checked, by its variable's name (never its value).
+        let keyed = match (&p.api_key_env, &key) {
+            (Some(var), Some(_)) => format!("API key from ${var}"),
+            (Some(var), None) => format!("API key ${var} NOT set"),
+            (None, _) => "no API key (providers.NAME.api_key_env unset)".replace("NAME", &p.name),
+        };
         let client = p.connect(key, config.deadlines);
         let name = role.name().to_string();
-        let at = format!("{} on {} ({})", rc.model, p.name, p.base_url);
+        let at = format!("{} on {} ({}, {keyed})", rc.model, p.name, p.base_url);
         let window = match within(client.probe_window(&rc.model)).await {
             None => {
                 checks.push(

@@ -121,16 +121,21 @@ impl From<SupervisorError> for Refusal {
                 ErrorCode::InvalidParams
             }
             E::UnknownRole(_) => ErrorCode::UnknownRole,
-            E::Compaction(
-                TurnError::Fit(FitError::NothingToCompact(_) | FitError::Halted(_))
-                | TurnError::Halted(_)
-                | TurnError::Cancelled,
-            ) => ErrorCode::NotAllowed,
-            E::Compaction(_) => ErrorCode::Internal,
-            E::UnknownTask(_) => ErrorCode::UnknownTask,
-            E::RelativeWorkspace(_) | E::Workspace { .. } | E::RefusedWorkspace { .. } => {
-                ErrorCode::BadWorkspace
+            // A compaction the user asked for that cannot be made — nothing to compact, a history that
+            // cannot shrink below its destination, a summary the model would not give, a budget or
+            // a usage limit in the way — is a refusal with its reason; only the daemon's own
+            // failures (its storage) are internal.
+            E::Compaction(TurnError::Storage(_) | TurnError::Fit(FitError::Storage(_))) => {
+                ErrorCode::Internal
             }
+            E::Compaction(_) => ErrorCode::NotAllowed,
+            E::FocusTooLong { .. } => ErrorCode::InvalidParams,
+            E::UnknownTask(_) => ErrorCode::UnknownTask,
+            // Not absolute: a malformed parameter. Not a directory there: -32004 (HTTP 404). A
+            // directory agentd will not work in: -32007 (HTTP 403).
+            E::RelativeWorkspace(_) => ErrorCode::InvalidParams,
+            E::Workspace { .. } => ErrorCode::BadWorkspace,
+            E::RefusedWorkspace { .. } => ErrorCode::RefusedWorkspace,
             E::ShuttingDown
             | E::AlreadyRunning(_)
             | E::NotResumable { .. }
@@ -649,7 +654,15 @@ mod tests {
     fn only_the_socket_layer_turns_domain_errors_into_codes() {
         assert_eq!(code(SupervisorError::EmptyObjective), ErrorCode::InvalidParams);
         assert_eq!(code(SupervisorError::UnknownTask("t".into())), ErrorCode::UnknownTask);
-        assert_eq!(code(SupervisorError::RelativeWorkspace("w".into())), ErrorCode::BadWorkspace);
+        assert_eq!(code(SupervisorError::RelativeWorkspace("w".into())), ErrorCode::InvalidParams);
+        let refused = SupervisorError::RefusedWorkspace { path: "/".into(), why: "the root".into() };
+        assert_eq!(code(refused), ErrorCode::RefusedWorkspace);
+        let cannot = FitError::Compaction("compacted request is 2429 tokens; destination 829".into());
+        assert_eq!(code(SupervisorError::Compaction(TurnError::Fit(cannot))), ErrorCode::NotAllowed);
+        assert_eq!(
+            code(SupervisorError::FocusTooLong { chars: 9_000, max: 2_000 }),
+            ErrorCode::InvalidParams
+        );
         let ended = SupervisorError::AlreadyEnded { task_id: "t".into(), state: TaskState::Finished };
         assert_eq!(code(ended), ErrorCode::NotAllowed);
         assert_eq!(code(SupervisorError::CancelTimedOut), ErrorCode::Internal);

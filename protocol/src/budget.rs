@@ -10,11 +10,14 @@ use serde::{Deserialize, Serialize};
 /// `[prices."MODEL"]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Budget {
-    /// At most this many tokens; absent: no ceiling in tokens.
+    /// At most this many tokens, from 1 to [`MAX_BUDGET_TOKENS`]; absent: no ceiling in tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_BUDGET_TOKENS))]
     pub tokens: Option<u64>,
-    /// At most this many US dollars; absent: no ceiling in money.
+    /// At most this many US dollars, above 0 and at most [`MAX_BUDGET_USD`]; absent: no ceiling in
+    /// money.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_BUDGET_USD), extend("exclusiveMinimum" = 0))]
     pub cost: Option<f64>,
 }
 

@@ -289,11 +289,10 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 /// missing or wrong token is 401 with [`ErrorCode::InvalidRequest`], decided before any method.)
 pub fn status_of(code: ErrorCode) -> u16 {
     match code {
-        ErrorCode::ParseError
-        | ErrorCode::InvalidRequest
-        | ErrorCode::InvalidParams
-        | ErrorCode::BadWorkspace => 400,
+        ErrorCode::ParseError | ErrorCode::InvalidRequest | ErrorCode::InvalidParams => 400,
+        ErrorCode::RefusedWorkspace => 403,
         ErrorCode::MethodNotFound
+        | ErrorCode::BadWorkspace
         | ErrorCode::UnknownTask
         | ErrorCode::UnknownEvidence
         | ErrorCode::UnknownNote

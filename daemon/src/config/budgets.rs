@@ -42,12 +42,12 @@ mod tests {
         assert_eq!(c.team.budgets.day, Budget { tokens: None, cost: Some(5.5) });
         assert!(parse(DEFAULT_CONFIG).unwrap().team.budgets.task.is_empty());
         for (table, key, says) in [
-            ("task_tokens = 0", "budgets.task_tokens", "above 0"),
-            ("day_tokens = -5", "budgets.day_tokens", "above 0"),
+            ("task_tokens = 0", "budgets.task_tokens", "from 1 to"),
+            ("day_tokens = -5", "budgets.day_tokens", "got -5"),
             ("task_cost = 0.0", "budgets.task_cost", "above 0"),
             ("day_cost = inf", "budgets.day_cost", "USD"),
             ("day_cost = nan", "budgets.day_cost", "got NaN"),
-            ("task_cost = 1e309", "budgets.task_cost", "USD"),
+            ("task_cost = 1e308", "budgets.task_cost", "at most"),
             ("task_cost = 2000000.0", "budgets.task_cost", "at most 1000000"),
             ("task_tokens = 1000000000001", "budgets.task_tokens", "from 1 to 1000000000000"),
             ("week_tokens = 1", "week_tokens", "week_tokens"),

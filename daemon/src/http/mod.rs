@@ -94,7 +94,10 @@ fn routes(cfg: &mut web::ServiceConfig) {
             paths.push(route.path);
         }
     }
-    cfg.route(OPENAPI_PATH, web::get().to(openapi));
+    // The document is public: another verb on it is a 405 whoever asks (there is no token to check).
+    cfg.service(web::resource(OPENAPI_PATH).route(web::get().to(openapi)).default_service(web::to(
+        |req: HttpRequest| async move { not_a_verb_of(&req, OPENAPI_PATH, &["GET"]) },
+    )));
     for path in paths {
         let mut resource = web::resource(format!("{API_PREFIX}{path}"));
         for route in ROUTES.iter().filter(|r| r.path == path) {
@@ -424,8 +427,12 @@ fn wrong_verb(path: &str, req: &HttpRequest, api: &Api) -> HttpResponse {
         return refusal(&refused, false);
     }
     let verbs: Vec<&str> = ROUTES.iter().filter(|r| r.path == path).map(|r| r.verb.as_str()).collect();
-    let message =
-        format!("{} is not a route of {API_PREFIX}{path}; it takes {}", req.method(), verbs.join(", "));
+    not_a_verb_of(req, &format!("{API_PREFIX}{path}"), &verbs)
+}
+
+/// 405 for a verb `path` does not take, with the `Allow` header naming those it does.
+fn not_a_verb_of(req: &HttpRequest, path: &str, verbs: &[&str]) -> HttpResponse {
+    let message = format!("{} is not a route of {path}; it takes {}", req.method(), verbs.join(", "));
     let allow = HeaderValue::from_str(&verbs.join(", ")).unwrap_or(HeaderValue::from_static("GET"));
     let mut response = error_response(RpcError::new(ErrorCode::MethodNotFound, message));
     *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;

@@ -117,6 +117,14 @@ pub enum SupervisorError {
     /// The requested compaction could not be made (nothing to compact, a failed summary, the store).
     #[error("{0}")]
     Compaction(#[source] TurnError),
+    /// A compaction's focus longer than [`agentd_protocol::rpc::MAX_FOCUS_CHARS`].
+    #[error("focus is {chars} characters; a compaction's focus holds at most {max}")]
+    FocusTooLong {
+        /// How long the focus given is.
+        chars: usize,
+        /// The most it may be.
+        max: usize,
+    },
     /// A running task did not stop within 30 s of being cancelled.
     #[error("the task did not stop within 30s of being cancelled")]
     CancelTimedOut,
@@ -701,6 +709,11 @@ impl Handler<Compact> for Supervisor {
     type Result = ResponseFuture<Result<CompactResult, SupervisorError>>;
 
     fn handle(&mut self, msg: Compact, _: &mut Context<Self>) -> Self::Result {
+        let chars = msg.focus.as_deref().map_or(0, |f| f.chars().count());
+        if chars > agentd_protocol::rpc::MAX_FOCUS_CHARS {
+            let max = agentd_protocol::rpc::MAX_FOCUS_CHARS;
+            return Box::pin(async move { Err(SupervisorError::FocusTooLong { chars, max }) });
+        }
         let requested = Requested { focus: msg.focus.filter(|f| !f.trim().is_empty()) };
         let role = msg.role;
         if self.shared.engine.team().role(&role).is_none() {

@@ -28,17 +28,20 @@ pub enum ErrorCode {
     UnknownEvidence,
     /// -32003: not allowed in the task's state (or the daemon's).
     NotAllowed,
-    /// -32004: the workspace is not one a task may use.
+    /// -32004: no directory at the workspace's path (missing, or not a directory).
     BadWorkspace,
     /// -32005: no memory note with that id.
     UnknownNote,
     /// -32006: no role of that name in the team (the roles are the configuration's, so a schema
     /// cannot list them).
     UnknownRole,
+    /// -32007: the workspace is a directory agentd will not work in (`/`, a system directory, its
+    /// own home): refused, whoever asks.
+    RefusedWorkspace,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 11] = [
+    const ALL: [ErrorCode; 12] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -50,6 +53,7 @@ impl ErrorCode {
         ErrorCode::BadWorkspace,
         ErrorCode::UnknownNote,
         ErrorCode::UnknownRole,
+        ErrorCode::RefusedWorkspace,
     ];
 
     /// The number on the wire.
@@ -66,6 +70,7 @@ impl ErrorCode {
             ErrorCode::BadWorkspace => -32004,
             ErrorCode::UnknownNote => -32005,
             ErrorCode::UnknownRole => -32006,
+            ErrorCode::RefusedWorkspace => -32007,
         }
     }
 

@@ -37,5 +37,5 @@ pub use settings::{ProbeResult, RoleParams, Setting, SettingParams, SettingResul
 pub use task::{
     spent, CompactParams, CompactResult, CompactionSpent, EventsParams, EventsResult, McpDown, MessageParams,
     ResumeParams, RoleStatus, Spent, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed,
-    TaskRef, TaskStatus, TaskSummary,
+    TaskRef, TaskStatus, TaskSummary, MAX_FOCUS_CHARS,
 };

@@ -61,6 +61,9 @@ pub struct MessageParams {
     pub text: String,
 }
 
+/// The longest focus a compaction takes, in characters: it goes into every summary request.
+pub const MAX_FOCUS_CHARS: usize = 2_000;
+
 /// `task.compact`'s params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CompactParams {
@@ -69,8 +72,10 @@ pub struct CompactParams {
     /// Whose history to compact (default: the lead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
-    /// What the summary is to keep in particular ("keep the parser details"), given to the summariser.
+    /// What the summary is to keep in particular ("keep the parser details"), given to the summariser;
+    /// at most [`MAX_FOCUS_CHARS`] characters (-32602 naming `focus` past it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_FOCUS_CHARS))]
     pub focus: Option<String>,
 }
 
