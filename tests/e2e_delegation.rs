@@ -15,7 +15,10 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentd");
 
-const REVIEWER: &str = "[team.specialists.reviewer]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\nprompt = \"You review diffs for correctness.\"\ntools = [\"read_file\", \"list_dir\", \"search\", \"finish\"]\n";
+/// As `docs/interface.md` shows a specialist: its tools list without `finish`, which every role is
+/// offered all the same (a specialist configured so could never end its turn: 25 refused finishes
+/// in 30 s, and on).
+const REVIEWER: &str = "[team.specialists.reviewer]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\nprompt = \"You review diffs for correctness.\"\ntools = [\"read_file\", \"list_dir\", \"search\"]\n";
 
 fn tool_names(body: &Value) -> Vec<String> {
     body["tools"]
@@ -51,6 +54,8 @@ async fn a_specialist_gets_its_prompt_its_tools_and_the_leads_receipts() {
     let reqs = server.chat_requests();
     let reviewer = &reqs[2];
     assert_eq!(tool_names(reviewer), ["read_file", "list_dir", "search", "finish"]);
+    let finished = events.iter().filter(|e| e["kind"] == "tool_finished" && e["tool"] == "finish");
+    assert!(finished.clone().count() == 2 && finished.into_iter().all(|e| e["ok"] == true), "{events:#?}");
     let system = reviewer["messages"][0]["content"].as_str().unwrap();
     assert!(system.contains("You review diffs for correctness."), "{system}");
     let handoff = reviewer["messages"][1]["content"].as_str().unwrap();
@@ -67,7 +72,8 @@ async fn a_specialist_gets_its_prompt_its_tools_and_the_leads_receipts() {
 
 #[test]
 fn a_specialist_with_an_unknown_tool_is_a_config_error_naming_the_key() {
-    let bad = REVIEWER.replace("\"finish\"]", "\"finish\", \"teleport\"]");
+    let bad = REVIEWER.replace("\"search\"]", "\"search\", \"teleport\"]");
+    assert_ne!(bad, REVIEWER);
     let d = TestDaemon::prepare(Path::new(BIN), &team_config("http://127.0.0.1:9/v1", "gpt-4o", &bad));
     let out = d.cli(&["serve"]);
     assert_eq!(out.status.code(), Some(2));

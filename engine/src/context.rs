@@ -209,6 +209,11 @@ impl TaskCtx {
         if !self.engine.team.blocks.memory {
             tools.retain(|t| *t != ToolName::Remember);
         }
+        // Every role can end its turn, whatever its `tools` list: one without `finish` would call it
+        // and be refused for ever.
+        if !tools.contains(&ToolName::Finish) {
+            tools.push(ToolName::Finish);
+        }
         Ok(TurnSettings {
             provider: rc.provider.clone(),
             server,
