@@ -166,6 +166,9 @@ pub fn print_daemon(r: &DaemonStatus) {
         );
     }
     if let Some(c) = &r.cluster {
+        if let Some(why) = &c.starting {
+            say!("cluster      starting — {why}");
+        }
         let link = if c.connected { "connected" } else { "not connected" };
         say!("node         {} ({link} to {})", c.node, c.servers.join(", "));
         if let Some(e) = &c.error {

@@ -237,19 +237,90 @@ fn a_queued_task_says_why_no_node_takes_it() {
     assert!(refused.contains("node name \"b\" is taken"), "{refused}");
 }
 
+/// NATS not answering at start (its servers still booting) is waited out for `[cluster]
+/// start_timeout`, `daemon.status` saying why meanwhile and every other method refused saying the
+/// same; past it, `serve` exits with an error naming the URLs.
 #[test]
-fn nats_unreachable_at_start_is_an_error_naming_the_urls() {
+fn nats_unreachable_at_start_is_waited_out_then_an_error_naming_the_urls() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(finishing_model());
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = team_config(&server.base_url(), server.model(), "")
-        + &format!("[cluster]\nnats = [\"nats://127.0.0.1:{port}\"]\nnode = \"a\"\n");
-    let mut d = TestDaemon::prepare(Path::new(BIN), &config);
-    let refused = d.try_serve().unwrap_err();
-    assert!(
-        refused.contains(&format!("nats://127.0.0.1:{port}")) && refused.contains("[cluster]"),
-        "{refused}"
-    );
+        + &format!("[cluster]\nnats = [\"nats://127.0.0.1:{port}\"]\nnode = \"a\"\nstart_timeout = \"4s\"\n");
+    let d = TestDaemon::prepare(Path::new(BIN), &config);
+    let child = d.command(&["serve"]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let starting = loop {
+        let answer = agentd_test_support::daemon::RpcClient::connect(&d.socket())
+            .ok()
+            .and_then(|mut c| c.call("daemon.status", json!({})).ok());
+        if let Some(status) = answer {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no answer on the socket while joining");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let why = starting["cluster"]["starting"].as_str().unwrap_or_default().to_string();
+    assert!(why.contains(&format!("nats://127.0.0.1:{port}")) && why.contains("attempt"), "{starting:#}");
+    assert_eq!(starting["cluster"]["connected"], false);
+    let shown = String::from_utf8(d.cli(&["daemon"]).stdout).unwrap();
+    assert!(shown.contains("cluster      starting — cannot connect to NATS"), "{shown}");
+    let refused = d.client().call("task.list", json!({})).unwrap_err();
+    assert_eq!(refused.code, -32003, "{refused:?}");
+    assert!(refused.message.contains("cluster: starting — "), "{refused:?}");
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains(&format!("nats://127.0.0.1:{port}")) && said.contains("[cluster]"), "{said}");
+    assert!(!d.socket().exists(), "the socket is gone with the daemon");
+}
+
+/// Three daemons started within milliseconds of each other on a fresh three-server cluster (a
+/// reboot, systemd) all come up — they all exited, one with "stream name already in use with a
+/// different configuration (10058)", two with "jetstream request timed out" — and the first task
+/// submitted after goes through at once.
+#[test]
+fn daemons_started_together_on_a_fresh_cluster_all_come_up() {
+    let Some(nats) = NatsCluster::start(3) else {
+        skip_or_fail("daemons_started_together_on_a_fresh_cluster_all_come_up");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(finishing_model());
+    let urls = nats.urls();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(3));
+    let starts: Vec<_> = ["a", "b", "c"]
+        .into_iter()
+        .map(|node| {
+            let mut d =
+                TestDaemon::prepare(Path::new(BIN), &node_config(&server, &urls, node, "replicas = 3"));
+            d.start_within = Duration::from_secs(150);
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                let started = d.try_serve();
+                (d, started)
+            })
+        })
+        .collect();
+    let daemons: Vec<TestDaemon> = starts
+        .into_iter()
+        .map(|s| {
+            let (d, started) = s.join().unwrap();
+            if let Err(e) = started {
+                panic!("a daemon did not come up: {e}");
+            }
+            d
+        })
+        .collect();
+    for d in &daemons {
+        let status = call(d, "daemon.status", json!({}));
+        assert_eq!(status["cluster"]["connected"], true, "{status:#}");
+        assert!(status["cluster"].get("starting").is_none(), "{status:#}");
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let task = daemons[2].submit("The first task of the fleet", ws.path());
+    wait_status(&daemons[0], &task, Duration::from_secs(60), |s| s["state"] == "finished");
 }
 
 /// Follows a task on `d` from its first event to the end its daemon announces (`task.end`), on a
@@ -400,19 +471,13 @@ fn cancel_and_follow_up_reach_a_task_from_any_daemon() {
 }
 
 /// Starts a daemon, trying again while a newly formed NATS cluster elects its JetStream leader.
+/// A daemon on a cluster that may still be forming: `serve` waits for it by itself (it had to be
+/// started again and again until the cluster answered).
 fn start_on_cluster(config: &str) -> TestDaemon {
     let mut d = TestDaemon::prepare(Path::new(BIN), config);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match d.try_serve() {
-            Ok(()) => return d,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("not yet: {}", e.lines().last().unwrap_or_default());
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
+    d.start_within = Duration::from_secs(120);
+    d.serve();
+    d
 }
 
 #[test]
@@ -427,22 +492,9 @@ fn a_fleet_on_three_nats_servers_rides_out_one_down_and_waits_out_two() {
     let a = start_on_cluster(&node_config(&server, &urls, "a", "replicas = 3"));
     let b = start_on_cluster(&node_config(&server, &urls, "b", "replicas = 3"));
     let ws = tempfile::tempdir().unwrap();
-    // The buckets of a cluster formed a moment ago may refuse the first writes (no responders yet):
-    // the refusal is an error the caller sees, and a retry goes through.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let first = loop {
-        match a
-            .client()
-            .call("task.submit", json!({"objective": "Before anything fails", "workspace": ws.path()}))
-        {
-            Ok(r) => break r["task_id"].as_str().unwrap().to_string(),
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("not yet: {}", e.message);
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-    };
+    // The first submit after the cluster forms goes through: the daemons came up once their
+    // streams and buckets answered (it could fail with "no responders", to be tried again).
+    let first = a.submit("Before anything fails", ws.path());
     wait_status(&b, &first, Duration::from_secs(30), |s| s["state"] == "finished");
     let status = call(&a, "daemon.status", json!({}));
     let log = status["cluster"]["streams"]

@@ -110,6 +110,49 @@ impl ClusterError {
         }
     }
 
+    /// No NATS server answered at the URLs (refused, timed out, a name that does not resolve yet) —
+    /// servers still starting, as at a reboot — rather than one that answered and refused the login,
+    /// the TLS or the URL itself.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            ClusterError::Connect { message, .. } => {
+                let m = message.to_ascii_lowercase();
+                !["authoriz", "not a nats server url", "tls", "certificate", "credential", "permission"]
+                    .iter()
+                    .any(|w| m.contains(w))
+            }
+            _ => false,
+        }
+    }
+
+    /// A cluster still forming: not all its servers have met yet ("no suitable peers for placement",
+    /// 10005, with fewer servers known than replicas asked), JetStream not up or without a meta
+    /// leader yet ("temporarily unavailable", 10008). Steady, it would be a configuration that asks
+    /// for more replicas than servers: waited out for the start's limit, then said.
+    pub fn is_forming(&self) -> bool {
+        match self {
+            ClusterError::JetStream { message, .. } => {
+                let m = message.to_ascii_lowercase();
+                ["10005", "no suitable peers", "10008", "temporarily unavailable", "jetstream not enabled"]
+                    .iter()
+                    .any(|w| m.contains(w))
+            }
+            _ => false,
+        }
+    }
+
+    /// Another daemon is making the same stream or bucket at this moment (JetStream's 10058, "stream
+    /// name already in use with a different configuration", while its change lands): reading it again
+    /// finds the one configuration.
+    pub fn is_converging(&self) -> bool {
+        match self {
+            ClusterError::JetStream { message, .. } => {
+                message.contains("10058") || message.to_ascii_lowercase().contains("already in use")
+            }
+            _ => false,
+        }
+    }
+
     /// A JetStream failure while doing `what`.
     pub fn js(what: impl Into<String>, e: impl std::fmt::Display) -> ClusterError {
         ClusterError::JetStream { what: what.into(), message: e.to_string() }

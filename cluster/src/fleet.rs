@@ -24,6 +24,27 @@ pub struct NodeConfig {
     pub node: String,
     /// How long a lease (and a queued job's acknowledgement wait) lasts without renewal.
     pub lease: Duration,
+    /// How long joining may wait for NATS and JetStream to be ready (servers still starting, a
+    /// meta leader or a stream's leader being elected, other daemons making the same streams at
+    /// the same moment) before it gives up: [`Fleet::connect`] tries again until then.
+    pub start_within: Duration,
+}
+
+/// Why joining the fleet is still under way: what the last attempt met, and when the next one is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joining {
+    /// Attempts made so far.
+    pub attempt: u32,
+    /// What the last one met.
+    pub why: String,
+    /// When the next one is made.
+    pub next_in: Duration,
+}
+
+impl std::fmt::Display for Joining {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (attempt {}; again in {} ms)", self.why, self.attempt, self.next_in.as_millis())
+    }
 }
 
 /// One of agentd's streams and its replicas' health.
@@ -56,7 +77,39 @@ impl Fleet {
     /// Connects, makes sure every stream, bucket and the queue exist, and claims the node's name. A
     /// name whose heartbeat is fresh (a daemon that just died, or another one using it) is waited out
     /// for one lease; still fresh then, it is [`ClusterError::NodeTaken`].
-    pub fn connect(config: NodeConfig) -> Result<Fleet, ClusterError> {
+    ///
+    /// Trouble that passes — no server answering yet, JetStream not ready, a leader being elected,
+    /// a cluster still forming, another daemon making the same stream a moment before
+    /// ([`ClusterError::is_unreachable`], [`ClusterError::is_passing`], [`ClusterError::is_forming`],
+    /// [`ClusterError::is_converging`]) — is tried again, backing off from 250 ms to 5 s, until
+    /// [`NodeConfig::start_within`]; `waiting` hears each wait. Anything else (a refused login, a bad
+    /// URL) fails at once.
+    pub fn connect(config: NodeConfig, waiting: impl Fn(&Joining)) -> Result<Fleet, ClusterError> {
+        let started = std::time::Instant::now();
+        let mut attempt = 0u32;
+        let mut backoff = Duration::from_millis(250);
+        loop {
+            attempt += 1;
+            match Fleet::join(config.clone()) {
+                Ok(fleet) => return Ok(fleet),
+                Err(e)
+                    if (e.is_passing() || e.is_converging() || e.is_unreachable() || e.is_forming())
+                        && started.elapsed() + backoff < config.start_within =>
+                {
+                    let joining = Joining { attempt, why: e.to_string(), next_in: backoff };
+                    tracing::info!(node = %config.node, %joining, "joining the fleet: not yet");
+                    waiting(&joining);
+                    // Real time: nothing runs on the daemon's clock before the daemon does.
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt at [`Fleet::connect`].
+    fn join(config: NodeConfig) -> Result<Fleet, ClusterError> {
         let storage = Arc::new(JetStreamStorage::connect(&config.nats)?);
         let (js, replicas, lease) = (storage.jetstream().clone(), config.nats.replicas, config.lease);
         let (leases, queue, nodes) = storage.block_on(async move {

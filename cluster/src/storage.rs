@@ -484,27 +484,46 @@ async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {
 
 /// The key-value bucket `name` (made when missing, keeping one value a key, on `replicas`), read
 /// from its leader, once it answers.
+///
+/// Its stream is made as a bucket's (the configuration `async-nats` gives one) but read from its
+/// leader from the start: several daemons making it at the same moment ask for the one same
+/// configuration, which JetStream takes as one stream — a bucket made with direct gets and turned
+/// to leader reads after was "already in use with a different configuration" to the daemon making
+/// it a moment later.
 pub(crate) async fn open_bucket(
     js: &Context,
     name: &str,
     replicas: usize,
 ) -> Result<kv::Store, ClusterError> {
-    if js.get_key_value(name).await.is_err() {
-        js.create_key_value(kv::Config {
-            bucket: name.to_string(),
-            history: 1,
-            num_replicas: replicas.max(1),
-            ..Default::default()
-        })
+    js.get_or_create_stream(bucket_stream(name, replicas))
         .await
         .map_err(|e| ClusterError::js(format!("creating bucket {name}"), e))?;
-    }
+    // A bucket an earlier agentd made, with direct gets: turned to leader reads.
     read_from_leader(js, name).await?;
     // Opened after the change: the handle reads the way its stream's configuration says.
     let store =
         js.get_key_value(name).await.map_err(|e| ClusterError::js(format!("opening bucket {name}"), e))?;
     ready(&store).await?;
     Ok(store)
+}
+
+/// The stream of key-value bucket `name`: a bucket's configuration as `async-nats` makes one (one
+/// value a key, rollups, no deletes of messages, new writes refused when full), without direct
+/// gets.
+fn bucket_stream(name: &str, replicas: usize) -> stream::Config {
+    stream::Config {
+        name: format!("KV_{name}"),
+        description: Some(String::new()),
+        subjects: vec![format!("$KV.{name}.>")],
+        max_messages_per_subject: 1,
+        allow_rollup: true,
+        deny_delete: true,
+        deny_purge: false,
+        allow_direct: false,
+        num_replicas: replicas.max(1),
+        discard: stream::DiscardPolicy::New,
+        ..Default::default()
+    }
 }
 
 /// Turns off direct gets on bucket `name`'s stream, which a key-value bucket is made with: any replica

@@ -215,8 +215,17 @@ pub fn serve(
     let backing = match &config.cluster {
         None => Backing::Sled(Store::open(&home.db())?),
         Some(cluster) => {
-            let fleet = crate::fleet::connect(cluster, |var| std::env::var(var).ok())
-                .map_err(|source| DaemonError::Cluster { config: config_path.clone(), source })?;
+            // Joining may wait for NATS and JetStream (servers starting with this one): the socket
+            // says why meanwhile, and is handed to the daemon's own server once joined.
+            let starting = crate::starting::Starting::serve(&home.socket(), config.clone())
+                .map_err(|source| DaemonError::Socket { path: home.socket(), source })?;
+            let fleet = crate::fleet::connect(
+                cluster,
+                |var| std::env::var(var).ok(),
+                |joining| starting.set(joining.to_string()),
+            )
+            .map_err(|source| DaemonError::Cluster { config: config_path.clone(), source })?;
+            starting.stop();
             tracing::info!(node = %cluster.node, nats = %cluster.nats.join(","), "joined the fleet");
             Backing::Fleet(Arc::new(fleet))
         }

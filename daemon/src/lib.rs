@@ -28,6 +28,7 @@ pub mod schedule;
 pub mod scheduler;
 pub mod shared;
 pub mod socket;
+pub mod starting;
 pub mod storage;
 pub mod supervisor;
 #[cfg(test)]

@@ -40,7 +40,7 @@ pub async fn serve(listener: UnixListener, methods: Arc<Methods>, stop: Cancella
     }
 }
 
-fn same_uid(stream: &UnixStream) -> bool {
+pub(crate) fn same_uid(stream: &UnixStream) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     matches!(stream.peer_cred(), Ok(cred) if cred.uid() == me)

@@ -9,6 +9,8 @@
 //! workspaces = ["/srv/work"]        # workspace roots it reaches (default ["/"]: any it can open)
 //! replicas = 3                      # JetStream replicas of agentd's data (default 1)
 //! lease = "15s"                     # a running task's lease (default 15s, from 3s to 10min)
+//! start_timeout = "5m"              # how long `serve` waits for NATS and JetStream to be ready
+//!                                   # (default 5min, from 1s to 1h); meanwhile `daemon.status` says why
 //! credentials = "/etc/agentd/nats.creds"   # or token_env, or user + password_env
 //! tls_ca = "/etc/agentd/ca.pem"     # and tls_cert + tls_key, tls_required
 //! ```
@@ -34,6 +36,8 @@ pub struct ClusterConfig {
     pub replicas: usize,
     /// How long a running task's lease lasts without renewal.
     pub lease: Duration,
+    /// How long `serve` waits for NATS and JetStream to be ready before it gives up.
+    pub start_timeout: Duration,
     /// A `.creds` file to log in with.
     pub credentials: Option<PathBuf>,
     /// The environment variable holding a token to log in with.
@@ -140,6 +144,20 @@ pub(super) fn cluster(
             d
         }
     };
+    let start_timeout = match raw.start_timeout {
+        None => Duration::from_secs(300),
+        Some(text) => {
+            let d = humantime::parse_duration(&text)
+                .map_err(|e| invalid("cluster.start_timeout".into(), format!("{e}: {text:?}")))?;
+            if !(Duration::from_secs(1)..=Duration::from_secs(3_600)).contains(&d) {
+                return Err(invalid(
+                    "cluster.start_timeout".into(),
+                    format!("must be from 1s to 1h, got {text:?}"),
+                ));
+            }
+            d
+        }
+    };
     if raw.user.is_some() != raw.password_env.is_some() {
         return Err(invalid("cluster.password_env".into(), "`user` and `password_env` go together".into()));
     }
@@ -160,6 +178,7 @@ pub(super) fn cluster(
         workspaces,
         replicas,
         lease,
+        start_timeout,
         credentials: raw.credentials,
         token_env: raw.token_env,
         user: raw.user,
@@ -191,6 +210,7 @@ mod tests {
         assert_eq!(c.nats, ["nats://127.0.0.1:4222"]);
         assert_eq!(c.node, "build-1");
         assert_eq!((c.max_tasks, c.replicas, c.lease), (8, 1, Duration::from_secs(15)));
+        assert_eq!(c.start_timeout, Duration::from_secs(300));
         assert_eq!(c.workspaces, [std::path::PathBuf::from("/")]);
         let c = with("nats = [\"nats://a:1\", \"tls://b:2\"]\nnode = \"n\"\nmax_tasks = 2\nworkspaces = [\"/srv/w\"]\nreplicas = 3\nlease = \"30s\"")
             .unwrap()

@@ -71,6 +71,7 @@ pub(super) struct RawCluster {
     pub(super) workspaces: Option<Vec<PathBuf>>,
     pub(super) replicas: Option<u64>,
     pub(super) lease: Option<String>,
+    pub(super) start_timeout: Option<String>,
     pub(super) credentials: Option<PathBuf>,
     pub(super) token_env: Option<String>,
     pub(super) user: Option<String>,

@@ -10,7 +10,7 @@
 
 use crate::config::ClusterConfig;
 use crate::storage::DaemonStorage;
-use agentd_cluster::fleet::{Fleet, NodeConfig};
+use agentd_cluster::fleet::{Fleet, Joining, NodeConfig};
 use agentd_cluster::nodes::Beat;
 use agentd_cluster::storage::{NatsAuth, NatsConfig};
 use agentd_cluster::{ClusterError, JetStreamStorage};
@@ -27,7 +27,13 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 /// Connects this node to the fleet `config` describes; `env` reads the token and password variables.
-pub fn connect(config: &ClusterConfig, env: impl Fn(&str) -> Option<String>) -> Result<Fleet, ClusterError> {
+/// NATS and JetStream not ready yet is waited out for `[cluster] start_timeout`, each wait told to
+/// `waiting`.
+pub fn connect(
+    config: &ClusterConfig,
+    env: impl Fn(&str) -> Option<String>,
+    waiting: impl Fn(&Joining),
+) -> Result<Fleet, ClusterError> {
     let secret = |name: &Option<String>| name.as_deref().and_then(&env);
     let auth = NatsAuth {
         credentials: config.credentials.clone(),
@@ -37,16 +43,20 @@ pub fn connect(config: &ClusterConfig, env: impl Fn(&str) -> Option<String>) -> 
         tls_client: config.tls_client.clone(),
         tls_required: config.tls_required,
     };
-    Fleet::connect(NodeConfig {
-        nats: NatsConfig {
-            urls: config.nats.clone(),
-            replicas: config.replicas,
-            auth,
-            name: Some(format!("agentd {}", config.node)),
+    Fleet::connect(
+        NodeConfig {
+            nats: NatsConfig {
+                urls: config.nats.clone(),
+                replicas: config.replicas,
+                auth,
+                name: Some(format!("agentd {}", config.node)),
+            },
+            node: config.node.clone(),
+            lease: config.lease,
+            start_within: config.start_timeout,
         },
-        node: config.node.clone(),
-        lease: config.lease,
-    })
+        waiting,
+    )
 }
 
 /// Whether this node reaches `workspace`: it lies under one of the configured roots and is a
@@ -182,6 +192,7 @@ pub async fn status(fleet: &Fleet) -> ClusterStatus {
         nodes,
         streams,
         error,
+        starting: None,
     }
 }
 

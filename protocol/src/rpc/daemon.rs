@@ -175,6 +175,11 @@ pub struct ClusterStatus {
     /// leases fail meanwhile, and running tasks stop until they can be resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The daemon is still joining the fleet (`serve` waits for NATS and JetStream, up to `[cluster]
+    /// start_timeout`): why not yet — what the last attempt met, and when the next one is. Every
+    /// method but `daemon.status` is refused meanwhile (-32003, saying so). Absent once joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting: Option<String>,
 }
 
 /// A live node of the fleet, from its heartbeat.

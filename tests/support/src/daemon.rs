@@ -38,6 +38,8 @@ pub struct TestDaemon {
     child: Option<Child>,
     env: Vec<(String, String)>,
     serve_args: Vec<String>,
+    /// How long [`TestDaemon::try_serve`] waits for the daemon to be ready (30 s unless set).
+    pub start_within: Duration,
 }
 
 impl TestDaemon {
@@ -50,7 +52,14 @@ impl TestDaemon {
 
     /// A daemon of `bin` for a home made by the caller, not started yet.
     pub fn in_home(bin: &Path, home: tempfile::TempDir) -> TestDaemon {
-        TestDaemon { bin: bin.to_path_buf(), home, child: None, env: Vec::new(), serve_args: Vec::new() }
+        TestDaemon {
+            bin: bin.to_path_buf(),
+            home,
+            child: None,
+            env: Vec::new(),
+            serve_args: Vec::new(),
+            start_within: Duration::from_secs(30),
+        }
     }
 
     /// Prepares a home and starts `agentd serve` in it, waiting until the socket answers.
@@ -115,10 +124,12 @@ impl TestDaemon {
             .spawn()
             .map_err(|e| format!("cannot start {} serve: {e}", self.bin.display()))?;
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // A node of a fleet answers `daemon.status` while it joins (`cluster.starting`): ready once
+        // it has joined.
+        let deadline = Instant::now() + self.start_within;
         loop {
             if let Ok(mut c) = RpcClient::connect(&self.socket()) {
-                if c.call("daemon.status", json!({})).is_ok() {
+                if c.call("daemon.status", json!({})).is_ok_and(|s| s["cluster"]["starting"].is_null()) {
                     return Ok(());
                 }
             }
@@ -131,8 +142,9 @@ impl TestDaemon {
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "agentd serve did not answer on {} within 30s; its log:\n{}",
+                    "agentd serve did not answer on {} within {:?}; its log:\n{}",
                     self.socket().display(),
+                    self.start_within,
                     self.serve_log()
                 ));
             }
