@@ -258,6 +258,9 @@ pub fn print_status(s: &TaskStatus) {
     if let Some(why) = &s.queued_because {
         say!("queued     {why}");
     }
+    if let Some(why) = &s.waiting_because {
+        say!("waiting    {why}");
+    }
     for (role, r) in &s.roles {
         say!(
             "{:<10} {}{} of {} tokens ({}); counted by {}",

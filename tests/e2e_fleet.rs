@@ -532,10 +532,17 @@ fn a_fleet_on_three_nats_servers_rides_out_one_down_and_waits_out_two() {
     // quorum is back — nothing lost, nothing twice.
     let third = a.submit("Sleep, then finish", ws.path());
     wait_for_command(&a, &third);
+    let holder = call(&a, "task.status", json!({"task_id": third}))["node"].as_str().unwrap().to_string();
+    let holder = if holder == "a" { &a } else { &b };
     nats.stop_server(1);
     std::thread::sleep(Duration::from_secs(6));
     let status = call(&a, "daemon.status", json!({}));
     assert!(status["cluster"]["error"].is_string(), "the fleet's trouble is visible: {status}");
+    // The node that held the task stopped it, and says it waits, and why (it read `running`).
+    let waiting = call(holder, "task.status", json!({"task_id": third}));
+    assert_eq!(waiting["state"], "waiting", "{waiting:#}");
+    let why = waiting["waiting_because"].as_str().unwrap_or_default();
+    assert!(why.contains("lease could not be renewed") && why.contains("goes on when"), "{waiting:#}");
     nats.start_server(0);
     nats.start_server(1);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -555,6 +562,12 @@ fn a_fleet_on_three_nats_servers_rides_out_one_down_and_waits_out_two() {
     assert_eq!(kinds.iter().filter(|k| *k == "task_finished").count(), 1, "{kinds:?}");
     assert_eq!(kinds.iter().filter(|k| *k == "task_started").count(), 1, "{kinds:?}");
     assert_eq!(contiguous_events(&a, &third), events, "one history");
+    // Once the fleet could be written again, the node that took the task said why it was taken over.
+    let resumed: Vec<&Value> = events.iter().filter(|e| e["kind"] == "task_resumed").collect();
+    assert!(
+        resumed.iter().any(|e| e["after"].as_str().is_some_and(|w| w.starts_with("taken over"))),
+        "{resumed:#?}"
+    );
 }
 
 #[test]

@@ -163,8 +163,9 @@ pub fn event_line(e: &Event) -> String {
         K::TaskFailed { error } => format!("task failed: {error}"),
         K::TaskCancelled {} => "task cancelled".to_string(),
         K::TaskInterrupted {} => "task interrupted (resumable)".to_string(),
-        K::TaskResumed { node: None } => "task resumed".to_string(),
-        K::TaskResumed { node: Some(node) } => format!("task resumed on node {node}"),
+        K::TaskResumed { node: None, .. } => "task resumed".to_string(),
+        K::TaskResumed { node: Some(node), after: None } => format!("task resumed on node {node}"),
+        K::TaskResumed { node: Some(node), after: Some(why) } => format!("task resumed on node {node}: {why}"),
         K::TaskMessage { text } => format!("follow-up: {}", one_line(text, 100)),
         K::ThinkingCleared { blocks_removed, tokens_freed, idle_ms } => format!(
             "cleared {blocks_removed} old thinking blocks ({tokens_freed} tokens) after {} s idle",

@@ -72,9 +72,9 @@ fn two_writers_of_one_log_never_append_at_the_same_place() {
     assert!(matches!(cause, Some(ClusterError::Conflict { .. })), "{refused}");
     // … and its next append reads the head again and lands after `b`'s.
     assert_eq!(a.append("t", &record("a3")).unwrap(), 3);
-    let event = b.emit("t", &Role::Lead, EventKind::TaskResumed { node: None }).unwrap_err();
+    let event = b.emit("t", &Role::Lead, EventKind::TaskResumed { node: None, after: None }).unwrap_err();
     assert!(event.to_string().contains("moved on"), "b's view is stale too: {event}");
-    assert_eq!(b.emit("t", &Role::Lead, EventKind::TaskResumed { node: None }).unwrap().seq, 1);
+    assert_eq!(b.emit("t", &Role::Lead, EventKind::TaskResumed { node: None, after: None }).unwrap().seq, 1);
     let numbers: Vec<u64> = a.records("t", 0, 100).unwrap().into_iter().map(|(n, _)| n).collect();
     assert_eq!(numbers, [1, 2, 3, 4], "one order, no gap, no duplicate");
     let texts: Vec<String> = a
@@ -122,7 +122,7 @@ fn a_lapsed_lease_changes_hands_and_fences_its_old_holder_out_of_the_log() {
     let second = take("node-b").unwrap();
     assert_eq!(second.epoch, 2);
     b.fence("t", second.epoch);
-    assert_eq!(b.emit("t", &Role::Lead, EventKind::TaskResumed { node: None }).unwrap().seq, 1);
+    assert_eq!(b.emit("t", &Role::Lead, EventKind::TaskResumed { node: None, after: None }).unwrap().seq, 1);
     // node-a's renewal says it lost the lease; its appends are refused, even after reading again.
     let lost = {
         let leases = leases.clone();

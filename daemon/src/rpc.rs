@@ -328,7 +328,14 @@ impl Methods {
                 Ok(TaskSummary {
                     spent,
                     budget: engine.team().budgets.for_task(t.budget).any(),
-                    state: end.as_ref().map_or(t.state, |e| e.state),
+                    state: match (&end, self.shared.stalls.get(&t.task_id)) {
+                        (Some(e), _) => e.state,
+                        // Stopped here while the fleet could not be written: waiting, not running.
+                        (None, Some(s)) if t.state == TaskState::Running && t.node == s.meta.node => {
+                            TaskState::Waiting
+                        }
+                        (None, _) => t.state,
+                    },
                     recorded: end.is_none(),
                     error: end.map(|e| e.shown_error()),
                     task_id: t.task_id,
@@ -341,7 +348,15 @@ impl Methods {
     }
 
     async fn status(&self, task_id: &str) -> Answer<TaskStatus> {
-        let meta = self.task(task_id)?;
+        // A task this node stopped while the fleet could not be written waits: its record (which
+        // still says `running`, and may not even be readable now) is read through the stall.
+        let stall = self.shared.stalls.get(task_id);
+        let meta = match (self.task(task_id), &stall) {
+            (Ok(meta), _) => meta,
+            (Err(_), Some(stall)) => stall.meta.clone(),
+            (Err(e), None) => return Err(e),
+        };
+        let stall = stall.filter(|s| meta.state == TaskState::Running && meta.node == s.meta.node);
         let mut roles = BTreeMap::new();
         for role in self.shared.config.team.roles() {
             let gauge = self
@@ -371,8 +386,13 @@ impl Methods {
             },
             _ => None,
         };
-        let (spent, spent_by_role) = self.spent(task_id)?;
+        let (spent, spent_by_role) = match (self.spent(task_id), &stall) {
+            (Ok(spent), _) => spent,
+            (Err(_), Some(_)) => Default::default(),
+            (Err(e), None) => return Err(e),
+        };
         let mut status = TaskStatus {
+            waiting_because: stall.as_ref().map(crate::fleet::Stall::waiting_because),
             budget: self.shared.engine.team().budgets.for_task(meta.budget).any(),
             resume_at: meta.resume_at,
             spent,
@@ -381,7 +401,7 @@ impl Methods {
             node: meta.node,
             queued_because,
             task_id: meta.task_id,
-            state: meta.state,
+            state: if stall.is_some() { TaskState::Waiting } else { meta.state },
             objective: meta.objective,
             workspace: meta.workspace,
             created_at: meta.created_at,

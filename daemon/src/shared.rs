@@ -48,6 +48,9 @@ pub struct Shared {
     pub ends: Arc<Ends>,
     /// How the configured MCP servers fare: their last starts, the servers down in each task.
     pub mcp: Arc<crate::mcp::McpHealth>,
+    /// In a fleet: the tasks this node stopped because the fleet could not be written (no quorum),
+    /// `waiting` until a node takes them again.
+    pub stalls: Arc<crate::fleet::Stalls>,
 }
 
 impl Shared {
@@ -84,7 +87,18 @@ impl Shared {
         let engine = Engine::new(storage.clone(), config.team.clone(), models, redactor);
         let engine = Arc::new(engine.with_calendar(Arc::new(config.tz)));
         let scheduler = Scheduler::new(config.jobs.clone(), storage.clone(), home.clone()).start();
-        Shared { home, storage, live, fleet, config, engine, scheduler, ends, mcp: Default::default() }
+        Shared {
+            home,
+            storage,
+            live,
+            fleet,
+            config,
+            engine,
+            scheduler,
+            ends,
+            mcp: Default::default(),
+            stalls: Default::default(),
+        }
     }
 
     /// The tool servers of task `task_id` in `workspace`: the configured MCP servers, none started yet.

@@ -43,7 +43,7 @@ pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path
 
     // The log: numbered from 1, events are records too, numbering without gaps.
     assert_eq!(storage.append(t, &message("one")).unwrap(), 1, "the first record is number 1");
-    let event = storage.emit(t, &Role::Coder, EventKind::TaskResumed { node: None }).unwrap();
+    let event = storage.emit(t, &Role::Coder, EventKind::TaskResumed { node: None, after: None }).unwrap();
     assert_eq!(event.seq, 1, "the first event is number 1");
     assert_eq!((event.task_id.as_str(), &event.role), (t, &Role::Coder));
     assert_eq!(storage.append(t, &message("two")).unwrap(), 3, "an event is a record of the log too");

@@ -286,12 +286,15 @@ mod tests {
     #[test]
     fn a_storage_that_refuses_writes_refuses_them_all_and_still_reads() {
         let storage = MemoryStorage::new();
-        storage.emit("t", &Role::Lead, EventKind::TaskResumed { node: None }).unwrap();
+        storage.emit("t", &Role::Lead, EventKind::TaskResumed { node: None, after: None }).unwrap();
         storage.fail_writes(true);
-        assert!(storage.emit("t", &Role::Lead, EventKind::TaskResumed { node: None }).is_err());
+        assert!(storage.emit("t", &Role::Lead, EventKind::TaskResumed { node: None, after: None }).is_err());
         assert!(storage.set_window("s", "m", Window::assumed()).is_err());
         assert_eq!(storage.last_event_seq("t").unwrap(), 1);
         storage.fail_writes(false);
-        assert_eq!(storage.emit("t", &Role::Lead, EventKind::TaskResumed { node: None }).unwrap().seq, 2);
+        assert_eq!(
+            storage.emit("t", &Role::Lead, EventKind::TaskResumed { node: None, after: None }).unwrap().seq,
+            2
+        );
     }
 }

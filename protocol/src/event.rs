@@ -405,6 +405,10 @@ pub enum EventKind {
         /// In a fleet: the node that resumed it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         node: Option<String>,
+        /// In a fleet, a task taken over from a node that did not end it: why (that node died, lost
+        /// NATS, or stopped it while the fleet could not be written — then since when, and why).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<String>,
     },
     /// A follow-up request for a task that had stopped: the lead takes it as a new user message.
     TaskMessage as "task_message" {
@@ -613,7 +617,7 @@ mod tests {
             EventKind::TaskFailed { error: "e".into() },
             EventKind::TaskCancelled {},
             EventKind::TaskInterrupted {},
-            EventKind::TaskResumed { node: None },
+            EventKind::TaskResumed { node: None, after: Some("taken over from node a".into()) },
             EventKind::TaskMessage { text: "t".into() },
         ]
     }

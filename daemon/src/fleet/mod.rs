@@ -59,6 +59,56 @@ pub fn connect(
     )
 }
 
+/// The tasks this node stopped because the fleet could not be written — its lease could not be
+/// renewed, JetStream without a quorum — each `waiting` (in `task.status` and `task.list` on this
+/// node, whose record still says `running`: it cannot be changed meanwhile) until a node takes it
+/// again, which says why in its `task_resumed`.
+#[derive(Default)]
+pub struct Stalls {
+    stalled: parking_lot::Mutex<std::collections::HashMap<String, Stall>>,
+}
+
+/// A task stopped for the fleet's trouble: the task as last read, why and since when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stall {
+    /// The task as this node last read it (its record may be unreadable meanwhile).
+    pub meta: TaskMeta,
+    /// Why it stopped.
+    pub why: String,
+    /// Since when, RFC 3339.
+    pub since: String,
+}
+
+impl Stall {
+    /// What `task.status` says while the task waits: why, and what happens next.
+    pub fn waiting_because(&self) -> String {
+        format!(
+            "stopped on node {} at {}: {}; it goes on when the fleet can be written again (a node takes it over)",
+            self.meta.node.as_deref().unwrap_or("?"),
+            self.since,
+            self.why
+        )
+    }
+}
+
+impl Stalls {
+    /// `meta`'s task stopped here, for `why`.
+    pub fn stall(&self, meta: TaskMeta, why: &str) {
+        let stall = Stall { why: why.to_string(), since: agentd_engine::clock::now_rfc3339(), meta };
+        self.stalled.lock().insert(stall.meta.task_id.clone(), stall);
+    }
+
+    /// `task_id`'s stall, if it is stalled here.
+    pub fn get(&self, task_id: &str) -> Option<Stall> {
+        self.stalled.lock().get(task_id).cloned()
+    }
+
+    /// `task_id` is no longer stalled here (taken again, here or by another node); its stall, if any.
+    pub fn clear(&self, task_id: &str) -> Option<Stall> {
+        self.stalled.lock().remove(task_id)
+    }
+}
+
 /// Whether this node reaches `workspace`: it lies under one of the configured roots and is a
 /// directory here.
 pub fn reaches(config: &ClusterConfig, workspace: &str) -> bool {

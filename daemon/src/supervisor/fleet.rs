@@ -116,7 +116,9 @@ impl Handler<Adopt> for Supervisor {
                 let Some(running) = self.running.get_mut(&task_id) else { return };
                 running.held = Some(held.clone());
                 let (cancel, done) = (running.cancel.clone(), running.done.clone());
-                ctx.spawn(keep(fleet, task_id, held, cancel, done).into_actor(self));
+                // Stopped for the fleet's trouble, the task waits here, as last read, until taken again.
+                let stalled = (self.shared.stalls.clone(), msg.meta.clone());
+                ctx.spawn(keep(fleet, task_id, held, cancel, done, stalled).into_actor(self));
             }
             Err(
                 e @ (SupervisorError::Storage(_)
@@ -172,10 +174,22 @@ impl Supervisor {
             t.error = None;
             t.updated_at = now_rfc3339();
         })?;
+        // Taken again: not stalled here any more. A task whose holder did not end it was taken over;
+        // why is said with its resume, the first event written once the fleet can be written again.
+        let stall = self.shared.stalls.clear(task_id);
+        let after = match (&stall, meta.state, meta.node.as_deref()) {
+            (Some(stall), _, _) => Some(format!("taken over after {}", stall.waiting_because())),
+            (None, TaskState::Running, Some(other)) => Some(format!(
+                "taken over from node {other}, which stopped holding it (its lease lapsed: the node died, \
+                 lost NATS, or the fleet could not be written)"
+            )),
+            _ => None,
+        };
         match &start {
             Start::Resume => {
                 close_unfinished_calls(storage.as_ref(), task_id, true)?;
-                storage.emit(task_id, &Role::Lead, EventKind::TaskResumed { node: Some(node.clone()) })?;
+                let resumed = EventKind::TaskResumed { node: Some(node.clone()), after };
+                storage.emit(task_id, &Role::Lead, resumed)?;
             }
             Start::Followup { text } => {
                 storage.emit(task_id, &Role::Lead, EventKind::TaskMessage { text: text.clone() })?;
@@ -388,6 +402,7 @@ async fn keep(
     held: Arc<Held>,
     cancel: CancellationToken,
     mut done: watch::Receiver<Option<TaskState>>,
+    (stalls, meta): (Arc<crate::fleet::Stalls>, TaskMeta),
 ) {
     let (period, clock) = (fleet.lease() / 3, clock());
     loop {
@@ -414,12 +429,10 @@ async fn keep(
                 };
                 // Stop with a third of the lease left: the next renewal would come too late.
                 if now_ms() + period.as_millis() as u64 >= lease.until_ms {
-                    return lose(
-                        &fleet,
-                        &task_id,
-                        &cancel,
-                        &format!("its lease could not be renewed ({why})"),
-                    );
+                    let why = format!("its lease could not be renewed ({why})");
+                    let node = fleet.node().to_string();
+                    stalls.stall(TaskMeta { node: Some(node), state: TaskState::Running, ..meta }, &why);
+                    return lose(&fleet, &task_id, &cancel, &why);
                 }
                 tracing::warn!(task = %task_id, error = %why, "could not renew the task's lease; trying again");
             }

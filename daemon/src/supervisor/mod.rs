@@ -621,7 +621,11 @@ impl Supervisor {
             t.error = None;
             t.updated_at = now_rfc3339();
         })?;
-        self.shared.storage.emit(&msg.task_id, &Role::Lead, EventKind::TaskResumed { node: None })?;
+        self.shared.storage.emit(
+            &msg.task_id,
+            &Role::Lead,
+            EventKind::TaskResumed { node: None, after: None },
+        )?;
         self.start_task(msg.task_id, workspace, Start::Resume)?;
         Ok(TaskState::Running)
     }

@@ -213,6 +213,12 @@ pub struct TaskStatus {
     /// /srv/w`, `every node that reaches /srv/w is full`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_because: Option<String>,
+    /// In a fleet, a task `waiting` because the node running it stopped it when the fleet could not
+    /// be written (its lease could not be renewed: JetStream without a quorum): on which node, since
+    /// when, why — until a node takes it again (`task_resumed` says so). Its record still says
+    /// `running` meanwhile (it cannot be changed), so only that node knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_because: Option<String>,
     /// The task's MCP servers that are down now (failed to start or stopped, not started again since),
     /// as the node running it knows them; their tools are left out or answer that they are down.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
