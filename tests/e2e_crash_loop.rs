@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use agentd_test_support::daemon::{team_config, RpcClient, TestDaemon};
+use agentd_test_support::seeded::Rng;
 use agentd_test_support::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -70,19 +71,6 @@ fn record(socket: &Path, task: &str, into: Arc<Mutex<Vec<Value>>>) -> std::threa
             }
         }
     })
-}
-
-/// A small deterministic generator (splitmix64): the kill moments, reproducible from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

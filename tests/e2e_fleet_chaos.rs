@@ -18,6 +18,7 @@
 
 use agentd_test_support::daemon::{RpcClient, TestDaemon};
 use agentd_test_support::nats::{skip_or_fail, NatsCluster};
+use agentd_test_support::seeded::Rng;
 use agentd_test_support::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -27,28 +28,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentd");
-/// The coder's steps before it finishes: a command (`start N`, a sleep, `end N`) every other step.
-const STEPS: usize = 6;
+/// The coder's steps before it finishes (`CHAOS_STEPS`, default 8): a command (`start N`, a sleep,
+/// `end N`) every other step, a read between them.
+fn steps() -> usize {
+    env_or("CHAOS_STEPS", 8) as usize
+}
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// A small deterministic generator (splitmix64): the chaos, reproducible from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n.max(1)
-    }
-}
-
 /// The script as a function of the request, so that a task taken over continues where its log is.
-fn responder(body: &Value) -> Step {
+fn responder(body: &Value, steps: usize) -> Step {
     if is_summary_request(body) {
         return sse(vec![text("Summary: the coder is working through its steps.")]);
     }
@@ -61,7 +52,7 @@ fn responder(body: &Value) -> Step {
         };
     }
     // The coder's step is the number of results it holds (an interrupted call counts as one).
-    if results >= STEPS {
+    if results >= steps {
         return sse(vec![finish("steps done")]);
     }
     if results % 2 == 0 {
@@ -155,22 +146,26 @@ fn a_fleet_under_kill_9_and_nats_restarts_runs_every_task_exactly_once() {
         return;
     };
     eprintln!(
-        "fleet chaos: {daemons_n} daemons, {tasks_n} tasks, {kills} kills, {restarts} NATS restarts, seed {seed} \
-         (rerun: CHAOS_SEED={seed})"
+        "fleet chaos: {daemons_n} daemons, {tasks_n} tasks of {} steps, {kills} kills, {restarts} NATS restarts, \
+         seed {seed} (rerun: CHAOS_SEED={seed})",
+        steps()
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let model = rt.block_on(ScriptedServer::builder().responder(responder).start());
+    let steps = steps();
+    let model = rt.block_on(ScriptedServer::builder().responder(move |b| responder(b, steps)).start());
     let urls = nats.urls();
-    let mut daemons: Vec<TestDaemon> = (0..daemons_n)
+    // Each daemon behind a lock of its own: a killed one is started again on a thread of its own
+    // (it waits for its old heartbeat to lapse), while the chaos goes on.
+    let daemons: Vec<Arc<Mutex<TestDaemon>>> = (0..daemons_n)
         .map(|i| {
             let mut d = TestDaemon::prepare(Path::new(BIN), &node_config(&model, &urls, &format!("n{i}")));
             d.start_within = Duration::from_secs(180);
-            d
+            d.serve();
+            Arc::new(Mutex::new(d))
         })
         .collect();
-    for d in &mut daemons {
-        d.serve();
-    }
+    let on = |i: usize| daemons[i].lock().unwrap();
+    let down: Vec<Arc<AtomicBool>> = (0..daemons_n).map(|_| Arc::new(AtomicBool::new(false))).collect();
     let started = Instant::now();
     let root = tempfile::tempdir().unwrap();
     let workspaces: Vec<PathBuf> = (0..tasks_n)
@@ -184,28 +179,52 @@ fn a_fleet_under_kill_9_and_nats_restarts_runs_every_task_exactly_once() {
     let tasks: Vec<String> = workspaces
         .iter()
         .enumerate()
-        .map(|(i, ws)| daemons[i % daemons_n].submit(&format!("Chaos task {i}"), ws))
+        .map(|(i, ws)| on(i % daemons_n).submit(&format!("Chaos task {i}"), ws))
         .collect();
-    let sockets: Vec<PathBuf> = daemons.iter().map(|d| d.socket()).collect();
+    let sockets: Vec<PathBuf> = (0..daemons_n).map(|i| on(i).socket()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let watchers: Vec<_> = tasks.iter().map(|t| watch(sockets.clone(), t.clone(), stop.clone())).collect();
 
-    // The chaos: kills and restarts at moments drawn from the seed, over the first stretch of the run.
+    // The chaos: kills and restarts at moments drawn from the seed, over the stretch the tasks are
+    // expected to take (waves of four a daemon, a fifth of a second a step).
     let mut rng = Rng(seed);
-    let span = 2_000 + 400 * tasks_n as u64 / daemons_n as u64;
+    let waves = (tasks_n as u64).div_ceil(4 * daemons_n as u64);
+    let span = 500 + waves * steps as u64 * 200;
     let mut moments: Vec<(u64, bool)> = (0..kills).map(|_| (500 + rng.below(span), true)).collect();
     moments.extend((0..restarts).map(|_| (500 + rng.below(span), false)));
     moments.sort();
     let chaos_started = Instant::now();
-    let (mut killed, mut restarted) = (0, 0);
+    let (mut killed, mut restarted, mut cut_short) = (0, 0, 0);
+    let mut restarting: Vec<std::thread::JoinHandle<()>> = Vec::new();
     for (at, kill) in moments {
         let wait = Duration::from_millis(at).saturating_sub(chaos_started.elapsed());
         std::thread::sleep(wait);
         if kill {
-            let i = rng.below(daemons_n as u64) as usize;
-            daemons[i].kill9();
-            std::thread::sleep(Duration::from_millis(rng.below(800)));
-            daemons[i].serve();
+            // A daemon that is up (not one still starting again).
+            let up: Vec<usize> = (0..daemons_n).filter(|k| !down[*k].load(Ordering::SeqCst)).collect();
+            if up.is_empty() {
+                continue;
+            }
+            let i = up[rng.below(up.len() as u64) as usize];
+            down[i].store(true, Ordering::SeqCst);
+            let running = {
+                let mut d = on(i);
+                // How many tasks the kill cuts short (as the daemon last said).
+                let running = d.client().call("daemon.status", json!({})).map(|s| s["tasks_running"].clone());
+                d.kill9();
+                running.ok().and_then(|r| r.as_u64()).unwrap_or(0)
+            };
+            eprintln!(
+                "fleet chaos: {:.1} s: kill -9 n{i}, running {running} tasks",
+                chaos_started.elapsed().as_secs_f64()
+            );
+            cut_short += running;
+            let (d, flag, off) = (daemons[i].clone(), down[i].clone(), Duration::from_millis(rng.below(800)));
+            restarting.push(std::thread::spawn(move || {
+                std::thread::sleep(off);
+                d.lock().unwrap().serve();
+                flag.store(false, Ordering::SeqCst);
+            }));
             killed += 1;
         } else {
             let s = rng.below(3) as usize;
@@ -215,16 +234,19 @@ fn a_fleet_under_kill_9_and_nats_restarts_runs_every_task_exactly_once() {
             restarted += 1;
         }
     }
+    for r in restarting {
+        r.join().unwrap();
+    }
 
     // Every task ends, finished.
     let deadline = Instant::now() + Duration::from_secs(120 + 6 * tasks_n as u64);
     for (i, task) in tasks.iter().enumerate() {
         loop {
-            let d = &daemons[i % daemons_n];
-            let state = d.client().call("task.status", json!({"task_id": task})).map(|s| s["state"].clone());
-            if let Ok(state) = &state {
-                assert_ne!(state, "failed", "task {task}: {}", d.serve_log());
-                if state == "finished" {
+            let status = on(i % daemons_n).client().call("task.status", json!({"task_id": task}));
+            let state = status.as_ref().map(|s| s["state"].clone());
+            if let Ok(status) = &status {
+                assert_ne!(status["state"], "failed", "task {task}: {status:#}");
+                if status["state"] == "finished" {
                     break;
                 }
             }
@@ -242,7 +264,7 @@ fn a_fleet_under_kill_9_and_nats_restarts_runs_every_task_exactly_once() {
     });
     let watched: Vec<Vec<Value>> = watchers.into_iter().map(|w| w.join().unwrap()).collect();
 
-    let reader = &daemons[0];
+    let reader = on(0);
     let (mut takeovers, mut interrupted, mut events_total, mut steps_done) = (0, 0, 0, 0);
     for (i, task) in tasks.iter().enumerate() {
         let events = reader.logged_events(task);
@@ -273,7 +295,8 @@ fn a_fleet_under_kill_9_and_nats_restarts_runs_every_task_exactly_once() {
     assert_eq!(verify.status.code(), Some(0), "{}", String::from_utf8_lossy(&verify.stdout));
     eprintln!(
         "fleet chaos: seed {seed}: {tasks_n} tasks finished exactly once on {daemons_n} daemons in {:.1} s, \
-         through {killed} kill -9 and {restarted} NATS restarts; {takeovers} takeovers, {interrupted} calls \
+         through {killed} kill -9 (of daemons running {cut_short} tasks) and {restarted} NATS restarts; \
+         {takeovers} takeovers, {interrupted} calls \
          ended as interrupted, {events_total} events all contiguous and all seen by their watchers, \
          {steps_done} commands each run on one node at a time, {} model requests",
         ran.as_secs_f64(),

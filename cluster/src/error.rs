@@ -99,15 +99,14 @@ impl ClusterError {
     /// responders (a server down, a stream's leader being elected). What the client says is all
     /// there is to judge by: its error kinds differ per call.
     pub fn is_passing(&self) -> bool {
-        match self {
-            ClusterError::JetStream { message, .. } => {
-                let m = message.to_ascii_lowercase();
-                ["timed out", "no responders", "503", "disconnected", "connection", "no stream found"]
-                    .iter()
-                    .any(|w| m.contains(w))
-            }
-            _ => false,
-        }
+        self.jetstream_says(&[
+            "timed out",
+            "no responders",
+            "503",
+            "disconnected",
+            "connection",
+            "no stream found",
+        ])
     }
 
     /// No NATS server answered at the URLs (refused, timed out, a name that does not resolve yet) —
@@ -115,12 +114,10 @@ impl ClusterError {
     /// the TLS or the URL itself.
     pub fn is_unreachable(&self) -> bool {
         match self {
-            ClusterError::Connect { message, .. } => {
-                let m = message.to_ascii_lowercase();
-                !["authoriz", "not a nats server url", "tls", "certificate", "credential", "permission"]
-                    .iter()
-                    .any(|w| m.contains(w))
-            }
+            ClusterError::Connect { message, .. } => !says(
+                message,
+                &["authoriz", "not a nats server url", "tls", "certificate", "credential", "permission"],
+            ),
             _ => false,
         }
     }
@@ -130,31 +127,35 @@ impl ClusterError {
     /// leader yet ("temporarily unavailable", 10008). Steady, it would be a configuration that asks
     /// for more replicas than servers: waited out for the start's limit, then said.
     pub fn is_forming(&self) -> bool {
-        match self {
-            ClusterError::JetStream { message, .. } => {
-                let m = message.to_ascii_lowercase();
-                ["10005", "no suitable peers", "10008", "temporarily unavailable", "jetstream not enabled"]
-                    .iter()
-                    .any(|w| m.contains(w))
-            }
-            _ => false,
-        }
+        self.jetstream_says(&[
+            "10005",
+            "no suitable peers",
+            "10008",
+            "temporarily unavailable",
+            "jetstream not enabled",
+        ])
     }
 
     /// Another daemon is making the same stream or bucket at this moment (JetStream's 10058, "stream
     /// name already in use with a different configuration", while its change lands): reading it again
     /// finds the one configuration.
     pub fn is_converging(&self) -> bool {
-        match self {
-            ClusterError::JetStream { message, .. } => {
-                message.contains("10058") || message.to_ascii_lowercase().contains("already in use")
-            }
-            _ => false,
-        }
+        self.jetstream_says(&["10058", "already in use"])
+    }
+
+    /// A JetStream failure whose message says one of `words` (lower case).
+    fn jetstream_says(&self, words: &[&str]) -> bool {
+        matches!(self, ClusterError::JetStream { message, .. } if says(message, words))
     }
 
     /// A JetStream failure while doing `what`.
     pub fn js(what: impl Into<String>, e: impl std::fmt::Display) -> ClusterError {
         ClusterError::JetStream { what: what.into(), message: e.to_string() }
     }
+}
+
+/// Whether `message` says one of `words` (lower case), whatever its case.
+fn says(message: &str, words: &[&str]) -> bool {
+    let m = message.to_ascii_lowercase();
+    words.iter().any(|w| m.contains(w))
 }

@@ -165,6 +165,11 @@ impl JetStreamStorage {
         self.abandoned.lock().insert(task_id.to_string());
     }
 
+    /// Whether this writer lost `task_id` (and has not taken it anew).
+    pub fn abandoned(&self, task_id: &str) -> bool {
+        self.abandoned.lock().contains(task_id)
+    }
+
     /// This writer holds `task_id` again (it took the lease anew): its writes go through.
     fn reclaim(&self, task_id: &str) {
         self.abandoned.lock().remove(task_id);
@@ -617,17 +622,31 @@ impl JetStreamStorage {
         let (record, made) = make(head);
         let epoch = self.epochs.lock().get(task_id).copied().unwrap_or(0);
         let (js, stream, id) = (self.handles.js.clone(), self.handles.log.clone(), task_id.to_string());
-        match self
+        let appended = self
+            .bridge
             .run(async move { log::append_surely(&js, &stream, &id, head, epoch, &record, RETRY_FOR).await })
-        {
+            .and_then(|r| r);
+        match appended {
             Ok(next) => {
                 heads.insert(task_id.to_string(), next);
                 Ok((next, made))
             }
+            // Another writer appended since this one last did, or under a newer lease: this writer
+            // lost the task (its lease lapsed before it knew). It writes nothing of it again —
+            // not its end on the record either, which would overwrite the new holder's — until it
+            // takes the lease anew (found by the fleet chaos run: a task `failed` by its old holder
+            // while its new one ran it).
+            Err(e @ (ClusterError::Conflict { .. } | ClusterError::Fenced { .. })) => {
+                heads.remove(task_id);
+                drop(heads);
+                tracing::warn!(task = task_id, error = %e, "another writer holds the task now; this one writes nothing more of it");
+                self.abandon(task_id);
+                Err(storage_error(e))
+            }
             Err(e) => {
                 // Read the head again next time: another writer may have moved it.
                 heads.remove(task_id);
-                Err(e)
+                Err(storage_error(e))
             }
         }
     }

@@ -70,10 +70,17 @@ fn two_writers_of_one_log_never_append_at_the_same_place() {
     let refused = a.append("t", &record("a2")).unwrap_err();
     let cause = refused.cause().downcast_ref::<ClusterError>();
     assert!(matches!(cause, Some(ClusterError::Conflict { .. })), "{refused}");
-    // … and its next append reads the head again and lands after `b`'s.
+    // … and it lost the task: it writes nothing of it (not its end on the record either) until it
+    // takes the task anew, when it reads the head again and lands after `b`'s.
+    assert!(a.abandoned("t"));
+    let refused = a.append("t", &record("a2 again")).unwrap_err();
+    assert!(matches!(refused.cause().downcast_ref::<ClusterError>(), Some(ClusterError::LeaseLost { .. })));
+    assert!(a.update_task("t", &mut |t| t.state = TaskState::Failed).is_err(), "nor its record");
+    a.fence("t", 0);
     assert_eq!(a.append("t", &record("a3")).unwrap(), 3);
     let event = b.emit("t", &Role::Lead, EventKind::TaskResumed { node: None, after: None }).unwrap_err();
     assert!(event.to_string().contains("moved on"), "b's view is stale too: {event}");
+    b.fence("t", 0);
     assert_eq!(b.emit("t", &Role::Lead, EventKind::TaskResumed { node: None, after: None }).unwrap().seq, 1);
     let numbers: Vec<u64> = a.records("t", 0, 100).unwrap().into_iter().map(|(n, _)| n).collect();
     assert_eq!(numbers, [1, 2, 3, 4], "one order, no gap, no duplicate");
@@ -130,6 +137,11 @@ fn a_lapsed_lease_changes_hands_and_fences_its_old_holder_out_of_the_log() {
     };
     assert!(matches!(lost, ClusterError::LeaseLost { epoch: 1, .. }), "{lost}");
     assert!(a.append("t", &record("late")).is_err(), "a stale head: refused by the stream");
+    // The refusal told it another writer holds the task: it refuses itself from then on.
+    let refused = a.append("t", &record("later")).unwrap_err();
+    assert!(matches!(refused.cause().downcast_ref::<ClusterError>(), Some(ClusterError::LeaseLost { .. })));
+    // Even one that takes it back with its old epoch is fenced out by the log.
+    a.fence("t", 1);
     let fenced = a.append("t", &record("later")).unwrap_err();
     assert!(
         matches!(

@@ -33,6 +33,35 @@ pub fn record_end(storage: &dyn Storage, task_id: &str, end: &End) -> Result<(),
     Ok(())
 }
 
+/// Completes an end its record holds but its log does not: a daemon that died (`kill -9`) between
+/// writing a task's record (`finished`, `failed`, `cancelled`) and appending the terminal event left
+/// the log without its end — and a watcher waiting for it. The event (and the end of every call left
+/// open) is appended now, as [`record_end`] would have. Nothing is written when the log already ends
+/// so, or the record holds no end. Whether anything was written.
+pub fn complete_end(
+    storage: &dyn Storage,
+    meta: &agentd_protocol::task::TaskMeta,
+) -> Result<bool, StorageError> {
+    let kind = match meta.state {
+        TaskState::Finished => EventKind::TaskFinished { summary: meta.result.clone().unwrap_or_default() },
+        TaskState::Failed => EventKind::TaskFailed { error: meta.error.clone().unwrap_or_default() },
+        TaskState::Cancelled => EventKind::TaskCancelled {},
+        _ => return Ok(false),
+    };
+    let last = storage.last_event_seq(&meta.task_id)?;
+    let ends_so = last > 0
+        && storage
+            .events(&meta.task_id, last - 1, 1)?
+            .first()
+            .is_some_and(|e| EndKind::of(&e.kind).is_some() && EndKind::of(&e.kind) == EndKind::of(&kind));
+    if ends_so || last == 0 {
+        return Ok(false);
+    }
+    close_unfinished_calls(storage, &meta.task_id, false)?;
+    storage.emit(&meta.task_id, &Role::Lead, kind)?;
+    Ok(true)
+}
+
 /// Records a halt: the task `waiting` for a usage limit or `paused` on a budget, when it goes on by
 /// itself (`resume_at` on its record), its open calls closed as a resume expects, and the event
 /// that says why (`usage_limit_wait`, `budget_reached`) from the role that stopped. The state it is

@@ -609,6 +609,37 @@ mod tests {
         }
     }
 
+    /// A daemon killed between an end's record and its event (found by the fleet chaos run: a task
+    /// `finished` whose log never got `task_finished`, its watcher waiting for ever): the end is
+    /// completed from the record, once, with every call left open ended.
+    #[tokio::test]
+    async fn an_end_on_the_record_but_not_in_the_log_is_completed_once() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let storage = rig.storage.as_ref();
+        let task = rig.task("x");
+        let id = &task.task_id;
+        storage.emit(id, &Role::Lead, EventKind::TaskStarted { objective: "x".into() }).unwrap();
+        let called = EventKind::ToolCalled { tool: ToolName::RunCommand, call_id: "c1".into() };
+        storage.emit(id, &Role::Coder, called).unwrap();
+        let meta = |state| {
+            storage
+                .update_task(id, &mut |t| {
+                    t.state = state;
+                    t.result = Some("done".into());
+                })
+                .unwrap();
+            storage.task(id).unwrap().unwrap()
+        };
+        assert!(!crate::end::complete_end(storage, &meta(TaskState::Running)).unwrap(), "no end to complete");
+        let finished = meta(TaskState::Finished);
+        assert!(crate::end::complete_end(storage, &finished).unwrap());
+        assert!(!crate::end::complete_end(storage, &finished).unwrap(), "once");
+        let kinds = rig.kinds(id);
+        assert_eq!(kinds, ["task_started", "tool_called", "tool_finished", "task_finished"]);
+        let last = rig.events(id).last().map(|e| e.kind.clone());
+        assert_eq!(last, Some(EventKind::TaskFinished { summary: "done".into() }));
+    }
+
     /// Tool servers whose shutdown panics: a panic outside any turn, in the runner itself.
     struct PanickingServers;
 

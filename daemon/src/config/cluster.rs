@@ -61,6 +61,24 @@ impl ClusterConfig {
     }
 }
 
+/// A duration key: `default` when absent, else a humantime duration within `secs` (inclusive),
+/// refused naming `key` and the range in words.
+fn duration(
+    invalid: &Invalid,
+    key: &str,
+    text: Option<String>,
+    default: Duration,
+    (min, max): (u64, u64),
+    range: &str,
+) -> Result<Duration, ConfigError> {
+    let Some(text) = text else { return Ok(default) };
+    let d = humantime::parse_duration(&text).map_err(|e| invalid(key.into(), format!("{e}: {text:?}")))?;
+    if !(Duration::from_secs(min)..=Duration::from_secs(max)).contains(&d) {
+        return Err(invalid(key.into(), format!("must be from {range}, got {text:?}")));
+    }
+    Ok(d)
+}
+
 /// This machine's host name, the default node name.
 fn host_name() -> Option<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
@@ -130,34 +148,16 @@ pub(super) fn cluster(
         Some(n) if (1..=5).contains(&n) => n as usize,
         Some(n) => return Err(invalid("cluster.replicas".into(), format!("must be from 1 to 5, got {n}"))),
     };
-    let lease = match raw.lease {
-        None => Duration::from_secs(15),
-        Some(text) => {
-            let d = humantime::parse_duration(&text)
-                .map_err(|e| invalid("cluster.lease".into(), format!("{e}: {text:?}")))?;
-            if !(Duration::from_secs(3)..=Duration::from_secs(600)).contains(&d) {
-                return Err(invalid(
-                    "cluster.lease".into(),
-                    format!("must be from 3s to 10min, got {text:?}"),
-                ));
-            }
-            d
-        }
-    };
-    let start_timeout = match raw.start_timeout {
-        None => Duration::from_secs(300),
-        Some(text) => {
-            let d = humantime::parse_duration(&text)
-                .map_err(|e| invalid("cluster.start_timeout".into(), format!("{e}: {text:?}")))?;
-            if !(Duration::from_secs(1)..=Duration::from_secs(3_600)).contains(&d) {
-                return Err(invalid(
-                    "cluster.start_timeout".into(),
-                    format!("must be from 1s to 1h, got {text:?}"),
-                ));
-            }
-            d
-        }
-    };
+    let lease =
+        duration(&invalid, "cluster.lease", raw.lease, Duration::from_secs(15), (3, 600), "3s to 10min")?;
+    let start_timeout = duration(
+        &invalid,
+        "cluster.start_timeout",
+        raw.start_timeout,
+        Duration::from_secs(300),
+        (1, 3_600),
+        "1s to 1h",
+    )?;
     if raw.user.is_some() != raw.password_env.is_some() {
         return Err(invalid("cluster.password_env".into(), "`user` and `password_env` go together".into()));
     }

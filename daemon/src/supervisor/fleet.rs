@@ -382,7 +382,22 @@ async fn take_here(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<F
         // It ran before (its node died or stopped): resumed from its history, as after a crash.
         (TaskState::Running | TaskState::WaitingRetry | TaskState::Interrupted, _) => (Start::Resume, true),
         (state, _) => {
-            tracing::info!(task = %task_id, %state, "a queued job of an ended task; dropped");
+            // Its node may have died between writing the end on the record and in the log: the
+            // log gets its end now, under this lease, so no watcher waits for it for ever.
+            match agentd_engine::end::complete_end(shared.storage.as_ref(), &meta) {
+                Ok(true) => {
+                    tracing::info!(task = %task_id, %state, "the log of an ended task gets the end its record holds")
+                }
+                Ok(false) => {
+                    tracing::info!(task = %task_id, %state, "a queued job of an ended task; dropped")
+                }
+                Err(e) => {
+                    tracing::warn!(task = %task_id, error = %e, "cannot complete the end of a task; tried again later");
+                    let _ = fleet.release(&lease).await;
+                    let _ = taken.later(Duration::from_secs(1)).await;
+                    return;
+                }
+            }
             let _ = fleet.release(&lease).await;
             let _ = taken.done().await;
             return;
@@ -439,6 +454,12 @@ async fn keep(
         }
     }
     if held.handover.load(Ordering::SeqCst) {
+        return;
+    }
+    // The run found another writer in the task's log (its lease lapsed before this node knew): the
+    // lease and the job are the new holder's now, not this node's to let go.
+    if fleet.storage.abandoned(&task_id) {
+        tracing::warn!(task = %task_id, "the task's run ended after another node took it over; its lease and job are left to that node");
         return;
     }
     let lease = held.lease.lock().clone();

@@ -193,6 +193,10 @@ impl Supervisor {
         }
         let mut n = 0;
         for meta in shared.storage.tasks()? {
+            // A crash between an end's record and its event: the log gets its end.
+            if agentd_engine::end::complete_end(shared.storage.as_ref(), &meta)? {
+                tracing::info!(task = %meta.task_id, state = %meta.state, "the log of an ended task gets the end its record holds");
+            }
             if meta.state.is_active() {
                 shared.storage.update_task(&meta.task_id, &mut |t| {
                     t.state = TaskState::Interrupted;

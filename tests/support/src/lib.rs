@@ -78,6 +78,7 @@ mod openai;
 pub mod pip;
 mod requests;
 mod script;
+pub mod seeded;
 mod server;
 pub mod tmpfs;
 pub mod workspace;
