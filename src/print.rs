@@ -38,6 +38,12 @@ pub fn line(text: &str) {
     }
 }
 
+/// Whether stdout is a terminal (a person reads it) rather than a file or a pipe.
+pub fn to_a_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal()
+}
+
 /// Writes `bytes` to stdout as they are, flushed (`evidence read`'s pages), as [`line`] does.
 pub fn bytes(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();

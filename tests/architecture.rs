@@ -276,6 +276,23 @@ fn only_the_clock_module_reads_the_system_time_or_sleeps_on_it() {
 }
 
 #[test]
+fn the_binary_prints_only_through_its_one_writer() {
+    // `say!` (made safe for a terminal) and `raw!` (for `--json`) in `src/print.rs`: a model's text
+    // printed with `println!` could act on the terminal, and a closed stdout would panic.
+    for file in rust_files(&root().join("src")) {
+        let source = read(&file);
+        for word in ["println!", "print!(", "eprintln!", "eprint!(", "std::io::stdout()"] {
+            let allowed = file.ends_with("print.rs") && word == "std::io::stdout()";
+            assert!(
+                allowed || !source.contains(word),
+                "{} uses {word}: print through say!/raw!",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
 fn every_type_has_one_path_no_library_re_exports_another_crates_items() {
     // A crate may gather its own modules' items at its root; it never hands out another crate's
     // (`pub use agentd_protocol::Role` in `agents` made one type reachable by two paths).

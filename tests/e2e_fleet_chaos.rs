@@ -55,7 +55,7 @@ fn responder(body: &Value, steps: usize) -> Step {
     if results >= steps {
         return sse(vec![finish("steps done")]);
     }
-    if results % 2 == 0 {
+    if results.is_multiple_of(2) {
         let command =
             format!("echo start {results} >> chaos.log; sleep 0.4; echo end {results} >> chaos.log");
         sse(vec![tool_call("run_command", json!({"command": command}))])
@@ -200,11 +200,14 @@ fn a_fleet_under_kill_9_and_nats_restarts_runs_every_task_exactly_once() {
         let wait = Duration::from_millis(at).saturating_sub(chaos_started.elapsed());
         std::thread::sleep(wait);
         if kill {
-            // A daemon that is up (not one still starting again).
-            let up: Vec<usize> = (0..daemons_n).filter(|k| !down[*k].load(Ordering::SeqCst)).collect();
-            if up.is_empty() {
-                continue;
-            }
+            // A daemon that is up (not one still starting again): waited for when none is.
+            let up = loop {
+                let up: Vec<usize> = (0..daemons_n).filter(|k| !down[*k].load(Ordering::SeqCst)).collect();
+                if !up.is_empty() {
+                    break up;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            };
             let i = up[rng.below(up.len() as u64) as usize];
             down[i].store(true, Ordering::SeqCst);
             let running = {

@@ -99,8 +99,8 @@ impl Fleet {
                     let joining = Joining { attempt, why: e.to_string(), next_in: backoff };
                     tracing::info!(node = %config.node, %joining, "joining the fleet: not yet");
                     waiting(&joining);
-                    // Real time: nothing runs on the daemon's clock before the daemon does.
-                    std::thread::sleep(backoff);
+                    // Before the daemon runs: real time, in the clock's one synchronous wait.
+                    agentd_engine::clock::pause_thread(backoff);
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
                 Err(e) => return Err(e),
@@ -172,16 +172,20 @@ impl Fleet {
     pub async fn acquire(&self, task_id: &str) -> Result<Lease, ClusterError> {
         let lease = self.leases.acquire(task_id, &self.config.node).await?;
         self.storage.fence(task_id, lease.epoch);
+        self.storage.hold_until(task_id, lease.until_ms, self.config.lease);
         Ok(lease)
     }
 
-    /// Renews `lease`.
+    /// Renews `lease`: the task is written here until the renewed one nears its end.
     pub async fn renew(&self, lease: &Lease) -> Result<Lease, ClusterError> {
-        self.leases.renew(lease).await
+        let renewed = self.leases.renew(lease).await?;
+        self.storage.hold_until(&renewed.task_id, renewed.until_ms, self.config.lease);
+        Ok(renewed)
     }
 
-    /// Gives `lease` up.
+    /// Gives `lease` up: the task is no longer written here under it.
     pub async fn release(&self, lease: &Lease) -> Result<(), ClusterError> {
+        self.storage.let_go(&lease.task_id);
         self.leases.release(lease).await
     }
 

@@ -136,6 +136,9 @@ pub struct JetStreamStorage {
     epochs: Mutex<HashMap<String, u64>>,
     /// Tasks this writer lost ([`JetStreamStorage::abandon`]): it writes nothing of them again.
     abandoned: Mutex<HashSet<String>>,
+    /// Until when this writer may write each task it holds under a lease, in milliseconds since the
+    /// Unix epoch ([`JetStreamStorage::hold_until`]): its lease's end, less a sixth of the lease.
+    writable_until: Mutex<HashMap<String, u64>>,
 }
 
 fn storage_error(e: ClusterError) -> StorageError {
@@ -156,6 +159,7 @@ impl JetStreamStorage {
             memory_writes: Mutex::default(),
             epochs: Mutex::default(),
             abandoned: Mutex::default(),
+            writable_until: Mutex::default(),
         })
     }
 
@@ -175,7 +179,36 @@ impl JetStreamStorage {
         self.abandoned.lock().remove(task_id);
     }
 
+    /// This writer holds `task_id` under a lease of `lease` that lapses at `until_ms` (taken or
+    /// renewed): it writes the task only until a sixth of the lease before then, and gives it up
+    /// past that — a node whose renewals are late (starved, cut off) must stop writing before
+    /// another can take the task, not after (found by the fleet chaos run: a task finished twice,
+    /// by its lapsed holder and by the node that took it over).
+    pub fn hold_until(&self, task_id: &str, until_ms: u64, lease: std::time::Duration) {
+        let margin = u64::try_from(lease.as_millis() / 6).unwrap_or(u64::MAX);
+        self.writable_until.lock().insert(task_id.to_string(), until_ms.saturating_sub(margin));
+    }
+
+    /// This writer gave its lease on `task_id` up: what it writes of the task from now on (a resume,
+    /// a cancel of a stopped task) is under no lease's deadline.
+    pub fn let_go(&self, task_id: &str) {
+        self.writable_until.lock().remove(task_id);
+    }
+
+    /// How long this writer may still write `task_id`: `None` without a lease deadline.
+    fn writable_for(&self, task_id: &str) -> Option<std::time::Duration> {
+        let until = *self.writable_until.lock().get(task_id)?;
+        Some(std::time::Duration::from_millis(until.saturating_sub(crate::lease::now_ms())))
+    }
+
     fn refuse_abandoned(&self, task_id: &str) -> Result<(), StorageError> {
+        if self.writable_for(task_id).is_some_and(|left| left.is_zero()) {
+            tracing::warn!(
+                task = task_id,
+                "the task's lease was not renewed in time; this writer writes nothing more of it"
+            );
+            self.abandon(task_id);
+        }
         if self.abandoned.lock().contains(task_id) {
             let epoch = self.epochs.lock().get(task_id).copied().unwrap_or(0);
             return Err(storage_error(ClusterError::LeaseLost { task_id: task_id.to_string(), epoch }));
@@ -272,6 +305,7 @@ impl JetStreamStorage {
         self.epochs.lock().insert(task_id.to_string(), epoch);
         // Whoever held the task before appended since this writer last looked: read the head anew.
         self.heads.lock().remove(task_id);
+        self.writable_until.lock().remove(task_id);
         self.reclaim(task_id);
     }
 
@@ -622,9 +656,11 @@ impl JetStreamStorage {
         let (record, made) = make(head);
         let epoch = self.epochs.lock().get(task_id).copied().unwrap_or(0);
         let (js, stream, id) = (self.handles.js.clone(), self.handles.log.clone(), task_id.to_string());
+        // Tried again no longer than the lease lets this writer write.
+        let retry_for = self.writable_for(task_id).map_or(RETRY_FOR, |left| left.min(RETRY_FOR));
         let appended = self
             .bridge
-            .run(async move { log::append_surely(&js, &stream, &id, head, epoch, &record, RETRY_FOR).await })
+            .run(async move { log::append_surely(&js, &stream, &id, head, epoch, &record, retry_for).await })
             .and_then(|r| r);
         match appended {
             Ok(next) => {
@@ -646,6 +682,13 @@ impl JetStreamStorage {
             Err(e) => {
                 // Read the head again next time: another writer may have moved it.
                 heads.remove(task_id);
+                drop(heads);
+                // Tried until the lease no longer let it write: the task is another node's to go on
+                // with once its lease lapses, not this run's to fail.
+                if e.is_passing() && self.writable_for(task_id).is_some_and(|left| left.is_zero()) {
+                    tracing::warn!(task = task_id, error = %e, "the fleet did not take the append before the task's lease ran out; this writer writes nothing more of it");
+                    self.abandon(task_id);
+                }
                 Err(storage_error(e))
             }
         }

@@ -203,8 +203,8 @@ pub fn check_provider_wait(bytes: &[u8]) -> Result<(), String> {
     use agentd_engine::clock::{later, parse_rfc3339, rfc3339};
     use agentd_policies::retry::{decide, Decision, Failure, RetryPolicy};
     use agentd_protocol::{ProviderError, Role, MAX_PROVIDER_WAIT};
-    use std::time::{Duration, SystemTime};
-    let now = SystemTime::now();
+    use std::time::Duration;
+    let now = agentd_engine::clock::clock().now();
     let Some(after) = agentd_providers::fuzzing::check_retry_headers(bytes, now)? else { return Ok(()) };
     let error = ProviderError::RateLimited { retry_after: Some(after), message: "slow down".into() };
     let Some(failure) = Failure::of(&error) else { return Err(format!("{error:?} is no failure")) };
@@ -230,7 +230,7 @@ pub fn check_provider_wait(bytes: &[u8]) -> Result<(), String> {
     let written = rfc3339(*resume_at);
     let read = parse_rfc3339(&written).ok_or_else(|| format!("{written} does not read back"))?;
     // The written time is to the millisecond: allow it, and the clock moving while this runs.
-    let latest = later(SystemTime::now(), MAX_PROVIDER_WAIT + Duration::from_millis(1));
+    let latest = later(agentd_engine::clock::clock().now(), MAX_PROVIDER_WAIT + Duration::from_millis(1));
     if read + Duration::from_millis(1) < now || read > latest {
         return Err(format!("{written} is outside now .. now + the ceiling for {after:?}"));
     }

@@ -127,6 +127,13 @@ fn writable(at: SystemTime) -> SystemTime {
     at.clamp(UNIX_EPOCH, latest)
 }
 
+/// Waits `d` of real time on this thread: for code that runs before any runtime (or the daemon's
+/// clock) does — joining the fleet at `serve`, between attempts. Everything later waits on
+/// [`Clock::sleep`].
+pub fn pause_thread(d: Duration) {
+    std::thread::sleep(d);
+}
+
 /// `at` as RFC 3339 with milliseconds, UTC; a moment past the year 9999 (or before 1970) is written
 /// as the last (first) one RFC 3339 has, never a panic.
 pub fn rfc3339(at: SystemTime) -> String {

@@ -10,7 +10,6 @@ use crate::print::{pretty, print_evidence_line, print_meta, print_verify};
 use agentd_daemon::daemon::Home;
 use agentd_protocol::rpc::{EvidenceListParams, EvidenceReadParams, EvidenceRef, NoParams, VerifyResult};
 use agentd_protocol::{EvidenceMeta, Page, Request, Unit};
-use std::io::IsTerminal;
 
 /// Runs one `evidence` subcommand.
 pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
@@ -44,7 +43,7 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
             // The data as it is (no newline added) when it goes to a file or a program; to a
             // terminal, made safe like every other text a tool or a file wrote. Where to go on, on
             // stderr.
-            if std::io::stdout().is_terminal() {
+            if crate::print::to_a_terminal() {
                 crate::print::bytes(agentd_client::terminal::safe(&page.data).as_bytes());
             } else {
                 crate::print::bytes(page.data.as_bytes());
