@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Budget {
     /// At most this many tokens, from 1 to [`MAX_BUDGET_TOKENS`]; absent: no ceiling in tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_tokens")]
     #[schemars(range(min = 1, max = MAX_BUDGET_TOKENS))]
     pub tokens: Option<u64>,
     /// At most this many US dollars, above 0 and at most [`MAX_BUDGET_USD`]; absent: no ceiling in
@@ -27,6 +27,49 @@ pub const MAX_BUDGET_TOKENS: u64 = 1_000_000_000_000;
 
 /// The largest money ceiling a budget takes, in US dollars: a million.
 pub const MAX_BUDGET_USD: f64 = 1_000_000.0;
+
+/// A token figure as JSON Schema's `integer` reads one: a whole number, written `316292922` or
+/// `316292922.0` alike (a client that writes numbers as floats means the same budget).
+fn whole_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct Whole;
+    impl serde::de::Visitor<'_> for Whole {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a whole number of tokens")
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<u64, E> {
+            Ok(n)
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<u64, E> {
+            u64::try_from(n).map_err(|_| E::custom(format!("expected a whole number of tokens, got {n}")))
+        }
+        fn visit_f64<E: serde::de::Error>(self, f: f64) -> Result<u64, E> {
+            // Whole and within u64 (2^64 itself is not: the cast would saturate to it).
+            if f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&f) {
+                Ok(f as u64)
+            } else {
+                Err(E::custom(format!("expected a whole number of tokens, got {f}")))
+            }
+        }
+    }
+    struct Maybe;
+    impl<'de> serde::de::Visitor<'de> for Maybe {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a whole number of tokens, or null")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<u64>, D::Error> {
+            d.deserialize_any(Whole).map(Some)
+        }
+    }
+    d.deserialize_option(Maybe)
+}
 
 /// Why a budget's figure was refused: which figure (`tokens`, `cost`) and why, in words that name
 /// the figure given. [`Budget::check`] is the one check, for the CLI's flags, `task.submit` and
@@ -132,6 +175,25 @@ impl BudgetScope {
         match self {
             BudgetScope::Task => "task",
             BudgetScope::Day => "day",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_figure_is_a_whole_number_however_it_is_written() {
+        let read = |text: &str| serde_json::from_str::<Budget>(text).map(|b| b.tokens);
+        assert_eq!(read(r#"{"tokens": 316292922}"#).unwrap(), Some(316_292_922));
+        assert_eq!(read(r#"{"tokens": 316292922.0}"#).unwrap(), Some(316_292_922));
+        assert_eq!(read(r#"{"tokens": null}"#).unwrap(), None);
+        assert_eq!(read(r#"{}"#).unwrap(), None);
+        for bad in [r#"{"tokens": 1.5}"#, r#"{"tokens": -3}"#, r#"{"tokens": "ten"}"#, r#"{"tokens": 1e20}"#]
+        {
+            let e = read(bad).unwrap_err().to_string();
+            assert!(e.contains("whole number of tokens"), "{bad}: {e}");
         }
     }
 }

@@ -186,15 +186,30 @@ fn body_schema(route: &Route, params: Option<&Value>) -> Value {
     body
 }
 
+/// Every error status a route answers with: each error code's, by [`crate::http::status_of`] (the
+/// one place a code becomes a status), and 401 for a missing or wrong token.
 fn error_responses() -> Value {
     let error = json!({"application/json": {"schema": {"$ref": format!("{SCHEMAS}ErrorBody")}}});
-    json!({
-        "400": {"description": "Malformed or invalid params (-32700, -32600, -32602, -32004), named", "content": error},
-        "401": {"description": "No token, or the wrong one (-32600)", "content": error},
-        "404": {"description": "Unknown task, evidence, memory note or role (-32001, -32002, -32005, -32006): the team's roles are the daemon's configuration, so no schema lists them", "content": error},
-        "409": {"description": "Not allowed in the task's state (-32003)", "content": error},
-        "500": {"description": "The daemon failed (-32603)", "content": error}
-    })
+    let mut by_status: std::collections::BTreeMap<u16, Vec<String>> = std::collections::BTreeMap::new();
+    for code in crate::rpc::ErrorCode::ALL {
+        by_status.entry(crate::http::status_of(code)).or_default().push(format!(
+            "{} ({})",
+            code.what(),
+            code.code()
+        ));
+    }
+    by_status.entry(401).or_default().push("no token, or the wrong one (-32600)".to_string());
+    let responses: Map<String, Value> = by_status
+        .into_iter()
+        .map(|(status, whats)| {
+            let mut description = whats.join("; ");
+            if let Some(first) = description.get_mut(..1) {
+                first.make_ascii_uppercase();
+            }
+            (status.to_string(), json!({"description": description, "content": error}))
+        })
+        .collect();
+    Value::Object(responses)
 }
 
 fn operation(route: &Route, params_ref: &Value, result: &Value, schemas: &Map<String, Value>) -> Value {

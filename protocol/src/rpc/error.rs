@@ -41,7 +41,8 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 12] = [
+    /// Every code, in the order of their numbers' meaning (JSON-RPC's, then agentd's).
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -55,6 +56,28 @@ impl ErrorCode {
         ErrorCode::UnknownRole,
         ErrorCode::RefusedWorkspace,
     ];
+
+    /// What the code means, in a few words (the HTTP API's documentation of its statuses).
+    pub fn what(self) -> &'static str {
+        match self {
+            ErrorCode::ParseError => "not JSON",
+            ErrorCode::InvalidRequest => "not a request",
+            ErrorCode::MethodNotFound => "no such method or route",
+            ErrorCode::InvalidParams => "a parameter missing, of the wrong type or out of range, named",
+            ErrorCode::Internal => "the daemon failed",
+            ErrorCode::UnknownTask => "unknown task",
+            ErrorCode::UnknownEvidence => "unknown evidence",
+            ErrorCode::NotAllowed => "not allowed in the task's state (or the daemon's), with why",
+            ErrorCode::BadWorkspace => "no directory at the workspace's path",
+            ErrorCode::UnknownNote => "unknown memory note",
+            ErrorCode::UnknownRole => {
+                "no such role in the team (the roles are the configuration's, so no schema lists them)"
+            }
+            ErrorCode::RefusedWorkspace => {
+                "a workspace agentd will not work in (`/`, a system directory, its home)"
+            }
+        }
+    }
 
     /// The number on the wire.
     pub fn code(self) -> i64 {
