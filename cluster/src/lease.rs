@@ -13,7 +13,7 @@ use crate::names::{token, LEASES_BUCKET};
 use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKind};
 use async_nats::jetstream::Context;
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 /// A lease as the bucket holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,8 +50,7 @@ pub struct Leases {
 
 /// Now, by the daemon's clock, in milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
-    let now = agentd_engine::clock::clock().now();
-    now.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    agentd_engine::clock::now_unix_ms()
 }
 
 impl Leases {

@@ -198,7 +198,7 @@ impl JetStreamStorage {
     /// How long this writer may still write `task_id`: `None` without a lease deadline.
     fn writable_for(&self, task_id: &str) -> Option<std::time::Duration> {
         let until = *self.writable_until.lock().get(task_id)?;
-        Some(std::time::Duration::from_millis(until.saturating_sub(crate::lease::now_ms())))
+        Some(std::time::Duration::from_millis(until.saturating_sub(agentd_engine::clock::now_unix_ms())))
     }
 
     fn refuse_abandoned(&self, task_id: &str) -> Result<(), StorageError> {

@@ -127,6 +127,13 @@ fn writable(at: SystemTime) -> SystemTime {
     at.clamp(UNIX_EPOCH, latest)
 }
 
+/// Now on the daemon's clock, in milliseconds since the Unix epoch (leases and heartbeats are
+/// judged in them).
+pub fn now_unix_ms() -> u64 {
+    let since = clock().now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Waits `d` of real time on this thread: for code that runs before any runtime (or the daemon's
 /// clock) does — joining the fleet at `serve`, between attempts. Everything later waits on
 /// [`Clock::sleep`].
