@@ -80,18 +80,6 @@ pub enum ClusterError {
         /// Why it does not decode.
         source: serde_json::Error,
     },
-    /// No task with this id is recorded.
-    #[error("unknown task {0}")]
-    UnknownTask(String),
-    /// No evidence with this id is recorded.
-    #[error("unknown evidence {0}")]
-    UnknownEvidence(String),
-    /// No memory note with this id is recorded.
-    #[error("unknown memory note {0:?}")]
-    UnknownNote(String),
-    /// The change is one the note's state refuses.
-    #[error("{0}")]
-    NoteChange(#[from] agentd_policies::memory::ChangeError),
 }
 
 impl ClusterError {

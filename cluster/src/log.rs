@@ -95,7 +95,8 @@ pub async fn append(
 }
 
 /// [`append`], tried again while NATS is in passing trouble (a server down, a leader being elected)
-/// for up to `retry_for`. An attempt that timed out may have landed all the same: when the retry
+/// for up to [`crate::passing::RETRY_FOR`], and only while `may_write` says the writer still may
+/// (its lease lets it). An attempt that timed out may have landed all the same: when the retry
 /// then finds the log moved on by exactly one message, and that message is this record, it landed.
 pub async fn append_surely(
     js: &Context,
@@ -104,14 +105,14 @@ pub async fn append_surely(
     at: Head,
     epoch: u64,
     record: &Record,
-    retry_for: std::time::Duration,
+    may_write: impl Fn() -> bool,
 ) -> Result<Head, ClusterError> {
     let clock = agentd_engine::clock::clock();
-    let deadline = clock.now() + retry_for;
+    let deadline = clock.now() + crate::passing::RETRY_FOR;
     let mut retried = false;
     loop {
         match append(js, task_id, at, epoch, record).await {
-            Err(e) if e.is_passing() && clock.now() < deadline => {
+            Err(e) if e.is_passing() && clock.now() < deadline && may_write() => {
                 tracing::debug!(task = task_id, error = %e, "NATS in passing trouble; appending again");
                 retried = true;
                 clock.sleep(std::time::Duration::from_millis(250)).await;

@@ -8,7 +8,7 @@ use crate::names::{
     token, BLOBS_STORE, EVIDENCE_BUCKET, LOG_STREAM, LOG_SUBJECTS, MEMORY_STREAM, MEMORY_SUBJECT,
     SETTINGS_BUCKET, TASKS_BUCKET, WINDOWS_BUCKET,
 };
-use crate::passing::{retrying, RETRY_FOR};
+use crate::passing::retrying;
 use agentd_engine::clock::now_rfc3339;
 use agentd_engine::storage::{lines_of, page_of, End, Storage, StorageError};
 use agentd_policies::history::history_of;
@@ -33,6 +33,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
 /// How many times a compare-and-set update of a task's record is tried when others keep changing it.
@@ -138,11 +139,19 @@ pub struct JetStreamStorage {
     abandoned: Mutex<HashSet<String>>,
     /// Until when this writer may write each task it holds under a lease, in milliseconds since the
     /// Unix epoch ([`JetStreamStorage::hold_until`]): its lease's end, less a sixth of the lease.
-    writable_until: Mutex<HashMap<String, u64>>,
+    writable_until: Arc<Mutex<HashMap<String, u64>>>,
 }
 
+/// A JetStream failure by its kind, as the engine's seam says it: the one place the fleet's errors
+/// are read.
 fn storage_error(e: ClusterError) -> StorageError {
-    StorageError::new(e)
+    match e {
+        e @ ClusterError::Conflict { .. } => StorageError::conflict(e),
+        e @ (ClusterError::Fenced { .. } | ClusterError::LeaseLost { .. }) => StorageError::fenced(e),
+        e if e.is_passing() => StorageError::unavailable(e),
+        e @ (ClusterError::Connect { .. } | ClusterError::Stopped) => StorageError::unavailable(e),
+        e => StorageError::failed(e),
+    }
 }
 
 impl JetStreamStorage {
@@ -159,7 +168,7 @@ impl JetStreamStorage {
             memory_writes: Mutex::default(),
             epochs: Mutex::default(),
             abandoned: Mutex::default(),
-            writable_until: Mutex::default(),
+            writable_until: Arc::default(),
         })
     }
 
@@ -324,7 +333,11 @@ impl JetStreamStorage {
 
     /// Records a new task, as `task.submit` does; refused when the id is taken (by another task: an
     /// attempt of this one that timed out but landed is no refusal).
-    pub fn create_task(&self, meta: &TaskMeta) -> Result<(), ClusterError> {
+    pub fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError> {
+        self.create_task_record(meta).map_err(storage_error)
+    }
+
+    fn create_task_record(&self, meta: &TaskMeta) -> Result<(), ClusterError> {
         let tasks = self.handles.tasks.clone();
         let (key, value) = (token(&meta.task_id), encode(&format!("task {}", meta.task_id), meta)?);
         let value = bytes::Bytes::from(value);
@@ -656,11 +669,14 @@ impl JetStreamStorage {
         let (record, made) = make(head);
         let epoch = self.epochs.lock().get(task_id).copied().unwrap_or(0);
         let (js, stream, id) = (self.handles.js.clone(), self.handles.log.clone(), task_id.to_string());
-        // Tried again no longer than the lease lets this writer write.
-        let retry_for = self.writable_for(task_id).map_or(RETRY_FOR, |left| left.min(RETRY_FOR));
+        // Tried again only while the lease (as renewed meanwhile) lets this writer write.
+        let (writable, task) = (self.writable_until.clone(), task_id.to_string());
+        let may_write = move || {
+            writable.lock().get(&task).is_none_or(|until| agentd_engine::clock::now_unix_ms() < *until)
+        };
         let appended = self
             .bridge
-            .run(async move { log::append_surely(&js, &stream, &id, head, epoch, &record, retry_for).await })
+            .run(async move { log::append_surely(&js, &stream, &id, head, epoch, &record, may_write).await })
             .and_then(|r| r);
         match appended {
             Ok(next) => {
@@ -760,7 +776,7 @@ impl Storage for JetStreamStorage {
                 async move { store.entry(key).await.map_err(|e| ClusterError::js("reading a task", e)) }
             }))?;
             let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
-                return Err(storage_error(ClusterError::UnknownTask(task_id.to_string())));
+                return Err(StorageError::UnknownTask(task_id.to_string()));
             };
             let mut meta: TaskMeta = serde_json::from_slice(&entry.value).map_err(|source| {
                 storage_error(ClusterError::Corrupt { what: format!("task {task_id}"), source })
@@ -845,7 +861,7 @@ impl Storage for JetStreamStorage {
 
     fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError> {
         self.kv_get(&self.handles.evidence, token(id), format!("evidence {id}"))?
-            .ok_or_else(|| storage_error(ClusterError::UnknownEvidence(id.to_string())))
+            .ok_or_else(|| StorageError::UnknownEvidence(id.to_string()))
     }
 
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError> {
@@ -870,7 +886,7 @@ impl Storage for JetStreamStorage {
         self.current_notes()?
             .into_iter()
             .find(|n| n.id == id)
-            .ok_or_else(|| storage_error(ClusterError::UnknownNote(id.to_string())))
+            .ok_or_else(|| StorageError::UnknownNote(id.to_string()))
     }
 
     fn change_note(
@@ -887,9 +903,9 @@ impl Storage for JetStreamStorage {
             .rev()
             .find(|e| e.note.id == id)
             .map(|e| e.note.clone())
-            .ok_or_else(|| storage_error(ClusterError::UnknownNote(id.to_string())))?;
+            .ok_or_else(|| StorageError::UnknownNote(id.to_string()))?;
         let latest = entries.iter().rev().find(|e| e.change.note_id == id).map(|e| &e.change);
-        let applied = apply(&note, edit, latest, at).map_err(|e| storage_error(ClusterError::from(e)))?;
+        let applied = apply(&note, edit, latest, at).map_err(StorageError::RefusedChange)?;
         let last = entries.len() as u64;
         let change = applied.change(last + 1, by, at);
         self.write_memory(&MemoryEntry { change: change.clone(), note: applied.note.clone() }, last)?;

@@ -8,14 +8,12 @@ use crate::supervisor::{
     Cancel, Compact, Followup, IsRunning, Resume, RunningCount, Submit, Supervisor, SupervisorError,
 };
 use actix::prelude::*;
-use agentd_cluster::ClusterError;
 use agentd_engine::clock::now_rfc3339;
 use agentd_engine::context::effective_compact_at;
 use agentd_engine::error::TurnError;
 use agentd_engine::fitter::{FitError, GaugeOf, WindowOf};
 use agentd_engine::storage::{Settings, StorageError};
 use agentd_engine::task::TaskError;
-use agentd_evidence::{EvidenceError, StoreError};
 use agentd_policies::settings::{CompactAt, CompactAtOn};
 use agentd_protocol::evidence::Unit;
 use agentd_protocol::memory::{Author, Note, NoteEdit, NoteFilter};
@@ -116,6 +114,17 @@ pub fn notification(n: &Notification) -> String {
 impl From<SupervisorError> for Refusal {
     fn from(e: SupervisorError) -> Refusal {
         use SupervisorError as E;
+        // A storage failure is answered by its kind, wherever it surfaced.
+        let storage = match &e {
+            E::Storage(s)
+            | E::Task(TaskError::Storage(s))
+            | E::Compaction(TurnError::Storage(s) | TurnError::Fit(FitError::Storage(s))) => Some(s),
+            _ => None,
+        };
+        if let Some(s) = storage {
+            let code = storage_code(s);
+            return Refusal(RpcError::new(code, e.to_string()));
+        }
         let code = match &e {
             E::EmptyObjective | E::EmptyText | E::UnknownTeam(_) | E::InvalidBudget(_) => {
                 ErrorCode::InvalidParams
@@ -123,11 +132,8 @@ impl From<SupervisorError> for Refusal {
             E::UnknownRole(_) => ErrorCode::UnknownRole,
             // A compaction the user asked for that cannot be made — nothing to compact, a history that
             // cannot shrink below its destination, a summary the model would not give, a budget or
-            // a usage limit in the way — is a refusal with its reason; only the daemon's own
-            // failures (its storage) are internal.
-            E::Compaction(TurnError::Storage(_) | TurnError::Fit(FitError::Storage(_))) => {
-                ErrorCode::Internal
-            }
+            // a usage limit in the way — is a refusal with its reason (its storage failing was
+            // answered above, by its kind).
             E::Compaction(_) => ErrorCode::NotAllowed,
             E::FocusTooLong { .. } => ErrorCode::InvalidParams,
             E::UnknownTask(_) => ErrorCode::UnknownTask,
@@ -143,63 +149,34 @@ impl From<SupervisorError> for Refusal {
             | E::WasCancelled(_)
             | E::AlreadyEnded { .. }
             | E::EndNotRecorded { .. } => ErrorCode::NotAllowed,
-            E::CancelTimedOut
-            | E::Store(_)
-            | E::Storage(_)
-            | E::Fleet(_)
-            | E::Task(TaskError::Storage(_) | TaskError::NoLead) => ErrorCode::Internal,
+            E::CancelTimedOut | E::Fleet(_) | E::Task(TaskError::NoLead) => ErrorCode::Internal,
+            // Answered above, by the storage failure's kind.
+            E::Storage(_) | E::Task(TaskError::Storage(_)) => ErrorCode::Internal,
             E::RunningElsewhere { .. } => ErrorCode::NotAllowed,
         };
         Refusal(RpcError::new(code, e.to_string()))
     }
 }
 
-impl From<EvidenceError> for Refusal {
-    fn from(e: EvidenceError) -> Refusal {
-        match e {
-            EvidenceError::UnknownEvidence(id) => {
-                Refusal(RpcError::new(ErrorCode::UnknownEvidence, format!("unknown evidence {id}")))
-            }
-            other => Refusal(RpcError::internal(other)),
-        }
-    }
-}
-
-impl From<StoreError> for Refusal {
-    fn from(e: StoreError) -> Refusal {
-        Refusal(RpcError::internal(e))
-    }
-}
-
-impl From<ClusterError> for Refusal {
-    fn from(e: ClusterError) -> Refusal {
-        Refusal(RpcError::internal(e))
-    }
-}
-
+/// The socket's answer to a storage failure, by its kind.
 impl From<StorageError> for Refusal {
     fn from(e: StorageError) -> Refusal {
-        use agentd_policies::memory::ChangeError as C;
-        let change_code = |c: &C| match c {
-            C::EmptyText | C::Unchanged(_) => ErrorCode::InvalidParams,
-            C::Deleted(_) | C::NothingToUndo(_) => ErrorCode::NotAllowed,
-        };
-        let code = match (e.cause().downcast_ref::<StoreError>(), e.cause().downcast_ref::<ClusterError>()) {
-            (Some(StoreError::UnknownNote(_)), _) | (_, Some(ClusterError::UnknownNote(_))) => {
-                ErrorCode::UnknownNote
-            }
-            (Some(StoreError::NoteChange(c)), _) | (_, Some(ClusterError::NoteChange(c))) => change_code(c),
-            (_, Some(ClusterError::UnknownEvidence(_))) => ErrorCode::UnknownEvidence,
-            _ if matches!(
-                e.cause().downcast_ref::<EvidenceError>(),
-                Some(EvidenceError::UnknownEvidence(_))
-            ) =>
-            {
-                ErrorCode::UnknownEvidence
-            }
-            _ => ErrorCode::Internal,
-        };
-        Refusal(RpcError::new(code, e.to_string()))
+        Refusal(RpcError::new(storage_code(&e), e.to_string()))
+    }
+}
+
+/// The code of a storage failure, by its kind: the one `match` from kinds to codes.
+fn storage_code(e: &StorageError) -> ErrorCode {
+    use agentd_policies::memory::ChangeError as C;
+    match e {
+        StorageError::UnknownTask(_) => ErrorCode::UnknownTask,
+        StorageError::UnknownEvidence(_) => ErrorCode::UnknownEvidence,
+        StorageError::UnknownNote(_) => ErrorCode::UnknownNote,
+        StorageError::RefusedChange(C::EmptyText | C::Unchanged(_)) => ErrorCode::InvalidParams,
+        StorageError::RefusedChange(C::Deleted(_) | C::NothingToUndo(_)) => ErrorCode::NotAllowed,
+        // Another node holds the task now: not this daemon's to change from here.
+        StorageError::Conflict(_) | StorageError::Fenced(_) => ErrorCode::NotAllowed,
+        StorageError::Unavailable(_) | StorageError::Failed(_) => ErrorCode::Internal,
     }
 }
 
@@ -686,11 +663,26 @@ mod tests {
         let ended = SupervisorError::AlreadyEnded { task_id: "t".into(), state: TaskState::Finished };
         assert_eq!(code(ended), ErrorCode::NotAllowed);
         assert_eq!(code(SupervisorError::CancelTimedOut), ErrorCode::Internal);
-        let unknown = Refusal::from(EvidenceError::UnknownEvidence("ev-1".into())).0;
+        let unknown = Refusal::from(StorageError::UnknownEvidence("ev-1".into())).0;
         assert_eq!(
             (unknown.code, unknown.message.as_str()),
             (ErrorCode::UnknownEvidence, "unknown evidence ev-1")
         );
+        // Every kind of storage failure has its code, whichever backend said it.
+        use agentd_policies::memory::ChangeError;
+        let kinds = [
+            (StorageError::UnknownTask("t".into()), ErrorCode::UnknownTask),
+            (StorageError::UnknownNote("m1".into()), ErrorCode::UnknownNote),
+            (StorageError::RefusedChange(ChangeError::EmptyText), ErrorCode::InvalidParams),
+            (StorageError::RefusedChange(ChangeError::Deleted("m1".into())), ErrorCode::NotAllowed),
+            (StorageError::conflict(std::fmt::Error), ErrorCode::NotAllowed),
+            (StorageError::fenced(std::fmt::Error), ErrorCode::NotAllowed),
+            (StorageError::unavailable(std::fmt::Error), ErrorCode::Internal),
+            (StorageError::failed(std::fmt::Error), ErrorCode::Internal),
+        ];
+        for (e, code) in kinds {
+            assert_eq!(Refusal::from(e).0.code, code);
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::bus::EventBus;
 use crate::ends::Ends;
 use agentd_engine::storage::End;
 use agentd_engine::storage::{Storage, StorageError};
-use agentd_evidence::{Health, Store};
+use agentd_evidence::{EvidenceError, Health, Store, StoreError};
 use agentd_policies::settings::SettingKey;
 use agentd_protocol::evidence::Problem;
 use agentd_protocol::memory::{Author, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
@@ -21,6 +21,38 @@ use agentd_protocol::{
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
+
+/// A sled store's failure by its kind, as the engine's seam says it: the one place the store's
+/// errors are read.
+trait Kinded {
+    fn kinded(self) -> StorageError;
+}
+
+impl Kinded for StoreError {
+    fn kinded(self) -> StorageError {
+        match self {
+            StoreError::UnknownTask(id) => StorageError::UnknownTask(id),
+            StoreError::UnknownNote(id) => StorageError::UnknownNote(id),
+            StoreError::NoteChange(c) => StorageError::RefusedChange(c),
+            e @ StoreError::Unavailable { .. } => StorageError::unavailable(e),
+            e => StorageError::failed(e),
+        }
+    }
+}
+
+impl Kinded for EvidenceError {
+    fn kinded(self) -> StorageError {
+        match self {
+            EvidenceError::UnknownEvidence(id) => StorageError::UnknownEvidence(id),
+            EvidenceError::Store(e) => e.kinded(),
+            e => StorageError::failed(e),
+        }
+    }
+}
+
+fn kinded(e: impl Kinded) -> StorageError {
+    e.kinded()
+}
 
 /// The engine's storage seam and what the daemon's surfaces add to it.
 pub trait DaemonStorage: Storage {
@@ -55,39 +87,39 @@ impl SledStorage {
 
 impl Storage for SledStorage {
     fn tasks(&self) -> Result<Vec<TaskMeta>, StorageError> {
-        self.store.tasks().map_err(StorageError::new)
+        self.store.tasks().map_err(kinded)
     }
 
     fn append(&self, task_id: &str, record: &Record) -> Result<u64, StorageError> {
-        self.store.append(task_id, record).map_err(StorageError::new)
+        self.store.append(task_id, record).map_err(kinded)
     }
 
     fn emit(&self, task_id: &str, role: &Role, kind: EventKind) -> Result<Event, StorageError> {
-        self.bus.emit(task_id, role, kind).map_err(StorageError::new)
+        self.bus.emit(task_id, role, kind).map_err(kinded)
     }
 
     fn history(&self, task_id: &str, role: &Role) -> Result<Vec<Message>, StorageError> {
-        self.store.history(task_id, role).map_err(StorageError::new)
+        self.store.history(task_id, role).map_err(kinded)
     }
 
     fn records(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<(u64, Record)>, StorageError> {
-        self.store.records(task_id, after, limit).map_err(StorageError::new)
+        self.store.records(task_id, after, limit).map_err(kinded)
     }
 
     fn events(&self, task_id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
-        self.store.events(task_id, after, limit).map_err(StorageError::new)
+        self.store.events(task_id, after, limit).map_err(kinded)
     }
 
     fn last_event_seq(&self, task_id: &str) -> Result<u64, StorageError> {
-        self.store.last_event_seq(task_id).map_err(StorageError::new)
+        self.store.last_event_seq(task_id).map_err(kinded)
     }
 
     fn task(&self, task_id: &str) -> Result<Option<TaskMeta>, StorageError> {
-        self.store.task(task_id).map_err(StorageError::new)
+        self.store.task(task_id).map_err(kinded)
     }
 
     fn update_task(&self, task_id: &str, change: &mut dyn FnMut(&mut TaskMeta)) -> Result<(), StorageError> {
-        self.store.update_task(task_id, |t| change(t)).map(|_| ()).map_err(StorageError::new)
+        self.store.update_task(task_id, |t| change(t)).map(|_| ()).map_err(kinded)
     }
 
     fn keep_end(&self, task_id: &str, end: End) {
@@ -95,47 +127,47 @@ impl Storage for SledStorage {
     }
 
     fn setting(&self, key: &SettingKey) -> Result<Option<Value>, StorageError> {
-        self.store.setting(key.as_str()).map_err(StorageError::new)
+        self.store.setting(key.as_str()).map_err(kinded)
     }
 
     fn set_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError> {
-        self.store.set_setting(key.as_str(), value).map_err(StorageError::new)
+        self.store.set_setting(key.as_str(), value).map_err(kinded)
     }
 
     fn cache_setting(&self, key: &SettingKey, value: &Value) -> Result<(), StorageError> {
-        self.store.cache_setting(key.as_str(), value).map_err(StorageError::new)
+        self.store.cache_setting(key.as_str(), value).map_err(kinded)
     }
 
     fn window(&self, server: &str, model: &str) -> Result<Option<Window>, StorageError> {
-        self.store.window(server, model).map_err(StorageError::new)
+        self.store.window(server, model).map_err(kinded)
     }
 
     fn set_window(&self, server: &str, model: &str, window: Window) -> Result<(), StorageError> {
-        self.store.set_window(server, model, window).map_err(StorageError::new)
+        self.store.set_window(server, model, window).map_err(kinded)
     }
 
     fn put_evidence(&self, new: NewEvidence<'_>, fallback_dir: &Path) -> Result<Stored, StorageError> {
-        self.store.put_evidence(new, fallback_dir).map_err(StorageError::new)
+        self.store.put_evidence(new, fallback_dir).map_err(kinded)
     }
 
     fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError> {
-        self.store.evidence(id).map_err(StorageError::new)
+        self.store.evidence(id).map_err(kinded)
     }
 
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError> {
-        self.store.read_evidence(id, offset, limit, unit).map_err(StorageError::new)
+        self.store.read_evidence(id, offset, limit, unit).map_err(kinded)
     }
 
     fn save_note(&self, note: NewNote) -> Result<Note, StorageError> {
-        self.store.save_note(note).map_err(StorageError::new)
+        self.store.save_note(note).map_err(kinded)
     }
 
     fn notes(&self, filter: &NoteFilter) -> Result<Vec<Note>, StorageError> {
-        self.store.notes(filter).map_err(StorageError::new)
+        self.store.notes(filter).map_err(kinded)
     }
 
     fn note(&self, id: &str) -> Result<Note, StorageError> {
-        self.store.note(id).map_err(StorageError::new)
+        self.store.note(id).map_err(kinded)
     }
 
     fn change_note(
@@ -145,25 +177,25 @@ impl Storage for SledStorage {
         by: Author,
         at: &str,
     ) -> Result<(Note, MemoryChange), StorageError> {
-        self.store.change_note(id, edit, by, at).map_err(StorageError::new)
+        self.store.change_note(id, edit, by, at).map_err(kinded)
     }
 
     fn note_changes(&self, id: Option<&str>) -> Result<Vec<MemoryChange>, StorageError> {
-        self.store.note_changes(id).map_err(StorageError::new)
+        self.store.note_changes(id).map_err(kinded)
     }
 }
 
 impl DaemonStorage for SledStorage {
     fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError> {
-        self.store.put_task(meta).map_err(StorageError::new)
+        self.store.put_task(meta).map_err(kinded)
     }
 
     fn evidence_list(&self, task_id: Option<&str>) -> Result<Vec<EvidenceMeta>, StorageError> {
-        self.store.evidence_list(task_id).map_err(StorageError::new)
+        self.store.evidence_list(task_id).map_err(kinded)
     }
 
     fn verify_evidence(&self) -> Result<Vec<Problem>, StorageError> {
-        let problems = self.store.verify_evidence().map_err(StorageError::new)?;
+        let problems = self.store.verify_evidence().map_err(kinded)?;
         Ok(problems
             .iter()
             .map(|p| Problem {
@@ -184,7 +216,7 @@ impl DaemonStorage for SledStorage {
     }
 
     fn flush(&self) -> Result<(), StorageError> {
-        self.store.flush().map_err(StorageError::new)
+        self.store.flush().map_err(kinded)
     }
 }
 

@@ -6,7 +6,7 @@
 // A check, like a test: a broken promise panics, naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::storage::{Settings, Storage};
+use crate::storage::{Settings, Storage, StorageError};
 use agentd_policies::settings::{CompactAt, LastThinkingCleanup, Setting, ThinkingLatch};
 use agentd_protocol::memory::{Author, ChangeAction, MemoryScope, NewNote, NoteEdit, NoteFilter};
 use agentd_protocol::{
@@ -78,7 +78,11 @@ pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path
     storage.update_task(t, &mut |m| m.state = TaskState::Finished).unwrap();
     assert_eq!(storage.task(t).unwrap().map(|m| m.state), Some(TaskState::Finished));
     assert!(storage.task("no-such-task").unwrap().is_none());
-    assert!(storage.update_task("no-such-task", &mut |_| {}).is_err(), "an unknown task is an error");
+    let unknown = storage.update_task("no-such-task", &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(&unknown, StorageError::UnknownTask(id) if id == "no-such-task"),
+        "an unknown task: {unknown:?}"
+    );
 
     // Settings and windows.
     let role = Role::Coder;
@@ -130,8 +134,10 @@ pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path
     assert_eq!((last.data.as_str(), last.next_offset), ("line 4", None), "the last page says so");
     let bytes = storage.read_evidence(&meta.id, 0, 4, Unit::Bytes).unwrap();
     assert_eq!((bytes.data.as_str(), bytes.next_offset), ("line", Some(4)));
-    assert!(storage.evidence("ev-no-such").is_err(), "unknown evidence is an error");
-    assert!(storage.read_evidence("ev-no-such", 0, 1, Unit::Lines).is_err());
+    let unknown = storage.evidence("ev-no-such").unwrap_err();
+    assert!(matches!(&unknown, StorageError::UnknownEvidence(id) if id == "ev-no-such"), "{unknown:?}");
+    let unknown = storage.read_evidence("ev-no-such", 0, 1, Unit::Lines).unwrap_err();
+    assert!(matches!(&unknown, StorageError::UnknownEvidence(id) if id == "ev-no-such"), "{unknown:?}");
 
     // Memory: notes saved with their change, listed by scope, changed only by recorded changes.
     let new = |text: &str, scope, workspace: &str| NewNote {
@@ -166,7 +172,10 @@ pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path
     assert_eq!(ids(&NoteFilter::for_task("/w1")), vec![b.id.clone()], "a deleted note is in no list");
     assert!(storage.note(&a.id).unwrap().deleted, "but kept");
     assert!(
-        storage.change_note(&a.id, &NoteEdit::Delete, Author::User, later).is_err(),
+        matches!(
+            storage.change_note(&a.id, &NoteEdit::Delete, Author::User, later),
+            Err(StorageError::RefusedChange(agentd_policies::memory::ChangeError::Deleted(_)))
+        ),
         "refused, nothing written"
     );
     let (back, undo) = storage.change_note(&a.id, &NoteEdit::Undo, Author::User, later).unwrap();
@@ -179,5 +188,8 @@ pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path
     assert_eq!(undo.undoes, Some(history[2].seq));
     assert!(history.windows(2).all(|w| w[0].seq < w[1].seq), "numbered in order");
     assert_eq!(storage.note_changes(None).unwrap().len(), 6, "three saves and three changes");
-    assert!(storage.note("m-no-such").is_err());
+    let unknown = storage.note("m-no-such").unwrap_err();
+    assert!(matches!(&unknown, StorageError::UnknownNote(id) if id == "m-no-such"), "{unknown:?}");
+    let unknown = storage.change_note("m-no-such", &NoteEdit::Delete, Author::User, later).unwrap_err();
+    assert!(matches!(&unknown, StorageError::UnknownNote(_)), "{unknown:?}");
 }

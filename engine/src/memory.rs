@@ -30,18 +30,6 @@ pub enum MemoryError {
     /// [`MemoryStorage::fail_writes`] is on.
     #[error("the storage refuses writes (a test asked it to)")]
     Refused,
-    /// No task with this id is recorded.
-    #[error("unknown task {0}")]
-    UnknownTask(String),
-    /// No evidence with this id is recorded.
-    #[error("unknown evidence {0}")]
-    UnknownEvidence(String),
-    /// No memory note with this id is recorded.
-    #[error("unknown memory note {0:?}")]
-    UnknownNote(String),
-    /// The change is one the note's state refuses.
-    #[error("{0}")]
-    NoteChange(#[from] agentd_policies::memory::ChangeError),
 }
 
 #[derive(Default)]
@@ -77,7 +65,7 @@ impl MemoryStorage {
 
     fn writing(&self) -> Result<MutexGuard<'_, Inner>, StorageError> {
         if self.refuse.load(Ordering::SeqCst) {
-            return Err(StorageError::new(MemoryError::Refused));
+            return Err(StorageError::unavailable(MemoryError::Refused));
         }
         Ok(self.inner.lock())
     }
@@ -167,10 +155,8 @@ impl Storage for MemoryStorage {
 
     fn update_task(&self, task_id: &str, change: &mut dyn FnMut(&mut TaskMeta)) -> Result<(), StorageError> {
         let mut inner = self.writing()?;
-        let meta = inner
-            .tasks
-            .get_mut(task_id)
-            .ok_or_else(|| StorageError::new(MemoryError::UnknownTask(task_id.to_string())))?;
+        let meta =
+            inner.tasks.get_mut(task_id).ok_or_else(|| StorageError::UnknownTask(task_id.to_string()))?;
         change(meta);
         Ok(())
     }
@@ -212,19 +198,15 @@ impl Storage for MemoryStorage {
 
     fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError> {
         let inner = self.inner.lock();
-        let (meta, _) = inner
-            .evidence
-            .get(id)
-            .ok_or_else(|| StorageError::new(MemoryError::UnknownEvidence(id.to_string())))?;
+        let (meta, _) =
+            inner.evidence.get(id).ok_or_else(|| StorageError::UnknownEvidence(id.to_string()))?;
         Ok(meta.clone())
     }
 
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError> {
         let inner = self.inner.lock();
-        let (meta, data) = inner
-            .evidence
-            .get(id)
-            .ok_or_else(|| StorageError::new(MemoryError::UnknownEvidence(id.to_string())))?;
+        let (meta, data) =
+            inner.evidence.get(id).ok_or_else(|| StorageError::UnknownEvidence(id.to_string()))?;
         Ok(page_of(data, meta, offset, limit, unit))
     }
 
@@ -243,7 +225,7 @@ impl Storage for MemoryStorage {
     fn note(&self, id: &str) -> Result<Note, StorageError> {
         let inner = self.inner.lock();
         let note = inner.notes.iter().find(|n| n.id == id);
-        note.cloned().ok_or_else(|| StorageError::new(MemoryError::UnknownNote(id.to_string())))
+        note.cloned().ok_or_else(|| StorageError::UnknownNote(id.to_string()))
     }
 
     fn change_note(
@@ -255,11 +237,10 @@ impl Storage for MemoryStorage {
     ) -> Result<(Note, MemoryChange), StorageError> {
         let mut inner = self.writing()?;
         let Some(at_index) = inner.notes.iter().position(|n| n.id == id) else {
-            return Err(StorageError::new(MemoryError::UnknownNote(id.to_string())));
+            return Err(StorageError::UnknownNote(id.to_string()));
         };
         let latest = inner.changes.iter().rev().find(|c| c.note_id == id);
-        let applied = apply(&inner.notes[at_index], edit, latest, at)
-            .map_err(|e| StorageError::new(MemoryError::from(e)))?;
+        let applied = apply(&inner.notes[at_index], edit, latest, at).map_err(StorageError::RefusedChange)?;
         let change = applied.change(inner.changes.len() as u64 + 1, by, at);
         inner.changes.push(change.clone());
         inner.notes[at_index] = applied.note.clone();

@@ -33,22 +33,67 @@ use serde_json::Value;
 use std::error::Error;
 use std::path::Path;
 
-/// A storage call that failed, with its cause kept (the implementation's own error: a full disk, a
-/// corrupt record, an unknown evidence id …), shown as the cause says it.
+/// A backend's own error, kept as the source of a [`StorageError`].
+pub type Cause = Box<dyn Error + Send + Sync + 'static>;
+
+/// A storage call that failed, by what kind of failure it is — what its callers answer differently
+/// (the socket's error codes, a fleet writer that lost its task) — with the backend's own error kept
+/// as its source where there is one. Each backend sets the kind; nobody downcasts.
 #[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct StorageError(Box<dyn Error + Send + Sync + 'static>);
+pub enum StorageError {
+    /// No task with this id is recorded.
+    #[error("unknown task {0}")]
+    UnknownTask(String),
+    /// No evidence with this id is recorded.
+    #[error("unknown evidence {0}")]
+    UnknownEvidence(String),
+    /// No memory note with this id is recorded.
+    #[error("unknown memory note {0:?}; `agentd memory list` shows the notes")]
+    UnknownNote(String),
+    /// A change to a note that the note's state refuses; nothing was written.
+    #[error(transparent)]
+    RefusedChange(#[from] agentd_policies::memory::ChangeError),
+    /// Another writer appended to the task's log since this one last read it: nothing was appended.
+    #[error(transparent)]
+    Conflict(Cause),
+    /// This writer no longer holds the task (another took it under a newer lease, or its own lease
+    /// ran out): it writes nothing of it until it takes it anew.
+    #[error(transparent)]
+    Fenced(Cause),
+    /// The store cannot take writes (or answer) now — a full disk, a cluster without a quorum — and
+    /// may again later; nothing acknowledged is lost.
+    #[error(transparent)]
+    Unavailable(Cause),
+    /// Anything else: a corrupt record, an encoding or IO error.
+    #[error(transparent)]
+    Failed(Cause),
+}
 
 impl StorageError {
-    /// Wraps an implementation's error.
-    pub fn new(cause: impl Error + Send + Sync + 'static) -> StorageError {
-        StorageError(Box::new(cause))
+    /// A failure of no other kind, with the backend's error.
+    pub fn failed(cause: impl Error + Send + Sync + 'static) -> StorageError {
+        StorageError::Failed(Box::new(cause))
     }
 
-    /// The implementation's error, for a caller that knows the implementation (the daemon maps a
-    /// store's errors to socket codes with it).
-    pub fn cause(&self) -> &(dyn Error + Send + Sync + 'static) {
-        self.0.as_ref()
+    /// The store cannot take writes now ([`StorageError::Unavailable`]).
+    pub fn unavailable(cause: impl Error + Send + Sync + 'static) -> StorageError {
+        StorageError::Unavailable(Box::new(cause))
+    }
+
+    /// Another writer appended first ([`StorageError::Conflict`]).
+    pub fn conflict(cause: impl Error + Send + Sync + 'static) -> StorageError {
+        StorageError::Conflict(Box::new(cause))
+    }
+
+    /// This writer no longer holds the task ([`StorageError::Fenced`]).
+    pub fn fenced(cause: impl Error + Send + Sync + 'static) -> StorageError {
+        StorageError::Fenced(Box::new(cause))
+    }
+
+    /// Whether this writer lost the task it wrote ([`StorageError::Conflict`] or
+    /// [`StorageError::Fenced`]): another goes on with it.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, StorageError::Conflict(_) | StorageError::Fenced(_))
     }
 }
 
@@ -153,7 +198,7 @@ impl<T: Storage + ?Sized> Settings for T {
 }
 
 fn encode(value: &impl serde::Serialize) -> Result<Value, StorageError> {
-    serde_json::to_value(value).map_err(StorageError::new)
+    serde_json::to_value(value).map_err(StorageError::failed)
 }
 
 /// How many records [`each_record`] reads at a time.

@@ -162,7 +162,7 @@ pub fn follow_events(fleet: Arc<Fleet>, live: broadcast::Sender<Event>) {
 
 impl DaemonStorage for JetStreamStorage {
     fn create_task(&self, meta: &TaskMeta) -> Result<(), StorageError> {
-        JetStreamStorage::create_task(self, meta).map_err(StorageError::new)
+        JetStreamStorage::create_task(self, meta)
     }
 
     fn evidence_list(&self, task_id: Option<&str>) -> Result<Vec<EvidenceMeta>, StorageError> {

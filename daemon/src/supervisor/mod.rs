@@ -17,7 +17,6 @@ use agentd_engine::fitter::Requested;
 use agentd_engine::storage::End;
 use agentd_engine::storage::StorageError;
 use agentd_engine::task::{compact_stopped, launch, Start, TaskError};
-use agentd_evidence::StoreError;
 use agentd_protocol::rpc::CompactResult;
 use agentd_protocol::task::TaskMeta;
 use agentd_protocol::{Budget, Role};
@@ -128,9 +127,6 @@ pub enum SupervisorError {
     /// A running task did not stop within 30 s of being cancelled.
     #[error("the task did not stop within 30s of being cancelled")]
     CancelTimedOut,
-    /// The store failed.
-    #[error("storage: {0}")]
-    Store(#[from] StoreError),
     /// The engine's storage failed (the store behind it; the cause says how).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
