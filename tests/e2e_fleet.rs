@@ -289,12 +289,30 @@ fn daemons_started_together_on_a_fresh_cluster_all_come_up() {
     let server = rt.block_on(finishing_model());
     let urls = nats.urls();
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(3));
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut probes = Vec::new();
     let starts: Vec<_> = ["a", "b", "c"]
         .into_iter()
         .map(|node| {
             let mut d =
                 TestDaemon::prepare(Path::new(BIN), &node_config(&server, &urls, node, "replicas = 3"));
             d.start_within = Duration::from_secs(150);
+            // Once the socket answers (saying it joins), it answers until the daemon runs: the
+            // listener is handed over, never unbound, so a client is not refused in between.
+            let (socket, started) = (d.socket(), started.clone());
+            probes.push(std::thread::spawn(move || {
+                let mut answered = false;
+                let mut refused = Vec::new();
+                while !started.load(std::sync::atomic::Ordering::SeqCst) {
+                    match std::os::unix::net::UnixStream::connect(&socket) {
+                        Ok(_) => answered = true,
+                        Err(e) if answered => refused.push(e.to_string()),
+                        Err(_) => {}
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                refused
+            }));
             let barrier = barrier.clone();
             std::thread::spawn(move || {
                 barrier.wait();
@@ -313,6 +331,11 @@ fn daemons_started_together_on_a_fresh_cluster_all_come_up() {
             d
         })
         .collect();
+    started.store(true, std::sync::atomic::Ordering::SeqCst);
+    for probe in probes {
+        let refused = probe.join().unwrap();
+        assert!(refused.is_empty(), "refused while starting: {refused:?}");
+    }
     for d in &daemons {
         let status = call(d, "daemon.status", json!({}));
         assert_eq!(status["cluster"]["connected"], true, "{status:#}");

@@ -212,8 +212,8 @@ pub fn serve(
     }
     // One machine keeps its tasks in sled; a node of a fleet keeps them in the fleet's JetStream
     // only (a local copy would be a second truth to keep in step; see docs/cluster.md).
-    let backing = match &config.cluster {
-        None => Backing::Sled(Store::open(&home.db())?),
+    let (backing, bound) = match &config.cluster {
+        None => (Backing::Sled(Store::open(&home.db())?), None),
         Some(cluster) => {
             // Joining may wait for NATS and JetStream (servers starting with this one): the socket
             // says why meanwhile, and is handed to the daemon's own server once joined.
@@ -225,9 +225,10 @@ pub fn serve(
                 |joining| starting.set(joining.to_string()),
             )
             .map_err(|source| DaemonError::Cluster { config: config_path.clone(), source })?;
-            starting.stop();
+            let bound =
+                starting.stop().map_err(|source| DaemonError::Socket { path: home.socket(), source })?;
             tracing::info!(node = %cluster.node, nats = %cluster.nats.join(","), "joined the fleet");
-            Backing::Fleet(Arc::new(fleet))
+            (Backing::Fleet(Arc::new(fleet)), Some(bound))
         }
     };
     // Bound before anything starts, so a busy port fails the start; the token with it.
@@ -270,12 +271,19 @@ pub fn serve(
             tracing::info!(recovered, "tasks left running by a previous daemon are now interrupted");
         }
         let supervisor = Supervisor::new(shared.clone()).start();
-        // A socket file left by a daemon that died: the lock proves nobody serves it.
-        let _ = std::fs::remove_file(&socket_path);
-        let listener = tokio::net::UnixListener::bind(&socket_path)
-            .map_err(|source| DaemonError::Socket { path: socket_path.clone(), source })?;
-        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|source| DaemonError::Socket { path: socket_path.clone(), source })?;
+        let listener = match bound {
+            // A fleet's node: the socket that answered while it joined, with whoever waits on it.
+            Some(bound) => tokio::net::UnixListener::from_std(bound),
+            None => {
+                // A socket file left by a daemon that died: the lock proves nobody serves it.
+                let _ = std::fs::remove_file(&socket_path);
+                tokio::net::UnixListener::bind(&socket_path).and_then(|listener| {
+                    std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
+                        .map(|()| listener)
+                })
+            }
+        }
+        .map_err(|source| DaemonError::Socket { path: socket_path.clone(), source })?;
         let methods = Arc::new(Methods {
             shared: shared.clone(),
             supervisor: supervisor.clone(),

@@ -5,7 +5,9 @@
 //! [`Starting`] answers `daemon.status` with what the daemon is waiting for (`cluster.starting`) and
 //! every other method with -32003 saying the same; connections from another uid are refused, as the
 //! socket refuses them. It runs on a thread of its own (the daemon's runtime does not exist yet) and
-//! hands the socket's path over when [`Starting::stop`] returns.
+//! hands its listener over when [`Starting::stop`] returns: the socket is never unbound between the
+//! two, so a client that connects meanwhile waits in the backlog for the daemon's own server
+//! instead of being refused.
 
 use crate::config::Config;
 use crate::rpc::{error_response, result_response};
@@ -25,7 +27,7 @@ use tokio::net::{UnixListener, UnixStream};
 pub struct Starting {
     why: Arc<Mutex<String>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<std::os::unix::net::UnixListener>>>,
     socket: PathBuf,
 }
 
@@ -55,25 +57,31 @@ impl Starting {
         *self.why.lock() = why.into();
     }
 
-    /// Stops answering and frees the socket's path for the daemon's own server.
-    pub fn stop(mut self) {
-        self.halt();
+    /// Stops answering and hands the bound listener to the daemon's own server (connections
+    /// waiting to be accepted stay queued; those it had accepted are closed).
+    pub fn stop(mut self) -> std::io::Result<std::os::unix::net::UnixListener> {
+        self.halt()
     }
 
-    fn halt(&mut self) {
+    fn halt(&mut self) -> std::io::Result<std::os::unix::net::UnixListener> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(listener)) => listener,
+            Some(Err(_)) => Err(std::io::Error::other("the starting socket's thread panicked")),
+            None => Err(std::io::Error::other("the starting socket was already stopped")),
         }
-        let _ = std::fs::remove_file(&self.socket);
     }
 }
 
 impl Drop for Starting {
     fn drop(&mut self) {
-        self.halt();
+        // Not handed over (joining failed): the socket goes with it.
+        if self.thread.is_some() {
+            let _ = self.halt();
+            let _ = std::fs::remove_file(&self.socket);
+        }
     }
 }
 
@@ -137,10 +145,10 @@ async fn accept(
     listener: UnixListener,
     answers: Arc<Answers>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
+) -> std::io::Result<std::os::unix::net::UnixListener> {
     loop {
         tokio::select! {
-            _ = &mut stopped => return,
+            _ = &mut stopped => return listener.into_std(),
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
                     tokio::spawn(connection(stream, answers.clone()));

@@ -449,12 +449,15 @@ impl Handler<Cancel> for Supervisor {
                     cancel.cancel();
                     let waited =
                         clock().timeout(Duration::from_secs(30), done.wait_for(|s| s.is_some())).await;
-                    if let Ok(Ok(state)) = waited {
-                        if let Some(state) = *state {
-                            return Ok(state);
+                    match waited {
+                        Ok(Ok(state)) if *state == Some(TaskState::Cancelled) => {
+                            return Ok(TaskState::Cancelled)
                         }
+                        // It ended on its own as the cancel came (failed, finished, stopped to
+                        // wait): answered from its record below, as a task that had ended.
+                        Ok(Ok(state)) if state.is_some() => {}
+                        _ => return Err(SupervisorError::CancelTimedOut),
                     }
-                    return Err(SupervisorError::CancelTimedOut);
                 }
             }
             if let Some(end) = shared.ends.get(&msg.task_id) {

@@ -373,7 +373,11 @@ impl RpcClient {
         let id = self.next_id;
         self.next_id += 1;
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.send_raw(format!("{line}\n").as_bytes());
+        // A connection the daemon closed (it stopped, or handed its socket over) is an error to
+        // answer, like one closed before its answer came.
+        self.writer
+            .write_all(format!("{line}\n").as_bytes())
+            .map_err(|e| RpcError { code: 0, message: e.to_string() })?;
         loop {
             let v = self.read_value().map_err(|e| RpcError { code: 0, message: e.to_string() })?;
             if v.get("id") == Some(&json!(id)) {
