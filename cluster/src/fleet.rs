@@ -124,9 +124,13 @@ impl Fleet {
         let (nodes, node, instance) =
             (fleet.nodes.clone(), fleet.config.node.clone(), fleet.instance.clone());
         fleet.storage.block_on(async move {
-            let deadline = now_ms() + lease.as_millis() as u64 + 1_000;
+            let lease_ms = lease.as_millis() as u64;
+            let deadline = now_ms() + lease_ms + 1_000;
             loop {
                 match nodes.claim(&node, &instance, now_ms(), lease).await {
+                    // Fresh when the claim began, lapsed by the time it answered (a read that
+                    // waited out a NATS server's restart): asked again, not refused.
+                    Err(ClusterError::NodeTaken { at_ms, .. }) if at_ms + lease_ms < now_ms() => {}
                     Err(ClusterError::NodeTaken { .. }) if now_ms() < deadline => {
                         tracing::info!(node, "another daemon's heartbeat under this node name is fresh; waiting for it to lapse");
                         clock().sleep(Duration::from_millis(500)).await;
