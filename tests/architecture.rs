@@ -6,7 +6,7 @@
 //!   runtime or HTTP stack.
 //! - **The codemap is true**: every file the "Where is X decided" table cites exists, and every
 //!   function, type or constant it cites there is defined in the file cited with it.
-//! - **One clock**: in the engine and the daemon, only `engine/src/clock.rs` reads the system time
+//! - **One clock**: in the engine and the daemon, only `runtime/engine/src/clock.rs` reads the system time
 //!   or sleeps on it; every other deliberate wait goes through that clock.
 //! - **No import cycles between files**: within each crate, no file uses a module that (through
 //!   others) uses it back.
@@ -20,6 +20,10 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The runtime's crates, under `runtime/`.
+const RUNTIME: [&str; 5] =
+    ["runtime/providers", "runtime/engine", "runtime/cluster", "runtime/daemon", "runtime/client"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -254,10 +258,10 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn only_the_clock_module_reads_the_system_time_or_sleeps_on_it() {
-    let clock = root().join("engine/src/clock.rs");
+    let clock = root().join("runtime/engine/src/clock.rs");
     let banned =
         ["SystemTime::now", "tokio::time::sleep", "tokio::time::timeout", "thread::sleep", "time::sleep("];
-    for dir in ["engine/src", "daemon/src", "cluster/src"] {
+    for dir in ["runtime/engine/src", "runtime/daemon/src", "runtime/cluster/src"] {
         for file in rust_files(&root().join(dir)) {
             // Test modules (declared `#[cfg(test)] mod tests;`) and the test rigs wait as tests do.
             if file == clock || file.ends_with("testing.rs") || file.ends_with("tests.rs") {
@@ -301,11 +305,11 @@ fn every_type_has_one_path_no_library_re_exports_another_crates_items() {
         "policies",
         "evidence",
         "agents",
-        "providers",
-        "engine",
-        "cluster",
-        "daemon",
-        "client",
+        "runtime/providers",
+        "runtime/engine",
+        "runtime/cluster",
+        "runtime/daemon",
+        "runtime/client",
         "src",
     ] {
         let dir = if krate == "src" { root().join("src") } else { root().join(krate).join("src") };
@@ -395,7 +399,7 @@ fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
     for krate in
-        ["protocol", "policies", "evidence", "agents", "providers", "engine", "cluster", "daemon", "client"]
+        ["protocol", "policies", "evidence", "agents"].into_iter().chain(RUNTIME.iter().copied())
     {
         let uses = module_uses(&root().join(krate).join("src"));
         // Depth-first search for a cycle.
@@ -432,11 +436,11 @@ fn no_file_imports_a_file_that_imports_it_back() {
 #[test]
 fn test_and_fuzz_support_ships_in_no_release_library() {
     for (lib, module, gate) in [
-        ("engine/src/lib.rs", "pub mod memory;", "#[cfg(any(test, feature = \"testing\"))]"),
-        ("engine/src/lib.rs", "mod testing;", "#[cfg(test)]"),
-        ("daemon/src/lib.rs", "pub mod fuzzing;", "#[cfg(feature = \"fuzzing\")]"),
-        ("daemon/src/lib.rs", "mod testing;", "#[cfg(test)]"),
-        ("providers/src/lib.rs", "pub mod fuzzing;", "#[cfg(feature = \"fuzzing\")]"),
+        ("runtime/engine/src/lib.rs", "pub mod memory;", "#[cfg(any(test, feature = \"testing\"))]"),
+        ("runtime/engine/src/lib.rs", "mod testing;", "#[cfg(test)]"),
+        ("runtime/daemon/src/lib.rs", "pub mod fuzzing;", "#[cfg(feature = \"fuzzing\")]"),
+        ("runtime/daemon/src/lib.rs", "mod testing;", "#[cfg(test)]"),
+        ("runtime/providers/src/lib.rs", "pub mod fuzzing;", "#[cfg(feature = \"fuzzing\")]"),
     ] {
         let source = read(&root().join(lib));
         let at = source.find(module).unwrap_or_else(|| panic!("{lib} declares {module}"));
@@ -447,7 +451,7 @@ fn test_and_fuzz_support_ships_in_no_release_library() {
         );
     }
     // No release build enables a test or fuzz feature: only dev-dependencies and the fuzz crate do.
-    for manifest in ["Cargo.toml", "daemon/Cargo.toml", "engine/Cargo.toml", "providers/Cargo.toml"] {
+    for manifest in ["Cargo.toml", "runtime/daemon/Cargo.toml", "runtime/engine/Cargo.toml", "runtime/providers/Cargo.toml"] {
         let text = read(&root().join(manifest));
         let normal = text.split("[dev-dependencies]").next().unwrap();
         for feature in ["\"testing\"", "\"fuzzing\""] {

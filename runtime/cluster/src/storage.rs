@@ -1,5 +1,5 @@
 //! [`JetStreamStorage`]: the engine's storage seam over NATS JetStream. It passes the seam's contract
-//! (`agentd_engine::contract::check`) against a real `nats-server` (`cluster/tests/storage.rs`).
+//! (`agentd_engine::contract::check`) against a real `nats-server` (`runtime/cluster/tests/storage.rs`).
 
 use crate::bridge::Bridge;
 use crate::error::ClusterError;

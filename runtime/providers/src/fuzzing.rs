@@ -1,5 +1,5 @@
 //! Hidden entry points for the fuzz targets and the property tests (`fuzz/`,
-//! `providers/tests/fuzz_props.rs`): the real SSE driver and each wire format's assembler, fed
+//! `runtime/providers/tests/fuzz_props.rs`): the real SSE driver and each wire format's assembler, fed
 //! arbitrary bytes in arbitrary pieces, and the oracle that judges what comes out. Compiled only
 //! with the `fuzzing` feature, which no release build enables.
 
