@@ -267,7 +267,7 @@ async fn the_api_answers_with_the_sockets_types_and_error_codes() {
     // The OpenAPI document is the one the protocol's types generate, and names every route.
     let openapi = api.ok("/api/v1/openapi.json").await;
     assert_eq!(openapi, agentd_protocol::openapi::openapi_document());
-    for route in agentd_protocol::http::ROUTES {
+    for route in agentd_protocol::rpc::ROUTES.iter() {
         let verb = route.verb.as_str().to_lowercase();
         assert!(openapi["paths"][route.full_path()][&verb].is_object(), "{route:?}");
     }
@@ -312,7 +312,7 @@ async fn every_request_needs_the_token_and_a_browser_trades_it_once_for_a_cookie
         let (status, e) = Api::answer(r).await;
         assert_eq!((status, e["error"]["code"].clone()), (405, json!(-32601)), "token {with_token}: {e}");
     }
-    for route in agentd_protocol::http::ROUTES {
+    for route in agentd_protocol::rpc::ROUTES.iter() {
         let verb = route.verb.as_str().to_lowercase();
         let op = &doc["paths"][route.full_path()][&verb];
         assert!(op["responses"]["401"].is_object() && op.get("security").is_none(), "{route:?}: {op}");

@@ -22,6 +22,7 @@ pub mod model;
 pub mod openapi;
 pub mod record;
 pub mod role;
+pub mod route;
 pub mod rpc;
 pub mod schema;
 pub mod task;

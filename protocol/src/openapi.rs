@@ -1,4 +1,4 @@
-//! The HTTP API as an OpenAPI 3.1 document, generated from the route table ([`crate::http::ROUTES`])
+//! The HTTP API as an OpenAPI 3.1 document, generated from the methods' declarations ([`crate::rpc::ROUTES`])
 //! and the same schemars types as `docs/protocol.schema.json`: a route's parameters and body are its
 //! method's params type, its answer is the method's result type, its errors are
 //! [`ErrorBody`](crate::http::ErrorBody).
@@ -7,16 +7,9 @@
 //! committed copy (`tests/schema.rs` fails when it is stale; `cargo run -p agentd-protocol --example
 //! write_schema` rewrites it).
 
-use crate::evidence::{EvidenceMeta, Page};
-use crate::http::{ErrorBody, ParamKind, Route, Verb, OPENAPI_PATH, ROUTES, TOKEN_COOKIE};
-use crate::memory::{Note, NoteFilter};
-use crate::rpc::{
-    ClockParams, ClockResult, CompactParams, CompactResult, ContextParams, ContextResult, DaemonStatus,
-    EventsParams, EventsResult, EvidenceListParams, EvidenceReadParams, EvidenceRef, LogParams, LogResult,
-    MessageParams, Method, NoParams, NoteChanged, NoteDetail, NoteEditParams, NoteRef, Notification,
-    ProbeResult, ResumeParams, RoleParams, SettingParams, SettingResult, StateResult, SubmitParams,
-    Submitted, SubscribeParams, TaskEnd, TaskRef, TaskStatus, TaskSummary, UndoParams, VerifyResult,
-};
+use crate::http::{ErrorBody, OPENAPI_PATH, TOKEN_COOKIE};
+use crate::route::{ParamKind, Verb};
+use crate::rpc::{Method, Notification, Route, TaskEnd, ROUTES};
 use crate::Event;
 use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
@@ -26,56 +19,16 @@ const SCHEMAS: &str = "#/components/schemas/";
 
 /// The schema of a method's params type.
 fn params_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
-    let schema = match method {
-        Method::TaskSubmit => gen.subschema_for::<SubmitParams>(),
-        Method::TaskList | Method::EvidenceVerify | Method::DaemonStatus => gen.subschema_for::<NoParams>(),
-        Method::TaskStatus | Method::TaskCancel => gen.subschema_for::<TaskRef>(),
-        Method::TaskResume => gen.subschema_for::<ResumeParams>(),
-        Method::TaskMessage => gen.subschema_for::<MessageParams>(),
-        Method::TaskCompact => gen.subschema_for::<CompactParams>(),
-        Method::TaskSubscribe => gen.subschema_for::<SubscribeParams>(),
-        Method::TaskEvents => gen.subschema_for::<EventsParams>(),
-        Method::ContextGet => gen.subschema_for::<ContextParams>(),
-        Method::LogGet => gen.subschema_for::<LogParams>(),
-        Method::EvidenceList => gen.subschema_for::<EvidenceListParams>(),
-        Method::EvidenceGet => gen.subschema_for::<EvidenceRef>(),
-        Method::EvidenceRead => gen.subschema_for::<EvidenceReadParams>(),
-        Method::SettingsGet | Method::SettingsSet => gen.subschema_for::<SettingParams>(),
-        Method::ModelsProbe => gen.subschema_for::<RoleParams>(),
-        Method::ClockAdvance => gen.subschema_for::<ClockParams>(),
-        Method::MemoryList => gen.subschema_for::<NoteFilter>(),
-        Method::MemoryGet | Method::MemoryDelete => gen.subschema_for::<NoteRef>(),
-        Method::MemoryEdit => gen.subschema_for::<NoteEditParams>(),
-        Method::MemoryUndo => gen.subschema_for::<UndoParams>(),
-    };
-    schema.to_value()
+    method.params_schema(gen).to_value()
 }
 
-/// The schema of a method's result type (for `task.subscribe` over HTTP: one SSE message).
+/// The schema of a method's result type; for a method that streams (`task.subscribe` over HTTP),
+/// one SSE message.
 fn result_schema(method: Method, gen: &mut SchemaGenerator) -> Value {
-    let schema = match method {
-        Method::TaskSubmit => gen.subschema_for::<Submitted>(),
-        Method::TaskList => gen.subschema_for::<Vec<TaskSummary>>(),
-        Method::TaskStatus => gen.subschema_for::<TaskStatus>(),
-        Method::TaskCancel | Method::TaskResume | Method::TaskMessage => gen.subschema_for::<StateResult>(),
-        Method::TaskSubscribe => return sse_message_schema(gen),
-        Method::TaskEvents => gen.subschema_for::<EventsResult>(),
-        Method::TaskCompact => gen.subschema_for::<CompactResult>(),
-        Method::ContextGet => gen.subschema_for::<ContextResult>(),
-        Method::LogGet => gen.subschema_for::<LogResult>(),
-        Method::EvidenceList => gen.subschema_for::<Vec<EvidenceMeta>>(),
-        Method::EvidenceGet => gen.subschema_for::<EvidenceMeta>(),
-        Method::EvidenceRead => gen.subschema_for::<Page>(),
-        Method::EvidenceVerify => gen.subschema_for::<VerifyResult>(),
-        Method::SettingsGet | Method::SettingsSet => gen.subschema_for::<SettingResult>(),
-        Method::ModelsProbe => gen.subschema_for::<ProbeResult>(),
-        Method::DaemonStatus => gen.subschema_for::<DaemonStatus>(),
-        Method::MemoryList => gen.subschema_for::<Vec<Note>>(),
-        Method::MemoryGet => gen.subschema_for::<NoteDetail>(),
-        Method::MemoryEdit | Method::MemoryDelete | Method::MemoryUndo => gen.subschema_for::<NoteChanged>(),
-        Method::ClockAdvance => gen.subschema_for::<ClockResult>(),
-    };
-    schema.to_value()
+    if method.streams() {
+        return sse_message_schema(gen);
+    }
+    method.result_schema(gen).to_value()
 }
 
 /// One message of the event stream as an SSE parser reads it (OpenAPI 3.1: a `text/event-stream`
@@ -308,7 +261,7 @@ mod tests {
     #[test]
     fn every_route_is_an_operation_with_its_methods_types() {
         let doc = openapi_document();
-        for route in ROUTES {
+        for route in ROUTES.iter() {
             let verb = route.verb.as_str().to_lowercase();
             let op = &doc["paths"][route.full_path()][&verb];
             assert_eq!(op["operationId"], route.method.name(), "{route:?}");

@@ -67,3 +67,40 @@ fn the_schema_names_every_method_and_error_code() {
     let results = &schema["properties"]["results"];
     assert!(results.is_object(), "{results}");
 }
+
+#[test]
+fn the_schema_the_openapi_document_and_the_routes_list_every_declared_method() {
+    use agentd_protocol::rpc::{Method, ROUTES};
+    let schema: serde_json::Value = serde_json::from_str(&protocol_schema_text()).unwrap();
+    let requests = schema["$defs"]["Request"]["oneOf"].as_array().unwrap();
+    let named: Vec<&str> =
+        requests.iter().filter_map(|r| r["properties"]["method"]["const"].as_str()).collect();
+    let declared: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
+    assert_eq!(named, declared, "the request's schema names each declared method, in order");
+    let results = schema["$defs"]["Results"]["properties"].as_object().unwrap();
+    assert_eq!(results.keys().count(), declared.len());
+    for name in &declared {
+        assert!(results.contains_key(*name), "no result schema for {name}");
+    }
+
+    let doc = agentd_protocol::openapi::openapi_document();
+    let mut operations: Vec<String> = Vec::new();
+    for (path, verbs) in doc["paths"].as_object().unwrap() {
+        for op in verbs.as_object().unwrap().values() {
+            let id = op["operationId"].as_str().unwrap().to_string();
+            if id != "openapi" {
+                assert!(path.starts_with(agentd_protocol::route::API_PREFIX), "{path}");
+                operations.push(id);
+            }
+        }
+    }
+    operations.sort();
+    let mut routed: Vec<String> =
+        Method::ALL.iter().filter(|m| m.route().is_some()).map(|m| m.name().to_string()).collect();
+    routed.sort();
+    assert_eq!(operations, routed, "one operation per method declared with a route");
+    let mut listed: Vec<String> = ROUTES.iter().map(|r| r.method.name().to_string()).collect();
+    listed.sort();
+    assert_eq!(listed, routed, "ROUTES lists every declared route");
+    assert!(ROUTES.iter().all(|r| r.method.route() == Some(*r)));
+}

@@ -11,8 +11,8 @@ use crate::print::{pretty, print_daemon};
 use crate::print::{raw, say};
 use agentd_daemon::config::{parse_listen, Config, DEFAULT_CONFIG};
 use agentd_daemon::daemon::{serve as run_daemon, DaemonError, Home, ServeOptions};
+use agentd_protocol::rpc::method;
 use agentd_protocol::rpc::{DaemonStatus, NoParams};
-use agentd_protocol::Request;
 use std::io::Write;
 
 /// `agentd init`: writes the default config, never over one that exists (then it says so and
@@ -100,7 +100,7 @@ fn serve_in(home: &Home, json: bool, options: &ServeOptions) -> Result<u8, Failu
 
 /// `agentd dashboard`: the URL that logs a browser in, from the daemon's HTTP address and the token.
 pub fn dashboard(home: &Home, json: bool) -> Result<u8, Failure> {
-    let status: DaemonStatus = connect(home)?.request(&Request::DaemonStatus(NoParams {}))?;
+    let status: DaemonStatus = connect(home)?.call::<method::DaemonStatus>(NoParams {})?;
     let Some(http) = status.http else {
         return Err(fail(
             exit::USAGE,
@@ -136,7 +136,7 @@ pub fn dashboard(home: &Home, json: bool) -> Result<u8, Failure> {
 
 /// `agentd daemon`: the status, and a warning on stderr while the daemon's storage is failing.
 pub fn status(home: &Home, json: bool) -> Result<u8, Failure> {
-    let r: DaemonStatus = connect(home)?.request(&Request::DaemonStatus(NoParams {}))?;
+    let r: DaemonStatus = connect(home)?.call::<method::DaemonStatus>(NoParams {})?;
     if json {
         raw!("{}", pretty(&r));
     } else {

@@ -8,8 +8,9 @@ use crate::exit::{self, Failure};
 use crate::print::raw;
 use crate::print::{pretty, print_evidence_line, print_meta, print_verify};
 use agentd_daemon::daemon::Home;
+use agentd_protocol::rpc::method;
 use agentd_protocol::rpc::{EvidenceListParams, EvidenceReadParams, EvidenceRef, NoParams, VerifyResult};
-use agentd_protocol::{EvidenceMeta, Page, Request, Unit};
+use agentd_protocol::{EvidenceMeta, Page, Unit};
 
 /// Runs one `evidence` subcommand.
 pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
@@ -17,7 +18,7 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
     match command {
         EvidenceCommand::List { task, json } => {
             let list: Vec<EvidenceMeta> =
-                client.request(&Request::EvidenceList(EvidenceListParams { task_id: task }))?;
+                client.call::<method::EvidenceList>(EvidenceListParams { task_id: task })?;
             if json {
                 raw!("{}", pretty(&list));
             } else {
@@ -25,7 +26,7 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
             }
         }
         EvidenceCommand::Show { id, json } => {
-            let meta: EvidenceMeta = client.request(&Request::EvidenceGet(EvidenceRef { id }))?;
+            let meta: EvidenceMeta = client.call::<method::EvidenceGet>(EvidenceRef { id })?;
             if json {
                 raw!("{}", pretty(&meta));
             } else {
@@ -35,7 +36,7 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
         EvidenceCommand::Read { id, offset, limit, lines, json } => {
             let unit = if lines { Unit::Lines } else { Unit::Bytes };
             let params = EvidenceReadParams { id, offset: Some(offset), limit, unit: Some(unit) };
-            let page: Page = client.request(&Request::EvidenceRead(params))?;
+            let page: Page = client.call::<method::EvidenceRead>(params)?;
             if json {
                 raw!("{}", pretty(&page));
                 return Ok(exit::OK);
@@ -53,7 +54,7 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
             }
         }
         EvidenceCommand::Verify { json } => {
-            let r: VerifyResult = client.request(&Request::EvidenceVerify(NoParams {}))?;
+            let r: VerifyResult = client.call::<method::EvidenceVerify>(NoParams {})?;
             if json {
                 raw!("{}", pretty(&r));
             } else {

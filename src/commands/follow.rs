@@ -11,8 +11,9 @@ use crate::print::{raw, say};
 use agentd_client::render::event_line;
 use agentd_client::{Client, StreamItem};
 use agentd_protocol::event::EndKind;
-use agentd_protocol::rpc::{LogParams, LogResult, SubscribeParams, Subscribed};
-use agentd_protocol::{EventKind, Record, Request};
+use agentd_protocol::rpc::method;
+use agentd_protocol::rpc::{LogParams, LogResult, SubscribeParams};
+use agentd_protocol::{EventKind, Record};
 
 /// Streams a task's events until its terminal event; exit 0 only when it finished.
 pub fn follow(client: &mut Client, task_id: &str, json: bool) -> Result<u8, Failure> {
@@ -24,7 +25,7 @@ pub fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool)
     let mut after = 0;
     if latest {
         let params = LogParams { task_id: task_id.to_string(), role: None, after_seq: None, limit: None };
-        let log: LogResult = client.request(&Request::LogGet(params))?;
+        let log: LogResult = client.call::<method::LogGet>(params)?;
         for entry in &log.records {
             if let Record::Event { event } = &entry.record {
                 if matches!(event.kind, EventKind::TaskMessage { .. }) {
@@ -33,10 +34,10 @@ pub fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool)
             }
         }
     }
-    let _: Subscribed = client.request(&Request::TaskSubscribe(SubscribeParams {
+    client.call::<method::TaskSubscribe>(SubscribeParams {
         task_id: task_id.to_string(),
         after_seq: Some(after),
-    }))?;
+    })?;
     loop {
         // An end in the history that was later resumed or followed up is not the end: the daemon
         // marks the real one (`task.end`) after the terminal event that nothing follows.

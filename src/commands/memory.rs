@@ -9,8 +9,8 @@ use crate::print::{raw, say};
 use agentd_client::render::one_line;
 use agentd_daemon::daemon::Home;
 use agentd_protocol::memory::{Author, MemoryChange, Note, NoteFilter};
+use agentd_protocol::rpc::method;
 use agentd_protocol::rpc::{NoteChanged, NoteDetail, NoteEditParams, NoteRef, UndoParams};
-use agentd_protocol::Request;
 
 /// Runs one `memory` subcommand.
 pub fn memory(home: &Home, command: MemoryCommand) -> Result<u8, Failure> {
@@ -27,7 +27,7 @@ pub fn memory(home: &Home, command: MemoryCommand) -> Result<u8, Failure> {
                 ),
             };
             let notes: Vec<Note> =
-                client.request(&Request::MemoryList(NoteFilter { workspace, user, deleted }))?;
+                client.call::<method::MemoryList>(NoteFilter { workspace, user, deleted })?;
             if json {
                 raw!("{}", pretty(&notes));
             } else if notes.is_empty() {
@@ -37,7 +37,7 @@ pub fn memory(home: &Home, command: MemoryCommand) -> Result<u8, Failure> {
             }
         }
         MemoryCommand::Show { id, json } => {
-            let detail: NoteDetail = client.request(&Request::MemoryGet(NoteRef { id }))?;
+            let detail: NoteDetail = client.call::<method::MemoryGet>(NoteRef { id })?;
             if json {
                 raw!("{}", pretty(&detail));
             } else {
@@ -45,13 +45,13 @@ pub fn memory(home: &Home, command: MemoryCommand) -> Result<u8, Failure> {
             }
         }
         MemoryCommand::Edit { id, text, json } => {
-            changed(client.request(&Request::MemoryEdit(NoteEditParams { id, text }))?, json)
+            changed(client.call::<method::MemoryEdit>(NoteEditParams { id, text })?, json)
         }
         MemoryCommand::Delete { id, json } => {
-            changed(client.request(&Request::MemoryDelete(NoteRef { id }))?, json)
+            changed(client.call::<method::MemoryDelete>(NoteRef { id })?, json)
         }
         MemoryCommand::Undo { id, json } => {
-            changed(client.request(&Request::MemoryUndo(UndoParams { id }))?, json)
+            changed(client.call::<method::MemoryUndo>(UndoParams { id })?, json)
         }
     }
     Ok(exit::OK)

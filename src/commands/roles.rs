@@ -6,15 +6,16 @@ use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_gauge, print_probe, print_setting};
 use crate::print::{raw, say};
 use agentd_daemon::daemon::Home;
+use agentd_protocol::rpc::method;
 use agentd_protocol::rpc::{
     ContextParams, ContextResult, ProbeResult, RoleParams, Setting, SettingParams, SettingResult,
 };
-use agentd_protocol::{Request, Role};
+use agentd_protocol::Role;
 
 /// `agentd context TASK [--role ROLE]`: a role not yet measured is a line saying why, not a failure.
 pub fn context(home: &Home, task: String, role: String, json: bool) -> Result<u8, Failure> {
     let params = ContextParams { task_id: task, role: Some(Role::from(role)) };
-    let g: ContextResult = connect(home)?.request(&Request::ContextGet(params))?;
+    let g: ContextResult = connect(home)?.call::<method::ContextGet>(params)?;
     if json {
         raw!("{}", pretty(&g));
     } else {
@@ -29,7 +30,7 @@ pub fn context(home: &Home, task: String, role: String, json: bool) -> Result<u8
 /// `agentd models probe --role ROLE`.
 pub fn probe(home: &Home, role: String, json: bool) -> Result<u8, Failure> {
     let params = RoleParams { role: Role::from(role) };
-    let r: ProbeResult = connect(home)?.request(&Request::ModelsProbe(params))?;
+    let r: ProbeResult = connect(home)?.call::<method::ModelsProbe>(params)?;
     if json {
         raw!("{}", pretty(&r));
     } else {
@@ -51,8 +52,8 @@ pub fn settings(
     let mut client = connect(home)?;
     let params = SettingParams { role: Role::from(role), key, value: value.map(serde_json::Value::from) };
     let r: SettingResult = match params.value {
-        Some(_) => client.request(&Request::SettingsSet(params))?,
-        None => client.request(&Request::SettingsGet(params))?,
+        Some(_) => client.call::<method::SettingsSet>(params)?,
+        None => client.call::<method::SettingsGet>(params)?,
     };
     if json {
         raw!("{}", pretty(&r));

@@ -10,12 +10,13 @@ use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_record, print_state, print_status, print_task_line};
 use crate::print::{raw, say};
 use agentd_daemon::daemon::Home;
+use agentd_protocol::rpc::method;
 use agentd_protocol::rpc::{
     CompactParams, CompactResult, LogParams, LogResult, MessageParams, NoParams, ResumeParams, StateResult,
     SubmitParams, Submitted, TaskRef, TaskStatus, TaskSummary,
 };
 use agentd_protocol::Budget;
-use agentd_protocol::{Request, Role};
+use agentd_protocol::Role;
 use std::path::PathBuf;
 
 /// How many records `log` asks for at a time.
@@ -40,7 +41,7 @@ pub fn submit(
         .map_err(|e| fail(exit::USAGE, format!("workspace {}: {e}", workspace.display())))?;
     let mut client = connect(home)?;
     let submit = SubmitParams { objective, workspace: workspace.display().to_string(), team, budget };
-    let submitted: Submitted = client.request(&Request::TaskSubmit(submit))?;
+    let submitted: Submitted = client.call::<method::TaskSubmit>(submit)?;
     if !wait {
         if json {
             raw!("{}", pretty(&submitted));
@@ -57,7 +58,7 @@ pub fn submit(
 
 /// `agentd tasks`.
 pub fn list(home: &Home, json: bool) -> Result<u8, Failure> {
-    let tasks: Vec<TaskSummary> = connect(home)?.request(&Request::TaskList(NoParams {}))?;
+    let tasks: Vec<TaskSummary> = connect(home)?.call::<method::TaskList>(NoParams {})?;
     if json {
         raw!("{}", pretty(&tasks));
     } else {
@@ -68,7 +69,7 @@ pub fn list(home: &Home, json: bool) -> Result<u8, Failure> {
 
 /// `agentd status TASK`.
 pub fn status(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
-    let status: TaskStatus = connect(home)?.request(&Request::TaskStatus(TaskRef { task_id: task }))?;
+    let status: TaskStatus = connect(home)?.call::<method::TaskStatus>(TaskRef { task_id: task })?;
     if json {
         raw!("{}", pretty(&status));
     } else {
@@ -79,7 +80,7 @@ pub fn status(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
 
 /// `agentd cancel TASK`.
 pub fn cancel(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
-    let r: StateResult = connect(home)?.request(&Request::TaskCancel(TaskRef { task_id: task }))?;
+    let r: StateResult = connect(home)?.call::<method::TaskCancel>(TaskRef { task_id: task })?;
     print_state(&r, json);
     Ok(exit::OK)
 }
@@ -93,7 +94,7 @@ pub fn budget(tokens: Option<u64>, cost: Option<f64>) -> Option<Budget> {
 /// `agentd resume TASK [--budget-tokens N] [--budget-cost USD]`.
 pub fn resume(home: &Home, task: String, budget: Option<Budget>, json: bool) -> Result<u8, Failure> {
     let params = ResumeParams { task_id: task, budget };
-    let r: StateResult = connect(home)?.request(&Request::TaskResume(params))?;
+    let r: StateResult = connect(home)?.call::<method::TaskResume>(params)?;
     print_state(&r, json);
     Ok(exit::OK)
 }
@@ -101,8 +102,7 @@ pub fn resume(home: &Home, task: String, budget: Option<Budget>, json: bool) -> 
 /// `agentd message TASK TEXT`: with `--wait`, follows only the follow-up's own events.
 pub fn message(home: &Home, task: String, text: String, wait: bool, json: bool) -> Result<u8, Failure> {
     let mut client = connect(home)?;
-    let r: StateResult =
-        client.request(&Request::TaskMessage(MessageParams { task_id: task.clone(), text }))?;
+    let r: StateResult = client.call::<method::TaskMessage>(MessageParams { task_id: task.clone(), text })?;
     if !wait {
         print_state(&r, json);
         return Ok(exit::OK);
@@ -120,7 +120,7 @@ pub fn compact(
 ) -> Result<u8, Failure> {
     let mut client = connect(home)?;
     let params = CompactParams { task_id: task, role: role.map(Role::from), focus };
-    let r: CompactResult = client.request(&Request::TaskCompact(params))?;
+    let r: CompactResult = client.call::<method::TaskCompact>(params)?;
     if json {
         raw!("{}", pretty(&r));
     } else if r.scheduled {
@@ -144,7 +144,7 @@ pub fn log(home: &Home, task: String, role: Option<String>, json: bool) -> Resul
             after_seq: Some(after),
             limit: Some(LOG_PAGE),
         };
-        let page: LogResult = client.request(&Request::LogGet(params))?;
+        let page: LogResult = client.call::<method::LogGet>(params)?;
         if page.records.is_empty() {
             break;
         }

@@ -8,8 +8,9 @@ use crate::print::pretty;
 use crate::print::{raw, say};
 use agentd_client::render::usd;
 use agentd_daemon::daemon::Home;
+use agentd_protocol::rpc::method;
 use agentd_protocol::rpc::{EventsParams, EventsResult, NoParams, Spent, TaskSummary};
-use agentd_protocol::{Event, EventKind, Request};
+use agentd_protocol::{Event, EventKind};
 use std::collections::BTreeMap;
 
 /// Sums every task's requests from `since` on, by `by`.
@@ -19,14 +20,14 @@ pub fn usage(home: &Home, since: Option<String>, by: UsageBy, json: bool) -> Res
         None => None,
     };
     let mut client = connect(home)?;
-    let tasks: Vec<TaskSummary> = client.request(&Request::TaskList(NoParams {}))?;
+    let tasks: Vec<TaskSummary> = client.call::<method::TaskList>(NoParams {})?;
     let mut groups: BTreeMap<String, Vec<Event>> = BTreeMap::new();
     for task in &tasks {
         let mut after = 0;
         loop {
             let params =
                 EventsParams { task_id: task.task_id.clone(), after_seq: Some(after), limit: Some(1_000) };
-            let page: EventsResult = client.request(&Request::TaskEvents(params))?;
+            let page: EventsResult = client.call::<method::TaskEvents>(params)?;
             let Some(last) = page.events.last() else { break };
             after = last.seq;
             for e in page.events {

@@ -1,8 +1,10 @@
 //! A blocking client of the socket protocol, for the CLI and for tests: one request line out, lines in
 //! until the answer with our id (notifications that arrive meanwhile are kept for `next_item`).
 //!
-//! [`Client::request`] speaks the protocol's types (a [`Request`] in, the method's result type out);
-//! [`Client::call`] sends any method and params, for tests of what the daemon does with bad ones.
+//! [`Client::call`] speaks the protocol's types: `call::<method::TaskStatus>(TaskRef { … })` sends
+//! that method's params and reads its declared result type ([`RpcMethod`]), so a caller cannot
+//! pick the wrong one; [`Client::call_raw`] sends any method and params, for tests of what the
+//! daemon does with bad ones.
 //!
 //! Lines are framed as the daemon frames them ([`crate::framing`], a length-capped `LinesCodec`),
 //! with caps on both sides: a request over the daemon's [`MAX_LINE`] is refused here before it is
@@ -10,9 +12,8 @@
 
 use crate::framing::MAX_LINE;
 use crate::framing::{Frame, Lines};
-use agentd_protocol::rpc::{ErrorCode, Notification, TaskEnd};
-use agentd_protocol::{Event, Request};
-use serde::de::DeserializeOwned;
+use agentd_protocol::rpc::{ErrorCode, Notification, RpcMethod, TaskEnd};
+use agentd_protocol::Event;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -132,15 +133,15 @@ impl Client {
         }
     }
 
-    /// Sends a typed request and reads its answer as the method's result type.
-    pub fn request<T: DeserializeOwned>(&mut self, request: &Request) -> Result<T, ClientError> {
-        let (method, params) = request.to_wire();
-        let result = self.call(&method, params)?;
+    /// Calls method `M` with its params and reads the answer as its result type.
+    pub fn call<M: RpcMethod>(&mut self, params: M::Params) -> Result<M::Result, ClientError> {
+        let (method, params) = M::request(params).to_wire();
+        let result = self.call_raw(method, params)?;
         serde_json::from_value(result).map_err(|e| ClientError::Protocol(format!("{method} answered: {e}")))
     }
 
-    /// Calls a method and waits for its answer.
-    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+    /// Calls a method by name with any params and waits for its answer, as JSON.
+    pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
@@ -229,9 +230,9 @@ mod tests {
             requests.read_line(&mut line).unwrap();
             writeln!(daemon, r#"{{"jsonrpc":"2.0","id":2,"result":7}}"#).unwrap();
         });
-        let e = client.call("daemon.status", json!({})).unwrap_err();
+        let e = client.call_raw("daemon.status", json!({})).unwrap_err();
         assert!(matches!(e, ClientError::AnswerTooLong { max: 64 }), "{e}");
-        assert_eq!(client.call("daemon.status", json!({})).unwrap(), json!(7));
+        assert_eq!(client.call_raw("daemon.status", json!({})).unwrap(), json!(7));
         answers.join().unwrap();
     }
 
@@ -240,7 +241,7 @@ mod tests {
         let (mine, daemon) = UnixStream::pair().unwrap();
         let mut client = Client::over(mine, MAX_ANSWER_LINE).unwrap();
         let text = "y".repeat(MAX_LINE);
-        let e = client.call("task.message", json!({"task_id": "t", "text": text})).unwrap_err();
+        let e = client.call_raw("task.message", json!({"task_id": "t", "text": text})).unwrap_err();
         assert!(
             matches!(&e, ClientError::RequestTooLong { method, max, .. } if method == "task.message" && *max == MAX_LINE),
             "{e}"

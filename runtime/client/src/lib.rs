@@ -1,7 +1,7 @@
 //! agentd's socket client and the renderer of its events: what the CLI (and `agentd mcp`, and any
 //! other program) uses to talk to a running daemon.
 //!
-//! - [`Client`]: a blocking client of the socket protocol — a typed `Request` in, the method's
+//! - [`Client`]: a blocking client of the socket protocol — a method and its params in, the method's
 //!   result type out; notifications kept for [`Client::next_item`].
 //! - [`framing`]: the length-capped line framing both ends of the socket use (the daemon's socket
 //!   reads with it too).

@@ -130,7 +130,7 @@ fn is_oversized(d: &LineOutcome) -> bool {
 /// decoding code (-32700, -32600, -32602), never an internal one, and names what was wrong; the
 /// same request over the socket decodes to the same [`Request`].
 pub fn check_http_request(bytes: &[u8]) -> Result<(), String> {
-    use agentd_protocol::http::ROUTES;
+    use agentd_protocol::rpc::ROUTES;
     let Some((&pick, rest)) = bytes.split_first() else { return Ok(()) };
     let route = &ROUTES[pick as usize % ROUTES.len()];
     let mut parts = rest.splitn(3, |&b| b == b'\n');

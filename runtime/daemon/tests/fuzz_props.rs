@@ -38,7 +38,7 @@ fn every_seed_passes_its_oracle() {
 #[test]
 fn http_seeds_decode_as_the_socket_would() {
     use agentd_daemon::http::decode_route;
-    use agentd_protocol::http::ROUTES;
+    use agentd_protocol::rpc::ROUTES;
     let route = |method: &str| ROUTES.iter().find(|r| r.method.name() == method).unwrap();
     let r =
         decode_route(route("log.get"), &["t".into()], "role=coder&after_seq=12&limit=500&colour=red", b"");

@@ -2,7 +2,7 @@
 //! or `agentd serve --http ADDR` names an address.
 //!
 //! The API is the socket protocol over HTTP, not a second vocabulary: each route of
-//! [`agentd_protocol::http::ROUTES`] gathers its path segments, query parameters and JSON body into
+//! [`agentd_protocol::rpc::ROUTES`] gathers its path segments, query parameters and JSON body into
 //! the params of its method ([`params_of`]), reads them with the socket's own decoder
 //! ([`crate::rpc::request_of`]) and calls [`Methods::call`]; results and errors are the socket's
 //! types, errors with the HTTP status of their code. `tasks/{task_id}/events` is `task.subscribe` as
@@ -25,10 +25,9 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method as HttpMethod, StatusCode};
 use actix_web::web::{self, Bytes};
 use actix_web::{App, HttpRequest, HttpResponse};
-use agentd_protocol::http::{
-    status_of, ErrorBody, ParamKind, Route, Verb, API_PREFIX, OPENAPI_PATH, ROUTES, TOKEN_COOKIE, TOKEN_QUERY,
-};
-use agentd_protocol::rpc::{ErrorCode, Notification, Request, RpcError};
+use agentd_protocol::http::{status_of, ErrorBody, OPENAPI_PATH, TOKEN_COOKIE, TOKEN_QUERY};
+use agentd_protocol::route::{ParamKind, Verb, API_PREFIX};
+use agentd_protocol::rpc::{ErrorCode, Notification, Request, Route, RpcError, ROUTES};
 use futures_util::StreamExt;
 use serde_json::{Map, Value};
 use std::convert::Infallible;
@@ -89,11 +88,14 @@ pub fn start(
 fn routes(cfg: &mut web::ServiceConfig) {
     // One resource per path, one route per verb on it (GET and POST /tasks share a path).
     let mut paths: Vec<&'static str> = Vec::new();
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         if !paths.contains(&route.path) {
             paths.push(route.path);
         }
     }
+    // A path of fixed words before one with a `{param}` in its place: `POST /evidence/verify`
+    // must not be taken for `/evidence/{id}`.
+    paths.sort_by_key(|path| path.matches('{').count());
     // The document is public: another verb on it is a 405 whoever asks (there is no token to check).
     cfg.service(web::resource(OPENAPI_PATH).route(web::get().to(openapi)).default_service(web::to(
         |req: HttpRequest| async move { not_a_verb_of(&req, OPENAPI_PATH, &["GET"]) },
@@ -291,7 +293,7 @@ pub fn decode_route(route: &Route, path: &[String], query: &str, body: &[u8]) ->
     let names: Vec<(&str, String)> = route.path_params().zip(path.iter().cloned()).collect();
     let pairs = query_pairs(query)?;
     let params = params_of(route, &names, &pairs, if route.body { body } else { b"" })?;
-    request_of(&route.method.name(), params)
+    request_of(route.method.name(), params)
 }
 
 impl Api {

@@ -19,10 +19,9 @@
 
 use agentd_client::{Client, ClientError};
 use agentd_protocol::rpc::{
-    EventsParams, EventsResult, EvidenceReadParams, MessageParams, StateResult, SubmitParams, Submitted,
-    TaskRef, TaskStatus,
+    method, EventsParams, EventsResult, EvidenceReadParams, MessageParams, RpcMethod, SubmitParams, TaskRef,
 };
-use agentd_protocol::{Budget, Page, Request, Unit};
+use agentd_protocol::{Budget, Unit};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -245,13 +244,12 @@ fn refusal(method: &str, e: ClientError) -> String {
 
 impl AgentdMcp {
     /// One request to the daemon, on a blocking thread (the socket client is blocking).
-    async fn ask<T: DeserializeOwned + Send + 'static>(&self, request: Request) -> Result<T, String> {
+    async fn ask<M: RpcMethod>(&self, params: M::Params) -> Result<M::Result, String> {
         let socket = self.socket.clone();
-        let method = request.method().name();
-        let asked =
-            tokio::task::spawn_blocking(move || Client::connect(&socket)?.request::<T>(&request)).await;
+        let method = M::METHOD.name();
+        let asked = tokio::task::spawn_blocking(move || Client::connect(&socket)?.call::<M>(params)).await;
         match asked {
-            Ok(answer) => answer.map_err(|e| refusal(&method, e)),
+            Ok(answer) => answer.map_err(|e| refusal(method, e)),
             Err(e) => Err(format!("{method}: the request stopped: {e}")),
         }
     }
@@ -260,12 +258,12 @@ impl AgentdMcp {
         let workspace = args.workspace.unwrap_or_else(|| self.default_workspace.display().to_string());
         let params =
             SubmitParams { objective: args.objective, workspace, team: args.team, budget: args.budget };
-        json_of(&self.ask::<Submitted>(Request::TaskSubmit(params)).await?)
+        json_of(&self.ask::<method::TaskSubmit>(params).await?)
     }
 
     async fn events(&self, args: EventsArgs) -> Answer {
         let params = EventsParams { task_id: args.task_id, after_seq: args.after_seq, limit: args.limit };
-        let page: EventsResult = self.ask(Request::TaskEvents(params.clone())).await?;
+        let page: EventsResult = self.ask::<method::TaskEvents>(params.clone()).await?;
         let wait = Duration::from_secs(args.wait_s.unwrap_or(0).min(MAX_WAIT_S));
         if !page.events.is_empty() || wait.is_zero() || !page.running {
             return json_of(&page);
@@ -277,7 +275,7 @@ impl AgentdMcp {
         let deadline = clock.now() + wait;
         loop {
             clock.sleep(POLL_EVERY).await;
-            let page: EventsResult = self.ask(Request::TaskEvents(params.clone())).await?;
+            let page: EventsResult = self.ask::<method::TaskEvents>(params.clone()).await?;
             if !page.events.is_empty() || !page.running || clock.now() >= deadline {
                 return json_of(&page);
             }
@@ -292,7 +290,7 @@ impl AgentdMcp {
             limit: Some(args.limit.unwrap_or(if lines { 400 } else { 64 << 10 })),
             unit: Some(if lines { Unit::Lines } else { Unit::Bytes }),
         };
-        json_of(&self.ask::<Page>(Request::EvidenceRead(params)).await?)
+        json_of(&self.ask::<method::EvidenceRead>(params).await?)
     }
 
     async fn answer(&self, name: &str, arguments: Value) -> Answer {
@@ -300,17 +298,17 @@ impl AgentdMcp {
             "submit_task" => self.submit(args(name, arguments)?).await,
             "task_status" => {
                 let a: TaskArgs = args(name, arguments)?;
-                json_of(&self.ask::<TaskStatus>(Request::TaskStatus(TaskRef { task_id: a.task_id })).await?)
+                json_of(&self.ask::<method::TaskStatus>(TaskRef { task_id: a.task_id }).await?)
             }
             "task_events" => self.events(args(name, arguments)?).await,
             "task_message" => {
                 let a: MessageArgs = args(name, arguments)?;
                 let params = MessageParams { task_id: a.task_id, text: a.text };
-                json_of(&self.ask::<StateResult>(Request::TaskMessage(params)).await?)
+                json_of(&self.ask::<method::TaskMessage>(params).await?)
             }
             "cancel_task" => {
                 let a: TaskArgs = args(name, arguments)?;
-                json_of(&self.ask::<StateResult>(Request::TaskCancel(TaskRef { task_id: a.task_id })).await?)
+                json_of(&self.ask::<method::TaskCancel>(TaskRef { task_id: a.task_id }).await?)
             }
             "read_evidence" => self.read_evidence(args(name, arguments)?).await,
             other => Err(format!("no tool {other:?}; the tools are {}", tool_names().join(", "))),
