@@ -347,48 +347,172 @@ fn is_own_module(file: &Path, path: &str) -> bool {
     here.join(format!("{first}.rs")).exists() || here.join(first).join("mod.rs").exists()
 }
 
-/// The modules of a crate's `src/`, each with the crate modules it uses (`crate::a::b` → `a`, or
-/// `a::b` for a directory module's children).
-fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let module_of = |file: &Path| -> String {
-        let rel = file.strip_prefix(src).unwrap().with_extension("");
-        let parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-        match parts.as_slice() {
-            [only] if only == "lib" || only == "main" => String::new(),
-            [dirs @ .., last] if last == "mod" => dirs.join("::"),
-            all => all.join("::"),
+/// A module's path from its file: `a/b.rs` and `a/b/mod.rs` are `a::b`, `lib.rs` is `""`.
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    match parts.as_slice() {
+        [only] if only == "lib" || only == "main" => String::new(),
+        [dirs @ .., last] if last == "mod" => dirs.join("::"),
+        all => all.join("::"),
+    }
+}
+
+/// `source` without comments and string literals: what is left names only code.
+fn code_only(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    for line in source.lines() {
+        // A module's declaration is not a use of it.
+        let declared = line.trim_start().trim_start_matches("pub ").trim_start_matches("pub(crate) ");
+        if declared.starts_with("mod ") && declared.ends_with(';') {
+            out.push('\n');
+            continue;
         }
-    };
-    let files = rust_files(src);
-    let modules: BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
-    let mut uses = BTreeMap::new();
-    for file in &files {
-        let me = module_of(file);
-        let source = read(file);
-        let mut used = BTreeSet::new();
-        for line in shipped(&source).lines() {
-            let line = line.trim();
-            if line.starts_with("//") {
-                continue;
+        let mut in_string = false;
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if in_string => {
+                    chars.next();
+                }
+                '"' => in_string = !in_string,
+                '/' if !in_string && chars.peek() == Some(&'/') => break,
+                _ if in_string => {}
+                _ => out.push(c),
             }
-            let mut rest = line;
-            while let Some(at) = rest.find("crate::") {
-                let path: String = rest[at + 7..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                    .collect();
-                // The longest module prefix of the path.
-                let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
-                for n in (1..=segments.len()).rev() {
-                    let candidate = segments[..n].join("::");
-                    if modules.contains(&candidate) {
-                        if candidate != me && !me.starts_with(&format!("{candidate}::")) {
-                            used.insert(candidate);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Every path written in `code`, with brace groups spread (`super::{a::B, C}` → `super::a::B`,
+/// `super::C`), as lists of segments.
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    fn ident(chars: &[char], at: &mut usize) -> Option<String> {
+        let start = *at;
+        while *at < chars.len() && (chars[*at].is_alphanumeric() || chars[*at] == '_') {
+            *at += 1;
+        }
+        (*at > start).then(|| chars[start..*at].iter().collect())
+    }
+    fn skip_ws(chars: &[char], at: &mut usize) {
+        while *at < chars.len() && chars[*at].is_whitespace() {
+            *at += 1;
+        }
+    }
+    /// Reads `ident(::ident)*(::{…})?` from `at`, pushing each full path onto `out`.
+    fn path(chars: &[char], at: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        let mut segments = prefix.to_vec();
+        loop {
+            skip_ws(chars, at);
+            if chars.get(*at) == Some(&'{') {
+                *at += 1;
+                loop {
+                    skip_ws(chars, at);
+                    match chars.get(*at) {
+                        None => return,
+                        Some('}') => {
+                            *at += 1;
+                            return;
                         }
-                        break;
+                        Some(',') => *at += 1,
+                        Some(_) => {
+                            let before = *at;
+                            path(chars, at, &segments, out);
+                            if *at == before {
+                                *at += 1;
+                            }
+                        }
                     }
                 }
-                rest = &rest[at + 7..];
+            }
+            match ident(chars, at) {
+                Some(name) => segments.push(name),
+                None => break,
+            }
+            if chars.get(*at) == Some(&':') && chars.get(*at + 1) == Some(&':') {
+                *at += 2;
+            } else {
+                break;
+            }
+        }
+        if segments.len() > prefix.len() {
+            out.push(segments);
+        }
+    }
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < chars.len() {
+        let c = chars[at];
+        let starts = (c.is_alphabetic() || c == '_')
+            && (at == 0 || !(chars[at - 1].is_alphanumeric() || chars[at - 1] == '_' || chars[at - 1] == ':'));
+        if starts {
+            let before = at;
+            path(&chars, &mut at, &[], &mut out);
+            if at == before {
+                at += 1;
+            }
+        } else {
+            at += 1;
+        }
+    }
+    out
+}
+
+/// The modules of a crate's `src/`, each with the crate modules it uses: through `crate::`,
+/// `super::` and `self::` paths and through the names of its own child modules — a child using its
+/// parent's items counts as much as a parent using its child's. The crate root (`lib.rs`, which
+/// only gathers) is left out.
+fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let files = rust_files(src);
+    let modules: BTreeSet<String> = files.iter().map(|f| module_of(src, f)).collect();
+    let join = |base: &[String]| base.join("::");
+    let mut uses = BTreeMap::new();
+    for file in &files {
+        let me = module_of(src, file);
+        if me.is_empty() {
+            continue;
+        }
+        let here: Vec<String> = me.split("::").map(str::to_string).collect();
+        let mut used = BTreeSet::new();
+        for segments in paths_in(&code_only(shipped(&read(file)))) {
+            // Where the path starts.
+            let (mut base, rest): (Vec<String>, &[String]) = match segments[0].as_str() {
+                "crate" => (Vec::new(), &segments[1..]),
+                "self" => (here.clone(), &segments[1..]),
+                "super" => {
+                    let ups = segments.iter().take_while(|s| *s == "super").count();
+                    (here[..here.len().saturating_sub(ups)].to_vec(), &segments[ups..])
+                }
+                first => {
+                    let mut child = here.clone();
+                    child.push(first.to_string());
+                    // A bare name is a path only with `::` after it (`fleet::pull`).
+                    if segments.len() < 2 || !modules.contains(&join(&child)) {
+                        continue;
+                    }
+                    (here.clone(), &segments[..])
+                }
+            };
+            // `pub(super)`, `pub(crate)`: a visibility, not a use.
+            if rest.is_empty() {
+                continue;
+            }
+            // The longest module along the path; an item's module is where the path stops being
+            // one.
+            for s in rest {
+                let mut next = base.clone();
+                next.push(s.clone());
+                if !modules.contains(&join(&next)) {
+                    break;
+                }
+                base = next;
+            }
+            let target = join(&base);
+            if target != me && !target.is_empty() {
+                used.insert(target);
             }
         }
         uses.insert(me, used);

@@ -10,7 +10,8 @@
 //! grace period first; the result is then marked incomplete.
 
 use super::sandbox::{Cgroup, Prepared};
-use super::{ToolContext, ToolOutcome};
+use super::context::ToolContext;
+use super::outcome::ToolOutcome;
 use crate::error::ToolError;
 use agentd_policies::args::Args;
 use agentd_protocol::ToolName;

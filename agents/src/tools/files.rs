@@ -2,7 +2,8 @@
 //! blocking pool. Every file is opened beneath the workspace's root descriptor with no-follow
 //! semantics ([`crate::workspace`]); writes replace the file atomically.
 
-use super::{ToolContext, ToolOutcome};
+use super::context::ToolContext;
+use super::outcome::ToolOutcome;
 use crate::error::ToolError;
 use agentd_policies::args::Args;
 use agentd_protocol::ToolName;

@@ -5,7 +5,7 @@
 //! types come from that descriptor (`lstat` relative to it): a symlink is never followed. `list_dir`
 //! shows a symlink as `name -> target` (its target is read, not opened).
 
-use super::ToolOutcome;
+use super::outcome::ToolOutcome;
 use crate::error::ToolError;
 use crate::workspace::Workspace;
 use agentd_policies::args::Args;

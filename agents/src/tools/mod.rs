@@ -7,95 +7,24 @@
 //! `ok: false` and a message naming the fault, never a panic.
 
 mod command;
+mod context;
 mod files;
 mod listing;
+mod outcome;
 pub mod sandbox;
 pub(crate) mod search;
 pub mod service;
 
 use crate::error::ToolError;
-use crate::workspace::Workspace;
 use agentd_policies::args::Args;
 use agentd_protocol::text::truncate_chars;
 use agentd_protocol::ToolName;
+pub use context::{ToolContext, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES};
+pub use outcome::{Overflow, ToolOutcome};
 pub use sandbox::{SandboxMode, SandboxPolicy};
-use std::time::Duration;
 
-/// How long `run_command` lets a command run when neither the call nor `tools.command_timeout` says.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
-/// The cap on output held in memory: a command's captured output, or the text `read_file` returns.
-pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
 /// Tools the runtime executes itself.
 pub const RUNTIME_TOOLS: &[ToolName] = &[ToolName::ReadEvidence, ToolName::Delegate, ToolName::Finish];
-
-/// What a tool call runs with: the workspace it is confined to and the limits of the calls.
-#[derive(Debug, Clone)]
-pub struct ToolContext {
-    /// The task's workspace, opened once; every file the tools touch is opened beneath it.
-    pub workspace: Workspace,
-    /// The `run_command` timeout when the call names none.
-    pub command_timeout: Duration,
-    /// See [`DEFAULT_MAX_OUTPUT_BYTES`].
-    pub max_output_bytes: usize,
-    /// The sandbox `run_command` runs in.
-    pub sandbox: SandboxPolicy,
-}
-
-impl ToolContext {
-    /// A context with the default timeout, output cap and sandbox (`workspace-write`, no network).
-    pub fn new(workspace: Workspace) -> ToolContext {
-        ToolContext {
-            workspace,
-            command_timeout: DEFAULT_COMMAND_TIMEOUT,
-            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
-            sandbox: SandboxPolicy::default(),
-        }
-    }
-}
-
-/// What a tool call returns to the model.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolOutcome {
-    /// Whether the call did what was asked; `false` makes the result an error result.
-    pub ok: bool,
-    /// The result's text as the model will see it (before paging and redaction by the runtime).
-    pub content: String,
-    /// False when the output was cut off (a command killed at its timeout, output over the cap).
-    pub complete: bool,
-    /// The complete output, when `content` shows only its beginning (a `search` past its caps).
-    pub overflow: Option<Overflow>,
-}
-
-/// Output a tool held back from its result: the tool capped what the model sees at once, and hands
-/// over the whole so nothing is lost. `content` shows the first `shown_lines` lines of `full`, then a
-/// footer of its own; the runtime stores `full` as evidence and tells the model where to read on
-/// (`read_evidence` from offset `shown_lines`). Redaction applies to it as to the content.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Overflow {
-    /// The complete output (up to the tool's memory cap: `ToolOutcome::complete` is false when even
-    /// this was cut).
-    pub full: String,
-    /// How many leading lines of `full` the result's content shows.
-    pub shown_lines: u64,
-}
-
-impl ToolOutcome {
-    /// A successful, complete result with this text.
-    pub fn ok(content: impl Into<String>) -> ToolOutcome {
-        ToolOutcome { ok: true, content: content.into(), complete: true, overflow: None }
-    }
-
-    /// A failed, complete result: `content` says what went wrong.
-    pub fn error(content: impl Into<String>) -> ToolOutcome {
-        ToolOutcome { ok: false, content: content.into(), complete: true, overflow: None }
-    }
-}
-
-impl From<ToolError> for ToolOutcome {
-    fn from(e: ToolError) -> ToolOutcome {
-        ToolOutcome::error(e.to_string())
-    }
-}
 
 /// The workspace path a call changes, for the tools that change files (`write_file`, `edit_file`);
 /// `None` for every other call, or when the arguments name no path.

@@ -6,7 +6,8 @@ use super::*;
 use serde_json::json;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use crate::workspace::Workspace;
+use std::time::{Duration, Instant};
 
 fn setup(policy: SandboxPolicy) -> (tempfile::TempDir, ToolContext) {
     let dir = tempfile::tempdir().unwrap();

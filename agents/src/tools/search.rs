@@ -26,7 +26,8 @@
 //! first line not shown.
 
 use super::listing::entries_of;
-use super::{Overflow, ToolContext, ToolOutcome};
+use super::context::ToolContext;
+use super::outcome::{Overflow, ToolOutcome};
 use crate::error::ToolError;
 use crate::workspace::{open_entry, refuse_hard_link, Workspace};
 use agentd_policies::args::Args;

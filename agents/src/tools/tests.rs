@@ -4,7 +4,8 @@ use super::*;
 use serde_json::json;
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use crate::workspace::Workspace;
 
 fn setup() -> (tempfile::TempDir, ToolContext) {
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@
 
 use super::error::Invalid;
 use super::raw::{RawInstructions, RawMemory};
-use super::ConfigError;
+use super::error::ConfigError;
 use agentd_engine::blocks::BlocksConfig;
 
 /// The blocks' settings, from the two tables.

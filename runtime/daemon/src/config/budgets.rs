@@ -4,7 +4,7 @@
 
 use super::error::Invalid;
 use super::raw::RawBudgets;
-use super::ConfigError;
+use super::error::ConfigError;
 use agentd_engine::spending::Budgets;
 use agentd_protocol::Budget;
 

@@ -17,7 +17,7 @@
 
 use super::error::Invalid;
 use super::raw::RawCluster;
-use super::ConfigError;
+use super::error::ConfigError;
 use std::path::PathBuf;
 use std::time::Duration;
 

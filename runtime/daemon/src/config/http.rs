@@ -6,7 +6,7 @@
 
 use super::error::Invalid;
 use super::raw::RawHttp;
-use super::ConfigError;
+use super::error::ConfigError;
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 
 use super::error::Invalid;
 use super::raw::RawPrice;
-use super::ConfigError;
+use super::error::ConfigError;
 use agentd_policies::cost::Price;
 use std::collections::BTreeMap;
 

@@ -6,7 +6,7 @@
 
 use super::error::Invalid;
 use super::raw::{RawCache, RawProvider};
-use super::ConfigError;
+use super::error::ConfigError;
 use agentd_protocol::{PromptCache, Tokens};
 use agentd_providers::{Client, Deadlines};
 use std::collections::BTreeMap;

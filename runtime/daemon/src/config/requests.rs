@@ -4,7 +4,7 @@
 
 use super::error::Invalid;
 use super::raw::RawRequests;
-use super::ConfigError;
+use super::error::ConfigError;
 use agentd_providers::Deadlines;
 
 /// The deadlines `[requests]` sets over [`Deadlines::default`]; each must be longer than 0s.

@@ -4,7 +4,7 @@
 
 use super::error::Invalid;
 use super::raw::RawRetry;
-use super::ConfigError;
+use super::error::ConfigError;
 use agentd_policies::retry::RetryPolicy;
 
 /// The retry policy `[retry]` describes; a bad delay is named `retry.KIND.delay`.

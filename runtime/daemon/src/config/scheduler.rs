@@ -5,7 +5,7 @@
 
 use super::error::Invalid;
 use super::raw::RawScheduler;
-use super::ConfigError;
+use super::error::ConfigError;
 use agentd_protocol::Tokens;
 use std::time::Duration;
 

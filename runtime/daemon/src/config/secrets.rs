@@ -4,7 +4,7 @@
 
 use super::error::Invalid;
 use super::raw::RawSecrets;
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// Whether `name` can name an environment variable: ASCII letters, digits and `_`, not empty.
 pub(super) fn is_env_name(name: &str) -> bool {

@@ -6,7 +6,8 @@
 
 use super::error::Invalid;
 use super::raw::{RawRole, RawTeam};
-use super::{ConfigError, ProviderConfig};
+use super::error::ConfigError;
+use super::providers::ProviderConfig;
 use agentd_agents::roles::ALL_TOOLS;
 use agentd_engine::team::{RoleConfig, Summariser};
 use agentd_protocol::{Role, ToolName};

@@ -7,7 +7,8 @@
 use super::error::Invalid;
 use super::providers::key_owner;
 use super::raw::RawSandbox;
-use super::{ConfigError, ProviderConfig};
+use super::error::ConfigError;
+use super::providers::ProviderConfig;
 use agentd_agents::tools::{SandboxMode, SandboxPolicy};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -22,7 +22,8 @@
 
 use super::health::McpHealth;
 use super::reach::{reach, Host};
-use super::{content, McpError};
+use super::content;
+use super::error::McpError;
 use crate::config::{Config, McpServerConfig, McpTransport, MCP_STARTUP_TIMEOUT};
 use agentd_agents::tools::service::Service;
 use agentd_agents::tools::{SandboxMode, SandboxPolicy};

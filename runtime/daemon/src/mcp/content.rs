@@ -9,7 +9,7 @@
 //! result. An image that is not base64 or of a type no provider takes makes the result invalid: the
 //! model is told so instead of being sent what the provider would refuse.
 
-use super::McpError;
+use super::error::McpError;
 use agentd_engine::tool_servers::{Image, ToolReply};
 use agentd_protocol::McpTool;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};

@@ -41,7 +41,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
-pub use turn::MAX_STEPS_PER_TURN;
+/// A turn may take at most this many model round-trips before it is failed as a runaway loop.
+pub const MAX_STEPS_PER_TURN: usize = 400;
+
+/// `finish`'s summary, read as every tool call's arguments are ([`agentd_policies::args`]).
+fn finish_summary(arguments: &str) -> Result<String, agentd_policies::args::ArgsError> {
+    Ok(agentd_policies::args::Args::parse(ToolName::Finish.as_str(), arguments)?.str("summary")?.to_string())
+}
 
 /// One role of one task: its agent behind a lock, so the role's turns run one at a time and its
 /// history has one writer. A cheap handle (clones share the agent), called directly by the task's
@@ -207,7 +213,7 @@ impl Agent {
         if !accepted {
             return None;
         }
-        tools::finish_summary(args).ok()
+        finish_summary(args).ok()
     }
 
     /// The current turn's objective; after a resume, the newest plain user message of the history.

@@ -7,7 +7,7 @@
 //! it at once. Bad arguments are an error result, never a failed turn; every tool's arguments, the
 //! team's own included, are read by the one lenient reader of `agentd_policies::args`.
 
-use super::Agent;
+use super::{finish_summary, Agent};
 use crate::error::TurnError;
 use crate::tool_servers::ToolFailure;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
@@ -15,11 +15,6 @@ use agentd_policies::args::{Args, ArgsError};
 use agentd_protocol::EventKind;
 use agentd_protocol::TurnSettings;
 use agentd_protocol::{Role, ToolName};
-
-/// `finish`'s summary, read as every tool call's arguments are ([`agentd_policies::args`]).
-pub(super) fn finish_summary(arguments: &str) -> Result<String, ArgsError> {
-    Ok(Args::parse(ToolName::Finish.as_str(), arguments)?.str("summary")?.to_string())
-}
 
 /// `read_evidence`'s arguments.
 struct ReadEvidenceArgs {

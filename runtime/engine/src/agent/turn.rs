@@ -22,7 +22,7 @@
 
 use super::refusals::{Lesson, Refusals};
 use super::servers::unavailable_notice;
-use super::{Agent, LastFit};
+use super::{Agent, LastFit, MAX_STEPS_PER_TURN};
 use crate::clock::clock;
 use crate::error::{TurnError, TurnResult};
 use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Requested, RequestedDone, Underestimated};
@@ -38,9 +38,6 @@ use agentd_protocol::{CheckpointKind, MessageKind, Role, ToolName};
 use agentd_protocol::{EventKind, Message, Part, Record, Speaker, TaskState, Tokens};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-
-/// A turn may take at most this many model round-trips before it is failed as a runaway loop.
-pub const MAX_STEPS_PER_TURN: usize = 400;
 
 /// What stays fixed for a whole turn: its settings and what every request of it carries.
 pub(super) struct Turn {
