@@ -21,6 +21,7 @@ mod http;
 pub(crate) mod openai;
 mod refusal;
 pub(crate) mod sse;
+mod surface;
 mod wire;
 
 use http::Http;

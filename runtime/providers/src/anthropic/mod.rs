@@ -7,10 +7,10 @@ pub(crate) mod body;
 pub(crate) mod stream;
 
 use crate::error::{self, truncate_chars, MAX_ERROR_CHARS};
-use crate::http::{exchange, Deadlines, Http, Reply};
+use crate::http::{exchange, Http, Reply};
 use crate::refusal::parse_refusal_limit;
-use crate::wire::{self, window_number, WireFormat};
-use crate::Client;
+use crate::surface::client_surface;
+use crate::wire::{window_number, WireFormat};
 use agentd_protocol::{AnomalyKind, ChatRequest, ChatResponse, ProviderError, RetryAfter};
 use agentd_protocol::{PromptCache, Tokens};
 use body::{AnthropicBody, CountTextBody};
@@ -20,7 +20,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
 
 /// The API version every request names (`anthropic-version`).
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -41,24 +40,13 @@ pub struct AnthropicClient {
     text_overhead: Arc<Mutex<HashMap<String, u64>>>,
 }
 
+client_surface! {
+    AnthropicClient,
+    example: "https://api.anthropic.com/v1",
+    /// The key is sent as `x-api-key`.
+}
+
 impl AnthropicClient {
-    /// `base_url` is the API root including its version, e.g. `https://api.anthropic.com/v1`. The
-    /// key is sent as `x-api-key`. Connecting times out after 10 s; a stream may run as long as it
-    /// keeps sending (a read waits at most 300 s).
-    pub fn new(base_url: &str, api_key: Option<String>) -> AnthropicClient {
-        AnthropicClient::connect(Http::new(base_url, api_key))
-    }
-
-    /// The same client with these request deadlines.
-    pub fn with_deadlines(self, deadlines: Deadlines) -> AnthropicClient {
-        AnthropicClient { http: self.http.with_deadlines(deadlines), ..self }
-    }
-
-    /// The server's base URL, as configured (`https://api.anthropic.com/v1`).
-    pub fn base_url(&self) -> &str {
-        self.http.base_url()
-    }
-
     /// The `max_tokens` sent: Anthropic requires one, and with thinking it must exceed the budget.
     pub fn max_tokens(req: &ChatRequest) -> u32 {
         let mut max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
@@ -79,16 +67,6 @@ impl AnthropicClient {
     /// message body without `max_tokens` and `stream`.
     pub fn count_tokens_body<'a>(&self, req: &'a ChatRequest) -> AnthropicBody<'a> {
         AnthropicBody::count(req)
-    }
-
-    /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
-    /// at once with [`ProviderError::Cancelled`].
-    pub async fn chat(
-        &self,
-        req: &ChatRequest,
-        cancel: &CancellationToken,
-    ) -> Result<ChatResponse, ProviderError> {
-        wire::chat(self, req, cancel).await
     }
 
     /// The window the server declares for `model`: `GET {base}/models/{model}`, its
@@ -223,12 +201,6 @@ impl WireFormat for AnthropicClient {
         text: &str,
     ) -> impl Future<Output = Result<Option<u64>, ProviderError>> + Send {
         AnthropicClient::count_text(self, model, text)
-    }
-}
-
-impl From<AnthropicClient> for Client {
-    fn from(client: AnthropicClient) -> Client {
-        Client::new(client)
     }
 }
 

@@ -6,10 +6,10 @@ pub(crate) mod body;
 pub(crate) mod stream;
 
 use crate::error::{self, error_object_info, says_context_overflow};
-use crate::http::{exchange, Deadlines, Http};
+use crate::http::{exchange, Http};
 use crate::refusal::parse_refusal_limit;
-use crate::wire::{self, window_number, WireFormat};
-use crate::Client;
+use crate::surface::client_surface;
+use crate::wire::{window_number, WireFormat};
 use agentd_protocol::Tokens;
 use agentd_protocol::{ChatRequest, ChatResponse, ProviderError, RetryAfter};
 use body::{ExtrasCountBody, OpenAiBody, ShowBody, TokenizeBody};
@@ -18,7 +18,6 @@ use serde_json::Value;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 /// A client for one OpenAI-compatible server.
 #[derive(Debug, Clone)]
@@ -31,24 +30,12 @@ pub struct OpenAiClient {
     tokenize_extras: Arc<AtomicBool>,
 }
 
+client_surface! {
+    OpenAiClient,
+    example: "http://127.0.0.1:8000/v1",
+}
+
 impl OpenAiClient {
-    /// `base_url` is the API root including its version, e.g. `http://127.0.0.1:8000/v1`.
-    /// Connecting times out after 10 s; a stream may run as long as it keeps sending (a read waits
-    /// at most 300 s).
-    pub fn new(base_url: &str, api_key: Option<String>) -> OpenAiClient {
-        OpenAiClient::connect(Http::new(base_url, api_key))
-    }
-
-    /// The same client with these request deadlines.
-    pub fn with_deadlines(self, deadlines: Deadlines) -> OpenAiClient {
-        OpenAiClient { http: self.http.with_deadlines(deadlines), ..self }
-    }
-
-    /// The server's base URL, as configured (`http://127.0.0.1:8000/v1`).
-    pub fn base_url(&self) -> &str {
-        self.http.base_url()
-    }
-
     /// The server root: the base URL without a trailing `/v1`, where llama.cpp's `/props` and
     /// Ollama's `/api/show` live.
     fn server_root(&self) -> &str {
@@ -59,16 +46,6 @@ impl OpenAiClient {
     /// What [`chat`](Self::chat) POSTs to `{base}/chat/completions`; its serialisation is the wire.
     pub fn body<'a>(&self, req: &'a ChatRequest) -> OpenAiBody<'a> {
         OpenAiBody::new(req)
-    }
-
-    /// Sends the request, streaming, and assembles the answer. Cancelling `cancel` aborts the call
-    /// at once with [`ProviderError::Cancelled`].
-    pub async fn chat(
-        &self,
-        req: &ChatRequest,
-        cancel: &CancellationToken,
-    ) -> Result<ChatResponse, ProviderError> {
-        wire::chat(self, req, cancel).await
     }
 
     /// Asks the server for `model`'s context window: `GET {base}/models` (`max_model_len`,
@@ -245,12 +222,6 @@ impl WireFormat for OpenAiClient {
         text: &str,
     ) -> impl Future<Output = Result<Option<u64>, ProviderError>> + Send {
         self.tokenize(model, text)
-    }
-}
-
-impl From<OpenAiClient> for Client {
-    fn from(client: OpenAiClient) -> Client {
-        Client::new(client)
     }
 }
 
