@@ -447,7 +447,8 @@ fn paths_in(code: &str) -> Vec<Vec<String>> {
     while at < chars.len() {
         let c = chars[at];
         let starts = (c.is_alphabetic() || c == '_')
-            && (at == 0 || !(chars[at - 1].is_alphanumeric() || chars[at - 1] == '_' || chars[at - 1] == ':'));
+            && (at == 0
+                || !(chars[at - 1].is_alphanumeric() || chars[at - 1] == '_' || chars[at - 1] == ':'));
         if starts {
             let before = at;
             path(&chars, &mut at, &[], &mut out);

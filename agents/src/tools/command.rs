@@ -9,9 +9,9 @@
 //! is not reached. After a normal exit, output pipes held open by background jobs are read for a short
 //! grace period first; the result is then marked incomplete.
 
-use super::sandbox::{Cgroup, Prepared};
 use super::context::ToolContext;
 use super::outcome::ToolOutcome;
+use super::sandbox::{Cgroup, Prepared};
 use crate::error::ToolError;
 use agentd_policies::args::Args;
 use agentd_protocol::ToolName;

@@ -3,10 +3,10 @@
 
 use super::sandbox::{can_unshare_network, kernel_abi, Kernel};
 use super::*;
+use crate::workspace::Workspace;
 use serde_json::json;
 use std::fs;
 use std::path::{Path, PathBuf};
-use crate::workspace::Workspace;
 use std::time::{Duration, Instant};
 
 fn setup(policy: SandboxPolicy) -> (tempfile::TempDir, ToolContext) {

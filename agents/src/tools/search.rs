@@ -25,8 +25,8 @@
 //! result as its [`Overflow`]: the runtime stores it as evidence and says how to read on from the
 //! first line not shown.
 
-use super::listing::entries_of;
 use super::context::ToolContext;
+use super::listing::entries_of;
 use super::outcome::{Overflow, ToolOutcome};
 use crate::error::ToolError;
 use crate::workspace::{open_entry, refuse_hard_link, Workspace};

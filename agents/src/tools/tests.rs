@@ -1,11 +1,11 @@
 //! End-to-end tests of `execute` against a temporary workspace.
 
 use super::*;
+use crate::workspace::Workspace;
 use serde_json::json;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::time::{Duration, Instant};
-use crate::workspace::Workspace;
 
 fn setup() -> (tempfile::TempDir, ToolContext) {
     let dir = tempfile::tempdir().unwrap();

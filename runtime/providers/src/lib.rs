@@ -122,6 +122,9 @@ mod tests {
             |kind: ProviderKind| kind.connect("http://h/v1", None, Deadlines::default()).output_reserve(&req);
         assert_eq!(reserve(ProviderKind::OpenAi), Tokens(0));
         assert_eq!(reserve(ProviderKind::Ollama), Tokens(0));
-        assert_eq!(reserve(ProviderKind::Anthropic), Tokens(u64::from(anthropic::DEFAULT_MAX_TOKENS)));
+        assert_eq!(
+            reserve(ProviderKind::Anthropic),
+            Tokens(u64::from(anthropic::limits::DEFAULT_MAX_TOKENS))
+        );
     }
 }

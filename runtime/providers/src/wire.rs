@@ -51,8 +51,6 @@ pub(crate) trait WireFormat: Send + Sync + Sized + 'static {
     }
     /// A non-2xx answer: its status, `Retry-After` and body, as the error the caller acts on.
     fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError;
-    /// An error object that arrived inside an accepted stream (or as a 200 body).
-    fn classify_stream_error(error: &Value) -> ProviderError;
     /// A server that ignored `stream: true` and answered in one JSON piece.
     fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError>;
     /// The output room `req` claims inside the window: what its body says the answer may take.
@@ -250,17 +248,19 @@ mod tests {
     #[test]
     fn each_format_reads_its_own_stream_errors() {
         assert!(matches!(
-            OpenAiClient::classify_stream_error(&json!({"message": "Rate limit exceeded", "code": 429})),
+            crate::openai::refusals::classify_stream_error(
+                &json!({"message": "Rate limit exceeded", "code": 429})
+            ),
             ProviderError::RateLimited { retry_after: None, .. }
         ));
         assert!(matches!(
-            AnthropicClient::classify_stream_error(
+            crate::anthropic::refusals::classify_anthropic_error(
                 &json!({"type": "rate_limit_error", "message": "slow down"})
             ),
             ProviderError::RateLimited { retry_after: None, .. }
         ));
         assert!(matches!(
-            AnthropicClient::classify_stream_error(
+            crate::anthropic::refusals::classify_anthropic_error(
                 &json!({"type": "overloaded_error", "message": "Overloaded"})
             ),
             ProviderError::Overloaded { .. }
@@ -268,10 +268,13 @@ mod tests {
         let overflow =
             json!({"code": 400, "message": "the request exceeds the available context size (2048 tokens)"});
         assert!(matches!(
-            OpenAiClient::classify_stream_error(&overflow),
+            crate::openai::refusals::classify_stream_error(&overflow),
             ProviderError::ContextOverflow { limit: Some(Tokens(2048)), .. }
         ));
-        for classify in [OpenAiClient::classify_stream_error, AnthropicClient::classify_stream_error] {
+        for classify in [
+            crate::openai::refusals::classify_stream_error,
+            crate::anthropic::refusals::classify_anthropic_error,
+        ] {
             assert!(matches!(classify(&json!("boom")), ProviderError::Server { status: 500, .. }));
         }
     }

@@ -1,7 +1,7 @@
 //! The key-value records: tasks (created once, listed), settings and windows (read and put as
 //! JSON values), and the ends a task could not record, kept until it can.
 
-use super::{encode, storage_error, JetStreamStorage};
+use super::handle::{encode, storage_error, JetStreamStorage};
 use crate::error::ClusterError;
 use crate::names::token;
 use crate::passing::retrying;

@@ -2,7 +2,7 @@
 //! sha256), listed, read and checked against each other.
 
 use super::buckets::all_entries;
-use super::{storage_error, JetStreamStorage};
+use super::handle::{storage_error, JetStreamStorage};
 use crate::error::ClusterError;
 use crate::passing::retrying;
 use agentd_engine::storage::StorageError;

@@ -3,7 +3,7 @@
 //! write of it refused here before it reaches NATS; a lease taken anew fences the log with its
 //! epoch and lets the writer write again, until a sixth of the lease before the lease's end.
 
-use super::{storage_error, JetStreamStorage};
+use super::handle::{storage_error, JetStreamStorage};
 use crate::error::ClusterError;
 use agentd_engine::storage::StorageError;
 

@@ -2,7 +2,7 @@
 //! writer's lease epoch, each expecting the log's head where this writer last saw it (tried again
 //! only while the lease lets it write), and the log read back up to the stream's head.
 
-use super::{storage_error, JetStreamStorage};
+use super::handle::{storage_error, JetStreamStorage};
 use crate::error::ClusterError;
 use crate::log::{self, Head};
 use crate::passing::retrying;

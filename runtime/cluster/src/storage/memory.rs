@@ -2,7 +2,7 @@
 //! appended expecting the stream where this writer last saw it; the notes read back as the last
 //! state of each.
 
-use super::{encode, storage_error, JetStreamStorage};
+use super::handle::{encode, storage_error, JetStreamStorage};
 use crate::error::ClusterError;
 use crate::names::MEMORY_SUBJECT;
 use crate::passing::retrying;

@@ -1,9 +1,9 @@
-//! What [`JetStreamStorage::connect`](super::JetStreamStorage::connect) opens on NATS: the
+//! What [`JetStreamStorage::connect`](super::handle::JetStreamStorage::connect) opens on NATS: the
 //! connection, the history and memory streams, the key-value buckets (read from their leader) and
 //! the evidence object store — made when missing, with the replicas the configuration asks for,
 //! and waited for until they answer.
 
-use super::{Handles, NatsConfig};
+use super::config::NatsConfig;
 use crate::error::ClusterError;
 use crate::names::{
     BLOBS_STORE, EVIDENCE_BUCKET, LOG_STREAM, LOG_SUBJECTS, MEMORY_STREAM, MEMORY_SUBJECT, SETTINGS_BUCKET,
@@ -11,8 +11,23 @@ use crate::names::{
 };
 use async_nats::jetstream::kv;
 use async_nats::jetstream::object_store;
+use async_nats::jetstream::object_store::ObjectStore;
 use async_nats::jetstream::stream;
+use async_nats::jetstream::stream::Stream;
 use async_nats::jetstream::Context;
+
+/// The handles: the history stream, the buckets, the object store and the memory stream.
+#[derive(Clone)]
+pub(super) struct Handles {
+    pub(super) js: Context,
+    pub(super) log: Stream,
+    pub(super) tasks: kv::Store,
+    pub(super) settings: kv::Store,
+    pub(super) windows: kv::Store,
+    pub(super) evidence: kv::Store,
+    pub(super) blobs: ObjectStore,
+    pub(super) memory: Stream,
+}
 
 /// Connects to the servers `config` names and opens (or makes) everything the storage holds.
 pub(super) async fn open(config: &NatsConfig) -> Result<Handles, ClusterError> {

@@ -3,8 +3,8 @@
 //! its revision, tried again while other writers keep changing it.
 
 use super::evidence::hex_sha256;
+use super::handle::{encode, storage_error, JetStreamStorage};
 use super::memory::MemoryEntry;
-use super::{encode, storage_error, JetStreamStorage};
 use crate::error::ClusterError;
 use crate::names::token;
 use crate::passing::retrying;

@@ -6,9 +6,9 @@
 //! memory notes and lets `remember` save them; `max_percent` bounds the block (default 5);
 //! `max_note_chars` the note (and the quote) `remember` saves (default 1000, from 20 to 100000).
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::{RawInstructions, RawMemory};
-use super::error::ConfigError;
 use agentd_engine::blocks::BlocksConfig;
 
 /// The blocks' settings, from the two tables.

@@ -2,9 +2,9 @@
 //! `day_tokens`, `day_cost` (cost in USD, at `[prices."MODEL"]`; the day in `[scheduler] tz`). A
 //! task's own budget (`task.submit`'s `budget`) replaces the task figures it gives.
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::RawBudgets;
-use super::error::ConfigError;
 use agentd_engine::spending::Budgets;
 use agentd_protocol::Budget;
 

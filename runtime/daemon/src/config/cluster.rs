@@ -15,9 +15,9 @@
 //! tls_ca = "/etc/agentd/ca.pem"     # and tls_cert + tls_key, tls_required
 //! ```
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::RawCluster;
-use super::error::ConfigError;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -4,9 +4,9 @@
 //! often an event stream with nothing to send writes a comment, so a client that went away is
 //! noticed (the write fails) and its connection closed.
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::RawHttp;
-use super::error::ConfigError;
 use std::net::SocketAddr;
 use std::time::Duration;
 

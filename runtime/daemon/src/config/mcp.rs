@@ -5,12 +5,12 @@
 //! says who sees its tools (`roles`, the coder by default), which of them (`tools`) and how long one
 //! call may take (`timeout`). Provider keys never reach a server; a bearer token is a secret.
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::providers::key_owner;
+use super::providers::ProviderConfig;
 use super::raw::{RawMcp, RawMcpServer};
 use super::secrets::is_env_name;
-use super::error::ConfigError;
-use super::providers::ProviderConfig;
 use agentd_protocol::Role;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

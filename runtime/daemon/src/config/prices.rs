@@ -2,9 +2,9 @@
 //! `cache_write`, `output`), keyed by the model's name as roles name it. A model with prices gets a
 //! cost on each of its responses and compactions; one without is counted in tokens only.
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::RawPrice;
-use super::error::ConfigError;
 use agentd_policies::cost::Price;
 use std::collections::BTreeMap;
 

@@ -4,9 +4,9 @@
 //! (`cache`, which prices where a compaction lands). Those variables are the secrets other sections must not
 //! hand on: the sandbox's and MCP servers' `env` are checked against them ([`key_owner`]).
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::{RawCache, RawProvider};
-use super::error::ConfigError;
 use agentd_protocol::{PromptCache, Tokens};
 use agentd_providers::{Client, Deadlines};
 use std::collections::BTreeMap;

@@ -2,9 +2,9 @@
 //! sending to the last event; `idle_timeout` cuts a stream that goes that long without an event
 //! (keep-alives are not events), so it may not be longer than `timeout`.
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::RawRequests;
-use super::error::ConfigError;
 use agentd_providers::Deadlines;
 
 /// The deadlines `[requests]` sets over [`Deadlines::default`]; each must be longer than 0s.

@@ -2,9 +2,9 @@
 //! of failure (`rate_limit`, `stream_anomaly`, `server_error`, `overloaded`). A table sets only the
 //! keys it names; the rest keep [`RetryPolicy::default`]'s values.
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::RawRetry;
-use super::error::ConfigError;
 use agentd_policies::retry::RetryPolicy;
 
 /// The retry policy `[retry]` describes; a bad delay is named `retry.KIND.delay`.

@@ -3,9 +3,9 @@
 //! the zone cron expressions are read in (`tz`), and the maintenance jobs of `[[scheduler.jobs]]`,
 //! each a unique name, a cron expression and an action.
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::RawScheduler;
-use super::error::ConfigError;
 use agentd_protocol::Tokens;
 use std::time::Duration;
 

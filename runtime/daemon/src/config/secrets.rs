@@ -2,9 +2,9 @@
 //! the providers' keys. Only names go in the file; an MCP server's `bearer_env` joins them (see
 //! [`super::mcp`]).
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::raw::RawSecrets;
-use super::error::ConfigError;
 
 /// Whether `name` can name an environment variable: ASCII letters, digits and `_`, not empty.
 pub(super) fn is_env_name(name: &str) -> bool {

@@ -4,10 +4,10 @@
 //! who may take it: only the coder takes `verify`, only a specialist a tool list. Errors name the
 //! role's table: `team.lead.compact_at`, `team.specialists.NAME.tools`.
 
-use super::error::Invalid;
-use super::raw::{RawRole, RawTeam};
 use super::error::ConfigError;
+use super::error::Invalid;
 use super::providers::ProviderConfig;
+use super::raw::{RawRole, RawTeam};
 use agentd_agents::roles::ALL_TOOLS;
 use agentd_engine::team::{RoleConfig, Summariser};
 use agentd_protocol::{Role, ToolName};

@@ -4,11 +4,11 @@
 //! and `TMPDIR` it sets itself), and more paths to read (`read`, absolute). The daemon's home — the
 //! directory of `agentd.toml` — is always out of reach.
 
+use super::error::ConfigError;
 use super::error::Invalid;
 use super::providers::key_owner;
-use super::raw::RawSandbox;
-use super::error::ConfigError;
 use super::providers::ProviderConfig;
+use super::raw::RawSandbox;
 use agentd_agents::tools::{SandboxMode, SandboxPolicy};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

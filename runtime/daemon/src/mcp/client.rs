@@ -20,10 +20,10 @@
 //! resets the count of failures. The waits read the daemon's clock, so a test can move through a
 //! backoff with `clock.advance`.
 
-use super::health::McpHealth;
-use super::reach::{reach, Host};
 use super::content;
 use super::error::McpError;
+use super::health::McpHealth;
+use super::reach::{reach, Host};
 use crate::config::{Config, McpServerConfig, McpTransport, MCP_STARTUP_TIMEOUT};
 use agentd_agents::tools::service::Service;
 use agentd_agents::tools::{SandboxMode, SandboxPolicy};

@@ -27,5 +27,3 @@ pub mod server;
 pub use client::TaskServers;
 pub use error::McpError;
 pub use health::McpHealth;
-
-

@@ -5,15 +5,15 @@
 //! cache breakpoints sit on the last tool, the system block and the last block of the last message.
 //! A field that is `None` is left out, not sent as null.
 
-use super::{AnthropicClient, MAX_CACHE_BREAKPOINTS};
+use super::limits::{max_tokens, MAX_CACHE_BREAKPOINTS};
 use agentd_protocol::ChatRequest;
 use agentd_protocol::{Message, Part, Speaker};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
-/// The JSON [`AnthropicClient::chat`] POSTs (`max_tokens` and `stream` set), or
-/// [`AnthropicClient::count_tokens`] (both left out).
+/// The JSON [`AnthropicClient::chat`](super::AnthropicClient::chat) POSTs (`max_tokens` and `stream` set), or
+/// [`AnthropicClient::count_tokens`](super::AnthropicClient::count_tokens) (both left out).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnthropicBody<'a> {
     pub(crate) model: &'a str,
@@ -120,13 +120,9 @@ pub(crate) struct Tool<'a> {
 
 impl<'a> AnthropicBody<'a> {
     /// The streamed request for `req`. With a thinking budget, `max_tokens` is at least the budget
-    /// plus [`THINKING_ANSWER_ROOM`](super::THINKING_ANSWER_ROOM) (it must exceed the budget).
+    /// plus [`THINKING_ANSWER_ROOM`](super::limits::THINKING_ANSWER_ROOM) (it must exceed the budget).
     pub(crate) fn chat(req: &'a ChatRequest) -> AnthropicBody<'a> {
-        AnthropicBody {
-            max_tokens: Some(AnthropicClient::max_tokens(req)),
-            stream: Some(true),
-            ..AnthropicBody::count(req)
-        }
+        AnthropicBody { max_tokens: Some(max_tokens(req)), stream: Some(true), ..AnthropicBody::count(req) }
     }
 
     /// Everything but `max_tokens` and `stream`: what `count_tokens` reads. Prompt caching: a
@@ -333,7 +329,7 @@ mod tests {
 
         pub(super) fn body(req: &ChatRequest) -> Value {
             let mut body = count_body(req);
-            body.insert("max_tokens".into(), json!(AnthropicClient::max_tokens(req)));
+            body.insert("max_tokens".into(), json!(max_tokens(req)));
             body.insert("stream".into(), json!(true));
             Value::Object(body)
         }

@@ -4,16 +4,18 @@
 //! breakpoints, the thinking budget) is [`body`]'s, the event assembler [`stream`]'s.
 
 pub(crate) mod body;
+pub(crate) mod limits;
+pub(crate) mod refusals;
 pub(crate) mod stream;
 
-use crate::error::{self, truncate_chars, MAX_ERROR_CHARS};
+use crate::error::truncate_chars;
 use crate::http::{exchange, Http, Reply};
-use crate::refusal::parse_refusal_limit;
 use crate::surface::client_surface;
 use crate::wire::{window_number, WireFormat};
 use agentd_protocol::{AnomalyKind, ChatRequest, ChatResponse, ProviderError, RetryAfter};
 use agentd_protocol::{PromptCache, Tokens};
 use body::{AnthropicBody, CountTextBody};
+use refusals::classify_anthropic_http;
 use reqwest::RequestBuilder;
 use serde::Serialize;
 use serde_json::Value;
@@ -23,14 +25,6 @@ use std::sync::{Arc, Mutex};
 
 /// The API version every request names (`anthropic-version`).
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-/// `max_tokens` is required by the Messages API; this is sent when the request names none.
-pub const DEFAULT_MAX_TOKENS: u32 = 8192;
-/// With extended thinking, `max_tokens` (which includes the thinking) is at least the budget plus
-/// this much room for the answer itself.
-pub const THINKING_ANSWER_ROOM: u32 = 4096;
-/// Anthropic accepts at most this many `cache_control` breakpoints in one request.
-pub const MAX_CACHE_BREAKPOINTS: usize = 4;
-
 /// A client for the Anthropic Messages API (or a server speaking it).
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
@@ -49,11 +43,7 @@ client_surface! {
 impl AnthropicClient {
     /// The `max_tokens` sent: Anthropic requires one, and with thinking it must exceed the budget.
     pub fn max_tokens(req: &ChatRequest) -> u32 {
-        let mut max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-        if let Some(budget) = req.thinking_budget {
-            max_tokens = max_tokens.max(budget.saturating_add(THINKING_ANSWER_ROOM));
-        }
-        max_tokens
+        limits::max_tokens(req)
     }
 
     /// What [`chat`](Self::chat) POSTs to `{base}/messages`; its serialisation is the wire. With a
@@ -174,10 +164,6 @@ impl WireFormat for AnthropicClient {
         classify_anthropic_http(status, retry_after, body)
     }
 
-    fn classify_stream_error(error: &Value) -> ProviderError {
-        classify_anthropic_error(error)
-    }
-
     fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
         stream::from_json_body(body)
     }
@@ -237,88 +223,10 @@ fn window_from_model(model: &Value) -> Option<Tokens> {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-/// Whether a refusal is about the request's size against the window, and the limit it states:
-/// "prompt is too long: 210034 tokens > 200000 maximum", or "input length and `max_tokens` exceed
-/// context limit: 188240 + 21333 > 200000".
-fn overflow_limit(message: &str) -> Option<Option<Tokens>> {
-    let m = message.to_ascii_lowercase();
-    if m.contains("prompt is too long") {
-        return Some(parse_refusal_limit(message));
-    }
-    if m.contains("context limit") || m.contains("context window") {
-        let limit = parse_refusal_limit(message).or_else(|| {
-            let after = &m[m.rfind('>')? + 1..];
-            let digits: String =
-                after.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();
-            digits.replace(',', "").parse::<u64>().ok().filter(|n| *n > 0).map(Tokens)
-        });
-        return Some(limit);
-    }
-    None
-}
-
-/// `{"type":"error","error":{"type","message"}}`: the error object's type and message.
-fn anthropic_error(body: &str) -> Option<(String, String)> {
-    let value: Value = serde_json::from_str(body).ok()?;
-    let error = value.get("error")?;
-    let message = error.get("message")?.as_str()?;
-    let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
-    Some((kind.to_string(), truncate_chars(message, MAX_ERROR_CHARS)))
-}
-
-/// Maps a non-2xx answer: 429 and 529 (overloaded) wait and resend, honouring `retry-after`; a 400
-/// or 413 about the prompt's size is an overflow with the stated limit; any other 4xx is a
-/// rejection (so "max_tokens: 8192 > 4096, which is the maximum allowed …" is not mistaken for a
-/// window); 5xx is a server error. Bodies in another shape (a proxy's page, plain text) are read as
-/// any server's refusal ([`error::classify_http`]).
-pub(crate) fn classify_anthropic_http(
-    status: u16,
-    retry_after: Option<RetryAfter>,
-    body: &str,
-) -> ProviderError {
-    let Some((kind, message)) = anthropic_error(body) else {
-        return error::classify_http(status, retry_after, body);
-    };
-    match status {
-        _ if kind == "billing_error" => ProviderError::QuotaExhausted { status, message },
-        429 => ProviderError::RateLimited { retry_after, message },
-        529 => ProviderError::Overloaded { retry_after, message },
-        400 | 413 | 422 => match overflow_limit(&message) {
-            Some(limit) => ProviderError::ContextOverflow { limit, message },
-            None => ProviderError::Rejected { status, message },
-        },
-        500..=599 => ProviderError::Server { status, message },
-        _ => ProviderError::Rejected { status, message },
-    }
-}
-
-/// Maps an error object that arrived inside an accepted stream (`event: error`) or as a 200 body:
-/// `overloaded_error` and `rate_limit_error` wait and resend, an overflow compacts, the request
-/// errors are rejections, anything else (`api_error` …) is a server error.
-pub(crate) fn classify_anthropic_error(error: &Value) -> ProviderError {
-    let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
-    let message = match error.get("message") {
-        Some(Value::String(s)) => truncate_chars(s, MAX_ERROR_CHARS),
-        _ => truncate_chars(&error.to_string(), MAX_ERROR_CHARS),
-    };
-    if let Some(limit) = overflow_limit(&message) {
-        return ProviderError::ContextOverflow { limit, message };
-    }
-    match kind {
-        "overloaded_error" => ProviderError::Overloaded { retry_after: None, message },
-        "rate_limit_error" => ProviderError::RateLimited { retry_after: None, message },
-        "billing_error" => ProviderError::QuotaExhausted { status: 402, message },
-        "invalid_request_error" => ProviderError::Rejected { status: 400, message },
-        "authentication_error" => ProviderError::Rejected { status: 401, message },
-        "permission_error" => ProviderError::Rejected { status: 403, message },
-        "not_found_error" => ProviderError::Rejected { status: 404, message },
-        "request_too_large" => ProviderError::Rejected { status: 413, message },
-        _ => ProviderError::Server { status: 500, message },
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::limits::MAX_CACHE_BREAKPOINTS;
+    use super::refusals::classify_anthropic_error;
     use super::*;
     use agentd_protocol::ToolSchema;
     use agentd_protocol::{Message, Part, Speaker};

@@ -5,9 +5,8 @@
 //! Thinking blocks keep their text and `signature` exactly as streamed (concatenated deltas, no
 //! trimming), so they can be sent back byte-identical; `redacted_thinking` keeps its `data`.
 
-use super::AnthropicClient;
+use super::refusals::classify_anthropic_error;
 use crate::sse::{anomaly, parse_json, Assemble, Flow};
-use crate::wire::WireFormat;
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_protocol::{Message, Part, Speaker, Usage};
 use serde_json::Value;
@@ -17,7 +16,7 @@ use std::collections::BTreeMap;
 pub(crate) fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
     let value = parse_json("the response", body)?;
     if value.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(AnthropicClient::classify_stream_error(value.get("error").unwrap_or(&Value::Null)));
+        return Err(classify_anthropic_error(value.get("error").unwrap_or(&Value::Null)));
     }
     let mut asm = Assembler { events: 1, ..Assembler::default() };
     for (index, block) in value.get("content").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -178,9 +177,7 @@ impl Assemble for Assembler {
                 }
             }
             "message_stop" => return Ok(Flow::Done),
-            "error" => {
-                return Err(AnthropicClient::classify_stream_error(value.get("error").unwrap_or(&value)))
-            }
+            "error" => return Err(classify_anthropic_error(value.get("error").unwrap_or(&value))),
             // `content_block_stop`, `ping`, and event types added later.
             _ => {}
         }

@@ -3,11 +3,11 @@
 //! body is [`body`]'s, the chunk assembler [`stream`]'s.
 
 pub(crate) mod body;
+pub(crate) mod refusals;
 pub(crate) mod stream;
 
-use crate::error::{self, error_object_info, says_context_overflow};
+use crate::error::{self};
 use crate::http::{exchange, Http};
-use crate::refusal::parse_refusal_limit;
 use crate::surface::client_surface;
 use crate::wire::{window_number, WireFormat};
 use agentd_protocol::Tokens;
@@ -195,10 +195,6 @@ impl WireFormat for OpenAiClient {
         error::classify_http(status, retry_after, body)
     }
 
-    fn classify_stream_error(error: &Value) -> ProviderError {
-        classify_stream_error(error)
-    }
-
     fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
         stream::from_json_body(body)
     }
@@ -229,23 +225,6 @@ enum Probe {
     Json(Value),
     NotJson,
     Status { status: u16, retry_after: Option<RetryAfter>, body: String },
-}
-
-/// Maps an `{"error":{…}}` object that arrived inside an accepted stream.
-pub(crate) fn classify_stream_error(error: &Value) -> ProviderError {
-    let info = error_object_info(error);
-    if says_context_overflow(&info) {
-        let limit = parse_refusal_limit(&info.message);
-        return ProviderError::ContextOverflow { limit, message: info.message };
-    }
-    let numeric = info.code.as_deref().and_then(|c| c.parse::<u16>().ok());
-    let rate_limited = numeric == Some(429)
-        || [&info.code, &info.kind].iter().any(|s| s.as_deref().is_some_and(|s| s.contains("rate_limit")));
-    if rate_limited {
-        return ProviderError::RateLimited { retry_after: None, message: info.message };
-    }
-    let status = numeric.filter(|s| (500..=599).contains(s)).unwrap_or(500);
-    ProviderError::Server { status, message: info.message }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,6 +283,7 @@ fn window_from_ollama_show(show: &Value) -> Option<Tokens> {
 
 #[cfg(test)]
 mod tests {
+    use super::refusals::classify_stream_error;
     use super::*;
     use agentd_protocol::ToolSchema;
     use agentd_protocol::{Message, Part, Speaker};

@@ -1,9 +1,8 @@
 //! Assembling a streamed chat completion (OpenAI SSE chunks) into one [`ChatResponse`], and telling
 //! a complete answer from a stream that went wrong.
 
-use super::OpenAiClient;
+use super::refusals::classify_stream_error;
 use crate::sse::{anomaly, parse_json, Assemble, Flow};
-use crate::wire::WireFormat;
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_protocol::{Message, Part, Speaker, Usage};
 use serde_json::Value;
@@ -45,7 +44,7 @@ impl Assembler {
     pub(crate) fn push_chunk(&mut self, chunk: &Value, whole: bool) -> Result<(), ProviderError> {
         self.chunks += 1;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            return Err(OpenAiClient::classify_stream_error(error));
+            return Err(classify_stream_error(error));
         }
         if let Some(usage) = chunk.get("usage") {
             if let Some(u) = parse_usage(usage) {
