@@ -85,7 +85,7 @@ impl Fleet {
     /// [`NodeConfig::start_within`]; `waiting` hears each wait. Anything else (a refused login, a bad
     /// URL) fails at once.
     pub fn connect(config: NodeConfig, waiting: impl Fn(&Joining)) -> Result<Fleet, ClusterError> {
-        let started = std::time::Instant::now();
+        let started = agentd_engine::clock::monotonic();
         let mut attempt = 0u32;
         let mut backoff = Duration::from_millis(250);
         loop {

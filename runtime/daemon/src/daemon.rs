@@ -13,7 +13,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The files of a home directory.
@@ -287,7 +286,7 @@ pub fn serve(
         let methods = Arc::new(Methods {
             shared: shared.clone(),
             supervisor: supervisor.clone(),
-            started: Instant::now(),
+            started: agentd_engine::clock::monotonic(),
             http: http.as_ref().map(|(_, bound, _)| *bound),
         });
         let stop = CancellationToken::new();

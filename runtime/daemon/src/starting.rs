@@ -45,7 +45,7 @@ impl Starting {
         };
         let why = Arc::new(Mutex::new("connecting to NATS".to_string()));
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let answers = Answers { why: why.clone(), config, started: Instant::now() };
+        let answers = Answers { why: why.clone(), config, started: agentd_engine::clock::monotonic() };
         let thread = std::thread::Builder::new()
             .name("agentd-starting".into())
             .spawn(move || runtime.block_on(accept(listener, Arc::new(answers), stopped)))?;

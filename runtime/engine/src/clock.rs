@@ -134,6 +134,12 @@ pub fn now_unix_ms() -> u64 {
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Now on the monotonic clock, for measuring how long something took (an uptime, a deadline of
+/// real time before the daemon's clock runs): the one reading of [`Instant`] outside tests.
+pub fn monotonic() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
 /// Waits `d` of real time on this thread: for code that runs before any runtime (or the daemon's
 /// clock) does — joining the fleet at `serve`, between attempts. Everything later waits on
 /// [`Clock::sleep`].

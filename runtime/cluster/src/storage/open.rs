@@ -149,11 +149,11 @@ async fn read_from_leader(js: &Context, name: &str) -> Result<(), ClusterError> 
 /// Waits (up to 30 s) until `store` answers a read: a bucket made just now on a cluster answers once
 /// its replicas have elected a leader; better to wait here than to fail the first task.
 async fn ready(store: &kv::Store) -> Result<(), ClusterError> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = agentd_engine::clock::monotonic() + std::time::Duration::from_secs(30);
     loop {
         match store.get("agentd-ready").await {
             Ok(_) => return Ok(()),
-            Err(e) if std::time::Instant::now() >= deadline => {
+            Err(e) if agentd_engine::clock::monotonic() >= deadline => {
                 return Err(ClusterError::js(format!("waiting for bucket {} to answer", store.name), e))
             }
             Err(_) => agentd_engine::clock::clock().sleep(std::time::Duration::from_millis(200)).await,

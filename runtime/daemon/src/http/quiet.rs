@@ -27,7 +27,7 @@ impl Quiet {
 
     /// Counts one occurrence and logs it at `debug` unless a line was logged within [`EVERY`].
     pub fn note(&self, detail: &str) {
-        if let Some(more) = self.due(Instant::now()) {
+        if let Some(more) = self.due(agentd_engine::clock::monotonic()) {
             tracing::debug!(more_since_last_line = more, "refused a {}: {detail}", self.what);
         }
     }
