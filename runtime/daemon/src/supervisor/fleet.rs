@@ -25,7 +25,7 @@ use actix::prelude::*;
 use agentd_cluster::control::CancelAnswer;
 use agentd_cluster::fleet::Fleet;
 use agentd_cluster::lease::{now_ms, Lease, LeaseRecord};
-use agentd_cluster::queue::{Job, JobStart, Taken};
+use agentd_cluster::queue::{Job, Taken};
 use agentd_cluster::ClusterError;
 use agentd_engine::clock::{clock, now_rfc3339};
 use agentd_engine::end::{close_unfinished_calls, record_end};
@@ -215,7 +215,7 @@ impl Supervisor {
             false => workspace,
         };
         let task_id = self.record_new(&objective, workspace.clone(), team, budget)?;
-        queue(fleet, Job { task_id: task_id.clone(), workspace, start: JobStart::Fresh { objective } })?;
+        queue(fleet, Job { task_id: task_id.clone(), workspace, start: Start::Fresh { objective } })?;
         Ok(task_id)
     }
 
@@ -227,10 +227,10 @@ impl Supervisor {
         &mut self,
         fleet: &Arc<Fleet>,
         meta: &TaskMeta,
-        start: JobStart,
+        start: Start,
     ) -> Result<TaskState, SupervisorError> {
         let task_id = meta.task_id.clone();
-        let followup = matches!(start, JobStart::Followup { .. });
+        let followup = matches!(start, Start::Followup { .. });
         self.shared.storage.update_task(&task_id, &mut |t| {
             t.state = TaskState::Queued;
             t.error = None;
@@ -376,9 +376,7 @@ async fn take_here(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<F
         }
     };
     let (start, takeover) = match (meta.state, taken.job.start.clone()) {
-        (TaskState::Queued, JobStart::Fresh { objective }) => (Start::Fresh { objective }, false),
-        (TaskState::Queued, JobStart::Resume) => (Start::Resume, false),
-        (TaskState::Queued, JobStart::Followup { text }) => (Start::Followup { text }, false),
+        (TaskState::Queued, start) => (start, false),
         // It ran before (its node died or stopped): resumed from its history, as after a crash.
         (TaskState::Running | TaskState::WaitingRetry | TaskState::Interrupted, _) => (Start::Resume, true),
         (state, _) => {

@@ -615,7 +615,7 @@ impl Supervisor {
         }
         if let Some(fleet) = self.shared.fleet.clone() {
             let meta = self.stored(&msg.task_id, check)?;
-            return self.requeue(&fleet, &meta, agentd_cluster::queue::JobStart::Resume);
+            return self.requeue(&fleet, &meta, Start::Resume);
         }
         let (_, workspace) = self.restartable(&msg.task_id, check)?;
         // Its resume_at goes with its state, when the run starts (a status read meanwhile sees
@@ -679,7 +679,7 @@ impl Supervisor {
         if let Some(fleet) = self.shared.fleet.clone() {
             let meta = self.stored(&msg.task_id, check)?;
             let text = msg.text.clone();
-            return self.requeue(&fleet, &meta, agentd_cluster::queue::JobStart::Followup { text });
+            return self.requeue(&fleet, &meta, Start::Followup { text });
         }
         let (_, workspace) = self.restartable(&msg.task_id, check)?;
         self.shared.storage.update_task(&msg.task_id, &mut |t| {
