@@ -398,9 +398,7 @@ fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
-    for krate in
-        ["protocol", "policies", "evidence", "agents"].into_iter().chain(RUNTIME.iter().copied())
-    {
+    for krate in ["protocol", "policies", "evidence", "agents"].into_iter().chain(RUNTIME.iter().copied()) {
         let uses = module_uses(&root().join(krate).join("src"));
         // Depth-first search for a cycle.
         fn visit<'a>(
@@ -451,7 +449,12 @@ fn test_and_fuzz_support_ships_in_no_release_library() {
         );
     }
     // No release build enables a test or fuzz feature: only dev-dependencies and the fuzz crate do.
-    for manifest in ["Cargo.toml", "runtime/daemon/Cargo.toml", "runtime/engine/Cargo.toml", "runtime/providers/Cargo.toml"] {
+    for manifest in [
+        "Cargo.toml",
+        "runtime/daemon/Cargo.toml",
+        "runtime/engine/Cargo.toml",
+        "runtime/providers/Cargo.toml",
+    ] {
         let text = read(&root().join(manifest));
         let normal = text.split("[dev-dependencies]").next().unwrap();
         for feature in ["\"testing\"", "\"fuzzing\""] {
