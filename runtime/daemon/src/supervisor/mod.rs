@@ -378,4 +378,6 @@ impl Handler<Shutdown> for Supervisor {
 }
 
 #[cfg(test)]
+mod contract_tests;
+#[cfg(test)]
 mod tests;
