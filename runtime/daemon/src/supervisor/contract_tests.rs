@@ -7,6 +7,7 @@
 use super::{Cancel, Followup, Resume, Submit, Supervisor, SupervisorError};
 use crate::testing::Rig;
 use actix::prelude::*;
+use agentd_engine::clock::clock;
 use agentd_protocol::TaskState;
 use agentd_test_support::nats::{skip_or_fail, NatsServer};
 use agentd_test_support::{finish, hang, server_error, sse, ScriptedServer, Step};
@@ -50,7 +51,7 @@ async fn reached(
         if now == state && (result.is_none() || got.as_deref() == result) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        clock().sleep(Duration::from_millis(10)).await;
     }
     read()
 }
@@ -61,7 +62,7 @@ async fn asked(rig: &Rig, n: usize) {
         if rig.server.chat_requests().len() >= n {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        clock().sleep(Duration::from_millis(10)).await;
     }
     panic!("the model was asked {} times, not {n}", rig.server.chat_requests().len());
 }
