@@ -10,6 +10,7 @@
 
 use crate::error::ClusterError;
 use crate::names::{QUEUE_CONSUMER, QUEUE_STREAM, QUEUE_SUBJECT};
+use agentd_engine::task::Start;
 use async_nats::jetstream::consumer::pull::Config as PullConfig;
 use async_nats::jetstream::consumer::AckPolicy;
 use async_nats::jetstream::consumer::Consumer;
@@ -20,24 +21,6 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// What a job asks of the node that takes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "start", rename_all = "snake_case")]
-pub enum JobStart {
-    /// Start a new task on its objective.
-    Fresh {
-        /// The task's objective.
-        objective: String,
-    },
-    /// Resume a stopped task from its history.
-    Resume,
-    /// Give a stopped task a follow-up message.
-    Followup {
-        /// The user's message.
-        text: String,
-    },
-}
-
 /// A job on the queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
@@ -45,9 +28,9 @@ pub struct Job {
     pub task_id: String,
     /// Its workspace: only a node whose workspace roots hold it takes the job.
     pub workspace: String,
-    /// What to do.
+    /// What to do: the engine's own [`Start`], its `start` tag beside the fields above.
     #[serde(flatten)]
-    pub start: JobStart,
+    pub start: Start,
 }
 
 /// The queue, as one node pulls it.
@@ -162,5 +145,33 @@ impl Taken {
             .ack_with(AckKind::Nak(Some(delay)))
             .await
             .map_err(|e| ClusterError::js("handing a queued job back", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The queue's JSON is what nodes of every version read: the job's fields, and beside them the
+    /// start's tag and its own field.
+    #[test]
+    fn a_job_is_its_task_its_workspace_and_the_start_flattened_beside_them() {
+        let job = |start| Job { task_id: "t1".into(), workspace: "/w".into(), start };
+        let cases = [
+            (
+                job(Start::Fresh { objective: "Fix it".into() }),
+                json!({"task_id": "t1", "workspace": "/w", "start": "fresh", "objective": "Fix it"}),
+            ),
+            (job(Start::Resume), json!({"task_id": "t1", "workspace": "/w", "start": "resume"})),
+            (
+                job(Start::Followup { text: "More".into() }),
+                json!({"task_id": "t1", "workspace": "/w", "start": "followup", "text": "More"}),
+            ),
+        ];
+        for (job, wire) in cases {
+            assert_eq!(serde_json::to_value(&job).unwrap(), wire);
+            assert_eq!(serde_json::from_value::<Job>(wire).unwrap(), job);
+        }
     }
 }

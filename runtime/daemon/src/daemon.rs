@@ -265,11 +265,12 @@ pub fn serve(
     let outcome: Result<(), DaemonError> = system.block_on(async move {
         let home = std::fs::canonicalize(&home_dir).unwrap_or_else(|_| home_dir.clone());
         let shared = Arc::new(Shared::start(home, backing, config.clone(), |var| std::env::var(var).ok()));
-        let recovered = Supervisor::recover(&shared).map_err(|e| DaemonError::Runtime(e.to_string()))?;
+        let supervisor = Supervisor::new(shared.clone());
+        let recovered = supervisor.recover().map_err(|e| DaemonError::Runtime(e.to_string()))?;
         if recovered > 0 {
             tracing::info!(recovered, "tasks left running by a previous daemon are now interrupted");
         }
-        let supervisor = Supervisor::new(shared.clone()).start();
+        let supervisor = supervisor.start();
         let listener = match bound {
             // A fleet's node: the socket that answered while it joined, with whoever waits on it.
             Some(bound) => tokio::net::UnixListener::from_std(bound),

@@ -3,7 +3,8 @@
 //!
 //! [`Rig::start`] parses a real configuration pointing the team at a [`ScriptedServer`] (the real
 //! OpenAI wire protocol over real HTTP), opens a sled [`Store`] in a temp home, and builds the
-//! daemon's [`Shared`] in the test's actix `System` (`#[actix::test]`). [`Rig::task`] records a task
+//! daemon's [`Shared`] in the test's actix `System` (`#[actix::test]`); [`Rig::on_fleet`] makes it a
+//! node of a fleet on a real NATS server instead. [`Rig::task`] records a task
 //! as `task.submit` would.
 
 use crate::config::Config;
@@ -40,6 +41,23 @@ impl Rig {
         let store = Store::open(&home.path().join("db")).expect("a store");
         let shared =
             Arc::new(Shared::start(home.path().to_path_buf(), Backing::Sled(store), config, |_| None));
+        Rig { server, shared, workspace, _home: home }
+    }
+
+    /// [`Rig::start`]'s team as node `contract` of the fleet on the NATS server at `nats` (any
+    /// workspace reached, leases of 3 s): the daemon's parts over the fleet's JetStream.
+    pub async fn on_fleet(server: ScriptedServer, nats: &str) -> Rig {
+        let cluster =
+            format!("[cluster]\nnats = [\"{nats}\"]\nnode = \"contract\"\nmax_tasks = 4\nlease = \"3s\"\n");
+        let text = team_config(&server.base_url(), server.model(), &cluster);
+        let home = tempfile::Builder::new().prefix("agentd-rig").tempdir().expect("a temp home");
+        let workspace = tempfile::Builder::new().prefix("agentd-ws").tempdir().expect("a temp workspace");
+        let path = home.path().join("agentd.toml");
+        let config = Arc::new(Config::parse(&text, &path).expect("the rig's configuration"));
+        let settings = config.cluster.clone().expect("the rig's [cluster]");
+        let fleet = crate::fleet::connect(&settings, |_| None, |_| {}).expect("the rig joins the fleet");
+        let backing = Backing::Fleet(Arc::new(fleet));
+        let shared = Arc::new(Shared::start(home.path().to_path_buf(), backing, config, |_| None));
         Rig { server, shared, workspace, _home: home }
     }
 

@@ -18,7 +18,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// How a task starts: fresh with its objective, or resumed from its log.
+/// How a task starts: fresh with its objective, or resumed from its log. It is also what a fleet's
+/// queued job asks of the node that takes it (`agentd_cluster::queue::Job`), flattened into the job:
+/// `{"start": "fresh", "objective": …}`, `{"start": "resume"}`, `{"start": "followup", "text": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "start", rename_all = "snake_case")]
 pub enum Start {
     /// A new task: the lead takes its objective as the first user message.
     Fresh {

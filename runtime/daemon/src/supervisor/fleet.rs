@@ -1,237 +1,108 @@
-//! The supervisor as a node of a fleet (`[cluster]`): tasks arrive from the fleet's one queue, each
+//! The runner of a node of a fleet (`[cluster]`): tasks arrive from the fleet's one queue, each
 //! runs under a lease this node renews, and one that stops here — lost, or handed over at shutdown —
 //! goes on on another node.
 //!
 //! - **Submitting** records the task and its `task_started`, then queues a job; `task.resume` and
 //!   `task.message` queue one too. Whichever node has room and reaches the workspace takes it
-//!   ([`pull`]).
-//! - **Taking a job** ([`take`]): the lease first (its epoch fences the log from then on), then the
-//!   task's record decides what to do — a queued task starts as the job says; one that was running
-//!   or interrupted is resumed as after a crash (`task_resumed` names this node); an ended one is a
-//!   stale job, dropped.
-//! - **Keeping it** ([`keep`]): the lease is renewed, and the job's acknowledgement extended, every
-//!   third of a lease. A renewal refused (the lease changed hands) or failing until a third of the
-//!   lease is left stops the task here: this node writes nothing of it again, and once the lease
-//!   lapses JetStream hands the job to another node.
+//!   (`super::taking`).
+//! - **Keeping it**: the lease is renewed, and the job's acknowledgement extended, while the task
+//!   runs here; a lease that cannot be kept stops the task here (`super::holding`).
 //! - **Its end**: the lease is released and the job acknowledged — or, at shutdown, handed back to
-//!   the queue at once, so another node resumes the task.
+//!   the queue at once, so another node resumes the task ([`Runner::interrupt`]).
 //! - **Cancelling** a task another node runs asks that node ([`cancel_elsewhere`]); a task nobody
 //!   runs is cancelled here, under its lease.
+//! - **Compacting** a stopped task's history is done under its lease, as a run is.
+//! - **At start** nothing is marked: a task a node left running is taken over by another, or by the
+//!   node itself once restarted, when its lease lapses.
 
-use super::{Running, Supervisor, SupervisorError};
-use crate::fleet::{reaches, roots};
+use super::error::SupervisorError;
+use super::holding::Holds;
+use super::messages::{Cancel, IsRunning, Reach, RunningCount};
+use super::runner::{Compaction, NewTask, Runner};
+use super::taking::{pull, Node};
+use super::tasks::{interrupt, Stopping, Tasks};
+use crate::fleet::roots;
 use crate::shared::Shared;
-use actix::prelude::*;
 use agentd_cluster::control::CancelAnswer;
 use agentd_cluster::fleet::Fleet;
-use agentd_cluster::lease::{now_ms, Lease, LeaseRecord};
-use agentd_cluster::queue::{Job, JobStart, Taken};
+use agentd_cluster::lease::{now_ms, LeaseRecord};
+use agentd_cluster::queue::Job;
 use agentd_cluster::ClusterError;
 use agentd_engine::clock::{clock, now_rfc3339};
-use agentd_engine::end::{close_unfinished_calls, record_end};
+use agentd_engine::end::record_end;
+use agentd_engine::error::TurnError;
+use agentd_engine::fitter::RequestedDone;
 use agentd_engine::storage::End;
 use agentd_engine::task::Start;
 use agentd_protocol::task::TaskMeta;
-use agentd_protocol::Budget;
-use agentd_protocol::{EventKind, Role, TaskState};
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use agentd_protocol::TaskState;
+use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// What this node holds of a task it runs: the lease and the queued job.
-pub(super) struct Held {
-    lease: Mutex<Lease>,
-    taken: Taken,
-    /// Set at shutdown: the task's end here is no end of it; the shutdown hands it back.
-    handover: AtomicBool,
+/// Runs this node's share of the fleet's tasks.
+pub(super) struct FleetRunner {
+    shared: Arc<Shared>,
+    fleet: Arc<Fleet>,
+    /// What this node holds of the tasks it runs: their leases and jobs.
+    holds: Arc<Holds>,
 }
 
-impl Held {
-    /// Hands the task back to the fleet: the lease released, the job queued again at once.
-    pub(super) async fn hand_back(&self, fleet: &Fleet) {
-        let lease = self.lease.lock().clone();
-        if let Err(e) = fleet.release(&lease).await {
-            tracing::warn!(task = %lease.task_id, error = %e, "could not release the lease; it lapses by itself");
-        }
-        if let Err(e) = self.taken.later(Duration::ZERO).await {
-            tracing::warn!(task = %lease.task_id, error = %e, "could not hand the job back; JetStream redelivers it");
-        }
-    }
-
-    /// Marks the task as handed over at shutdown.
-    pub(super) fn hand_over(&self) {
-        self.handover.store(true, Ordering::SeqCst);
+impl FleetRunner {
+    /// The runner of the node over `shared`, in `fleet`.
+    pub(super) fn new(shared: Arc<Shared>, fleet: Arc<Fleet>) -> FleetRunner {
+        FleetRunner { shared, fleet, holds: Default::default() }
     }
 }
 
-/// Runs `future` (NATS calls) to its end from synchronous code, on the fleet client's runtime.
-pub(super) fn block<T: Send + 'static>(
-    fleet: &Arc<Fleet>,
-    future: impl std::future::Future<Output = Result<T, ClusterError>> + Send + 'static,
-) -> Result<T, ClusterError> {
-    fleet.storage.block_on(future)
-}
-
-/// Has this node room for another task?
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub(super) struct Room;
-
-impl Handler<Room> for Supervisor {
-    type Result = bool;
-
-    fn handle(&mut self, _: Room, _: &mut Context<Self>) -> bool {
-        self.reap();
-        let max = self.shared.config.cluster.as_ref().map_or(0, |c| c.max_tasks);
-        self.accepting && self.running_count() < max
+impl Runner for FleetRunner {
+    /// Nothing is marked: a task a node left running is taken over by another, or by the node itself
+    /// once restarted, when its lease lapses.
+    fn recover(&self) -> Result<usize, SupervisorError> {
+        Ok(0)
     }
-}
 
-/// Start a task this node took from the queue, under `lease`.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct Adopt {
-    taken: Taken,
-    lease: Lease,
-    meta: TaskMeta,
-    start: Start,
-}
-
-impl Handler<Adopt> for Supervisor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Adopt, ctx: &mut Context<Self>) {
-        let Some(fleet) = self.shared.fleet.clone() else { return };
-        let task_id = msg.meta.task_id.clone();
-        let held = Arc::new(Held {
-            lease: Mutex::new(msg.lease),
-            taken: msg.taken,
-            handover: AtomicBool::new(false),
-        });
-        match self.adopt(&fleet, &msg.meta, msg.start) {
-            Ok(()) => {
-                let Some(running) = self.running.get_mut(&task_id) else { return };
-                running.held = Some(held.clone());
-                let (cancel, done) = (running.cancel.clone(), running.done.clone());
-                // Stopped for the fleet's trouble, the task waits here, as last read, until taken again.
-                let stalled = (self.shared.stalls.clone(), msg.meta.clone());
-                ctx.spawn(keep(fleet, task_id, held, cancel, done, stalled).into_actor(self));
-            }
-            Err(
-                e @ (SupervisorError::Storage(_)
-                | SupervisorError::Fleet(_)
-                | SupervisorError::Task(agentd_engine::task::TaskError::Storage(_))),
-            ) => {
-                // The fleet's storage failed under it: another attempt (here or elsewhere) may not.
-                tracing::warn!(task = %task_id, error = %e, "a task taken from the queue could not start; handed back");
-                ctx.spawn(
-                    async move {
-                        let lease = held.lease.lock().clone();
-                        let _ = fleet.release(&lease).await;
-                        let _ = held.taken.later(Duration::from_secs(1)).await;
-                    }
-                    .into_actor(self),
-                );
-            }
-            Err(e) => {
-                // The task cannot start here (its workspace refused or missing): it fails, as it
-                // would on one machine, and the job is done.
-                tracing::error!(task = %task_id, error = %e, "a task taken from the queue could not start");
-                let end = End {
-                    state: TaskState::Failed,
-                    kind: EventKind::TaskFailed { error: e.to_string() },
-                    result: None,
-                    error: Some(e.to_string()),
-                    record_error: String::new(),
-                };
-                if let Err(e) = record_end(self.shared.storage.as_ref(), &task_id, &end) {
-                    tracing::error!(task = %task_id, error = %e, "could not record the failure");
-                }
-                ctx.spawn(
-                    async move {
-                        let lease = held.lease.lock().clone();
-                        let _ = fleet.release(&lease).await;
-                        let _ = held.taken.done().await;
-                    }
-                    .into_actor(self),
-                );
-            }
-        }
+    /// Pulls the queue, beats this node's heartbeat, and answers the other nodes' cancels.
+    fn start(&self, reach: Reach, stop: CancellationToken) {
+        let (shared, fleet, holds) = (self.shared.clone(), self.fleet.clone(), self.holds.clone());
+        let node = Node { supervisor: reach.clone(), shared: shared.clone(), fleet: fleet.clone(), holds };
+        tokio::spawn(pull(node, stop.clone()));
+        tokio::spawn(beat(reach.clone(), shared, fleet.clone(), stop));
+        tokio::spawn(serve_cancels(reach, fleet));
     }
-}
 
-impl Supervisor {
-    fn adopt(&mut self, fleet: &Fleet, meta: &TaskMeta, start: Start) -> Result<(), SupervisorError> {
-        let task_id = &meta.task_id;
-        let workspace = self.workspace(&meta.workspace)?;
-        let storage = self.shared.storage.clone();
-        let node = fleet.node().to_string();
-        storage.update_task(task_id, &mut |t| {
-            t.node = Some(node.clone());
-            t.error = None;
-            t.updated_at = now_rfc3339();
-        })?;
-        // Taken again: not stalled here any more. A task whose holder did not end it was taken over;
-        // why is said with its resume, the first event written once the fleet can be written again.
-        let stall = self.shared.stalls.clear(task_id);
-        let after = match (&stall, meta.state, meta.node.as_deref()) {
-            (Some(stall), _, _) => Some(format!("taken over after {}", stall.waiting_because())),
-            (None, TaskState::Running, Some(other)) => Some(format!(
-                "taken over from node {other}, which stopped holding it (its lease lapsed: the node died, \
-                 lost NATS, or the fleet could not be written)"
-            )),
-            _ => None,
-        };
-        match &start {
-            Start::Resume => {
-                close_unfinished_calls(storage.as_ref(), task_id, true)?;
-                let resumed = EventKind::TaskResumed { node: Some(node.clone()), after };
-                storage.emit(task_id, &Role::Lead, resumed)?;
-            }
-            Start::Followup { text } => {
-                storage.emit(task_id, &Role::Lead, EventKind::TaskMessage { text: text.clone() })?;
-            }
-            Start::Fresh { .. } => {}
-        }
-        self.start_task(task_id.clone(), workspace, start)
+    /// Those this node ran last.
+    fn wakes(&self, meta: &TaskMeta) -> bool {
+        meta.node.as_deref() == Some(self.fleet.node())
     }
 
     /// `task.submit` in a fleet: recorded and queued; whichever node reaches the workspace runs it.
-    pub(super) fn submit_to_fleet(
-        &mut self,
-        fleet: &Arc<Fleet>,
-        objective: String,
-        workspace: String,
-        team: Option<String>,
-        budget: Option<Budget>,
-    ) -> Result<String, SupervisorError> {
+    fn place(&self, tasks: &mut Tasks, task: NewTask) -> Result<String, SupervisorError> {
+        let NewTask { objective, workspace, team, budget } = task;
         // A workspace this node reaches is checked here, as on one machine; another is checked by
         // the node that takes the task.
         let workspace = match std::path::Path::new(&workspace).is_dir() {
-            true => self.workspace(&workspace)?.root().display().to_string(),
+            true => tasks.workspace(&workspace)?.root().display().to_string(),
             false => workspace,
         };
-        let task_id = self.record_new(&objective, workspace.clone(), team, budget)?;
-        queue(fleet, Job { task_id: task_id.clone(), workspace, start: JobStart::Fresh { objective } })?;
+        let task_id = tasks.record_new(&objective, workspace.clone(), team, budget)?;
+        queue(&self.fleet, Job { task_id: task_id.clone(), workspace, start: Start::Fresh { objective } })?;
         Ok(task_id)
+    }
+
+    fn cancel_not_here(&self, task_id: String) -> BoxFuture<'static, Result<TaskState, SupervisorError>> {
+        Box::pin(cancel_elsewhere(self.shared.clone(), self.fleet.clone(), task_id))
     }
 
     /// `task.resume` and `task.message` in a fleet (of a stopped task: the caller checked its
     /// state): the task is queued again, and whichever node takes it resumes it (or gives it the
     /// follow-up). A node that has just ended the task may hold its lease a moment longer: the job
     /// waits for the lease, as every job does.
-    pub(super) fn requeue(
-        &mut self,
-        fleet: &Arc<Fleet>,
-        meta: &TaskMeta,
-        start: JobStart,
-    ) -> Result<TaskState, SupervisorError> {
+    fn restart(&self, tasks: &mut Tasks, meta: TaskMeta, start: Start) -> Result<TaskState, SupervisorError> {
         let task_id = meta.task_id.clone();
-        let followup = matches!(start, JobStart::Followup { .. });
-        self.shared.storage.update_task(&task_id, &mut |t| {
+        let followup = matches!(start, Start::Followup { .. });
+        tasks.shared.storage.update_task(&task_id, &mut |t| {
             t.state = TaskState::Queued;
             t.error = None;
             if followup {
@@ -239,25 +110,60 @@ impl Supervisor {
             }
             t.updated_at = now_rfc3339();
         })?;
-        queue(fleet, Job { task_id, workspace: meta.workspace.clone(), start })?;
+        queue(&self.fleet, Job { task_id, workspace: meta.workspace, start })?;
         Ok(TaskState::Queued)
     }
+
+    /// The compaction writes the task's log under its lease, like a run — refused while another
+    /// node runs the task.
+    fn exclusively(
+        &self,
+        task_id: String,
+        work: Compaction,
+    ) -> BoxFuture<'static, Result<Result<RequestedDone, TurnError>, SupervisorError>> {
+        let fleet = self.fleet.clone();
+        Box::pin(async move {
+            let lease = fleet.lease_of(&task_id).await.map_err(SupervisorError::Fleet)?;
+            if let Some(node) = live_holder_elsewhere(&fleet, lease) {
+                return Err(SupervisorError::RunningElsewhere { task_id, node });
+            }
+            let lease = fleet.acquire(&task_id).await.map_err(SupervisorError::Fleet)?;
+            let done = work.await;
+            if let Err(e) = fleet.release(&lease).await {
+                tracing::warn!(task = %task_id, error = %e, "could not release the lease; it lapses by itself");
+            }
+            Ok(done)
+        })
+    }
+
+    /// Each task is handed back to the queue once it is interrupted here: the task is not over —
+    /// another node resumes it (`task_resumed` follows), so no terminal event ends its watchers'
+    /// streams.
+    fn interrupt(&self, running: Vec<Stopping>) -> BoxFuture<'static, ()> {
+        let holds = self.holds.of(running.iter().map(|(task_id, _, _)| task_id.as_str()));
+        holds.iter().for_each(|h| h.hand_over());
+        let (shared, fleet) = (self.shared.clone(), self.fleet.clone());
+        Box::pin(async move {
+            interrupt(&shared, running, false).await;
+            for held in holds {
+                held.hand_back(&fleet).await;
+            }
+        })
+    }
+}
+
+/// Runs `future` (NATS calls) to its end from synchronous code, on the fleet client's runtime.
+fn block<T: Send + 'static>(
+    fleet: &Arc<Fleet>,
+    future: impl std::future::Future<Output = Result<T, ClusterError>> + Send + 'static,
+) -> Result<T, ClusterError> {
+    fleet.storage.block_on(future)
 }
 
 /// Queues `job`, waiting for JetStream to hold it.
 fn queue(fleet: &Arc<Fleet>, job: Job) -> Result<(), SupervisorError> {
     let f = fleet.clone();
     block(fleet, async move { f.push(&job).await }).map_err(SupervisorError::Fleet)
-}
-
-/// The node holding a live lease on `task_id`, when it is another one.
-pub(super) fn running_elsewhere(
-    fleet: &Arc<Fleet>,
-    task_id: &str,
-) -> Result<Option<String>, SupervisorError> {
-    let (f, id) = (fleet.clone(), task_id.to_string());
-    let lease = block(fleet, async move { f.lease_of(&id).await }).map_err(SupervisorError::Fleet)?;
-    Ok(live_holder_elsewhere(fleet, lease))
 }
 
 /// The holder of `lease` while it runs, when that is another node than this one.
@@ -268,227 +174,12 @@ fn live_holder_elsewhere(fleet: &Fleet, lease: Option<LeaseRecord>) -> Option<St
     })
 }
 
-/// Takes jobs from the queue while this node has room, until `stop`.
-pub(super) async fn pull(
-    supervisor: Addr<Supervisor>,
-    shared: Arc<Shared>,
-    fleet: Arc<Fleet>,
-    stop: CancellationToken,
-) {
-    let clock = clock();
-    loop {
-        if stop.is_cancelled() {
-            return;
-        }
-        let room = supervisor.send(Room).await.unwrap_or(false);
-        if !room {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = clock.sleep(Duration::from_millis(200)) => continue,
-            }
-        }
-        let next = tokio::select! {
-            _ = stop.cancelled() => return,
-            next = fleet.next_job(Duration::from_secs(1)) => next,
-        };
-        match next {
-            Ok(Some(taken)) => {
-                if let Pulled::NotHere = take(&supervisor, &shared, &fleet, taken).await {
-                    // Step aside for longer than the job's redelivery delay, so a node that
-                    // reaches its workspace is the one waiting for it.
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = clock.sleep(3 * HAND_BACK) => {}
-                    }
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot pull the fleet's queue; trying again");
-                clock.sleep(Duration::from_secs(1)).await;
-            }
-        }
-    }
-}
-
-/// How long a job this node cannot take waits before JetStream offers it again.
-const HAND_BACK: Duration = Duration::from_millis(500);
-
-/// What became of a pulled job.
-enum Pulled {
-    /// Taken, dropped, or handed back for a reason that may pass (a lease still running).
-    Handled,
-    /// Handed back: its workspace is not here.
-    NotHere,
-}
-
-/// What to do with a job this node pulled: hand it back when the workspace is not here or another
-/// node's lease runs; drop it when its task has ended; else take the lease and start the task.
-async fn take(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<Fleet>, taken: Taken) -> Pulled {
-    let Some(cluster) = shared.config.cluster.as_ref() else { return Pulled::Handled };
-    let task_id = taken.job.task_id.clone();
-    if !reaches(cluster, &taken.job.workspace) {
-        tracing::debug!(task = %task_id, workspace = %taken.job.workspace, "this node does not reach the workspace of a queued task; handed back");
-        if let Err(e) = taken.later(HAND_BACK).await {
-            tracing::warn!(task = %task_id, error = %e, "could not hand a queued job back; JetStream redelivers it");
-        }
-        return Pulled::NotHere;
-    }
-    take_here(supervisor, shared, fleet, taken).await;
-    Pulled::Handled
-}
-
-/// Takes a job whose workspace is here: the lease, then what the task's record says to do.
-async fn take_here(supervisor: &Addr<Supervisor>, shared: &Shared, fleet: &Arc<Fleet>, taken: Taken) {
-    let task_id = taken.job.task_id.clone();
-    // A run of the task this node lost may still be winding down here: taking the lease again
-    // would let its last writes through, so the job waits until it is gone.
-    if supervisor.send(super::IsRunning { task_id: task_id.clone() }).await.unwrap_or(true) {
-        let _ = taken.later(Duration::from_secs(1)).await;
-        return;
-    }
-    let lease = match fleet.acquire(&task_id).await {
-        Ok(lease) => lease,
-        Err(ClusterError::Held { until_ms, .. }) => {
-            let wait = until_ms.saturating_sub(now_ms()) + 200;
-            let _ = taken.later(Duration::from_millis(wait)).await;
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(task = %task_id, error = %e, "cannot take the lease of a queued task");
-            let _ = taken.later(Duration::from_secs(1)).await;
-            return;
-        }
-    };
-    let meta = match shared.storage.task(&task_id) {
-        Ok(Some(meta)) => meta,
-        Ok(None) => {
-            tracing::error!(task = %task_id, "a queued task has no record; dropped");
-            let _ = fleet.release(&lease).await;
-            let _ = taken.done().await;
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(task = %task_id, error = %e, "cannot read a queued task");
-            let _ = fleet.release(&lease).await;
-            let _ = taken.later(Duration::from_secs(1)).await;
-            return;
-        }
-    };
-    let (start, takeover) = match (meta.state, taken.job.start.clone()) {
-        (TaskState::Queued, JobStart::Fresh { objective }) => (Start::Fresh { objective }, false),
-        (TaskState::Queued, JobStart::Resume) => (Start::Resume, false),
-        (TaskState::Queued, JobStart::Followup { text }) => (Start::Followup { text }, false),
-        // It ran before (its node died or stopped): resumed from its history, as after a crash.
-        (TaskState::Running | TaskState::WaitingRetry | TaskState::Interrupted, _) => (Start::Resume, true),
-        (state, _) => {
-            // Its node may have died between writing the end on the record and in the log: the
-            // log gets its end now, under this lease, so no watcher waits for it for ever.
-            match agentd_engine::end::complete_end(shared.storage.as_ref(), &meta) {
-                Ok(true) => {
-                    tracing::info!(task = %task_id, %state, "the log of an ended task gets the end its record holds")
-                }
-                Ok(false) => {
-                    tracing::info!(task = %task_id, %state, "a queued job of an ended task; dropped")
-                }
-                Err(e) => {
-                    tracing::warn!(task = %task_id, error = %e, "cannot complete the end of a task; tried again later");
-                    let _ = fleet.release(&lease).await;
-                    let _ = taken.later(Duration::from_secs(1)).await;
-                    return;
-                }
-            }
-            let _ = fleet.release(&lease).await;
-            let _ = taken.done().await;
-            return;
-        }
-    };
-    if takeover {
-        tracing::info!(task = %task_id, epoch = lease.epoch, "taking over a task another node left");
-    }
-    let _ = supervisor.send(Adopt { taken, lease, meta, start }).await;
-}
-
-/// Keeps the lease of a task this node runs, and the job's acknowledgement, until the task's runner
-/// is done; then lets both go. A lease that cannot be kept stops the task here.
-async fn keep(
-    fleet: Arc<Fleet>,
-    task_id: String,
-    held: Arc<Held>,
-    cancel: CancellationToken,
-    mut done: watch::Receiver<Option<TaskState>>,
-    (stalls, meta): (Arc<crate::fleet::Stalls>, TaskMeta),
-) {
-    let (period, clock) = (fleet.lease() / 3, clock());
-    loop {
-        tokio::select! {
-            _ = done.wait_for(|s| s.is_some()) => break,
-            _ = clock.sleep(period) => {}
-        }
-        let lease = held.lease.lock().clone();
-        let renewed = clock.timeout(period, fleet.renew(&lease)).await;
-        match renewed {
-            Ok(Ok(lease)) => {
-                *held.lease.lock() = lease;
-                if let Err(e) = held.taken.progress().await {
-                    tracing::warn!(task = %task_id, error = %e, "could not extend the task's job");
-                }
-            }
-            Ok(Err(ClusterError::LeaseLost { .. })) => {
-                return lose(&fleet, &task_id, &cancel, "the lease changed hands")
-            }
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {}ms", period.as_millis()),
-                };
-                // Stop with a third of the lease left: the next renewal would come too late.
-                if now_ms() + period.as_millis() as u64 >= lease.until_ms {
-                    let why = format!("its lease could not be renewed ({why})");
-                    let node = fleet.node().to_string();
-                    stalls.stall(TaskMeta { node: Some(node), state: TaskState::Running, ..meta }, &why);
-                    return lose(&fleet, &task_id, &cancel, &why);
-                }
-                tracing::warn!(task = %task_id, error = %why, "could not renew the task's lease; trying again");
-            }
-        }
-    }
-    if held.handover.load(Ordering::SeqCst) {
-        return;
-    }
-    // The run found another writer in the task's log (its lease lapsed before this node knew): the
-    // lease and the job are the new holder's now, not this node's to let go.
-    if fleet.storage.abandoned(&task_id) {
-        tracing::warn!(task = %task_id, "the task's run ended after another node took it over; its lease and job are left to that node");
-        return;
-    }
-    let lease = held.lease.lock().clone();
-    if let Err(e) = fleet.release(&lease).await {
-        tracing::warn!(task = %task_id, error = %e, "could not release the lease; it lapses by itself");
-    }
-    if let Err(e) = held.taken.done().await {
-        tracing::warn!(task = %task_id, error = %e, "could not acknowledge the task's job");
-    }
-}
-
-/// This node lost `task_id`: nothing of it is written from here again, and its run stops.
-fn lose(fleet: &Fleet, task_id: &str, cancel: &CancellationToken, why: &str) {
-    tracing::error!(task = %task_id, why, "stopping a task this node can no longer hold; another node continues it");
-    fleet.abandon(task_id);
-    cancel.cancel();
-}
-
 /// Writes this node's heartbeat every third of a lease, until `stop`; then removes it.
-pub(super) async fn beat(
-    supervisor: Addr<Supervisor>,
-    shared: Arc<Shared>,
-    fleet: Arc<Fleet>,
-    stop: CancellationToken,
-) {
+async fn beat(supervisor: Reach, shared: Arc<Shared>, fleet: Arc<Fleet>, stop: CancellationToken) {
     let Some(cluster) = shared.config.cluster.clone() else { return };
     let (period, clock) = (fleet.lease() / 3, clock());
     loop {
-        let running = supervisor.send(super::RunningCount).await.unwrap_or(0) as u64;
+        let running = supervisor.running_count.send(RunningCount).await.unwrap_or(0) as u64;
         if let Err(e) = fleet.beat(roots(&cluster), cluster.max_tasks as u64, running).await {
             tracing::warn!(error = %e, "could not write this node's heartbeat");
         }
@@ -503,17 +194,17 @@ pub(super) async fn beat(
 }
 
 /// Answers the fleet's requests to cancel a task this node runs.
-pub(super) async fn serve_cancels(supervisor: Addr<Supervisor>, fleet: Arc<Fleet>) {
+async fn serve_cancels(supervisor: Reach, fleet: Arc<Fleet>) {
     let answered = fleet
         .serve_cancels(|task_id| {
             let supervisor = supervisor.clone();
             async move {
                 let here =
-                    supervisor.send(super::IsRunning { task_id: task_id.clone() }).await.unwrap_or(false);
+                    supervisor.is_running.send(IsRunning { task_id: task_id.clone() }).await.unwrap_or(false);
                 if !here {
                     return CancelAnswer::NotHere;
                 }
-                match supervisor.send(super::Cancel { task_id }).await {
+                match supervisor.cancel.send(Cancel { task_id }).await {
                     Ok(Ok(state)) => CancelAnswer::Ended(state.to_string()),
                     Ok(Err(e)) => CancelAnswer::Failed(e.to_string()),
                     Err(e) => CancelAnswer::Failed(e.to_string()),
@@ -528,7 +219,7 @@ pub(super) async fn serve_cancels(supervisor: Addr<Supervisor>, fleet: Arc<Fleet
 
 /// Cancels a task this node does not run: the node holding its lease is asked; a task nobody runs
 /// is cancelled here under its lease.
-pub(super) async fn cancel_elsewhere(
+async fn cancel_elsewhere(
     shared: Arc<Shared>,
     fleet: Arc<Fleet>,
     task_id: String,
@@ -571,9 +262,4 @@ pub(super) async fn cancel_elsewhere(
     }
     recorded?;
     Ok(TaskState::Cancelled)
-}
-
-/// The running tasks' holds, for a shutdown that hands them back.
-pub(super) fn holds(running: &[(String, Running)]) -> Vec<Arc<Held>> {
-    running.iter().filter_map(|(_, r)| r.held.clone()).collect()
 }
