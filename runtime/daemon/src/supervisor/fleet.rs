@@ -17,7 +17,8 @@
 
 use super::error::SupervisorError;
 use super::holding::Holds;
-use super::messages::{Cancel, IsRunning, Reach, RunningCount};
+use super::messages::{Cancel, IsRunning, RunningCount};
+use super::reach::Reach;
 use super::runner::{Compaction, NewTask, Runner};
 use super::taking::{pull, Node};
 use super::tasks::{interrupt, Stopping, Tasks};

@@ -3,7 +3,7 @@
 //! `task.resume`.
 
 use super::error::SupervisorError;
-use super::messages::Reach;
+use super::reach::Reach;
 use super::runner::{Compaction, NewTask, Runner};
 use super::tasks::{cancel_from_record, interrupt, Stopping, Tasks};
 use crate::shared::Shared;

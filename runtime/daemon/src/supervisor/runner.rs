@@ -20,7 +20,7 @@
 //!   answering other nodes' cancels.
 
 use super::error::SupervisorError;
-use super::messages::Reach;
+use super::reach::Reach;
 use super::tasks::{Stopping, Tasks};
 use agentd_engine::error::TurnError;
 use agentd_engine::fitter::RequestedDone;

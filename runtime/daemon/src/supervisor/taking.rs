@@ -8,7 +8,8 @@
 
 use super::error::SupervisorError;
 use super::holding::{keep, Held, Holds};
-use super::messages::{IsRunning, OnTasks, Reach, Room};
+use super::messages::IsRunning;
+use super::reach::{OnTasks, Reach, Room};
 use super::tasks::Tasks;
 use crate::fleet::reaches;
 use crate::shared::Shared;
