@@ -46,7 +46,7 @@ pub fn measure(g: &mut Gen, measured: &mut Measured) {
             history,
             message_tokens: &message_tokens,
             fixed,
-            objective: &objective,
+            objective,
             destination: thresholds.destination,
             working_files: &working_files,
             keep_rounds_limit: None,
@@ -60,8 +60,8 @@ pub fn measure(g: &mut Gen, measured: &mut Measured) {
     };
     // Warm: the synthesised messages (objective, checkpoint skeleton, observations, working files) are
     // already in the counter's cache, as on a retry with fewer rounds.
-    let (_, the_plan) = run_plan(&warm);
-    let mut plan_warm: Vec<Duration> = (0..PLAN_RUNS).map(|_| run_plan(&warm).0).collect();
+    let (_, the_plan) = run_plan(warm);
+    let mut plan_warm: Vec<Duration> = (0..PLAN_RUNS).map(|_| run_plan(warm).0).collect();
     // Cold synthesised messages: a counter that knows nothing yet, as on the first plan of a compaction
     // (the history's own tokens are precomputed either way).
     let mut plan_cold: Vec<Duration> =
