@@ -61,7 +61,8 @@
 //! Layout: `script` (steps and shared state), `openai` and `anthropic`
 //! (step → wire rendering, pure), `count` (the server's token count) and
 //! `cache` (its prompt cache), `http` (hand-rolled HTTP/1.1 on tokio),
-//! `server` (handle, builder, routing).
+//! `server` (handle and builder; routing, chat answers, faults and sending
+//! in its submodules).
 // A crate of test helpers: a failed expectation here is a failed test, so it may panic.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

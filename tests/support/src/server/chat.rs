@@ -1,0 +1,110 @@
+//! A chat request, either protocol, answered from the script: the server counts it, records the
+//! count and what its prompt cache served, refuses it when it is over the window, else takes the
+//! next step (waiting out a delay unless the client hangs up) and sends the reply with its usage, or
+//! the scripted fault.
+
+use serde_json::Value;
+
+use super::faults::fault_response;
+use super::send::send_stream;
+use crate::anthropic;
+use crate::http::Conn;
+use crate::openai::{self, Frame};
+use crate::script::{Config, Reply, State, Step, Usage};
+
+/// The wire protocol of a chat request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Protocol {
+    /// `POST /v1/chat/completions`.
+    OpenAi,
+    /// `POST /v1/messages`.
+    Anthropic,
+}
+
+/// Answers a chat request (either protocol) from the script.
+pub(super) async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol: Protocol) {
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let parts = crate::count::Parts::of(body);
+    let counted = parts.total();
+    let over = state.config.window.is_some_and(|w| counted > w);
+    let cached = state.record_count(&parts, crate::cache::Prompt::of(body), over);
+    if let (true, Some(limit)) = (over, state.config.window) {
+        let step = crate::context_length_exceeded(limit, counted);
+        let Step::Fault(fault) = step else { return };
+        let frame = Frame { id: "chatcmpl-refused", model: &state.config.model };
+        let _ = fault_response(conn, &frame, &fault, stream, body, protocol).await;
+        return;
+    }
+    let Some(mut step) = state.next_step(body) else {
+        let exhausted = match protocol {
+            Protocol::OpenAi => openai::script_exhausted(),
+            Protocol::Anthropic => anthropic::script_exhausted(),
+        };
+        let _ = conn.send_json(500, &[], &exhausted).await;
+        return;
+    };
+    let mut id = state.next_completion_id();
+    if protocol == Protocol::Anthropic {
+        id = id.replacen("chatcmpl-", "msg_scripted_", 1);
+    }
+    let frame = Frame { id: &id, model: &state.config.model };
+    loop {
+        match step {
+            Step::Delayed(delay, inner) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => step = *inner,
+                    // The client gave up while we were "thinking".
+                    _ = conn.wait_for_disconnect() => return,
+                }
+            }
+            Step::Respond(reply) => {
+                let usage = usage_of(&state.config, &reply, counted, cached);
+                let _ = respond(conn, &frame, &reply, usage, stream, protocol).await;
+                return;
+            }
+            Step::Fault(fault) => {
+                let _ = fault_response(conn, &frame, &fault, stream, body, protocol).await;
+                return;
+            }
+        }
+    }
+}
+
+/// The usage a reply reports: the scripted one; with `report_usage`, the server's own count of the
+/// prompt and what its cache served, with the scripted completion figure (else the reply's own
+/// tokens); under silent truncation, the prompt as cut (the truth a usage report tells).
+fn usage_of(config: &Config, reply: &Reply, counted: u64, cached: u64) -> Option<Usage> {
+    let mut usage = Usage::scripted(reply);
+    if config.report_usage {
+        let completion = reply
+            .usage
+            .map_or_else(|| crate::count::reply_tokens(&reply.chunks), |(_, completion)| completion);
+        usage = Some(Usage { prompt: counted, completion, cached: Some(cached) });
+    }
+    if let Some(cut) = config.silent_truncation_at {
+        let prompt = counted.min(cut);
+        let cached = usage.and_then(|u| u.cached).map(|c| c.min(prompt));
+        usage = Some(Usage { prompt, completion: usage.map_or(8, |u| u.completion), cached });
+    }
+    usage
+}
+
+async fn respond(
+    conn: &mut Conn,
+    frame: &Frame<'_>,
+    reply: &Reply,
+    usage: Option<Usage>,
+    stream: bool,
+    protocol: Protocol,
+) -> std::io::Result<()> {
+    if protocol == Protocol::Anthropic {
+        if !stream {
+            return conn.send_json(200, &[], &anthropic::message(frame, reply, usage)).await;
+        }
+        return send_stream(conn, anthropic::stream_events(frame, reply, usage)).await;
+    }
+    if !stream {
+        return conn.send_json(200, &[], &openai::completion(frame, reply, usage)).await;
+    }
+    send_stream(conn, openai::stream_events(frame, reply, usage)).await
+}
