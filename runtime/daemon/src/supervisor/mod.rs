@@ -258,7 +258,7 @@ impl Supervisor {
 impl Handler<Compact> for Supervisor {
     type Result = ResponseFuture<Result<CompactResult, SupervisorError>>;
 
-    fn handle(&mut self, msg: Compact, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: Compact, actor: &mut Context<Self>) -> Self::Result {
         let chars = msg.focus.as_deref().map_or(0, |f| f.chars().count());
         if chars > agentd_protocol::rpc::MAX_FOCUS_CHARS {
             let max = agentd_protocol::rpc::MAX_FOCUS_CHARS;
@@ -271,6 +271,29 @@ impl Handler<Compact> for Supervisor {
         }
         self.tasks.reap();
         if let Some(running) = self.tasks.running.get(&msg.task_id) {
+            // A runner that recorded its task's end is winding down: once it is done, the task is
+            // compacted as the stopped task it is, not scheduled for a request that never comes.
+            let ended = running.ctx.is_some()
+                && self
+                    .tasks
+                    .shared
+                    .storage
+                    .task(&msg.task_id)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|m| m.state != TaskState::Running);
+            if ended {
+                let (mut done, me) = (running.done.clone(), actor.address());
+                return Box::pin(async move {
+                    let _ = clock().timeout(Duration::from_secs(10), done.wait_for(|s| s.is_some())).await;
+                    if done.borrow().is_none() {
+                        return Err(SupervisorError::AlreadyRunning(msg.task_id));
+                    }
+                    me.send(Compact { task_id: msg.task_id, role, focus: requested.focus })
+                        .await
+                        .map_err(|_| SupervisorError::ShuttingDown)?
+                });
+            }
             return match &running.ctx {
                 Some(ctx) => {
                     ctx.request_compaction(role.clone(), requested);
