@@ -281,7 +281,7 @@ impl Handler<Compact> for Supervisor {
                     .task(&msg.task_id)
                     .ok()
                     .flatten()
-                    .is_some_and(|m| m.state != TaskState::Running);
+                    .is_some_and(|m| !m.state.is_active());
             if ended {
                 let (mut done, me) = (running.done.clone(), actor.address());
                 return Box::pin(async move {
