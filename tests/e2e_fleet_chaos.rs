@@ -237,8 +237,13 @@ fn a_fleet_under_kill_9_and_nats_restarts_runs_every_task_exactly_once() {
             restarted += 1;
         }
     }
-    for r in restarting {
-        r.join().unwrap();
+    // Every restart joined before any failure is raised: a restart still starting its daemon when
+    // the test panicked would leave that daemon running after the test process is gone.
+    let joined: Vec<_> = restarting.into_iter().map(|r| r.join()).collect();
+    for outcome in joined {
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
     }
 
     // Every task ends, finished.
