@@ -23,10 +23,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The runtime's crates, under `runtime/`.
-const RUNTIME: [&str; 5] =
-    ["runtime/providers", "runtime/engine", "runtime/cluster", "runtime/daemon", "runtime/client"];
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -430,19 +426,8 @@ fn the_binary_prints_only_through_its_one_writer() {
 fn every_type_has_one_path_no_library_re_exports_another_crates_items() {
     // A crate may gather its own modules' items at its root; it never hands out another crate's
     // (`pub use agentd_protocol::Role` in `agents` made one type reachable by two paths).
-    for krate in [
-        "protocol",
-        "policies",
-        "evidence",
-        "agents",
-        "runtime/providers",
-        "runtime/engine",
-        "runtime/cluster",
-        "runtime/daemon",
-        "runtime/client",
-        "src",
-    ] {
-        let dir = if krate == "src" { root().join("src") } else { root().join(krate).join("src") };
+    for dir in SOURCES {
+        let dir = root().join(dir);
         for file in rust_files(&dir) {
             for (n, line) in read(&file).lines().enumerate() {
                 let line = line.trim_start();
@@ -653,8 +638,8 @@ fn module_uses(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
 
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
-    for krate in ["protocol", "policies", "evidence", "agents"].into_iter().chain(RUNTIME.iter().copied()) {
-        let uses = module_uses(&root().join(krate).join("src"));
+    for krate in SOURCES {
+        let uses = module_uses(&root().join(krate));
         // Depth-first search for a cycle.
         fn visit<'a>(
             m: &'a str,

@@ -4,7 +4,7 @@
 //! `serve` is the one command that is not a client of the socket: it is the daemon, and its log
 //! goes to stderr in the format asked.
 
-use super::connect;
+use super::connect::connect;
 use crate::cli::LogFormat;
 use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_daemon};

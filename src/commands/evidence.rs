@@ -2,7 +2,7 @@
 //! show one piece's metadata, read a page of it, or re-hash every blob (`verify`, exit 1 when any
 //! is missing or altered).
 
-use super::connect;
+use super::connect::connect;
 use crate::cli::EvidenceCommand;
 use crate::exit::{self, Failure};
 use crate::print::raw;

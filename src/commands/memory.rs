@@ -1,7 +1,7 @@
 //! `agentd memory …`: the user's hold on what agentd remembers across tasks — list the notes, show one
 //! with its changes, edit, delete, undo. Every change is recorded, so an undo can be undone too.
 
-use super::connect;
+use super::connect::connect;
 use crate::cli::MemoryCommand;
 use crate::exit::{self, fail, Failure};
 use crate::print::pretty;

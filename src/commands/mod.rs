@@ -1,10 +1,11 @@
 //! Running a parsed command line: [`run`] finds the home, then hands each command to its handler.
 //!
 //! Every command but `serve`, `mcp`, `init`, `doctor` and `completions` is a client of the daemon's socket:
-//! it [`connect`]s, sends one request (or a few, to page or to follow), and prints the answer with
+//! it connects (`connect`), sends one request (or a few, to page or to follow), and prints the answer with
 //! `crate::print`. A handler returns the exit code it ran to (`crate::exit`), or a `Failure` that
 //! carries one.
 
+mod connect;
 mod daemon;
 mod doctor;
 mod evidence;
@@ -17,7 +18,6 @@ mod usage;
 
 use crate::cli::{Cli, Command, ModelsCommand};
 use crate::exit::{self, fail, Failure};
-use agentd_client::Client;
 use agentd_daemon::daemon::Home;
 use clap::CommandFactory;
 use std::path::PathBuf;
@@ -46,7 +46,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Tasks { json } => tasks::list(&home, json),
         Command::Status { task, json } => tasks::status(&home, task, json),
-        Command::Watch { task, json } => follow::follow(&mut connect(&home)?, &task, json),
+        Command::Watch { task, json } => follow::follow(&mut connect::connect(&home)?, &task, json),
         Command::Cancel { task, json } => tasks::cancel(&home, task, json),
         Command::Resume { task, budget_tokens, budget_cost, json } => {
             tasks::resume(&home, task, tasks::budget(budget_tokens, budget_cost), json)
@@ -71,11 +71,6 @@ fn home_of(cli_home: Option<PathBuf>) -> Result<Home, Failure> {
             Err(fail(exit::USAGE, "no home directory: HOME is not set; pass --home DIR or set AGENTD_HOME"))
         }
     }
-}
-
-/// A connection to the daemon of `home` (exit code 3 when it cannot be reached).
-fn connect(home: &Home) -> Result<Client, Failure> {
-    Ok(Client::connect(&home.socket())?)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The commands about one role of a task or of the config: `context` (its gauge), `models probe`
 //! (the window its provider reports) and `settings` (read or change its `compact_at`).
 
-use super::connect;
+use super::connect::connect;
 use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_gauge, print_probe, print_setting};
 use crate::print::{raw, say};

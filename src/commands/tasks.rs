@@ -4,7 +4,7 @@
 //! `submit --wait` and `message --wait` go on to follow the task (`super::follow`), so their exit
 //! code is the task's: 0 only when it finished.
 
-use super::connect;
+use super::connect::connect;
 use super::follow::{follow, follow_from};
 use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_record, print_state, print_status, print_task_line};

@@ -1,7 +1,7 @@
 //! `agentd usage`: what the tasks spent, summed from their events over the socket — the same fold
 //! (`agentd_protocol::rpc::spent`) that `status` shows for one task — grouped by task, model or day.
 
-use super::connect;
+use super::connect::connect;
 use crate::cli::UsageBy;
 use crate::exit::{self, fail, Failure};
 use crate::print::pretty;

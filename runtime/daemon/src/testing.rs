@@ -9,6 +9,7 @@
 
 use crate::config::Config;
 use crate::shared::{Backing, Shared};
+use crate::supervisor::Submit;
 use agentd_evidence::Store;
 use agentd_protocol::task::TaskMeta;
 use agentd_protocol::{Event, Message, Role, TaskState};
@@ -59,6 +60,16 @@ impl Rig {
         let backing = Backing::Fleet(Arc::new(fleet));
         let shared = Arc::new(Shared::start(home.path().to_path_buf(), backing, config, |_| None));
         Rig { server, shared, workspace, _home: home }
+    }
+
+    /// `task.submit` of `objective` in the rig's workspace, no team or budget named.
+    pub fn submit(&self, objective: &str) -> Submit {
+        Submit {
+            objective: objective.into(),
+            workspace: self.workspace.path().display().to_string(),
+            team: None,
+            budget: None,
+        }
     }
 
     /// A running task in the rig's workspace, recorded as `task.submit` records one.

@@ -4,7 +4,7 @@
 //! real `nats-server` the test starts (skipped, and said so, when none is installed and
 //! `AGENTD_REQUIRE_NATS` is unset).
 
-use super::{Cancel, Followup, Resume, Submit, Supervisor, SupervisorError};
+use super::{Cancel, Followup, Resume, Supervisor, SupervisorError};
 use crate::testing::Rig;
 use actix::prelude::*;
 use agentd_engine::clock::clock;
@@ -23,15 +23,6 @@ fn script() -> Vec<Step> {
         server_error(400, "the request is malformed"),
         sse(vec![finish("recovered")]),
     ]
-}
-
-fn submit(rig: &Rig, objective: &str) -> Submit {
-    Submit {
-        objective: objective.into(),
-        workspace: rig.workspace.path().display().to_string(),
-        team: None,
-        budget: None,
-    }
 }
 
 /// Waits (at most 30 s) until the task's record is `state` with `result` (when one is given); the
@@ -72,7 +63,7 @@ async fn asked(rig: &Rig, n: usize) {
 async fn keeps_the_contract(rig: &Rig) {
     let supervisor = Supervisor::new(rig.shared.clone()).start();
 
-    let task = supervisor.send(submit(rig, "Fix the adder")).await.unwrap().unwrap();
+    let task = supervisor.send(rig.submit("Fix the adder")).await.unwrap().unwrap();
     let ended = reached(rig, &task, TaskState::Finished, Some("first")).await;
     assert_eq!(ended, (TaskState::Finished, Some("first".into())));
     let kinds = rig.kinds(&task);
@@ -86,7 +77,7 @@ async fn keeps_the_contract(rig: &Rig) {
     assert_eq!(ended, (TaskState::Finished, Some("second".into())));
     assert!(rig.kinds(&task).contains(&"task_message".to_string()));
 
-    let waiting = supervisor.send(submit(rig, "Wait forever")).await.unwrap().unwrap();
+    let waiting = supervisor.send(rig.submit("Wait forever")).await.unwrap().unwrap();
     asked(rig, 3).await;
     let cancelled = supervisor.send(Cancel { task_id: waiting.clone() }).await.unwrap().unwrap();
     assert_eq!(cancelled, TaskState::Cancelled);
@@ -94,7 +85,7 @@ async fn keeps_the_contract(rig: &Rig) {
     let again = supervisor.send(Cancel { task_id: waiting.clone() }).await.unwrap().unwrap_err();
     assert!(matches!(again, SupervisorError::AlreadyEnded { state: TaskState::Cancelled, .. }), "{again}");
 
-    let failing = supervisor.send(submit(rig, "Break it")).await.unwrap().unwrap();
+    let failing = supervisor.send(rig.submit("Break it")).await.unwrap().unwrap();
     let failed = reached(rig, &failing, TaskState::Failed, None).await;
     assert_eq!(failed.0, TaskState::Failed);
     let answer = supervisor.send(Resume { task_id: failing.clone(), budget: None }).await.unwrap().unwrap();

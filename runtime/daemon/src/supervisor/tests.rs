@@ -12,15 +12,6 @@ async fn supervised(steps: Vec<agentd_test_support::Step>) -> (Rig, Addr<Supervi
     (rig, supervisor)
 }
 
-fn submit(rig: &Rig, objective: &str) -> Submit {
-    Submit {
-        objective: objective.into(),
-        workspace: rig.workspace.path().display().to_string(),
-        team: None,
-        budget: None,
-    }
-}
-
 /// Waits until the task's recorded state is terminal (or interrupted), at most 20 s.
 async fn settled(rig: &Rig, task_id: &str) -> TaskState {
     for _ in 0..2_000 {
@@ -36,7 +27,7 @@ async fn settled(rig: &Rig, task_id: &str) -> TaskState {
 #[actix::test]
 async fn a_submitted_task_runs_to_its_end_and_is_recorded_as_started_first() {
     let (rig, supervisor) = supervised(vec![sse(vec![finish("done")])]).await;
-    let task_id = supervisor.send(submit(&rig, "Fix the adder")).await.unwrap().unwrap();
+    let task_id = supervisor.send(rig.submit("Fix the adder")).await.unwrap().unwrap();
     assert_eq!(settled(&rig, &task_id).await, TaskState::Finished);
     let kinds = rig.kinds(&task_id);
     assert_eq!(kinds.first().map(String::as_str), Some("task_started"));
@@ -53,16 +44,16 @@ async fn bad_submissions_are_refused_with_what_was_wrong_and_nothing_is_stored()
         let supervisor = supervisor.clone();
         async move { supervisor.send(msg).await.unwrap().unwrap_err() }
     };
-    assert!(matches!(refused(submit(&rig, "  ")).await, SupervisorError::EmptyObjective));
-    let relative = Submit { workspace: "relative/dir".into(), ..submit(&rig, "x") };
+    assert!(matches!(refused(rig.submit("  ")).await, SupervisorError::EmptyObjective));
+    let relative = Submit { workspace: "relative/dir".into(), ..rig.submit("x") };
     assert!(matches!(refused(relative).await, SupervisorError::RelativeWorkspace(p) if p == "relative/dir"));
-    let missing = Submit { workspace: "/no/such/dir".into(), ..submit(&rig, "x") };
+    let missing = Submit { workspace: "/no/such/dir".into(), ..rig.submit("x") };
     assert!(
         matches!(refused(missing).await, SupervisorError::Workspace { path, .. } if path == "/no/such/dir")
     );
-    let root = Submit { workspace: "/".into(), ..submit(&rig, "x") };
+    let root = Submit { workspace: "/".into(), ..rig.submit("x") };
     assert!(matches!(refused(root).await, SupervisorError::RefusedWorkspace { .. }));
-    let team = Submit { team: Some("other".into()), ..submit(&rig, "x") };
+    let team = Submit { team: Some("other".into()), ..rig.submit("x") };
     assert!(matches!(refused(team).await, SupervisorError::UnknownTeam(t) if t == "other"));
     assert!(rig.shared.storage.tasks().unwrap().is_empty(), "a refused task is not stored");
 }
@@ -70,7 +61,7 @@ async fn bad_submissions_are_refused_with_what_was_wrong_and_nothing_is_stored()
 #[actix::test]
 async fn a_running_task_is_cancelled_at_once_and_an_ended_one_refuses() {
     let (rig, supervisor) = supervised(vec![hang()]).await;
-    let task_id = supervisor.send(submit(&rig, "Wait forever")).await.unwrap().unwrap();
+    let task_id = supervisor.send(rig.submit("Wait forever")).await.unwrap().unwrap();
     while rig.server.chat_requests().is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -92,7 +83,7 @@ async fn a_running_task_is_cancelled_at_once_and_an_ended_one_refuses() {
 #[actix::test]
 async fn a_finished_task_takes_a_follow_up_and_runs_again() {
     let (rig, supervisor) = supervised(vec![sse(vec![finish("first")]), sse(vec![finish("second")])]).await;
-    let task_id = supervisor.send(submit(&rig, "Fix it")).await.unwrap().unwrap();
+    let task_id = supervisor.send(rig.submit("Fix it")).await.unwrap().unwrap();
     assert_eq!(settled(&rig, &task_id).await, TaskState::Finished);
     let empty = Followup { task_id: task_id.clone(), text: " ".into() };
     assert!(matches!(supervisor.send(empty).await.unwrap(), Err(SupervisorError::EmptyText)));
@@ -107,14 +98,14 @@ async fn a_finished_task_takes_a_follow_up_and_runs_again() {
 #[actix::test]
 async fn shutdown_interrupts_what_runs_and_refuses_new_work_and_recover_finds_nothing_left() {
     let (rig, supervisor) = supervised(vec![hang()]).await;
-    let task_id = supervisor.send(submit(&rig, "Wait forever")).await.unwrap().unwrap();
+    let task_id = supervisor.send(rig.submit("Wait forever")).await.unwrap().unwrap();
     while rig.server.chat_requests().is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     supervisor.send(Shutdown).await.unwrap();
     assert_eq!(rig.state(&task_id), TaskState::Interrupted);
     assert_eq!(rig.kinds(&task_id).last().map(String::as_str), Some("task_interrupted"));
-    let late = supervisor.send(submit(&rig, "Too late")).await.unwrap().unwrap_err();
+    let late = supervisor.send(rig.submit("Too late")).await.unwrap().unwrap_err();
     assert!(matches!(late, SupervisorError::ShuttingDown));
     // What a restarted daemon finds: nothing active, so nothing to mark.
     assert_eq!(Supervisor::new(rig.shared.clone()).recover().unwrap(), 0);
