@@ -6,7 +6,7 @@ use crate::control::{self, CancelAnswer};
 use crate::error::ClusterError;
 use crate::lease::{now_ms, Lease, LeaseRecord, Leases};
 use crate::names::{LOG_STREAM, MEMORY_STREAM, QUEUE_STREAM};
-use crate::nodes::{Beat, Nodes};
+use crate::nodes::{is_fresh, Beat, Nodes};
 use crate::queue::{Job, Queue, Taken};
 use crate::storage::{JetStreamStorage, NatsConfig};
 use agentd_engine::clock::clock;
@@ -130,7 +130,7 @@ impl Fleet {
                 match nodes.claim(&node, &instance, now_ms(), lease).await {
                     // Fresh when the claim began, lapsed by the time it answered (a read that
                     // waited out a NATS server's restart): asked again, not refused.
-                    Err(ClusterError::NodeTaken { at_ms, .. }) if at_ms + lease_ms < now_ms() => {}
+                    Err(ClusterError::NodeTaken { at_ms, .. }) if !is_fresh(at_ms, lease, now_ms()) => {}
                     Err(ClusterError::NodeTaken { .. }) if now_ms() < deadline => {
                         tracing::info!(node, "another daemon's heartbeat under this node name is fresh; waiting for it to lapse");
                         clock().sleep(Duration::from_millis(500)).await;

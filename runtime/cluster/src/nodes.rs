@@ -66,7 +66,7 @@ impl Nodes {
                 continue;
             }
             match serde_json::from_slice::<Beat>(&entry.value) {
-                Ok(beat) if beat.at_ms + fresh.as_millis() as u64 >= now_ms => beats.push(beat),
+                Ok(beat) if is_fresh(beat.at_ms, fresh, now_ms) => beats.push(beat),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(key, error = %e, "a node's heartbeat does not decode"),
             }
@@ -97,5 +97,26 @@ impl Nodes {
             .delete(token(node))
             .await
             .map_err(|e| ClusterError::js(format!("removing the heartbeat of node {node}"), e))
+    }
+}
+
+/// Whether a heartbeat written at `at_ms` is still fresh at `now_ms`: within `fresh` of it. Whatever
+/// moment another node wrote (the year 584,942,417, say) is compared, never added up past `u64`.
+pub(crate) fn is_fresh(at_ms: u64, fresh: Duration, now_ms: u64) -> bool {
+    let fresh_ms = u64::try_from(fresh.as_millis()).unwrap_or(u64::MAX);
+    at_ms.saturating_add(fresh_ms) >= now_ms
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_beat_is_fresh_within_its_window_and_a_moment_past_u64_never_overflows() {
+        let lease = Duration::from_secs(3);
+        assert!(is_fresh(10_000, lease, 13_000));
+        assert!(!is_fresh(10_000, lease, 13_001));
+        assert!(is_fresh(u64::MAX, lease, 13_000));
+        assert!(is_fresh(0, Duration::MAX, u64::MAX));
     }
 }
