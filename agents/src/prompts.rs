@@ -11,10 +11,13 @@ use std::path::Path;
 /// work to (the coder is assumed when empty); other roles ignore it.
 pub fn system_prompt(role: &Role, custom: Option<&str>, workspace: &Path, delegates: &[Role]) -> String {
     let custom = custom.map(str::trim).filter(|c| !c.is_empty());
+    // An instance (`coder#2`) is prompted as its role is.
+    let role = role.base();
     let mut out = match role {
         Role::Lead => lead(delegates),
         Role::Coder => CODER.to_string(),
         Role::Specialist(name) => specialist(name, custom),
+        Role::Instance(_) => specialist(role.name(), custom),
     };
     out.push_str(&common(workspace));
     if let (Role::Lead | Role::Coder, Some(custom)) = (role, custom) {

@@ -38,10 +38,10 @@ pub const ALL_TOOLS: &[ToolName] = &ToolName::BUILTIN;
 /// The tools a role gets when its configuration names none: [`LEAD_TOOLS`], [`CODER_TOOLS`] or
 /// [`SPECIALIST_TOOLS`].
 pub fn default_tools(role: &Role) -> Vec<ToolName> {
-    let names = match role {
+    let names = match role.base() {
         Role::Lead => LEAD_TOOLS,
         Role::Coder => CODER_TOOLS,
-        Role::Specialist(_) => SPECIALIST_TOOLS,
+        Role::Specialist(_) | Role::Instance(_) => SPECIALIST_TOOLS,
     };
     names.to_vec()
 }

@@ -37,6 +37,10 @@ pub struct RoleConfig {
     /// The model that summarises this role's compactions (`compaction = { provider, model }`); `None`:
     /// the role's own.
     pub summariser: Option<Summariser>,
+    /// How many agents of this role one task may run at once (`max_instances`, default 1): a lead's
+    /// answer with two `delegate` calls to the coder runs `coder` and `coder#2` side by side when
+    /// this is 2 or more, one after the other when it is 1. The lead is always one.
+    pub max_instances: u16,
 }
 
 /// A role's summariser: a (cheaper) model its compactions' summary requests go to.
@@ -77,16 +81,32 @@ pub struct TeamConfig {
     pub prices: Arc<BTreeMap<String, agentd_policies::cost::Price>>,
     /// The budgets every task is held to (`[budgets]`).
     pub budgets: crate::spending::Budgets,
+    /// The folder working copies are made in (`tools.copies`): one folder per task beneath it, one
+    /// working copy per parallel writer, removed once its changes are merged back.
+    pub copies: std::path::PathBuf,
 }
 
 impl TeamConfig {
     /// The settings of a role: the lead, the coder or a configured specialist.
     pub fn role(&self, role: &Role) -> Option<&RoleConfig> {
-        match role {
+        let config = match role.base() {
             Role::Lead => Some(&self.lead),
             Role::Coder => Some(&self.coder),
             Role::Specialist(name) => self.specialists.get(name),
-        }
+            Role::Instance(_) => None,
+        }?;
+        // An instance exists only up to its role's `max_instances`.
+        (role.number() <= config.max_instances.max(1)).then_some(config)
+    }
+
+    /// Whether `role`'s agents can change the workspace: its tools include `write_file`, `edit_file`
+    /// or `run_command`. Two such teammates running at once each get a working copy of their own.
+    pub fn writes(&self, role: &Role) -> bool {
+        let tools = match self.role(role).and_then(|r| r.tools.clone()) {
+            Some(tools) => tools,
+            None => agentd_agents::roles::default_tools(role),
+        };
+        tools.iter().any(|t| matches!(t, ToolName::WriteFile | ToolName::EditFile | ToolName::RunCommand))
     }
 
     /// Every role of the team: the lead, the coder, then the specialists by name.

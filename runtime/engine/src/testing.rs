@@ -44,6 +44,7 @@ pub fn role(model: &str) -> RoleConfig {
         thinking_budget: None,
         max_output_tokens: None,
         summariser: None,
+        max_instances: 1,
     }
 }
 
@@ -61,6 +62,7 @@ pub fn team(model: &str) -> TeamConfig {
         blocks: Default::default(),
         prices: Default::default(),
         budgets: Default::default(),
+        copies: std::env::temp_dir().join("agentd-test-copies"),
     }
 }
 

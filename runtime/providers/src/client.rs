@@ -5,6 +5,8 @@ use super::wire::{self, WireFormat};
 use agentd_protocol::{ChatRequest, ChatResponse, ProviderError};
 use agentd_protocol::{PromptCache, Tokens};
 use futures_util::future::BoxFuture;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// A client of one provider's server, in whichever wire format it speaks. Made by
@@ -14,11 +16,41 @@ pub struct Client {
     format: Box<dyn Dispatch>,
     /// How the server's prompt cache bills a prefix: the format's own, or as declared.
     cache: Option<PromptCache>,
+    /// The chat requests that may be in flight at once (`[providers.NAME] max_concurrent`): one
+    /// permit per request, taken before it is sent (and before its deadlines start), given back when
+    /// its answer is in. A request beyond the bound waits for a permit; it never fails for want of one.
+    permits: Option<Arc<Semaphore>>,
 }
 
 impl Client {
     pub(crate) fn new<F: WireFormat>(format: F) -> Client {
-        Client { format: Box::new(format), cache: F::PROMPT_CACHE }
+        Client { format: Box::new(format), cache: F::PROMPT_CACHE, permits: None }
+    }
+
+    /// The same client with at most `n` chat requests in flight at once (at least 1); the others wait
+    /// their turn, first come first served.
+    pub fn with_max_concurrent(mut self, n: usize) -> Client {
+        self.permits = Some(Arc::new(Semaphore::new(n.max(1))));
+        self
+    }
+
+    /// Sends through the bound: waits for a permit (cancellable, by `cancel` or by dropping the future),
+    /// then holds it for the one exchange.
+    async fn bounded_chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
+        let _permit = match &self.permits {
+            None => None,
+            Some(permits) => tokio::select! {
+                permit = permits.clone().acquire_owned() => permit.ok(),
+                _ = cancel.cancelled() => {
+                    return Err(ProviderError::Cancelled { url: self.base_url().to_string() })
+                }
+            },
+        };
+        self.format.chat(req, cancel).await
     }
 
     /// The same client with the prompt cache the provider's configuration declares
@@ -47,7 +79,7 @@ impl Client {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        self.format.chat(req, cancel).await
+        self.bounded_chat(req, cancel).await
     }
 
     /// The output room a request claims inside the window: what the wire says the answer may take.
@@ -122,7 +154,7 @@ impl agentd_protocol::Model for Client {
     }
 
     fn chat<'a>(&'a self, req: &'a ChatRequest) -> agentd_protocol::model::ModelCall<'a, ChatResponse> {
-        Box::pin(async move { self.format.chat(req, &CancellationToken::new()).await })
+        Box::pin(async move { self.bounded_chat(req, &CancellationToken::new()).await })
     }
 
     fn output_reserve(&self, req: &ChatRequest) -> Tokens {

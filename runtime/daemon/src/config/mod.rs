@@ -149,6 +149,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let command_timeout = tools::command_timeout(raw.tools.command_timeout, invalid)?;
     let mut secret_env = secrets::secret_env(raw.secrets, invalid)?;
     let deadlines = requests::deadlines(&raw.requests, invalid)?;
+    let copies = tools::copies(raw.tools.copies, path, invalid)?;
     let sandbox = tools::sandbox_policy(raw.tools.sandbox.unwrap_or_default(), &providers, path, invalid)?;
     let http_listen = http::http_listen(&raw.http, invalid)?;
     let http_keep_alive = http::http_keep_alive(&raw.http, invalid)?;
@@ -173,6 +174,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             blocks: Arc::new(blocks),
             prices: Arc::new(prices),
             budgets,
+            copies,
         },
         deadlines,
         secret_env,

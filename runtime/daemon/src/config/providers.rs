@@ -31,13 +31,26 @@ pub struct ProviderConfig {
     /// How the server's prompt cache bills a prefix it has seen (`cache = { read_factor, min_tokens }`);
     /// `None`: the kind's own (Anthropic's for `anthropic`), else none.
     pub cache: Option<PromptCache>,
+    /// How many model requests may be in flight to this provider at once (`max_concurrent`, default
+    /// [`DEFAULT_MAX_CONCURRENT`]): a team's parallel branches beyond it wait their turn, never fail.
+    pub max_concurrent: usize,
 }
+
+/// The requests in flight to one provider when `max_concurrent` is not set: enough for a lead and
+/// three teammates, few enough not to trip a small account's rate limit.
+pub const DEFAULT_MAX_CONCURRENT: usize = 4;
+
+/// The most `max_concurrent` may say.
+pub const MAX_CONCURRENT: i64 = 1024;
 
 impl ProviderConfig {
     /// A client of this provider's server, with `api_key` and the requests' `deadlines`, its prompt
     /// cache as declared.
     pub fn connect(&self, api_key: Option<String>, deadlines: Deadlines) -> Client {
-        self.kind.connect(&self.base_url, api_key, deadlines).with_cache(self.cache)
+        self.kind
+            .connect(&self.base_url, api_key, deadlines)
+            .with_cache(self.cache)
+            .with_max_concurrent(self.max_concurrent)
     }
 }
 
@@ -82,6 +95,16 @@ pub(super) fn providers(
             ));
         }
         let cache = p.cache.map(|c| cache(&name, c, invalid)).transpose()?;
+        let max_concurrent = match p.max_concurrent {
+            None => DEFAULT_MAX_CONCURRENT,
+            Some(n) if (1..=MAX_CONCURRENT).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(invalid(
+                    format!("providers.{name}.max_concurrent"),
+                    format!("must be a count of requests from 1 to {MAX_CONCURRENT}, got {n}"),
+                ))
+            }
+        };
         providers.insert(
             name.clone(),
             ProviderConfig {
@@ -90,6 +113,7 @@ pub(super) fn providers(
                 base_url: p.base_url.trim_end_matches('/').to_string(),
                 api_key_env: p.api_key_env,
                 cache,
+                max_concurrent,
             },
         );
     }

@@ -148,6 +148,7 @@ pub(super) struct RawProvider {
     pub(super) base_url: String,
     pub(super) api_key_env: Option<String>,
     pub(super) cache: Option<RawCache>,
+    pub(super) max_concurrent: Option<i64>,
 }
 
 /// `[providers.NAME] cache = { read_factor, min_tokens }`.
@@ -181,6 +182,7 @@ pub(super) struct RawRole {
     pub(super) thinking_budget: Option<i64>,
     pub(super) max_output_tokens: Option<i64>,
     pub(super) compaction: Option<RawSummariser>,
+    pub(super) max_instances: Option<i64>,
 }
 
 /// A role's `compaction = { provider, model }`.
@@ -243,6 +245,7 @@ pub(super) struct RawJob {
 pub(super) struct RawTools {
     pub(super) command_timeout: Option<String>,
     pub(super) sandbox: Option<RawSandbox>,
+    pub(super) copies: Option<PathBuf>,
 }
 
 /// `[tools.sandbox]`.

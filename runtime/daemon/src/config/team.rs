@@ -13,6 +13,9 @@ use agentd_engine::team::{RoleConfig, Summariser};
 use agentd_protocol::{Role, ToolName};
 use std::collections::BTreeMap;
 
+/// The most agents of one role a task may run at once (`max_instances`).
+pub const MAX_INSTANCES: u16 = 64;
+
 /// The smallest extended-thinking budget Anthropic accepts.
 pub const MIN_THINKING_BUDGET: i64 = 1024;
 
@@ -52,6 +55,12 @@ pub(super) fn roles(
                 "a specialist may not be named lead or coder".into(),
             ));
         }
+        if name.contains(agentd_protocol::role::INSTANCE_MARK) {
+            return Err(invalid(
+                format!("team.specialists.{name}"),
+                "a specialist's name may not hold `#`: `NAME#2` names the second agent of a role".into(),
+            ));
+        }
         let cfg = role(Role::Specialist(name.clone()), r, providers, invalid)?;
         specialists.insert(name, cfg);
     }
@@ -67,7 +76,7 @@ fn role(
 ) -> Result<RoleConfig, ConfigError> {
     let key = match &who {
         Role::Specialist(name) => format!("team.specialists.{name}"),
-        fixed => format!("team.{fixed}"),
+        other => format!("team.{other}"),
     };
     let is_specialist = !who.is_fixed();
     if !providers.contains_key(&r.provider) {
@@ -138,7 +147,24 @@ fn role(
         }
         Some(c) => Some(Summariser { provider: c.provider, model: c.model }),
     };
+    let max_instances = match r.max_instances {
+        None => 1,
+        Some(_) if who == Role::Lead => {
+            return Err(invalid(
+                format!("{key}.max_instances"),
+                "the lead is one agent; only a teammate's role can run more than once".into(),
+            ))
+        }
+        Some(v) if (1..=i64::from(MAX_INSTANCES)).contains(&v) => v as u16,
+        Some(v) => {
+            return Err(invalid(
+                format!("{key}.max_instances"),
+                format!("must be a count from 1 to {MAX_INSTANCES}, got {v}"),
+            ))
+        }
+    };
     Ok(RoleConfig {
+        max_instances,
         summariser,
         provider: r.provider,
         model: r.model,

@@ -30,6 +30,35 @@ pub(super) fn command_timeout(raw: Option<String>, invalid: Invalid) -> Result<D
     Ok(command_timeout)
 }
 
+/// Where working copies are made when `tools.copies` names no folder: beneath `/var/tmp` (kept across
+/// a restart, unlike `/tmp` on many systems), one folder per user.
+pub fn default_copies() -> PathBuf {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    PathBuf::from(format!("/var/tmp/agentd-copies-{uid}"))
+}
+
+/// `tools.copies`: the folder parallel writers' working copies are made in (absolute, and not inside
+/// the daemon's home, which commands must not reach).
+pub(super) fn copies(raw: Option<PathBuf>, path: &Path, invalid: Invalid) -> Result<PathBuf, ConfigError> {
+    let Some(dir) = raw else { return Ok(default_copies()) };
+    if !dir.is_absolute() {
+        return Err(invalid("tools.copies".into(), format!("must be an absolute path, got {dir:?}")));
+    }
+    let home = match path.parent() {
+        Some(h) if !h.as_os_str().is_empty() => h.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let home = home.canonicalize().unwrap_or(home);
+    if dir.starts_with(&home) {
+        return Err(invalid(
+            "tools.copies".into(),
+            format!("{} lies inside the daemon's home {}, which commands must not reach", dir.display(), home.display()),
+        ));
+    }
+    Ok(dir)
+}
+
 /// `[tools.sandbox]` checked; `path` is the configuration file, whose directory the sandbox protects.
 pub(super) fn sandbox_policy(
     raw: RawSandbox,

@@ -307,7 +307,7 @@ impl State {
         )?;
         // System prompt + tool schemas + reply priming.
         let fixed = count.total.tokens.saturating_sub(count.messages.tokens);
-        let working_files = if msg.role == Role::Coder {
+        let working_files = if *msg.role.base() == Role::Coder {
             working_files(&msg.changed_files, &msg.workspace, meter)
         } else {
             Vec::new()
