@@ -267,6 +267,10 @@ pub fn print_status(s: &TaskStatus) {
     if let Some(why) = &s.waiting_because {
         say!("waiting    {why}");
     }
+    for b in &s.branches {
+        let copy = if b.working_copy.is_some() { " in a working copy" } else { "" };
+        say!("branch     {} running{copy}: {}", b.role.name(), one_line(&b.objective, 80));
+    }
     for (role, r) in &s.roles {
         say!(
             "{:<10} {}{} of {} tokens ({}); counted by {}",

@@ -28,6 +28,22 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+/// A file a teammate's patch changed that the three-way merge could not settle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PatchConflict {
+    /// The file, relative to the workspace.
+    pub path: String,
+    /// Why: `both_changed`, `changed_here_deleted_there`, `deleted_here_changed_there`,
+    /// `both_added` or `binary`.
+    pub kind: String,
+    /// The first line (1-based, in the workspace's file) of each conflicting hunk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<u64>,
+    /// The evidence item holding the teammate's version of the file whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_id: Option<String>,
+}
+
 /// Token usage reported by a provider for one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
@@ -355,8 +371,17 @@ pub enum EventKind {
     /// The lead handed an objective to a teammate through the `delegate` tool. The teammate's first message
     /// is the objective followed by the lead's `[receipts]`.
     Delegated as "delegated" {
-        /// The teammate that takes the objective: `coder` or a specialist's name.
+        /// The teammate that takes the objective: `coder`, a specialist's name, or an instance of one
+        /// (`coder#2`) when several of a role run at once.
         to_role: Role,
+        /// The lead's `delegate` call this delegation answers (absent in logs written before calls were
+        /// named here).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// The working copy the teammate works in, when it writes while another writer runs: made
+        /// from the workspace as the delegation started, merged back when it returns.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        working_copy: Option<String>,
         /// The objective the caller wrote for the teammate.
         objective: String,
         /// The evidence item holding the caller's complete receipts list, when it was too large to hand over
@@ -375,8 +400,32 @@ pub enum EventKind {
     DelegationReturned as "delegation_returned" {
         /// The teammate that finished.
         from_role: Role,
-        /// The teammate's `finish` summary.
+        /// The teammate's `finish` summary (or, when its turn failed, what failed).
         summary: String,
+        /// The lead's `delegate` call this answers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// Set when the teammate's turn failed (its model, its window, a working copy that could not be
+        /// made): `summary` says what, and the lead reads it as the call's error result.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        failed: bool,
+        /// A teammate that worked in a working copy: the evidence item holding its changes whole, as a
+        /// unified diff (`agentd evidence read ID`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        patch_evidence_id: Option<String>,
+        /// Files its patch adds, modifies, deletes, renames or changes the mode of.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        files_changed: u64,
+        /// Lines its patch adds.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        lines_added: u64,
+        /// Lines its patch removes.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        lines_removed: u64,
+        /// Files the three-way merge could not settle: left as the workspace had them, the teammate's
+        /// version kept as evidence, the lead told in the call's result.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<PatchConflict>,
     },
     /// A model called `finish` and agentd refused it; the model is told why and goes on.
     FinishRejected as "finish_rejected" {
@@ -433,7 +482,67 @@ pub fn unfinished_calls<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<
     open
 }
 
+/// A delegation that has not returned: the branch a teammate runs for the lead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OpenBranch {
+    /// The agent running it (`coder#2`).
+    pub role: Role,
+    /// The lead's `delegate` call it answers, when the log names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// What it was handed.
+    pub objective: String,
+    /// Its working copy, when it writes beside another writer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_copy: Option<String>,
+    /// The `seq` of its `delegated` event.
+    pub since_seq: u64,
+}
+
+/// The delegations in `events` that have not returned, in the order they started: a `delegated`
+/// with no `delegation_returned` for its call (or, in a log that names no calls, its agent).
+pub fn open_branches<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<OpenBranch> {
+    let mut open: Vec<OpenBranch> = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::Delegated { to_role, call_id, working_copy, objective, .. } => open.push(OpenBranch {
+                role: to_role.clone(),
+                call_id: call_id.clone(),
+                objective: objective.clone(),
+                working_copy: working_copy.clone(),
+                since_seq: e.seq,
+            }),
+            EventKind::DelegationReturned { from_role, call_id, .. } => {
+                let at = open.iter().position(|b| match (call_id, &b.call_id) {
+                    (Some(id), Some(open_id)) => id == open_id,
+                    _ => b.role == *from_role,
+                });
+                if let Some(at) = at {
+                    open.remove(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
 impl EventKind {
+    /// A `delegation_returned` of a teammate that changed nothing through a working copy.
+    pub fn returned(from_role: Role, summary: impl Into<String>) -> EventKind {
+        EventKind::DelegationReturned {
+            from_role,
+            summary: summary.into(),
+            call_id: None,
+            failed: false,
+            patch_evidence_id: None,
+            files_changed: 0,
+            lines_added: 0,
+            lines_removed: 0,
+            conflicts: Vec::new(),
+        }
+    }
+
     /// A `tool_finished` for a call whose result was not sized (a delegation's return, or a call the
     /// task stopped on: `interrupted`, its effect unknown, never `ok`).
     pub fn tool_ended(tool: &ToolName, call_id: &str, ok: bool, interrupted: bool) -> EventKind {
@@ -606,12 +715,14 @@ mod tests {
             EventKind::MemorySaved { id: "m1".into(), note: "n".into(), scope: MemoryScope::User },
             EventKind::Delegated {
                 to_role: Role::Coder,
+                call_id: None,
+                working_copy: None,
                 objective: "o".into(),
                 receipts_id: None,
                 budget_tokens: None,
                 measured_by: None,
             },
-            EventKind::DelegationReturned { from_role: Role::Coder, summary: "s".into() },
+            EventKind::returned(Role::Coder, "s"),
             EventKind::FinishRejected { reason: "r".into() },
             EventKind::TaskFinished { summary: "s".into() },
             EventKind::TaskFailed { error: "e".into() },

@@ -25,6 +25,9 @@ pub enum Producer {
     Instructions,
     /// The memory notes, too many to keep whole in the request.
     Memory,
+    /// What a teammate changed in its working copy: its patch (a unified diff), or its version of a
+    /// file the merge back could not settle.
+    Patch,
 }
 
 impl Producer {
@@ -36,6 +39,7 @@ impl Producer {
             Producer::Receipts => "receipts",
             Producer::Instructions => "instructions",
             Producer::Memory => "memory",
+            Producer::Patch => "patch",
         }
     }
 }
@@ -47,6 +51,7 @@ impl From<String> for Producer {
             "receipts" => Producer::Receipts,
             "instructions" => Producer::Instructions,
             "memory" => Producer::Memory,
+            "patch" => Producer::Patch,
             _ => Producer::Tool(ToolName::from(word)),
         }
     }

@@ -223,6 +223,10 @@ pub struct TaskStatus {
     /// as the node running it knows them; their tools are left out or answer that they are down.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_down: Vec<McpDown>,
+    /// While the task runs (or waits): the delegations that have not returned — its running branches,
+    /// several at once when the lead delegated several parts in one answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<crate::event::OpenBranch>,
     /// What the task spent, from the providers' usage reports: every role's requests and compactions.
     #[serde(default)]
     pub spent: Spent,

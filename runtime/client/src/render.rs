@@ -100,14 +100,39 @@ pub fn event_line(e: &Event) -> String {
             };
             format!("← {tool} {}{size}", if *ok { "ok" } else { "failed" })
         }
-        K::Delegated { to_role, objective, .. } => {
-            format!("delegated to {to_role}: {}", one_line(objective, 90))
+        K::Delegated { to_role, objective, working_copy, .. } => {
+            let copy = if working_copy.is_some() { " (in a working copy)" } else { "" };
+            format!("delegated to {to_role}{copy}: {}", one_line(objective, 90))
         }
         K::MemorySaved { id, note, scope } => {
             format!("remembered {id} ({scope}): {} — undo: agentd memory undo {id}", one_line(note, 90))
         }
-        K::DelegationReturned { from_role, summary } => {
-            format!("{from_role} returned: {}", one_line(summary, 90))
+        K::DelegationReturned {
+            from_role,
+            summary,
+            failed,
+            patch_evidence_id,
+            files_changed,
+            lines_added,
+            lines_removed,
+            conflicts,
+            ..
+        } => {
+            let verb = if *failed { "failed" } else { "returned" };
+            let patch = match patch_evidence_id {
+                Some(id) => format!(
+                    " [patch {id}: {files_changed} file(s), +{lines_added} -{lines_removed}{}]",
+                    match conflicts.len() {
+                        0 => String::from(", merged"),
+                        n => format!(
+                            ", {n} conflict(s): {}",
+                            conflicts.iter().map(|c| c.path.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    }
+                ),
+                None => String::new(),
+            };
+            format!("{from_role} {verb}: {}{patch}", one_line(summary, 90))
         }
         K::RetryScheduled { reason, attempt, max_attempts, delay_ms } => {
             format!("retry {attempt}/{max_attempts} in {delay_ms} ms ({reason})")

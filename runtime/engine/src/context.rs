@@ -181,10 +181,36 @@ impl TaskCtx {
 
     /// The system prompt of `role` in this task: the role's own, the workspace, the teammates the lead may
     /// delegate to, and the configuration's `prompt`.
-    pub fn system_prompt(&self, role: &Role) -> String {
+    pub fn system_prompt(&self, role: &Role, workspace: &Workspace) -> String {
         let custom = self.engine.team.role(role).and_then(|r| r.prompt.as_deref());
         let delegates = if *role == Role::Lead { self.delegates() } else { Vec::new() };
-        agentd_agents::prompts::system_prompt(role, custom, self.workspace.root(), &delegates)
+        let mut prompt = agentd_agents::prompts::system_prompt(role, custom, workspace.root(), &delegates);
+        if *role == Role::Lead {
+            prompt.push_str(&self.parallel_note(&delegates));
+        }
+        prompt
+    }
+
+    /// What the lead is told of running teammates at once, when a role of the team can run more than
+    /// once (`max_instances`); nothing otherwise, so a plain team's prompt stays as it was.
+    fn parallel_note(&self, delegates: &[Role]) -> String {
+        let several: Vec<String> = delegates
+            .iter()
+            .filter_map(|r| self.engine.team.role(r).map(|c| (r, c.max_instances)))
+            .filter(|(_, n)| *n > 1)
+            .map(|(r, n)| format!("{r} up to {n} ({r}, {})", r.instance(2)))
+            .collect();
+        if several.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\n\nSeveral delegate calls in one answer run at once, each teammate on its own part; their \
+             results come back in call order. More than one agent of a role can run at once: {}. Writers \
+             that run at once each work in a copy of the workspace; their changes are merged back when \
+             they return, and a file two of them changed in the same place is reported to you as a \
+             conflict to settle.",
+            several.join("; ")
+        )
     }
 
     /// Records a state change of the running task (`running` ⇄ `waiting_retry`).

@@ -63,11 +63,16 @@ pub fn launch(
 ) -> Result<Arc<TaskCtx>, TaskError> {
     let ctx = Arc::new(TaskCtx::new(task_id.clone(), workspace, cancel.clone(), engine.clone(), servers)?);
     let storage = engine.storage().clone();
-    let roles: Vec<Role> = engine.team().roles().collect();
+    let mut states = role_states(storage.as_ref(), &task_id)?;
+    // The configured roles, and every instance of one (`coder#2`) the log has agents of.
+    let mut roles: Vec<Role> = engine.team().roles().collect();
+    let instances = states.keys().filter(|r| r.number() > 1 && engine.team().role(r).is_some());
+    let mut instances: Vec<Role> = instances.cloned().collect();
+    instances.sort();
+    roles.extend(instances);
     let members = Arc::new(Team::default());
     let mut team = BTreeMap::new();
-    let mut states = role_states(storage.as_ref(), &task_id)?;
-    let mut pending = None;
+    let mut pending = Vec::new();
     let mut lead_empty = false;
     for role in roles {
         let stored = storage.history(&task_id, &role)?;
@@ -76,15 +81,16 @@ pub fn launch(
         }
         let (mut history, mut repairs) = repair(&stored);
         if matches!(start, Start::Resume) && role == Role::Lead {
-            // The lead was waiting on a delegation: resume the delegate's turn instead of telling the
-            // lead it was interrupted, and hand its summary back as the result.
-            if let Some(p) = pending_delegation(&stored) {
-                if history.last().is_some_and(|m| m.tool_result_ids().any(|id| id == p.call_id)) {
-                    history.pop();
-                    repairs.results_added -= 1;
-                }
-                pending = Some(p);
-            }
+            // The lead was waiting on delegations: their branches go on instead of the lead being
+            // told they were interrupted, and each one's summary comes back as its call's result.
+            pending = pending_delegations(&stored);
+            let before = history.len();
+            history.retain(|m| {
+                !(m.role == Speaker::Tool
+                    && m.tool_result_ids().next().is_some()
+                    && m.tool_result_ids().all(|id| pending.iter().any(|p| p == id)))
+            });
+            repairs.results_added = repairs.results_added.saturating_sub(before - history.len());
         }
         if repairs.any() {
             tracing::info!(task = %task_id, role = role.name(), ?repairs, "repaired history on resume");
@@ -116,7 +122,11 @@ pub fn launch(
         return Err(TaskError::NoLead);
     };
     // Set once, right here, before any turn can look the team up.
-    members.form(team);
+    members.form(team, ctx.clone());
+    let resumed = match pending.is_empty() {
+        true => None,
+        false => Some(resumed_branches(storage.as_ref(), &task_id, pending)?),
+    };
     let input = match start {
         Start::Fresh { objective } => Some(objective),
         // A task acknowledged but stopped before its lead wrote anything starts over from its
@@ -130,30 +140,29 @@ pub fn launch(
         t.resume_at = None;
         t.updated_at = now_rfc3339();
     })?;
-    let delegate = pending.as_ref().and_then(|p| members.member(&p.to));
     let running = ctx.clone();
     let (servers, ended_storage, ended_id) = (ctx.servers.clone(), storage.clone(), task_id.clone());
     let run = tokio::spawn(async move {
-        if let (Some(p), Some(target)) = (pending, delegate) {
-            let completed = match target.run_turn(None, Vec::new()).await {
-                Ok(summary) => {
-                    lead.complete_delegation(&p.call_id, p.to, &summary).await.map_err(TurnError::from)
-                }
-                Err(e) => Err(e),
-            };
-            if let Err(e) = completed {
+        if let Some(resumed) = resumed {
+            if let Err(e) = lead.resume_delegations(resumed).await {
                 ctx.servers.shutdown().await;
                 return finish(storage.as_ref(), &task_id, &cancel, Err(e));
             }
         }
-        let outcome = lead.run_turn(input, Vec::new()).await;
+        let outcome = lead.run_turn(input, Vec::new(), None).await;
         if !cancel.is_cancelled() {
             compact_requested(&ctx, &members).await;
         }
         // The task's MCP servers end with its run, before its end is recorded; a follow-up or a
         // resume starts them again.
         ctx.servers.shutdown().await;
-        finish(storage.as_ref(), &task_id, &cancel, outcome)
+        let state = finish(storage.as_ref(), &task_id, &cancel, outcome);
+        // A finished or cancelled task's branches are over; a failed, waiting or interrupted one's
+        // copies stay for the resume that continues them.
+        if matches!(state, TaskState::Finished | TaskState::Cancelled) {
+            remove_copies(&ctx.engine, &task_id);
+        }
+        state
     });
     tokio::spawn(async move {
         let state = match run.await {
@@ -263,26 +272,69 @@ pub async fn compact_stopped(
     member.compact(requested).await
 }
 
-/// A delegation the lead was waiting on when the daemon stopped.
-struct PendingDelegation {
-    call_id: String,
-    to: Role,
+/// Removes the task's working copies once its run is over: every branch has been settled (its
+/// changes merged and archived) or the task ended without them (their patches are not wanted).
+fn remove_copies(engine: &Engine, task_id: &str) {
+    let folder = engine.team().copies.join(task_id);
+    if folder.exists() {
+        if let Err(e) = std::fs::remove_dir_all(&folder) {
+            tracing::warn!(task = %task_id, folder = %folder.display(), error = %e, "working copies could not be removed");
+        }
+    }
 }
 
-/// The lead's last message is a `delegate` call with no result (and nothing else unanswered).
-fn pending_delegation(history: &[Message]) -> Option<PendingDelegation> {
-    let last = history.last()?;
-    if last.role != Speaker::Assistant {
-        return None;
-    }
-    let calls: Vec<(&str, &str, &str)> = last.tool_calls().collect();
-    match calls.as_slice() {
-        [(id, name, args)] if ToolName::parse(name) == ToolName::Delegate => {
-            let to = agentd_policies::args::delegate_to(args).ok()?;
-            Some(PendingDelegation { call_id: id.to_string(), to: Role::from(to) })
+/// The `delegate` calls of the lead's last answer that have no result (in the log as stored), in
+/// call order: the branches a stop interrupted.
+fn pending_delegations(history: &[Message]) -> Vec<String> {
+    let Some(at) = history.iter().rposition(|m| m.role == Speaker::Assistant) else { return Vec::new() };
+    let answered: Vec<&str> = history[at + 1..].iter().flat_map(|m| m.tool_result_ids()).collect();
+    history[at]
+        .tool_calls()
+        .filter(|(id, name, _)| ToolName::parse(name) == ToolName::Delegate && !answered.contains(id))
+        .map(|(id, _, _)| id.to_string())
+        .collect()
+}
+
+/// What the log says of the interrupted branches: for each pending call whose `delegated` was
+/// logged, the agent it ran on, its working copy, and whether that agent logged the handoff after it.
+/// A log written before `delegated` named its call answers its one pending call by its last
+/// `delegated`.
+fn resumed_branches(
+    storage: &dyn Storage,
+    task_id: &str,
+    pending: Vec<String>,
+) -> Result<crate::agent::Resumed, StorageError> {
+    let mut delegated: BTreeMap<String, (u64, Role, Option<String>)> = BTreeMap::new();
+    let mut unnamed: Option<(u64, Role)> = None;
+    let mut last_objective: HashMap<Role, u64> = HashMap::new();
+    each_record(storage, task_id, |seq, record| match record {
+        Record::Event { event } => {
+            if let EventKind::Delegated { to_role, call_id, working_copy, .. } = event.kind {
+                match call_id {
+                    Some(id) => {
+                        delegated.insert(id, (seq, to_role, working_copy));
+                    }
+                    None => unnamed = Some((seq, to_role)),
+                }
+            }
         }
-        _ => None,
+        Record::Message { role, message } if message.kind == agentd_protocol::MessageKind::Objective => {
+            last_objective.insert(role, seq);
+        }
+        _ => {}
+    })?;
+    if let ([only], Some((seq, to_role))) = (pending.as_slice(), &unnamed) {
+        delegated.entry(only.clone()).or_insert((*seq, to_role.clone(), None));
     }
+    let started = pending
+        .iter()
+        .filter_map(|id| {
+            let (seq, instance, working_copy) = delegated.get(id)?.clone();
+            let handed_over = last_objective.get(&instance).is_some_and(|at| *at > seq);
+            Some((id.clone(), crate::agent::StartedBranch { instance, working_copy, handed_over }))
+        })
+        .collect();
+    Ok(crate::agent::Resumed { pending, started })
 }
 
 /// What each role's agent resumes with besides its history: its receipts, the files it changed

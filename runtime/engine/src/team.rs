@@ -99,6 +99,15 @@ impl TeamConfig {
         (role.number() <= config.max_instances.max(1)).then_some(config)
     }
 
+    /// Every agent a task of this team may have: each role, then each instance its `max_instances`
+    /// allows (`coder#2` …).
+    pub fn agents(&self) -> impl Iterator<Item = Role> + '_ {
+        self.roles().flat_map(move |role| {
+            let max = self.role(&role).map_or(1, |c| c.max_instances.max(1));
+            (1..=max).map(move |n| role.instance(n))
+        })
+    }
+
     /// Whether `role`'s agents can change the workspace: its tools include `write_file`, `edit_file`
     /// or `run_command`. Two such teammates running at once each get a working copy of their own.
     pub fn writes(&self, role: &Role) -> bool {

@@ -164,6 +164,9 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The body parsed as JSON, or `Value::Null` when empty / not JSON.
     pub body: Value,
+    /// When the server had read the whole request: its own log's clock, by which tests tell which
+    /// requests were in flight together.
+    pub received: std::time::Instant,
 }
 
 impl RecordedRequest {

@@ -67,7 +67,7 @@ impl Handle<method::TaskStatus> for Methods {
         };
         let stall = stall.filter(|s| meta.state == TaskState::Running && meta.node == s.meta.node);
         let mut roles = BTreeMap::new();
-        for role in self.shared.config.team.roles() {
+        for role in self.shared.config.team.agents() {
             let gauge = self
                 .shared
                 .engine
@@ -95,11 +95,12 @@ impl Handle<method::TaskStatus> for Methods {
             },
             _ => None,
         };
-        let (spent, spent_by_role) = match (self.spent(task_id), &stall) {
-            (Ok(spent), _) => spent,
-            (Err(_), Some(_)) => Default::default(),
+        let events = match (self.events(task_id), &stall) {
+            (Ok(events), _) => events,
+            (Err(_), Some(_)) => Vec::new(),
             (Err(e), None) => return Err(e),
         };
+        let (spent, spent_by_role) = agentd_protocol::rpc::spent(&events);
         let mut status = TaskStatus {
             waiting_because: stall.as_ref().map(crate::fleet::Stall::waiting_because),
             budget: self.shared.engine.team().budgets.for_task(meta.budget).any(),
@@ -107,6 +108,10 @@ impl Handle<method::TaskStatus> for Methods {
             spent,
             spent_by_role,
             mcp_down: self.shared.mcp.down(&meta.task_id),
+            branches: match meta.state.is_active() {
+                true => agentd_protocol::event::open_branches(&events),
+                false => Vec::new(),
+            },
             node: meta.node,
             queued_because,
             task_id: meta.task_id,
@@ -184,8 +189,9 @@ impl Handle<method::TaskEvents> for Methods {
 }
 
 impl Methods {
-    /// What the task spent, from its events (every page of them).
-    fn spent(&self, task_id: &str) -> Answer<(Spent, BTreeMap<Role, Spent>)> {
+    /// Every event of the task (every page of them): what it spent and its open branches are read
+    /// from them.
+    fn events(&self, task_id: &str) -> Answer<Vec<agentd_protocol::Event>> {
         const PAGE: usize = 10_000;
         let mut events = Vec::new();
         loop {
@@ -197,6 +203,6 @@ impl Methods {
                 break;
             }
         }
-        Ok(agentd_protocol::rpc::spent(&events))
+        Ok(events)
     }
 }

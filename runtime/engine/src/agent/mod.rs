@@ -14,9 +14,14 @@
 //! - `tools`: one tool call — the team's own tools (`finish`, `delegate`, `read_evidence`) and the
 //!   workspace tools of `agentd-agents`.
 //! - `results`: a tool result sized for the model: whole, or stored as evidence with its first page.
+//! - `branches`: the `delegate` calls of one answer, run at once — each teammate (or each instance of
+//!   one, `coder#2`) on a branch of its own, writers in working copies — their results logged in
+//!   call order.
 //! - `handoff`: the first message of a delegation, bounded by the receiver's measure.
 //! - `thinking`: clearing old thinking after an idle spell.
 
+mod branches;
+mod working_copy;
 mod handoff;
 mod memory;
 mod refusals;
@@ -37,6 +42,7 @@ use agentd_protocol::Receipt;
 use agentd_protocol::{EventKind, Message, Part, Record, Speaker, Tokens};
 use agentd_protocol::{MessageKind, Role, ToolName, TurnSettings};
 use futures_util::future::BoxFuture;
+use agentd_agents::workspace::Workspace;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
@@ -76,17 +82,25 @@ impl Member {
 
     /// Runs one turn. `input` is the new user message (an objective or a delegation); `None`
     /// continues from the history as it stands (resume). `inherited`: the caller's receipts, handed
-    /// to a delegated agent. Waits for a turn of this role already under way to end first.
+    /// to a delegated agent. `place`: the working copy the turn works in instead of the task's
+    /// workspace (a writer running beside another). Waits for a turn of this role already under way
+    /// to end first.
     ///
     /// Boxed: a turn can delegate, and a delegation runs another member's turn, so the future is
     /// recursive and needs a name the compiler can prove `Send` through.
-    pub fn run_turn(&self, input: Option<String>, inherited: Vec<Receipt>) -> BoxFuture<'static, TurnResult> {
+    pub fn run_turn(
+        &self,
+        input: Option<String>,
+        inherited: Vec<Receipt>,
+        place: Option<Workspace>,
+    ) -> BoxFuture<'static, TurnResult> {
         let agent = self.agent.clone();
         Box::pin(async move {
             // Its own tokio task: a panic in a turn is a failed turn, not a dead runner.
             let handle = tokio::spawn(async move {
                 let mut agent = agent.lock().await;
                 agent.inherited = inherited;
+                agent.place = place;
                 agent.run_turn(input).await
             });
             match handle.await {
@@ -104,35 +118,49 @@ impl Member {
         agent.compact_on_request(requested).await
     }
 
-    /// A delegation this (lead) agent was waiting on when the daemon stopped has returned after a
-    /// resume: stores the teammate's summary as the `delegate` call's result.
-    pub async fn complete_delegation(
-        &self,
-        call_id: &str,
-        from: Role,
-        summary: &str,
-    ) -> Result<(), StorageError> {
+    /// The `delegate` calls this (lead) agent was waiting on when the daemon stopped, continued after
+    /// a resume: each branch from its own history (in its own working copy), the ones that had not
+    /// started started; their results stored in call order.
+    pub async fn resume_delegations(&self, resumed: branches::Resumed) -> Result<(), TurnError> {
         let mut agent = self.agent.lock().await;
-        agent.emit(EventKind::DelegationReturned { from_role: from, summary: summary.to_string() })?;
-        agent.persist(Message::tool_result(call_id, summary, false))?;
-        agent.emit(EventKind::tool_ended(&ToolName::Delegate, call_id, true, false))
+        agent.resume_delegations(resumed).await
     }
 }
 
-/// A task's team: its members by role, formed once when the task's run starts, so a member can find
-/// the teammate it delegates to.
+pub use branches::{Resumed, Started as StartedBranch};
+
+/// A task's team: its members by role (the lead, the coder, the specialists, and the instances of a
+/// role a resumed log names), formed once when the task's run starts, so a member can find the
+/// teammate it delegates to; an instance first delegated to later joins it then.
 #[derive(Default)]
-pub struct Team(OnceLock<BTreeMap<Role, Member>>);
+pub struct Team {
+    members: parking_lot::Mutex<BTreeMap<Role, Member>>,
+    task: OnceLock<Arc<TaskCtx>>,
+}
 
 impl Team {
     /// Forms the team; a second call changes nothing.
-    pub fn form(&self, members: BTreeMap<Role, Member>) {
-        let _ = self.0.set(members);
+    pub fn form(&self, members: BTreeMap<Role, Member>, task: Arc<TaskCtx>) {
+        if self.task.set(task).is_ok() {
+            *self.members.lock() = members;
+        }
     }
 
     /// The member of `role`; `None` before the team is formed or for a role the team lacks.
     pub fn member(&self, role: &Role) -> Option<Member> {
-        self.0.get().and_then(|t| t.get(role)).cloned()
+        self.members.lock().get(role).cloned()
+    }
+
+    /// The member of `role`, an instance (`coder#2`) joining with an empty history the first time it
+    /// is delegated to; `None` for a role the configuration lacks (or past its `max_instances`).
+    pub fn member_or_join(self: &Arc<Team>, role: &Role) -> Option<Member> {
+        let task = self.task.get()?;
+        task.engine.team().role(role)?;
+        let mut members = self.members.lock();
+        let member = members.entry(role.clone()).or_insert_with(|| {
+            Member::new(role.clone(), Vec::new(), Vec::new(), Vec::new(), None, task.clone(), self.clone())
+        });
+        Some(member.clone())
     }
 }
 
@@ -157,6 +185,9 @@ struct Agent {
     last_answer_at: Option<SystemTime>,
     /// The role's MCP servers that offer no tools this turn, with why.
     unavailable: Vec<crate::tool_servers::Unavailable>,
+    /// The working copy this turn works in, when it is a writer running beside another; `None`: the
+    /// task's workspace.
+    place: Option<Workspace>,
 }
 
 /// What a result is sized against: the thresholds of the request it answers, that request's size and
@@ -190,7 +221,13 @@ impl Agent {
             inherited: Vec::new(),
             last_answer_at,
             unavailable: Vec::new(),
+            place: None,
         }
+    }
+
+    /// Where this turn's tools work: its working copy, or the task's workspace.
+    fn workspace(&self) -> &Workspace {
+        self.place.as_ref().unwrap_or(&self.task.workspace)
     }
 
     fn name(&self) -> &str {

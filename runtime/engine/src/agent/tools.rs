@@ -14,7 +14,7 @@ use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_policies::args::{Args, ArgsError};
 use agentd_protocol::EventKind;
 use agentd_protocol::TurnSettings;
-use agentd_protocol::{Role, ToolName};
+use agentd_protocol::ToolName;
 
 /// `read_evidence`'s arguments.
 struct ReadEvidenceArgs {
@@ -35,13 +35,13 @@ impl ReadEvidenceArgs {
 }
 
 /// `delegate`'s arguments.
-struct DelegateArgs {
-    to: String,
-    objective: String,
+pub(super) struct DelegateArgs {
+    pub to: String,
+    pub objective: String,
 }
 
 impl DelegateArgs {
-    fn parse(arguments: &str) -> Result<DelegateArgs, ArgsError> {
+    pub(super) fn parse(arguments: &str) -> Result<DelegateArgs, ArgsError> {
         let args = Args::parse(ToolName::Delegate.as_str(), arguments)?;
         Ok(DelegateArgs { to: args.str("to")?.to_string(), objective: args.str("objective")?.to_string() })
     }
@@ -83,7 +83,8 @@ impl Agent {
         }
         match name {
             ToolName::Finish => self.finish(snapshot, arguments).await,
-            ToolName::Delegate => self.delegate(arguments).await,
+            // A `delegate` call is a branch, started and settled by `super::branches`.
+            ToolName::Delegate => plain(failure("delegate is not run as a tool here".into())),
             ToolName::ReadEvidence => self.read_evidence(snapshot, arguments).await,
             ToolName::Remember => self.remember(arguments).await,
             ToolName::Mcp(tool) => self.mcp(tool, arguments).await,
@@ -115,41 +116,6 @@ impl Agent {
             }
         }
         Ok(CallOutcome { outcome: ToolOutcome::ok("finished"), finished: Some(summary), images: Vec::new() })
-    }
-
-    /// `delegate`: a whole turn of another team member, handed the objective and everything this
-    /// agent knows was done; its summary is the result.
-    async fn delegate(&mut self, arguments: &str) -> Result<CallOutcome, TurnError> {
-        let args = match DelegateArgs::parse(arguments) {
-            Ok(a) => a,
-            Err(e) => return plain(failure(e.to_string())),
-        };
-        let to = Role::from(args.to);
-        let Some(target) = self.team.member(&to) else {
-            let delegates = self.task.delegates();
-            let names: Vec<&str> = delegates.iter().map(Role::name).collect();
-            return plain(failure(format!(
-                "no team member {:?}; delegate to one of: {}",
-                to.name(),
-                names.join(", ")
-            )));
-        };
-        if to == self.role {
-            return plain(failure("an agent cannot delegate to itself".into()));
-        }
-        let handoff = self.handoff(&to, &args.objective).await?;
-        self.emit(EventKind::Delegated {
-            to_role: to.clone(),
-            objective: args.objective.clone(),
-            receipts_id: handoff.receipts_id,
-            budget_tokens: Some(handoff.budget),
-            measured_by: Some(handoff.measured_by),
-        })?;
-        let mut inherited = self.inherited.clone();
-        inherited.extend(self.receipts.iter().cloned());
-        let summary = target.run_turn(Some(handoff.text), inherited).await?;
-        self.emit(EventKind::DelegationReturned { from_role: to.clone(), summary: summary.clone() })?;
-        plain(ToolOutcome::ok(summary))
     }
 
     /// `read_evidence`: one page, sized by the same rule as a whole result of the last request.
@@ -203,7 +169,7 @@ impl Agent {
 
     fn tool_context(&self, snapshot: &TurnSettings) -> ToolContext {
         ToolContext {
-            workspace: self.task.workspace.clone(),
+            workspace: self.workspace().clone(),
             command_timeout: std::time::Duration::from_secs(snapshot.command_timeout_s),
             max_output_bytes: 8 << 20,
             sandbox: self.task.engine.team().sandbox.clone(),

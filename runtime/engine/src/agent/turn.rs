@@ -55,6 +55,7 @@ pub(super) enum Started {
 }
 
 /// A tool call of an answer.
+#[derive(Clone)]
 pub(super) struct Call {
     pub id: String,
     pub name: ToolName,
@@ -145,7 +146,7 @@ impl Agent {
         // The built-in tools' schemas, then the MCP servers' own: one list, counted as one.
         let mut tools = tool_specs(&self.role, &snapshot.tools)?;
         tools.extend(mcp.into_iter().map(|t| t.schema));
-        let mut system = self.task.system_prompt(&self.role);
+        let mut system = self.task.system_prompt(&self.role, self.workspace());
         system.push_str(&unavailable_notice(&self.unavailable));
         Ok(Started::Run(Turn { snapshot, client, system, tools }))
     }
@@ -205,7 +206,7 @@ impl Agent {
         let snapshot = self.task.snapshot(&self.role)?;
         let client = self.task.model(&snapshot.provider)?;
         let tools = tool_specs(&self.role, &snapshot.tools)?;
-        let system = self.task.system_prompt(&self.role);
+        let system = self.task.system_prompt(&self.role, self.workspace());
         let turn = Turn { snapshot, client, system, tools };
         let fitted = self.fit_request(&turn, Some(requested)).await?;
         // A requested fit either compacts or fails; never a quiet nothing.
@@ -235,7 +236,7 @@ impl Agent {
             compact_at: turn.snapshot.compact_at,
             objective: self.objective(),
             changed_files: self.changed_files.iter().rev().cloned().collect(),
-            workspace: self.task.workspace.clone(),
+            workspace: self.workspace().clone(),
             cancel: self.task.cancel.clone(),
             blocks: self.task.engine.team().blocks.clone(),
             requested,
@@ -345,51 +346,87 @@ impl Agent {
         Ok(())
     }
 
-    /// Runs the calls of an answer (already logged) in order; the `finish` summary when one was
-    /// accepted.
+    /// Runs the calls of an answer (already logged) in order — its `delegate` calls at once, each on a
+    /// branch of its own (see [`super::branches`]) — and logs their results in call order; the
+    /// `finish` summary when one was accepted.
     pub(super) async fn run_tools(
         &mut self,
         turn: &Turn,
         fitted: &Fitted,
         answer: &Message,
     ) -> Result<Option<String>, TurnError> {
-        let calls: Vec<Call> = answer
-            .tool_calls()
-            .map(|(id, name, args)| Call {
-                id: id.to_string(),
-                name: ToolName::parse(name),
-                arguments: args.to_string(),
-            })
-            .collect();
+        let calls = calls_of(answer);
+        let plans = self.plan(&turn.snapshot, &calls);
         let mut finished = None;
         // What the next request carries before the results: this one and the answer.
         let mut carried = fitted.count.total.tokens + fitted.meter.count_message(answer).tokens;
-        for call in calls {
-            let ran = self.run_call(turn, fitted, carried, &call).await?;
-            carried += ran.tokens;
-            if ran.finished.is_some() {
-                finished = ran.finished;
+        let mut branches = super::branches::Running::default();
+        let mut outcome = Ok(());
+        for (call, plan) in calls.iter().zip(plans) {
+            let step = match plan {
+                Some(plan) => {
+                    // Its agent busy with an earlier call of this answer: that call is settled first.
+                    let busy = match plan.instance() {
+                        Some(instance) => {
+                            self.settle_through(turn, fitted, &mut carried, &mut branches, instance).await
+                        }
+                        None => Ok(()),
+                    };
+                    match busy {
+                        Ok(()) => self.start_branch(call, plan, &mut branches).await,
+                        Err(e) => Err(e),
+                    }
+                }
+                None => match self.settle_all(turn, fitted, &mut carried, &mut branches).await {
+                    Ok(()) => {
+                        self.begin_call(call)?;
+                        match self.call_tool(&turn.snapshot, &call.name, &call.arguments).await {
+                            Ok(result) => self.end_call(turn, fitted, carried, call, result).await.map(|ran| {
+                                carried += ran.tokens;
+                                if ran.finished.is_some() {
+                                    finished = ran.finished;
+                                }
+                            }),
+                            Err(e) => Err(e),
+                        }
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = step {
+                outcome = Err(e);
+                break;
             }
         }
+        // Every branch started is waited for, even when a step failed: none outlives the turn.
+        let settled = self.settle_all(turn, fitted, &mut carried, &mut branches).await;
+        outcome?;
+        settled?;
         Ok(finished)
     }
 
-    /// One call: `tool_called`, the tool, its result (redacted, sized against what the next request
-    /// already carries) logged with a receipt, `tool_finished`.
-    async fn run_call(
-        &mut self,
-        turn: &Turn,
-        fitted: &Fitted,
-        carried: Tokens,
-        call: &Call,
-    ) -> Result<Ran, TurnError> {
+    /// A call begins: `tool_called`, and a file it names to change becomes a working file.
+    pub(super) fn begin_call(&mut self, call: &Call) -> Result<(), TurnError> {
         let Call { id, name, arguments } = call;
         self.emit(EventKind::ToolCalled { tool: name.clone(), call_id: id.clone() })?;
         if let Some(path) = agent_tools::changed_path(name, arguments) {
             self.changed_files.retain(|p| *p != path);
             self.changed_files.push(path);
         }
-        let mut result = self.call_tool(&turn.snapshot, name, arguments).await?;
+        Ok(())
+    }
+
+    /// A call's result (redacted, sized against what the next request already carries) logged with a
+    /// receipt, `tool_finished`.
+    pub(super) async fn end_call(
+        &mut self,
+        turn: &Turn,
+        fitted: &Fitted,
+        carried: Tokens,
+        call: &Call,
+        mut result: super::tools::CallOutcome,
+    ) -> Result<Ran, TurnError> {
+        let Call { id, name, arguments } = call;
         // No secret reaches the history, the evidence, a receipt or the model.
         if let std::borrow::Cow::Owned(clean) = self.task.engine.redactor().redact(&result.outcome.content) {
             result.outcome.content = clean;
@@ -436,9 +473,17 @@ impl Agent {
 }
 
 /// What one call added to the next request, and the `finish` summary if it was an accepted finish.
-struct Ran {
-    tokens: Tokens,
-    finished: Option<String>,
+pub(super) struct Ran {
+    pub tokens: Tokens,
+    pub finished: Option<String>,
+}
+
+/// The tool calls of an answer, in its order.
+pub(super) fn calls_of(answer: &Message) -> Vec<Call> {
+    answer
+        .tool_calls()
+        .map(|(id, name, args)| Call { id: id.to_string(), name: ToolName::parse(name), arguments: args.to_string() })
+        .collect()
 }
 
 /// How a turn waits for a retry: announced as `retry_scheduled`, the task `waiting_retry` meanwhile,

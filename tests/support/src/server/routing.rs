@@ -62,6 +62,7 @@ async fn handle_connection(stream: TcpStream, state: Arc<State>) {
         path: request.target.clone(),
         headers: request.headers.clone(),
         body: body.clone().unwrap_or(Value::Null),
+        received: std::time::Instant::now(),
     });
 
     route(&mut conn, &state, &request, body).await;

@@ -443,10 +443,11 @@ function taskView(main, taskId) {
   const head = h("div", { class: "card", id: "task-head" }, h("p", { class: "muted" }, "Loading…"));
   const actions = h("div", { class: "card", id: "actions" });
   const roles = h("div", { id: "roles" });
+  const team = h("div", { class: "card team", id: "team" }, h("p", { class: "muted" }, "the lead has delegated nothing yet"));
   const events = h("div", { class: "events", id: "events" });
   const streamState = h("span", { id: "stream-state", class: "muted" }, "connecting…");
   const transcript = h("div", { class: "transcript card", id: "transcript" });
-  main.append(head, actions, h("h2", {}, "Context per role"), roles,
+  main.append(head, actions, h("h2", {}, "Team"), team, h("h2", {}, "Context per role"), roles,
     h("h2", {}, "Events ", streamState), events,
     h("h2", {}, "Transcript ", h("span", { class: "muted" }, "(messages, checkpoints and what each compaction archived)")), transcript);
 
@@ -602,6 +603,30 @@ function taskView(main, taskId) {
     }, 250);
   }
 
+  // The team as a tree: the lead, and under it each delegation (its agent, running or returned, its
+  // working copy's patch and conflicts), newest last.
+  function redrawTeam() {
+    const branches = [];
+    for (const e of state.events) {
+      if (e.kind === "delegated") branches.push({ to: e.to_role, call: e.call_id, objective: e.objective, copy: !!e.working_copy, back: null });
+      if (e.kind === "delegation_returned") {
+        const b = [...branches].reverse().find(b => !b.back && (e.call_id ? b.call === e.call_id : b.to === e.from_role));
+        if (b) b.back = e;
+      }
+    }
+    if (!branches.length) return;
+    const item = b => {
+      const st = !b.back ? "running" : b.back.failed ? "failed" : "returned";
+      const patch = b.back && b.back.patch_evidence_id
+        ? [" · patch ", evidenceLink(b.back.patch_evidence_id), ` ${b.back.files_changed || 0} file(s) +${b.back.lines_added || 0} -${b.back.lines_removed || 0}`,
+           ...(b.back.conflicts || []).map(c => h("div", { class: "bad conflict" }, `conflict: ${c.path} (${c.kind}) at line(s) ${(c.lines || []).join(", ")} — their version `, c.evidence_id ? evidenceLink(c.evidence_id) : "deleted"))]
+        : [];
+      return h("li", { class: `branch ${st}`, "data-branch": b.to },
+        h("span", { class: "mono" }, b.to), ` ${st}${b.copy ? " (working copy)" : ""}: ${short(b.objective, 100)}`, ...patch);
+    };
+    team.replaceChildren(h("div", { class: "mono" }, "lead"), h("ul", { class: "tree" }, ...branches.map(item)));
+  }
+
   const touched = new Set();
   let drawQueued = false;
   function onEvent(e) {
@@ -611,6 +636,7 @@ function taskView(main, taskId) {
     while (events.childElementCount > 2000) events.firstElementChild.remove();
     events.scrollTop = events.scrollHeight;
     touched.add(e.role);
+    if (e.kind === "delegated" || e.kind === "delegation_returned") redrawTeam();
     if (!drawQueued) {
       drawQueued = true;
       requestAnimationFrame(() => { drawQueued = false; for (const r of touched) redrawRole(r); touched.clear(); });

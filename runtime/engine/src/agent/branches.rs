@@ -1,0 +1,507 @@
+//! The `delegate` calls of one answer, run at once.
+//!
+//! Each `delegate` call starts a *branch*: a whole turn of a teammate, spawned at once, while the
+//! lead goes on down its answer's calls. The rules, decided for the whole answer before anything
+//! starts ([`plan`], a pure function over the calls and the team):
+//!
+//! - **Which agent.** A call to a role goes to the lowest-numbered agent of the role not running at
+//!   that point — `coder`, then `coder#2` … up to `[team.coder] max_instances` (default 1) — or,
+//!   when all are busy, to the one that started first, once it is done. A call naming an instance
+//!   (`coder#2`) goes to it.
+//! - **When.** A branch starts when its call is reached, unless its agent is still busy with an
+//!   earlier call of the answer: that call (and every call before it) is settled first. Any other
+//!   tool call settles every branch before it first. So a plain answer — one `delegate`, or two to a
+//!   role of one agent — runs exactly as one call after the other did.
+//! - **Where.** While two or more writers (a role with `write_file`, `edit_file` or `run_command`)
+//!   run at once, each works in a working copy of its own (see `working_copy`); a writer alone, and
+//!   every reader, works in the task's workspace.
+//! - **Results.** Settled in call order: the teammate's summary is its call's result, after its
+//!   working copy's patch is merged back (the merge said in the result). A branch that fails while
+//!   another runs beside it is a failure result the lead reads; a lone branch's failure fails the
+//!   turn, as it always has. A cancel, a usage-limit wait or a storage failure stops the turn once
+//!   every branch has ended.
+//!
+//! After a restart, [`Agent::resume_delegations`] continues the branches of the lead's last answer
+//! that had not returned: each from its own history, in its own working copy; one that had not
+//! started starts.
+
+use super::tools::{failure, CallOutcome, DelegateArgs};
+use super::turn::{Call, Turn};
+use super::working_copy::{Copy, Merge};
+use super::Agent;
+use crate::error::TurnError;
+use crate::fitter::Fitted;
+use agentd_agents::tools::ToolOutcome;
+use agentd_protocol::{EventKind, Message, Role, ToolName, Tokens, TurnSettings};
+use std::collections::{BTreeMap, VecDeque};
+use tokio::task::JoinHandle;
+
+/// What a `delegate` call of an answer does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Plan {
+    /// A branch: `instance` takes `objective`, in a working copy when `copy`.
+    Branch { instance: Role, objective: String, copy: bool },
+    /// Refused before anything runs (bad arguments, no such teammate): the error result.
+    Refused(String),
+}
+
+impl Plan {
+    /// The agent the branch runs on.
+    pub(super) fn instance(&self) -> Option<&Role> {
+        match self {
+            Plan::Branch { instance, .. } => Some(instance),
+            Plan::Refused(_) => None,
+        }
+    }
+}
+
+/// The plan of each call of an answer: `Some` for a `delegate` call (when `delegating` — the role has
+/// the tool), `None` for every other call. Pure: the same answer and team give the same plan, which is
+/// what lets a resume find the branches a crash interrupted.
+pub(super) fn plan(
+    calls: &[Call],
+    delegating: bool,
+    from: &Role,
+    team: &crate::team::TeamConfig,
+) -> Vec<Option<Plan>> {
+    // The branches running at each point: (call index, agent, writes).
+    let mut running: Vec<(usize, Role, bool)> = Vec::new();
+    let mut plans: Vec<Option<Plan>> = Vec::with_capacity(calls.len());
+    for (i, call) in calls.iter().enumerate() {
+        if !(delegating && call.name == ToolName::Delegate) {
+            running.clear();
+            plans.push(None);
+            continue;
+        }
+        let args = match DelegateArgs::parse(&call.arguments) {
+            Ok(a) => a,
+            Err(e) => {
+                plans.push(Some(Plan::Refused(e.to_string())));
+                continue;
+            }
+        };
+        let to = Role::from(args.to);
+        let Some(config) = team.role(to.base()) else {
+            let names: Vec<String> = team.roles().filter(|r| *r != Role::Lead).map(|r| r.to_string()).collect();
+            let refused = format!("no team member {:?}; delegate to one of: {}", to.name(), names.join(", "));
+            plans.push(Some(Plan::Refused(refused)));
+            continue;
+        };
+        if to.base() == from.base() {
+            plans.push(Some(Plan::Refused("an agent cannot delegate to itself".into())));
+            continue;
+        }
+        let max = config.max_instances.max(1);
+        let instance = if to.number() > 1 {
+            if to.number() > max {
+                let refused = format!(
+                    "{} is past {}'s max_instances ({max}); delegate to {} or an instance up to {}#{max}",
+                    to.name(),
+                    to.base(),
+                    to.base(),
+                    to.base()
+                );
+                plans.push(Some(Plan::Refused(refused)));
+                continue;
+            }
+            to.clone()
+        } else {
+            // The lowest-numbered agent of the role not running now; all running: the one that
+            // started first, which this call then waits for.
+            let free = (1..=max).map(|n| to.instance(n)).find(|i| !running.iter().any(|(_, r, _)| r == i));
+            match free {
+                Some(instance) => instance,
+                None => running
+                    .iter()
+                    .find(|(_, r, _)| r.base() == to.base())
+                    .map_or_else(|| to.instance(1), |(_, r, _)| r.clone()),
+            }
+        };
+        // Its agent busy with an earlier call: everything up to that call settles first.
+        if let Some(at) = running.iter().position(|(_, r, _)| *r == instance) {
+            running.drain(..=at);
+        }
+        let writes = team.writes(&instance);
+        running.push((i, instance.clone(), writes));
+        plans.push(Some(Plan::Branch { instance, objective: args.objective, copy: false }));
+        if running.iter().filter(|(_, _, w)| *w).count() >= 2 {
+            for (at, _, _) in running.iter().filter(|(_, _, w)| *w) {
+                if let Some(Some(Plan::Branch { copy, .. })) = plans.get_mut(*at) {
+                    *copy = true;
+                }
+            }
+        }
+    }
+    plans
+}
+
+/// A branch started and not yet settled.
+struct Branch {
+    call: Call,
+    /// The agent it runs on; `None` for a call refused before it ran.
+    instance: Option<Role>,
+    work: Work,
+    /// Whether another branch ran beside it: then its failure is a result, not the turn's.
+    alongside: bool,
+    copy: Option<Copy>,
+}
+
+enum Work {
+    /// Its outcome is known already (refused, or its working copy could not be made).
+    Ready(ToolOutcome),
+    /// The teammate's turn, running.
+    Running(JoinHandle<Result<String, TurnError>>),
+}
+
+/// The branches of an answer that have started and not been settled, oldest first.
+#[derive(Default)]
+pub(super) struct Running(VecDeque<Branch>);
+
+/// A branch of the lead's last answer that a resume continues: what its `delegated` event said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// The agent it ran on.
+    pub instance: Role,
+    /// Its working copy, if it had one.
+    pub working_copy: Option<String>,
+    /// Whether its agent had logged the handoff (so it continues from its history rather than being
+    /// handed the objective again).
+    pub handed_over: bool,
+}
+
+/// What a resume knows of the lead's interrupted answer: its calls with no result, and the branches
+/// that had started, by call id.
+#[derive(Debug, Clone, Default)]
+pub struct Resumed {
+    /// The `delegate` calls of the lead's last answer that have no result, in call order.
+    pub pending: Vec<String>,
+    /// The branches that had started, by the call they answer.
+    pub started: BTreeMap<String, Started>,
+}
+
+impl Agent {
+    /// The plan of each call of an answer (see [`plan`]).
+    pub(super) fn plan(&self, snapshot: &TurnSettings, calls: &[Call]) -> Vec<Option<Plan>> {
+        let delegating = snapshot.tools.contains(&ToolName::Delegate);
+        plan(calls, delegating, &self.role, self.task.engine.team())
+    }
+
+    /// Starts a `delegate` call's branch: `tool_called`, the handoff, its working copy when it has
+    /// one, `delegated`, and the teammate's turn spawned.
+    pub(super) async fn start_branch(
+        &mut self,
+        call: &Call,
+        plan: Plan,
+        running: &mut Running,
+    ) -> Result<(), TurnError> {
+        self.begin_call(call)?;
+        let (instance, objective, copy) = match plan {
+            Plan::Refused(why) => {
+                let work = Work::Ready(failure(why));
+                running.0.push_back(Branch { call: call.clone(), instance: None, work, alongside: false, copy: None });
+                return Ok(());
+            }
+            Plan::Branch { instance, objective, copy } => (instance, objective, copy),
+        };
+        let alongside = running.0.iter().any(|b| matches!(b.work, Work::Running(_)));
+        if alongside {
+            for b in running.0.iter_mut() {
+                b.alongside = true;
+            }
+        }
+        let made = match copy {
+            true => match self.working_copy(&call.id, &instance) {
+                Ok(copy) => Some(copy),
+                Err(why) => {
+                    let text = format!("delegation to {instance} not started: {why}");
+                    running.0.push_back(Branch {
+                        call: call.clone(),
+                        instance: Some(instance),
+                        work: Work::Ready(failure(text)),
+                        alongside: true,
+                        copy: None,
+                    });
+                    return Ok(());
+                }
+            },
+            false => None,
+        };
+        let work = self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), true).await?;
+        running.0.push_back(Branch { call: call.clone(), instance: Some(instance), work, alongside, copy: made });
+        Ok(())
+    }
+
+    /// The handoff, `delegated`, and the teammate's turn spawned (handed the objective when `fresh`,
+    /// continuing its history otherwise).
+    async fn spawn_branch(
+        &mut self,
+        call_id: &str,
+        instance: &Role,
+        objective: &str,
+        copy: Option<&Copy>,
+        fresh: bool,
+    ) -> Result<Work, TurnError> {
+        let Some(target) = self.team.member_or_join(instance) else {
+            return Ok(Work::Ready(failure(format!("no team member {:?}", instance.name()))));
+        };
+        let input = if fresh {
+            let handoff = self.handoff(instance, objective).await?;
+            self.emit(EventKind::Delegated {
+                to_role: instance.clone(),
+                call_id: Some(call_id.to_string()),
+                working_copy: copy.map(|c| c.work_path().display().to_string()),
+                objective: objective.to_string(),
+                receipts_id: handoff.receipts_id,
+                budget_tokens: Some(handoff.budget),
+                measured_by: Some(handoff.measured_by),
+            })?;
+            Some(handoff.text)
+        } else {
+            None
+        };
+        let mut inherited = self.inherited.clone();
+        inherited.extend(self.receipts.iter().cloned());
+        let place = copy.map(|c| c.workspace().clone());
+        Ok(Work::Running(tokio::spawn(target.run_turn(input, inherited, place))))
+    }
+
+    /// Settles the branches up to and including the one `instance` runs, in call order.
+    pub(super) async fn settle_through(
+        &mut self,
+        turn: &Turn,
+        fitted: &Fitted,
+        carried: &mut Tokens,
+        running: &mut Running,
+        instance: &Role,
+    ) -> Result<(), TurnError> {
+        let Some(at) = running.0.iter().position(|b| b.instance.as_ref() == Some(instance)) else {
+            return Ok(());
+        };
+        let mut first_error = None;
+        for branch in running.0.drain(..=at).collect::<Vec<_>>() {
+            if let Err(e) = self.settle(branch, Some((turn, fitted, &mut *carried))).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Settles every branch started, in call order.
+    pub(super) async fn settle_all(
+        &mut self,
+        turn: &Turn,
+        fitted: &Fitted,
+        carried: &mut Tokens,
+        running: &mut Running,
+    ) -> Result<(), TurnError> {
+        let mut first_error = None;
+        while let Some(branch) = running.0.pop_front() {
+            if let Err(e) = self.settle(branch, Some((turn, fitted, &mut *carried))).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Waits for a branch, merges its working copy back, and logs its result: sized as any result
+    /// when `sized` holds the turn's request, whole (as a resume does) otherwise.
+    async fn settle(
+        &mut self,
+        branch: Branch,
+        sized: Option<(&Turn, &Fitted, &mut Tokens)>,
+    ) -> Result<(), TurnError> {
+        let Branch { call, instance, work, alongside, copy } = branch;
+        // Only a branch that ran says it returned (one refused, or whose copy could not be made,
+        // never said it was delegated).
+        let ran = matches!(work, Work::Running(_));
+        let ended = match work {
+            Work::Ready(outcome) => Ok(outcome),
+            Work::Running(handle) => match handle.await {
+                Ok(Ok(summary)) => Ok(ToolOutcome::ok(summary)),
+                Ok(Err(e)) if stops_the_turn(&e) || !alongside => Err(e),
+                Ok(Err(e)) => Ok(failure(format!("{}'s turn failed: {e}", role_name(&instance)))),
+                Err(e) if !alongside => Err(TurnError::Stopped(e)),
+                Err(e) => Ok(failure(format!("{}'s turn stopped: {e}", role_name(&instance)))),
+            },
+        };
+        let mut outcome = match ended {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // Its copy stays for the resume that continues it.
+                return Err(e);
+            }
+        };
+        let merged = match &copy {
+            Some(copy) => Some(self.merge_back(&call.id, instance.as_ref(), copy, outcome.ok)?),
+            None => None,
+        };
+        if let Some(merge) = &merged {
+            outcome.content.push_str(&merge.told());
+        }
+        if let Some(from) = instance.filter(|_| ran) {
+            self.emit(returned_event(from, &call.id, &outcome, merged.as_ref()))?;
+        }
+        let result = CallOutcome { outcome, finished: None, images: Vec::new() };
+        match sized {
+            Some((turn, fitted, carried)) => {
+                let ran = self.end_call(turn, fitted, *carried, &call, result).await?;
+                *carried += ran.tokens;
+            }
+            None => {
+                let ok = result.outcome.ok;
+                self.persist(Message::tool_result(&call.id, &result.outcome.content, !ok))?;
+                self.emit(EventKind::tool_ended(&ToolName::Delegate, &call.id, ok, false))?;
+            }
+        }
+        // A copy whose changes are archived (and merged, or left for the lead) goes; one that could
+        // not be read or merged stays where the result said.
+        if let (Some(copy), Some(None)) = (copy, merged.as_ref().map(|m| m.not_merged.as_ref())) {
+            copy.remove();
+        }
+        Ok(())
+    }
+
+    /// After a restart: the branches of the lead's last answer that had not returned, continued —
+    /// each from its own history, in its own working copy — or started; their results logged whole in
+    /// call order.
+    pub(super) async fn resume_delegations(&mut self, resumed: Resumed) -> Result<(), TurnError> {
+        let Some(answer) = self.history.iter().rev().find(|m| m.role == agentd_protocol::Speaker::Assistant).cloned()
+        else {
+            return Ok(());
+        };
+        let calls = super::turn::calls_of(&answer);
+        let snapshot = self.task.snapshot(&self.role)?;
+        let plans = self.plan(&snapshot, &calls);
+        let mut running = Running::default();
+        let mut outcome = Ok(());
+        for (call, plan) in calls.iter().zip(plans) {
+            let Some(plan) = plan.filter(|_| resumed.pending.contains(&call.id)) else { continue };
+            if let Some(instance) = plan.instance().cloned() {
+                // Its agent busy with an earlier pending call: that one settles first.
+                if let Some(at) = running.0.iter().position(|b| b.instance.as_ref() == Some(&instance)) {
+                    for branch in running.0.drain(..=at).collect::<Vec<_>>() {
+                        if let Err(e) = self.settle(branch, None).await {
+                            outcome = Err(e);
+                        }
+                    }
+                }
+            }
+            if outcome.is_err() {
+                break;
+            }
+            let step = match (resumed.started.get(&call.id), plan) {
+                (Some(started), Plan::Branch { objective, .. }) => self.continue_branch(call, started, &objective, &mut running).await,
+                (None, plan) => {
+                    // Never started: it starts now, as it would have (`tool_called` was logged before).
+                    self.start_branch_quietly(call, plan, &mut running).await
+                }
+                (Some(_), Plan::Refused(why)) => {
+                    running.0.push_back(Branch { call: call.clone(), instance: None, work: Work::Ready(failure(why)), alongside: false, copy: None });
+                    Ok(())
+                }
+            };
+            if let Err(e) = step {
+                outcome = Err(e);
+                break;
+            }
+        }
+        let alongside = running.0.len() > 1;
+        let mut settled = Ok(());
+        while let Some(mut branch) = running.0.pop_front() {
+            branch.alongside |= alongside;
+            if let Err(e) = self.settle(branch, None).await {
+                settled = Err(e);
+            }
+        }
+        outcome?;
+        settled
+    }
+
+    /// A branch a resume continues: its agent goes on from its history (or, if it never logged the
+    /// handoff, is handed the objective again), in the working copy it had.
+    async fn continue_branch(
+        &mut self,
+        call: &Call,
+        started: &Started,
+        objective: &str,
+        running: &mut Running,
+    ) -> Result<(), TurnError> {
+        let copy = match &started.working_copy {
+            None => None,
+            Some(path) => match self.reopen_copy(&call.id, std::path::Path::new(path)) {
+                Ok(copy) => Some(copy),
+                Err(why) => {
+                    let text = format!("delegation to {} could not go on: {why}", started.instance);
+                    running.0.push_back(Branch {
+                        call: call.clone(),
+                        instance: Some(started.instance.clone()),
+                        work: Work::Ready(failure(text)),
+                        alongside: true,
+                        copy: None,
+                    });
+                    return Ok(());
+                }
+            },
+        };
+        let fresh = !started.handed_over;
+        let work = self.spawn_branch(&call.id, &started.instance, objective, copy.as_ref(), fresh).await?;
+        running.0.push_back(Branch { call: call.clone(), instance: Some(started.instance.clone()), work, alongside: false, copy });
+        Ok(())
+    }
+
+    /// A branch a resume starts that had not started before the stop: as [`start_branch`], its
+    /// `tool_called` already logged.
+    async fn start_branch_quietly(&mut self, call: &Call, plan: Plan, running: &mut Running) -> Result<(), TurnError> {
+        let (instance, objective, copy) = match plan {
+            Plan::Refused(why) => {
+                running.0.push_back(Branch { call: call.clone(), instance: None, work: Work::Ready(failure(why)), alongside: false, copy: None });
+                return Ok(());
+            }
+            Plan::Branch { instance, objective, copy } => (instance, objective, copy),
+        };
+        let made = match copy {
+            true => match self.working_copy(&call.id, &instance) {
+                Ok(copy) => Some(copy),
+                Err(why) => {
+                    let text = format!("delegation to {instance} not started: {why}");
+                    running.0.push_back(Branch { call: call.clone(), instance: Some(instance), work: Work::Ready(failure(text)), alongside: true, copy: None });
+                    return Ok(());
+                }
+            },
+            false => None,
+        };
+        let work = self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), true).await?;
+        running.0.push_back(Branch { call: call.clone(), instance: Some(instance), work, alongside: false, copy: made });
+        Ok(())
+    }
+}
+
+/// A branch's error that stops the lead's turn whatever runs beside it: a cancel, a usage-limit or
+/// budget halt (the task waits, and a resume continues the branch), a store that cannot write.
+fn stops_the_turn(e: &TurnError) -> bool {
+    matches!(e, TurnError::Cancelled | TurnError::Halted(_) | TurnError::Storage(_))
+}
+
+fn role_name(role: &Option<Role>) -> String {
+    role.as_ref().map_or_else(|| "the teammate".to_string(), |r| r.to_string())
+}
+
+/// `delegation_returned` for a settled branch.
+fn returned_event(from: Role, call_id: &str, outcome: &ToolOutcome, merged: Option<&Merge>) -> EventKind {
+    let mut event = EventKind::returned(from, outcome.content.clone());
+    if let EventKind::DelegationReturned { call_id: id, failed, patch_evidence_id, files_changed, lines_added, lines_removed, conflicts, .. } = &mut event {
+        *id = Some(call_id.to_string());
+        *failed = !outcome.ok;
+        if let Some(merge) = merged {
+            *patch_evidence_id = merge.evidence_id.clone();
+            *files_changed = merge.files_changed;
+            *lines_added = merge.lines_added;
+            *lines_removed = merge.lines_removed;
+            *conflicts = merge.conflicts.clone();
+        }
+    }
+    event
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,302 @@
+//! End-to-end: a team that works at once. Several `delegate` calls of one answer run side by side,
+//! each result its call's; two agents of one role (`coder`, `coder#2`) each write in a working copy of
+//! their own, their changes coming back as archived patches merged three-way — a conflict told to the
+//! lead, never settled silently; a `kill -9` with branches in flight loses none and repeats none.
+//!
+//! The model is a scripted server that answers each request by what it carries (whose turn it is is
+//! in the request), so that branches running at once get their own answers whatever order they
+//! arrive in.
+
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use agentd_test_support::daemon::{team_config, TestDaemon};
+use agentd_test_support::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentd");
+
+/// Two read-only specialists beside the coder; the coder runs up to three agents at once; working
+/// copies in `copies`.
+fn config(base_url: &str, copies: &Path) -> String {
+    let specialists = "[team.specialists.reviewer]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n\
+                       [team.specialists.tester]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n";
+    let tools = format!("[tools]\ncopies = \"{}\"\n", copies.display());
+    team_config(base_url, "gpt-4o", &format!("{specialists}{tools}"))
+        .replacen("[team.coder]\n", "[team.coder]\nmax_instances = 3\n", 1)
+}
+
+/// The text of a request's messages after the system prompt, as one string.
+fn said(body: &Value) -> String {
+    body["messages"].as_array().map(|m| m[1..].iter().map(|m| m.to_string()).collect()).unwrap_or_default()
+}
+
+/// The first message after the system prompt: the lead's objective, or a teammate's handoff.
+fn opening(body: &Value) -> String {
+    body["messages"][1]["data"].as_str().unwrap_or_default().to_string()
+}
+
+/// How many tool results the request carries.
+fn results(body: &Value) -> usize {
+    body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count())
+}
+
+fn delayed(step: Step, by: Duration) -> Step {
+    Step::Delayed(by, Box::new(step))
+}
+
+/// A branch's request, by its handoff's objective: which of the lead's `delegate` calls it serves.
+fn branch_of<'a>(body: &Value, names: &[&'a str]) -> Option<&'a str> {
+    let opening = opening(body);
+    names.iter().copied().find(|n| opening.starts_with(&format!("Part {n}")))
+}
+
+/// The lead's `delegate` calls, one per (id, to, part).
+fn delegations(calls: &[(&str, &str, &str)]) -> Step {
+    sse(calls
+        .iter()
+        .map(|(id, to, part)| tool_call_with_id(id, "delegate", json!({"to": to, "objective": format!("Part {part}")})))
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_delegations_in_one_answer_run_at_once_and_each_result_is_its_calls() {
+    let second = Duration::from_secs(1);
+    let server = ScriptedServer::builder()
+        .responder(move |body| {
+            if let Some(part) = branch_of(body, &["A", "B", "C"]) {
+                return delayed(sse(vec![finish(&format!("{part} done"))]), second);
+            }
+            if results(body) == 0 {
+                let calls = [("d1", "coder", "A"), ("d2", "reviewer", "B"), ("d3", "tester", "C")];
+                return delayed(delegations(&calls), second);
+            }
+            delayed(sse(vec![finish("all three done")]), second)
+        })
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("README.md"), "hello\n").unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Run three parts", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+
+    // The server's own log: each branch's request came while the others' were still being answered.
+    let chats: Vec<RecordedRequest> =
+        server.requests().into_iter().filter(|r| r.path.ends_with("/chat/completions")).collect();
+    let branches: Vec<&RecordedRequest> =
+        chats.iter().filter(|r| branch_of(&r.body, &["A", "B", "C"]).is_some()).collect();
+    assert_eq!(branches.len(), 3, "one request per branch");
+    let first = branches.iter().map(|r| r.received).min().unwrap();
+    let last = branches.iter().map(|r| r.received).max().unwrap();
+    assert!(last.duration_since(first) < second, "the branches overlap: {:?} apart", last.duration_since(first));
+
+    // Each result is its own call's, in call order.
+    let lead_last = chats.last().unwrap();
+    let tools: Vec<(String, String)> = lead_last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| (m["tool_call_id"].as_str().unwrap().to_string(), m["data"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        tools,
+        [("d1".into(), "A done".into()), ("d2".into(), "B done".into()), ("d3".into(), "C done".into())]
+    );
+    // One writer alone works in the workspace: no copy.
+    let delegated: Vec<&Value> = events.iter().filter(|e| e["kind"] == "delegated").collect();
+    assert_eq!(delegated.len(), 3);
+    assert!(delegated.iter().all(|e| e.get("working_copy").is_none()), "{delegated:#?}");
+    let roles: Vec<&str> = delegated.iter().map(|e| e["to_role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["coder", "reviewer", "tester"]);
+}
+
+/// Two coders: `coder` writes `a_path` ← `a_text`, `coder#2` writes `b_path` ← `b_text`, each through
+/// `write_file`, then finish; the lead then finishes.
+async fn two_writers(a: (&'static str, &'static str), b: (&'static str, &'static str)) -> ScriptedServer {
+    ScriptedServer::builder()
+        .responder(move |body| {
+            let write = |(path, content): (&str, &str)| {
+                sse(vec![tool_call("write_file", json!({"path": path, "content": content}))])
+            };
+            match (branch_of(body, &["A", "B"]), results(body)) {
+                (Some("A"), 0) => write(a),
+                (Some("B"), 0) => write(b),
+                (Some(part), _) => sse(vec![finish(&format!("{part} written"))]),
+                (None, 0) => delegations(&[("d1", "coder", "A"), ("d2", "coder", "B")]),
+                (None, _) => sse(vec![finish("both written")]),
+            }
+        })
+        .start()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_coders_on_different_files_both_land_each_from_its_own_copy() {
+    let server = two_writers(("a.txt", "from A\n"), ("b.txt", "from B\n")).await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("keep.txt"), "untouched\n").unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Write two files", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).unwrap(), "from A\n");
+    assert_eq!(std::fs::read_to_string(ws.path().join("b.txt")).unwrap(), "from B\n");
+    assert_eq!(std::fs::read_to_string(ws.path().join("keep.txt")).unwrap(), "untouched\n");
+
+    let delegated: Vec<&Value> = events.iter().filter(|e| e["kind"] == "delegated").collect();
+    let roles: Vec<&str> = delegated.iter().map(|e| e["to_role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["coder", "coder#2"]);
+    assert!(delegated.iter().all(|e| e["working_copy"].is_string()), "{delegated:#?}");
+    // Each instance has its own history, named as such.
+    assert!(events.iter().any(|e| e["role"] == "coder#2" && e["kind"] == "request_sent"));
+    let returned: Vec<&Value> = events.iter().filter(|e| e["kind"] == "delegation_returned").collect();
+    assert_eq!(returned.len(), 2);
+    for r in &returned {
+        assert_eq!((r["files_changed"].as_u64(), r["lines_added"].as_u64()), (Some(1), Some(1)), "{r}");
+        assert!(r.get("conflicts").is_none(), "{r}");
+        let id = r["patch_evidence_id"].as_str().unwrap();
+        let patch = d.client().call("evidence.read", json!({"id": id})).unwrap();
+        let text = patch["data"].as_str().unwrap_or_default().to_string();
+        assert!(text.contains("new file mode") && text.contains("+from "), "{patch}");
+    }
+    // The copies are gone once merged.
+    assert_eq!(std::fs::read_dir(copies.path()).map(|d| d.count()).unwrap_or(0), 0, "copies left behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_coders_on_the_same_lines_the_first_lands_and_the_second_is_a_conflict_told_to_the_lead() {
+    let base = "one\ntwo\nthree\n";
+    let server = two_writers(("shared.txt", "one\nTWO by A\nthree\n"), ("shared.txt", "one\nTWO by B\nthree\n")).await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("shared.txt"), base).unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Both change line two", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    // The first (in call order) landed; the second's version is not written.
+    assert_eq!(std::fs::read_to_string(ws.path().join("shared.txt")).unwrap(), "one\nTWO by A\nthree\n");
+
+    let returned: Vec<&Value> = events.iter().filter(|e| e["kind"] == "delegation_returned").collect();
+    assert!(returned[0].get("conflicts").is_none(), "{:#?}", returned[0]);
+    let conflicts = returned[1]["conflicts"].as_array().expect("the second is a conflict");
+    assert_eq!(conflicts.len(), 1);
+    assert_eq!((conflicts[0]["path"].as_str(), conflicts[0]["kind"].as_str()), (Some("shared.txt"), Some("both_changed")));
+    assert_eq!(conflicts[0]["lines"], json!([2]));
+    // Its version reads back whole from the evidence the conflict names.
+    let id = conflicts[0]["evidence_id"].as_str().unwrap();
+    let version = d.client().call("evidence.read", json!({"id": id})).unwrap();
+    assert_eq!(version["data"].as_str(), Some("one\nTWO by B\nthree\n"), "{version}");
+    // The lead read of it: the file, the hunk's line and the evidence, in the call's result.
+    let last = server.chat_requests().into_iter().last().unwrap();
+    let told = said(&last);
+    assert!(told.contains("shared.txt") && told.contains(id) && told.contains("line 2"), "{told}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_a_command_creates_and_deletes_in_a_copy_come_back_in_its_patch() {
+    let server = ScriptedServer::builder()
+        .responder(|body| match (branch_of(body, &["A", "B"]), results(body)) {
+            (Some("A"), 0) => sse(vec![tool_call(
+                "run_command",
+                json!({"command": "echo generated > gen.txt && rm old.txt && chmod +x run.sh"}),
+            )]),
+            (Some("B"), 0) => sse(vec![tool_call("write_file", json!({"path": "b.txt", "content": "b\n"}))]),
+            (Some(part), _) => sse(vec![finish(&format!("{part} done"))]),
+            (None, 0) => delegations(&[("d1", "coder", "A"), ("d2", "coder", "B")]),
+            (None, _) => sse(vec![finish("done")]),
+        })
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("old.txt"), "old\n").unwrap();
+    std::fs::write(ws.path().join("run.sh"), "#!/bin/sh\n").unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Generate and clean", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    assert_eq!(std::fs::read_to_string(ws.path().join("gen.txt")).unwrap(), "generated\n");
+    assert!(!ws.path().join("old.txt").exists(), "the deletion came back");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(ws.path().join("run.sh")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "the mode change came back");
+    assert_eq!(std::fs::read_to_string(ws.path().join("b.txt")).unwrap(), "b\n");
+    let returned = events.iter().find(|e| e["kind"] == "delegation_returned" && e["from_role"] == "coder").unwrap();
+    assert_eq!(returned["files_changed"], 3, "{returned}");
+    let patch = d.client().call("evidence.read", json!({"id": returned["patch_evidence_id"]})).unwrap();
+    let text = patch["data"].as_str().unwrap();
+    assert!(text.contains("b/gen.txt") && text.contains("new file mode"), "{text}");
+    assert!(text.contains("a/old.txt") && text.contains("deleted file mode"), "{text}");
+    assert!(text.contains("new mode 100755"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_three_branches_in_flight_resumes_each_once() {
+    // Each branch writes its file, then waits long on its finish: the daemon is killed meanwhile.
+    let slow = Duration::from_secs(4);
+    let server = ScriptedServer::builder()
+        .responder(move |body| match (branch_of(body, &["A", "B", "C"]), results(body)) {
+            (Some(part), 0) => sse(vec![tool_call(
+                "write_file",
+                json!({"path": format!("{part}.txt"), "content": format!("{part}\n")}),
+            )]),
+            (Some(part), _) => delayed(sse(vec![finish(&format!("{part} done"))]), slow),
+            (None, 0) => delegations(&[("d1", "coder", "A"), ("d2", "coder", "B"), ("d3", "coder", "C")]),
+            (None, _) => sse(vec![finish("all resumed")]),
+        })
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let mut d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Three parts, interrupted", ws.path());
+    // Wait for the three branches' second requests (each has written its file in its copy).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting = server.chat_requests().iter().filter(|b| branch_of(b, &["A", "B", "C"]).is_some() && results(b) > 0).count();
+        if waiting >= 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the branches never got that far: {}", d.serve_log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    d.kill9();
+    // Nothing merged yet: the changes live in the copies.
+    assert!(!ws.path().join("A.txt").exists());
+    d.serve();
+    d.client().call("task.resume", json!({"task_id": task})).expect("resume");
+    let after = d.wait_for_state_not(&task, "running", Duration::from_secs(60));
+    assert_eq!(after["state"], "finished", "{after}\n{}", d.serve_log());
+    for part in ["A", "B", "C"] {
+        assert_eq!(std::fs::read_to_string(ws.path().join(format!("{part}.txt"))).unwrap(), format!("{part}\n"));
+    }
+    let events = d.logged_events(&task);
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let records = d.client().call("log.get", json!({"task_id": task})).unwrap();
+    let all: Vec<u64> = records["records"].as_array().unwrap().iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert!(all.windows(2).all(|w| w[1] == w[0] + 1), "seq contiguous: {all:?}");
+    assert!(!seqs.is_empty());
+    let called = events.iter().filter(|e| e["kind"] == "tool_called").count();
+    let ended = events.iter().filter(|e| e["kind"] == "tool_finished").count();
+    assert_eq!(called, ended, "every tool call ended");
+    // Each delegation returned (and its patch merged) once.
+    for id in ["d1", "d2", "d3"] {
+        let returned = events.iter().filter(|e| e["kind"] == "delegation_returned" && e["call_id"] == id).count();
+        assert_eq!(returned, 1, "{id}: {events:#?}");
+    }
+    // No branch ran twice: each wrote once.
+    let writes = server
+        .chat_requests()
+        .iter()
+        .filter(|b| branch_of(b, &["A", "B", "C"]).is_some() && results(b) == 0)
+        .count();
+    assert_eq!(writes, 3, "no branch started over");
+}
