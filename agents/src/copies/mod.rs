@@ -58,6 +58,8 @@
 
 mod error;
 mod make;
+mod patch;
+mod unified;
 mod walk;
 
 #[cfg(test)]
@@ -65,3 +67,4 @@ mod tests;
 
 pub use error::CopyError;
 pub use make::{make_copy, remove_copy, Made};
+pub use patch::{changes, Change, FileChange, Patch};

@@ -4,6 +4,7 @@
 use super::*;
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Write as _;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
@@ -80,6 +81,16 @@ fn sample() -> tempfile::TempDir {
     fs::create_dir_all(ws.join("empty/inner")).unwrap();
     symlink("src/main.rs", ws.join("main-link")).unwrap();
     dir
+}
+
+/// A base and a copy of `ws`, side by side in a fresh temporary directory.
+fn base_and_copy(ws: &Path) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    let copy = dir.path().join("copy");
+    make_copy(ws, &base).unwrap();
+    make_copy(ws, &copy).unwrap();
+    (dir, base, copy)
 }
 
 #[test]
@@ -169,4 +180,168 @@ fn a_copy_made_inside_its_source_is_not_copied_into_itself() {
     assert!(to.join("src/main.rs").exists());
     assert!(to.join("copies").is_dir(), "the directory above the copy is copied");
     assert!(!to.join("copies/one").exists(), "the copy itself is not");
+}
+
+#[test]
+fn changes_reports_every_kind_with_its_lines() {
+    let ws = sample();
+    write(ws.path(), "old/name.txt", "moved\ncontent\n");
+    write(ws.path(), "gone.txt", "to be removed by a command\n");
+    write(ws.path(), "log.txt", "one\n");
+    let (_dir, base, copy) = base_and_copy(ws.path());
+    assert!(changes(&base, &copy).unwrap().is_empty());
+
+    // Added.
+    write(&copy, "src/new.rs", "pub fn new() {}\n// two\n");
+    // Modified as `sed -i` does: a temporary file renamed over it.
+    write(&copy, "src/.main.rs.tmp", "fn main() {\n    println!(\"bye\");\n}\n");
+    fs::rename(copy.join("src/.main.rs.tmp"), copy.join("src/main.rs")).unwrap();
+    // Modified by a real `sed -i`.
+    sh(&copy, "sed -i 's/a = 1/a = 2/' .config/settings.toml");
+    // Modified in place: an append.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(copy.join("log.txt"))
+        .unwrap()
+        .write_all(b"two\nthree\n")
+        .unwrap();
+    // Deleted.
+    fs::remove_file(copy.join("README.md")).unwrap();
+    // Renamed (its directory goes with it).
+    fs::create_dir_all(copy.join("new")).unwrap();
+    fs::rename(copy.join("old/name.txt"), copy.join("new/name.txt")).unwrap();
+    fs::remove_dir(copy.join("old")).unwrap();
+    // chmod +x.
+    chmod(&copy, "src/lib.rs", 0o755);
+    // A command creates one file and deletes another; a build output it makes is ignored.
+    sh(&copy, "printf 'made\\nby sh\\n' > made.txt && rm gone.txt && mkdir -p target && echo x > target/out");
+
+    let patch = changes(&base, &copy).unwrap();
+    let got: Vec<(&str, &Change, u64, u64)> =
+        patch.files.iter().map(|f| (f.path.as_str(), &f.change, f.lines_added, f.lines_removed)).collect();
+    assert_eq!(
+        got,
+        [
+            (".config/settings.toml", &Change::Modified { old_mode: 0o100644, new_mode: 0o100644 }, 1, 1),
+            ("README.md", &Change::Deleted { mode: 0o100644 }, 0, 3),
+            ("gone.txt", &Change::Deleted { mode: 0o100644 }, 0, 1),
+            ("log.txt", &Change::Modified { old_mode: 0o100644, new_mode: 0o100644 }, 2, 0),
+            ("made.txt", &Change::Added { mode: 0o100644 }, 2, 0),
+            ("new/name.txt", &Change::Renamed { from: "old/name.txt".into(), mode: 0o100644 }, 0, 0),
+            ("src/lib.rs", &Change::Mode { old_mode: 0o100644, new_mode: 0o100755 }, 0, 0),
+            ("src/main.rs", &Change::Modified { old_mode: 0o100644, new_mode: 0o100644 }, 1, 1),
+            ("src/new.rs", &Change::Added { mode: 0o100644 }, 2, 0),
+        ]
+    );
+    assert!(patch.files.iter().all(|f| !f.binary));
+    assert_eq!((patch.lines_added, patch.lines_removed), (8, 6));
+    let unified = &patch.unified;
+    for expected in [
+        "diff --git a/README.md b/README.md\ndeleted file mode 100644\n--- a/README.md\n+++ /dev/null\n@@ -1,3 +0,0 @@\n",
+        "diff --git a/made.txt b/made.txt\nnew file mode 100644\n--- /dev/null\n+++ b/made.txt\n@@ -0,0 +1,2 @@\n+made\n+by sh\n",
+        "diff --git a/old/name.txt b/new/name.txt\nsimilarity index 100%\nrename from old/name.txt\nrename to new/name.txt\n",
+        "diff --git a/src/lib.rs b/src/lib.rs\nold mode 100644\nnew mode 100755\n",
+        "--- a/src/main.rs\n+++ b/src/main.rs\n@@ -1,3 +1,3 @@\n fn main() {\n-    println!(\"hello\");\n+    println!(\"bye\");\n }\n",
+    ] {
+        assert!(unified.contains(expected), "missing\n{expected}\nin\n{unified}");
+    }
+    // The patch goes through serde unchanged (it crosses the engine's store).
+    let json = serde_json::to_string(&patch).unwrap();
+    assert!(json.contains(r#""change":{"kind":"renamed","from":"old/name.txt","mode":33188}"#), "{json}");
+    assert_eq!(serde_json::from_str::<Patch>(&json).unwrap(), patch);
+}
+
+#[test]
+fn changes_tells_symlinks_binaries_and_missing_newlines() {
+    let ws = sample();
+    fs::write(ws.path().join("blob.bin"), b"\x00\x01\x02").unwrap();
+    write(ws.path(), "tail.txt", "a\nb");
+    let (_dir, base, copy) = base_and_copy(ws.path());
+    fs::remove_file(copy.join("main-link")).unwrap();
+    symlink("src/lib.rs", copy.join("main-link")).unwrap();
+    symlink("README.md", copy.join("readme-link")).unwrap();
+    fs::write(copy.join("blob.bin"), b"\x00\x01\x03").unwrap();
+    write(&copy, "tail.txt", "a\nc");
+    // A file become a symlink: a change of kind.
+    fs::remove_file(copy.join(".env")).unwrap();
+    symlink("elsewhere", copy.join(".env")).unwrap();
+    let patch = changes(&base, &copy).unwrap();
+    let by_path: BTreeMap<&str, &FileChange> = patch.files.iter().map(|f| (f.path.as_str(), f)).collect();
+    assert_eq!(by_path[".env"].change, Change::Modified { old_mode: 0o100644, new_mode: 0o120000 });
+    assert_eq!(by_path["main-link"].change, Change::Modified { old_mode: 0o120000, new_mode: 0o120000 });
+    assert_eq!(by_path["readme-link"].change, Change::Added { mode: 0o120000 });
+    assert!(by_path["blob.bin"].binary);
+    assert_eq!((by_path["blob.bin"].lines_added, by_path["blob.bin"].lines_removed), (0, 0));
+    let unified = &patch.unified;
+    for expected in [
+        "diff --git a/blob.bin b/blob.bin\nBinary files a/blob.bin and b/blob.bin differ\n",
+        "diff --git a/readme-link b/readme-link\nnew file mode 120000\n--- /dev/null\n+++ b/readme-link\n@@ -0,0 +1 @@\n+README.md\n\\ No newline at end of file\n",
+        "@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n",
+        "diff --git a/.env b/.env\ndeleted file mode 100644\n--- a/.env\n+++ /dev/null\n@@ -1 +0,0 @@\n-KEY=value\ndiff --git a/.env b/.env\nnew file mode 120000\n",
+    ] {
+        assert!(unified.contains(expected), "missing\n{expected}\nin\n{unified}");
+    }
+}
+
+#[test]
+fn changes_looks_past_each_trees_own_ignore_rules() {
+    let ws = sample();
+    let (_dir, base, copy) = base_and_copy(ws.path());
+    // The copy starts ignoring a file it still has, unchanged: no change.
+    write(&copy, ".gitignore", "target/\n*.log\nREADME.md\n");
+    let patch = changes(&base, &copy).unwrap();
+    assert_eq!(patch.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), [".gitignore"]);
+}
+
+/// The unified diff of `base` → `copy`, applied by `git apply` to a repository holding the base's
+/// files, gives the copy's tree.
+fn assert_git_applies(base: &Path, copy: &Path, patch: &Patch) {
+    let scratch = tempfile::tempdir().unwrap();
+    let repo = scratch.path().join("repo");
+    make_copy(base, &repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git").args(args).current_dir(&repo).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q"]);
+    fs::write(scratch.path().join("patch.diff"), &patch.unified).unwrap();
+    git(&["apply", "--whitespace=nowarn", scratch.path().join("patch.diff").to_str().unwrap()]);
+    let files_only = |tree: BTreeMap<String, String>| -> BTreeMap<String, String> {
+        tree.into_iter().filter(|(_, v)| v != "dir").collect()
+    };
+    assert_eq!(files_only(snapshot(&repo)), files_only(snapshot(copy)), "patch:\n{}", patch.unified);
+}
+
+#[test]
+fn the_unified_diff_applies_with_git() {
+    let ws = sample();
+    let long: String = (1..=40).map(|i| format!("line {i}\n")).collect();
+    write(ws.path(), "long.txt", &long);
+    write(ws.path(), "no newline.txt", "first\nlast");
+    write(ws.path(), "quo\"ted.txt", "q\n");
+    write(ws.path(), "dir/moved.txt", "moving\n");
+    let (_dir, base, copy) = base_and_copy(ws.path());
+    write(
+        &copy,
+        "long.txt",
+        &long
+            .replace("line 5\n", "line five\n")
+            .replace("line 30\n", "")
+            .replace("line 40\n", "line 40\nline 41\n"),
+    );
+    write(&copy, "no newline.txt", "first\nlast\n");
+    write(&copy, "quo\"ted.txt", "quoted\n");
+    write(&copy, "brand/new/file.rs", "new\n");
+    write(&copy, "empty.txt", "");
+    fs::remove_file(copy.join("README.md")).unwrap();
+    fs::create_dir_all(copy.join("elsewhere")).unwrap();
+    fs::rename(copy.join("dir/moved.txt"), copy.join("elsewhere/moved.txt")).unwrap();
+    chmod(&copy, "src/lib.rs", 0o755);
+    chmod(&copy, "run.sh", 0o644);
+    fs::remove_file(copy.join("main-link")).unwrap();
+    symlink("README.md", copy.join("main-link")).unwrap();
+    sh(&copy, "echo 'by a command' >> src/main.rs");
+    let patch = changes(&base, &copy).unwrap();
+    assert_eq!(patch.files.len(), 11, "{:#?}", patch.files);
+    assert_git_applies(&base, &copy, &patch);
 }
