@@ -56,8 +56,10 @@
 //! (what stands there is neither the base's file nor the copy's); one planted between the merge's
 //! read and its write makes the write fail. In no case is anything written through it.
 
+mod conflict;
 mod error;
 mod make;
+mod merge;
 mod patch;
 mod unified;
 mod walk;
@@ -65,6 +67,8 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
+pub use conflict::{Conflict, ConflictHunk, ConflictKind};
 pub use error::CopyError;
 pub use make::{make_copy, remove_copy, Made};
+pub use merge::{merge, Merged};
 pub use patch::{changes, Change, FileChange, Patch};

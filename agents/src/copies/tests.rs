@@ -2,6 +2,9 @@
 //! merged.
 
 use super::*;
+use crate::error::ToolError;
+use crate::Workspace;
+use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write as _;
@@ -344,4 +347,355 @@ fn the_unified_diff_applies_with_git() {
     let patch = changes(&base, &copy).unwrap();
     assert_eq!(patch.files.len(), 11, "{:#?}", patch.files);
     assert_git_applies(&base, &copy, &patch);
+}
+
+/// A workspace holding `files`, its base and one copy per entry of `edits` (each a closure run on the
+/// copy), and the patches.
+struct Team {
+    _dir: tempfile::TempDir,
+    ws: Workspace,
+    base: std::path::PathBuf,
+    copies: Vec<std::path::PathBuf>,
+}
+
+impl Team {
+    fn new(files: &[(&str, &str)], writers: usize) -> Team {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        fs::create_dir(&root).unwrap();
+        for (rel, content) in files {
+            write(&root, rel, content);
+        }
+        let base = dir.path().join("base");
+        make_copy(&root, &base).unwrap();
+        let copies = (0..writers)
+            .map(|i| {
+                let copy = dir.path().join(format!("copy{i}"));
+                make_copy(&root, &copy).unwrap();
+                copy
+            })
+            .collect();
+        let ws = Workspace::new(&root).unwrap();
+        Team { _dir: dir, ws, base, copies }
+    }
+
+    fn root(&self) -> &Path {
+        self.ws.root()
+    }
+
+    fn merge(&self, i: usize) -> Merged {
+        let patch = changes(&self.base, &self.copies[i]).unwrap();
+        merge(&self.base, &self.copies[i], &patch, &self.ws).unwrap()
+    }
+}
+
+const TEXT: &str = "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n";
+
+#[test]
+fn two_copies_changing_different_files_both_land() {
+    let team = Team::new(&[("a.txt", "a\n"), ("b.txt", "b\n")], 2);
+    write(&team.copies[0], "a.txt", "A\n");
+    write(&team.copies[1], "b.txt", "B\n");
+    write(&team.copies[1], "new/dir/c.txt", "C\n");
+    let first = team.merge(0);
+    assert_eq!(first.applied, ["a.txt"]);
+    assert!(first.conflicts.is_empty() && first.already.is_empty());
+    let second = team.merge(1);
+    assert_eq!(second.applied, ["b.txt", "new/dir/c.txt"]);
+    assert!(second.conflicts.is_empty());
+    assert_eq!(read(team.root(), "a.txt"), "A\n");
+    assert_eq!(read(team.root(), "b.txt"), "B\n");
+    assert_eq!(read(team.root(), "new/dir/c.txt"), "C\n");
+}
+
+#[test]
+fn the_same_lines_changed_twice_are_a_conflict_and_the_first_stands() {
+    let team = Team::new(&[("t.txt", TEXT)], 2);
+    write(&team.copies[0], "t.txt", &TEXT.replace("four\n", "FOUR\n"));
+    write(&team.copies[1], "t.txt", &TEXT.replace("four\n", "4\n"));
+    assert_eq!(team.merge(0).applied, ["t.txt"]);
+    let first_result = read(&team.copies[0], "t.txt");
+    let second = team.merge(1);
+    assert!(second.applied.is_empty());
+    assert_eq!(
+        second.conflicts,
+        [Conflict {
+            path: "t.txt".into(),
+            kind: ConflictKind::BothChanged,
+            hunks: vec![ConflictHunk { line: 4, workspace: "FOUR\n".into(), copy: "4\n".into() }],
+        }]
+    );
+    assert_eq!(
+        read(team.root(), "t.txt"),
+        first_result,
+        "the workspace's file is exactly the first's result"
+    );
+    let described = second.conflicts[0].describe();
+    for part in ["t.txt", "same lines", "At line 4", "    FOUR", "    4"] {
+        assert!(described.contains(part), "{described}");
+    }
+}
+
+#[test]
+fn changes_in_different_regions_of_one_file_merge() {
+    let team = Team::new(&[("t.txt", TEXT)], 2);
+    write(&team.copies[0], "t.txt", &TEXT.replace("two\n", "TWO\n"));
+    write(&team.copies[1], "t.txt", &TEXT.replace("nine\n", "NINE\nnine and a half\n"));
+    // The workspace's mode changed meanwhile: kept (neither copy changed it), with both edits.
+    chmod(team.root(), "t.txt", 0o600);
+    assert_eq!(team.merge(0).applied, ["t.txt"]);
+    let second = team.merge(1);
+    assert_eq!(second.applied, ["t.txt"]);
+    assert_eq!(
+        read(team.root(), "t.txt"),
+        TEXT.replace("two\n", "TWO\n").replace("nine\n", "NINE\nnine and a half\n")
+    );
+    assert_eq!(mode(team.root(), "t.txt"), 0o600);
+}
+
+#[test]
+fn a_deletion_against_a_change_is_a_conflict_both_ways() {
+    let team = Team::new(&[("x.txt", TEXT), ("y.txt", TEXT)], 2);
+    // Copy 0 changes x and deletes y; copy 1 deletes x and changes y.
+    write(&team.copies[0], "x.txt", &TEXT.replace("one\n", "ONE\n"));
+    fs::remove_file(team.copies[0].join("y.txt")).unwrap();
+    fs::remove_file(team.copies[1].join("x.txt")).unwrap();
+    write(&team.copies[1], "y.txt", &TEXT.replace("ten\n", "TEN\n"));
+    assert_eq!(team.merge(0).applied, ["x.txt", "y.txt"]);
+    let second = team.merge(1);
+    let kinds: Vec<(&str, ConflictKind)> =
+        second.conflicts.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    assert_eq!(
+        kinds,
+        [("x.txt", ConflictKind::ChangedHereDeletedThere), ("y.txt", ConflictKind::DeletedHereChangedThere)]
+    );
+    assert_eq!(
+        second.conflicts[0].hunks,
+        [ConflictHunk { line: 1, workspace: "ONE\n".into(), copy: String::new() }]
+    );
+    assert_eq!(read(team.root(), "x.txt"), TEXT.replace("one\n", "ONE\n"), "untouched");
+    assert!(!team.root().join("y.txt").exists(), "untouched");
+    assert!(second.conflicts[1].describe().contains("deleted it since the copy was made"));
+}
+
+#[test]
+fn other_conflicts_both_added_binary_and_mode() {
+    let team = Team::new(&[("blob.bin", "\0base"), ("m.sh", "echo\n")], 2);
+    write(&team.copies[0], "added.txt", "mine\n");
+    write(&team.copies[1], "added.txt", "theirs\n");
+    fs::write(team.copies[0].join("blob.bin"), b"\0one").unwrap();
+    fs::write(team.copies[1].join("blob.bin"), b"\0two").unwrap();
+    chmod(&team.copies[0], "m.sh", 0o755);
+    chmod(&team.copies[1], "m.sh", 0o600);
+    assert_eq!(team.merge(0).applied, ["added.txt", "blob.bin", "m.sh"]);
+    let second = team.merge(1);
+    let kinds: Vec<(&str, ConflictKind)> =
+        second.conflicts.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("added.txt", ConflictKind::BothAdded),
+            ("blob.bin", ConflictKind::Binary),
+            ("m.sh", ConflictKind::BothChanged)
+        ]
+    );
+    assert_eq!(
+        second.conflicts[0].hunks,
+        [ConflictHunk { line: 1, workspace: "mine\n".into(), copy: "theirs\n".into() }]
+    );
+    assert_eq!(fs::read(team.root().join("blob.bin")).unwrap(), b"\0one");
+    assert_eq!(mode(team.root(), "m.sh"), 0o755);
+}
+
+#[test]
+fn renames_symlinks_modes_and_emptied_directories_merge() {
+    let team = Team::new(&[("old/deep/f.txt", "content\n"), ("keep.txt", "k\n"), ("x.sh", "echo\n")], 1);
+    let copy = &team.copies[0];
+    fs::create_dir_all(copy.join("new")).unwrap();
+    fs::rename(copy.join("old/deep/f.txt"), copy.join("new/f.txt")).unwrap();
+    fs::remove_dir_all(copy.join("old")).unwrap();
+    symlink("keep.txt", copy.join("link")).unwrap();
+    chmod(copy, "x.sh", 0o755);
+    // The workspace changed x.sh's content meanwhile: the mode still comes, the content stays.
+    write(team.root(), "x.sh", "echo changed\n");
+    let merged = team.merge(0);
+    assert_eq!(merged.applied, ["link", "new/f.txt", "old/deep/f.txt", "x.sh"]);
+    assert_eq!(read(team.root(), "new/f.txt"), "content\n");
+    assert!(!team.root().join("old").exists(), "directories emptied by the deletion are removed");
+    assert_eq!(fs::read_link(team.root().join("link")).unwrap(), Path::new("keep.txt"));
+    assert_eq!((read(team.root(), "x.sh"), mode(team.root(), "x.sh")), ("echo changed\n".into(), 0o755));
+}
+
+#[test]
+fn a_repeated_merge_finds_everything_already_there_and_writes_nothing() {
+    let team = Team::new(&[("t.txt", TEXT), ("gone.txt", "g\n"), ("m.sh", "m\n")], 1);
+    let copy = &team.copies[0];
+    write(copy, "t.txt", &TEXT.replace("five\n", "FIVE\n"));
+    write(copy, "added.txt", "a\n");
+    fs::remove_file(copy.join("gone.txt")).unwrap();
+    chmod(copy, "m.sh", 0o700);
+    let first = team.merge(0);
+    assert_eq!(first.applied, ["added.txt", "gone.txt", "m.sh", "t.txt"]);
+    let before: BTreeMap<String, (u64, i64, i64)> = ["t.txt", "added.txt", "m.sh"]
+        .iter()
+        .map(|f| {
+            let m = fs::metadata(team.root().join(f)).unwrap();
+            (f.to_string(), (m.ino(), m.mtime_nsec(), m.ctime_nsec()))
+        })
+        .collect();
+    let tree = snapshot(team.root());
+    let again = team.merge(0);
+    assert_eq!(again.already, ["added.txt", "gone.txt", "m.sh", "t.txt"]);
+    assert!(again.applied.is_empty() && again.conflicts.is_empty());
+    assert_eq!(snapshot(team.root()), tree);
+    for (f, (ino, mtime, ctime)) in before {
+        let m = fs::metadata(team.root().join(&f)).unwrap();
+        assert_eq!((m.ino(), m.mtime_nsec(), m.ctime_nsec()), (ino, mtime, ctime), "{f} was written again");
+    }
+}
+
+#[test]
+fn a_symlink_planted_in_the_workspace_is_never_written_through() {
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "target.txt", "outside\n");
+    fs::create_dir(outside.path().join("dir")).unwrap();
+    let team = Team::new(&[("t.txt", TEXT), ("d/f.txt", "f\n"), ("gone.txt", "g\n")], 1);
+    let copy = &team.copies[0];
+    write(copy, "t.txt", &TEXT.replace("one\n", "ONE\n"));
+    write(copy, "d/f.txt", "F\n");
+    write(copy, "d/new.txt", "new\n");
+    fs::remove_file(copy.join("gone.txt")).unwrap();
+    // The workspace's t.txt and gone.txt become symlinks to a file outside.
+    for name in ["t.txt", "gone.txt"] {
+        fs::remove_file(team.root().join(name)).unwrap();
+        symlink(outside.path().join("target.txt"), team.root().join(name)).unwrap();
+    }
+    let merged = team.merge(0);
+    let kinds: Vec<(&str, ConflictKind)> =
+        merged.conflicts.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    assert_eq!(
+        kinds,
+        [("gone.txt", ConflictKind::ChangedHereDeletedThere), ("t.txt", ConflictKind::BothChanged)]
+    );
+    assert_eq!(read(outside.path(), "target.txt"), "outside\n");
+    assert!(fs::symlink_metadata(team.root().join("t.txt")).unwrap().file_type().is_symlink());
+    // A directory of the path become a symlink to a directory outside: what stands there is neither
+    // the base's nor the copy's, so both its files are conflicts, and nothing is written there.
+    fs::remove_dir_all(team.root().join("d")).unwrap();
+    symlink(outside.path().join("dir"), team.root().join("d")).unwrap();
+    let merged = team.merge(0);
+    let kinds: Vec<(&str, ConflictKind)> =
+        merged.conflicts.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    assert_eq!(
+        kinds[..2],
+        [("d/f.txt", ConflictKind::BothChanged), ("d/new.txt", ConflictKind::BothChanged)]
+    );
+    assert_eq!(fs::read_dir(outside.path().join("dir")).unwrap().count(), 0);
+    assert_eq!(
+        team.ws.found_exact("d/new.txt").unwrap(),
+        crate::workspace::exact::Found::Blocked("a directory of its path is a symlink")
+    );
+    // Were it planted after the merge read the path, the write itself refuses to cross it.
+    let e = team.ws.write_exact("d/new.txt", b"new\n", 0o644).unwrap_err();
+    assert!(e.to_string().contains("symlink"), "{e}");
+    assert_eq!(fs::read_dir(outside.path().join("dir")).unwrap().count(), 0);
+}
+
+#[test]
+fn workspace_exact_operations_cross_no_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret", "s\n");
+    let ws = Workspace::new(dir.path()).unwrap();
+    symlink(outside.path().join("secret"), dir.path().join("link")).unwrap();
+    symlink(outside.path(), dir.path().join("out")).unwrap();
+    assert!(matches!(ws.set_mode("link", 0o777), Err(ToolError::Failed(_))));
+    assert!(ws.write_exact("out/x", b"x", 0o644).is_err());
+    assert!(ws.remove("out/secret").is_err());
+    assert_eq!(read(outside.path(), "secret"), "s\n");
+    assert_eq!(mode(outside.path(), "secret"), 0o644);
+    // Replacing a symlink replaces the link, not its target.
+    ws.write_exact("link", b"mine\n", 0o640).unwrap();
+    assert_eq!((read(dir.path(), "link"), mode(dir.path(), "link")), ("mine\n".into(), 0o640));
+    assert_eq!(read(outside.path(), "secret"), "s\n");
+    assert!(ws.remove("link").unwrap());
+    assert!(!ws.remove("link").unwrap());
+    assert!(matches!(ws.write_exact("", b"", 0o644), Err(ToolError::EmptyPath)));
+    assert!(matches!(ws.write_exact("../x", b"", 0o644), Err(ToolError::Escapes(_))));
+}
+
+/// One line-level edit of a text: lines `start..end` replaced by `with`.
+#[derive(Debug, Clone)]
+struct Edit {
+    start: usize,
+    end: usize,
+    with: Vec<String>,
+}
+
+fn apply(lines: &[String], edits: &[&Edit]) -> String {
+    let mut out = lines.to_vec();
+    // From the last edit back, so the earlier ones' line numbers hold.
+    let mut edits = edits.to_vec();
+    edits.sort_by_key(|e| std::cmp::Reverse(e.start));
+    for edit in edits {
+        out.splice(edit.start..edit.end, edit.with.iter().cloned());
+    }
+    out.concat()
+}
+
+/// A text of 3 to 40 distinct lines and two edits of it with at least one untouched line between.
+fn two_disjoint_edits() -> impl Strategy<Value = (Vec<String>, Edit, Edit)> {
+    (3usize..40)
+        .prop_flat_map(|n| {
+            let cut = 0..=n;
+            (Just(n), cut.clone(), cut.clone(), cut.clone(), cut)
+        })
+        .prop_filter_map("two regions with a line between", |(n, a, b, c, d)| {
+            let mut points = [a, b, c, d];
+            points.sort_unstable();
+            let [s1, e1, s2, e2] = points;
+            (s2 > e1).then_some((n, s1, e1, s2, e2))
+        })
+        .prop_flat_map(|(n, s1, e1, s2, e2)| {
+            let new_lines = |tag: &'static str| {
+                prop::collection::vec(0u32..1000, 0..4)
+                    .prop_map(move |ns| ns.iter().map(|k| format!("{tag} {k}\n")).collect::<Vec<_>>())
+            };
+            (Just(n), Just((s1, e1, s2, e2)), new_lines("first"), new_lines("second"))
+        })
+        .prop_map(|(n, (s1, e1, s2, e2), w1, w2)| {
+            let lines = (0..n).map(|i| format!("line {i}\n")).collect();
+            (lines, Edit { start: s1, end: e1, with: w1 }, Edit { start: s2, end: e2, with: w2 })
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn disjoint_edits_in_two_copies_both_land((lines, first, second) in two_disjoint_edits(), swap in any::<bool>()) {
+        let text = lines.concat();
+        let team = Team::new(&[("f.txt", &text)], 2);
+        let (one, two) = if swap { (&second, &first) } else { (&first, &second) };
+        write(&team.copies[0], "f.txt", &apply(&lines, &[one]));
+        write(&team.copies[1], "f.txt", &apply(&lines, &[two]));
+        let a = team.merge(0);
+        let b = team.merge(1);
+        prop_assert!(a.conflicts.is_empty(), "{:?}", a.conflicts);
+        prop_assert!(b.conflicts.is_empty(), "{:?}", b.conflicts);
+        prop_assert_eq!(read(team.root(), "f.txt"), apply(&lines, &[&first, &second]));
+    }
+
+    #[test]
+    fn a_copy_identical_to_its_base_changes_nothing((lines, _, _) in two_disjoint_edits()) {
+        let team = Team::new(&[("f.txt", &lines.concat()), ("g/h.txt", "h\n")], 1);
+        write(team.root(), "f.txt", "the workspace moved on\n");
+        let tree = snapshot(team.root());
+        let patch = changes(&team.base, &team.copies[0]).unwrap();
+        prop_assert!(patch.is_empty());
+        prop_assert_eq!(&patch.unified, "");
+        let merged = merge(&team.base, &team.copies[0], &patch, &team.ws).unwrap();
+        prop_assert_eq!(merged, Merged { applied: vec![], already: vec![], conflicts: vec![] });
+        prop_assert_eq!(snapshot(team.root()), tree);
+    }
 }
