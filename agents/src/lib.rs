@@ -2,8 +2,9 @@
 //!
 //! `agentd-agents` owns the definition of the agents themselves: their roles ([`roles`]), their system
 //! prompts ([`prompts`]), the JSON schemas of the tools the models see ([`schema`]), the execution of
-//! those tools confined to a task's workspace ([`workspace`], [`tools`]), and the receipts that record
-//! what each tool call did ([`receipts`]).
+//! those tools confined to a task's workspace ([`workspace`], [`tools`]), the receipts that record
+//! what each tool call did ([`receipts`]), and the working copies of a workspace that parallel writers
+//! work in ([`copies`]).
 //!
 //! It never talks to providers, never knows a wire format or the socket, and touches the disk only
 //! inside a task's workspace. The tools the runtime dispatches itself (`delegate`, `finish`,
@@ -13,6 +14,7 @@
 //! library: they exist only with the cargo feature `fuzzing`, off by default and enabled by `fuzz/`
 //! and by this crate's own tests.
 
+pub mod copies;
 pub mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

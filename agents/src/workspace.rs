@@ -40,6 +40,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub(crate) mod exact;
+
 /// Symlinks followed while resolving one path before it is refused as a loop (the kernel's limit).
 const MAX_SYMLINK_HOPS: usize = 40;
 /// How often an open that met a freshly planted symlink is resolved again before it is refused.
@@ -510,7 +512,12 @@ impl Workspace {
 
 /// Opens `parts` beneath `root` one component at a time, each `openat(…, O_NOFOLLOW)` relative to the
 /// directory before it: the fallback for kernels without `openat2`. A symlink is `ELOOP`.
-fn walk_open(root: BorrowedFd<'_>, parts: &[OsString], flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
+pub(crate) fn walk_open(
+    root: BorrowedFd<'_>,
+    parts: &[OsString],
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd, Errno> {
     let Some((last, dirs)) = parts.split_last() else {
         return rfs::openat(root, ".", flags, mode);
     };

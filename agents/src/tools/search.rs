@@ -177,13 +177,14 @@ struct Stats {
 
 /// The ignore rules of one directory and of every directory above it up to the root: the innermost
 /// rule that matches decides, as in git.
-struct Rules {
-    here: Option<Gitignore>,
-    parent: Option<Rc<Rules>>,
+/// (`crate::copies` walks a workspace under the same rules.)
+pub(crate) struct Rules {
+    pub(crate) here: Option<Gitignore>,
+    pub(crate) parent: Option<Rc<Rules>>,
 }
 
 impl Rules {
-    fn matched(&self, abs: &Path, is_dir: bool) -> Match<()> {
+    pub(crate) fn matched(&self, abs: &Path, is_dir: bool) -> Match<()> {
         let mut level = Some(self);
         while let Some(rules) = level {
             if let Some(gi) = &rules.here {
@@ -201,7 +202,7 @@ impl Rules {
 
 /// The rules of the ignore files in the open directory `dir` (whose path is `abs`), each read
 /// relative to the descriptor, no-follow; `None` when it has none.
-fn ignore_rules(dir: &OwnedFd, abs: &Path) -> Option<Gitignore> {
+pub(crate) fn ignore_rules(dir: &OwnedFd, abs: &Path) -> Option<Gitignore> {
     let mut builder = GitignoreBuilder::new(abs);
     let mut any = false;
     for name in IGNORE_FILES {

@@ -1,0 +1,61 @@
+//! Why making, diffing or merging a working copy failed ([`CopyError`]).
+
+use crate::error::ToolError;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Why [`make_copy`](super::make_copy), [`changes`](super::changes) or [`merge`](super::merge) could
+/// not finish. Each names the path and the operation; the cause is kept as the source.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// A file-system operation on a copy, its base or the directory copied from failed.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("read the directory", "copy the file", …).
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A changed file's name is not UTF-8: a patch names its files as text, so it cannot carry it.
+    #[error("cannot {op} {}: its name is not UTF-8, and a patch names files as text", path.display())]
+    NotUtf8 {
+        /// What was being done.
+        op: &'static str,
+        /// The file, relative to the tree it is in.
+        path: PathBuf,
+    },
+    /// The workspace refused a read or a change of the merge (a symlink or a file on the path, a
+    /// directory in a file's place, a failed write); files merged before it stay merged.
+    #[error("cannot {op} {path} in the workspace: {source}")]
+    Workspace {
+        /// What was being done ("write", "remove", "set the mode of", "read").
+        op: &'static str,
+        /// The path, relative to the workspace.
+        path: String,
+        /// The workspace's refusal.
+        #[source]
+        source: ToolError,
+    },
+}
+
+impl CopyError {
+    /// A closure turning an `io::Error` of `op` on `path` into a [`CopyError::Io`].
+    pub(super) fn io(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> CopyError {
+        let path = path.to_path_buf();
+        move |source| CopyError::Io { op, path, source }
+    }
+
+    /// A closure turning an errno of `op` on `path` into a [`CopyError::Io`].
+    pub(super) fn errno(op: &'static str, path: &Path) -> impl FnOnce(rustix::io::Errno) -> CopyError {
+        let path = path.to_path_buf();
+        move |e| CopyError::Io { op, path, source: e.into() }
+    }
+
+    /// A closure turning a workspace refusal of `op` on `path` into a [`CopyError::Workspace`].
+    pub(super) fn workspace<'a>(op: &'static str, path: &'a str) -> impl FnOnce(ToolError) -> CopyError + 'a {
+        move |source| CopyError::Workspace { op, path: path.to_string(), source }
+    }
+}

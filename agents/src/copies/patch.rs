@@ -1,0 +1,387 @@
+//! [`changes`]: what a working copy changed against its base, as a [`Patch`].
+
+use super::error::CopyError;
+use super::unified::{file_section, Side, REGULAR, SYMLINK, TYPE_MASK};
+use super::walk::{open_root, parts, walk, At, Visitor};
+use crate::workspace::exact::{found_beneath, Found};
+use crate::workspace::walk_open;
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// What a copy changed against its base: the files, and the same as one git-style unified diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Patch {
+    /// The changed files, sorted by path.
+    pub files: Vec<FileChange>,
+    /// The whole patch as a git-style unified diff, which `git apply` reads (binary files are only
+    /// named: `Binary files a/P and b/P differ`).
+    pub unified: String,
+    /// Lines added, over all files.
+    pub lines_added: u64,
+    /// Lines removed, over all files.
+    pub lines_removed: u64,
+}
+
+impl Patch {
+    /// Whether the copy changed nothing.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// One changed file of a [`Patch`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// The file's path relative to the tree (for a rename, the new one).
+    pub path: String,
+    /// What changed.
+    pub change: Change,
+    /// Whether its content is binary (a NUL byte, or not UTF-8) on either side: its lines are not
+    /// diffed nor counted.
+    pub binary: bool,
+    /// Lines the copy added to it.
+    pub lines_added: u64,
+    /// Lines the copy removed from it.
+    pub lines_removed: u64,
+}
+
+/// How a file changed. A mode is the file's type and permission bits as git writes them:
+/// `0o100000 | perm` for a regular file (its own permission bits, e.g. `0o100644`, `0o100755`), `0o120000`
+/// for a symlink, whose content is its target text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// A file the base did not have.
+    Added {
+        /// Its mode.
+        mode: u32,
+    },
+    /// The content changed (the mode may also have; a file become a symlink, or the reverse, is
+    /// this too).
+    Modified {
+        /// The mode in the base.
+        old_mode: u32,
+        /// The mode in the copy.
+        new_mode: u32,
+    },
+    /// Only the permission bits changed.
+    Mode {
+        /// The mode in the base.
+        old_mode: u32,
+        /// The mode in the copy.
+        new_mode: u32,
+    },
+    /// A file the copy no longer has.
+    Deleted {
+        /// Its mode in the base.
+        mode: u32,
+    },
+    /// A file deleted and another added with identical bytes, kind and mode (empty files are never
+    /// paired, as git does not).
+    Renamed {
+        /// The path it had in the base.
+        from: String,
+        /// Its mode.
+        mode: u32,
+    },
+}
+
+/// What `copy` changed against `base` (both made by [`make_copy`](super::make_copy); the copy then
+/// worked in by tools and commands). Both trees are walked with the rules of `make_copy`, each under
+/// its own ignore files, so an ignored build output is no change; a path one tree's walk takes is
+/// looked up in the other even where that one ignores it. Nothing is followed: a symlink is a file
+/// whose content is its target. Directories are not changes: an empty one added or removed is not in
+/// the patch.
+pub fn changes(base: &Path, copy: &Path) -> Result<Patch, CopyError> {
+    let base_tree = Tree::open(base)?;
+    let copy_tree = Tree::open(copy)?;
+    let olds = base_tree.listing()?;
+    let news = copy_tree.listing()?;
+    let paths: BTreeSet<&PathBuf> = olds.keys().chain(news.keys()).collect();
+    let mut added = Vec::new();
+    let mut deleted = Vec::new();
+    let mut modified = Vec::new();
+    let mut buffers = Buffers::default();
+    for rel in paths {
+        let old = match olds.get(rel) {
+            Some(meta) => Some(meta.clone()),
+            None => base_tree.look(rel)?,
+        };
+        let new = match news.get(rel) {
+            Some(meta) => Some(meta.clone()),
+            None => copy_tree.look(rel)?,
+        };
+        match (old, new) {
+            (None, None) => {}
+            (None, Some(new)) => added.push((text_path(rel)?, copy_tree.load(rel, &new)?)),
+            (Some(old), None) => deleted.push((text_path(rel)?, base_tree.load(rel, &old)?)),
+            (Some(old), Some(new)) => {
+                if !same(&base_tree, &copy_tree, rel, &old, &new, &mut buffers)? {
+                    modified.push((text_path(rel)?, base_tree.load(rel, &old)?, copy_tree.load(rel, &new)?));
+                }
+            }
+        }
+    }
+    Ok(assemble(added, deleted, modified))
+}
+
+/// A file of a tree as its walk saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Meta {
+    /// A regular file: its permission bits and size.
+    File { perm: u32, size: u64 },
+    /// A symlink: its target.
+    Link(Vec<u8>),
+}
+
+/// A file's mode and content, loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Blob {
+    mode: u32,
+    bytes: Vec<u8>,
+}
+
+impl Blob {
+    fn side(&self) -> Side<'_> {
+        Side { mode: self.mode, bytes: &self.bytes }
+    }
+}
+
+/// One of the two trees, open.
+struct Tree<'a> {
+    root: &'a Path,
+    fd: OwnedFd,
+}
+
+impl<'a> Tree<'a> {
+    fn open(root: &'a Path) -> Result<Tree<'a>, CopyError> {
+        Ok(Tree { root, fd: open_root(root)? })
+    }
+
+    /// Every file the walk takes, by path.
+    fn listing(&self) -> Result<BTreeMap<PathBuf, Meta>, CopyError> {
+        let mut lister = Lister { root: self.root, files: BTreeMap::new() };
+        walk(self.root, &self.fd, &mut lister)?;
+        Ok(lister.files)
+    }
+
+    /// The file at `rel`, which the walk did not take (ignored here, or absent): found no-follow.
+    /// A directory, a special file or nothing there is no file.
+    fn look(&self, rel: &Path) -> Result<Option<Meta>, CopyError> {
+        let found = found_beneath(self.fd.as_fd(), &parts(rel))
+            .map_err(CopyError::io("look at", &self.root.join(rel)))?;
+        Ok(match found {
+            Found::File { mode, bytes, .. } => Some(Meta::File { perm: mode, size: bytes.len() as u64 }),
+            Found::Symlink(target) => Some(Meta::Link(target)),
+            Found::Missing | Found::Dir | Found::Blocked(_) => None,
+        })
+    }
+
+    /// The regular file at `rel`, opened no-follow.
+    fn open_file(&self, rel: &Path) -> Result<fs::File, CopyError> {
+        let path = self.root.join(rel);
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let fd = walk_open(self.fd.as_fd(), &parts(rel), flags, Mode::empty())
+            .map_err(CopyError::errno("open", &path))?;
+        let stat = rfs::fstat(&fd).map_err(CopyError::errno("look at", &path))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(CopyError::Io {
+                op: "read",
+                path,
+                source: std::io::Error::other("it is no longer a regular file"),
+            });
+        }
+        Ok(fs::File::from(fd))
+    }
+
+    /// The mode and content of the file at `rel` the walk saw as `meta`.
+    fn load(&self, rel: &Path, meta: &Meta) -> Result<Blob, CopyError> {
+        match meta {
+            Meta::Link(target) => Ok(Blob { mode: SYMLINK, bytes: target.clone() }),
+            Meta::File { perm, size } => {
+                let mut bytes = Vec::with_capacity(usize::try_from(*size).unwrap_or(0));
+                self.open_file(rel)?
+                    .read_to_end(&mut bytes)
+                    .map_err(CopyError::io("read", &self.root.join(rel)))?;
+                Ok(Blob { mode: REGULAR | perm, bytes })
+            }
+        }
+    }
+}
+
+/// Two buffers for comparing files, made once for all of them.
+struct Buffers([Vec<u8>; 2]);
+
+impl Default for Buffers {
+    fn default() -> Buffers {
+        Buffers([vec![0; COMPARE_CHUNK], vec![0; COMPARE_CHUNK]])
+    }
+}
+
+/// Bytes of each file read at a time while two are compared.
+const COMPARE_CHUNK: usize = 64 << 10;
+
+/// Whether the file at `rel` is the same in both trees: kind, mode and bytes (compared as they are
+/// read, stopping at the first difference).
+fn same(
+    base: &Tree<'_>,
+    copy: &Tree<'_>,
+    rel: &Path,
+    old: &Meta,
+    new: &Meta,
+    buffers: &mut Buffers,
+) -> Result<bool, CopyError> {
+    match (old, new) {
+        (Meta::File { perm: p1, size: s1 }, Meta::File { perm: p2, size: s2 }) => {
+            if p1 != p2 || s1 != s2 {
+                return Ok(false);
+            }
+            let read = |tree: &Tree<'_>| CopyError::io("read", &tree.root.join(rel));
+            let (mut a, mut b) = (base.open_file(rel)?, copy.open_file(rel)?);
+            let [abuf, bbuf] = &mut buffers.0;
+            loop {
+                let n = read_full(&mut a, abuf).map_err(|e| read(base)(e))?;
+                let m = read_full(&mut b, bbuf).map_err(|e| read(copy)(e))?;
+                if abuf[..n] != bbuf[..m] {
+                    return Ok(false);
+                }
+                if n == 0 {
+                    return Ok(true);
+                }
+            }
+        }
+        (Meta::Link(t1), Meta::Link(t2)) => Ok(t1 == t2),
+        _ => Ok(false),
+    }
+}
+
+/// Reads until `buf` is full or the file ends; the bytes read.
+fn read_full(file: &mut fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Collects what a tree's walk takes.
+struct Lister<'a> {
+    root: &'a Path,
+    files: BTreeMap<PathBuf, Meta>,
+}
+
+impl Visitor for Lister<'_> {
+    fn entered(&mut self, _: &At<'_>, _: &OwnedFd) -> Result<bool, CopyError> {
+        Ok(true)
+    }
+
+    fn left(&mut self, _: &Path) -> Result<(), CopyError> {
+        Ok(())
+    }
+
+    fn file(&mut self, at: &At<'_>) -> Result<(), CopyError> {
+        let stat = match rfs::statat(at.parent, at.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(CopyError::errno("look at", &self.root.join(at.rel))(e)),
+        };
+        if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
+            let size = u64::try_from(stat.st_size).unwrap_or(0);
+            self.files.insert(at.rel.to_path_buf(), Meta::File { perm: stat.st_mode & 0o7777, size });
+        }
+        Ok(())
+    }
+
+    fn symlink(&mut self, at: &At<'_>) -> Result<(), CopyError> {
+        match rfs::readlinkat(at.parent, at.name, Vec::new()) {
+            Ok(target) => {
+                self.files.insert(at.rel.to_path_buf(), Meta::Link(target.into_bytes()));
+                Ok(())
+            }
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::INVAL) => Ok(()),
+            Err(e) => Err(CopyError::errno("read the symlink", &self.root.join(at.rel))(e)),
+        }
+    }
+}
+
+/// A changed file's path as text.
+fn text_path(rel: &Path) -> Result<String, CopyError> {
+    rel.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| CopyError::NotUtf8 { op: "name the changed file", path: rel.to_path_buf() })
+}
+
+/// One file of the patch before it is written: its path, its base side (with the base's path,
+/// another for a rename) and its copy side.
+struct Entry {
+    path: String,
+    old: Option<(String, Blob)>,
+    new: Option<Blob>,
+}
+
+/// The patch of the added, deleted and modified files: an added file with the bytes, kind and mode
+/// of a deleted one (not empty) is a rename of it.
+fn assemble(
+    added: Vec<(String, Blob)>,
+    deleted: Vec<(String, Blob)>,
+    modified: Vec<(String, Blob, Blob)>,
+) -> Patch {
+    let mut deleted: Vec<Option<(String, Blob)>> = deleted.into_iter().map(Some).collect();
+    let mut entries: Vec<Entry> = Vec::new();
+    for (path, blob) in added {
+        let twin = deleted
+            .iter_mut()
+            .find(|d| d.as_ref().is_some_and(|(_, old)| !old.bytes.is_empty() && *old == blob))
+            .and_then(Option::take);
+        entries.push(Entry { path, old: twin, new: Some(blob) });
+    }
+    for (path, blob) in deleted.into_iter().flatten() {
+        entries.push(Entry { path: path.clone(), old: Some((path, blob)), new: None });
+    }
+    for (path, old, new) in modified {
+        entries.push(Entry { path: path.clone(), old: Some((path, old)), new: Some(new) });
+    }
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut patch = Patch { files: Vec::new(), unified: String::new(), lines_added: 0, lines_removed: 0 };
+    for Entry { path, old, new } in entries {
+        let old_path = old.as_ref().map_or(path.as_str(), |(p, _)| p.as_str()).to_string();
+        let old = old.map(|(_, blob)| blob);
+        let counted = file_section(
+            &mut patch.unified,
+            &old_path,
+            &path,
+            old.as_ref().map(Blob::side),
+            new.as_ref().map(Blob::side),
+        );
+        let change = match (old, new) {
+            (Some(_), Some(n)) if old_path != path => Change::Renamed { from: old_path, mode: n.mode },
+            (Some(o), Some(n)) if o.bytes == n.bytes && o.mode & TYPE_MASK == n.mode & TYPE_MASK => {
+                Change::Mode { old_mode: o.mode, new_mode: n.mode }
+            }
+            (Some(o), Some(n)) => Change::Modified { old_mode: o.mode, new_mode: n.mode },
+            (Some(o), None) => Change::Deleted { mode: o.mode },
+            (None, Some(n)) => Change::Added { mode: n.mode },
+            (None, None) => continue,
+        };
+        patch.lines_added += counted.added;
+        patch.lines_removed += counted.removed;
+        patch.files.push(FileChange {
+            path,
+            change,
+            binary: counted.binary,
+            lines_added: counted.added,
+            lines_removed: counted.removed,
+        });
+    }
+    patch
+}

@@ -1,0 +1,150 @@
+//! The walk of a tree that every copy operation shares: the files the `search` tool sees, hidden ones
+//! included.
+//!
+//! A directory's `.gitignore`, `.ignore` and `.rgignore` are read through its descriptor and apply to
+//! everything below it, the innermost rule deciding (the rules of `crate::tools::search`, whose
+//! matcher this reuses): no ignore file above the root, no global git excludes. `.git` (a directory,
+//! or the file of a linked worktree) is never taken, nor [`EVIDENCE_FOLDER`] at the root.
+//!
+//! Every directory is opened relative to its parent's descriptor with `O_NOFOLLOW`, and entries are
+//! handed to the visitor as (parent descriptor, name): a symlink is reported as one, never followed,
+//! and a directory swapped for a symlink while the walk runs is passed over.
+
+use super::error::CopyError;
+use crate::tools::search::{ignore_rules, Rules};
+use agentd_protocol::task::EVIDENCE_FOLDER;
+use ignore::Match;
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{self as rfs, AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::io::Errno;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Where an entry is: its directory, open, its name in it, and its path from the root.
+pub(super) struct At<'a> {
+    /// The directory holding the entry.
+    pub(super) parent: BorrowedFd<'a>,
+    /// The entry's name in `parent`.
+    pub(super) name: &'a OsStr,
+    /// The entry's path relative to the root.
+    pub(super) rel: &'a Path,
+}
+
+/// What the walk tells about the entries it takes, in sorted order, depth first.
+pub(super) trait Visitor {
+    /// A directory, opened (read-only, no-follow). When this says yes its entries come next, then
+    /// [`Visitor::left`]; when no, the walk passes over it.
+    fn entered(&mut self, at: &At<'_>, dir: &OwnedFd) -> Result<bool, CopyError>;
+    /// The directory at `rel`, entered before, has no more entries.
+    fn left(&mut self, rel: &Path) -> Result<(), CopyError>;
+    /// A regular file (as the directory listed it: the visitor opens it no-follow to be sure).
+    fn file(&mut self, at: &At<'_>) -> Result<(), CopyError>;
+    /// A symlink, not followed.
+    fn symlink(&mut self, at: &At<'_>) -> Result<(), CopyError>;
+}
+
+/// Opens the root of a tree: a directory (the path itself may go through symlinks: it is the
+/// caller's).
+pub(super) fn open_root(root: &Path) -> Result<OwnedFd, CopyError> {
+    rfs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(CopyError::errno("open the directory", root))
+}
+
+/// A directory being read: its descriptor, its paths, its rules and its entries still to visit
+/// (sorted, last first).
+struct Level {
+    dir: OwnedFd,
+    rel: PathBuf,
+    abs: PathBuf,
+    rules: Rc<Rules>,
+    entries: Vec<(OsString, FileType)>,
+}
+
+/// Walks the tree at `root` (open as `root_fd`), telling `visitor` about every directory, regular
+/// file and symlink it takes. Fifos, sockets and devices are passed over.
+pub(super) fn walk(root: &Path, root_fd: &OwnedFd, visitor: &mut impl Visitor) -> Result<(), CopyError> {
+    let dir = rfs::openat(root_fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(CopyError::errno("open the directory", root))?;
+    let rules = Rc::new(Rules { here: ignore_rules(&dir, root), parent: None });
+    let entries = sorted_entries(&dir, root)?;
+    let mut stack = vec![Level { dir, rel: PathBuf::new(), abs: root.to_path_buf(), rules, entries }];
+    while let Some(level) = stack.last_mut() {
+        let Some((name, kind)) = level.entries.pop() else {
+            if let Some(done) = stack.pop() {
+                if !stack.is_empty() {
+                    visitor.left(&done.rel)?;
+                }
+            }
+            continue;
+        };
+        let is_dir = kind == FileType::Directory;
+        let abs = level.abs.join(&name);
+        if !taken(&name, &abs, is_dir, &level.rules, level.rel.as_os_str().is_empty()) {
+            continue;
+        }
+        let rel = level.rel.join(&name);
+        let at = At { parent: level.dir.as_fd(), name: &name, rel: &rel };
+        match kind {
+            FileType::Directory => {
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let dir = match rfs::openat(&level.dir, name.as_os_str(), flags, Mode::empty()) {
+                    Ok(dir) => dir,
+                    // Gone or swapped for a symlink or a file since it was listed.
+                    Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => continue,
+                    Err(e) => return Err(CopyError::errno("open the directory", &abs)(e)),
+                };
+                if !visitor.entered(&at, &dir)? {
+                    continue;
+                }
+                let rules =
+                    Rc::new(Rules { here: ignore_rules(&dir, &abs), parent: Some(level.rules.clone()) });
+                let entries = sorted_entries(&dir, &abs)?;
+                stack.push(Level { dir, rel, abs, rules, entries });
+            }
+            FileType::RegularFile => visitor.file(&at)?,
+            FileType::Symlink => visitor.symlink(&at)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether the walk takes an entry: never `.git`, nor the evidence folder at the root; then the
+/// ignore files decide. Hidden names are taken.
+fn taken(name: &OsStr, abs: &Path, is_dir: bool, rules: &Rules, at_root: bool) -> bool {
+    if name == ".git" || (at_root && name == EVIDENCE_FOLDER) {
+        return false;
+    }
+    !matches!(rules.matched(abs, is_dir), Match::Ignore(()))
+}
+
+/// The entries of the open directory `dir` (at `abs`) with their types (`lstat` relative to it where
+/// the directory does not say), sorted by name and reversed, so popping visits them in order.
+fn sorted_entries(dir: &OwnedFd, abs: &Path) -> Result<Vec<(OsString, FileType)>, CopyError> {
+    let read = |e| CopyError::errno("read the directory", abs)(e);
+    let mut entries = Vec::new();
+    for entry in Dir::read_from(dir).map_err(read)? {
+        let entry = entry.map_err(read)?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            FileType::Unknown => match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => FileType::from_raw_mode(st.st_mode),
+                Err(_) => continue,
+            },
+            kind => kind,
+        };
+        entries.push((name.to_os_string(), kind));
+    }
+    entries.sort_by(|a, b| b.0.cmp(&a.0));
+    Ok(entries)
+}
+
+/// `rel`'s components, for opening beneath a root.
+pub(super) fn parts(rel: &Path) -> Vec<OsString> {
+    rel.iter().map(OsStr::to_os_string).collect()
+}
