@@ -47,7 +47,11 @@ fn main() -> ExitCode {
 
 /// The part a teammate's request serves (`Part N`), from its handoff.
 fn part(body: &Value) -> Option<String> {
-    let opening = body["messages"][1]["content"].as_str()?;
+    let first = body["messages"].as_array()?.iter().find(|m| m["role"] == "user")?;
+    let opening: String = match first["content"].as_str() {
+        Some(text) => text.to_string(),
+        None => first["content"].as_array()?.iter().filter_map(|p| p["text"].as_str()).collect(),
+    };
     opening.strip_prefix("Part ").map(|rest| rest.split_whitespace().next().unwrap_or("").to_string())
 }
 
@@ -86,7 +90,10 @@ async fn server(parts: Vec<(String, String)>, together: bool) -> ScriptedServer 
 }
 
 fn three_parts() -> Vec<(String, String)> {
-    [("coder", "1"), ("reviewer", "2"), ("tester", "3")].iter().map(|(r, p)| (r.to_string(), p.to_string())).collect()
+    [("coder", "1"), ("reviewer", "2"), ("tester", "3")]
+        .iter()
+        .map(|(r, p)| (r.to_string(), p.to_string()))
+        .collect()
 }
 
 const SPECIALISTS: &str = "[team.specialists.reviewer]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n\
@@ -109,7 +116,10 @@ fn run() -> Result<()> {
     let rt = runtime()?;
     let ws = tempfile::tempdir().map_err(|e| e.to_string())?;
     std::fs::write(ws.path().join("README.md"), "a workspace\n").map_err(|e| e.to_string())?;
-    println!("bench_branches: each model answer takes {} ms; each teammate makes {STEPS} requests", ms(DELAY));
+    println!(
+        "bench_branches: each model answer takes {} ms; each teammate makes {STEPS} requests",
+        ms(DELAY)
+    );
 
     let mut walls = Vec::new();
     for together in [true, false] {
@@ -147,7 +157,8 @@ fn run() -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut peak = idle;
     loop {
-        let branches = server.chat_requests().iter().skip(served_before).filter(|b| part(b).is_some()).count();
+        let branches =
+            server.chat_requests().iter().skip(served_before).filter(|b| part(b).is_some()).count();
         peak = peak.max(rss_kib(pid)?);
         if branches >= WIDE * (STEPS - 1) || Instant::now() > deadline {
             break;
@@ -160,9 +171,16 @@ fn run() -> Result<()> {
     }
     let requests = server.chat_requests().len() - served_before;
     let cpu = cpu_ms(pid)? - cpu_before;
-    let instances: std::collections::BTreeSet<String> =
-        events.iter().filter(|e| e["kind"] == "delegated").filter_map(|e| e["to_role"].as_str().map(String::from)).collect();
-    println!("  {WIDE} branches at once ({} agents: {}):", instances.len(), instances.iter().cloned().collect::<Vec<_>>().join(" "));
+    let instances: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "delegated")
+        .filter_map(|e| e["to_role"].as_str().map(String::from))
+        .collect();
+    println!(
+        "  {WIDE} branches at once ({} agents: {}):",
+        instances.len(),
+        instances.iter().cloned().collect::<Vec<_>>().join(" ")
+    );
     println!(
         "    memory: {} KiB idle, {} KiB peak with {WIDE} in flight: {:.0} KiB per running branch",
         idle,

@@ -24,8 +24,11 @@ fn config(base_url: &str, copies: &Path) -> String {
     let specialists = "[team.specialists.reviewer]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n\
                        [team.specialists.tester]\nprovider = \"scripted\"\nmodel = \"gpt-4o\"\n\n";
     let tools = format!("[tools]\ncopies = \"{}\"\n", copies.display());
-    team_config(base_url, "gpt-4o", &format!("{specialists}{tools}"))
-        .replacen("[team.coder]\n", "[team.coder]\nmax_instances = 3\n", 1)
+    team_config(base_url, "gpt-4o", &format!("{specialists}{tools}")).replacen(
+        "[team.coder]\n",
+        "[team.coder]\nmax_instances = 3\n",
+        1,
+    )
 }
 
 /// The text of a request's messages after the system prompt, as one string.
@@ -35,7 +38,7 @@ fn said(body: &Value) -> String {
 
 /// The first message after the system prompt: the lead's objective, or a teammate's handoff.
 fn opening(body: &Value) -> String {
-    body["messages"][1]["data"].as_str().unwrap_or_default().to_string()
+    body["messages"][1]["content"].as_str().unwrap_or_default().to_string()
 }
 
 /// How many tool results the request carries.
@@ -57,7 +60,9 @@ fn branch_of<'a>(body: &Value, names: &[&'a str]) -> Option<&'a str> {
 fn delegations(calls: &[(&str, &str, &str)]) -> Step {
     sse(calls
         .iter()
-        .map(|(id, to, part)| tool_call_with_id(id, "delegate", json!({"to": to, "objective": format!("Part {part}")})))
+        .map(|(id, to, part)| {
+            tool_call_with_id(id, "delegate", json!({"to": to, "objective": format!("Part {part}")}))
+        })
         .collect())
 }
 
@@ -93,7 +98,11 @@ async fn three_delegations_in_one_answer_run_at_once_and_each_result_is_its_call
     assert_eq!(branches.len(), 3, "one request per branch");
     let first = branches.iter().map(|r| r.received).min().unwrap();
     let last = branches.iter().map(|r| r.received).max().unwrap();
-    assert!(last.duration_since(first) < second, "the branches overlap: {:?} apart", last.duration_since(first));
+    assert!(
+        last.duration_since(first) < second,
+        "the branches overlap: {:?} apart",
+        last.duration_since(first)
+    );
 
     // Each result is its own call's, in call order.
     let lead_last = chats.last().unwrap();
@@ -102,7 +111,9 @@ async fn three_delegations_in_one_answer_run_at_once_and_each_result_is_its_call
         .unwrap()
         .iter()
         .filter(|m| m["role"] == "tool")
-        .map(|m| (m["tool_call_id"].as_str().unwrap().to_string(), m["data"].as_str().unwrap().to_string()))
+        .map(|m| {
+            (m["tool_call_id"].as_str().unwrap().to_string(), m["content"].as_str().unwrap().to_string())
+        })
         .collect();
     assert_eq!(
         tools,
@@ -173,7 +184,8 @@ async fn two_coders_on_different_files_both_land_each_from_its_own_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_coders_on_the_same_lines_the_first_lands_and_the_second_is_a_conflict_told_to_the_lead() {
     let base = "one\ntwo\nthree\n";
-    let server = two_writers(("shared.txt", "one\nTWO by A\nthree\n"), ("shared.txt", "one\nTWO by B\nthree\n")).await;
+    let server =
+        two_writers(("shared.txt", "one\nTWO by A\nthree\n"), ("shared.txt", "one\nTWO by B\nthree\n")).await;
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("shared.txt"), base).unwrap();
     let copies = tempfile::tempdir().unwrap();
@@ -188,7 +200,10 @@ async fn two_coders_on_the_same_lines_the_first_lands_and_the_second_is_a_confli
     assert!(returned[0].get("conflicts").is_none(), "{:#?}", returned[0]);
     let conflicts = returned[1]["conflicts"].as_array().expect("the second is a conflict");
     assert_eq!(conflicts.len(), 1);
-    assert_eq!((conflicts[0]["path"].as_str(), conflicts[0]["kind"].as_str()), (Some("shared.txt"), Some("both_changed")));
+    assert_eq!(
+        (conflicts[0]["path"].as_str(), conflicts[0]["kind"].as_str()),
+        (Some("shared.txt"), Some("both_changed"))
+    );
     assert_eq!(conflicts[0]["lines"], json!([2]));
     // Its version reads back whole from the evidence the conflict names.
     let id = conflicts[0]["evidence_id"].as_str().unwrap();
@@ -229,7 +244,8 @@ async fn files_a_command_creates_and_deletes_in_a_copy_come_back_in_its_patch() 
     let mode = std::fs::metadata(ws.path().join("run.sh")).unwrap().permissions().mode();
     assert_eq!(mode & 0o111, 0o111, "the mode change came back");
     assert_eq!(std::fs::read_to_string(ws.path().join("b.txt")).unwrap(), "b\n");
-    let returned = events.iter().find(|e| e["kind"] == "delegation_returned" && e["from_role"] == "coder").unwrap();
+    let returned =
+        events.iter().find(|e| e["kind"] == "delegation_returned" && e["from_role"] == "coder").unwrap();
     assert_eq!(returned["files_changed"], 3, "{returned}");
     let patch = d.client().call("evidence.read", json!({"id": returned["patch_evidence_id"]})).unwrap();
     let text = patch["data"].as_str().unwrap();
@@ -261,7 +277,11 @@ async fn kill_9_with_three_branches_in_flight_resumes_each_once() {
     // Wait for the three branches' second requests (each has written its file in its copy).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let waiting = server.chat_requests().iter().filter(|b| branch_of(b, &["A", "B", "C"]).is_some() && results(b) > 0).count();
+        let waiting = server
+            .chat_requests()
+            .iter()
+            .filter(|b| branch_of(b, &["A", "B", "C"]).is_some() && results(b) > 0)
+            .count();
         if waiting >= 3 {
             break;
         }
@@ -276,12 +296,16 @@ async fn kill_9_with_three_branches_in_flight_resumes_each_once() {
     let after = d.wait_for_state_not(&task, "running", Duration::from_secs(60));
     assert_eq!(after["state"], "finished", "{after}\n{}", d.serve_log());
     for part in ["A", "B", "C"] {
-        assert_eq!(std::fs::read_to_string(ws.path().join(format!("{part}.txt"))).unwrap(), format!("{part}\n"));
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join(format!("{part}.txt"))).unwrap(),
+            format!("{part}\n")
+        );
     }
     let events = d.logged_events(&task);
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     let records = d.client().call("log.get", json!({"task_id": task})).unwrap();
-    let all: Vec<u64> = records["records"].as_array().unwrap().iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    let all: Vec<u64> =
+        records["records"].as_array().unwrap().iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert!(all.windows(2).all(|w| w[1] == w[0] + 1), "seq contiguous: {all:?}");
     assert!(!seqs.is_empty());
     let called = events.iter().filter(|e| e["kind"] == "tool_called").count();
@@ -289,7 +313,8 @@ async fn kill_9_with_three_branches_in_flight_resumes_each_once() {
     assert_eq!(called, ended, "every tool call ended");
     // Each delegation returned (and its patch merged) once.
     for id in ["d1", "d2", "d3"] {
-        let returned = events.iter().filter(|e| e["kind"] == "delegation_returned" && e["call_id"] == id).count();
+        let returned =
+            events.iter().filter(|e| e["kind"] == "delegation_returned" && e["call_id"] == id).count();
         assert_eq!(returned, 1, "{id}: {events:#?}");
     }
     // No branch ran twice: each wrote once.

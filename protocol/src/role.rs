@@ -167,7 +167,9 @@ mod tests {
         assert_eq!(reviewer.instance(5).name(), "reviewer#5", "an instance's instance is its role's");
         // The lead is one; a word that is no instance is a specialist's name.
         assert_eq!(Role::Lead.instance(2), Role::Lead);
-        for word in ["lead#2", "#2", "a#b", "coder#x", "coder#", "a#b#2", "coder#99999999", "coder#02", "coder#0"] {
+        for word in
+            ["lead#2", "#2", "a#b", "coder#x", "coder#", "a#b#2", "coder#99999999", "coder#02", "coder#0"]
+        {
             assert!(matches!(Role::parse(word), Role::Specialist(_)), "{word}");
             assert_eq!(Role::parse(word).name(), word);
         }

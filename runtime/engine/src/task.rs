@@ -277,7 +277,7 @@ pub async fn compact_stopped(
 fn remove_copies(engine: &Engine, task_id: &str) {
     let folder = engine.team().copies.join(task_id);
     if folder.exists() {
-        if let Err(e) = std::fs::remove_dir_all(&folder) {
+        if let Err(e) = agentd_agents::copies::remove_copy(&folder) {
             tracing::warn!(task = %task_id, folder = %folder.display(), error = %e, "working copies could not be removed");
         }
     }
@@ -437,26 +437,23 @@ mod tests {
     }
 
     #[test]
-    fn a_lone_unanswered_delegate_call_is_a_pending_delegation() {
-        let asked = Message::new(
+    fn the_unanswered_delegate_calls_of_the_last_answer_are_pending() {
+        let d = |id: &str| call(id, "delegate", json!({"to": "coder", "objective": "x"}));
+        let asked = Message::new(Speaker::Assistant, vec![d("d1")]);
+        assert_eq!(pending_delegations(&[Message::user("Fix it"), asked.clone()]), ["d1"]);
+        // Several: those with no result, in call order; another tool's call is not a delegation.
+        let three = Message::new(
             Speaker::Assistant,
-            vec![call("d1", "delegate", json!({"to": "coder", "objective": "x"}))],
+            vec![d("d1"), call("r1", "read_file", json!({})), d("d2"), d("d3")],
         );
-        let pending = pending_delegation(&[Message::user("Fix it"), asked.clone()]).unwrap();
-        assert_eq!((pending.call_id.as_str(), &pending.to), ("d1", &Role::Coder));
-        // Beside another call, answered, or not the last word: not a delegation to resume into.
-        let two = Message::new(
-            Speaker::Assistant,
-            vec![
-                call("d1", "delegate", json!({"to": "coder", "objective": "x"})),
-                call("r1", "read_file", json!({})),
-            ],
-        );
-        assert!(pending_delegation(&[two]).is_none());
-        assert!(pending_delegation(&[asked.clone(), Message::tool_result("d1", "done", false)]).is_none());
+        let answered = Message::tool_result("d2", "done", false);
+        assert_eq!(pending_delegations(&[three, answered]), ["d1", "d3"]);
+        assert!(pending_delegations(&[asked.clone(), Message::tool_result("d1", "done", false)]).is_empty());
         let reading = Message::new(Speaker::Assistant, vec![call("r1", "read_file", json!({"path": "a"}))]);
-        assert!(pending_delegation(&[reading]).is_none());
-        assert!(pending_delegation(&[]).is_none());
+        assert!(pending_delegations(&[reading]).is_empty());
+        assert!(pending_delegations(&[]).is_empty());
+        // Only the last answer counts: an earlier one's calls were answered or repaired long ago.
+        assert!(pending_delegations(&[asked, Message::assistant_text("done")]).is_empty());
     }
 
     #[test]

@@ -53,7 +53,11 @@ pub(super) fn copies(raw: Option<PathBuf>, path: &Path, invalid: Invalid) -> Res
     if dir.starts_with(&home) {
         return Err(invalid(
             "tools.copies".into(),
-            format!("{} lies inside the daemon's home {}, which commands must not reach", dir.display(), home.display()),
+            format!(
+                "{} lies inside the daemon's home {}, which commands must not reach",
+                dir.display(),
+                home.display()
+            ),
         ));
     }
     Ok(dir)

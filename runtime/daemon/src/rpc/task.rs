@@ -7,8 +7,8 @@ use crate::supervisor::{Cancel, Compact, Followup, IsRunning, Resume, Submit};
 use agentd_engine::fitter::GaugeOf;
 use agentd_protocol::rpc::{
     method, CompactParams, CompactResult, EventsParams, EventsResult, Handle, MessageParams, NoParams,
-    ResumeParams, RoleStatus, Spent, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed,
-    TaskRef, TaskStatus, TaskSummary,
+    ResumeParams, RoleStatus, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
+    TaskStatus, TaskSummary,
 };
 use agentd_protocol::{Role, TaskState};
 use std::collections::BTreeMap;

@@ -32,7 +32,7 @@ use super::Agent;
 use crate::error::TurnError;
 use crate::fitter::Fitted;
 use agentd_agents::tools::ToolOutcome;
-use agentd_protocol::{EventKind, Message, Role, ToolName, Tokens, TurnSettings};
+use agentd_protocol::{EventKind, Message, Role, Tokens, ToolName, TurnSettings};
 use std::collections::{BTreeMap, VecDeque};
 use tokio::task::JoinHandle;
 
@@ -82,7 +82,8 @@ pub(super) fn plan(
         };
         let to = Role::from(args.to);
         let Some(config) = team.role(to.base()) else {
-            let names: Vec<String> = team.roles().filter(|r| *r != Role::Lead).map(|r| r.to_string()).collect();
+            let names: Vec<String> =
+                team.roles().filter(|r| *r != Role::Lead).map(|r| r.to_string()).collect();
             let refused = format!("no team member {:?}; delegate to one of: {}", to.name(), names.join(", "));
             plans.push(Some(Plan::Refused(refused)));
             continue;
@@ -198,7 +199,13 @@ impl Agent {
         let (instance, objective, copy) = match plan {
             Plan::Refused(why) => {
                 let work = Work::Ready(failure(why));
-                running.0.push_back(Branch { call: call.clone(), instance: None, work, alongside: false, copy: None });
+                running.0.push_back(Branch {
+                    call: call.clone(),
+                    instance: None,
+                    work,
+                    alongside: false,
+                    copy: None,
+                });
                 return Ok(());
             }
             Plan::Branch { instance, objective, copy } => (instance, objective, copy),
@@ -227,7 +234,13 @@ impl Agent {
             false => None,
         };
         let work = self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), true).await?;
-        running.0.push_back(Branch { call: call.clone(), instance: Some(instance), work, alongside, copy: made });
+        running.0.push_back(Branch {
+            call: call.clone(),
+            instance: Some(instance),
+            work,
+            alongside,
+            copy: made,
+        });
         Ok(())
     }
 
@@ -365,7 +378,8 @@ impl Agent {
     /// each from its own history, in its own working copy — or started; their results logged whole in
     /// call order.
     pub(super) async fn resume_delegations(&mut self, resumed: Resumed) -> Result<(), TurnError> {
-        let Some(answer) = self.history.iter().rev().find(|m| m.role == agentd_protocol::Speaker::Assistant).cloned()
+        let Some(answer) =
+            self.history.iter().rev().find(|m| m.role == agentd_protocol::Speaker::Assistant).cloned()
         else {
             return Ok(());
         };
@@ -390,13 +404,21 @@ impl Agent {
                 break;
             }
             let step = match (resumed.started.get(&call.id), plan) {
-                (Some(started), Plan::Branch { objective, .. }) => self.continue_branch(call, started, &objective, &mut running).await,
+                (Some(started), Plan::Branch { objective, .. }) => {
+                    self.continue_branch(call, started, &objective, &mut running).await
+                }
                 (None, plan) => {
                     // Never started: it starts now, as it would have (`tool_called` was logged before).
                     self.start_branch_quietly(call, plan, &mut running).await
                 }
                 (Some(_), Plan::Refused(why)) => {
-                    running.0.push_back(Branch { call: call.clone(), instance: None, work: Work::Ready(failure(why)), alongside: false, copy: None });
+                    running.0.push_back(Branch {
+                        call: call.clone(),
+                        instance: None,
+                        work: Work::Ready(failure(why)),
+                        alongside: false,
+                        copy: None,
+                    });
                     Ok(())
                 }
             };
@@ -445,16 +467,33 @@ impl Agent {
         };
         let fresh = !started.handed_over;
         let work = self.spawn_branch(&call.id, &started.instance, objective, copy.as_ref(), fresh).await?;
-        running.0.push_back(Branch { call: call.clone(), instance: Some(started.instance.clone()), work, alongside: false, copy });
+        running.0.push_back(Branch {
+            call: call.clone(),
+            instance: Some(started.instance.clone()),
+            work,
+            alongside: false,
+            copy,
+        });
         Ok(())
     }
 
     /// A branch a resume starts that had not started before the stop: as [`start_branch`], its
     /// `tool_called` already logged.
-    async fn start_branch_quietly(&mut self, call: &Call, plan: Plan, running: &mut Running) -> Result<(), TurnError> {
+    async fn start_branch_quietly(
+        &mut self,
+        call: &Call,
+        plan: Plan,
+        running: &mut Running,
+    ) -> Result<(), TurnError> {
         let (instance, objective, copy) = match plan {
             Plan::Refused(why) => {
-                running.0.push_back(Branch { call: call.clone(), instance: None, work: Work::Ready(failure(why)), alongside: false, copy: None });
+                running.0.push_back(Branch {
+                    call: call.clone(),
+                    instance: None,
+                    work: Work::Ready(failure(why)),
+                    alongside: false,
+                    copy: None,
+                });
                 return Ok(());
             }
             Plan::Branch { instance, objective, copy } => (instance, objective, copy),
@@ -464,14 +503,26 @@ impl Agent {
                 Ok(copy) => Some(copy),
                 Err(why) => {
                     let text = format!("delegation to {instance} not started: {why}");
-                    running.0.push_back(Branch { call: call.clone(), instance: Some(instance), work: Work::Ready(failure(text)), alongside: true, copy: None });
+                    running.0.push_back(Branch {
+                        call: call.clone(),
+                        instance: Some(instance),
+                        work: Work::Ready(failure(text)),
+                        alongside: true,
+                        copy: None,
+                    });
                     return Ok(());
                 }
             },
             false => None,
         };
         let work = self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), true).await?;
-        running.0.push_back(Branch { call: call.clone(), instance: Some(instance), work, alongside: false, copy: made });
+        running.0.push_back(Branch {
+            call: call.clone(),
+            instance: Some(instance),
+            work,
+            alongside: false,
+            copy: made,
+        });
         Ok(())
     }
 }
@@ -489,7 +540,17 @@ fn role_name(role: &Option<Role>) -> String {
 /// `delegation_returned` for a settled branch.
 fn returned_event(from: Role, call_id: &str, outcome: &ToolOutcome, merged: Option<&Merge>) -> EventKind {
     let mut event = EventKind::returned(from, outcome.content.clone());
-    if let EventKind::DelegationReturned { call_id: id, failed, patch_evidence_id, files_changed, lines_added, lines_removed, conflicts, .. } = &mut event {
+    if let EventKind::DelegationReturned {
+        call_id: id,
+        failed,
+        patch_evidence_id,
+        files_changed,
+        lines_added,
+        lines_removed,
+        conflicts,
+        ..
+    } = &mut event
+    {
         *id = Some(call_id.to_string());
         *failed = !outcome.ok;
         if let Some(merge) = merged {

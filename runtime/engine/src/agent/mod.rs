@@ -21,7 +21,6 @@
 //! - `thinking`: clearing old thinking after an idle spell.
 
 mod branches;
-mod working_copy;
 mod handoff;
 mod memory;
 mod refusals;
@@ -30,19 +29,20 @@ mod servers;
 mod thinking;
 mod tools;
 mod turn;
+mod working_copy;
 
 use crate::context::TaskCtx;
 use crate::error::{TurnError, TurnResult};
 use crate::fitter::{MeterOf, Requested, RequestedDone};
 use crate::meter::Meter;
 use crate::storage::StorageError;
+use agentd_agents::workspace::Workspace;
 use agentd_policies::compaction::OBJECTIVE_PREFIX;
 use agentd_policies::Thresholds;
 use agentd_protocol::Receipt;
 use agentd_protocol::{EventKind, Message, Part, Record, Speaker, Tokens};
 use agentd_protocol::{MessageKind, Role, ToolName, TurnSettings};
 use futures_util::future::BoxFuture;
-use agentd_agents::workspace::Workspace;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;

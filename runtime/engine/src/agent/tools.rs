@@ -13,8 +13,8 @@ use crate::tool_servers::ToolFailure;
 use agentd_agents::tools::{self as agent_tools, ToolContext, ToolOutcome};
 use agentd_policies::args::{Args, ArgsError};
 use agentd_protocol::EventKind;
-use agentd_protocol::TurnSettings;
 use agentd_protocol::ToolName;
+use agentd_protocol::TurnSettings;
 
 /// `read_evidence`'s arguments.
 struct ReadEvidenceArgs {

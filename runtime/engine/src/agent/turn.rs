@@ -55,7 +55,7 @@ pub(super) enum Started {
 }
 
 /// A tool call of an answer.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(super) struct Call {
     pub id: String,
     pub name: ToolName,
@@ -381,12 +381,14 @@ impl Agent {
                     Ok(()) => {
                         self.begin_call(call)?;
                         match self.call_tool(&turn.snapshot, &call.name, &call.arguments).await {
-                            Ok(result) => self.end_call(turn, fitted, carried, call, result).await.map(|ran| {
-                                carried += ran.tokens;
-                                if ran.finished.is_some() {
-                                    finished = ran.finished;
-                                }
-                            }),
+                            Ok(result) => {
+                                self.end_call(turn, fitted, carried, call, result).await.map(|ran| {
+                                    carried += ran.tokens;
+                                    if ran.finished.is_some() {
+                                        finished = ran.finished;
+                                    }
+                                })
+                            }
                             Err(e) => Err(e),
                         }
                     }
@@ -482,7 +484,11 @@ pub(super) struct Ran {
 pub(super) fn calls_of(answer: &Message) -> Vec<Call> {
     answer
         .tool_calls()
-        .map(|(id, name, args)| Call { id: id.to_string(), name: ToolName::parse(name), arguments: args.to_string() })
+        .map(|(id, name, args)| Call {
+            id: id.to_string(),
+            name: ToolName::parse(name),
+            arguments: args.to_string(),
+        })
         .collect()
 }
 

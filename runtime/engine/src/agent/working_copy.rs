@@ -47,7 +47,7 @@ impl Copy {
     /// Removes the copy and its base (once its changes are merged and archived). A copy that cannot
     /// be removed is left, said in the log: it holds nothing the archive does not.
     pub(super) fn remove(self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.folder) {
+        if let Err(e) = copies::remove_copy(&self.folder) {
             tracing::warn!(folder = %self.folder.display(), error = %e, "a merged working copy could not be removed");
         }
     }
@@ -106,7 +106,10 @@ impl Merge {
 /// The folder of one branch's copy: `<copies>/<task>/<call id>`.
 fn folder_of(copies: &Path, task_id: &str, call_id: &str) -> PathBuf {
     // A call id is the model's word: only its safe characters make the folder's name.
-    let safe: String = call_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let safe: String = call_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect();
     copies.join(task_id).join(if safe.is_empty() { "call".to_string() } else { safe })
 }
 
@@ -116,11 +119,13 @@ impl Agent {
     pub(super) fn working_copy(&self, call_id: &str, instance: &Role) -> Result<Copy, String> {
         let folder = folder_of(&self.task.engine.team().copies, &self.task.task_id, call_id);
         if folder.exists() {
-            std::fs::remove_dir_all(&folder)
-                .map_err(|e| format!("a stale working copy at {} could not be cleared: {e}", folder.display()))?;
+            std::fs::remove_dir_all(&folder).map_err(|e| {
+                format!("a stale working copy at {} could not be cleared: {e}", folder.display())
+            })?;
         }
         let (base, work) = (folder.join("base"), folder.join("work"));
-        let made = copies::make_copy(self.task.workspace.root(), &base).and_then(|_| copies::make_copy(&base, &work));
+        let made = copies::make_copy(self.task.workspace.root(), &base)
+            .and_then(|_| copies::make_copy(&base, &work));
         if let Err(e) = made {
             let _ = std::fs::remove_dir_all(&folder);
             return Err(format!("its working copy could not be made in {}: {e}", folder.display()));
@@ -162,7 +167,8 @@ impl Agent {
         if patch.is_empty() {
             return Ok(Merge { applied: apply, ..Merge::default() });
         }
-        let evidence_id = self.archive(call_id, &from, patch.unified.as_bytes(), "text/x-diff", format!("{from}'s patch"))?;
+        let evidence_id =
+            self.archive(call_id, &from, patch.unified.as_bytes(), "text/x-diff", format!("{from}'s patch"))?;
         let mut merge = Merge {
             evidence_id: Some(evidence_id),
             files_changed: patch.files.len() as u64,
@@ -178,7 +184,10 @@ impl Agent {
             Ok(merged) => merged,
             Err(e) => {
                 let id = merge.evidence_id.clone().unwrap_or_default();
-                return Ok(Merge { evidence_id: merge.evidence_id, ..kept(format!("the merge failed ({e}); the patch is evidence {id}")) });
+                return Ok(Merge {
+                    evidence_id: merge.evidence_id,
+                    ..kept(format!("the merge failed ({e}); the patch is evidence {id}"))
+                });
             }
         };
         for conflict in &merged.conflicts {

@@ -33,7 +33,9 @@ fn shown(plans: &[Option<Plan>]) -> Vec<String> {
         .iter()
         .map(|p| match p {
             None => "-".to_string(),
-            Some(Plan::Branch { instance, copy, .. }) => format!("{instance}{}", if *copy { "+copy" } else { "" }),
+            Some(Plan::Branch { instance, copy, .. }) => {
+                format!("{instance}{}", if *copy { "+copy" } else { "" })
+            }
             Some(Plan::Refused(why)) => format!("refused: {why}"),
         })
         .collect()
@@ -70,7 +72,10 @@ fn instances_take_calls_side_by_side_and_writers_get_copies() {
 #[test]
 fn a_call_that_cannot_run_is_refused_with_why() {
     let refused = planned(&[delegate("nobody"), delegate("lead"), delegate("coder#4")], 3);
-    assert!(refused[0].starts_with("refused: no team member \"nobody\"; delegate to one of: coder"), "{refused:?}");
+    assert!(
+        refused[0].starts_with("refused: no team member \"nobody\"; delegate to one of: coder"),
+        "{refused:?}"
+    );
     assert_eq!(refused[1], "refused: an agent cannot delegate to itself");
     assert!(refused[2].contains("past coder's max_instances (3)"), "{refused:?}");
     let bad = Call { id: "x".into(), name: ToolName::Delegate, arguments: "{".into() };
