@@ -23,8 +23,9 @@ pub enum Role {
     Coder,
     /// A configured teammate (`[team.specialists.NAME]`), named by its configuration.
     Specialist(String),
-    /// The second (third …) agent of a teammate's role in one task: `coder#2`.
-    Instance(Instance),
+    /// The second (third …) agent of a teammate's role in one task: `coder#2`. Boxed: a role is in
+    /// every event, and the common ones stay a word's size.
+    Instance(Box<Instance>),
 }
 
 /// The `n`th agent (`n` ≥ 2) of a teammate's role in one task, written `ROLE#n`.
@@ -77,7 +78,7 @@ impl Role {
             return base;
         }
         let name = format!("{}{INSTANCE_MARK}{n}", base.name());
-        Role::Instance(Instance { of: Box::new(base), n, name })
+        Role::Instance(Box::new(Instance { of: Box::new(base), n, name }))
     }
 
     /// The role whose settings this agent runs with: itself, or the role of an instance.

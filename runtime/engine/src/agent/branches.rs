@@ -25,15 +25,16 @@
 //! that had not returned: each from its own history, in its own working copy; one that had not
 //! started starts.
 
+use super::resumed::{Resumed, Started};
 use super::tools::{failure, CallOutcome, DelegateArgs};
-use super::turn::{Call, Turn};
+use super::turn::{calls_of, Call, Turn};
 use super::working_copy::{Copy, Merge};
 use super::Agent;
 use crate::error::TurnError;
 use crate::fitter::Fitted;
 use agentd_agents::tools::ToolOutcome;
 use agentd_protocol::{EventKind, Message, Role, Tokens, ToolName, TurnSettings};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use tokio::task::JoinHandle;
 
 /// What a `delegate` call of an answer does.
@@ -158,29 +159,68 @@ enum Work {
 #[derive(Default)]
 pub(super) struct Running(VecDeque<Branch>);
 
-/// A branch of the lead's last answer that a resume continues: what its `delegated` event said.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Started {
-    /// The agent it ran on.
-    pub instance: Role,
-    /// Its working copy, if it had one.
-    pub working_copy: Option<String>,
-    /// Whether its agent had logged the handoff (so it continues from its history rather than being
-    /// handed the objective again).
-    pub handed_over: bool,
-}
-
-/// What a resume knows of the lead's interrupted answer: its calls with no result, and the branches
-/// that had started, by call id.
-#[derive(Debug, Clone, Default)]
-pub struct Resumed {
-    /// The `delegate` calls of the lead's last answer that have no result, in call order.
-    pub pending: Vec<String>,
-    /// The branches that had started, by the call they answer.
-    pub started: BTreeMap<String, Started>,
-}
-
 impl Agent {
+    /// Runs the calls of an answer (already logged) in order — its `delegate` calls at once, each on a
+    /// branch of its own (see [`super::branches`]) — and logs their results in call order; the
+    /// `finish` summary when one was accepted.
+    pub(super) async fn run_tools(
+        &mut self,
+        turn: &Turn,
+        fitted: &Fitted,
+        answer: &Message,
+    ) -> Result<Option<String>, TurnError> {
+        let calls = calls_of(answer);
+        let plans = self.plan(&turn.snapshot, &calls);
+        let mut finished = None;
+        // What the next request carries before the results: this one and the answer.
+        let mut carried = fitted.count.total.tokens + fitted.meter.count_message(answer).tokens;
+        let mut branches = Running::default();
+        let mut outcome = Ok(());
+        for (call, plan) in calls.iter().zip(plans) {
+            let step = match plan {
+                Some(plan) => {
+                    // Its agent busy with an earlier call of this answer: that call is settled first.
+                    let busy = match plan.instance() {
+                        Some(instance) => {
+                            self.settle_through(turn, fitted, &mut carried, &mut branches, instance).await
+                        }
+                        None => Ok(()),
+                    };
+                    match busy {
+                        Ok(()) => self.start_branch(call, plan, &mut branches).await,
+                        Err(e) => Err(e),
+                    }
+                }
+                None => match self.settle_all(turn, fitted, &mut carried, &mut branches).await {
+                    Ok(()) => {
+                        self.begin_call(call)?;
+                        match self.call_tool(&turn.snapshot, &call.name, &call.arguments).await {
+                            Ok(result) => {
+                                self.end_call(turn, fitted, carried, call, result).await.map(|ran| {
+                                    carried += ran.tokens;
+                                    if ran.finished.is_some() {
+                                        finished = ran.finished;
+                                    }
+                                })
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = step {
+                outcome = Err(e);
+                break;
+            }
+        }
+        // Every branch started is waited for, even when a step failed: none outlives the turn.
+        let settled = self.settle_all(turn, fitted, &mut carried, &mut branches).await;
+        outcome?;
+        settled?;
+        Ok(finished)
+    }
+
     /// The plan of each call of an answer (see [`plan`]).
     pub(super) fn plan(&self, snapshot: &TurnSettings, calls: &[Call]) -> Vec<Option<Plan>> {
         let delegating = snapshot.tools.contains(&ToolName::Delegate);
@@ -383,7 +423,7 @@ impl Agent {
         else {
             return Ok(());
         };
-        let calls = super::turn::calls_of(&answer);
+        let calls = calls_of(&answer);
         let snapshot = self.task.snapshot(&self.role)?;
         let plans = self.plan(&snapshot, &calls);
         let mut running = Running::default();

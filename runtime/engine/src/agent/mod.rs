@@ -25,6 +25,7 @@ mod handoff;
 mod memory;
 mod refusals;
 mod results;
+mod resumed;
 mod servers;
 mod thinking;
 mod tools;
@@ -121,13 +122,13 @@ impl Member {
     /// The `delegate` calls this (lead) agent was waiting on when the daemon stopped, continued after
     /// a resume: each branch from its own history (in its own working copy), the ones that had not
     /// started started; their results stored in call order.
-    pub async fn resume_delegations(&self, resumed: branches::Resumed) -> Result<(), TurnError> {
+    pub async fn resume_delegations(&self, resumed: Resumed) -> Result<(), TurnError> {
         let mut agent = self.agent.lock().await;
         agent.resume_delegations(resumed).await
     }
 }
 
-pub use branches::{Resumed, Started as StartedBranch};
+pub use resumed::{Resumed, Started as StartedBranch};
 
 /// A task's team: its members by role (the lead, the coder, the specialists, and the instances of a
 /// role a resumed log names), formed once when the task's run starts, so a member can find the

@@ -346,67 +346,6 @@ impl Agent {
         Ok(())
     }
 
-    /// Runs the calls of an answer (already logged) in order — its `delegate` calls at once, each on a
-    /// branch of its own (see [`super::branches`]) — and logs their results in call order; the
-    /// `finish` summary when one was accepted.
-    pub(super) async fn run_tools(
-        &mut self,
-        turn: &Turn,
-        fitted: &Fitted,
-        answer: &Message,
-    ) -> Result<Option<String>, TurnError> {
-        let calls = calls_of(answer);
-        let plans = self.plan(&turn.snapshot, &calls);
-        let mut finished = None;
-        // What the next request carries before the results: this one and the answer.
-        let mut carried = fitted.count.total.tokens + fitted.meter.count_message(answer).tokens;
-        let mut branches = super::branches::Running::default();
-        let mut outcome = Ok(());
-        for (call, plan) in calls.iter().zip(plans) {
-            let step = match plan {
-                Some(plan) => {
-                    // Its agent busy with an earlier call of this answer: that call is settled first.
-                    let busy = match plan.instance() {
-                        Some(instance) => {
-                            self.settle_through(turn, fitted, &mut carried, &mut branches, instance).await
-                        }
-                        None => Ok(()),
-                    };
-                    match busy {
-                        Ok(()) => self.start_branch(call, plan, &mut branches).await,
-                        Err(e) => Err(e),
-                    }
-                }
-                None => match self.settle_all(turn, fitted, &mut carried, &mut branches).await {
-                    Ok(()) => {
-                        self.begin_call(call)?;
-                        match self.call_tool(&turn.snapshot, &call.name, &call.arguments).await {
-                            Ok(result) => {
-                                self.end_call(turn, fitted, carried, call, result).await.map(|ran| {
-                                    carried += ran.tokens;
-                                    if ran.finished.is_some() {
-                                        finished = ran.finished;
-                                    }
-                                })
-                            }
-                            Err(e) => Err(e),
-                        }
-                    }
-                    Err(e) => Err(e),
-                },
-            };
-            if let Err(e) = step {
-                outcome = Err(e);
-                break;
-            }
-        }
-        // Every branch started is waited for, even when a step failed: none outlives the turn.
-        let settled = self.settle_all(turn, fitted, &mut carried, &mut branches).await;
-        outcome?;
-        settled?;
-        Ok(finished)
-    }
-
     /// A call begins: `tool_called`, and a file it names to change becomes a working file.
     pub(super) fn begin_call(&mut self, call: &Call) -> Result<(), TurnError> {
         let Call { id, name, arguments } = call;
