@@ -325,3 +325,75 @@ async fn kill_9_with_three_branches_in_flight_resumes_each_once() {
         .count();
     assert_eq!(writes, 3, "no branch started over");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_whose_model_fails_is_an_error_result_and_the_others_go_on() {
+    let server = ScriptedServer::builder()
+        .responder(|body| match branch_of(body, &["A", "B", "C"]) {
+            // The reviewer's provider refuses for good: a used-up quota is never resent.
+            Some("B") => Step::Fault(Fault::QuotaExhausted),
+            Some(part) => delayed(sse(vec![finish(&format!("{part} done"))]), Duration::from_millis(300)),
+            None if results(body) == 0 => {
+                delegations(&[("d1", "coder", "A"), ("d2", "reviewer", "B"), ("d3", "tester", "C")])
+            }
+            None => sse(vec![finish("two of three done")]),
+        })
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Three parts, one fails", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    let returned: Vec<&Value> = events.iter().filter(|e| e["kind"] == "delegation_returned").collect();
+    let failed: Vec<(&str, bool)> =
+        returned.iter().map(|e| (e["call_id"].as_str().unwrap(), e["failed"] == true)).collect();
+    assert_eq!(failed, [("d1", false), ("d2", true), ("d3", false)]);
+    assert!(returned[1]["summary"].as_str().unwrap().starts_with("reviewer's turn failed:"), "{:#?}", returned[1]);
+    // The lead read it as its call's error result, the others as theirs.
+    let last = server.chat_requests().into_iter().last().unwrap();
+    let results: Vec<&Value> = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(results.len(), 3);
+    assert!(results[1]["content"].as_str().unwrap().contains("quota"), "{:#?}", results[1]);
+    assert_eq!(results[2]["content"], "C done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_stops_every_branch_and_kills_their_commands() {
+    let marker = "sleep 37.25";
+    let server = ScriptedServer::builder()
+        .responder(move |body| match (branch_of(body, &["A", "B"]), results(body)) {
+            (Some(_), 0) => sse(vec![tool_call("run_command", json!({"command": marker, "timeout_s": 120}))]),
+            (Some(part), _) => sse(vec![finish(&format!("{part} done"))]),
+            (None, 0) => delegations(&[("d1", "coder", "A"), ("d2", "coder", "B")]),
+            (None, _) => sse(vec![finish("done")]),
+        })
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Two long commands", ws.path());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while agentd_test_support::browser::processes_naming(marker).len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "both commands never ran: {}", d.serve_log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let asked = std::time::Instant::now();
+    d.client().call("task.cancel", json!({"task_id": task})).expect("cancel");
+    let after = d.wait_for_state_not(&task, "running", Duration::from_secs(20));
+    assert_eq!(after["state"], "cancelled", "{after}");
+    assert!(asked.elapsed() < Duration::from_secs(10), "the cancel took {:?}", asked.elapsed());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !agentd_test_support::browser::processes_naming(marker).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "a branch's command outlived the cancel");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let events = d.logged_events(&task);
+    let called = events.iter().filter(|e| e["kind"] == "tool_called").count();
+    let ended = events.iter().filter(|e| e["kind"] == "tool_finished").count();
+    assert_eq!(called, ended, "every call ended: {events:#?}");
+    // A cancelled task's copies are removed.
+    assert_eq!(std::fs::read_dir(copies.path()).map(|d| d.count()).unwrap_or(0), 0);
+}
