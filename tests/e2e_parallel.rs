@@ -397,3 +397,82 @@ async fn a_cancel_stops_every_branch_and_kills_their_commands() {
     // A cancelled task's copies are removed.
     assert_eq!(std::fs::read_dir(copies.path()).map(|d| d.count()).unwrap_or(0), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_that_overflows_its_window_compacts_without_touching_the_others() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let reads = Arc::new(AtomicUsize::new(0));
+    let (reads_in, window) = (reads.clone(), 16_384);
+    let server = ScriptedServer::builder()
+        .max_model_len(Some(window))
+        .window(window)
+        .responder(move |body| {
+            if is_summary_request(body) {
+                return sse_with_usage(vec![text("Summary: the data files were read one by one.")], 900, 20);
+            }
+            let first_user = body["messages"].as_array().and_then(|m| m.iter().find(|m| m["role"] == "user"));
+            let opening = first_user.map(|m| m["content"].to_string()).unwrap_or_default();
+            if opening.contains("Part A") {
+                // The coder reads 30 files of ~1,500 tokens: past its window, it must compact.
+                let n = reads_in.fetch_add(1, Ordering::SeqCst);
+                return if n < 30 {
+                    sse(vec![tool_call("read_file", json!({"path": format!("data/file_{}.txt", n % 10)}))])
+                } else {
+                    sse(vec![finish("read them all")])
+                };
+            }
+            if opening.contains("Part B") {
+                // The reviewer reads two files, slowly, while the coder compacts.
+                return match results(body) {
+                    n if n < 2 => delayed(
+                        sse(vec![tool_call("read_file", json!({"path": format!("data/file_{n}.txt")}))]),
+                        Duration::from_millis(400),
+                    ),
+                    _ => sse(vec![finish("reviewed two")]),
+                };
+            }
+            match results(body) {
+                0 => delegations(&[("d1", "coder", "A"), ("d2", "reviewer", "B")]),
+                _ => sse(vec![finish("done")]),
+            }
+        })
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("data")).unwrap();
+    for i in 0..10 {
+        let text: String = (0..200).map(|n| format!("record {i}-{n}: value {}\n", (n * 7919 + i) % 10007)).collect();
+        std::fs::write(ws.path().join(format!("data/file_{i}.txt")), text).unwrap();
+    }
+    let copies = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Read, and review", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    assert_eq!(server.refused(), 0, "nothing over the window");
+    let compacted: Vec<&str> =
+        events.iter().filter(|e| e["kind"] == "compaction_finished").map(|e| e["role"].as_str().unwrap()).collect();
+    assert!(!compacted.is_empty() && compacted.iter().all(|r| *r == "coder"), "{compacted:?}");
+    // The reviewer's history was never rewritten: no checkpoint of its own, and each of its requests
+    // carries the one before it whole.
+    let log = d.client().call("log.get", json!({"task_id": task})).unwrap();
+    let reviewer_checkpoints = log["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["type"] == "checkpoint" && r["role"] == "reviewer")
+        .count();
+    assert_eq!(reviewer_checkpoints, 0);
+    let reviewer: Vec<Value> = server
+        .chat_requests()
+        .into_iter()
+        .filter(|b| !is_summary_request(b) && opening(b).starts_with("Part B"))
+        .map(|b| b["messages"].clone())
+        .collect();
+    assert_eq!(reviewer.len(), 3, "{reviewer:#?}");
+    for pair in reviewer.windows(2) {
+        let (before, after) = (pair[0].as_array().unwrap(), pair[1].as_array().unwrap());
+        assert_eq!(&after[..before.len()], &before[..], "the reviewer's request grew by appending only");
+    }
+}
