@@ -106,8 +106,13 @@ pub fn spent_of(spent: &agentd_protocol::Amount, budget: Option<&agentd_protocol
 pub fn print_task_line(t: &TaskSummary) {
     // In a fleet, the node running the task (or that last ran it) follows its state.
     let node = t.node.as_deref().map(|n| format!(" @{n}")).unwrap_or_default();
+    // The agents at work on its delegations, while it runs.
+    let branches = match t.branches.as_slice() {
+        [] => String::new(),
+        agents => format!(" [{}]", agents.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ")),
+    };
     say!(
-        "{}  {:<13} {}  {:<24} {}{node}",
+        "{}  {:<13} {}  {:<24} {}{node}{branches}",
         t.task_id,
         t.state.as_str(),
         t.created_at,

@@ -87,6 +87,21 @@ async fn three_delegations_in_one_answer_run_at_once_and_each_result_is_its_call
     let copies = tempfile::tempdir().unwrap();
     let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
     let task = d.submit("Run three parts", ws.path());
+    // While the three are at work, `status` and `tasks` name them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.chat_requests().iter().filter(|b| branch_of(b, &["A", "B", "C"]).is_some()).count() < 3 {
+        assert!(std::time::Instant::now() < deadline, "the branches never started: {}", d.serve_log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    let running: Vec<&str> = status["branches"].as_array().unwrap().iter().map(|b| b["role"].as_str().unwrap()).collect();
+    assert_eq!(running, ["coder", "reviewer", "tester"], "{status}");
+    let listed = d.client().call("task.list", json!({})).unwrap();
+    let mine = listed.as_array().unwrap().iter().find(|t| t["task_id"] == task.as_str()).unwrap();
+    assert_eq!(mine["branches"], json!(["coder", "reviewer", "tester"]), "{mine}");
+    let shown = d.cli(&["status", &task]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("branch     coder running: Part A"), "{shown}");
     let events = d.events_until_end(&task, Duration::from_secs(60));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
 

@@ -154,6 +154,9 @@ pub struct TaskSummary {
     /// The task's budget in force (its own over `[budgets]`'s); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// While the task runs (or waits): the agents running its open delegations (`coder`, `coder#2`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<Role>,
 }
 
 /// A role's last measured request, in `task.status`.

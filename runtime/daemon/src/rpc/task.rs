@@ -31,7 +31,16 @@ impl Handle<method::TaskList> for Methods {
                 let end = self.shared.ends.get(&t.task_id);
                 let engine = &self.shared.engine;
                 let spent = engine.ledger().task(engine.storage().as_ref(), &t.task_id)?;
+                // Only a task that runs has branches running: its log alone is read for them.
+                let branches = match t.state.is_active() {
+                    true => agentd_protocol::event::open_branches(&self.events(&t.task_id)?)
+                        .into_iter()
+                        .map(|b| b.role)
+                        .collect(),
+                    false => Vec::new(),
+                };
                 Ok(TaskSummary {
+                    branches,
                     spent,
                     budget: engine.team().budgets.for_task(t.budget).any(),
                     state: match (&end, self.shared.stalls.get(&t.task_id)) {
