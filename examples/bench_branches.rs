@@ -117,7 +117,7 @@ fn run() -> Result<()> {
     let ws = tempfile::tempdir().map_err(|e| e.to_string())?;
     std::fs::write(ws.path().join("README.md"), "a workspace\n").map_err(|e| e.to_string())?;
     println!(
-        "bench_branches: each model answer takes {} ms; each teammate makes {STEPS} requests",
+        "bench_branches: each model answer takes {}; each teammate makes {STEPS} requests",
         ms(DELAY)
     );
 
@@ -128,7 +128,7 @@ fn run() -> Result<()> {
         let wall = timed(&d, ws.path(), "three parts")?;
         let requests = server.chat_requests().len();
         println!(
-            "  three parts {}: {} ms, {requests} model requests",
+            "  three parts {}: {}, {requests} model requests",
             if together { "at once      " } else { "one at a time" },
             ms(wall)
         );
