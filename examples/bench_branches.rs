@@ -116,10 +116,7 @@ fn run() -> Result<()> {
     let rt = runtime()?;
     let ws = tempfile::tempdir().map_err(|e| e.to_string())?;
     std::fs::write(ws.path().join("README.md"), "a workspace\n").map_err(|e| e.to_string())?;
-    println!(
-        "bench_branches: each model answer takes {}; each teammate makes {STEPS} requests",
-        ms(DELAY)
-    );
+    println!("bench_branches: each model answer takes {}; each teammate makes {STEPS} requests", ms(DELAY));
 
     let mut walls = Vec::new();
     for together in [true, false] {

@@ -94,7 +94,8 @@ async fn three_delegations_in_one_answer_run_at_once_and_each_result_is_its_call
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
-    let running: Vec<&str> = status["branches"].as_array().unwrap().iter().map(|b| b["role"].as_str().unwrap()).collect();
+    let running: Vec<&str> =
+        status["branches"].as_array().unwrap().iter().map(|b| b["role"].as_str().unwrap()).collect();
     assert_eq!(running, ["coder", "reviewer", "tester"], "{status}");
     let listed = d.client().call("task.list", json!({})).unwrap();
     let mine = listed.as_array().unwrap().iter().find(|t| t["task_id"] == task.as_str()).unwrap();
@@ -180,8 +181,14 @@ async fn two_coders_on_different_files_both_land_each_from_its_own_copy() {
     let roles: Vec<&str> = delegated.iter().map(|e| e["to_role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["coder", "coder#2"]);
     assert!(delegated.iter().all(|e| e["working_copy"].is_string()), "{delegated:#?}");
-    // Each instance has its own history, named as such.
+    // Each instance has its own history, named as such: in the events, the gauge and the log.
     assert!(events.iter().any(|e| e["role"] == "coder#2" && e["kind"] == "request_sent"));
+    let gauge = d.cli(&["context", &task, "--role", "coder#2"]);
+    assert!(gauge.status.success(), "{}", String::from_utf8_lossy(&gauge.stderr));
+    let log = String::from_utf8_lossy(&d.cli(&["log", &task]).stdout).to_string();
+    assert!(log.contains("coder#2"), "{log}");
+    let past = d.cli(&["context", &task, "--role", "coder#4"]);
+    assert!(!past.status.success(), "coder#4 is past max_instances = 3");
     let returned: Vec<&Value> = events.iter().filter(|e| e["kind"] == "delegation_returned").collect();
     assert_eq!(returned.len(), 2);
     for r in &returned {
@@ -365,10 +372,15 @@ async fn a_branch_whose_model_fails_is_an_error_result_and_the_others_go_on() {
     let failed: Vec<(&str, bool)> =
         returned.iter().map(|e| (e["call_id"].as_str().unwrap(), e["failed"] == true)).collect();
     assert_eq!(failed, [("d1", false), ("d2", true), ("d3", false)]);
-    assert!(returned[1]["summary"].as_str().unwrap().starts_with("reviewer's turn failed:"), "{:#?}", returned[1]);
+    assert!(
+        returned[1]["summary"].as_str().unwrap().starts_with("reviewer's turn failed:"),
+        "{:#?}",
+        returned[1]
+    );
     // The lead read it as its call's error result, the others as theirs.
     let last = server.chat_requests().into_iter().last().unwrap();
-    let results: Vec<&Value> = last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    let results: Vec<&Value> =
+        last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
     assert_eq!(results.len(), 3);
     assert!(results[1]["content"].as_str().unwrap().contains("quota"), "{:#?}", results[1]);
     assert_eq!(results[2]["content"], "C done");
@@ -457,7 +469,8 @@ async fn a_branch_that_overflows_its_window_compacts_without_touching_the_others
     let ws = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(ws.path().join("data")).unwrap();
     for i in 0..10 {
-        let text: String = (0..200).map(|n| format!("record {i}-{n}: value {}\n", (n * 7919 + i) % 10007)).collect();
+        let text: String =
+            (0..200).map(|n| format!("record {i}-{n}: value {}\n", (n * 7919 + i) % 10007)).collect();
         std::fs::write(ws.path().join(format!("data/file_{i}.txt")), text).unwrap();
     }
     let copies = tempfile::tempdir().unwrap();
@@ -466,8 +479,11 @@ async fn a_branch_that_overflows_its_window_compacts_without_touching_the_others
     let events = d.events_until_end(&task, Duration::from_secs(120));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
     assert_eq!(server.refused(), 0, "nothing over the window");
-    let compacted: Vec<&str> =
-        events.iter().filter(|e| e["kind"] == "compaction_finished").map(|e| e["role"].as_str().unwrap()).collect();
+    let compacted: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "compaction_finished")
+        .map(|e| e["role"].as_str().unwrap())
+        .collect();
     assert!(!compacted.is_empty() && compacted.iter().all(|r| *r == "coder"), "{compacted:?}");
     // The reviewer's history was never rewritten: no checkpoint of its own, and each of its requests
     // carries the one before it whole.

@@ -11,7 +11,7 @@ use agentd_providers::OpenAiClient;
 use agentd_test_support::chat_request as request;
 use agentd_test_support::{
     context_length_exceeded, cut_stream, empty_stream, hang, rate_limited, reasoning, server_error, sse,
-    sse_with_usage, text, tool_call_with_id, ScriptedServer,
+    sse_with_usage, text, tool_call_with_id, ScriptedServer, Step,
 };
 use common::cancel_after;
 use serde_json::json;
@@ -210,4 +210,39 @@ async fn an_unreachable_server_is_a_transport_error() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(client.probe_window("m").await, Err(ProviderError::Transport { .. })));
+}
+
+/// `max_concurrent` bounds the requests in flight: with a bound of 2 and four requests at once
+/// against a server that takes 300 ms an answer, the server's own log has them in two waves — never
+/// three in flight — and every one is answered (one beyond the bound waits, it never fails). The
+/// requests' deadlines start when they are sent: a 500 ms total deadline holds for the last wave,
+/// which waited 300 ms for its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_beyond_max_concurrent_wait_their_turn_and_never_fail() {
+    let answer = Duration::from_millis(300);
+    let server = agentd_test_support::ScriptedServer::builder()
+        .responder(move |_| Step::Delayed(answer, Box::new(sse(vec![text("ok")]))))
+        .start()
+        .await;
+    let deadlines =
+        agentd_providers::Deadlines { idle: Duration::from_secs(5), total: Duration::from_millis(500) };
+    let client =
+        agentd_providers::Client::from(OpenAiClient::new(&server.base_url(), None).with_deadlines(deadlines))
+            .with_max_concurrent(2);
+    let req = request(server.model(), vec![Message::user("hi")]);
+    let cancel = CancellationToken::new();
+    let asked = (0..4).map(|_| client.chat(&req, &cancel));
+    let answers = futures_util::future::join_all(asked).await;
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    let mut received: Vec<Instant> = server
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| r.received)
+        .collect();
+    received.sort();
+    assert_eq!(received.len(), 4);
+    // At most two at once: the third came only once one of the first two was answered.
+    assert!(received[2].duration_since(received[0]) >= answer - Duration::from_millis(20), "{received:?}");
+    assert!(received[1].duration_since(received[0]) < answer, "the first two went together");
 }

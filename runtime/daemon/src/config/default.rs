@@ -12,6 +12,7 @@ base_url = "http://127.0.0.1:8000/v1"
 # api_key_env = "OPENAI_API_KEY"    # optional: the name of an environment variable holding the key
 # cache = { read_factor = 0.1, min_tokens = 1024 }   # optional: the server's prompt cache (a cached
 #                                   # token at 0.1x); compactions then land where the next turns cost least
+# max_concurrent = 4                # model requests in flight to this server at once; more wait their turn
 
 [team.lead]
 provider = "local"
@@ -24,6 +25,8 @@ model = "qwen3-coder"
 provider = "local"
 model = "qwen3-coder"
 # verify = "cargo test"             # optional: the coder's finish is rejected while this command fails
+max_instances = 3                   # coders one task may run at once (coder, coder#2, coder#3), each
+                                    # in a working copy of its own, merged back; 1: one at a time
 
 # [team.specialists.reviewer]
 # provider = "local"
@@ -62,6 +65,7 @@ model = "qwen3-coder"
 
 [tools]
 command_timeout = "120s"
+# copies = "/var/tmp/agentd-copies-UID"   # where writers running at once get their working copies
 
 # The kernel sandbox of run_command and `verify` (Landlock, plus network and mount namespaces and no
 # capabilities where the daemon may make them). Commands write only beneath the workspace and a

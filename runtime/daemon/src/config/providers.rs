@@ -150,6 +150,20 @@ mod tests {
     }
 
     #[test]
+    fn max_concurrent_is_read_and_a_bad_one_is_named() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.providers["local"].max_concurrent, super::DEFAULT_MAX_CONCURRENT);
+        let with = |n: &str| {
+            DEFAULT_CONFIG.replace("kind = \"openai\"", &format!("kind = \"openai\"\nmax_concurrent = {n}"))
+        };
+        assert_eq!(parse(&with("12")).unwrap().providers["local"].max_concurrent, 12);
+        for bad in ["0", "-1", "5000"] {
+            let e = parse(&with(bad)).unwrap_err().to_string();
+            assert!(e.contains("providers.local.max_concurrent") && e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
     fn a_declared_cache_is_read_and_a_bad_factor_is_named() {
         let with = |cache: &str| {
             DEFAULT_CONFIG.replace("kind = \"openai\"", &format!("kind = \"openai\"\ncache = {cache}"))

@@ -208,6 +208,27 @@ mod tests {
     }
 
     #[test]
+    fn max_instances_is_read_and_a_bad_one_is_named() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!((c.team.lead.max_instances, c.team.coder.max_instances), (1, 3), "the example shows 3");
+        let plain = DEFAULT_CONFIG.replace("max_instances = 3 ", "");
+        assert_eq!(parse(&plain).unwrap().team.coder.max_instances, 1, "default: one at a time");
+        for (bad, key) in [("0", "team.coder.max_instances"), ("65", "team.coder.max_instances")] {
+            let e = parse(&DEFAULT_CONFIG.replace("max_instances = 3", &format!("max_instances = {bad}")))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains(bad), "{e}");
+        }
+        let lead = DEFAULT_CONFIG.replacen("[team.lead]\n", "[team.lead]\nmax_instances = 2\n", 1);
+        let e = parse(&lead).unwrap_err().to_string();
+        assert!(e.contains("team.lead.max_instances") && e.contains("the lead is one"), "{e}");
+        let hashed =
+            format!("{DEFAULT_CONFIG}\n[team.specialists.\"rev#2\"]\nprovider = \"local\"\nmodel = \"m\"\n");
+        let e = parse(&hashed).unwrap_err().to_string();
+        assert!(e.contains("team.specialists.rev#2") && e.contains("`#`"), "{e}");
+    }
+
+    #[test]
     fn unknown_provider_is_named() {
         let text = DEFAULT_CONFIG.replacen("provider = \"local\"", "provider = \"nope\"", 1);
         let e = parse(&text).unwrap_err().to_string();

@@ -128,6 +128,19 @@ mod tests {
     use std::path::PathBuf;
 
     #[test]
+    fn the_copies_folder_is_absolute_and_outside_the_home() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.team.copies, super::default_copies());
+        let with =
+            |dir: &str| DEFAULT_CONFIG.replacen("[tools]\n", &format!("[tools]\ncopies = \"{dir}\"\n"), 1);
+        assert_eq!(parse(&with("/srv/copies")).unwrap().team.copies, PathBuf::from("/srv/copies"));
+        for (bad, why) in [("copies", "absolute"), ("/h/copies", "inside the daemon's home")] {
+            let e = parse(&with(bad)).unwrap_err().to_string();
+            assert!(e.contains("tools.copies") && e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn bad_duration_is_named() {
         let text = DEFAULT_CONFIG.replace("\"120s\"", "\"soon\"");
         let e = parse(&text).unwrap_err().to_string();
