@@ -239,9 +239,13 @@ async fn two_coders_on_the_same_lines_the_first_lands_and_the_second_is_a_confli
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_a_command_creates_and_deletes_in_a_copy_come_back_in_its_patch() {
+    let ws = tempfile::tempdir().unwrap();
+    // A command in a copy is sandboxed to the copy: the real workspace is out of its reach.
+    let escape = format!("echo escaped > {}/escaped.txt", ws.path().display());
     let server = ScriptedServer::builder()
-        .responder(|body| match (branch_of(body, &["A", "B"]), results(body)) {
-            (Some("A"), 0) => sse(vec![tool_call(
+        .responder(move |body| match (branch_of(body, &["A", "B"]), results(body)) {
+            (Some("A"), 0) => sse(vec![tool_call("run_command", json!({"command": escape}))]),
+            (Some("A"), 1) => sse(vec![tool_call(
                 "run_command",
                 json!({"command": "echo generated > gen.txt && rm old.txt && chmod +x run.sh"}),
             )]),
@@ -252,7 +256,6 @@ async fn files_a_command_creates_and_deletes_in_a_copy_come_back_in_its_patch() 
         })
         .start()
         .await;
-    let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("old.txt"), "old\n").unwrap();
     std::fs::write(ws.path().join("run.sh"), "#!/bin/sh\n").unwrap();
     let copies = tempfile::tempdir().unwrap();
@@ -266,6 +269,11 @@ async fn files_a_command_creates_and_deletes_in_a_copy_come_back_in_its_patch() 
     let mode = std::fs::metadata(ws.path().join("run.sh")).unwrap().permissions().mode();
     assert_eq!(mode & 0o111, 0o111, "the mode change came back");
     assert_eq!(std::fs::read_to_string(ws.path().join("b.txt")).unwrap(), "b\n");
+    assert!(!ws.path().join("escaped.txt").exists(), "a command in a copy wrote into the workspace");
+    let escaped = events
+        .iter()
+        .find(|e| e["kind"] == "tool_finished" && e["role"] == "coder" && e["tool"] == "run_command");
+    assert_eq!(escaped.map(|e| e["ok"].clone()), Some(json!(false)), "the escape failed in the sandbox");
     let returned =
         events.iter().find(|e| e["kind"] == "delegation_returned" && e["from_role"] == "coder").unwrap();
     assert_eq!(returned["files_changed"], 3, "{returned}");
@@ -506,4 +514,91 @@ async fn a_branch_that_overflows_its_window_compacts_without_touching_the_others
         let (before, after) = (pair[0].as_array().unwrap(), pair[1].as_array().unwrap());
         assert_eq!(&after[..before.len()], &before[..], "the reviewer's request grew by appending only");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_working_copy_that_cannot_be_made_is_an_error_result_never_the_shared_workspace() {
+    let fs = match agentd_test_support::tmpfs::Tmpfs::mount("1m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("SKIPPED: a_working_copy_that_cannot_be_made_is_an_error_result_never_the_shared_workspace: {why}");
+            return;
+        }
+    };
+    let server = two_writers(("a.txt", "from A\n"), ("b.txt", "from B\n")).await;
+    let ws = tempfile::tempdir().unwrap();
+    // 3 MB of workspace cannot be copied into 1 MB.
+    std::fs::write(ws.path().join("big.bin"), vec![7u8; 3 << 20]).unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), fs.path()));
+    let task = d.submit("Write two files", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    // Neither writer ran in the shared workspace instead: nothing was written there.
+    assert!(!ws.path().join("a.txt").exists() && !ws.path().join("b.txt").exists());
+    assert!(!events.iter().any(|e| e["kind"] == "delegated"), "no branch started");
+    let last = server.chat_requests().into_iter().last().unwrap();
+    let results: Vec<String> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(results.len(), 2);
+    for r in &results {
+        assert!(r.contains("not started") && r.contains("working copy could not be made"), "{r}");
+    }
+    // Nothing half-made is left in the copies' folder.
+    let left: Vec<_> = walk(fs.path());
+    assert!(left.iter().all(|p| !p.is_file()), "{left:?}");
+}
+
+/// Every path beneath `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        }
+        out.push(path);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_draws_the_team_as_a_tree_with_each_delegations_patch() {
+    use agentd_test_support::browser::{skip_or_fail, Browser};
+    let test = "the_dashboard_draws_the_team_as_a_tree_with_each_delegations_patch";
+    let b = match Browser::start().await {
+        Ok(Some(b)) => b,
+        Ok(None) => return skip_or_fail(test),
+        Err(e) => panic!("Chromium is installed but did not start: {e}"),
+    };
+    let server =
+        two_writers(("shared.txt", "one\nTWO by A\nthree\n"), ("shared.txt", "one\nTWO by B\nthree\n")).await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("shared.txt"), "one\ntwo\nthree\n").unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let config = format!("{}[http]\nlisten = \"127.0.0.1:0\"\n", config(&server.base_url(), copies.path()));
+    let d = TestDaemon::start(Path::new(BIN), &config);
+    let task = d.submit("Both change line two", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished");
+    let out = d.cli(&["dashboard"]);
+    b.goto(String::from_utf8(out.stdout).unwrap().trim()).await;
+    b.wait_for("window.agentd && window.agentd.ready", Duration::from_secs(60)).await;
+    b.goto(&format!("{}/#/task/{task}", d.http_base())).await;
+    b.wait_for("document.querySelectorAll('#team li.branch').length === 2", Duration::from_secs(60)).await;
+    let tree = b.text("#team").await;
+    assert!(tree.starts_with("lead"), "{tree}");
+    assert!(
+        tree.contains("coder returned (working copy): Part A")
+            && tree.contains("coder#2 returned (working copy): Part B"),
+        "{tree}"
+    );
+    assert!(tree.contains("conflict: shared.txt (both_changed) at line(s) 2"), "{tree}");
+    let links =
+        b.js("return document.querySelectorAll('#team a[href^=\"#/evidence/\"]').length", json!([])).await;
+    assert_eq!(links, json!(3), "two patches and the second's version of shared.txt");
 }
