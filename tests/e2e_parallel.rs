@@ -46,8 +46,20 @@ fn results(body: &Value) -> usize {
     body["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count())
 }
 
-fn delayed(step: Step, by: Duration) -> Step {
-    Step::Delayed(by, Box::new(step))
+/// The tool results a request carries, by call id, in order.
+fn tool_results(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
 }
 
 /// A branch's request, by its handoff's objective: which of the lead's `delegate` calls it serves.
@@ -72,13 +84,13 @@ async fn three_delegations_in_one_answer_run_at_once_and_each_result_is_its_call
     let server = ScriptedServer::builder()
         .responder(move |body| {
             if let Some(part) = branch_of(body, &["A", "B", "C"]) {
-                return delayed(sse(vec![finish(&format!("{part} done"))]), second);
+                return delayed(second, sse(vec![finish(&format!("{part} done"))]));
             }
             if results(body) == 0 {
                 let calls = [("d1", "coder", "A"), ("d2", "reviewer", "B"), ("d3", "tester", "C")];
-                return delayed(delegations(&calls), second);
+                return delayed(second, delegations(&calls));
             }
-            delayed(sse(vec![finish("all three done")]), second)
+            delayed(second, sse(vec![finish("all three done")]))
         })
         .start()
         .await;
@@ -122,15 +134,7 @@ async fn three_delegations_in_one_answer_run_at_once_and_each_result_is_its_call
 
     // Each result is its own call's, in call order.
     let lead_last = chats.last().unwrap();
-    let tools: Vec<(String, String)> = lead_last.body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (m["tool_call_id"].as_str().unwrap().to_string(), m["content"].as_str().unwrap().to_string())
-        })
-        .collect();
+    let tools = tool_results(&lead_last.body);
     assert_eq!(
         tools,
         [("d1".into(), "A done".into()), ("d2".into(), "B done".into()), ("d3".into(), "C done".into())]
@@ -294,7 +298,7 @@ async fn kill_9_with_three_branches_in_flight_resumes_each_once() {
                 "write_file",
                 json!({"path": format!("{part}.txt"), "content": format!("{part}\n")}),
             )]),
-            (Some(part), _) => delayed(sse(vec![finish(&format!("{part} done"))]), slow),
+            (Some(part), _) => delayed(slow, sse(vec![finish(&format!("{part} done"))])),
             (None, 0) => delegations(&[("d1", "coder", "A"), ("d2", "coder", "B"), ("d3", "coder", "C")]),
             (None, _) => sse(vec![finish("all resumed")]),
         })
@@ -362,7 +366,7 @@ async fn a_branch_whose_model_fails_is_an_error_result_and_the_others_go_on() {
         .responder(|body| match branch_of(body, &["A", "B", "C"]) {
             // The reviewer's provider refuses for good: a used-up quota is never resent.
             Some("B") => Step::Fault(Fault::QuotaExhausted),
-            Some(part) => delayed(sse(vec![finish(&format!("{part} done"))]), Duration::from_millis(300)),
+            Some(part) => delayed(Duration::from_millis(300), sse(vec![finish(&format!("{part} done"))])),
             None if results(body) == 0 => {
                 delegations(&[("d1", "coder", "A"), ("d2", "reviewer", "B"), ("d3", "tester", "C")])
             }
@@ -387,11 +391,10 @@ async fn a_branch_whose_model_fails_is_an_error_result_and_the_others_go_on() {
     );
     // The lead read it as its call's error result, the others as theirs.
     let last = server.chat_requests().into_iter().last().unwrap();
-    let results: Vec<&Value> =
-        last["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    let results = tool_results(&last);
     assert_eq!(results.len(), 3);
-    assert!(results[1]["content"].as_str().unwrap().contains("quota"), "{:#?}", results[1]);
-    assert_eq!(results[2]["content"], "C done");
+    assert!(results[1].1.contains("quota"), "{:#?}", results[1]);
+    assert_eq!(results[2], ("d3".to_string(), "C done".to_string()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -461,8 +464,8 @@ async fn a_branch_that_overflows_its_window_compacts_without_touching_the_others
                 // The reviewer reads two files, slowly, while the coder compacts.
                 return match results(body) {
                     n if n < 2 => delayed(
-                        sse(vec![tool_call("read_file", json!({"path": format!("data/file_{n}.txt")}))]),
                         Duration::from_millis(400),
+                        sse(vec![tool_call("read_file", json!({"path": format!("data/file_{n}.txt")}))]),
                     ),
                     _ => sse(vec![finish("reviewed two")]),
                 };
@@ -537,15 +540,9 @@ async fn a_working_copy_that_cannot_be_made_is_an_error_result_never_the_shared_
     assert!(!ws.path().join("a.txt").exists() && !ws.path().join("b.txt").exists());
     assert!(!events.iter().any(|e| e["kind"] == "delegated"), "no branch started");
     let last = server.chat_requests().into_iter().last().unwrap();
-    let results: Vec<String> = last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .collect();
+    let results = tool_results(&last);
     assert_eq!(results.len(), 2);
-    for r in &results {
+    for (_, r) in &results {
         assert!(r.contains("not started") && r.contains("working copy could not be made"), "{r}");
     }
     // Nothing half-made is left in the copies' folder.

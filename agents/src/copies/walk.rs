@@ -15,10 +15,9 @@ use crate::tools::search::{ignore_rules, Rules};
 use agentd_protocol::task::EVIDENCE_FOLDER;
 use ignore::Match;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self as rfs, AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -123,23 +122,7 @@ fn taken(name: &OsStr, abs: &Path, is_dir: bool, rules: &Rules, at_root: bool) -
 /// The entries of the open directory `dir` (at `abs`) with their types (`lstat` relative to it where
 /// the directory does not say), sorted by name and reversed, so popping visits them in order.
 fn sorted_entries(dir: &OwnedFd, abs: &Path) -> Result<Vec<(OsString, FileType)>, CopyError> {
-    let read = |e| CopyError::errno("read the directory", abs)(e);
-    let mut entries = Vec::new();
-    for entry in Dir::read_from(dir).map_err(read)? {
-        let entry = entry.map_err(read)?;
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." {
-            continue;
-        }
-        let kind = match entry.file_type() {
-            FileType::Unknown => match rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => FileType::from_raw_mode(st.st_mode),
-                Err(_) => continue,
-            },
-            kind => kind,
-        };
-        entries.push((name.to_os_string(), kind));
-    }
+    let mut entries = crate::tools::dir_entries(dir).map_err(CopyError::errno("read the directory", abs))?;
     entries.sort_by(|a, b| b.0.cmp(&a.0));
     Ok(entries)
 }

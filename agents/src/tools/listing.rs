@@ -67,10 +67,14 @@ pub(crate) fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolOutcome, ToolE
 /// The entries of the open directory `dir` (without `.` and `..`) and their types, not following
 /// symlinks (`lstat` relative to `dir` where the directory does not say).
 pub(crate) fn entries_of(path: &str, dir: &OwnedFd) -> Result<Vec<(OsString, FileType)>, ToolError> {
-    let io = |e: rustix::io::Errno| ToolError::io(path, &std::io::Error::from(e));
+    entries(dir).map_err(|e| ToolError::io(path, &std::io::Error::from(e)))
+}
+
+/// [`entries_of`] with the system's error: what a working copy's walk reads a directory with too.
+pub(crate) fn entries(dir: &OwnedFd) -> Result<Vec<(OsString, FileType)>, rustix::io::Errno> {
     let mut entries = Vec::new();
-    for entry in Dir::read_from(dir).map_err(io)? {
-        let entry = entry.map_err(io)?;
+    for entry in Dir::read_from(dir)? {
+        let entry = entry?;
         let name = OsStr::from_bytes(entry.file_name().to_bytes());
         if name == "." || name == ".." {
             continue;

@@ -20,6 +20,7 @@ use agentd_policies::args::Args;
 use agentd_protocol::text::truncate_chars;
 use agentd_protocol::ToolName;
 pub use context::{ToolContext, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES};
+pub(crate) use listing::entries as dir_entries;
 pub use outcome::{Overflow, ToolOutcome};
 pub use sandbox::{SandboxMode, SandboxPolicy};
 

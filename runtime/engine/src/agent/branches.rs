@@ -159,6 +159,22 @@ enum Work {
 #[derive(Default)]
 pub(super) struct Running(VecDeque<Branch>);
 
+impl Running {
+    /// A call whose result is known before any branch runs (refused, or its copy not made): it
+    /// waits its turn in call order like the rest. One whose copy failed counts as running beside
+    /// others (its failure is a result, never the turn's).
+    fn ready(&mut self, call: &Call, instance: Option<Role>, outcome: ToolOutcome) {
+        let alongside = instance.is_some();
+        self.0.push_back(Branch {
+            call: call.clone(),
+            instance,
+            work: Work::Ready(outcome),
+            alongside,
+            copy: None,
+        });
+    }
+}
+
 impl Agent {
     /// Runs the calls of an answer (already logged) in order — its `delegate` calls at once, each on a
     /// branch of its own (see [`super::branches`]) — and logs their results in call order; the
@@ -227,8 +243,7 @@ impl Agent {
         plan(calls, delegating, &self.role, self.task.engine.team())
     }
 
-    /// Starts a `delegate` call's branch: `tool_called`, the handoff, its working copy when it has
-    /// one, `delegated`, and the teammate's turn spawned.
+    /// Starts a `delegate` call's branch: `tool_called`, then [`Agent::start_planned`].
     pub(super) async fn start_branch(
         &mut self,
         call: &Call,
@@ -236,16 +251,21 @@ impl Agent {
         running: &mut Running,
     ) -> Result<(), TurnError> {
         self.begin_call(call)?;
+        self.start_planned(call, plan, running).await
+    }
+
+    /// A planned branch started: its working copy when it has one, the handoff, `delegated`, and the
+    /// teammate's turn spawned. A call refused by its plan, or whose copy cannot be made, is a ready
+    /// error result instead.
+    async fn start_planned(
+        &mut self,
+        call: &Call,
+        plan: Plan,
+        running: &mut Running,
+    ) -> Result<(), TurnError> {
         let (instance, objective, copy) = match plan {
             Plan::Refused(why) => {
-                let work = Work::Ready(failure(why));
-                running.0.push_back(Branch {
-                    call: call.clone(),
-                    instance: None,
-                    work,
-                    alongside: false,
-                    copy: None,
-                });
+                running.ready(call, None, failure(why));
                 return Ok(());
             }
             Plan::Branch { instance, objective, copy } => (instance, objective, copy),
@@ -261,13 +281,7 @@ impl Agent {
                 Ok(copy) => Some(copy),
                 Err(why) => {
                     let text = format!("delegation to {instance} not started: {why}");
-                    running.0.push_back(Branch {
-                        call: call.clone(),
-                        instance: Some(instance),
-                        work: Work::Ready(failure(text)),
-                        alongside: true,
-                        copy: None,
-                    });
+                    running.ready(call, Some(instance), failure(text));
                     return Ok(());
                 }
             },
@@ -449,16 +463,10 @@ impl Agent {
                 }
                 (None, plan) => {
                     // Never started: it starts now, as it would have (`tool_called` was logged before).
-                    self.start_branch_quietly(call, plan, &mut running).await
+                    self.start_planned(call, plan, &mut running).await
                 }
                 (Some(_), Plan::Refused(why)) => {
-                    running.0.push_back(Branch {
-                        call: call.clone(),
-                        instance: None,
-                        work: Work::Ready(failure(why)),
-                        alongside: false,
-                        copy: None,
-                    });
+                    running.ready(call, None, failure(why));
                     Ok(())
                 }
             };
@@ -494,13 +502,7 @@ impl Agent {
                 Ok(copy) => Some(copy),
                 Err(why) => {
                     let text = format!("delegation to {} could not go on: {why}", started.instance);
-                    running.0.push_back(Branch {
-                        call: call.clone(),
-                        instance: Some(started.instance.clone()),
-                        work: Work::Ready(failure(text)),
-                        alongside: true,
-                        copy: None,
-                    });
+                    running.ready(call, Some(started.instance.clone()), failure(text));
                     return Ok(());
                 }
             },
@@ -513,55 +515,6 @@ impl Agent {
             work,
             alongside: false,
             copy,
-        });
-        Ok(())
-    }
-
-    /// A branch a resume starts that had not started before the stop: as [`start_branch`], its
-    /// `tool_called` already logged.
-    async fn start_branch_quietly(
-        &mut self,
-        call: &Call,
-        plan: Plan,
-        running: &mut Running,
-    ) -> Result<(), TurnError> {
-        let (instance, objective, copy) = match plan {
-            Plan::Refused(why) => {
-                running.0.push_back(Branch {
-                    call: call.clone(),
-                    instance: None,
-                    work: Work::Ready(failure(why)),
-                    alongside: false,
-                    copy: None,
-                });
-                return Ok(());
-            }
-            Plan::Branch { instance, objective, copy } => (instance, objective, copy),
-        };
-        let made = match copy {
-            true => match self.working_copy(&call.id, &instance) {
-                Ok(copy) => Some(copy),
-                Err(why) => {
-                    let text = format!("delegation to {instance} not started: {why}");
-                    running.0.push_back(Branch {
-                        call: call.clone(),
-                        instance: Some(instance),
-                        work: Work::Ready(failure(text)),
-                        alongside: true,
-                        copy: None,
-                    });
-                    return Ok(());
-                }
-            },
-            false => None,
-        };
-        let work = self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), true).await?;
-        running.0.push_back(Branch {
-            call: call.clone(),
-            instance: Some(instance),
-            work,
-            alongside: false,
-            copy: made,
         });
         Ok(())
     }
