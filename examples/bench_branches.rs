@@ -24,7 +24,7 @@
 mod common;
 
 use agentd_test_support::*;
-use common::{agentd_binary, cpu_ms, ms, rss_kib, runtime, team_config, Daemon, Result};
+use common::{agentd_binary, cpu_ms, ms, rss_kib, runtime, team_config, with_max_concurrent, Daemon, Result};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -140,9 +140,11 @@ fn run() -> Result<()> {
     // Ten agents of the coder in flight at once.
     let parts: Vec<(String, String)> = (1..=WIDE).map(|n| ("coder".to_string(), n.to_string())).collect();
     let server = rt.block_on(server(parts, true));
-    let config = team_config(&server.base_url(), "gpt-4o", "")
-        .replacen("[team.coder]\n", &format!("[team.coder]\nmax_instances = {WIDE}\n"), 1)
-        .replacen("kind = \"openai\"\n", "kind = \"openai\"\nmax_concurrent = 16\n", 1);
+    let config = with_max_concurrent(&team_config(&server.base_url(), "gpt-4o", ""), 16).replacen(
+        "[team.coder]\n",
+        &format!("[team.coder]\nmax_instances = {WIDE}\n"),
+        1,
+    );
     let d = Daemon::start(&bin, &config)?;
     let pid = d.pid().ok_or("no daemon pid")?;
     // A first task warms the daemon (its stores open, its caches filled) before the idle reading.

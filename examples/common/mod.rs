@@ -91,6 +91,13 @@ pub fn team_config(base_url: &str, model: &str, extra: &str) -> String {
     agentd_test_support::daemon::team_config(base_url, model, extra)
 }
 
+/// `config` with the provider's bound on requests in flight (`max_concurrent`, default 4) set to
+/// `n`: a benchmark of the daemon's own overhead with many tasks at once measures the daemon, not
+/// the queue for the provider's four slots.
+pub fn with_max_concurrent(config: &str, n: usize) -> String {
+    config.replacen("kind = \"openai\"\n", &format!("kind = \"openai\"\nmax_concurrent = {n}\n"), 1)
+}
+
 /// `agentd serve` running in a temporary home (removed when dropped): a [`TestDaemon`] whose
 /// failures are messages rather than panics, and which is stopped with SIGTERM when dropped.
 pub struct Daemon(TestDaemon);
