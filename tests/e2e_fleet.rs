@@ -208,6 +208,101 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
     assert_eq!(a.logged_events(&task_id), before, "the lost task's history is unchanged");
 }
 
+/// A model whose lead hands two parts to two coders at once (`Part A`, `Part B`); each coder writes
+/// its file, then runs `sleep 60`, then finishes once it has the command's result (or its
+/// interruption); the lead finishes once both returned.
+async fn branching_model() -> ScriptedServer {
+    ScriptedServer::builder()
+        .responder(|body: &Value| {
+            let messages = body["messages"].as_array().cloned().unwrap_or_default();
+            let results = messages.iter().filter(|m| m["role"] == "tool").count();
+            let opening = messages.iter().find(|m| m["role"] == "user").map(|m| m["content"].to_string());
+            let part = opening
+                .as_deref()
+                .and_then(|o| ["A", "B"].into_iter().find(|p| o.contains(&format!("Part {p}"))));
+            match (part, results) {
+                (Some(p), 0) => sse(vec![tool_call(
+                    "write_file",
+                    json!({"path": format!("{p}.txt"), "content": format!("{p}\n")}),
+                )]),
+                (Some(_), 1) => sse(vec![tool_call("run_command", json!({"command": "sleep 60"}))]),
+                (Some(p), _) => sse(vec![finish(&format!("{p} written"))]),
+                (None, 0) => sse(vec![
+                    tool_call_with_id("d1", "delegate", json!({"to": "coder", "objective": "Part A"})),
+                    tool_call_with_id("d2", "delegate", json!({"to": "coder", "objective": "Part B"})),
+                ]),
+                (None, _) => sse(vec![finish("both parts written")]),
+            }
+        })
+        .start()
+        .await
+}
+
+/// A task whose two writing branches are mid-command in their working copies when its node is
+/// killed: the node that takes it over continues both branches in their copies (the folder every
+/// node reaches, as they reach the workspace) and merges each patch once.
+#[test]
+fn a_task_with_branches_in_flight_moves_whole_on_takeover() {
+    let Some(nats) = NatsServer::start() else {
+        skip_or_fail("a_task_with_branches_in_flight_moves_whole_on_takeover");
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(branching_model());
+    let copies = tempfile::tempdir().unwrap();
+    let extra = format!("\n[tools]\ncopies = \"{}\"\n", copies.path().display());
+    let config = |node: &str| {
+        node_config(&server, &[nats.url()], node, &extra).replacen(
+            "[team.coder]\n",
+            "[team.coder]\nmax_instances = 2\n",
+            1,
+        )
+    };
+    let mut a = TestDaemon::start(Path::new(BIN), &config("a"));
+    let ws = tempfile::tempdir().unwrap();
+    let task_id = a.submit("Write two parts", ws.path());
+    // Both branches run their command, each in its copy, when A dies.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = a.logged_events(&task_id);
+        let running =
+            events.iter().filter(|e| e["kind"] == "tool_called" && e["tool"] == "run_command").count();
+        if running == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the branches never got to their commands: {events:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let b = TestDaemon::start(Path::new(BIN), &config("b"));
+    a.kill9();
+    let status = wait_status(&b, &task_id, Duration::from_secs(60), |s| s["state"] == "finished");
+    assert_eq!(status["node"], "b", "{status}");
+    for p in ["A", "B"] {
+        assert_eq!(std::fs::read_to_string(ws.path().join(format!("{p}.txt"))).unwrap(), format!("{p}\n"));
+    }
+    let events = finished_events(&b, &task_id);
+    for id in ["d1", "d2"] {
+        let returned: Vec<&Value> =
+            events.iter().filter(|e| e["kind"] == "delegation_returned" && e["call_id"] == id).collect();
+        assert_eq!(returned.len(), 1, "{id}: {events:#?}");
+        assert_eq!(returned[0]["files_changed"], 1, "{:#?}", returned[0]);
+    }
+    let writes = server
+        .chat_requests()
+        .iter()
+        .filter(|b| {
+            b["messages"].to_string().contains("Part ") && !b["messages"].to_string().contains("tool_call_id")
+        })
+        .count();
+    assert_eq!(writes, 2, "no branch started over on B");
+    for call in events.iter().filter(|e| e["kind"] == "tool_called") {
+        assert!(
+            events.iter().any(|e| e["kind"] == "tool_finished" && e["call_id"] == call["call_id"]),
+            "{call}"
+        );
+    }
+}
+
 #[test]
 fn a_queued_task_says_why_no_node_takes_it() {
     let Some(nats) = NatsServer::start() else {
