@@ -146,8 +146,10 @@ fn run() -> Result<()> {
     let rt = runtime()?;
     let arrivals: Arrivals = Arc::default();
     let server = rt.block_on(ScriptedServer::builder().responder(responder(arrivals.clone())).start());
-    let team =
-        common::with_max_concurrent(&common::team_config(&server.base_url(), server.model(), ""), 1024);
+    let team = common::without_stall_watch(&common::with_max_concurrent(
+        &common::team_config(&server.base_url(), server.model(), ""),
+        1024,
+    ));
     let ws = tempfile::tempdir().map_err(|e| e.to_string())?;
     let urls: Vec<String> = nats.urls().iter().map(|u| format!("\"{u}\"")).collect();
     let node = |name: &str| {

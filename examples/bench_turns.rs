@@ -23,7 +23,10 @@ mod common;
 
 use agentd_test_support::daemon::RpcClient;
 use agentd_test_support::*;
-use common::{agentd_binary, cpu_ms, is_terminal, rss_kib, team_config, with_max_concurrent, Daemon, Result};
+use common::{
+    agentd_binary, cpu_ms, is_terminal, rss_kib, team_config, with_max_concurrent, without_stall_watch,
+    Daemon, Result,
+};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -241,7 +244,8 @@ fn run() -> Result<()> {
         .tempdir()
         .map_err(|e| format!("temp workspace: {e}"))?;
     agentd_test_support::workspace::sample_workspace(ws.path());
-    let config = with_max_concurrent(&team_config(&server.base_url(), "bench-model", ""), 1024);
+    let config =
+        without_stall_watch(&with_max_concurrent(&team_config(&server.base_url(), "bench-model", ""), 1024));
     let mut daemon = Daemon::start(&bin, &config)?;
     let pid = daemon.pid().ok_or("the daemon has no pid")?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());

@@ -91,6 +91,12 @@ pub fn team_config(base_url: &str, model: &str, extra: &str) -> String {
     agentd_test_support::daemon::team_config(base_url, model, extra)
 }
 
+/// `config` with the stall watch off (`[team.stall]` thresholds 0): a benchmark whose scripted
+/// teammate repeats one cheap call on purpose (its load) must not be stopped for going in circles.
+pub fn without_stall_watch(config: &str) -> String {
+    format!("{config}\n[team.stall]\nrepeats = 0\nidle_requests = 0\n")
+}
+
 /// `config` with the provider's bound on requests in flight (`max_concurrent`, default 4) set to
 /// `n`: a benchmark of the daemon's own overhead with many tasks at once measures the daemon, not
 /// the queue for the provider's four slots.

@@ -21,6 +21,7 @@ pub mod retry;
 pub mod rounds;
 pub mod settings;
 pub mod spending;
+pub mod stall;
 pub mod summary;
 pub mod thinking;
 pub mod usage;

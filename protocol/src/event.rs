@@ -427,6 +427,15 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         conflicts: Vec<PatchConflict>,
     },
+    /// The agent (the event's role) is going in circles: the same call with the same result again and
+    /// again, or answers with nothing new (`[team.stall]`). Its next request tells it so, once; if it
+    /// keeps on, its turn ends with a failure its caller reads.
+    AgentStalled as "agent_stalled" {
+        /// What it keeps doing, in words.
+        why: String,
+        /// The repeats (or answers with nothing new) counted.
+        calls: u32,
+    },
     /// A model called `finish` and agentd refused it; the model is told why and goes on.
     FinishRejected as "finish_rejected" {
         /// Why, in words: the role's configured `verify` command failed (``verification `cargo test`
@@ -723,6 +732,7 @@ mod tests {
                 measured_by: None,
             },
             EventKind::returned(Role::Coder, "s"),
+            EventKind::AgentStalled { why: "w".into(), calls: 3 },
             EventKind::FinishRejected { reason: "r".into() },
             EventKind::TaskFinished { summary: "s".into() },
             EventKind::TaskFailed { error: "e".into() },

@@ -45,6 +45,9 @@ pub enum MessageKind {
     /// The durable memory notes of the workspace and the user, as they were when the task started (or
     /// at its last compaction).
     Memory,
+    /// What agentd tells an agent about its own conduct: that it is going in circles (`agent_stalled`).
+    /// Never taken for a user's request.
+    Notice,
 }
 
 /// What an unresolved observation is about. On the wire `type` names it in snake case

@@ -104,6 +104,7 @@ pub fn event_line(e: &Event) -> String {
             let copy = if working_copy.is_some() { " (in a working copy)" } else { "" };
             format!("delegated to {to_role}{copy}: {}", one_line(objective, 90))
         }
+        K::AgentStalled { why, .. } => format!("stalled: it {}; told once, stopped if it keeps on", one_line(why, 100)),
         K::MemorySaved { id, note, scope } => {
             format!("remembered {id} ({scope}): {} — undo: agentd memory undo {id}", one_line(note, 90))
         }

@@ -35,6 +35,15 @@ pub enum TurnError {
         /// How many model requests the turn made.
         steps: usize,
     },
+    /// The agent went in circles, was told so, and kept on (`agent_stalled`): its turn ends, and its
+    /// caller reads why.
+    #[error("{role} is going in circles and was stopped: it {why}")]
+    Stalled {
+        /// The agent whose turn it was.
+        role: Role,
+        /// What it kept doing.
+        why: String,
+    },
     /// The role's configuration names a tool agentd does not have.
     #[error("role {role}: unknown tool {tool}")]
     UnknownTool {

@@ -81,6 +81,8 @@ pub struct TeamConfig {
     pub prices: Arc<BTreeMap<String, agentd_policies::cost::Price>>,
     /// The budgets every task is held to (`[budgets]`).
     pub budgets: crate::spending::Budgets,
+    /// When an agent counts as going in circles (`[team.stall]`).
+    pub stall: agentd_policies::stall::StallPolicy,
     /// The folder working copies are made in (`tools.copies`): one folder per task beneath it, one
     /// working copy per parallel writer, removed once its changes are merged back.
     pub copies: std::path::PathBuf,

@@ -175,6 +175,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             prices: Arc::new(prices),
             budgets,
             copies,
+            stall: roles.stall,
         },
         deadlines,
         secret_env,

@@ -167,6 +167,15 @@ pub(super) struct RawTeam {
     pub(super) coder: RawRole,
     #[serde(default)]
     pub(super) specialists: BTreeMap<String, RawRole>,
+    pub(super) stall: Option<RawStall>,
+}
+
+/// `[team.stall]`: when an agent counts as going in circles.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStall {
+    pub(super) repeats: Option<i64>,
+    pub(super) idle_requests: Option<i64>,
 }
 
 /// `[team.lead]`, `[team.coder]` or `[team.specialists.NAME]`.

@@ -7,9 +7,10 @@
 use super::error::ConfigError;
 use super::error::Invalid;
 use super::providers::ProviderConfig;
-use super::raw::{RawRole, RawTeam};
+use super::raw::{RawRole, RawStall, RawTeam};
 use agentd_agents::roles::ALL_TOOLS;
 use agentd_engine::team::{RoleConfig, Summariser};
+use agentd_policies::stall::StallPolicy;
 use agentd_protocol::{Role, ToolName};
 use std::collections::BTreeMap;
 
@@ -27,6 +28,8 @@ pub(super) struct Roles {
     pub(super) coder: RoleConfig,
     /// `[team.specialists.NAME]`, by name.
     pub(super) specialists: BTreeMap<String, RoleConfig>,
+    /// `[team.stall]`.
+    pub(super) stall: StallPolicy,
 }
 
 impl Roles {
@@ -45,6 +48,7 @@ pub(super) fn roles(
     providers: &BTreeMap<String, ProviderConfig>,
     invalid: Invalid,
 ) -> Result<Roles, ConfigError> {
+    let stall = stall(raw.stall, invalid)?;
     let lead = role(Role::Lead, raw.lead, providers, invalid)?;
     let coder = role(Role::Coder, raw.coder, providers, invalid)?;
     let mut specialists = BTreeMap::new();
@@ -64,7 +68,32 @@ pub(super) fn roles(
         let cfg = role(Role::Specialist(name.clone()), r, providers, invalid)?;
         specialists.insert(name, cfg);
     }
-    Ok(Roles { lead, coder, specialists })
+    Ok(Roles { lead, coder, specialists, stall })
+}
+
+/// The most a stall threshold may say.
+const MAX_STALL: i64 = 10_000;
+
+/// `[team.stall] repeats, idle_requests`: counts from 0 (that test off) to [`MAX_STALL`].
+fn stall(raw: Option<RawStall>, invalid: Invalid) -> Result<StallPolicy, ConfigError> {
+    let mut policy = StallPolicy::default();
+    let Some(raw) = raw else { return Ok(policy) };
+    for (key, value, slot) in [
+        ("repeats", raw.repeats, &mut policy.repeats),
+        ("idle_requests", raw.idle_requests, &mut policy.idle_requests),
+    ] {
+        match value {
+            None => {}
+            Some(v) if (0..=MAX_STALL).contains(&v) => *slot = v as u32,
+            Some(v) => {
+                return Err(invalid(
+                    format!("team.stall.{key}"),
+                    format!("must be a count from 0 (off) to {MAX_STALL}, got {v}"),
+                ))
+            }
+        }
+    }
+    Ok(policy)
 }
 
 /// One role's table, checked key by key in the order the errors are reported.
@@ -226,6 +255,18 @@ mod tests {
             format!("{DEFAULT_CONFIG}\n[team.specialists.\"rev#2\"]\nprovider = \"local\"\nmodel = \"m\"\n");
         let e = parse(&hashed).unwrap_err().to_string();
         assert!(e.contains("team.specialists.rev#2") && e.contains("`#`"), "{e}");
+    }
+
+    #[test]
+    fn stall_thresholds_are_read_and_a_bad_one_is_named() {
+        let c = parse(DEFAULT_CONFIG).unwrap();
+        assert_eq!(c.team.stall, agentd_policies::stall::StallPolicy::default());
+        let with =
+            |t: &str| DEFAULT_CONFIG.replacen("[team.lead]", &format!("[team.stall]\n{t}\n\n[team.lead]"), 1);
+        let c = parse(&with("repeats = 0\nidle_requests = 30")).unwrap();
+        assert_eq!((c.team.stall.repeats, c.team.stall.idle_requests), (0, 30));
+        let e = parse(&with("repeats = -1")).unwrap_err().to_string();
+        assert!(e.contains("team.stall.repeats"), "{e}");
     }
 
     #[test]

@@ -385,6 +385,8 @@ impl Agent {
             Work::Ready(outcome) => Ok(outcome),
             Work::Running(handle) => match handle.await {
                 Ok(Ok(summary)) => Ok(ToolOutcome::ok(summary)),
+                // A teammate stopped for going in circles is its caller's to judge, alone or not.
+                Ok(Err(e @ TurnError::Stalled { .. })) => Ok(failure(e.to_string())),
                 Ok(Err(e)) if stops_the_turn(&e) || !alongside => Err(e),
                 Ok(Err(e)) => Ok(failure(format!("{}'s turn failed: {e}", role_name(&instance)))),
                 Err(e) if !alongside => Err(TurnError::Stopped(e)),

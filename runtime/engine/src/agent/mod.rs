@@ -27,6 +27,7 @@ mod refusals;
 mod results;
 mod resumed;
 mod servers;
+mod stall;
 mod thinking;
 mod tools;
 mod turn;
@@ -189,6 +190,8 @@ struct Agent {
     /// The working copy this turn works in, when it is a writer running beside another; `None`: the
     /// task's workspace.
     place: Option<Workspace>,
+    /// Whether the agent goes in circles this turn (rebuilt from the history when a turn starts).
+    watch: agentd_policies::stall::Watch,
 }
 
 /// What a result is sized against: the thresholds of the request it answers, that request's size and
@@ -223,6 +226,7 @@ impl Agent {
             last_answer_at,
             unavailable: Vec::new(),
             place: None,
+            watch: Default::default(),
         }
     }
 

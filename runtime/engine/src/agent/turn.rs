@@ -108,6 +108,7 @@ impl Agent {
             if let Some(summary) = self.run_tools(&turn, &fitted, &message).await? {
                 return Ok(summary);
             }
+            self.watch_answer()?;
         }
         Err(TurnError::Runaway { role: self.name().to_string(), steps: MAX_STEPS_PER_TURN })
     }
@@ -142,6 +143,7 @@ impl Agent {
             self.objective = Some(text.clone());
             self.persist(Message::user(text).with_kind(MessageKind::Objective))?;
         }
+        self.watch_from_history();
         let client = self.task.model(&snapshot.provider)?;
         // The built-in tools' schemas, then the MCP servers' own: one list, counted as one.
         let mut tools = tool_specs(&self.role, &snapshot.tools)?;
@@ -259,6 +261,8 @@ impl Agent {
                 },
             )?;
             self.history = done.history.clone();
+            // What the agent saw has left its request: every result is new to it again.
+            self.watch.compacted();
         }
         self.last_fit = Some(LastFit {
             thresholds: fitted.thresholds,

@@ -80,7 +80,7 @@ fn categories(request: &ChatRequest, count: &RequestCount, meter: &Meter) -> Cat
             MessageKind::Objective => &mut c.objective,
             MessageKind::Instructions => &mut c.instructions,
             MessageKind::Memory => &mut c.memory,
-            MessageKind::Plain => continue,
+            MessageKind::Plain | MessageKind::Notice => continue,
         };
         *slot += Tokens((tokens.0 as f64 * factor).round() as u64);
     }

@@ -1,0 +1,81 @@
+//! End-to-end: a teammate that goes in circles is told once and then stopped, and its caller reads
+//! why — never a silent loop, never a silent kill.
+
+// A test: a failed expectation panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use agentd_test_support::daemon::{team_config, TestDaemon};
+use agentd_test_support::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentd");
+
+/// The coder runs the same failing check, whatever it is told, up to six times.
+async fn circling_model() -> ScriptedServer {
+    ScriptedServer::builder()
+        .responder(|body: &Value| {
+            let offers_delegate =
+                body["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate");
+            let results =
+                body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").count();
+            match (offers_delegate, results) {
+                (true, 0) => sse(vec![delegate("coder", "Make ./check.sh pass")]),
+                (true, _) => sse(vec![finish("the coder went in circles; left for a person")]),
+                (false, n) if n < 6 => sse(vec![tool_call("run_command", json!({"command": "./check.sh"}))]),
+                (false, _) => sse(vec![finish("gave up")]),
+            }
+        })
+        .start()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coder_repeating_a_failing_call_is_told_once_then_stopped_and_the_lead_reads_why() {
+    let server = circling_model().await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("check.sh"), "#!/bin/sh\necho 'FAILED: adds_two_numbers'\nexit 1\n")
+        .unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(ws.path().join("check.sh")).status().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let task = d.submit("Make the check pass", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+
+    // Stalled after the third identical failing call, said once.
+    let stalled: Vec<&Value> = events.iter().filter(|e| e["kind"] == "agent_stalled").collect();
+    assert_eq!(stalled.len(), 1, "{events:#?}");
+    assert_eq!((stalled[0]["role"].as_str(), stalled[0]["calls"].as_u64()), (Some("coder"), Some(3)));
+    let commands_before = events
+        .iter()
+        .take_while(|e| e["kind"] != "agent_stalled")
+        .filter(|e| e["kind"] == "tool_finished" && e["tool"] == "run_command")
+        .count();
+    assert_eq!(commands_before, 3);
+    // Its next request told it, once; then it did it again and its turn ended there.
+    let coder: Vec<Value> = server
+        .chat_requests()
+        .into_iter()
+        .filter(|b| !b["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate"))
+        .collect();
+    assert_eq!(coder.len(), 4, "three calls, the told request, and no more");
+    let told = |b: &Value| b["messages"].to_string().matches("going in circles").count();
+    assert_eq!((told(&coder[2]), told(&coder[3])), (0, 1));
+    let runs = events.iter().filter(|e| e["kind"] == "tool_called" && e["tool"] == "run_command").count();
+    assert_eq!(runs, 4, "stopped after the call it was told about");
+    // The lead read why, as the delegation's error result, and finished.
+    let lead_last = server.chat_requests().into_iter().last().unwrap();
+    let result =
+        lead_last["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap().clone();
+    let text = result["content"].as_str().unwrap();
+    assert!(
+        text.contains("coder is going in circles and was stopped") && text.contains("./check.sh"),
+        "{text}"
+    );
+    let returned = events.iter().find(|e| e["kind"] == "delegation_returned").unwrap();
+    assert_eq!(returned["failed"], true, "{returned}");
+    // `watch` says it in words.
+    let log = String::from_utf8_lossy(&d.cli(&["log", &task]).stdout).to_string();
+    assert!(log.contains("stalled: it made the same call 3 times"), "{log}");
+}
