@@ -272,6 +272,13 @@ pub fn print_status(s: &TaskStatus) {
     if let Some(why) = &s.waiting_because {
         say!("waiting    {why}");
     }
+    for st in &s.stalled {
+        say!(
+            "stalled    {}: it {} (told once; stopped if it keeps on)",
+            st.role.name(),
+            one_line(&st.why, 100)
+        );
+    }
     for b in &s.branches {
         let copy = if b.working_copy.is_some() { " in a working copy" } else { "" };
         say!("branch     {} running{copy}: {}", b.role.name(), one_line(&b.objective, 80));

@@ -23,6 +23,11 @@ async fn circling_model() -> ScriptedServer {
             match (offers_delegate, results) {
                 (true, 0) => sse(vec![delegate("coder", "Make ./check.sh pass")]),
                 (true, _) => sse(vec![finish("the coder went in circles; left for a person")]),
+                // Told: it takes a second to answer (long enough for `status` to be asked), and does it again.
+                (false, n) if n < 6 && body["messages"].to_string().contains("going in circles") => delayed(
+                    Duration::from_secs(1),
+                    sse(vec![tool_call("run_command", json!({"command": "./check.sh"}))]),
+                ),
                 (false, n) if n < 6 => sse(vec![tool_call("run_command", json!({"command": "./check.sh"}))]),
                 (false, _) => sse(vec![finish("gave up")]),
             }
@@ -40,6 +45,16 @@ async fn a_coder_repeating_a_failing_call_is_told_once_then_stopped_and_the_lead
     std::process::Command::new("chmod").arg("+x").arg(ws.path().join("check.sh")).status().unwrap();
     let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
     let task = d.submit("Make the check pass", ws.path());
+    // While it is told, `status` says so.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !d.logged_events(&task).iter().any(|e| e["kind"] == "agent_stalled") {
+        assert!(std::time::Instant::now() < deadline, "never stalled: {}", d.serve_log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    assert_eq!(status["stalled"][0]["role"], "coder", "{status}");
+    let shown = String::from_utf8_lossy(&d.cli(&["status", &task]).stdout).to_string();
+    assert!(shown.contains("stalled    coder: it made the same call 3 times"), "{shown}");
     let events = d.events_until_end(&task, Duration::from_secs(60));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
 

@@ -215,6 +215,13 @@ mod tests {
         assert_eq!(w.answered(&[read("b")]), Verdict::Going);
         assert_eq!(w.answered(&[read("c")]), Verdict::Going);
         assert!(matches!(w.answered(&[read("d")]), Verdict::Stalled { calls: 3, .. }));
+        // A compaction makes what it saw new again.
+        let mut w = Watch::new(policy);
+        w.answered(&[read("a")]);
+        w.answered(&[read("b")]);
+        w.compacted();
+        assert_eq!(w.answered(&[read("c")]), Verdict::Going);
+        assert_eq!(w.answered(&[read("d")]), Verdict::Going, "idle counted from the compaction");
         let mut off = Watch::new(StallPolicy { repeats: 0, idle_requests: 0 });
         for _ in 0..50 {
             assert_eq!(off.answered(&[run("error")]), Verdict::Going);

@@ -536,6 +536,37 @@ pub fn open_branches<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<Ope
     open
 }
 
+/// An agent told it is going in circles in its current turn: who, and what it keeps doing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Stalled {
+    /// The agent.
+    pub role: Role,
+    /// What it keeps doing, as `agent_stalled` said.
+    pub why: String,
+}
+
+/// The agents whose current turn is stalled: an `agent_stalled` with no later start of a turn of
+/// theirs (a `delegated` to them, or for the lead a `task_started`, `task_resumed` or follow-up),
+/// and no later `delegation_returned` from them.
+pub fn stalled_agents<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<Stalled> {
+    let mut stalled: Vec<Stalled> = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::AgentStalled { why, .. } => {
+                stalled.retain(|s| s.role != e.role);
+                stalled.push(Stalled { role: e.role.clone(), why: why.clone() });
+            }
+            EventKind::Delegated { to_role, .. } => stalled.retain(|s| s.role != *to_role),
+            EventKind::DelegationReturned { from_role, .. } => stalled.retain(|s| s.role != *from_role),
+            EventKind::TaskStarted { .. } | EventKind::TaskResumed { .. } | EventKind::TaskMessage { .. } => {
+                stalled.retain(|s| s.role != Role::Lead)
+            }
+            _ => {}
+        }
+    }
+    stalled
+}
+
 impl EventKind {
     /// A `delegation_returned` of a teammate that changed nothing through a working copy.
     pub fn returned(from_role: Role, summary: impl Into<String>) -> EventKind {

@@ -32,7 +32,7 @@ pub mod tool;
 pub mod window;
 
 pub use budget::{Amount, Budget, BudgetScope};
-pub use event::{Event, EventKind, OpenBranch, PatchConflict, Usage};
+pub use event::{Event, EventKind, OpenBranch, PatchConflict, Stalled, Usage};
 pub use evidence::{EvidenceMeta, NewEvidence, Page, Producer, Source, Stored, Unit};
 pub use gauge::{Categories, Gauge};
 pub use message::{CarriedObservation, Message, MessageKind, ObservationKind, Part, Speaker};

@@ -230,6 +230,10 @@ pub struct TaskStatus {
     /// several at once when the lead delegated several parts in one answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub branches: Vec<crate::event::OpenBranch>,
+    /// While the task runs (or waits): the agents told, in their current turn, that they are going in
+    /// circles (`agent_stalled`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalled: Vec<crate::event::Stalled>,
     /// What the task spent, from the providers' usage reports: every role's requests and compactions.
     #[serde(default)]
     pub spent: Spent,

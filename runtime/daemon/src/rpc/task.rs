@@ -121,6 +121,10 @@ impl Handle<method::TaskStatus> for Methods {
                 true => agentd_protocol::event::open_branches(&events),
                 false => Vec::new(),
             },
+            stalled: match meta.state.is_active() {
+                true => agentd_protocol::event::stalled_agents(&events),
+                false => Vec::new(),
+            },
             node: meta.node,
             queued_because,
             task_id: meta.task_id,

@@ -222,6 +222,7 @@ function describe(e) {
     case "memory_saved": return `${e.id} (${e.scope}): ${short(e.note, 140)}`;
     case "mcp_server_started": return `${e.server}: ${e.tools} tools`;
     case "mcp_server_failed": return `${e.server}: ${short(e.error, 300)}${e.will_retry_in_ms !== undefined ? ` · tried again after ${(e.will_retry_in_ms / 1000).toFixed(0)} s` : ""}`;
+    case "agent_stalled": return `going in circles: it ${short(e.why, 160)}; told once, stopped if it keeps on`;
     case "delegated": return `to ${e.to_role}: ${short(e.objective, 120)}`;
     case "delegation_returned": return `from ${e.from_role}: ${short(e.summary, 120)}`;
     case "finish_rejected": return e.reason;
