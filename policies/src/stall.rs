@@ -103,6 +103,12 @@ impl Watch {
         Watch { policy, ..Watch::default() }
     }
 
+    /// The agent was judged stalled but never told (the daemon stopped before the notice was logged):
+    /// it is told at its next stalled answer rather than stopped.
+    pub fn untold(&mut self) {
+        self.told = false;
+    }
+
     /// A compaction took what the agent saw out of its request: every result is new again.
     pub fn compacted(&mut self) {
         self.seen.clear();

@@ -42,7 +42,16 @@ impl Agent {
                 watch.compacted();
             }
             if self.history[at].role == Speaker::Assistant && self.history[at].tool_calls().next().is_some() {
-                watch.answered(&seen_of(&self.history, at));
+                if let Verdict::Stalled { .. } = watch.answered(&seen_of(&self.history, at)) {
+                    // Told only if the notice made it into the log before any stop.
+                    let told = self.history[at + 1..]
+                        .iter()
+                        .take_while(|m| m.role != Speaker::Assistant)
+                        .any(|m| m.kind == MessageKind::Notice);
+                    if !told {
+                        watch.untold();
+                    }
+                }
             }
         }
         self.watch = watch;
@@ -67,5 +76,76 @@ impl Agent {
             }
             Verdict::StillStalled { why, .. } => Err(TurnError::Stalled { role: self.role.clone(), why }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Rig;
+    use agentd_protocol::Role;
+    use agentd_test_support::ScriptedServer;
+    use std::sync::Arc;
+
+    fn make(id: &str) -> Message {
+        Message::new(
+            Speaker::Assistant,
+            vec![Part::ToolCall {
+                id: id.into(),
+                name: "run_command".into(),
+                arguments: r#"{"command":"make"}"#.into(),
+            }],
+        )
+    }
+
+    /// A turn resumed after a stop is where it was: three identical failing calls and the notice in
+    /// the log, the watch rebuilt from them ends the turn at the next identical call — and without the
+    /// notice logged, the rebuilt watch tells it (once) instead.
+    #[tokio::test]
+    async fn a_resumed_turn_rebuilds_its_watch_from_the_history() {
+        let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
+        let task = rig.task("Fix it");
+        let mut history = vec![Message::user("Fix it").with_kind(MessageKind::Objective)];
+        for i in 0..3 {
+            history.push(make(&format!("c{i}")));
+            history.push(Message::tool_result(
+                format!("c{i}"),
+                "exit code: 2\nmake: *** [all] Error 1",
+                true,
+            ));
+        }
+        let fresh = |history: Vec<Message>| {
+            let mut agent =
+                Agent::new(Role::Coder, history, Vec::new(), Vec::new(), None, task.clone(), Arc::default());
+            agent.watch_from_history();
+            agent
+        };
+        // Stalled by the third call while the daemon ran: told, then the stop came.
+        let mut told = history.clone();
+        told.push(Message::user("[agentd] You … going in circles").with_kind(MessageKind::Notice));
+        let mut agent = fresh(told);
+        agent.history.push(make("c3"));
+        agent.history.push(Message::tool_result("c3", "exit code: 2\nmake: *** [all] Error 1", true));
+        let ended = agent.watch_answer().unwrap_err();
+        assert!(matches!(ended, TurnError::Stalled { .. }), "{ended}");
+        assert!(ended
+            .to_string()
+            .starts_with("coder is going in circles and was stopped: it made the same call 4 times"));
+
+        // Stalled by the third call, but stopped before the notice was logged: told now, not stopped.
+        let mut agent = fresh(history.clone());
+        agent.history.push(make("c3"));
+        agent.history.push(Message::tool_result("c3", "exit code: 2\nmake: *** [all] Error 1", true));
+        agent.watch_answer().unwrap();
+        assert_eq!(agent.history.last().map(|m| m.kind), Some(MessageKind::Notice));
+
+        // Two calls before the stop: the third, after the resume, is the one that tells.
+        let mut agent = fresh(history[..5].to_vec());
+        agent.history.push(make("c2"));
+        agent.history.push(Message::tool_result("c2", "exit code: 2\nmake: *** [all] Error 1", true));
+        agent.watch_answer().unwrap();
+        let last = agent.history.last().unwrap();
+        assert_eq!(last.kind, MessageKind::Notice);
+        assert!(last.text().contains("made the same call 3 times"), "{}", last.text());
     }
 }
