@@ -172,11 +172,6 @@ pub fn run_command(text: &str) -> Result<String, ArgsError> {
     Ok(Args::parse(ToolName::RunCommand.as_str(), text)?.str("command")?.to_string())
 }
 
-/// The teammate a `delegate` call's arguments name (its `to` field), read as `delegate` reads it.
-pub fn delegate_to(text: &str) -> Result<String, ArgsError> {
-    Ok(Args::parse(ToolName::Delegate.as_str(), text)?.str("to")?.to_string())
-}
-
 /// What a call of `tool` acted on, in a word: the `path` it named, else the `command` it ran; `None`
 /// when its arguments name neither.
 pub fn detail(tool: &str, text: &str) -> Option<String> {
@@ -274,7 +269,6 @@ mod tests {
             arguments_object("run_command", once).unwrap()
         );
         assert_eq!(run_command(&twice).unwrap(), "cargo test");
-        assert_eq!(delegate_to(r#""{\"to\":\"coder\",\"objective\":\"x\"}""#).unwrap(), "coder");
         assert_eq!(
             detail("write_file", r#""{\"path\":\"a.rs\",\"content\":\"\"}""#).as_deref(),
             Some("a.rs")
@@ -289,10 +283,6 @@ mod tests {
         assert_eq!(
             run_command(r#"{"cmd":"x"}"#).unwrap_err().to_string(),
             "invalid arguments for run_command: missing field `command`"
-        );
-        assert_eq!(
-            delegate_to(r#"{"to":3}"#).unwrap_err().to_string(),
-            "invalid arguments for delegate: field `to` must be a string, got a number"
         );
         assert_eq!(detail("run_command", r#"{"command":"make","path":7}"#).as_deref(), Some("make"));
         assert_eq!(detail("read_file", r#"{"path":"a","command":"b"}"#).as_deref(), Some("a"));

@@ -196,7 +196,7 @@ impl TaskCtx {
     fn parallel_note(&self, delegates: &[Role]) -> String {
         let several: Vec<String> = delegates
             .iter()
-            .filter_map(|r| self.engine.team.role(r).map(|c| (r, c.max_instances)))
+            .filter_map(|r| self.engine.team.role(r).map(|c| (r, c.instances())))
             .filter(|(_, n)| *n > 1)
             .map(|(r, n)| format!("{r} up to {n} ({r}, {})", r.instance(2)))
             .collect();

@@ -43,6 +43,13 @@ pub struct RoleConfig {
     pub max_instances: u16,
 }
 
+impl RoleConfig {
+    /// How many agents of the role a task may run at once: `max_instances`, never fewer than one.
+    pub fn instances(&self) -> u16 {
+        self.max_instances.max(1)
+    }
+}
+
 /// A role's summariser: a (cheaper) model its compactions' summary requests go to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summariser {
@@ -98,14 +105,14 @@ impl TeamConfig {
             Role::Instance(_) => None,
         }?;
         // An instance exists only up to its role's `max_instances`.
-        (role.number() <= config.max_instances.max(1)).then_some(config)
+        (role.number() <= config.instances()).then_some(config)
     }
 
     /// Every agent a task of this team may have: each role, then each instance its `max_instances`
     /// allows (`coder#2` …).
     pub fn agents(&self) -> impl Iterator<Item = Role> + '_ {
         self.roles().flat_map(move |role| {
-            let max = self.role(&role).map_or(1, |c| c.max_instances.max(1));
+            let max = self.role(&role).map_or(1, RoleConfig::instances);
             (1..=max).map(move |n| role.instance(n))
         })
     }
@@ -113,11 +120,10 @@ impl TeamConfig {
     /// Whether `role`'s agents can change the workspace: its tools include `write_file`, `edit_file`
     /// or `run_command`. Two such teammates running at once each get a working copy of their own.
     pub fn writes(&self, role: &Role) -> bool {
-        let tools = match self.role(role).and_then(|r| r.tools.clone()) {
-            Some(tools) => tools,
-            None => agentd_agents::roles::default_tools(role),
-        };
-        tools.iter().any(|t| matches!(t, ToolName::WriteFile | ToolName::EditFile | ToolName::RunCommand))
+        match self.role(role).and_then(|r| r.tools.as_ref()) {
+            Some(tools) => tools.iter().any(ToolName::writes),
+            None => agentd_agents::roles::default_tools(role).iter().any(ToolName::writes),
+        }
     }
 
     /// Every role of the team: the lead, the coder, then the specialists by name.

@@ -93,7 +93,7 @@ pub(super) fn plan(
             plans.push(Some(Plan::Refused("an agent cannot delegate to itself".into())));
             continue;
         }
-        let max = config.max_instances.max(1);
+        let max = config.instances();
         let instance = if to.number() > 1 {
             if to.number() > max {
                 let refused = format!(
@@ -160,6 +160,24 @@ enum Work {
 pub(super) struct Running(VecDeque<Branch>);
 
 impl Running {
+    /// A branch spawned: when another is running, each runs beside the others (their failures become
+    /// results, never the turn's).
+    fn push(&mut self, call: &Call, instance: Role, work: Work, copy: Option<Copy>) {
+        let alongside = self.0.iter().any(|b| matches!(b.work, Work::Running(_)));
+        if alongside {
+            for b in self.0.iter_mut() {
+                b.alongside = true;
+            }
+        }
+        self.0.push_back(Branch { call: call.clone(), instance: Some(instance), work, alongside, copy });
+    }
+
+    /// How many branches, from the oldest, must settle before `instance` is free: through the one it
+    /// runs; none when it runs none.
+    fn through(&self, instance: &Role) -> usize {
+        self.0.iter().position(|b| b.instance.as_ref() == Some(instance)).map_or(0, |at| at + 1)
+    }
+
     /// A call whose result is known before any branch runs (refused, or its copy not made): it
     /// waits its turn in call order like the rest. One whose copy failed counts as running beside
     /// others (its failure is a result, never the turn's).
@@ -196,18 +214,18 @@ impl Agent {
             let step = match plan {
                 Some(plan) => {
                     // Its agent busy with an earlier call of this answer: that call is settled first.
-                    let busy = match plan.instance() {
-                        Some(instance) => {
-                            self.settle_through(turn, fitted, &mut carried, &mut branches, instance).await
-                        }
-                        None => Ok(()),
-                    };
+                    let busy = plan.instance().map_or(0, |instance| branches.through(instance));
+                    let busy =
+                        self.settle_first(busy, &mut branches, Some((turn, fitted, &mut carried))).await;
                     match busy {
                         Ok(()) => self.start_branch(call, plan, &mut branches).await,
                         Err(e) => Err(e),
                     }
                 }
-                None => match self.settle_all(turn, fitted, &mut carried, &mut branches).await {
+                None => match self
+                    .settle_first(branches.0.len(), &mut branches, Some((turn, fitted, &mut carried)))
+                    .await
+                {
                     Ok(()) => {
                         self.begin_call(call)?;
                         match self.call_tool(&turn.snapshot, &call.name, &call.arguments).await {
@@ -231,7 +249,8 @@ impl Agent {
             }
         }
         // Every branch started is waited for, even when a step failed: none outlives the turn.
-        let settled = self.settle_all(turn, fitted, &mut carried, &mut branches).await;
+        let settled =
+            self.settle_first(branches.0.len(), &mut branches, Some((turn, fitted, &mut carried))).await;
         outcome?;
         settled?;
         Ok(finished)
@@ -270,12 +289,6 @@ impl Agent {
             }
             Plan::Branch { instance, objective, copy } => (instance, objective, copy),
         };
-        let alongside = running.0.iter().any(|b| matches!(b.work, Work::Running(_)));
-        if alongside {
-            for b in running.0.iter_mut() {
-                b.alongside = true;
-            }
-        }
         let made = match copy {
             true => match self.working_copy(&call.id, &instance) {
                 Ok(copy) => Some(copy),
@@ -288,13 +301,7 @@ impl Agent {
             false => None,
         };
         let work = self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), true).await?;
-        running.0.push_back(Branch {
-            call: call.clone(),
-            instance: Some(instance),
-            work,
-            alongside,
-            copy: made,
-        });
+        running.push(call, instance, work, made);
         Ok(())
     }
 
@@ -332,38 +339,19 @@ impl Agent {
         Ok(Work::Running(tokio::spawn(target.run_turn(input, inherited, place))))
     }
 
-    /// Settles the branches up to and including the one `instance` runs, in call order.
-    pub(super) async fn settle_through(
+    /// Settles the `n` oldest branches, in call order: each is waited for even when one before it
+    /// failed (none outlives its turn), and the first error is the answer. Results are sized against
+    /// the turn's request when `sized` holds it, logged whole (as a resume does) otherwise.
+    async fn settle_first(
         &mut self,
-        turn: &Turn,
-        fitted: &Fitted,
-        carried: &mut Tokens,
+        n: usize,
         running: &mut Running,
-        instance: &Role,
-    ) -> Result<(), TurnError> {
-        let Some(at) = running.0.iter().position(|b| b.instance.as_ref() == Some(instance)) else {
-            return Ok(());
-        };
-        let mut first_error = None;
-        for branch in running.0.drain(..=at).collect::<Vec<_>>() {
-            if let Err(e) = self.settle(branch, Some((turn, fitted, &mut *carried))).await {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// Settles every branch started, in call order.
-    pub(super) async fn settle_all(
-        &mut self,
-        turn: &Turn,
-        fitted: &Fitted,
-        carried: &mut Tokens,
-        running: &mut Running,
+        mut sized: Option<(&Turn, &Fitted, &mut Tokens)>,
     ) -> Result<(), TurnError> {
         let mut first_error = None;
-        while let Some(branch) = running.0.pop_front() {
-            if let Err(e) = self.settle(branch, Some((turn, fitted, &mut *carried))).await {
+        for branch in running.0.drain(..n.min(running.0.len())).collect::<Vec<_>>() {
+            let sized = sized.as_mut().map(|(turn, fitted, carried)| (*turn, *fitted, &mut **carried));
+            if let Err(e) = self.settle(branch, sized).await {
                 first_error.get_or_insert(e);
             }
         }
@@ -393,13 +381,8 @@ impl Agent {
                 Err(e) => Ok(failure(format!("{}'s turn stopped: {e}", role_name(&instance)))),
             },
         };
-        let mut outcome = match ended {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                // Its copy stays for the resume that continues it.
-                return Err(e);
-            }
-        };
+        // A branch that stops the turn leaves its copy for the resume that continues it.
+        let mut outcome = ended?;
         let merged = match &copy {
             Some(copy) => Some(self.merge_back(&call.id, instance.as_ref(), copy, outcome.ok)?),
             None => None,
@@ -446,17 +429,10 @@ impl Agent {
         let mut outcome = Ok(());
         for (call, plan) in calls.iter().zip(plans) {
             let Some(plan) = plan.filter(|_| resumed.pending.contains(&call.id)) else { continue };
-            if let Some(instance) = plan.instance().cloned() {
-                // Its agent busy with an earlier pending call: that one settles first.
-                if let Some(at) = running.0.iter().position(|b| b.instance.as_ref() == Some(&instance)) {
-                    for branch in running.0.drain(..=at).collect::<Vec<_>>() {
-                        if let Err(e) = self.settle(branch, None).await {
-                            outcome = Err(e);
-                        }
-                    }
-                }
-            }
-            if outcome.is_err() {
+            // Its agent busy with an earlier pending call: that one settles first.
+            let busy = plan.instance().map_or(0, |instance| running.through(instance));
+            if let Err(e) = self.settle_first(busy, &mut running, None).await {
+                outcome = Err(e);
                 break;
             }
             let step = match (resumed.started.get(&call.id), plan) {
@@ -477,14 +453,7 @@ impl Agent {
                 break;
             }
         }
-        let alongside = running.0.len() > 1;
-        let mut settled = Ok(());
-        while let Some(mut branch) = running.0.pop_front() {
-            branch.alongside |= alongside;
-            if let Err(e) = self.settle(branch, None).await {
-                settled = Err(e);
-            }
-        }
+        let settled = self.settle_first(running.0.len(), &mut running, None).await;
         outcome?;
         settled
     }
@@ -511,13 +480,7 @@ impl Agent {
         };
         let fresh = !started.handed_over;
         let work = self.spawn_branch(&call.id, &started.instance, objective, copy.as_ref(), fresh).await?;
-        running.0.push_back(Branch {
-            call: call.clone(),
-            instance: Some(started.instance.clone()),
-            work,
-            alongside: false,
-            copy,
-        });
+        running.push(call, started.instance.clone(), work, copy);
         Ok(())
     }
 }
