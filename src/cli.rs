@@ -156,6 +156,46 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What a task changed in its workspace, from the checkpoints taken around every writing call
+    /// (a command's changes included): a unified diff, or with --stat a line a file.
+    Diff {
+        /// The task's id.
+        task: String,
+        /// Only the changes of calls after this seq (as `agentd log` numbers events).
+        #[arg(long)]
+        since: Option<u64>,
+        /// Only this agent's changes (coder, coder#2, a specialist), its working copy's included.
+        #[arg(long)]
+        role: Option<String>,
+        /// Only the change of one call: the seq of its tool_called (a delegation's: its merge).
+        #[arg(long)]
+        call: Option<u64>,
+        /// The files and their line counts, not the diff.
+        #[arg(long)]
+        stat: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put back what a stopped task changed: every file changed after a call (--to SEQ), or one
+    /// call's change (--call SEQ). Refused, naming the files, when you changed them since (--force
+    /// overwrites them). A revert is recorded and can itself be reverted.
+    Revert {
+        /// The task's id.
+        task: String,
+        /// Put back every file changed after the call with this seq.
+        #[arg(long, conflicts_with = "call", required_unless_present = "call")]
+        to: Option<u64>,
+        /// Take back the change of the call with this seq (or a revert's seq, to undo it).
+        #[arg(long)]
+        call: Option<u64>,
+        /// Overwrite files you changed since the task did.
+        #[arg(long)]
+        force: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The context gauge of a task's role.
     Context {
         /// The task's id.

@@ -14,6 +14,7 @@
 //! library: they exist only with the cargo feature `fuzzing`, off by default and enabled by `fuzz/`
 //! and by this crate's own tests.
 
+pub mod checkpoints;
 pub mod copies;
 pub mod error;
 #[cfg(feature = "fuzzing")]

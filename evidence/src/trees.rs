@@ -4,7 +4,7 @@
 //! events), `settings` (JSON values by key), `windows` (learned context windows per server/model) and
 //! the evidence trees `evidence` (metadata by id), `evidence_by_task` (task id, NUL, evidence id) and
 //! `evidence_lines` (a sparse line index per blob sha256), and the memory trees `memory_notes` (each
-//! note as it stands, by id) and `memory_changes` (every change to a note, by number). The names below are the one place each
+//! note as it stands, by id) and `memory_changes` (every change to a note, by number), and `objects` (the checkpoint objects, sha256 → size). The names below are the one place each
 //! tree is spelled; the modules that read and write a tree name it in their errors with them.
 //!
 //! A [`Trees`] is what one open of the database gives: its handles and the per-task sequence counters
@@ -25,6 +25,7 @@ pub(crate) const EVIDENCE_BY_TASK: &str = "evidence_by_task";
 pub(crate) const EVIDENCE_LINES: &str = "evidence_lines";
 pub(crate) const MEMORY_NOTES: &str = "memory_notes";
 pub(crate) const MEMORY_CHANGES: &str = "memory_changes";
+pub(crate) const OBJECTS: &str = "objects";
 
 /// One open of the database: its handles and the counters that go with them.
 pub(crate) struct Trees {
@@ -41,6 +42,7 @@ pub(crate) struct Trees {
     pub(crate) evidence_lines: sled::Tree,
     pub(crate) memory_notes: sled::Tree,
     pub(crate) memory_changes: sled::Tree,
+    pub(crate) objects: sled::Tree,
     /// Per-task sequence counters, loaded lazily from this open's log.
     pub(crate) seqs: SeqTable,
 }
@@ -62,6 +64,7 @@ impl Trees {
             evidence_lines: tree(EVIDENCE_LINES)?,
             memory_notes: tree(MEMORY_NOTES)?,
             memory_changes: tree(MEMORY_CHANGES)?,
+            objects: tree(OBJECTS)?,
             db,
             seqs: SeqTable::default(),
         })

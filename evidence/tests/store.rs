@@ -76,7 +76,7 @@ fn events_are_numbered_separately_and_also_logged_as_records() {
             "t",
             &Role::Lead,
             AT,
-            EventKind::ToolCalled { tool: "read_file".into(), call_id: "c1".into() },
+            EventKind::ToolCalled { tool: "read_file".into(), call_id: "c1".into(), checkpoint: None },
         )
         .unwrap();
     let other = store.append_event("u", &Role::Lead, AT, started("y")).unwrap();

@@ -9,6 +9,7 @@
 pub mod args;
 pub mod budget;
 pub mod calibration;
+pub mod changes;
 pub mod compaction;
 pub mod cost;
 pub mod history;

@@ -1,6 +1,7 @@
 //! Events: what happened to a task, persisted before it is published, numbered from 1 per task.
 //! The wire shape is flat: `{seq, task_id, role, at, kind, ...fields}`.
 
+use crate::checkpoint::Change;
 use crate::memory::MemoryScope;
 use crate::role::Role;
 use crate::tokens::{Measured, Tokens};
@@ -176,6 +177,10 @@ pub enum EventKind {
         tool: ToolName,
         /// The call's id, as the model's answer gave it; the matching `tool_finished` carries the same id.
         call_id: String,
+        /// For a writing call: the checkpoint of the workspace (or of the agent's working copy) taken
+        /// before it ran, the sha256 of its root tree; its `files_changed` compares against it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<String>,
     },
     /// A tool call ended, its result stored in the history (a normal end), or the task stopped while it ran
     /// (`interrupted`).
@@ -427,6 +432,53 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         conflicts: Vec<PatchConflict>,
     },
+    /// A writing call changed files (the event's role made it): its checkpoints before and after, and
+    /// each file that differs. Follows the call's `tool_called`, before its `tool_finished` — or, for a
+    /// call a stop cut short, at the resume that found its change. For a delegation that worked in a
+    /// copy, this is its merge into the workspace.
+    FilesChanged as "files_changed" {
+        /// The call (or the `delegate` call whose merge this is).
+        call_id: String,
+        /// Its tool.
+        tool: ToolName,
+        /// The `seq` of the call's `tool_called`: what `agentd revert --call` and `agentd diff --call` name.
+        call_seq: u64,
+        /// The checkpoints and the files.
+        #[serde(flatten)]
+        change: Change,
+        /// Set when the change was made in a working copy (the path): the workspace has it only once the
+        /// delegation's merge (a `files_changed` of its own) brings it back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        working_copy: Option<String>,
+        /// Set for a call a stop cut short, whose change the resume found.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupted: bool,
+    },
+    /// A checkpoint of the workspace around a writing call could not be taken (a file that could not
+    /// be read, the store refusing): the call ran, and its change is not recorded — `agentd diff` and
+    /// `agentd revert` do not know it.
+    CheckpointFailed as "checkpoint_failed" {
+        /// The call.
+        call_id: String,
+        /// What failed.
+        error: String,
+    },
+    /// The user put files back as they were (`agentd revert`): each file, from what it was to what it is
+    /// again. A revert is a change like any other: it can be reverted.
+    Reverted as "reverted" {
+        /// `--to SEQ`: every file the task changed after event SEQ put back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_seq: Option<u64>,
+        /// `--call SEQ`: the change of the call whose `tool_called` is event SEQ taken back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_seq: Option<u64>,
+        /// Set when files the user had changed since were overwritten (`--force`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        forced: Vec<String>,
+        /// The checkpoints and the files.
+        #[serde(flatten)]
+        change: Change,
+    },
     /// The agent (the event's role) is going in circles: the same call with the same result again and
     /// again, or answers with nothing new (`[team.stall]`). Its next request tells it so, once; if it
     /// keeps on, its turn ends with a failure its caller reads.
@@ -481,7 +533,7 @@ pub fn unfinished_calls<'e>(events: impl IntoIterator<Item = &'e Event>) -> Vec<
     let mut open: Vec<(Role, ToolName, String)> = Vec::new();
     for e in events {
         match &e.kind {
-            EventKind::ToolCalled { tool, call_id } => {
+            EventKind::ToolCalled { tool, call_id, .. } => {
                 open.push((e.role.clone(), tool.clone(), call_id.clone()))
             }
             EventKind::ToolFinished { call_id, .. } => open.retain(|(_, _, id)| id != call_id),
@@ -646,7 +698,11 @@ mod tests {
             at: String::new(),
             kind,
         };
-        let called = |id: &str, tool: &str| EventKind::ToolCalled { tool: tool.into(), call_id: id.into() };
+        let called = |id: &str, tool: &str| EventKind::ToolCalled {
+            tool: tool.into(),
+            call_id: id.into(),
+            checkpoint: None,
+        };
         let finished = |id: &str| EventKind::tool_ended(&"x".into(), id, true, false);
         let events = vec![
             ev(1, "lead", called("a", "delegate")),
@@ -673,7 +729,7 @@ mod tests {
             task_id: "t".into(),
             role: "lead".into(),
             at: "2026-01-01T00:00:00.000Z".into(),
-            kind: EventKind::ToolCalled { tool: "read_file".into(), call_id: "c1".into() },
+            kind: EventKind::ToolCalled { tool: "read_file".into(), call_id: "c1".into(), checkpoint: None },
         };
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["kind"], "tool_called");
@@ -703,7 +759,7 @@ mod tests {
                 model: Some("m".into()),
                 cost_usd: Some(0.5),
             },
-            EventKind::ToolCalled { tool: ToolName::ReadFile, call_id: "c".into() },
+            EventKind::ToolCalled { tool: ToolName::ReadFile, call_id: "c".into(), checkpoint: None },
             EventKind::tool_ended(&ToolName::ReadFile, "c", true, false),
             EventKind::CompactionStarted {
                 tokens_before: t,
@@ -764,6 +820,35 @@ mod tests {
             },
             EventKind::returned(Role::Coder, "s"),
             EventKind::AgentStalled { why: "w".into(), calls: 3 },
+            EventKind::FilesChanged {
+                call_id: "c".into(),
+                tool: ToolName::RunCommand,
+                call_seq: 4,
+                change: Change {
+                    before: "b".into(),
+                    after: "a".into(),
+                    files: vec![crate::checkpoint::FileDelta {
+                        path: "x".into(),
+                        before: None,
+                        after: Some(crate::checkpoint::FileState {
+                            mode: 0o100644,
+                            sha256: "s".into(),
+                            unkept: true,
+                        }),
+                    }],
+                    lines_added: 1,
+                    lines_removed: 0,
+                },
+                working_copy: Some("/w".into()),
+                interrupted: true,
+            },
+            EventKind::Reverted {
+                to_seq: Some(3),
+                call_seq: None,
+                forced: vec!["x".into()],
+                change: Change::default(),
+            },
+            EventKind::CheckpointFailed { call_id: "c".into(), error: "e".into() },
             EventKind::FinishRejected { reason: "r".into() },
             EventKind::TaskFinished { summary: "s".into() },
             EventKind::TaskFailed { error: "e".into() },

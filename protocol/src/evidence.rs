@@ -157,7 +157,8 @@ pub struct Page {
 /// One evidence item `verify` found wrong.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Problem {
-    /// The evidence item's id (`ev-…`).
+    /// The evidence item's id (`ev-…`), or [`CHECKPOINT_OBJECT`] for an object of a workspace
+    /// checkpoint.
     pub id: String,
     /// The recorded sha256.
     pub sha256: String,
@@ -166,6 +167,9 @@ pub struct Problem {
     /// What is wrong, in words.
     pub problem: String,
 }
+
+/// The `id` of a [`Problem`] with a checkpoint object (named by its `sha256`), not an evidence item.
+pub const CHECKPOINT_OBJECT: &str = "checkpoint-object";
 
 /// Evidence to store.
 #[derive(Clone)]

@@ -12,6 +12,7 @@
 //! this crate only) must do the same way.
 
 pub mod budget;
+pub mod checkpoint;
 pub mod event;
 pub mod evidence;
 pub mod gauge;
@@ -32,6 +33,7 @@ pub mod tool;
 pub mod window;
 
 pub use budget::{Amount, Budget, BudgetScope};
+pub use checkpoint::{FileDelta, FileState};
 pub use event::{Event, EventKind, OpenBranch, PatchConflict, Stalled, Usage};
 pub use evidence::{EvidenceMeta, NewEvidence, Page, Producer, Source, Stored, Unit};
 pub use gauge::{Categories, Gauge};

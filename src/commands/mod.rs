@@ -5,6 +5,7 @@
 //! `crate::print`. A handler returns the exit code it ran to (`crate::exit`), or a `Failure` that
 //! carries one.
 
+mod changes;
 mod connect;
 mod daemon;
 mod doctor;
@@ -54,6 +55,12 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Message { task, text, wait, json } => tasks::message(&home, task, text, wait, json),
         Command::Log { task, role, json } => tasks::log(&home, task, role, json),
         Command::Compact { task, role, focus, json } => tasks::compact(&home, task, role, focus, json),
+        Command::Diff { task, since, role, call, stat, json } => {
+            changes::diff(&home, changes::DiffArgs { task, since, role, call, stat, json })
+        }
+        Command::Revert { task, to, call, force, json } => {
+            changes::revert(&home, task, to, call, force, json)
+        }
         Command::Context { task, role, json } => roles::context(&home, task, role, json),
         Command::Models { command: ModelsCommand::Probe { role, json } } => roles::probe(&home, role, json),
         Command::Settings { role, key, value, json } => roles::settings(&home, role, key, value, json),

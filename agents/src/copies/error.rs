@@ -43,13 +43,13 @@ pub enum CopyError {
 
 impl CopyError {
     /// A closure turning an `io::Error` of `op` on `path` into a [`CopyError::Io`].
-    pub(super) fn io(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> CopyError {
+    pub(crate) fn io(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> CopyError {
         let path = path.to_path_buf();
         move |source| CopyError::Io { op, path, source }
     }
 
     /// A closure turning an errno of `op` on `path` into a [`CopyError::Io`].
-    pub(super) fn errno(op: &'static str, path: &Path) -> impl FnOnce(rustix::io::Errno) -> CopyError {
+    pub(crate) fn errno(op: &'static str, path: &Path) -> impl FnOnce(rustix::io::Errno) -> CopyError {
         let path = path.to_path_buf();
         move |e| CopyError::Io { op, path, source: e.into() }
     }

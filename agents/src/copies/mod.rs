@@ -61,8 +61,8 @@ mod error;
 mod make;
 mod merge;
 mod patch;
-mod unified;
-mod walk;
+pub(crate) mod unified;
+pub(crate) mod walk;
 
 #[cfg(test)]
 mod tests;

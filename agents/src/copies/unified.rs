@@ -22,36 +22,36 @@ const CONTEXT: usize = 3;
 /// one (a file rewritten from end to end would otherwise cost the product of its lengths).
 const DIFF_TIMEOUT: Duration = Duration::from_secs(2);
 /// The file-type bits of a mode, and the type of a symlink.
-pub(super) const TYPE_MASK: u32 = 0o170000;
+pub(crate) const TYPE_MASK: u32 = 0o170000;
 /// A symlink's mode, as git writes it.
-pub(super) const SYMLINK: u32 = 0o120000;
+pub(crate) const SYMLINK: u32 = 0o120000;
 /// A regular file's type bits.
-pub(super) const REGULAR: u32 = 0o100000;
+pub(crate) const REGULAR: u32 = 0o100000;
 
 /// One side of a file's change: its mode (type and permission bits) and its content (a symlink's
 /// target text for a symlink).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Side<'a> {
-    pub(super) mode: u32,
-    pub(super) bytes: &'a [u8],
+pub(crate) struct Side<'a> {
+    pub(crate) mode: u32,
+    pub(crate) bytes: &'a [u8],
 }
 
 /// What a file's section counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Counted {
-    pub(super) added: u64,
-    pub(super) removed: u64,
-    pub(super) binary: bool,
+pub(crate) struct Counted {
+    pub(crate) added: u64,
+    pub(crate) removed: u64,
+    pub(crate) binary: bool,
 }
 
 /// Whether `bytes` are text: UTF-8 without a NUL byte.
-pub(super) fn is_text(bytes: &[u8]) -> bool {
+pub(crate) fn is_text(bytes: &[u8]) -> bool {
     !bytes.contains(&0) && std::str::from_utf8(bytes).is_ok()
 }
 
 /// The mode git writes for `mode`: `120000` for a symlink, `100755` for a regular file any of whose
 /// owner-execute bit is set, `100644` otherwise.
-pub(super) fn git_mode(mode: u32) -> u32 {
+pub(crate) fn git_mode(mode: u32) -> u32 {
     if mode & TYPE_MASK == SYMLINK {
         SYMLINK
     } else if mode & 0o100 != 0 {
@@ -64,7 +64,7 @@ pub(super) fn git_mode(mode: u32) -> u32 {
 /// Appends the section of one file to `out`: `old` at `old_path` becoming `new` at `new_path` (a side
 /// that is `None` is absent: an addition or a deletion). Returns the lines added and removed, and
 /// whether the content is binary (a NUL byte or not UTF-8, on either side).
-pub(super) fn file_section(
+pub(crate) fn file_section(
     out: &mut String,
     old_path: &str,
     new_path: &str,
@@ -158,7 +158,7 @@ fn tab_if_spaced(name: &str) -> &'static str {
 
 /// `name` as git writes it in a patch: as it is, or C-quoted within double quotes when it holds a
 /// double quote, a backslash, a control character or a non-ASCII byte.
-pub(super) fn quote(name: &str) -> String {
+pub(crate) fn quote(name: &str) -> String {
     let plain = |b: u8| b != b'"' && b != b'\\' && (0x20..0x7f).contains(&b);
     if name.bytes().all(plain) {
         return name.to_string();

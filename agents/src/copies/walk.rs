@@ -22,17 +22,17 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// Where an entry is: its directory, open, its name in it, and its path from the root.
-pub(super) struct At<'a> {
+pub(crate) struct At<'a> {
     /// The directory holding the entry.
-    pub(super) parent: BorrowedFd<'a>,
+    pub(crate) parent: BorrowedFd<'a>,
     /// The entry's name in `parent`.
-    pub(super) name: &'a OsStr,
+    pub(crate) name: &'a OsStr,
     /// The entry's path relative to the root.
-    pub(super) rel: &'a Path,
+    pub(crate) rel: &'a Path,
 }
 
 /// What the walk tells about the entries it takes, in sorted order, depth first.
-pub(super) trait Visitor {
+pub(crate) trait Visitor {
     /// A directory, opened (read-only, no-follow). When this says yes its entries come next, then
     /// [`Visitor::left`]; when no, the walk passes over it.
     fn entered(&mut self, at: &At<'_>, dir: &OwnedFd) -> Result<bool, CopyError>;
@@ -46,7 +46,7 @@ pub(super) trait Visitor {
 
 /// Opens the root of a tree: a directory (the path itself may go through symlinks: it is the
 /// caller's).
-pub(super) fn open_root(root: &Path) -> Result<OwnedFd, CopyError> {
+pub(crate) fn open_root(root: &Path) -> Result<OwnedFd, CopyError> {
     rfs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(CopyError::errno("open the directory", root))
 }
@@ -63,7 +63,7 @@ struct Level {
 
 /// Walks the tree at `root` (open as `root_fd`), telling `visitor` about every directory, regular
 /// file and symlink it takes. Fifos, sockets and devices are passed over.
-pub(super) fn walk(root: &Path, root_fd: &OwnedFd, visitor: &mut impl Visitor) -> Result<(), CopyError> {
+pub(crate) fn walk(root: &Path, root_fd: &OwnedFd, visitor: &mut impl Visitor) -> Result<(), CopyError> {
     let dir = rfs::openat(root_fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .map_err(CopyError::errno("open the directory", root))?;
     let rules = Rc::new(Rules { here: ignore_rules(&dir, root), parent: None });
@@ -128,6 +128,6 @@ fn sorted_entries(dir: &OwnedFd, abs: &Path) -> Result<Vec<(OsString, FileType)>
 }
 
 /// `rel`'s components, for opening beneath a root.
-pub(super) fn parts(rel: &Path) -> Vec<OsString> {
+pub(crate) fn parts(rel: &Path) -> Vec<OsString> {
     rel.iter().map(OsStr::to_os_string).collect()
 }

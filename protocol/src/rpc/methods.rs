@@ -17,6 +17,7 @@
 //! the compiler asks for the handler, and `tests/schema.rs` checks that the schema, the OpenAPI
 //! document and the route table name it.
 
+use super::changes::{DiffParams, DiffResult, RevertParams, RevertResult};
 use super::daemon::{ClockParams, ClockResult, DaemonStatus};
 use super::evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyResult};
 use super::inspect::{ContextParams, ContextResult, LogParams, LogResult};
@@ -273,6 +274,14 @@ methods! {
         { Post "/tasks/{task_id}/compact", query: [], body: true,
           "Compact a role's history now (body {\"role\"?, \"focus\"?})" }
     /// Follows a task's events: `task.event` notifications follow the answer, then `task.end`.
+    /// What a task changed in its workspace, from its checkpoints: each file and a unified diff.
+    TaskDiff "task.diff" (DiffParams) -> DiffResult
+        { Get "/tasks/{task_id}/diff", query: [integer("since"), text("role"), integer("call"), boolean("stat")],
+          body: false, "What a task changed in its workspace, from its checkpoints" }
+    /// Puts the files a stopped task changed back as they were (after event `to`, or one call's).
+    TaskRevert "task.revert" (RevertParams) -> RevertResult
+        { Post "/tasks/{task_id}/revert", query: [], body: true,
+          "Put back what a stopped task changed (body {\"to\"} or {\"call\"}, and {\"force\"})" }
     TaskSubscribe "task.subscribe" (SubscribeParams) -> Subscribed, stream
         { Get "/tasks/{task_id}/events", query: [integer("after_seq")], body: false,
           "A task's events as Server-Sent Events, from after Last-Event-ID (or after_seq) to its end" }
@@ -391,7 +400,7 @@ mod tests {
             let schema = serde_json::to_value(schemars::schema_for!(Request)).unwrap();
             assert!(schema.to_string().contains(&format!("\"{}\"", m.name())), "{m}");
         }
-        assert_eq!(names.len(), 25);
+        assert_eq!(names.len(), 27);
         assert_eq!(Method::parse("task.explode"), None);
         let r = <method::TaskStatus as RpcMethod>::request(TaskRef { task_id: "t".into() });
         assert_eq!(r.method(), Method::TaskStatus);

@@ -8,11 +8,12 @@
 //!
 //! Every type is named from here (`rpc::TaskStatus`); the files beneath hold one part each:
 //! `methods` (the declaration: [`Request`], [`Method`], [`ROUTES`], [`Handlers`]), `error` (codes and error answers), the params
-//! and results of a group of methods each — `task` (`task.*`), `inspect` (`context.get`,
+//! and results of a group of methods each — `task` (`task.*`), `changes` (`task.diff`, `task.revert`), `inspect` (`context.get`,
 //! `log.get`), `evidence` (`evidence.*`), `memory` (`memory.*`), `settings` (`settings.*`, `models.probe`), `daemon`
 //! (`daemon.status`, `clock.advance`) — and `notification` (what follows a subscription). They
 //! import one another, never this module, so no file imports one that imports it back.
 
+mod changes;
 mod daemon;
 mod error;
 mod evidence;
@@ -23,6 +24,7 @@ mod notification;
 mod settings;
 mod task;
 
+pub use changes::{DiffFile, DiffParams, DiffResult, RevertParams, RevertResult};
 pub use daemon::{
     ClockParams, ClockResult, ClusterStatus, DaemonStatus, DaySpending, HttpServing, JobAction, JobStatus,
     McpServerStatus, McpStart, NodeStatus, StorageStatus, StreamStatus,

@@ -91,7 +91,35 @@ pub fn event_line(e: &Event) -> String {
             let cost = cost_usd.map(|c| format!(", {}", usd(c))).unwrap_or_default();
             format!("response: {finish_reason}{usage}{cost}")
         }
-        K::ToolCalled { tool, call_id } => format!("→ {tool} ({call_id})"),
+        K::ToolCalled { tool, call_id, .. } => format!("→ {tool} ({call_id})"),
+        K::FilesChanged { call_seq, change, working_copy, interrupted, tool, .. } => {
+            let mut files: Vec<String> =
+                change.files.iter().take(4).map(|f| format!("{} {}", f.change(), f.path)).collect();
+            if change.files.len() > 4 {
+                files.push(format!("{} more", change.files.len() - 4));
+            }
+            let place = if working_copy.is_some() { " in its working copy" } else { "" };
+            let cut = if *interrupted { " (found after a stop)" } else { "" };
+            let by = if *tool == agentd_protocol::ToolName::Delegate { "merge of call" } else { "call" };
+            format!(
+                "files changed{place} by {by} {call_seq}{cut}: {} (+{} -{}) — undo: agentd revert TASK --call {call_seq}",
+                files.join(", "),
+                change.lines_added,
+                change.lines_removed
+            )
+        }
+        K::Reverted { to_seq, call_seq, forced, change } => {
+            let what = match (to_seq, call_seq) {
+                (Some(to), _) => format!("every change after {to}"),
+                (_, Some(call)) => format!("call {call}"),
+                _ => "changes".to_string(),
+            };
+            let forced = if forced.is_empty() { String::new() } else { format!(", overwriting {}", forced.join(", ")) };
+            format!("reverted {what}: {} file(s) put back{forced}", change.files.len())
+        }
+        K::CheckpointFailed { call_id, error } => {
+            format!("checkpoint failed ({call_id}): {}; this change is not recorded", one_line(error, 100))
+        }
         K::ToolFinished { tool, ok, evidence_id, result_tokens, .. } => {
             let size = match (result_tokens, evidence_id) {
                 (Some(t), Some(id)) => format!(", paged: {t} tokens shown of evidence {id}"),

@@ -80,6 +80,14 @@ pub enum ClusterError {
         /// Why it does not decode.
         source: serde_json::Error,
     },
+    /// Stored bytes that no longer hash to their name.
+    #[error("{what} is altered: its bytes hash to {actual}")]
+    Altered {
+        /// What it was (`checkpoint object …`).
+        what: String,
+        /// The sha256 its bytes hash to.
+        actual: String,
+    },
 }
 
 impl ClusterError {

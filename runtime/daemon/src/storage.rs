@@ -13,7 +13,7 @@ use agentd_engine::storage::End;
 use agentd_engine::storage::{Storage, StorageError};
 use agentd_evidence::{EvidenceError, Health, Store, StoreError};
 use agentd_policies::settings::SettingKey;
-use agentd_protocol::evidence::Problem;
+use agentd_protocol::evidence::{Problem, CHECKPOINT_OBJECT};
 use agentd_protocol::memory::{Author, MemoryChange, NewNote, Note, NoteEdit, NoteFilter};
 use agentd_protocol::{
     Event, EventKind, EvidenceMeta, Message, NewEvidence, Page, Record, Role, Stored, TaskMeta, Unit, Window,
@@ -158,6 +158,22 @@ impl Storage for SledStorage {
         self.store.read_evidence(id, offset, limit, unit).map_err(kinded)
     }
 
+    fn has_object(&self, id: &str) -> Result<bool, StorageError> {
+        self.store.has_object(id).map_err(kinded)
+    }
+
+    fn put_object(&self, id: &str, bytes: &[u8]) -> Result<(), StorageError> {
+        self.store.put_object(id, bytes).map_err(kinded)
+    }
+
+    fn object(&self, id: &str) -> Result<Vec<u8>, StorageError> {
+        self.store.object(id).map_err(kinded)
+    }
+
+    fn sync_objects(&self) -> Result<(), StorageError> {
+        self.store.sync_objects().map_err(kinded)
+    }
+
     fn save_note(&self, note: NewNote) -> Result<Note, StorageError> {
         self.store.save_note(note).map_err(kinded)
     }
@@ -196,6 +212,7 @@ impl DaemonStorage for SledStorage {
 
     fn verify_evidence(&self) -> Result<Vec<Problem>, StorageError> {
         let problems = self.store.verify_evidence().map_err(kinded)?;
+        let objects = self.store.verify_objects().map_err(kinded)?;
         Ok(problems
             .iter()
             .map(|p| Problem {
@@ -204,6 +221,21 @@ impl DaemonStorage for SledStorage {
                 path: p.path.display().to_string(),
                 problem: p.to_string(),
             })
+            .chain(objects.into_iter().map(|p| Problem {
+                problem: match &p.actual {
+                    None => {
+                        format!("checkpoint object {}: its blob {} is missing", p.sha256, p.path.display())
+                    }
+                    Some(actual) => format!(
+                        "checkpoint object {} is altered on disk: sha256 {actual} ({})",
+                        p.sha256,
+                        p.path.display()
+                    ),
+                },
+                id: CHECKPOINT_OBJECT.to_string(),
+                sha256: p.sha256,
+                path: p.path.display().to_string(),
+            }))
             .collect())
     }
 

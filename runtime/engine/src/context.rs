@@ -133,6 +133,9 @@ pub struct TaskCtx {
     /// The task's own budget, as its record held it when the run began (`task.resume` changes it
     /// only while the task is stopped, and a run reads it afresh).
     pub budget: Option<Budget>,
+    /// The run's workspace checkpoints (`crate::checkpoints`): what its snapshotter knows, and the
+    /// byte budget.
+    pub checkpoints: Arc<crate::checkpoints::Checkpoints>,
     /// Compactions the user asked for while the task runs, by role: each made before the role's next
     /// request, or when the run ends if the role makes none.
     requested: Mutex<BTreeMap<Role, Requested>>,
@@ -149,7 +152,17 @@ impl TaskCtx {
         servers: Arc<dyn ToolServers>,
     ) -> Result<TaskCtx, StorageError> {
         let budget = engine.storage.task(&task_id)?.and_then(|m| m.budget);
-        Ok(TaskCtx { task_id, workspace, cancel, engine, servers, budget, requested: Mutex::default() })
+        let checkpoints = Arc::new(crate::checkpoints::Checkpoints::new(engine.team().checkpoint_bytes));
+        Ok(TaskCtx {
+            task_id,
+            workspace,
+            cancel,
+            engine,
+            servers,
+            budget,
+            checkpoints,
+            requested: Mutex::default(),
+        })
     }
 
     /// Asks for a compaction of `role`'s history, made before its next request (a later ask for the

@@ -20,6 +20,7 @@
 
 pub mod agent;
 pub mod blocks;
+pub mod checkpoints;
 pub mod clock;
 pub mod compactor;
 pub mod context;

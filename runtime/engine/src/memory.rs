@@ -46,6 +46,7 @@ struct Inner {
     settings: HashMap<String, Value>,
     windows: HashMap<(String, String), Window>,
     evidence: HashMap<String, (EvidenceMeta, Vec<u8>)>,
+    objects: HashMap<String, Vec<u8>>,
     notes: Vec<Note>,
     changes: Vec<MemoryChange>,
 }
@@ -208,6 +209,24 @@ impl Storage for MemoryStorage {
         let (meta, data) =
             inner.evidence.get(id).ok_or_else(|| StorageError::UnknownEvidence(id.to_string()))?;
         Ok(page_of(data, meta, offset, limit, unit))
+    }
+
+    fn has_object(&self, id: &str) -> Result<bool, StorageError> {
+        Ok(self.inner.lock().objects.contains_key(id))
+    }
+
+    fn put_object(&self, id: &str, bytes: &[u8]) -> Result<(), StorageError> {
+        self.writing()?.objects.insert(id.to_string(), bytes.to_vec());
+        Ok(())
+    }
+
+    fn object(&self, id: &str) -> Result<Vec<u8>, StorageError> {
+        let inner = self.inner.lock();
+        inner.objects.get(id).cloned().ok_or_else(|| StorageError::UnknownObject(id.to_string()))
+    }
+
+    fn sync_objects(&self) -> Result<(), StorageError> {
+        self.writing().map(|_| ())
     }
 
     fn save_note(&self, new: NewNote) -> Result<Note, StorageError> {

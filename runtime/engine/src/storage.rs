@@ -2,8 +2,8 @@
 //!
 //! A team's turn writes its messages, receipts, settings snapshots and checkpoints to the task's
 //! append-only log, emits events (persisted, then published), keeps windows, calibrations and
-//! gauges, stores large results and archives as evidence and reads them back by page, and records
-//! how the task ended. [`Storage`] is all of that and nothing more: the engine never sees the
+//! gauges, stores large results and archives as evidence and reads them back by page, keeps the
+//! objects of workspace checkpoints, and records how the task ended. [`Storage`] is all of that and nothing more: the engine never sees the
 //! database behind it.
 //!
 //! Implementations: the daemon's over sled (`agentd_daemon::storage`), the in-memory one of the
@@ -47,6 +47,9 @@ pub enum StorageError {
     /// No evidence with this id is recorded.
     #[error("unknown evidence {0}")]
     UnknownEvidence(String),
+    /// No checkpoint object with this name is stored.
+    #[error("unknown checkpoint object {0}")]
+    UnknownObject(String),
     /// No memory note with this id is recorded.
     #[error("unknown memory note {0:?}; `agentd memory list` shows the notes")]
     UnknownNote(String),
@@ -144,6 +147,16 @@ pub trait Storage: Send + Sync + 'static {
     fn evidence(&self, id: &str) -> Result<EvidenceMeta, StorageError>;
     /// One page of evidence: `limit` lines (or bytes) from `offset`.
     fn read_evidence(&self, id: &str, offset: u64, limit: u64, unit: Unit) -> Result<Page, StorageError>;
+
+    /// Whether checkpoint object `id` (a sha256, see `agentd_agents::checkpoints`) is stored.
+    fn has_object(&self, id: &str) -> Result<bool, StorageError>;
+    /// Stores `bytes` as checkpoint object `id`, their sha256. It is durable once
+    /// [`Storage::sync_objects`] returns (a checkpoint stores many, then syncs once).
+    fn put_object(&self, id: &str, bytes: &[u8]) -> Result<(), StorageError>;
+    /// The bytes of checkpoint object `id`, checked against it.
+    fn object(&self, id: &str) -> Result<Vec<u8>, StorageError>;
+    /// Makes every checkpoint object put so far durable.
+    fn sync_objects(&self) -> Result<(), StorageError>;
 
     /// Saves a memory note with its `saved` change, durably; the note gets its id.
     fn save_note(&self, note: NewNote) -> Result<Note, StorageError>;

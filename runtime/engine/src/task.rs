@@ -143,6 +143,16 @@ pub fn launch(
     let running = ctx.clone();
     let (servers, ended_storage, ended_id) = (ctx.servers.clone(), storage.clone(), task_id.clone());
     let run = tokio::spawn(async move {
+        // A writing call a stop cut short: its change is found and recorded before anything runs.
+        let (checkpoints, root) = (ctx.checkpoints.clone(), ctx.workspace.root().to_path_buf());
+        if let Err(e) = crate::checkpoints::reconcile(storage.clone(), checkpoints, &task_id, root).await {
+            tracing::warn!(task = %task_id, error = %e, "the change of a call cut short could not be recorded");
+            let failed = EventKind::CheckpointFailed { call_id: String::new(), error: e.to_string() };
+            if let Err(e) = storage.emit(&task_id, &Role::Lead, failed) {
+                ctx.servers.shutdown().await;
+                return finish(storage.as_ref(), &task_id, &cancel, Err(e.into()));
+            }
+        }
         if let Some(resumed) = resumed {
             if let Err(e) = lead.resume_delegations(resumed).await {
                 ctx.servers.shutdown().await;
@@ -505,7 +515,11 @@ mod tests {
     async fn every_unfinished_call_is_closed_but_a_delegation_a_resume_continues() {
         let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
         let storage = rig.storage.as_ref();
-        let called = |tool: &str, id: &str| EventKind::ToolCalled { tool: tool.into(), call_id: id.into() };
+        let called = |tool: &str, id: &str| EventKind::ToolCalled {
+            tool: tool.into(),
+            call_id: id.into(),
+            checkpoint: None,
+        };
         storage.emit("t1", &Role::from("lead"), called("delegate", "d1")).unwrap();
         storage.emit("t1", &Role::from("coder"), called("read_file", "c1")).unwrap();
         storage.emit("t1", &Role::from("coder"), called("read_file", "c2")).unwrap();
@@ -672,7 +686,8 @@ mod tests {
         let task = rig.task("x");
         let id = &task.task_id;
         storage.emit(id, &Role::Lead, EventKind::TaskStarted { objective: "x".into() }).unwrap();
-        let called = EventKind::ToolCalled { tool: ToolName::RunCommand, call_id: "c1".into() };
+        let called =
+            EventKind::ToolCalled { tool: ToolName::RunCommand, call_id: "c1".into(), checkpoint: None };
         storage.emit(id, &Role::Coder, called).unwrap();
         let meta = |state| {
             storage
@@ -811,7 +826,7 @@ mod tests {
             .emit(
                 &task.task_id,
                 &Role::Lead,
-                EventKind::ToolCalled { tool: "delegate".into(), call_id: "d1".into() },
+                EventKind::ToolCalled { tool: "delegate".into(), call_id: "d1".into(), checkpoint: None },
             )
             .unwrap();
         assert_eq!(run(&rig, &task, Start::Resume).await, TaskState::Finished);

@@ -93,6 +93,9 @@ pub struct TeamConfig {
     /// The folder working copies are made in (`tools.copies`): one folder per task beneath it, one
     /// working copy per parallel writer, removed once its changes are merged back.
     pub copies: std::path::PathBuf,
+    /// `[checkpoints] max_bytes`: the file bytes one task's workspace checkpoints keep (past it a file
+    /// is recorded by its sha256 alone); 0 turns checkpoints off.
+    pub checkpoint_bytes: u64,
 }
 
 impl TeamConfig {

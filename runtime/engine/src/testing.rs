@@ -63,6 +63,7 @@ pub fn team(model: &str) -> TeamConfig {
         prices: Default::default(),
         budgets: Default::default(),
         copies: std::env::temp_dir().join("agentd-test-copies"),
+        checkpoint_bytes: crate::checkpoints::DEFAULT_MAX_BYTES,
         stall: Default::default(),
     }
 }

@@ -117,6 +117,12 @@ pub trait ToolServers: Send + Sync {
     fn shutdown(&self) -> BoxFuture<'_, ()>;
     /// The starts and failures since the last call, oldest first (each reported once).
     fn news(&self) -> Vec<ServerNews>;
+    /// Whether a call of `tool` can change files (its server is marked `writes`): a checkpoint of the
+    /// workspace is taken around it, as around `run_command`.
+    fn writes(&self, tool: &McpTool) -> bool {
+        let _ = tool;
+        false
+    }
 }
 
 /// A task with no tool servers: no tools, and a call names the missing server.

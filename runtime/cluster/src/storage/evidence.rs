@@ -1,5 +1,6 @@
 //! Evidence: its records (a key-value bucket) and its bytes (the object store, one object per
-//! sha256), listed, read and checked against each other.
+//! sha256), listed, read and checked against each other; and the checkpoint objects of workspace
+//! checkpoints, in the same object store under the same names.
 
 use super::buckets::all_entries;
 use super::handle::{storage_error, JetStreamStorage};
@@ -43,6 +44,72 @@ impl JetStreamStorage {
                     } else if data.len() as u64 != meta.bytes {
                         let len = data.len();
                         problems.push((meta, format!("it holds {len} bytes")));
+                    }
+                }
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Whether an object named `sha256` is stored (and not deleted).
+    pub(super) fn has_blob(&self, sha256: &str) -> Result<bool, StorageError> {
+        let (blobs, name) = (self.handles.blobs.clone(), sha256.to_string());
+        self.run(retrying(move || {
+            let (blobs, name) = (blobs.clone(), name.clone());
+            async move {
+                match blobs.info(name.as_str()).await {
+                    Ok(info) => Ok(!info.deleted),
+                    Err(e) if e.kind() == async_nats::jetstream::object_store::InfoErrorKind::NotFound => {
+                        Ok(false)
+                    }
+                    Err(e) => Err(ClusterError::js("looking up a checkpoint object", e)),
+                }
+            }
+        }))
+    }
+
+    /// Stores `data` under `sha256` (acknowledged by the stream: durable when this returns).
+    pub(super) fn put_blob(&self, sha256: &str, data: &[u8]) -> Result<(), StorageError> {
+        let (blobs, name, data) = (self.handles.blobs.clone(), sha256.to_string(), data.to_vec());
+        self.run(retrying(move || {
+            let (blobs, name, data) = (blobs.clone(), name.clone(), data.clone());
+            async move {
+                blobs
+                    .put(name.as_str(), &mut data.as_slice())
+                    .await
+                    .map(drop)
+                    .map_err(|e| ClusterError::js("storing a checkpoint object", e))
+            }
+        }))
+    }
+
+    /// Reads every object of the store whose name is a sha256 back and names each whose bytes do not
+    /// hash to it: (name, what is wrong). Evidence bytes and checkpoint objects alike.
+    pub fn verify_objects(&self) -> Result<Vec<(String, String)>, StorageError> {
+        use futures_util::StreamExt;
+        let blobs = self.handles.blobs.clone();
+        let names = self.run(retrying(move || {
+            let blobs = blobs.clone();
+            async move {
+                let mut list = blobs.list().await.map_err(|e| ClusterError::js("listing objects", e))?;
+                let mut names = Vec::new();
+                while let Some(info) = list.next().await {
+                    let info = info.map_err(|e| ClusterError::js("listing objects", e))?;
+                    if !info.deleted {
+                        names.push(info.name);
+                    }
+                }
+                Ok(names)
+            }
+        }))?;
+        let mut problems = Vec::new();
+        for name in names.into_iter().filter(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit())) {
+            match self.blob(&name) {
+                Err(e) => problems.push((name, format!("cannot be read: {e}"))),
+                Ok(data) => {
+                    let sha256 = hex_sha256(&data);
+                    if sha256 != name {
+                        problems.push((name, format!("its bytes hash to {sha256}")));
                     }
                 }
             }

@@ -183,6 +183,32 @@ impl Storage for JetStreamStorage {
         Ok(page_of(&data, &meta, offset, limit, unit))
     }
 
+    fn has_object(&self, id: &str) -> Result<bool, StorageError> {
+        self.has_blob(id)
+    }
+
+    fn put_object(&self, id: &str, bytes: &[u8]) -> Result<(), StorageError> {
+        self.put_blob(id, bytes)
+    }
+
+    fn object(&self, id: &str) -> Result<Vec<u8>, StorageError> {
+        if !self.has_blob(id)? {
+            return Err(StorageError::UnknownObject(id.to_string()));
+        }
+        let data = self.blob(id)?;
+        let actual = hex_sha256(&data);
+        if actual != id {
+            let altered = ClusterError::Altered { what: format!("checkpoint object {id}"), actual };
+            return Err(storage_error(altered));
+        }
+        Ok(data)
+    }
+
+    /// Each object was acknowledged by the stream when it was put.
+    fn sync_objects(&self) -> Result<(), StorageError> {
+        Ok(())
+    }
+
     fn save_note(&self, new: NewNote) -> Result<Note, StorageError> {
         let _guard = self.memory_writes.lock();
         let last = self.memory_entries()?.len() as u64;

@@ -40,6 +40,9 @@ pub struct McpServerConfig {
     /// How long one tool call may take (`timeout`, default [`DEFAULT_MCP_CALL_TIMEOUT`]); past it the
     /// call is cancelled and the model gets an error.
     pub call_timeout: Duration,
+    /// Whether its tools can change the workspace (`writes`, default false): a checkpoint is taken
+    /// around each call of one, as around `run_command`.
+    pub writes: bool,
 }
 
 impl McpServerConfig {
@@ -254,7 +257,8 @@ fn mcp_server(
             d
         }
     };
-    Ok(McpServerConfig { name: name.to_string(), transport, roles, tools: raw.tools, call_timeout })
+    let writes = raw.writes.unwrap_or(false);
+    Ok(McpServerConfig { name: name.to_string(), transport, roles, tools: raw.tools, call_timeout, writes })
 }
 
 #[cfg(test)]

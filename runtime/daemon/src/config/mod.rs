@@ -150,6 +150,12 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let mut secret_env = secrets::secret_env(raw.secrets, invalid)?;
     let deadlines = requests::deadlines(&raw.requests, invalid)?;
     let copies = tools::copies(raw.tools.copies, path, invalid)?;
+    let checkpoint_bytes = match raw.checkpoints.max_bytes {
+        None => agentd_engine::checkpoints::DEFAULT_MAX_BYTES,
+        Some(n) => u64::try_from(n).map_err(|_| {
+            invalid("checkpoints.max_bytes".into(), format!("must be 0 (no checkpoints) or more, got {n}"))
+        })?,
+    };
     let sandbox = tools::sandbox_policy(raw.tools.sandbox.unwrap_or_default(), &providers, path, invalid)?;
     let http_listen = http::http_listen(&raw.http, invalid)?;
     let http_keep_alive = http::http_keep_alive(&raw.http, invalid)?;
@@ -175,6 +181,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             prices: Arc::new(prices),
             budgets,
             copies,
+            checkpoint_bytes,
             stall: roles.stall,
         },
         deadlines,

@@ -39,6 +39,15 @@ pub(super) struct RawConfig {
     pub(super) prices: BTreeMap<String, RawPrice>,
     #[serde(default)]
     pub(super) budgets: RawBudgets,
+    #[serde(default)]
+    pub(super) checkpoints: RawCheckpoints,
+}
+
+/// `[checkpoints]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCheckpoints {
+    pub(super) max_bytes: Option<i64>,
 }
 
 /// `[budgets]`.
@@ -130,6 +139,7 @@ pub(super) struct RawMcpServer {
     pub(super) roles: Option<Vec<Role>>,
     pub(super) tools: Option<Vec<String>>,
     pub(super) timeout: Option<String>,
+    pub(super) writes: Option<bool>,
 }
 
 /// `[secrets]`.

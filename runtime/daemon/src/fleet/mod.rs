@@ -17,7 +17,7 @@ use agentd_cluster::{ClusterError, JetStreamStorage};
 use agentd_engine::clock::clock;
 use agentd_engine::storage::StorageError;
 use agentd_evidence::Health;
-use agentd_protocol::evidence::Problem;
+use agentd_protocol::evidence::{Problem, CHECKPOINT_OBJECT};
 use agentd_protocol::rpc::{ClusterStatus, NodeStatus, StreamStatus};
 use agentd_protocol::{Event, EvidenceMeta, TaskMeta};
 use futures_util::StreamExt;
@@ -170,7 +170,7 @@ impl DaemonStorage for JetStreamStorage {
     }
 
     fn verify_evidence(&self) -> Result<Vec<Problem>, StorageError> {
-        Ok(JetStreamStorage::verify_evidence(self)?
+        let mut problems: Vec<Problem> = JetStreamStorage::verify_evidence(self)?
             .into_iter()
             .map(|(meta, problem)| Problem {
                 path: format!("nats object store agentd_blobs/{}", meta.sha256),
@@ -178,7 +178,20 @@ impl DaemonStorage for JetStreamStorage {
                 sha256: meta.sha256,
                 problem,
             })
-            .collect())
+            .collect();
+        // Every other object (a checkpoint's), each once.
+        for (sha256, problem) in JetStreamStorage::verify_objects(self)? {
+            if problems.iter().any(|p| p.sha256 == sha256) {
+                continue;
+            }
+            problems.push(Problem {
+                path: format!("nats object store agentd_blobs/{sha256}"),
+                id: CHECKPOINT_OBJECT.to_string(),
+                problem: format!("checkpoint object {sha256} {problem}"),
+                sha256,
+            });
+        }
+        Ok(problems)
     }
 
     fn health(&self) -> Health {

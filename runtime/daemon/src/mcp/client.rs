@@ -204,6 +204,10 @@ impl ToolServers for TaskServers {
     fn news(&self) -> Vec<ServerNews> {
         TaskServers::news(self)
     }
+
+    fn writes(&self, tool: &agentd_protocol::McpTool) -> bool {
+        self.servers.get(tool.server()).is_some_and(|s| s.config.writes)
+    }
 }
 
 /// One configured server and what is known of it in this task.

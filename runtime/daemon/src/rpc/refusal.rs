@@ -4,6 +4,7 @@
 
 use crate::supervisor::SupervisorError;
 use actix::MailboxError;
+use agentd_engine::checkpoints::ChangesError;
 use agentd_engine::error::TurnError;
 use agentd_engine::fitter::FitError;
 use agentd_engine::storage::StorageError;
@@ -22,7 +23,8 @@ impl From<SupervisorError> for Refusal {
         let storage = match &e {
             E::Storage(s)
             | E::Task(TaskError::Storage(s))
-            | E::Compaction(TurnError::Storage(s) | TurnError::Fit(FitError::Storage(s))) => Some(s),
+            | E::Compaction(TurnError::Storage(s) | TurnError::Fit(FitError::Storage(s)))
+            | E::Changes(ChangesError::Storage(s)) => Some(s),
             _ => None,
         };
         if let Some(s) = storage {
@@ -56,9 +58,35 @@ impl From<SupervisorError> for Refusal {
             E::CancelTimedOut | E::Fleet(_) | E::Task(TaskError::NoLead) => ErrorCode::Internal,
             // Answered above, by the storage failure's kind.
             E::Storage(_) | E::Task(TaskError::Storage(_)) => ErrorCode::Internal,
-            E::RunningElsewhere { .. } => ErrorCode::NotAllowed,
+            E::RunningElsewhere { .. } | E::RevertWhileActive { .. } => ErrorCode::NotAllowed,
+            E::Changes(c) => changes_code(c),
         };
         Refusal(RpcError::new(code, e.to_string()))
+    }
+}
+
+/// The socket's answer to a diff or a revert that could not be made.
+impl From<ChangesError> for Refusal {
+    fn from(e: ChangesError) -> Refusal {
+        let code = match &e {
+            ChangesError::Storage(s) => storage_code(s),
+            other => changes_code(other),
+        };
+        Refusal(RpcError::new(code, e.to_string()))
+    }
+}
+
+/// The code of a diff or revert refused or failed (a storage failure aside).
+fn changes_code(e: &ChangesError) -> ErrorCode {
+    use agentd_policies::changes::PlanError;
+    match e {
+        ChangesError::Storage(s) => storage_code(s),
+        ChangesError::Target | ChangesError::Plan(PlanError::NoChange(_)) => ErrorCode::InvalidParams,
+        // Refused, nothing written: the files, the checkpoints or later changes are in the way.
+        ChangesError::Plan(_) | ChangesError::ChangedSince(_) | ChangesError::NotKept(_) => {
+            ErrorCode::NotAllowed
+        }
+        ChangesError::Checkpoint(_) | ChangesError::Partly { .. } => ErrorCode::Internal,
     }
 }
 
@@ -80,7 +108,9 @@ fn storage_code(e: &StorageError) -> ErrorCode {
         StorageError::RefusedChange(C::Deleted(_) | C::NothingToUndo(_)) => ErrorCode::NotAllowed,
         // Another node holds the task now: not this daemon's to change from here.
         StorageError::Conflict(_) | StorageError::Fenced(_) => ErrorCode::NotAllowed,
-        StorageError::Unavailable(_) | StorageError::Failed(_) => ErrorCode::Internal,
+        StorageError::Unavailable(_) | StorageError::Failed(_) | StorageError::UnknownObject(_) => {
+            ErrorCode::Internal
+        }
     }
 }
 

@@ -3,12 +3,12 @@
 //! the store.
 
 use super::{Answer, Methods};
-use crate::supervisor::{Cancel, Compact, Followup, IsRunning, Resume, Submit};
+use crate::supervisor::{Cancel, Compact, Followup, IsRunning, Resume, Revert, Submit};
 use agentd_engine::fitter::GaugeOf;
 use agentd_protocol::rpc::{
-    method, CompactParams, CompactResult, EventsParams, EventsResult, Handle, MessageParams, NoParams,
-    ResumeParams, RoleStatus, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
-    TaskStatus, TaskSummary,
+    method, CompactParams, CompactResult, DiffParams, DiffResult, EventsParams, EventsResult, Handle,
+    MessageParams, NoParams, ResumeParams, RevertParams, RevertResult, RoleStatus, RpcError, StateResult,
+    SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,
 };
 use agentd_protocol::{Role, TaskState};
 use std::collections::BTreeMap;
@@ -168,6 +168,27 @@ impl Handle<method::TaskResume> for Methods {
 impl Handle<method::TaskMessage> for Methods {
     async fn handle(&self, p: MessageParams) -> Answer<StateResult> {
         self.ask(Followup { task_id: p.task_id, text: p.text }).await
+    }
+}
+
+/// `task.diff`: read from the task's log and its checkpoints, running or not.
+impl Handle<method::TaskDiff> for Methods {
+    async fn handle(&self, p: DiffParams) -> Answer<DiffResult> {
+        let storage = self.shared.storage.clone();
+        let diffed = tokio::task::spawn_blocking(move || {
+            let storage: &dyn agentd_engine::storage::Storage = storage.as_ref();
+            agentd_engine::checkpoints::diff(storage, &p)
+        })
+        .await
+        .map_err(RpcError::internal)?;
+        Ok(diffed?)
+    }
+}
+
+/// `task.revert`: a stopped task's files put back, with the task held.
+impl Handle<method::TaskRevert> for Methods {
+    async fn handle(&self, params: RevertParams) -> Answer<RevertResult> {
+        Ok(self.supervisor.send(Revert { params }).await??)
     }
 }
 

@@ -103,6 +103,17 @@ pub enum SupervisorError {
         /// The most it may be.
         max: usize,
     },
+    /// A revert of a task that is running: its team would go on changing the files.
+    #[error("task {task_id} is {state}; a revert puts back the files of a stopped task: cancel it, or wait for it to stop")]
+    RevertWhileActive {
+        /// The task.
+        task_id: String,
+        /// Its state.
+        state: TaskState,
+    },
+    /// A diff or a revert that could not be made.
+    #[error("{0}")]
+    Changes(#[source] agentd_engine::checkpoints::ChangesError),
     /// A running task did not stop within 30 s of being cancelled.
     #[error("the task did not stop within 30s of being cancelled")]
     CancelTimedOut,

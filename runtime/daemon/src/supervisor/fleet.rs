@@ -19,7 +19,7 @@ use super::error::SupervisorError;
 use super::holding::Holds;
 use super::messages::{Cancel, IsRunning, RunningCount};
 use super::reach::Reach;
-use super::runner::{Compaction, NewTask, Runner};
+use super::runner::{Done, Held, NewTask, Runner};
 use super::taking::{pull, Node};
 use super::tasks::{interrupt, Stopping, Tasks};
 use crate::fleet::roots;
@@ -31,8 +31,6 @@ use agentd_cluster::queue::Job;
 use agentd_cluster::ClusterError;
 use agentd_engine::clock::{clock, now_rfc3339};
 use agentd_engine::end::record_end;
-use agentd_engine::error::TurnError;
-use agentd_engine::fitter::RequestedDone;
 use agentd_engine::storage::End;
 use agentd_engine::task::Start;
 use agentd_protocol::task::TaskMeta;
@@ -117,11 +115,7 @@ impl Runner for FleetRunner {
 
     /// The compaction writes the task's log under its lease, like a run — refused while another
     /// node runs the task.
-    fn exclusively(
-        &self,
-        task_id: String,
-        work: Compaction,
-    ) -> BoxFuture<'static, Result<Result<RequestedDone, TurnError>, SupervisorError>> {
+    fn exclusively(&self, task_id: String, work: Held) -> BoxFuture<'static, Result<Done, SupervisorError>> {
         let fleet = self.fleet.clone();
         Box::pin(async move {
             let lease = fleet.lease_of(&task_id).await.map_err(SupervisorError::Fleet)?;

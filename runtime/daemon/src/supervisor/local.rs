@@ -4,13 +4,11 @@
 
 use super::error::SupervisorError;
 use super::reach::Reach;
-use super::runner::{Compaction, NewTask, Runner};
+use super::runner::{Done, Held, NewTask, Runner};
 use super::tasks::{cancel_from_record, interrupt, Stopping, Tasks};
 use crate::shared::Shared;
 use agentd_engine::clock::now_rfc3339;
 use agentd_engine::end::close_unfinished_calls;
-use agentd_engine::error::TurnError;
-use agentd_engine::fitter::RequestedDone;
 use agentd_engine::task::Start;
 use agentd_protocol::task::TaskMeta;
 use agentd_protocol::{EventKind, Role, TaskState};
@@ -100,11 +98,7 @@ impl Runner for Local {
         Ok(TaskState::Running)
     }
 
-    fn exclusively(
-        &self,
-        _: String,
-        work: Compaction,
-    ) -> BoxFuture<'static, Result<Result<RequestedDone, TurnError>, SupervisorError>> {
+    fn exclusively(&self, _: String, work: Held) -> BoxFuture<'static, Result<Done, SupervisorError>> {
         Box::pin(async move { Ok(work.await) })
     }
 

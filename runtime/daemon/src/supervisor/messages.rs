@@ -76,6 +76,15 @@ pub struct Compact {
     pub focus: Option<String>,
 }
 
+/// A revert of a stopped task's changes (`task.revert`): made now, with the task held (it counts as
+/// running meanwhile, so it is neither resumed nor followed up mid-revert).
+#[derive(Message)]
+#[rtype(result = "Result<agentd_protocol::rpc::RevertResult, SupervisorError>")]
+pub struct Revert {
+    /// What to revert, and in which task.
+    pub params: agentd_protocol::rpc::RevertParams,
+}
+
 /// How many tasks are running now.
 #[derive(Message)]
 #[rtype(result = "usize")]

@@ -23,7 +23,9 @@ mod taking;
 mod tasks;
 
 pub use error::SupervisorError;
-pub use messages::{Cancel, Compact, Followup, IsRunning, Resume, RunningCount, Shutdown, Submit, Wake};
+pub use messages::{
+    Cancel, Compact, Followup, IsRunning, Resume, Revert, RunningCount, Shutdown, Submit, Wake,
+};
 
 use crate::shared::Shared;
 use actix::prelude::*;
@@ -34,7 +36,7 @@ use agentd_protocol::rpc::CompactResult;
 use agentd_protocol::task::TaskMeta;
 use agentd_protocol::TaskState;
 use reach::{OnTasks, Reach, Room};
-use runner::{NewTask, Runner};
+use runner::{Done, NewTask, Runner};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -323,12 +325,14 @@ impl Handler<Compact> for Supervisor {
         let engine = self.tasks.shared.engine.clone();
         let work = compact_stopped(engine, msg.task_id.clone(), workspace, cancel, role.clone(), requested);
         // In a fleet the compaction writes the task's log under its lease, like a run.
-        let compacted = self.runner.exclusively(msg.task_id, Box::pin(work));
+        let compacted =
+            self.runner.exclusively(msg.task_id, Box::pin(async move { Done::Compacted(work.await) }));
         Box::pin(async move {
             let done = compacted.await;
             // The task is no longer busy, whatever happened.
             let _ = tx.send(Some(TaskState::Finished));
-            let done = done?.map_err(SupervisorError::Compaction)?;
+            let Done::Compacted(done) = done? else { return Err(SupervisorError::ShuttingDown) };
+            let done = done.map_err(SupervisorError::Compaction)?;
             Ok(CompactResult {
                 role,
                 scheduled: false,
@@ -336,6 +340,50 @@ impl Handler<Compact> for Supervisor {
                 tokens_after: Some(done.tokens_after),
                 archive_id: Some(done.archive_id),
             })
+        })
+    }
+}
+
+impl Handler<Revert> for Supervisor {
+    type Result = ResponseFuture<Result<agentd_protocol::rpc::RevertResult, SupervisorError>>;
+
+    fn handle(&mut self, msg: Revert, _: &mut Context<Self>) -> Self::Result {
+        let task_id = msg.params.task_id.clone();
+        let check = |meta: &TaskMeta, running: bool| {
+            if running || meta.state.is_active() {
+                return Err(SupervisorError::RevertWhileActive {
+                    task_id: meta.task_id.clone(),
+                    state: meta.state,
+                });
+            }
+            Ok(())
+        };
+        let workspace = match self.tasks.restartable(&task_id, check) {
+            Ok((_, workspace)) => workspace,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        let (tx, rx) = watch::channel(None);
+        let running = Running { cancel: CancellationToken::new(), done: rx, ctx: None };
+        self.tasks.running.insert(task_id.clone(), running);
+        let engine = self.tasks.shared.engine.clone();
+        let params = msg.params;
+        let work = async move {
+            let reverted = tokio::task::spawn_blocking(move || {
+                agentd_engine::checkpoints::revert(&engine, &workspace, &params)
+            })
+            .await;
+            Done::Reverted(
+                reverted.unwrap_or_else(|e| Err(agentd_engine::storage::StorageError::failed(e).into())),
+            )
+        };
+        // In a fleet the revert writes the task's log under its lease, like a run.
+        let held = self.runner.exclusively(task_id, Box::pin(work));
+        Box::pin(async move {
+            let done = held.await;
+            // The task is no longer busy, whatever happened.
+            let _ = tx.send(Some(TaskState::Finished));
+            let Done::Reverted(reverted) = done? else { return Err(SupervisorError::ShuttingDown) };
+            reverted.map_err(SupervisorError::Changes)
         })
     }
 }

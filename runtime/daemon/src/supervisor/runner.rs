@@ -42,8 +42,17 @@ pub(super) struct NewTask {
     pub(super) budget: Option<Budget>,
 }
 
-/// A compaction of a stopped task's history, to run with the task held.
-pub(super) type Compaction = BoxFuture<'static, Result<RequestedDone, TurnError>>;
+/// Work on a stopped task that writes its log, to run with the task held: a compaction of a history,
+/// or a revert of its changes.
+pub(super) type Held = BoxFuture<'static, Done>;
+
+/// What work done with a task held came to.
+pub(super) enum Done {
+    /// A compaction of a stopped task's history.
+    Compacted(Result<RequestedDone, TurnError>),
+    /// A revert of a stopped task's changes.
+    Reverted(Result<agentd_protocol::rpc::RevertResult, agentd_engine::checkpoints::ChangesError>),
+}
 
 /// What differs between running tasks on this machine and as a node of a fleet.
 pub(super) trait Runner: Send + Sync {
@@ -69,11 +78,7 @@ pub(super) trait Runner: Send + Sync {
 
     /// Runs `work` on the stopped task `task_id` with the task held, so nothing else writes its log
     /// meanwhile.
-    fn exclusively(
-        &self,
-        task_id: String,
-        work: Compaction,
-    ) -> BoxFuture<'static, Result<Result<RequestedDone, TurnError>, SupervisorError>>;
+    fn exclusively(&self, task_id: String, work: Held) -> BoxFuture<'static, Result<Done, SupervisorError>>;
 
     /// Stops `running` at shutdown, each marked `interrupted`, and does with them what this runner
     /// does with a task that stops without ending. What must happen before the stops is done before

@@ -115,7 +115,11 @@ async fn shutdown_interrupts_what_runs_and_refuses_new_work_and_recover_finds_no
 async fn a_task_a_crashed_daemon_left_running_is_marked_interrupted_with_its_calls_closed() {
     let rig = Rig::start(ScriptedServer::start(vec![]).await, "").await;
     let task = rig.task("Left running");
-    let called = EventKind::ToolCalled { tool: agentd_protocol::ToolName::RunCommand, call_id: "c1".into() };
+    let called = EventKind::ToolCalled {
+        tool: agentd_protocol::ToolName::RunCommand,
+        call_id: "c1".into(),
+        checkpoint: None,
+    };
     rig.shared.storage.emit(&task.task_id, &Role::Coder, called).unwrap();
     assert_eq!(Supervisor::new(rig.shared.clone()).recover().unwrap(), 1);
     assert_eq!(rig.state(&task.task_id), TaskState::Interrupted);

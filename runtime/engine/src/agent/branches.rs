@@ -227,8 +227,12 @@ impl Agent {
                     .await
                 {
                     Ok(()) => {
-                        self.begin_call(call)?;
-                        match self.call_tool(&turn.snapshot, &call.name, &call.arguments).await {
+                        let before = self.checkpoint_before(call).await?;
+                        let call_seq = self.begin_call(call, before.clone())?;
+                        let ran = self.call_tool(&turn.snapshot, &call.name, &call.arguments).await;
+                        // Whatever the call did, even when it failed, is known before its result.
+                        let checked = self.checkpoint_after(call, call_seq, before).await;
+                        match checked.and(ran) {
                             Ok(result) => {
                                 self.end_call(turn, fitted, carried, call, result).await.map(|ran| {
                                     carried += ran.tokens;
@@ -269,7 +273,7 @@ impl Agent {
         plan: Plan,
         running: &mut Running,
     ) -> Result<(), TurnError> {
-        self.begin_call(call)?;
+        self.begin_call(call, None)?;
         self.start_planned(call, plan, running).await
     }
 
@@ -384,7 +388,16 @@ impl Agent {
         // A branch that stops the turn leaves its copy for the resume that continues it.
         let mut outcome = ended?;
         let merged = match &copy {
-            Some(copy) => Some(self.merge_back(&call.id, instance.as_ref(), copy, outcome.ok)?),
+            Some(copy) => {
+                let before = match outcome.ok {
+                    true => self.checkpoint_merge_before(&call.id).await?,
+                    false => None,
+                };
+                let merged = self.merge_back(&call.id, instance.as_ref(), copy, outcome.ok)?;
+                let from = instance.clone().unwrap_or(Role::Lead);
+                self.checkpoint_merge_after(&call.id, &from, before).await?;
+                Some(merged)
+            }
             None => None,
         };
         if let Some(merge) = &merged {

@@ -21,6 +21,7 @@
 //! - `thinking`: clearing old thinking after an idle spell.
 
 mod branches;
+mod checkpoints;
 mod handoff;
 mod memory;
 mod refusals;

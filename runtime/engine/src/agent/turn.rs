@@ -350,15 +350,17 @@ impl Agent {
         Ok(())
     }
 
-    /// A call begins: `tool_called`, and a file it names to change becomes a working file.
-    pub(super) fn begin_call(&mut self, call: &Call) -> Result<(), TurnError> {
+    /// A call begins: `tool_called` (naming the checkpoint taken before it, if one was), and a file it
+    /// names to change becomes a working file. The event's `seq`.
+    pub(super) fn begin_call(&mut self, call: &Call, checkpoint: Option<String>) -> Result<u64, TurnError> {
         let Call { id, name, arguments } = call;
-        self.emit(EventKind::ToolCalled { tool: name.clone(), call_id: id.clone() })?;
+        let called = EventKind::ToolCalled { tool: name.clone(), call_id: id.clone(), checkpoint };
+        let seq = self.task.engine.storage().emit(&self.task.task_id, &self.role, called)?.seq;
         if let Some(path) = agent_tools::changed_path(name, arguments) {
             self.changed_files.retain(|p| *p != path);
             self.changed_files.push(path);
         }
-        Ok(())
+        Ok(seq)
     }
 
     /// A call's result (redacted, sized against what the next request already carries) logged with a

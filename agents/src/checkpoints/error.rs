@@ -1,0 +1,41 @@
+//! Why a checkpoint, a comparison or a restore failed ([`CheckpointError`]).
+
+use crate::copies::CopyError;
+use crate::error::ToolError;
+
+/// Why a checkpoint could not be taken, compared or restored; `E` is the object store's error.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError<E: std::error::Error + Send + Sync + 'static> {
+    /// Reading the workspace failed (a directory or file that could not be opened or read).
+    #[error(transparent)]
+    Walk(#[from] CopyError),
+    /// The object store failed.
+    #[error("the checkpoint store: {0}")]
+    Store(#[source] E),
+    /// An object does not read as what it should be (a listing that does not parse, bytes that do
+    /// not hash to their name).
+    #[error("checkpoint object {id} is corrupt: {why}")]
+    Corrupt {
+        /// The object.
+        id: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A file's bytes were not kept (`[checkpoints] max_bytes` was reached when it was recorded).
+    #[error("{path}: its bytes were not kept (the task's checkpoints reached [checkpoints] max_bytes)")]
+    NotKept {
+        /// The file.
+        path: String,
+    },
+    /// The workspace refused a read or a write of a restore.
+    #[error("cannot {op} {path} in the workspace: {source}")]
+    Workspace {
+        /// What was being done.
+        op: &'static str,
+        /// The path, relative to the workspace.
+        path: String,
+        /// The workspace's refusal.
+        #[source]
+        source: ToolError,
+    },
+}

@@ -1,0 +1,69 @@
+//! [`current`] and [`restore`]: one file of the workspace as it is now, and put back as it was.
+
+use super::compare::object;
+use super::error::CheckpointError;
+use super::objects::{sha256_hex, Objects};
+use crate::workspace::exact::Found;
+use crate::Workspace;
+use agentd_protocol::checkpoint::{FileState, REGULAR, SYMLINK};
+use std::path::Path;
+
+/// What stands at `path` in the workspace now, as a checkpoint would record it: `None` for nothing
+/// there; a directory or a special file in its place is `Some` with mode 0 (no checkpoint has it, so
+/// it is never the same as a recorded state).
+pub fn current<E>(workspace: &Workspace, path: &str) -> Result<Option<FileState>, CheckpointError<E>>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let found = workspace.found_exact(path).map_err(|source| CheckpointError::Workspace {
+        op: "read",
+        path: path.to_string(),
+        source,
+    })?;
+    Ok(match found {
+        Found::Missing => None,
+        Found::File { mode, bytes, .. } => {
+            Some(FileState { mode: REGULAR | mode, sha256: sha256_hex(&bytes), unkept: false })
+        }
+        Found::Symlink(target) => {
+            Some(FileState { mode: SYMLINK, sha256: sha256_hex(&target), unkept: false })
+        }
+        Found::Dir | Found::Blocked(_) => Some(FileState { mode: 0, sha256: String::new(), unkept: false }),
+    })
+}
+
+/// Puts `path` back as `target` says: its bytes and mode from the object store, or removed (and its
+/// directories, while they are empty) for `None`. Every write crosses no symlink: a symlink standing
+/// at the path is replaced, never written through.
+pub fn restore<O: Objects>(
+    workspace: &Workspace,
+    objects: &O,
+    path: &str,
+    target: Option<&FileState>,
+) -> Result<(), CheckpointError<O::Error>> {
+    let refused =
+        |op: &'static str| move |source| CheckpointError::Workspace { op, path: path.to_string(), source };
+    let Some(target) = target else {
+        workspace.remove(path).map_err(refused("remove"))?;
+        let mut dir = Path::new(path).parent();
+        while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+            if !workspace
+                .remove_empty_dir(&d.to_string_lossy())
+                .map_err(refused("remove the directory of"))?
+            {
+                break;
+            }
+            dir = d.parent();
+        }
+        return Ok(());
+    };
+    if target.unkept {
+        return Err(CheckpointError::NotKept { path: path.to_string() });
+    }
+    let bytes = object(objects, &target.sha256)?;
+    if target.is_symlink() {
+        workspace.symlink_exact(path, &bytes).map_err(refused("make the symlink"))
+    } else {
+        workspace.write_exact(path, &bytes, target.mode & 0o7777).map_err(refused("write"))
+    }
+}

@@ -1,0 +1,162 @@
+use super::*;
+use crate::Workspace;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+/// Objects in memory, counting puts and syncs.
+#[derive(Default)]
+struct Memory {
+    objects: RefCell<HashMap<String, Vec<u8>>>,
+    puts: RefCell<u64>,
+    syncs: RefCell<u64>,
+}
+
+impl Objects for Memory {
+    type Error = std::io::Error;
+    fn has(&self, id: &str) -> Result<bool, std::io::Error> {
+        Ok(self.objects.borrow().contains_key(id))
+    }
+    fn put(&self, id: &str, bytes: &[u8]) -> Result<(), std::io::Error> {
+        assert_eq!(sha256_hex(bytes), id, "an object is named by its bytes");
+        *self.puts.borrow_mut() += 1;
+        self.objects.borrow_mut().insert(id.to_string(), bytes.to_vec());
+        Ok(())
+    }
+    fn get(&self, id: &str) -> Result<Vec<u8>, std::io::Error> {
+        self.objects.borrow().get(id).cloned().ok_or_else(|| std::io::Error::other(format!("no object {id}")))
+    }
+    fn sync(&self) -> Result<(), std::io::Error> {
+        *self.syncs.borrow_mut() += 1;
+        Ok(())
+    }
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn a_call_that_edits_creates_deletes_and_chmods_is_seen_and_put_back_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::create_dir_all(root.join("src/deep")).unwrap();
+    fs::write(root.join("src/a.rs"), "fn a() {}\n").unwrap();
+    fs::write(root.join("src/deep/gone.txt"), "bye\n").unwrap();
+    fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+    fs::write(root.join(".gitignore"), "target/\n").unwrap();
+    fs::create_dir(root.join("target")).unwrap();
+    fs::write(root.join("target/out.bin"), [0u8; 64]).unwrap();
+    std::os::unix::fs::symlink("src/a.rs", root.join("link")).unwrap();
+    let store = Memory::default();
+    let mut snap = Snapshotter::new();
+    let first = snap.snapshot(root, &store, u64::MAX).unwrap();
+    assert_eq!(first.files, 5, "the ignored build output is not recorded: {first:?}");
+    assert_eq!(first.read, 4, "a symlink is read as its target, not as a file");
+
+    fs::write(root.join("src/a.rs"), "fn a() { b() }\n").unwrap();
+    fs::write(root.join("src/new.rs"), "fn b() {}\n").unwrap();
+    fs::remove_file(root.join("src/deep/gone.txt")).unwrap();
+    fs::set_permissions(root.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(root.join("target/out.bin"), [1u8; 64]).unwrap();
+    let second = snap.snapshot(root, &store, u64::MAX).unwrap();
+    assert_eq!(second.read, 3, "only the changed files are read again: {second:?}");
+
+    let deltas = compare(&store, Some(&first.tree), &second.tree).unwrap();
+    let changes: Vec<(&str, &str)> = deltas.iter().map(|d| (d.path.as_str(), d.change())).collect();
+    assert_eq!(
+        changes,
+        [
+            ("run.sh", "mode"),
+            ("src/a.rs", "modified"),
+            ("src/deep/gone.txt", "deleted"),
+            ("src/new.rs", "added")
+        ]
+    );
+    let (diff, counts) = unified(&store, &deltas).unwrap();
+    assert!(diff.contains("-fn a() {}\n+fn a() { b() }\n"), "{diff}");
+    assert!(diff.contains("old mode 100644\nnew mode 100755"), "{diff}");
+    assert!(diff.contains("deleted file mode 100644"), "{diff}");
+    assert_eq!(counts[1], (1, 1, false));
+
+    let workspace = Workspace::new(root).unwrap();
+    for delta in &deltas {
+        assert_eq!(current::<std::io::Error>(&workspace, &delta.path).unwrap(), delta.after.clone());
+        restore(&workspace, &store, &delta.path, delta.before.as_ref()).unwrap();
+    }
+    assert_eq!(fs::read_to_string(root.join("src/a.rs")).unwrap(), "fn a() {}\n");
+    assert_eq!(fs::read_to_string(root.join("src/deep/gone.txt")).unwrap(), "bye\n");
+    assert!(!root.join("src/new.rs").exists());
+    assert_eq!(mode(&root.join("run.sh")), 0o644);
+    let third = snap.snapshot(root, &store, u64::MAX).unwrap();
+    let back = compare(&store, Some(&first.tree), &third.tree).unwrap();
+    assert!(back.is_empty(), "restored as the first checkpoint had it: {back:?}");
+    assert_eq!(third.tree, first.tree, "the same files are the same checkpoint");
+}
+
+#[test]
+fn a_checkpoint_after_one_change_stores_that_file_and_the_listings_above_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for d in 0..10 {
+        fs::create_dir_all(root.join(format!("d{d}"))).unwrap();
+        for f in 0..10 {
+            fs::write(root.join(format!("d{d}/f{f}")), format!("{d} {f}\n")).unwrap();
+        }
+    }
+    let store = Memory::default();
+    let mut snap = Snapshotter::new();
+    let first = snap.snapshot(root, &store, u64::MAX).unwrap();
+    assert_eq!((first.files, first.stored), (100, 111), "100 files, 10 listings and the root");
+    fs::write(root.join("d3/f3"), "changed\n").unwrap();
+    let second = snap.snapshot(root, &store, u64::MAX).unwrap();
+    assert_eq!((second.read, second.stored), (1, 3), "the file, its directory's listing and the root's");
+    assert_eq!(*store.syncs.borrow(), 2, "one sync a checkpoint");
+    let again = Snapshotter::new().snapshot(root, &store, u64::MAX).unwrap();
+    assert_eq!(
+        (again.read, again.stored, again.tree),
+        (100, 0, second.tree),
+        "a new snapshotter reads all, stores nothing"
+    );
+}
+
+#[test]
+fn past_the_budget_a_file_is_named_not_kept_and_a_restore_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::write(root.join("small"), "s").unwrap();
+    fs::write(root.join("large"), vec![b'x'; 1000]).unwrap();
+    let store = Memory::default();
+    let mut snap = Snapshotter::new();
+    let taken = snap.snapshot(root, &store, 100).unwrap();
+    assert_eq!(taken.unkept, ["large"]);
+    fs::write(root.join("large"), vec![b'y'; 1000]).unwrap();
+    let after = snap.snapshot(root, &store, 100).unwrap();
+    let deltas = compare(&store, Some(&taken.tree), &after.tree).unwrap();
+    assert_eq!(deltas.len(), 1);
+    let workspace = Workspace::new(root).unwrap();
+    let refused = restore(&workspace, &store, "large", deltas[0].before.as_ref()).unwrap_err();
+    assert!(refused.to_string().contains("large: its bytes were not kept"), "{refused}");
+    assert_eq!(fs::read(root.join("large")).unwrap(), vec![b'y'; 1000], "nothing written");
+}
+
+#[test]
+fn a_restore_replaces_a_planted_symlink_and_never_writes_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::write(root.join("f"), "mine\n").unwrap();
+    let store = Memory::default();
+    let mut snap = Snapshotter::new();
+    let taken = snap.snapshot(root, &store, u64::MAX).unwrap();
+    let entries = compare(&store, None, &taken.tree).unwrap();
+    fs::write(outside.path().join("target"), "theirs\n").unwrap();
+    fs::remove_file(root.join("f")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("target"), root.join("f")).unwrap();
+    let workspace = Workspace::new(root).unwrap();
+    restore(&workspace, &store, "f", entries[0].after.as_ref()).unwrap();
+    assert_eq!(fs::read_to_string(outside.path().join("target")).unwrap(), "theirs\n");
+    assert!(fs::symlink_metadata(root.join("f")).unwrap().is_file());
+    assert_eq!(fs::read_to_string(root.join("f")).unwrap(), "mine\n");
+}

@@ -1,0 +1,53 @@
+//! [`diff`]: what a task changed in its workspace, composed from its recorded changes.
+
+use super::{all_events, step_of, ChangesError, StoredObjects};
+use crate::storage::Storage;
+use agentd_agents::checkpoints as cp;
+use agentd_policies::changes::{compose, Step};
+use agentd_protocol::rpc::{DiffFile, DiffParams, DiffResult};
+
+/// The files the task's recorded changes (those `params` picks) changed, each from its state before
+/// the first of them to its state after the last, with the unified diff unless `stat`.
+///
+/// Which changes: those of one call (`call`), or of one agent (`role`, its working copy's
+/// included), else the workspace's own (a working copy's reach it through their merge); then only
+/// those after `since`.
+pub fn diff(storage: &dyn Storage, params: &DiffParams) -> Result<DiffResult, ChangesError> {
+    if storage.task(&params.task_id)?.is_none() {
+        return Err(crate::storage::StorageError::UnknownTask(params.task_id.clone()).into());
+    }
+    let steps: Vec<Step> = all_events(storage, &params.task_id)?
+        .iter()
+        .filter_map(step_of)
+        .filter(|s| match (&params.call, &params.role) {
+            (Some(call), _) => s.call_seq == *call,
+            (None, Some(role)) => s.role == *role,
+            (None, None) => !s.in_copy,
+        })
+        .filter(|s| params.role.as_ref().is_none_or(|r| s.role == *r))
+        .filter(|s| params.since.is_none_or(|since| s.call_seq > since))
+        .collect();
+    let composed = compose(&steps);
+    let deltas: Vec<_> = composed.iter().map(|c| c.delta.clone()).collect();
+    let (unified, counts) = cp::unified(&StoredObjects(storage), &deltas)?;
+    let files: Vec<DiffFile> = composed
+        .into_iter()
+        .zip(counts)
+        .map(|(c, (lines_added, lines_removed, binary))| DiffFile {
+            change: c.delta.change().to_string(),
+            delta: c.delta,
+            binary,
+            lines_added,
+            lines_removed,
+            seqs: c.seqs,
+        })
+        .collect();
+    Ok(DiffResult {
+        task_id: params.task_id.clone(),
+        lines_added: files.iter().map(|f| f.lines_added).sum(),
+        lines_removed: files.iter().map(|f| f.lines_removed).sum(),
+        files,
+        unified: if params.stat { String::new() } else { unified },
+        changes: steps.len() as u64,
+    })
+}

@@ -1,0 +1,85 @@
+//! [`reconcile`]: after a stop, the change of a writing call that was cut short, recorded.
+
+use super::{all_events, change, take, ChangesError, Checkpoints};
+use crate::storage::Storage;
+use agentd_protocol::event::open_branches;
+use agentd_protocol::{EventKind, Role, ToolName};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A writing call whose change is not recorded: its `tool_called` named a checkpoint, and it never
+/// finished (or a stop cut it), with no `files_changed` of its own.
+struct Cut {
+    seq: u64,
+    role: Role,
+    tool: ToolName,
+    call_id: String,
+    checkpoint: String,
+    finished: bool,
+}
+
+/// Records the change of each writing call a stop cut short (`kill -9` between the call and its
+/// checkpoint after): its checkpoint before compared with its tree now — the workspace, or the
+/// working copy of a branch still open — as a `files_changed` marked `interrupted`. So after a
+/// resume `agentd diff` and `agentd revert` agree with the files on disk. How many were recorded.
+pub async fn reconcile(
+    storage: Arc<dyn Storage>,
+    checkpoints: Arc<Checkpoints>,
+    task_id: &str,
+    workspace: PathBuf,
+) -> Result<usize, ChangesError> {
+    if !checkpoints.enabled() {
+        return Ok(0);
+    }
+    let events = all_events(storage.as_ref(), task_id)?;
+    let mut cuts: Vec<Cut> = Vec::new();
+    for e in &events {
+        match &e.kind {
+            EventKind::ToolCalled { tool, call_id, checkpoint: Some(checkpoint) } => cuts.push(Cut {
+                seq: e.seq,
+                role: e.role.clone(),
+                tool: tool.clone(),
+                call_id: call_id.clone(),
+                checkpoint: checkpoint.clone(),
+                finished: false,
+            }),
+            EventKind::ToolFinished { call_id, interrupted: false, .. } => {
+                let found = cuts.iter_mut().rev().find(|c| c.call_id == *call_id && c.role == e.role);
+                if let Some(cut) = found {
+                    cut.finished = true;
+                }
+            }
+            EventKind::FilesChanged { call_seq, .. } => cuts.retain(|c| c.seq != *call_seq),
+            _ => {}
+        }
+    }
+    cuts.retain(|c| !c.finished);
+    let branches = open_branches(&events);
+    let mut recorded = 0;
+    for cut in cuts {
+        let copy = branches.iter().find(|b| b.role == cut.role).and_then(|b| b.working_copy.clone());
+        let root = copy.clone().map_or_else(|| workspace.clone(), PathBuf::from);
+        if !root.is_dir() {
+            continue;
+        }
+        let now = take(checkpoints.clone(), storage.clone(), root).await?;
+        if now.tree == cut.checkpoint {
+            continue;
+        }
+        let change = change(storage.as_ref(), &cut.checkpoint, &now.tree)?;
+        if change.files.is_empty() {
+            continue;
+        }
+        let kind = EventKind::FilesChanged {
+            call_id: cut.call_id,
+            tool: cut.tool,
+            call_seq: cut.seq,
+            change,
+            working_copy: copy,
+            interrupted: true,
+        };
+        storage.emit(task_id, &cut.role, kind)?;
+        recorded += 1;
+    }
+    Ok(recorded)
+}
