@@ -71,6 +71,9 @@ pub enum EvidenceError {
     /// No evidence with this id is recorded.
     #[error("unknown evidence {0}")]
     UnknownEvidence(String),
+    /// No checkpoint object with this name is stored.
+    #[error("unknown checkpoint object {0}")]
+    UnknownObject(String),
     /// The blob's bytes no longer hash to the recorded sha256: no data is served from it.
     #[error("evidence {id} is altered on disk: sha256 {actual}, recorded {expected}")]
     Integrity {

@@ -56,9 +56,8 @@ impl Store {
 
     /// The bytes of checkpoint object `sha256`, checked against its name.
     pub fn object(&self, sha256: &str) -> Result<Vec<u8>, EvidenceError> {
-        let unknown = || EvidenceError::UnknownEvidence(format!("checkpoint object {sha256}"));
-        if !is_sha256_hex(sha256) {
-            return Err(unknown());
+        if !self.has_object(sha256)? {
+            return Err(EvidenceError::UnknownObject(sha256.to_string()));
         }
         let path = self.blobs.path(sha256);
         let io_err = |source| EvidenceError::Io { path: path.clone(), source };

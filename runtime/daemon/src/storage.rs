@@ -44,6 +44,7 @@ impl Kinded for EvidenceError {
     fn kinded(self) -> StorageError {
         match self {
             EvidenceError::UnknownEvidence(id) => StorageError::UnknownEvidence(id),
+            EvidenceError::UnknownObject(id) => StorageError::UnknownObject(id),
             EvidenceError::Store(e) => e.kinded(),
             e => StorageError::failed(e),
         }

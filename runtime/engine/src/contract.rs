@@ -139,6 +139,20 @@ pub fn check(storage: &dyn Storage, put_task: impl Fn(TaskMeta), fallback: &Path
     let unknown = storage.read_evidence("ev-no-such", 0, 1, Unit::Lines).unwrap_err();
     assert!(matches!(&unknown, StorageError::UnknownEvidence(id) if id == "ev-no-such"), "{unknown:?}");
 
+    // Checkpoint objects: named by their sha256, stored once however often put, durable once
+    // synced, read back whole; one never stored is unknown, by its kind.
+    let bytes = b"fn main() {}\n";
+    let id = agentd_agents::checkpoints::sha256_hex(bytes);
+    assert!(!storage.has_object(&id).unwrap(), "an object never put is not there");
+    storage.put_object(&id, bytes).unwrap();
+    storage.put_object(&id, bytes).unwrap();
+    storage.sync_objects().unwrap();
+    assert!(storage.has_object(&id).unwrap(), "a put object is there");
+    assert_eq!(storage.object(&id).unwrap(), bytes, "an object reads back whole");
+    let never = "0".repeat(64);
+    let unknown = storage.object(&never).unwrap_err();
+    assert!(matches!(&unknown, StorageError::UnknownObject(id) if *id == never), "{unknown:?}");
+
     // Memory: notes saved with their change, listed by scope, changed only by recorded changes.
     let new = |text: &str, scope, workspace: &str| NewNote {
         text: text.into(),
