@@ -164,6 +164,14 @@ fn open_to_everyone(d: &TestDaemon) {
 fn runnable_by_anyone(program: &Path) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let dir = std::env::temp_dir().join(format!("agentd-as-nobody-{}", std::process::id()));
+    // The copies of test runs that are over (their process is gone) go: each is a whole binary.
+    for old in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
+        let name = old.file_name().to_string_lossy().to_string();
+        let Some(pid) = name.strip_prefix("agentd-as-nobody-") else { continue };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(old.path());
+        }
+    }
     std::fs::create_dir_all(&dir).expect("a directory for the copy");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod the directory");
     let copy = dir.join(program.file_name().expect("a program file name"));

@@ -94,3 +94,89 @@ async fn a_coder_repeating_a_failing_call_is_told_once_then_stopped_and_the_lead
     let log = String::from_utf8_lossy(&d.cli(&["log", &task]).stdout).to_string();
     assert!(log.contains("stalled: it made the same call 3 times"), "{log}");
 }
+
+/// The lead delegates with the call's own budget (`budget_tokens`) or, when `budget` is `None`, under
+/// the role's configured deadline; the coder keeps working (a new command each time) until it is
+/// stopped; the lead then finishes.
+async fn endless_coder_model(budget: Option<u64>, delay: Duration) -> ScriptedServer {
+    ScriptedServer::builder()
+        .responder(move |body: &Value| {
+            let lead =
+                body["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate");
+            let results =
+                body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").count();
+            match (lead, results) {
+                (true, 0) => {
+                    let mut args = json!({"to": "coder", "objective": "Keep improving the notes"});
+                    if let Some(budget) = budget {
+                        args["budget_tokens"] = json!(budget);
+                    }
+                    sse(vec![tool_call("delegate", args)])
+                }
+                (true, _) => sse(vec![finish("the coder ran out of its allowance; enough for now")]),
+                (false, n) => delayed(
+                    delay,
+                    sse(vec![
+                        text(&format!("step {n}: appending a line")),
+                        tool_call("run_command", json!({"command": format!("echo line {n} >> notes.txt")})),
+                    ]),
+                ),
+            }
+        })
+        .start()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegation_budget_reached_mid_branch_ends_it_with_what_it_did_and_the_task_goes_on() {
+    let server = endless_coder_model(Some(6_000), Duration::ZERO).await;
+    let ws = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let task = d.submit("Improve the notes", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    let delegated = events.iter().find(|e| e["kind"] == "delegated").unwrap();
+    assert_eq!(delegated["limit_tokens"], 6_000, "{delegated}");
+    let returned = events.iter().find(|e| e["kind"] == "delegation_returned").unwrap();
+    assert_eq!(returned["failed"], true, "{returned}");
+    let summary = returned["summary"].as_str().unwrap();
+    assert!(summary.contains("delegation budget of 6000 tokens was reached"), "{summary}");
+    assert!(summary.contains("Its last words: step") && summary.contains("run_command"), "{summary}");
+    // It did some work, and no request of it passed its budget.
+    let spent: u64 = events
+        .iter()
+        .filter(|e| e["kind"] == "response_received" && e["role"] == "coder")
+        .map(|e| {
+            let usage = &e["usage"];
+            usage["prompt_tokens"].as_u64().unwrap_or(0) + usage["completion_tokens"].as_u64().unwrap_or(0)
+        })
+        .sum();
+    let runs = events.iter().filter(|e| e["kind"] == "tool_called" && e["tool"] == "run_command").count();
+    assert!(runs >= 1 && spent <= 6_000, "{runs} commands, {spent} tokens");
+    assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap().lines().count(), runs);
+    // The lead read it as the call's error result, and went on to finish.
+    let lead_last = server.chat_requests().into_iter().last().unwrap();
+    let text = lead_last["messages"].to_string();
+    assert!(text.contains("coder stopped before finishing"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegation_deadline_from_the_config_ends_it_and_the_lead_reads_what_it_did() {
+    let server = endless_coder_model(None, Duration::from_millis(300)).await;
+    let ws = tempfile::tempdir().unwrap();
+    let config = team_config(&server.base_url(), "gpt-4o", "").replacen(
+        "[team.coder]\n",
+        "[team.coder]\ndelegation_deadline = \"1s\"\n",
+        1,
+    );
+    assert!(config.contains("delegation_deadline"), "{config}");
+    let d = TestDaemon::start(Path::new(BIN), &config);
+    let task = d.submit("Improve the notes", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    let delegated = events.iter().find(|e| e["kind"] == "delegated").unwrap();
+    assert!(delegated["deadline"].is_string(), "{delegated}");
+    let returned = events.iter().find(|e| e["kind"] == "delegation_returned").unwrap();
+    assert_eq!(returned["failed"], true, "{returned}");
+    assert!(returned["summary"].as_str().unwrap().contains("delegation deadline"), "{returned}");
+}

@@ -96,7 +96,9 @@ pub fn schema(tool: &ToolName) -> Option<ToolSchema> {
             "Hand a piece of work to a teammate and wait for its summary.",
             json!({
                 "to": {"type": "string", "description": "The teammate: \"coder\" or a specialist's name."},
-                "objective": {"type": "string", "description": "What to do, which files, and how to check it."}
+                "objective": {"type": "string", "description": "What to do, which files, and how to check it."},
+                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Optional: the most tokens the teammate's requests may use; past it, it stops and you get what it did so far."},
+                "deadline": {"type": "number", "exclusiveMinimum": 0, "description": "Optional: the most seconds the teammate may work; past it, it stops and you get what it did so far."}
             }),
             &["to", "objective"],
         ),

@@ -400,6 +400,15 @@ pub enum EventKind {
         /// The receiver's measure, which `budget_tokens` was checked with.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         measured_by: Option<Measured>,
+        /// The delegation's own budget: its requests may use this many tokens (the `delegate` call's
+        /// `budget_tokens`, else `[team.ROLE] delegation_budget_tokens`); past it the teammate's turn
+        /// ends with what it has done, as a failure its caller reads. The task's budget holds above it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit_tokens: Option<u64>,
+        /// The delegation's deadline, RFC 3339 (the call's `deadline` seconds, else `[team.ROLE]
+        /// delegation_deadline`, from when it started); past it, the same.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<String>,
     },
     /// A delegated teammate finished; its summary goes back to the caller as the `delegate` call's result.
     DelegationReturned as "delegation_returned" {
@@ -817,6 +826,8 @@ mod tests {
                 receipts_id: None,
                 budget_tokens: None,
                 measured_by: None,
+                limit_tokens: Some(5_000),
+                deadline: Some("2026-01-01T00:00:00.000Z".into()),
             },
             EventKind::returned(Role::Coder, "s"),
             EventKind::AgentStalled { why: "w".into(), calls: 3 },

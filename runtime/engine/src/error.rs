@@ -44,6 +44,17 @@ pub enum TurnError {
         /// What it kept doing.
         why: String,
     },
+    /// A delegation's budget or deadline was reached: the teammate's turn ends, and its caller reads
+    /// what it did.
+    #[error("{role} stopped before finishing: {why}. {partial}")]
+    OverLimit {
+        /// The teammate.
+        role: Role,
+        /// Which limit, in words.
+        why: String,
+        /// What it had done: its last words and its calls.
+        partial: String,
+    },
     /// The role's configuration names a tool agentd does not have.
     #[error("role {role}: unknown tool {tool}")]
     UnknownTool {

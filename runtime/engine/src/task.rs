@@ -2,6 +2,7 @@
 //! lead's turn driven to an end state — through a delegation a resume finds pending — and the end
 //! recorded.
 
+use crate::agent::limits::Limit;
 use crate::agent::{Member, Team};
 use crate::clock::now_rfc3339;
 use crate::context::{Engine, TaskCtx};
@@ -314,34 +315,50 @@ fn resumed_branches(
     task_id: &str,
     pending: Vec<String>,
 ) -> Result<crate::agent::Resumed, StorageError> {
-    let mut delegated: BTreeMap<String, (u64, Role, Option<String>)> = BTreeMap::new();
+    let mut delegated: BTreeMap<String, (u64, Role, Option<String>, Limit)> = BTreeMap::new();
     let mut unnamed: Option<(u64, Role)> = None;
     let mut last_objective: HashMap<Role, u64> = HashMap::new();
+    // What each agent's requests used since its latest delegation started.
+    let mut spent: HashMap<Role, u64> = HashMap::new();
     each_record(storage, task_id, |seq, record| match record {
-        Record::Event { event } => {
-            if let EventKind::Delegated { to_role, call_id, working_copy, .. } = event.kind {
+        Record::Event { event } => match event.kind {
+            EventKind::Delegated { to_role, call_id, working_copy, limit_tokens, deadline, .. } => {
+                spent.insert(to_role.clone(), 0);
+                let limit = Limit {
+                    tokens: limit_tokens,
+                    deadline: deadline.as_deref().and_then(crate::clock::parse_rfc3339),
+                    ..Limit::default()
+                };
                 match call_id {
                     Some(id) => {
-                        delegated.insert(id, (seq, to_role, working_copy));
+                        delegated.insert(id, (seq, to_role, working_copy, limit));
                     }
                     None => unnamed = Some((seq, to_role)),
                 }
             }
-        }
+            EventKind::ResponseReceived { usage, .. } => {
+                let used = usage.map_or(0, |u| u.prompt_tokens.saturating_add(u.completion_tokens));
+                if let Some(total) = spent.get_mut(&event.role) {
+                    *total = total.saturating_add(used);
+                }
+            }
+            _ => {}
+        },
         Record::Message { role, message } if message.kind == agentd_protocol::MessageKind::Objective => {
             last_objective.insert(role, seq);
         }
         _ => {}
     })?;
     if let ([only], Some((seq, to_role))) = (pending.as_slice(), &unnamed) {
-        delegated.entry(only.clone()).or_insert((*seq, to_role.clone(), None));
+        delegated.entry(only.clone()).or_insert((*seq, to_role.clone(), None, Limit::default()));
     }
     let started = pending
         .iter()
         .filter_map(|id| {
-            let (seq, instance, working_copy) = delegated.get(id)?.clone();
+            let (seq, instance, working_copy, limit) = delegated.get(id)?.clone();
             let handed_over = last_objective.get(&instance).is_some_and(|at| *at > seq);
-            Some((id.clone(), crate::agent::StartedBranch { instance, working_copy, handed_over }))
+            let limit = Limit { spent: spent.get(&instance).copied().unwrap_or(0), ..limit };
+            Some((id.clone(), crate::agent::StartedBranch { instance, working_copy, handed_over, limit }))
         })
         .collect();
     Ok(crate::agent::Resumed { pending, started })

@@ -41,6 +41,12 @@ pub struct RoleConfig {
     /// answer with two `delegate` calls to the coder runs `coder` and `coder#2` side by side when
     /// this is 2 or more, one after the other when it is 1. The lead is always one.
     pub max_instances: u16,
+    /// A delegation to this role stops once its requests have used this many tokens
+    /// (`delegation_budget_tokens`), unless the `delegate` call names its own `budget_tokens`.
+    pub delegation_budget_tokens: Option<u64>,
+    /// A delegation to this role stops once it has run this long (`delegation_deadline`), unless the
+    /// `delegate` call names its own `deadline`.
+    pub delegation_deadline: Option<std::time::Duration>,
 }
 
 impl RoleConfig {

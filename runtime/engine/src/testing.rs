@@ -45,6 +45,8 @@ pub fn role(model: &str) -> RoleConfig {
         max_output_tokens: None,
         summariser: None,
         max_instances: 1,
+        delegation_budget_tokens: None,
+        delegation_deadline: None,
     }
 }
 

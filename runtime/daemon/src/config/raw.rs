@@ -202,6 +202,8 @@ pub(super) struct RawRole {
     pub(super) max_output_tokens: Option<i64>,
     pub(super) compaction: Option<RawSummariser>,
     pub(super) max_instances: Option<i64>,
+    pub(super) delegation_budget_tokens: Option<i64>,
+    pub(super) delegation_deadline: Option<String>,
 }
 
 /// A role's `compaction = { provider, model }`.

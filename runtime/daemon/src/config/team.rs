@@ -192,8 +192,42 @@ fn role(
             ))
         }
     };
+    let delegation_budget_tokens = match r.delegation_budget_tokens {
+        None => None,
+        Some(_) if who == Role::Lead => {
+            return Err(invalid(
+                format!("{key}.delegation_budget_tokens"),
+                "the lead is never delegated to; set it on a teammate's role".into(),
+            ))
+        }
+        Some(v) if v > 0 => Some(v as u64),
+        Some(v) => {
+            return Err(invalid(
+                format!("{key}.delegation_budget_tokens"),
+                format!("must be a positive token count, got {v}"),
+            ))
+        }
+    };
+    let delegation_deadline = match r.delegation_deadline {
+        None => None,
+        Some(_) if who == Role::Lead => {
+            return Err(invalid(
+                format!("{key}.delegation_deadline"),
+                "the lead is never delegated to; set it on a teammate's role".into(),
+            ))
+        }
+        Some(text) => match humantime::parse_duration(&text) {
+            Ok(d) if !d.is_zero() => Some(d),
+            Ok(_) => {
+                return Err(invalid(format!("{key}.delegation_deadline"), "must be longer than 0s".into()))
+            }
+            Err(e) => return Err(invalid(format!("{key}.delegation_deadline"), format!("{e}: {text:?}"))),
+        },
+    };
     Ok(RoleConfig {
         max_instances,
+        delegation_budget_tokens,
+        delegation_deadline,
         summariser,
         provider: r.provider,
         model: r.model,
@@ -216,6 +250,44 @@ mod tests {
         let text = DEFAULT_CONFIG.replace("# compact_at = 80", "compact_at = 180");
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("team.lead.compact_at"), "{e}");
+    }
+
+    #[test]
+    fn delegation_limits_are_read_and_a_bad_one_is_named() {
+        let coder = |t: &str| DEFAULT_CONFIG.replacen("[team.coder]", &format!("[team.coder]\n{t}"), 1);
+        let c = parse(&coder("delegation_budget_tokens = 50000\ndelegation_deadline = \"10m\"")).unwrap();
+        assert_eq!(c.team.coder.delegation_budget_tokens, Some(50_000));
+        assert_eq!(c.team.coder.delegation_deadline, Some(std::time::Duration::from_secs(600)));
+        assert_eq!(
+            parse(DEFAULT_CONFIG).unwrap().team.coder.delegation_budget_tokens,
+            None,
+            "no limit unless set"
+        );
+        for (bad, key, why) in [
+            ("delegation_budget_tokens = 0", "team.coder.delegation_budget_tokens", "positive"),
+            ("delegation_deadline = \"soon\"", "team.coder.delegation_deadline", "soon"),
+            ("delegation_deadline = \"0s\"", "team.coder.delegation_deadline", "longer than 0s"),
+        ] {
+            let e = parse(&coder(bad)).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(why), "{bad}: {e}");
+        }
+        let lead = DEFAULT_CONFIG.replacen("[team.lead]", "[team.lead]\ndelegation_budget_tokens = 5", 1);
+        let e = parse(&lead).unwrap_err().to_string();
+        assert!(e.contains("team.lead.delegation_budget_tokens") && e.contains("never delegated to"), "{e}");
+    }
+
+    #[test]
+    fn checkpoints_max_bytes_is_read_and_a_negative_one_is_named() {
+        let with = |t: &str| format!("{DEFAULT_CONFIG}\n[checkpoints]\n{t}\n");
+        assert_eq!(
+            parse(DEFAULT_CONFIG).unwrap().team.checkpoint_bytes,
+            agentd_engine::checkpoints::DEFAULT_MAX_BYTES
+        );
+        assert_eq!(parse(&with("max_bytes = 0")).unwrap().team.checkpoint_bytes, 0, "0: no checkpoints");
+        let e = parse(&with("max_bytes = -1")).unwrap_err().to_string();
+        assert!(e.contains("checkpoints.max_bytes"), "{e}");
+        let e = parse(&with("max_size = 1")).unwrap_err().to_string();
+        assert!(e.contains("max_size"), "an unknown key is named: {e}");
     }
 
     #[test]

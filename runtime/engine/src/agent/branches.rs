@@ -25,6 +25,7 @@
 //! that had not returned: each from its own history, in its own working copy; one that had not
 //! started starts.
 
+use super::limits::{Asked, Limit};
 use super::resumed::{Resumed, Started};
 use super::tools::{failure, CallOutcome, DelegateArgs};
 use super::turn::{calls_of, Call, Turn};
@@ -40,8 +41,8 @@ use tokio::task::JoinHandle;
 /// What a `delegate` call of an answer does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Plan {
-    /// A branch: `instance` takes `objective`, in a working copy when `copy`.
-    Branch { instance: Role, objective: String, copy: bool },
+    /// A branch: `instance` takes `objective`, in a working copy when `copy`, within `asked`.
+    Branch { instance: Role, objective: String, copy: bool, asked: Asked },
     /// Refused before anything runs (bad arguments, no such teammate): the error result.
     Refused(String),
 }
@@ -125,7 +126,11 @@ pub(super) fn plan(
         }
         let writes = team.writes(&instance);
         running.push((i, instance.clone(), writes));
-        plans.push(Some(Plan::Branch { instance, objective: args.objective, copy: false }));
+        let asked = Asked {
+            tokens: args.asked.tokens.or(config.delegation_budget_tokens),
+            deadline: args.asked.deadline.or(config.delegation_deadline),
+        };
+        plans.push(Some(Plan::Branch { instance, objective: args.objective, copy: false, asked }));
         if running.iter().filter(|(_, _, w)| *w).count() >= 2 {
             for (at, _, _) in running.iter().filter(|(_, _, w)| *w) {
                 if let Some(Some(Plan::Branch { copy, .. })) = plans.get_mut(*at) {
@@ -286,12 +291,12 @@ impl Agent {
         plan: Plan,
         running: &mut Running,
     ) -> Result<(), TurnError> {
-        let (instance, objective, copy) = match plan {
+        let (instance, objective, copy, asked) = match plan {
             Plan::Refused(why) => {
                 running.ready(call, None, failure(why));
                 return Ok(());
             }
-            Plan::Branch { instance, objective, copy } => (instance, objective, copy),
+            Plan::Branch { instance, objective, copy, asked } => (instance, objective, copy, asked),
         };
         let made = match copy {
             true => match self.working_copy(&call.id, &instance) {
@@ -304,19 +309,33 @@ impl Agent {
             },
             false => None,
         };
-        let work = self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), true).await?;
+        let work =
+            self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), asked.starting_now()).await?;
         running.push(call, instance, work, made);
         Ok(())
     }
 
-    /// The handoff, `delegated`, and the teammate's turn spawned (handed the objective when `fresh`,
-    /// continuing its history otherwise).
+    /// The handoff, `delegated`, and the teammate's turn spawned, within `limit` (handed the objective
+    /// when it starts fresh, continuing its history after a resume).
     async fn spawn_branch(
         &mut self,
         call_id: &str,
         instance: &Role,
         objective: &str,
         copy: Option<&Copy>,
+        limit: Limit,
+    ) -> Result<Work, TurnError> {
+        self.spawn_branch_from(call_id, instance, objective, copy, limit, true).await
+    }
+
+    /// [`Agent::spawn_branch`], handing the objective over only when `fresh`.
+    async fn spawn_branch_from(
+        &mut self,
+        call_id: &str,
+        instance: &Role,
+        objective: &str,
+        copy: Option<&Copy>,
+        limit: Limit,
         fresh: bool,
     ) -> Result<Work, TurnError> {
         let Some(target) = self.team.member_or_join(instance) else {
@@ -332,6 +351,8 @@ impl Agent {
                 receipts_id: handoff.receipts_id,
                 budget_tokens: Some(handoff.budget),
                 measured_by: Some(handoff.measured_by),
+                limit_tokens: limit.tokens,
+                deadline: limit.deadline_text(),
             })?;
             Some(handoff.text)
         } else {
@@ -340,7 +361,8 @@ impl Agent {
         let mut inherited = self.inherited.clone();
         inherited.extend(self.receipts.iter().cloned());
         let place = copy.map(|c| c.workspace().clone());
-        Ok(Work::Running(tokio::spawn(target.run_turn(input, inherited, place))))
+        let limit = limit.is_set().then_some(limit);
+        Ok(Work::Running(tokio::spawn(target.run_turn_within(input, inherited, place, limit))))
     }
 
     /// Settles the `n` oldest branches, in call order: each is waited for even when one before it
@@ -377,8 +399,11 @@ impl Agent {
             Work::Ready(outcome) => Ok(outcome),
             Work::Running(handle) => match handle.await {
                 Ok(Ok(summary)) => Ok(ToolOutcome::ok(summary)),
-                // A teammate stopped for going in circles is its caller's to judge, alone or not.
-                Ok(Err(e @ TurnError::Stalled { .. })) => Ok(failure(e.to_string())),
+                // A teammate stopped for going in circles, or at its delegation's limit, is its
+                // caller's to judge, alone or not.
+                Ok(Err(e @ (TurnError::Stalled { .. } | TurnError::OverLimit { .. }))) => {
+                    Ok(failure(e.to_string()))
+                }
                 Ok(Err(e)) if stops_the_turn(&e) || !alongside => Err(e),
                 Ok(Err(e)) => Ok(failure(format!("{}'s turn failed: {e}", role_name(&instance)))),
                 Err(e) if !alongside => Err(TurnError::Stopped(e)),
@@ -492,7 +517,10 @@ impl Agent {
             },
         };
         let fresh = !started.handed_over;
-        let work = self.spawn_branch(&call.id, &started.instance, objective, copy.as_ref(), fresh).await?;
+        let limit = started.limit.clone();
+        let work = self
+            .spawn_branch_from(&call.id, &started.instance, objective, copy.as_ref(), limit, fresh)
+            .await?;
         running.push(call, started.instance.clone(), work, copy);
         Ok(())
     }

@@ -23,6 +23,7 @@
 mod branches;
 mod checkpoints;
 mod handoff;
+pub mod limits;
 mod memory;
 mod refusals;
 mod results;
@@ -97,6 +98,18 @@ impl Member {
         inherited: Vec<Receipt>,
         place: Option<Workspace>,
     ) -> BoxFuture<'static, TurnResult> {
+        self.run_turn_within(input, inherited, place, None)
+    }
+
+    /// [`Member::run_turn`] as a delegation's branch with its own budget and deadline, when `limit`
+    /// sets any (see `limits`).
+    pub fn run_turn_within(
+        &self,
+        input: Option<String>,
+        inherited: Vec<Receipt>,
+        place: Option<Workspace>,
+        limit: Option<limits::Limit>,
+    ) -> BoxFuture<'static, TurnResult> {
         let agent = self.agent.clone();
         Box::pin(async move {
             // Its own tokio task: a panic in a turn is a failed turn, not a dead runner.
@@ -104,6 +117,8 @@ impl Member {
                 let mut agent = agent.lock().await;
                 agent.inherited = inherited;
                 agent.place = place;
+                let from = agent.receipts.len();
+                agent.limit = limit.map(|l| limits::Limit { from, ..l });
                 agent.run_turn(input).await
             });
             match handle.await {
@@ -193,6 +208,8 @@ struct Agent {
     place: Option<Workspace>,
     /// Whether the agent goes in circles this turn (rebuilt from the history when a turn starts).
     watch: agentd_policies::stall::Watch,
+    /// This turn's delegation budget and deadline, when it is a branch that has them.
+    limit: Option<limits::Limit>,
 }
 
 /// What a result is sized against: the thresholds of the request it answers, that request's size and
@@ -228,6 +245,7 @@ impl Agent {
             unavailable: Vec::new(),
             place: None,
             watch: Default::default(),
+            limit: None,
         }
     }
 

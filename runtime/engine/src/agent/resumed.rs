@@ -14,6 +14,8 @@ pub struct Started {
     /// Whether its agent had logged the handoff (so it continues from its history rather than being
     /// handed the objective again).
     pub handed_over: bool,
+    /// Its budget and deadline, as its `delegated` event set them, with what it spent before the stop.
+    pub limit: super::limits::Limit,
 }
 
 /// What a resume knows of the lead's interrupted answer: its calls with no result, and the branches

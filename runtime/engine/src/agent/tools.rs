@@ -38,12 +38,22 @@ impl ReadEvidenceArgs {
 pub(super) struct DelegateArgs {
     pub to: String,
     pub objective: String,
+    /// Its own budget and deadline, when the call names them.
+    pub asked: super::limits::Asked,
 }
 
 impl DelegateArgs {
     pub(super) fn parse(arguments: &str) -> Result<DelegateArgs, ArgsError> {
         let args = Args::parse(ToolName::Delegate.as_str(), arguments)?;
-        Ok(DelegateArgs { to: args.str("to")?.to_string(), objective: args.str("objective")?.to_string() })
+        let asked = super::limits::Asked {
+            tokens: args.opt_u64("budget_tokens")?.filter(|n| *n > 0),
+            deadline: args.opt_seconds("deadline")?,
+        };
+        Ok(DelegateArgs {
+            to: args.str("to")?.to_string(),
+            objective: args.str("objective")?.to_string(),
+            asked,
+        })
     }
 }
 

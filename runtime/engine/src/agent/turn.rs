@@ -82,6 +82,7 @@ impl Agent {
                 return Err(TurnError::Cancelled);
             }
             let (fitted, admitted) = self.fit(&turn).await?;
+            self.within_limit(fitted.count.total.tokens)?;
             let response = match self.send(&turn, &fitted.request).await {
                 Ok(r) => r,
                 Err(TurnError::Provider(ProviderError::ContextOverflow { limit, message })) => {
@@ -98,6 +99,7 @@ impl Agent {
             // A later refusal in this turn may teach a new limit again.
             refusals = Refusals::default();
             self.record_usage(&turn, &response).await?;
+            self.spent_on(response.usage, fitted.count.total.tokens);
             // Its usage is in the log now (`response_received`): no longer in flight.
             drop(admitted);
             let message = response.message;
