@@ -286,6 +286,40 @@ async fn files_a_command_creates_and_deletes_in_a_copy_come_back_in_its_patch() 
     assert!(text.contains("b/gen.txt") && text.contains("new file mode"), "{text}");
     assert!(text.contains("a/old.txt") && text.contains("deleted file mode"), "{text}");
     assert!(text.contains("new mode 100755"), "{text}");
+
+    // Checkpoints: the command's change is recorded in its copy, and the merge is one more change of
+    // the workspace, under the delegate call.
+    let in_copy = events
+        .iter()
+        .find(|e| e["kind"] == "files_changed" && e["role"] == "coder" && e["tool"] == "run_command")
+        .unwrap();
+    assert!(in_copy["working_copy"].as_str().unwrap().starts_with(&copies.path().display().to_string()));
+    let delegate_seq = events
+        .iter()
+        .find(|e| e["kind"] == "tool_called" && e["call_id"] == "d1")
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap();
+    let merge = events
+        .iter()
+        .find(|e| e["kind"] == "files_changed" && e["tool"] == "delegate" && e["role"] == "coder")
+        .unwrap();
+    assert_eq!((merge["call_seq"].as_u64(), merge.get("working_copy")), (Some(delegate_seq), None), "{merge}");
+    let paths = |args: &[&str]| -> Vec<String> {
+        let out = d.cli(args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+        diff["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(paths(&["diff", &task, "--json"]), ["b.txt", "gen.txt", "old.txt", "run.sh"]);
+    assert_eq!(paths(&["diff", &task, "--role", "coder", "--json"]), ["gen.txt", "old.txt", "run.sh"]);
+    // Taking back coder's merge leaves coder#2's change in place.
+    let out = d.cli(&["revert", &task, "--call", &delegate_seq.to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!ws.path().join("gen.txt").exists());
+    assert_eq!(std::fs::read_to_string(ws.path().join("old.txt")).unwrap(), "old\n");
+    let mode = std::fs::metadata(ws.path().join("run.sh")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o111, 0, "the mode is back");
+    assert_eq!(std::fs::read_to_string(ws.path().join("b.txt")).unwrap(), "b\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
