@@ -43,9 +43,10 @@ async fn sleeping_model() -> ScriptedServer {
             match (tools.contains(&"delegate"), has_result) {
                 (true, false) => sse(vec![delegate("coder", "Sleep a minute")]),
                 (true, true) => sse(vec![finish("done after the command")]),
-                (false, false) => {
-                    sse(vec![tool_call("run_command", json!({"command": "echo slept > proof.txt && sleep 60"}))])
-                }
+                (false, false) => sse(vec![tool_call(
+                    "run_command",
+                    json!({"command": "echo slept > proof.txt && sleep 60"}),
+                )]),
                 (false, true) => sse(vec![finish("slept")]),
             }
         })
@@ -203,7 +204,11 @@ fn a_task_whose_daemon_is_killed_mid_command_is_taken_over_and_finishes() {
     // The command's change, made on A before it died, is recorded by B from A's checkpoint (kept in
     // the fleet's object store), and B can show and take it back.
     let found = events.iter().find(|e| e["kind"] == "files_changed").expect("the cut call's change");
-    assert_eq!((found["interrupted"].as_bool(), found["role"].as_str()), (Some(true), Some("coder")), "{found}");
+    assert_eq!(
+        (found["interrupted"].as_bool(), found["role"].as_str()),
+        (Some(true), Some("coder")),
+        "{found}"
+    );
     let diff = call(&b, "task.diff", json!({"task_id": task_id, "stat": true}));
     assert_eq!(diff["files"][0]["path"], "proof.txt", "{diff}");
     let reverted = call(&b, "task.revert", json!({"task_id": task_id, "to": 0}));

@@ -303,7 +303,11 @@ async fn files_a_command_creates_and_deletes_in_a_copy_come_back_in_its_patch() 
         .iter()
         .find(|e| e["kind"] == "files_changed" && e["tool"] == "delegate" && e["role"] == "coder")
         .unwrap();
-    assert_eq!((merge["call_seq"].as_u64(), merge.get("working_copy")), (Some(delegate_seq), None), "{merge}");
+    assert_eq!(
+        (merge["call_seq"].as_u64(), merge.get("working_copy")),
+        (Some(delegate_seq), None),
+        "{merge}"
+    );
     let paths = |args: &[&str]| -> Vec<String> {
         let out = d.cli(args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -632,4 +636,11 @@ async fn the_dashboard_draws_the_team_as_a_tree_with_each_delegations_patch() {
     let links =
         b.js("return document.querySelectorAll('#team a[href^=\"#/evidence/\"]').length", json!([])).await;
     assert_eq!(links, json!(3), "two patches and the second's version of shared.txt");
+    // Each delegation that changed files shows what it did, from the checkpoints; so does each
+    // `files_changed` of the event list.
+    b.js("document.querySelector('#team li.branch [data-diff]').click(); return true", json!([])).await;
+    let shown = "[...document.querySelectorAll('#team pre.diff')].some(p => !p.hidden && p.textContent.includes('+TWO by A'))";
+    b.wait_for(shown, Duration::from_secs(30)).await;
+    let listed = "document.querySelector('#events [data-kind=files_changed] [data-diff]') !== null";
+    b.wait_for(listed, Duration::from_secs(30)).await;
 }

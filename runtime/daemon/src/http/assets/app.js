@@ -223,7 +223,10 @@ function describe(e) {
     case "mcp_server_started": return `${e.server}: ${e.tools} tools`;
     case "mcp_server_failed": return `${e.server}: ${short(e.error, 300)}${e.will_retry_in_ms !== undefined ? ` · tried again after ${(e.will_retry_in_ms / 1000).toFixed(0)} s` : ""}`;
     case "agent_stalled": return `going in circles: it ${short(e.why, 160)}; told once, stopped if it keeps on`;
-    case "delegated": return `to ${e.to_role}: ${short(e.objective, 120)}`;
+    case "delegated": return `to ${e.to_role}: ${short(e.objective, 120)}${e.limit_tokens ? ` · budget ${num(e.limit_tokens)} tokens` : ""}${e.deadline ? ` · until ${time(e.deadline)}` : ""}`;
+    case "files_changed": return `${e.tool === "delegate" ? "merge of call" : "call"} #${e.call_seq}${e.working_copy ? " in its working copy" : ""}${e.interrupted ? " (found after a stop)" : ""}: ${e.files.length} file(s) +${e.lines_added} -${e.lines_removed} · ${short(e.files.map(f => f.path).join(", "), 120)}`;
+    case "reverted": return `${e.to_seq !== undefined ? `every change after #${e.to_seq}` : `call #${e.call_seq}`}: ${e.files.length} file(s) put back${e.forced && e.forced.length ? `, overwriting ${e.forced.join(", ")}` : ""}`;
+    case "checkpoint_failed": return `${e.call_id}: ${short(e.error, 200)} — this change is not recorded`;
     case "delegation_returned": return `from ${e.from_role}: ${short(e.summary, 120)}`;
     case "finish_rejected": return e.reason;
     case "task_finished": return short(e.summary, 200);
@@ -236,12 +239,30 @@ function describe(e) {
 function eventLine(e) {
   const terminal = ["task_finished", "task_failed", "task_cancelled", "task_interrupted"].includes(e.kind);
   const link = e.kind === "compaction_finished" ? e.archive_id : e.evidence_id || e.receipts_id;
-  const bad = e.kind === "mcp_server_failed" || e.kind === "compaction_failed";
+  const bad = e.kind === "mcp_server_failed" || e.kind === "compaction_failed" || e.kind === "checkpoint_failed";
+  const diff = e.kind === "files_changed" ? e.call_seq : e.kind === "reverted" ? e.seq : null;
   return h("div", { class: `${terminal ? "terminal" : ""} ${e.kind.startsWith("compaction") ? "compaction" : ""} ${bad ? "bad" : ""}`, "data-seq": e.seq, "data-kind": e.kind, title: e.at },
     h("span", { class: "seq" }, `#${e.seq}`), h("span", { class: "muted" }, time(e.at), " "),
     h("span", { class: "role" }, e.role), h("span", { class: "kind" }, e.kind), " ", describe(e),
     link ? [" ", evidenceLink(link)] : null,
-    e.kind === "memory_saved" ? [" ", undoButton(e.id)] : null);
+    e.kind === "memory_saved" ? [" ", undoButton(e.id)] : null,
+    diff !== null ? [" ", diffButton(e.task_id, `call=${diff}`)] : null);
+}
+
+// A diff from the task's checkpoints — one call's (or a delegation's merge, or a revert), or what a
+// delegation did (`role` and `since`) — shown under the button that asked for it.
+function diffButton(taskId, query) {
+  const out = h("pre", { class: "diff", hidden: true });
+  const button = h("button", { type: "button", class: "secondary small", "data-diff": query }, "diff");
+  button.addEventListener("click", async () => {
+    if (!out.hidden) { out.hidden = true; return; }
+    try {
+      const r = await api(`/tasks/${encodeURIComponent(taskId)}/diff?${query}`);
+      out.textContent = r.unified || `no changes (${r.changes} recorded)`;
+    } catch (e) { out.textContent = e.message; }
+    out.hidden = false;
+  });
+  return h("span", {}, button, out);
 }
 
 // Undo a note the model saved, right from the event that says so.
@@ -608,8 +629,14 @@ function taskView(main, taskId) {
   // working copy's patch and conflicts), newest last.
   function redrawTeam() {
     const branches = [];
+    const calls = new Map();
     for (const e of state.events) {
-      if (e.kind === "delegated") branches.push({ to: e.to_role, call: e.call_id, objective: e.objective, copy: !!e.working_copy, back: null });
+      if (e.kind === "tool_called" && e.tool === "delegate") calls.set(e.call_id, e.seq);
+      if (e.kind === "delegated") branches.push({ to: e.to_role, call: e.call_id, seq: calls.get(e.call_id), objective: e.objective, copy: !!e.working_copy, back: null, changed: false });
+      if (e.kind === "files_changed") {
+        const b = [...branches].reverse().find(b => b.to === e.role);
+        if (b) b.changed = true;
+      }
       if (e.kind === "delegation_returned") {
         const b = [...branches].reverse().find(b => !b.back && (e.call_id ? b.call === e.call_id : b.to === e.from_role));
         if (b) b.back = e;
@@ -622,8 +649,11 @@ function taskView(main, taskId) {
         ? [" · patch ", evidenceLink(b.back.patch_evidence_id), ` ${b.back.files_changed || 0} file(s) +${b.back.lines_added || 0} -${b.back.lines_removed || 0}`,
            ...(b.back.conflicts || []).map(c => h("div", { class: "bad conflict" }, `conflict: ${c.path} (${c.kind}) at line(s) ${(c.lines || []).join(", ")} — their version `, c.evidence_id ? evidenceLink(c.evidence_id) : "deleted"))]
         : [];
+      // What the delegation did: its agent's changes (in its copy, then merged) from its call on.
+      const query = `role=${encodeURIComponent(b.to)}&since=${b.seq - 1}`;
+      const diff = b.changed && b.seq !== undefined ? [" ", diffButton(taskId, query)] : [];
       return h("li", { class: `branch ${st}`, "data-branch": b.to },
-        h("span", { class: "mono" }, b.to), ` ${st}${b.copy ? " (working copy)" : ""}: ${short(b.objective, 100)}`, ...patch);
+        h("span", { class: "mono" }, b.to), ` ${st}${b.copy ? " (working copy)" : ""}: ${short(b.objective, 100)}`, ...patch, ...diff);
     };
     team.replaceChildren(h("div", { class: "mono" }, "lead"), h("ul", { class: "tree" }, ...branches.map(item)));
   }
@@ -637,7 +667,7 @@ function taskView(main, taskId) {
     while (events.childElementCount > 2000) events.firstElementChild.remove();
     events.scrollTop = events.scrollHeight;
     touched.add(e.role);
-    if (e.kind === "delegated" || e.kind === "delegation_returned") redrawTeam();
+    if (e.kind === "delegated" || e.kind === "delegation_returned" || e.kind === "files_changed") redrawTeam();
     if (!drawQueued) {
       drawQueued = true;
       requestAnimationFrame(() => { drawQueued = false; for (const r of touched) redrawRole(r); touched.clear(); });
