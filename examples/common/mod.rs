@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each example uses a different part of this module
 
+pub mod workspace;
+
 use agentd_test_support::daemon::{RpcClient, TestDaemon};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

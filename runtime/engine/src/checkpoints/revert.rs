@@ -1,7 +1,6 @@
 //! [`revert`]: files a stopped task changed, put back as they were.
 
 use super::{all_events, change, step_of, ChangesError, Checkpoints, StoredObjects};
-use crate::context::Engine;
 use crate::storage::Storage;
 use agentd_agents::checkpoints as cp;
 use agentd_agents::Workspace;
@@ -16,13 +15,13 @@ use agentd_protocol::{EventKind, Message, MessageKind, Record, Role};
 ///
 /// Refused, with nothing written, when a file is not as the task last left it (the user changed it
 /// since; `force` overwrites it) or its bytes were not kept. The task must be stopped: the caller
-/// holds it.
+/// holds it. `max_bytes`: the task's `[checkpoints] max_bytes`.
 pub fn revert(
-    engine: &Engine,
+    storage: &dyn Storage,
+    max_bytes: u64,
     workspace: &Workspace,
     params: &RevertParams,
 ) -> Result<RevertResult, ChangesError> {
-    let storage = engine.storage().as_ref();
     let task_id = &params.task_id;
     let target = match (params.to, params.call) {
         (Some(to), None) => Target::To(to),
@@ -52,7 +51,8 @@ pub fn revert(
     if !changed.is_empty() && !params.force {
         return Err(ChangesError::ChangedSince(changed));
     }
-    let checkpoints = Checkpoints::new(engine.team().checkpoint_bytes.max(1));
+    // Its own checkpoints: kept even when a task's are off (`max_bytes` 0), so it can be undone.
+    let checkpoints = Checkpoints::new(max_bytes.max(1));
     let before = checkpoints.take_blocking(storage, workspace.root())?;
     let put_back = put_back(storage, workspace, &restores);
     let after = checkpoints.take_blocking(storage, workspace.root())?;
