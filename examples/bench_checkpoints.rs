@@ -127,7 +127,7 @@ fn run() -> Result<(), String> {
             call_id: format!("c{call}"),
             tool: ToolName::RunCommand,
             call_seq: seq,
-            change,
+            change: Box::new(change),
             working_copy: None,
             interrupted: false,
         };
@@ -203,7 +203,7 @@ fn change_files(ws: &Path, n: usize) -> Result<(), String> {
         };
         fs::write(&path, edited).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    if n % 4 == 0 {
+    if n.is_multiple_of(4) {
         fs::write(ws.join(format!("d{:02}/new_{n}.rs", n % 100)), format!("// made by call {n}\n"))
             .map_err(|e| e.to_string())?;
     }

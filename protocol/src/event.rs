@@ -454,7 +454,7 @@ pub enum EventKind {
         call_seq: u64,
         /// The checkpoints and the files.
         #[serde(flatten)]
-        change: Change,
+        change: Box<Change>,
         /// Set when the change was made in a working copy (the path): the workspace has it only once the
         /// delegation's merge (a `files_changed` of its own) brings it back.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -486,7 +486,7 @@ pub enum EventKind {
         forced: Vec<String>,
         /// The checkpoints and the files.
         #[serde(flatten)]
-        change: Change,
+        change: Box<Change>,
     },
     /// The agent (the event's role) is going in circles: the same call with the same result again and
     /// again, or answers with nothing new (`[team.stall]`). Its next request tells it so, once; if it
@@ -835,7 +835,7 @@ mod tests {
                 call_id: "c".into(),
                 tool: ToolName::RunCommand,
                 call_seq: 4,
-                change: Change {
+                change: Box::new(Change {
                     before: "b".into(),
                     after: "a".into(),
                     files: vec![crate::checkpoint::FileDelta {
@@ -849,7 +849,7 @@ mod tests {
                     }],
                     lines_added: 1,
                     lines_removed: 0,
-                },
+                }),
                 working_copy: Some("/w".into()),
                 interrupted: true,
             },
@@ -857,7 +857,7 @@ mod tests {
                 to_seq: Some(3),
                 call_seq: None,
                 forced: vec!["x".into()],
-                change: Change::default(),
+                change: Box::default(),
             },
             EventKind::CheckpointFailed { call_id: "c".into(), error: "e".into() },
             EventKind::FinishRejected { reason: "r".into() },

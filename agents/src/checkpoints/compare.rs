@@ -119,12 +119,20 @@ fn content<O: Objects>(
     }
 }
 
+/// What a file's change does to its lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lines {
+    /// Lines added.
+    pub added: u64,
+    /// Lines removed.
+    pub removed: u64,
+    /// Whether either side is binary (or its bytes were not kept): its lines are not counted.
+    pub binary: bool,
+}
+
 /// Lines added and removed by `delta`, and whether it is binary. A file whose bytes were not kept
 /// counts as binary.
-pub fn lines_changed<O: Objects>(
-    objects: &O,
-    delta: &FileDelta,
-) -> Result<(u64, u64, bool), CheckpointError<O::Error>> {
+pub fn lines_changed<O: Objects>(objects: &O, delta: &FileDelta) -> Result<Lines, CheckpointError<O::Error>> {
     let mut sink = String::new();
     section(objects, delta, &mut sink)
 }
@@ -134,12 +142,12 @@ fn section<O: Objects>(
     objects: &O,
     delta: &FileDelta,
     out: &mut String,
-) -> Result<(u64, u64, bool), CheckpointError<O::Error>> {
+) -> Result<Lines, CheckpointError<O::Error>> {
     let unkept = [&delta.before, &delta.after].iter().any(|s| s.as_ref().is_some_and(|s| s.unkept));
     if unkept {
         let path = &delta.path;
         out.push_str(&format!("diff --git a/{path} b/{path}\nBinary files differ (bytes not kept)\n"));
-        return Ok((0, 0, true));
+        return Ok(Lines { added: 0, removed: 0, binary: true });
     }
     let old = content(objects, &delta.path, delta.before.as_ref())?;
     let new = content(objects, &delta.path, delta.after.as_ref())?;
@@ -155,14 +163,14 @@ fn section<O: Objects>(
         old.as_ref().map(|(mode, bytes)| Side { mode: *mode, bytes }),
         new.as_ref().map(|(mode, bytes)| Side { mode: *mode, bytes }),
     );
-    Ok((counted.added, counted.removed, counted.binary))
+    Ok(Lines { added: counted.added, removed: counted.removed, binary: counted.binary })
 }
 
 /// The unified diff of `deltas` (as git writes it), with each file's counts in order.
 pub fn unified<O: Objects>(
     objects: &O,
     deltas: &[FileDelta],
-) -> Result<(String, Vec<(u64, u64, bool)>), CheckpointError<O::Error>> {
+) -> Result<(String, Vec<Lines>), CheckpointError<O::Error>> {
     let mut out = String::new();
     let mut counts = Vec::with_capacity(deltas.len());
     for delta in deltas {

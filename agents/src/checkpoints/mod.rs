@@ -52,8 +52,7 @@ pub mod tree;
 #[cfg(test)]
 mod tests;
 
-pub use agentd_protocol::checkpoint::{FileDelta, FileState};
-pub use compare::{compare, lines_changed, unified};
+pub use compare::{compare, lines_changed, unified, Lines};
 pub use error::CheckpointError;
 pub use objects::{sha256_hex, Objects};
 pub use restore::{current, restore};

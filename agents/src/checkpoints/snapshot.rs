@@ -33,8 +33,8 @@ impl Stamp {
             dev: stat.st_dev,
             ino: stat.st_ino,
             size: stat.st_size,
-            mtime: (stat.st_mtime, stat.st_mtime_nsec as u64),
-            ctime: (stat.st_ctime, stat.st_ctime_nsec as u64),
+            mtime: (stat.st_mtime, stat.st_mtime_nsec),
+            ctime: (stat.st_ctime, stat.st_ctime_nsec),
             mode: stat.st_mode,
         }
     }

@@ -78,7 +78,7 @@ fn a_call_that_edits_creates_deletes_and_chmods_is_seen_and_put_back_byte_for_by
     assert!(diff.contains("-fn a() {}\n+fn a() { b() }\n"), "{diff}");
     assert!(diff.contains("old mode 100644\nnew mode 100755"), "{diff}");
     assert!(diff.contains("deleted file mode 100644"), "{diff}");
-    assert_eq!(counts[1], (1, 1, false));
+    assert_eq!(counts[1], Lines { added: 1, removed: 1, binary: false });
 
     let workspace = Workspace::new(root).unwrap();
     for delta in &deltas {

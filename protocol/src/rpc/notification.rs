@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 pub enum Notification {
     /// One event, in order, no gap, no repeat.
     #[serde(rename = "task.event")]
-    TaskEvent(Event),
+    TaskEvent(Box<Event>),
     /// The subscription is over: the task reached an end nothing follows.
     #[serde(rename = "task.end")]
     TaskEnd(TaskEnd),

@@ -186,7 +186,7 @@ impl Client {
             let notification: Notification = serde_json::from_value(msg.clone())
                 .map_err(|e| ClientError::Protocol(format!("notification {msg}: {e}")))?;
             return Ok(match notification {
-                Notification::TaskEvent(e) => StreamItem::Event(Box::new(e)),
+                Notification::TaskEvent(e) => StreamItem::Event(e),
                 Notification::TaskEnd(end) => StreamItem::End(end),
             });
         }

@@ -171,7 +171,7 @@ where
     Fut: Future<Output = bool>,
 {
     let end = if ends { task_end(&event) } else { None };
-    if !send(Notification::TaskEvent(event)).await {
+    if !send(Notification::TaskEvent(Box::new(event))).await {
         return Flow::Over;
     }
     if !ends {

@@ -560,7 +560,8 @@ mod tests {
             kind: agentd_protocol::EventKind::TaskFinished { summary: "done\nreally".into() },
         };
         let end = crate::follow::task_end(&event).unwrap();
-        let text = String::from_utf8(sse_message(&Notification::TaskEvent(event.clone())).to_vec()).unwrap();
+        let text = String::from_utf8(sse_message(&Notification::TaskEvent(Box::new(event.clone()))).to_vec())
+            .unwrap();
         let lines: Vec<&str> = text.trim_end().lines().collect();
         assert_eq!(lines[..2], ["id: 7", "event: task.event"]);
         assert!(text.ends_with("\n\n") && lines.len() == 3, "one data line: {text:?}");
@@ -570,9 +571,10 @@ mod tests {
         let text = String::from_utf8(sse_message(&Notification::TaskEnd(end.clone())).to_vec()).unwrap();
         assert!(text.starts_with("event: task.end\ndata: "), "{text}");
         // The SSE names are the notifications' own method names.
-        for (n, name) in
-            [(Notification::TaskEvent(event), "task.event"), (Notification::TaskEnd(end), "task.end")]
-        {
+        for (n, name) in [
+            (Notification::TaskEvent(Box::new(event)), "task.event"),
+            (Notification::TaskEnd(end), "task.end"),
+        ] {
             assert_eq!(serde_json::to_value(n).unwrap()["method"], name);
         }
     }

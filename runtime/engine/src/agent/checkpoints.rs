@@ -116,7 +116,7 @@ impl Agent {
             call_id: call_id.to_string(),
             tool: tool.clone(),
             call_seq,
-            change,
+            change: Box::new(change),
             working_copy: in_copy.then(|| root.display().to_string()),
             interrupted: false,
         };

@@ -11,13 +11,11 @@
 //! spent so far (each answer's usage, prompt and completion; the measured request where a server
 //! reports none) and the request would pass the budget, or the deadline has passed, the turn ends
 //! with [`TurnError::OverLimit`]: its last words and the calls it made, which the caller reads as
-//! the `delegate` call's error result. The task's own budget is checked as always, above it: a
-//! delegation budget never lets a task spend more than its own.
+//! the `delegate` call's error result (`super::limited`). The task's own budget is checked as always,
+//! above it: a delegation budget never lets a task spend more than its own.
 
-use super::Agent;
 use crate::clock::{clock, later, rfc3339};
-use crate::error::TurnError;
-use agentd_protocol::{Tokens, Usage};
+use agentd_protocol::Tokens;
 use std::time::{Duration, SystemTime};
 
 /// The limits a `delegate` call asks for, before the branch starts.
@@ -66,7 +64,7 @@ impl Limit {
     }
 
     /// Why a request of `next` tokens may not be sent now, if it may not.
-    fn reached(&self, next: Tokens, now: SystemTime) -> Option<String> {
+    pub(super) fn reached(&self, next: Tokens, now: SystemTime) -> Option<String> {
         if let Some(deadline) = self.deadline.filter(|d| now >= *d) {
             return Some(format!("its delegation deadline ({}) passed", rfc3339(deadline)));
         }
@@ -77,51 +75,6 @@ impl Limit {
             )),
             _ => None,
         }
-    }
-}
-
-impl Agent {
-    /// Before a request of `next` tokens: the end of the turn when its delegation's limit is reached.
-    pub(super) fn within_limit(&self, next: Tokens) -> Result<(), TurnError> {
-        let Some(why) = self.limit.as_ref().and_then(|l| l.reached(next, clock().now())) else {
-            return Ok(());
-        };
-        Err(TurnError::OverLimit { role: self.role.clone(), why, partial: self.partial() })
-    }
-
-    /// After an answer: what its request used, counted against the delegation's budget.
-    pub(super) fn spent_on(&mut self, usage: Option<Usage>, sent: Tokens) {
-        if let Some(limit) = self.limit.as_mut() {
-            let used = usage.map_or(sent.0, |u| u.prompt_tokens.saturating_add(u.completion_tokens));
-            limit.spent = limit.spent.saturating_add(used);
-        }
-    }
-
-    /// What the teammate did before it stopped: its last words and its calls this turn.
-    fn partial(&self) -> String {
-        let last = self
-            .history
-            .iter()
-            .rev()
-            .find(|m| m.role == agentd_protocol::Speaker::Assistant && !m.text().trim().is_empty())
-            .map(|m| m.text());
-        let from = self.limit.as_ref().map_or(0, |l| l.from);
-        let calls: Vec<String> = self
-            .receipts
-            .iter()
-            .skip(from)
-            .map(|r| format!("{} {} → {}", r.tool, r.arguments, if r.ok { "ok" } else { "failed" }))
-            .collect();
-        let mut out = match last {
-            Some(text) => format!("Its last words: {}", text.trim()),
-            None => "It said nothing yet.".to_string(),
-        };
-        if calls.is_empty() {
-            out.push_str(" It made no calls.");
-        } else {
-            out.push_str(&format!(" Its {} call(s): {}", calls.len(), calls.join("; ")));
-        }
-        out
     }
 }
 

@@ -23,6 +23,7 @@
 mod branches;
 mod checkpoints;
 mod handoff;
+mod limited;
 pub mod limits;
 mod memory;
 mod refusals;

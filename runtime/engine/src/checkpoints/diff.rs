@@ -1,6 +1,8 @@
 //! [`diff`]: what a task changed in its workspace, composed from its recorded changes.
 
-use super::{all_events, step_of, ChangesError, StoredObjects};
+use super::error::ChangesError;
+use super::steps::{all_events, step_of};
+use super::store::StoredObjects;
 use crate::storage::Storage;
 use agentd_agents::checkpoints as cp;
 use agentd_policies::changes::{compose, Step};
@@ -33,12 +35,12 @@ pub fn diff(storage: &dyn Storage, params: &DiffParams) -> Result<DiffResult, Ch
     let files: Vec<DiffFile> = composed
         .into_iter()
         .zip(counts)
-        .map(|(c, (lines_added, lines_removed, binary))| DiffFile {
+        .map(|(c, lines)| DiffFile {
             change: c.delta.change().to_string(),
             delta: c.delta,
-            binary,
-            lines_added,
-            lines_removed,
+            binary: lines.binary,
+            lines_added: lines.added,
+            lines_removed: lines.removed,
             seqs: c.seqs,
         })
         .collect();

@@ -1,6 +1,6 @@
 //! Why a diff or a revert could not be made ([`ChangesError`]).
 
-use super::Failure;
+use super::store::Failure;
 use crate::storage::StorageError;
 use agentd_policies::changes::PlanError;
 
@@ -16,7 +16,7 @@ pub enum ChangesError {
     Storage(#[from] StorageError),
     /// A checkpoint could not be read, taken or restored.
     #[error(transparent)]
-    Checkpoint(Failure),
+    Checkpoint(Box<Failure>),
     /// What the revert names cannot be taken back (no such change, a working copy's, later changes
     /// in the way).
     #[error(transparent)]
@@ -37,7 +37,7 @@ pub enum ChangesError {
         done: Vec<String>,
         /// Why.
         #[source]
-        source: Failure,
+        source: Box<Failure>,
     },
 }
 
@@ -45,7 +45,7 @@ impl From<Failure> for ChangesError {
     fn from(e: Failure) -> ChangesError {
         match e {
             agentd_agents::checkpoints::CheckpointError::Store(s) => ChangesError::Storage(s),
-            other => ChangesError::Checkpoint(other),
+            other => ChangesError::Checkpoint(Box::new(other)),
         }
     }
 }

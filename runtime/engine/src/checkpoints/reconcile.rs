@@ -1,6 +1,8 @@
 //! [`reconcile`]: after a stop, the change of a writing call that was cut short, recorded.
 
-use super::{all_events, change, take, ChangesError, Checkpoints};
+use super::error::ChangesError;
+use super::steps::all_events;
+use super::store::{change, take, Checkpoints};
 use crate::storage::Storage;
 use agentd_protocol::event::open_branches;
 use agentd_protocol::{EventKind, Role, ToolName};
@@ -74,7 +76,7 @@ pub async fn reconcile(
             call_id: cut.call_id,
             tool: cut.tool,
             call_seq: cut.seq,
-            change,
+            change: Box::new(change),
             working_copy: copy,
             interrupted: true,
         };

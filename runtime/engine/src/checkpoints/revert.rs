@@ -1,6 +1,8 @@
 //! [`revert`]: files a stopped task changed, put back as they were.
 
-use super::{all_events, change, step_of, ChangesError, Checkpoints, StoredObjects};
+use super::error::ChangesError;
+use super::steps::{all_events, step_of};
+use super::store::{change, Checkpoints, StoredObjects};
 use crate::storage::Storage;
 use agentd_agents::checkpoints as cp;
 use agentd_agents::Workspace;
@@ -62,7 +64,7 @@ pub fn revert(
     let event = storage.emit(
         task_id,
         &Role::Lead,
-        EventKind::Reverted { to_seq, call_seq, forced: changed.clone(), change },
+        EventKind::Reverted { to_seq, call_seq, forced: changed.clone(), change: Box::new(change) },
     )?;
     tell(storage, task_id, &steps, target, &files)?;
     put_back?;
@@ -76,7 +78,7 @@ fn put_back(storage: &dyn Storage, workspace: &Workspace, restores: &[Restore]) 
     let mut done = Vec::new();
     for r in ordered {
         if let Err(source) = cp::restore(workspace, &StoredObjects(storage), &r.path, r.target.as_ref()) {
-            return Err(ChangesError::Partly { path: r.path.clone(), done, source });
+            return Err(ChangesError::Partly { path: r.path.clone(), done, source: Box::new(source) });
         }
         done.push(r.path.clone());
     }
