@@ -31,6 +31,7 @@ use agentd_daemon::storage::{DaemonStorage, SledStorage};
 use agentd_engine::checkpoints::{self, Checkpoints};
 use agentd_engine::storage::Storage;
 use agentd_evidence::Store;
+use agentd_policies::redact::Redactor;
 use agentd_protocol::rpc::{DiffParams, RevertParams};
 use agentd_protocol::{EventKind, Role, TaskMeta, TaskState, ToolName};
 use common::workspace::build_workspace;
@@ -67,7 +68,7 @@ fn run() -> Result<(), String> {
     let (live, _) = tokio::sync::broadcast::channel(16);
     let storage = SledStorage::new(store.clone(), EventBus::new(store, live), Arc::new(Ends::default()));
     storage.create_task(&task(&ws)).map_err(|e| e.to_string())?;
-    let checkpoints = Checkpoints::new(checkpoints::DEFAULT_MAX_BYTES);
+    let checkpoints = Checkpoints::new(checkpoints::DEFAULT_MAX_BYTES, Redactor::default());
 
     println!("\n== checkpoints of the workspace");
     let (t, first) = timed(|| checkpoints.take_blocking(&storage, &ws));
@@ -99,7 +100,7 @@ fn run() -> Result<(), String> {
         ),
         t,
     );
-    let fresh = Checkpoints::new(checkpoints::DEFAULT_MAX_BYTES);
+    let fresh = Checkpoints::new(checkpoints::DEFAULT_MAX_BYTES, Redactor::default());
     let (t, again) = timed(|| fresh.take_blocking(&storage, &ws));
     let again = again.map_err(|e| e.to_string())?;
     row(&format!("after a restart (nothing known): {} read, {} stored", group(again.read), again.stored), t);
@@ -155,8 +156,14 @@ fn run() -> Result<(), String> {
     row("diff --stat", t);
     let workspace = Workspace::new(&ws).map_err(|e| e.to_string())?;
     let revert = RevertParams { task_id: TASK.into(), to: Some(first_call - 1), call: None, force: false };
-    let (t, reverted) =
-        timed(|| checkpoints::revert(&storage, checkpoints::DEFAULT_MAX_BYTES, &workspace, &revert));
+    let (t, reverted) = timed(|| {
+        checkpoints::revert(
+            &storage,
+            (checkpoints::DEFAULT_MAX_BYTES, &Redactor::default()),
+            &workspace,
+            &revert,
+        )
+    });
     let reverted = reverted.map_err(|e| e.to_string())?;
     row(&format!("revert --to before the first call: {} files put back", reverted.files.len()), t);
     if snapshot_files(&ws)? != before_task {

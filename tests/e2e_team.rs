@@ -78,6 +78,8 @@ async fn lead_delegates_and_coder_edits_a_file() {
         "request_sent",
         "response_received",
         "tool_called",
+        // The coder's edit, from the checkpoints around it.
+        "files_changed",
         "tool_finished",
         "request_sent",
         "response_received",

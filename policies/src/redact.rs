@@ -40,6 +40,15 @@ impl Redactor {
         self.secrets.iter().map(|(n, _)| n.as_str())
     }
 
+    /// The name of a secret whose value `bytes` hold, if any: such bytes are never copied where a
+    /// secret must not go (a workspace checkpoint keeps such a file by its sha256 alone).
+    pub fn held_in(&self, bytes: &[u8]) -> Option<&str> {
+        self.secrets
+            .iter()
+            .find(|(_, value)| memchr::memmem::find(bytes, value.as_bytes()).is_some())
+            .map(|(name, _)| name.as_str())
+    }
+
     /// `text` with every occurrence of a secret replaced by `[redacted: NAME]`.
     pub fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let mut out = Cow::Borrowed(text);
@@ -75,6 +84,8 @@ mod tests {
         assert!(matches!(r().redact("nothing to see, abc"), Cow::Borrowed(_)), "short values are no secrets");
         assert_eq!(r().names().collect::<Vec<_>>(), ["OPENAI_API_KEY", "DEPLOY_TOKEN"]);
         assert!(!format!("{:?}", r()).contains("sk-abc"), "Debug never shows a value");
+        assert_eq!(r().held_in(b"x\0T=tok-1234567890\n"), Some("DEPLOY_TOKEN"));
+        assert_eq!(r().held_in(b"abc and tok-123456789"), None, "a short value, a partial one: none");
     }
 
     #[test]

@@ -21,8 +21,11 @@ pub enum CheckpointError<E: std::error::Error + Send + Sync + 'static> {
         /// What is wrong.
         why: String,
     },
-    /// A file's bytes were not kept (`[checkpoints] max_bytes` was reached when it was recorded).
-    #[error("{path}: its bytes were not kept (the task's checkpoints reached [checkpoints] max_bytes)")]
+    /// A file's bytes were not kept (`[checkpoints] max_bytes` was reached when it was recorded, or
+    /// it held a configured secret).
+    #[error(
+        "{path}: its bytes were not kept (past [checkpoints] max_bytes, or it held a configured secret)"
+    )]
     NotKept {
         /// The file.
         path: String,

@@ -64,7 +64,7 @@ pub struct Snapshot {
     pub stored: u64,
     /// Their bytes.
     pub stored_bytes: u64,
-    /// Files whose bytes were not kept (the budget was reached).
+    /// Files whose bytes were not kept (the budget was reached, or they hold a secret).
     pub unkept: Vec<String>,
 }
 
@@ -80,12 +80,15 @@ impl Snapshotter {
     }
 
     /// Records the tree at `root` in `objects`, keeping file bytes while this snapshotter has stored
-    /// fewer than `max_bytes`; then syncs the objects. The checkpoint's name and what it took.
+    /// fewer than `max_bytes`, and never the bytes of a file `withheld` says no to (one holding a
+    /// secret): such a file is recorded by its sha256 alone. Then syncs the objects. The checkpoint's
+    /// name and what it took.
     pub fn snapshot<O: Objects>(
         &mut self,
         root: &Path,
         objects: &O,
         max_bytes: u64,
+        withheld: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Snapshot, CheckpointError<O::Error>> {
         let root_fd = open_root(root)?;
         let mut taker = Taker {
@@ -93,6 +96,7 @@ impl Snapshotter {
             root,
             objects,
             max_bytes,
+            withheld,
             levels: vec![Vec::new()],
             failed: None,
             buf: Vec::new(),
@@ -125,6 +129,7 @@ struct Taker<'a, O: Objects> {
     root: &'a Path,
     objects: &'a O,
     max_bytes: u64,
+    withheld: &'a dyn Fn(&[u8]) -> bool,
     levels: Vec<Vec<Entry>>,
     /// The store's failure, which stops the walk.
     failed: Option<CheckpointError<O::Error>>,
@@ -189,7 +194,7 @@ impl<O: Objects> Taker<'_, O> {
         }
         let stamp = Stamp::of(&stat);
         if let Some((known, state)) = self.me.known.get(&abs) {
-            if *known == stamp && (!state.unkept || self.me.kept_bytes >= self.max_bytes) {
+            if *known == stamp {
                 return Ok(Some(state.clone()));
             }
         }
@@ -202,6 +207,12 @@ impl<O: Objects> Taker<'_, O> {
             self.buf.clear();
             file.read_to_end(&mut self.buf).map_err(CopyError::io("read", &abs))?;
             let sha256 = super::objects::sha256_hex(&self.buf);
+            if (self.withheld)(&self.buf) {
+                self.snapshot.unkept.push(at.rel.to_string_lossy().into_owned());
+                let state = FileState { mode, sha256, unkept: true };
+                self.me.known.insert(abs, (stamp, state.clone()));
+                return Ok(Some(state));
+            }
             let bytes = std::mem::take(&mut self.buf);
             let new = self.put(&sha256, &bytes);
             self.buf = bytes;

@@ -51,7 +51,7 @@ fn a_call_that_edits_creates_deletes_and_chmods_is_seen_and_put_back_byte_for_by
     std::os::unix::fs::symlink("src/a.rs", root.join("link")).unwrap();
     let store = Memory::default();
     let mut snap = Snapshotter::new();
-    let first = snap.snapshot(root, &store, u64::MAX).unwrap();
+    let first = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
     assert_eq!(first.files, 5, "the ignored build output is not recorded: {first:?}");
     assert_eq!(first.read, 4, "a symlink is read as its target, not as a file");
 
@@ -60,7 +60,7 @@ fn a_call_that_edits_creates_deletes_and_chmods_is_seen_and_put_back_byte_for_by
     fs::remove_file(root.join("src/deep/gone.txt")).unwrap();
     fs::set_permissions(root.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
     fs::write(root.join("target/out.bin"), [1u8; 64]).unwrap();
-    let second = snap.snapshot(root, &store, u64::MAX).unwrap();
+    let second = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
     assert_eq!(second.read, 3, "only the changed files are read again: {second:?}");
 
     let deltas = compare(&store, Some(&first.tree), &second.tree).unwrap();
@@ -89,7 +89,7 @@ fn a_call_that_edits_creates_deletes_and_chmods_is_seen_and_put_back_byte_for_by
     assert_eq!(fs::read_to_string(root.join("src/deep/gone.txt")).unwrap(), "bye\n");
     assert!(!root.join("src/new.rs").exists());
     assert_eq!(mode(&root.join("run.sh")), 0o644);
-    let third = snap.snapshot(root, &store, u64::MAX).unwrap();
+    let third = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
     let back = compare(&store, Some(&first.tree), &third.tree).unwrap();
     assert!(back.is_empty(), "restored as the first checkpoint had it: {back:?}");
     assert_eq!(third.tree, first.tree, "the same files are the same checkpoint");
@@ -107,13 +107,13 @@ fn a_checkpoint_after_one_change_stores_that_file_and_the_listings_above_it() {
     }
     let store = Memory::default();
     let mut snap = Snapshotter::new();
-    let first = snap.snapshot(root, &store, u64::MAX).unwrap();
+    let first = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
     assert_eq!((first.files, first.stored), (100, 111), "100 files, 10 listings and the root");
     fs::write(root.join("d3/f3"), "changed\n").unwrap();
-    let second = snap.snapshot(root, &store, u64::MAX).unwrap();
+    let second = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
     assert_eq!((second.read, second.stored), (1, 3), "the file, its directory's listing and the root's");
     assert_eq!(*store.syncs.borrow(), 2, "one sync a checkpoint");
-    let again = Snapshotter::new().snapshot(root, &store, u64::MAX).unwrap();
+    let again = Snapshotter::new().snapshot(root, &store, u64::MAX, &|_| false).unwrap();
     assert_eq!(
         (again.read, again.stored, again.tree),
         (100, 0, second.tree),
@@ -129,10 +129,10 @@ fn past_the_budget_a_file_is_named_not_kept_and_a_restore_says_so() {
     fs::write(root.join("large"), vec![b'x'; 1000]).unwrap();
     let store = Memory::default();
     let mut snap = Snapshotter::new();
-    let taken = snap.snapshot(root, &store, 100).unwrap();
+    let taken = snap.snapshot(root, &store, 100, &|_| false).unwrap();
     assert_eq!(taken.unkept, ["large"]);
     fs::write(root.join("large"), vec![b'y'; 1000]).unwrap();
-    let after = snap.snapshot(root, &store, 100).unwrap();
+    let after = snap.snapshot(root, &store, 100, &|_| false).unwrap();
     let deltas = compare(&store, Some(&taken.tree), &after.tree).unwrap();
     assert_eq!(deltas.len(), 1);
     let workspace = Workspace::new(root).unwrap();
@@ -149,7 +149,7 @@ fn a_restore_replaces_a_planted_symlink_and_never_writes_through_it() {
     fs::write(root.join("f"), "mine\n").unwrap();
     let store = Memory::default();
     let mut snap = Snapshotter::new();
-    let taken = snap.snapshot(root, &store, u64::MAX).unwrap();
+    let taken = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
     let entries = compare(&store, None, &taken.tree).unwrap();
     fs::write(outside.path().join("target"), "theirs\n").unwrap();
     fs::remove_file(root.join("f")).unwrap();
@@ -159,4 +159,22 @@ fn a_restore_replaces_a_planted_symlink_and_never_writes_through_it() {
     assert_eq!(fs::read_to_string(outside.path().join("target")).unwrap(), "theirs\n");
     assert!(fs::symlink_metadata(root.join("f")).unwrap().is_file());
     assert_eq!(fs::read_to_string(root.join("f")).unwrap(), "mine\n");
+}
+
+#[test]
+fn a_file_holding_a_secret_is_recorded_by_its_hash_alone_never_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::write(root.join("deploy.env"), "TOKEN=tok-secret-123456\n").unwrap();
+    fs::write(root.join("plain.txt"), "nothing\n").unwrap();
+    let store = Memory::default();
+    let secret = |bytes: &[u8]| bytes.windows(6).any(|w| w == b"secret");
+    let taken = Snapshotter::new().snapshot(root, &store, u64::MAX, &secret).unwrap();
+    assert_eq!(taken.unkept, ["deploy.env"]);
+    assert!(
+        store.objects.borrow().values().all(|bytes| !bytes.windows(6).any(|w| w == b"secret")),
+        "no object holds the secret"
+    );
+    let files = compare(&store, None, &taken.tree).unwrap();
+    assert!(files.iter().any(|f| f.path == "deploy.env" && f.after.as_ref().is_some_and(|s| s.unkept)));
 }

@@ -152,7 +152,8 @@ impl TaskCtx {
         servers: Arc<dyn ToolServers>,
     ) -> Result<TaskCtx, StorageError> {
         let budget = engine.storage.task(&task_id)?.and_then(|m| m.budget);
-        let checkpoints = Arc::new(crate::checkpoints::Checkpoints::new(engine.team().checkpoint_bytes));
+        let (max_bytes, secrets) = (engine.team().checkpoint_bytes, engine.redactor().clone());
+        let checkpoints = Arc::new(crate::checkpoints::Checkpoints::new(max_bytes, secrets));
         Ok(TaskCtx {
             task_id,
             workspace,

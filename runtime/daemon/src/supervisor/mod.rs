@@ -369,8 +369,8 @@ impl Handler<Revert> for Supervisor {
         let params = msg.params;
         let work = async move {
             let reverted = tokio::task::spawn_blocking(move || {
-                let max_bytes = engine.team().checkpoint_bytes;
-                agentd_engine::checkpoints::revert(engine.storage().as_ref(), max_bytes, &workspace, &params)
+                let limits = (engine.team().checkpoint_bytes, engine.redactor());
+                agentd_engine::checkpoints::revert(engine.storage().as_ref(), limits, &workspace, &params)
             })
             .await;
             Done::Reverted(

@@ -167,8 +167,10 @@ impl Agent {
         if patch.is_empty() {
             return Ok(Merge { applied: apply, ..Merge::default() });
         }
+        // No secret reaches the archive: the patch as the lead may read it.
+        let shown = self.task.engine.redactor().redact(&patch.unified);
         let evidence_id =
-            self.archive(call_id, &from, patch.unified.as_bytes(), "text/x-diff", format!("{from}'s patch"))?;
+            self.archive(call_id, &from, shown.as_bytes(), "text/x-diff", format!("{from}'s patch"))?;
         let mut merge = Merge {
             evidence_id: Some(evidence_id),
             files_changed: patch.files.len() as u64,
@@ -193,6 +195,8 @@ impl Agent {
         for conflict in &merged.conflicts {
             let theirs = copy.work.root().join(&conflict.path);
             let version = match std::fs::read(&theirs) {
+                // A version holding a secret is not archived: the copy's file is named instead.
+                Ok(bytes) if self.task.engine.redactor().held_in(&bytes).is_some() => None,
                 Ok(bytes) => {
                     let what = format!("{from}'s version of {}", conflict.path);
                     Some(self.archive(call_id, &from, &bytes, "application/octet-stream", what)?)

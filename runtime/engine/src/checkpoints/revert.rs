@@ -7,6 +7,7 @@ use crate::storage::Storage;
 use agentd_agents::checkpoints as cp;
 use agentd_agents::Workspace;
 use agentd_policies::changes::{plan, same, Restore, Step, Target};
+use agentd_policies::redact::Redactor;
 use agentd_protocol::rpc::{RevertParams, RevertResult};
 use agentd_protocol::{EventKind, Message, MessageKind, Record, Role};
 
@@ -17,10 +18,11 @@ use agentd_protocol::{EventKind, Message, MessageKind, Record, Role};
 ///
 /// Refused, with nothing written, when a file is not as the task last left it (the user changed it
 /// since; `force` overwrites it) or its bytes were not kept. The task must be stopped: the caller
-/// holds it. `max_bytes`: the task's `[checkpoints] max_bytes`.
+/// holds it. `max_bytes` and `secrets`: the task's `[checkpoints] max_bytes`, and the secrets no
+/// checkpoint keeps.
 pub fn revert(
     storage: &dyn Storage,
-    max_bytes: u64,
+    (max_bytes, secrets): (u64, &Redactor),
     workspace: &Workspace,
     params: &RevertParams,
 ) -> Result<RevertResult, ChangesError> {
@@ -54,7 +56,7 @@ pub fn revert(
         return Err(ChangesError::ChangedSince(changed));
     }
     // Its own checkpoints: kept even when a task's are off (`max_bytes` 0), so it can be undone.
-    let checkpoints = Checkpoints::new(max_bytes.max(1));
+    let checkpoints = Checkpoints::new(max_bytes.max(1), secrets.clone());
     let before = checkpoints.take_blocking(storage, workspace.root())?;
     let put_back = put_back(storage, workspace, &restores);
     let after = checkpoints.take_blocking(storage, workspace.root())?;

@@ -2,6 +2,7 @@
 
 use crate::storage::{Storage, StorageError};
 use agentd_agents::checkpoints::{self as cp, CheckpointError, Objects, Snapshot, Snapshotter};
+use agentd_policies::redact::Redactor;
 use agentd_protocol::checkpoint::Change;
 use parking_lot::Mutex;
 use std::path::Path;
@@ -40,12 +41,15 @@ impl Objects for StoredObjects<'_> {
 pub struct Checkpoints {
     snapshotter: Mutex<Snapshotter>,
     max_bytes: u64,
+    /// The secrets: a file holding one is recorded by its sha256 alone, never copied into the store.
+    secrets: Redactor,
 }
 
 impl Checkpoints {
-    /// Checkpoints keeping up to `max_bytes` of file bytes; 0: none are taken.
-    pub fn new(max_bytes: u64) -> Checkpoints {
-        Checkpoints { snapshotter: Mutex::new(Snapshotter::new()), max_bytes }
+    /// Checkpoints keeping up to `max_bytes` of file bytes (0: none are taken), and never the bytes of
+    /// a file holding one of `secrets`.
+    pub fn new(max_bytes: u64, secrets: Redactor) -> Checkpoints {
+        Checkpoints { snapshotter: Mutex::new(Snapshotter::new()), max_bytes, secrets }
     }
 
     /// Whether checkpoints are taken.
@@ -56,7 +60,8 @@ impl Checkpoints {
     /// A checkpoint of the tree at `root`, its objects stored and synced. Blocking: file reads and
     /// storage writes (see [`take`] for an async caller).
     pub fn take_blocking(&self, storage: &dyn Storage, root: &Path) -> Result<Snapshot, Failure> {
-        self.snapshotter.lock().snapshot(root, &StoredObjects(storage), self.max_bytes)
+        let withheld = |bytes: &[u8]| self.secrets.held_in(bytes).is_some();
+        self.snapshotter.lock().snapshot(root, &StoredObjects(storage), self.max_bytes, &withheld)
     }
 }
 
