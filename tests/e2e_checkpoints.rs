@@ -283,3 +283,43 @@ async fn a_kill_9_between_a_command_and_its_checkpoint_loses_no_change() {
     assert!(!refused.status.success(), "{}", String::from_utf8_lossy(&refused.stdout));
     assert!(why.contains(object) && why.contains("altered"), "{why}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_of_an_mcp_server_marked_writes_is_checkpointed_and_one_not_marked_is_not() {
+    let fixture = agentd_test_support::mcp::fixture_bin().display().to_string();
+    let server = ScriptedServer::builder()
+        .responder(|body: &Value| {
+            let lead =
+                body["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate");
+            let results =
+                body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").count();
+            match (lead, results) {
+                (true, 0) => sse(vec![delegate("coder", "Write through both servers")]),
+                (true, _) => sse(vec![finish("done")]),
+                (false, 0) => {
+                    sse(vec![tool_call("mcp__marked__touch", json!({"path": "marked.txt", "text": "m\n"}))])
+                }
+                (false, 1) => {
+                    sse(vec![tool_call("mcp__plain__touch", json!({"path": "plain.txt", "text": "p\n"}))])
+                }
+                (false, _) => sse(vec![finish("wrote both")]),
+            }
+        })
+        .start()
+        .await;
+    let ws = workspace(false);
+    let servers = format!(
+        "[mcp.servers.marked]\ncommand = \"{fixture}\"\nargs = [\"stdio\"]\nwrites = true\n\n\
+         [mcp.servers.plain]\ncommand = \"{fixture}\"\nargs = [\"stdio\"]\n\n\
+         [tools.sandbox]\nmode = \"off\"\n"
+    );
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", &servers));
+    let task = d.submit("Write through both servers", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    assert_eq!(std::fs::read_to_string(ws.path().join("plain.txt")).unwrap(), "p\n");
+    let changed: Vec<&Value> = events.iter().filter(|e| e["kind"] == "files_changed").collect();
+    assert_eq!(changed.len(), 1, "only the marked server's call is checkpointed: {changed:#?}");
+    assert_eq!(changed[0]["tool"], "mcp__marked__touch");
+    assert_eq!(changed[0]["files"][0]["path"], "marked.txt");
+}

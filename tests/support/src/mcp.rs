@@ -15,6 +15,7 @@
 //! | `bad_image` | — | an "image" whose data is not base64 (an invalid result) |
 //! | `resource` | — | an embedded text resource and a resource link |
 //! | `whereami` | — | `{"pid", "cwd", "env": [names]}` as JSON text |
+//! | `touch` | `path`, `text` | writes `text` to `path` (relative to its working directory: the task's workspace), answers `wrote PATH` |
 //!
 //! It runs as the `mcp_fixture` binary (`mcp_fixture stdio`, or `mcp_fixture http` printing
 //! `listening http://127.0.0.1:PORT/mcp`; [`fixture_bin`] finds or builds it) or in-process
@@ -84,6 +85,11 @@ pub fn fixture_tools() -> Vec<Tool> {
         Tool::new("bad_image", "Answers an image whose data is not base64.", none()),
         Tool::new("resource", "Answers an embedded text resource and a link.", none()),
         Tool::new("whereami", "Answers the server's pid, working directory and environment names.", none()),
+        Tool::new(
+            "touch",
+            "Writes the text to the file at the path, relative to the working directory.",
+            schema(json!({"path": {"type": "string"}, "text": {"type": "string"}}), &["path", "text"]),
+        ),
     ]
 }
 
@@ -138,6 +144,14 @@ impl Fixture {
                 env.sort();
                 let text = json!({"pid": std::process::id(), "cwd": cwd, "env": env}).to_string();
                 CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            "touch" => {
+                let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
+                let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+                match std::fs::write(path, text) {
+                    Ok(()) => CallToolResult::success(vec![ContentBlock::text(format!("wrote {path}"))]),
+                    Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("{path}: {e}"))]),
+                }
             }
             other => return Err(ErrorData::invalid_params(format!("no tool {other:?}"), None)),
         })
