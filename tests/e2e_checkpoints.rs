@@ -25,10 +25,7 @@ const COMMAND: &str =
 async fn one_command_model(command: &'static str) -> ScriptedServer {
     ScriptedServer::builder()
         .responder(move |body: &Value| {
-            let lead =
-                body["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate");
-            let results =
-                body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").count();
+            let (lead, results) = lead_and_results(body);
             match (lead, results) {
                 (true, 0) => sse(vec![delegate("coder", "Change the files")]),
                 (true, _) => sse(vec![finish("done")]),
@@ -289,10 +286,7 @@ async fn a_tool_of_an_mcp_server_marked_writes_is_checkpointed_and_one_not_marke
     let fixture = agentd_test_support::mcp::fixture_bin().display().to_string();
     let server = ScriptedServer::builder()
         .responder(|body: &Value| {
-            let lead =
-                body["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate");
-            let results =
-                body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").count();
+            let (lead, results) = lead_and_results(body);
             match (lead, results) {
                 (true, 0) => sse(vec![delegate("coder", "Write through both servers")]),
                 (true, _) => sse(vec![finish("done")]),

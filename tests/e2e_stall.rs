@@ -16,10 +16,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_agentd");
 async fn circling_model() -> ScriptedServer {
     ScriptedServer::builder()
         .responder(|body: &Value| {
-            let offers_delegate =
-                body["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate");
-            let results =
-                body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").count();
+            let (offers_delegate, results) = lead_and_results(body);
             match (offers_delegate, results) {
                 (true, 0) => sse(vec![delegate("coder", "Make ./check.sh pass")]),
                 (true, _) => sse(vec![finish("the coder went in circles; left for a person")]),
@@ -101,10 +98,7 @@ async fn a_coder_repeating_a_failing_call_is_told_once_then_stopped_and_the_lead
 async fn endless_coder_model(budget: Option<u64>, delay: Duration) -> ScriptedServer {
     ScriptedServer::builder()
         .responder(move |body: &Value| {
-            let lead =
-                body["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate");
-            let results =
-                body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").count();
+            let (lead, results) = lead_and_results(body);
             match (lead, results) {
                 (true, 0) => {
                     let mut args = json!({"to": "coder", "objective": "Keep improving the notes"});

@@ -240,31 +240,19 @@ impl Blobs {
     /// Stores `data` (whose sha256 is `sha`) unless an intact copy is already there; `tag` makes the
     /// temporary file's name unique. Returns the blob's path.
     pub(crate) fn put(&self, sha: &str, data: &[u8], tag: &str) -> Result<PathBuf, EvidenceError> {
-        let path = self.path(sha);
-        if let Ok(Check::Good) = self.check(sha, false) {
-            return Ok(path);
-        }
-        let shard = self.dir.join(&sha[..2]);
-        let io_err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| EvidenceError::Io { path, source }
-        };
-        ensure_dir(&shard).map_err(io_err(&shard))?;
-        write_atomically(&shard, &format!(".tmp-{tag}"), sha, data, true).map_err(io_err(&path))?;
-        // Written from `data` by this call: verified by construction.
-        match fs::metadata(&path) {
-            Ok(md) => {
-                self.verified.lock().insert(sha.to_string(), FileStamp::of(&md));
-            }
-            Err(source) => return Err(EvidenceError::Io { path, source }),
-        }
-        Ok(path)
+        self.store(sha, data, tag, true)?;
+        Ok(self.path(sha))
     }
 
     /// Stores `data` (whose sha256 is `sha`) unless an intact copy is already there, without syncing
     /// it: it is durable once [`sync_file_system`] has run on the blob directory. Returns whether it
     /// was written.
     pub(crate) fn put_unsynced(&self, sha: &str, data: &[u8], tag: &str) -> Result<bool, EvidenceError> {
+        self.store(sha, data, tag, false)
+    }
+
+    /// Writes the blob unless an intact copy is there (synced when `sync` says); whether it wrote it.
+    fn store(&self, sha: &str, data: &[u8], tag: &str, sync: bool) -> Result<bool, EvidenceError> {
         let path = self.path(sha);
         if let Ok(Check::Good) = self.check(sha, false) {
             return Ok(false);
@@ -275,7 +263,8 @@ impl Blobs {
             move |source| EvidenceError::Io { path, source }
         };
         ensure_dir(&shard).map_err(io_err(&shard))?;
-        write_file(&shard, &format!(".tmp-{tag}"), sha, data, true, false).map_err(io_err(&path))?;
+        write_file(&shard, &format!(".tmp-{tag}"), sha, data, true, sync).map_err(io_err(&path))?;
+        // Written from `data` by this call: verified by construction.
         match fs::metadata(&path) {
             Ok(md) => {
                 self.verified.lock().insert(sha.to_string(), FileStamp::of(&md));

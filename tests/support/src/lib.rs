@@ -180,6 +180,14 @@ pub fn finish(summary: &str) -> Chunk {
     tool_call("finish", json!({ "summary": summary }))
 }
 
+/// What a scripted responder tells requests apart by: whether the request offers `delegate` (the
+/// lead's, in the default team) and how many tool results its messages hold.
+pub fn lead_and_results(body: &Value) -> (bool, usize) {
+    let lead = body["tools"].as_array().into_iter().flatten().any(|t| t["function"]["name"] == "delegate");
+    let results = body["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool").count();
+    (lead, results)
+}
+
 /// `tool_call("delegate", {"to": to, "objective": objective})`.
 pub fn delegate(to: &str, objective: &str) -> Chunk {
     tool_call("delegate", json!({ "to": to, "objective": objective }))

@@ -309,27 +309,16 @@ impl Agent {
             },
             false => None,
         };
-        let work =
-            self.spawn_branch(&call.id, &instance, &objective, made.as_ref(), asked.starting_now()).await?;
+        let work = self
+            .spawn_branch(&call.id, &instance, &objective, made.as_ref(), asked.starting_now(), true)
+            .await?;
         running.push(call, instance, work, made);
         Ok(())
     }
 
-    /// The handoff, `delegated`, and the teammate's turn spawned, within `limit` (handed the objective
-    /// when it starts fresh, continuing its history after a resume).
+    /// The handoff, `delegated`, and the teammate's turn spawned within `limit` (handed the objective
+    /// when `fresh`, continuing its history otherwise).
     async fn spawn_branch(
-        &mut self,
-        call_id: &str,
-        instance: &Role,
-        objective: &str,
-        copy: Option<&Copy>,
-        limit: Limit,
-    ) -> Result<Work, TurnError> {
-        self.spawn_branch_from(call_id, instance, objective, copy, limit, true).await
-    }
-
-    /// [`Agent::spawn_branch`], handing the objective over only when `fresh`.
-    async fn spawn_branch_from(
         &mut self,
         call_id: &str,
         instance: &Role,
@@ -518,9 +507,8 @@ impl Agent {
         };
         let fresh = !started.handed_over;
         let limit = started.limit.clone();
-        let work = self
-            .spawn_branch_from(&call.id, &started.instance, objective, copy.as_ref(), limit, fresh)
-            .await?;
+        let work =
+            self.spawn_branch(&call.id, &started.instance, objective, copy.as_ref(), limit, fresh).await?;
         running.push(call, started.instance.clone(), work, copy);
         Ok(())
     }
