@@ -388,6 +388,14 @@ pub fn print_gauge(g: &Gauge) {
     }
     say!("destination  {}", g.destination_tokens);
     say!("free         {est}{}", g.free_tokens);
+    if let Some(cache) = &g.prompt_cache {
+        say!(
+            "cache        {} (a cached token costs {:.2} of one uncached; prefixes of {} tokens or more)",
+            cache.source,
+            cache.read_factor,
+            cache.min_tokens
+        );
+    }
 }
 
 /// `agentd log`: one record of the transcript on one line.

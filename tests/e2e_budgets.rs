@@ -64,6 +64,19 @@ fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
 }
 
+/// The task's logged events once one of `kind` is among them: a halt's state is recorded a moment
+/// before its event.
+fn events_with(d: &TestDaemon, task: &str, kind: &str) -> Vec<Value> {
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = d.logged_events(task);
+        if !of_kind(&events, kind).is_empty() || std::time::Instant::now() > limit {
+            return events;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Prompt and completion tokens of every answer the server gave so far.
 fn server_spent(server: &ScriptedServer, answers: usize) -> u64 {
     server.counted().iter().take(answers).sum::<u64>() + 20 * answers as u64
@@ -91,7 +104,7 @@ async fn task_budget_on(kind: &str) {
         .unwrap();
     let task = submitted["task_id"].as_str().unwrap().to_string();
     let status = d.wait_for_state(&task, "paused", Duration::from_secs(60));
-    let events = d.logged_events(&task);
+    let events = events_with(&d, &task, "budget_reached");
     let reached = of_kind(&events, "budget_reached");
     assert_eq!(reached.len(), 1, "{kind}: {events:#?}");
     let reached = reached[0];
@@ -241,7 +254,7 @@ async fn usage_limit_on(kind: &str) {
     let task = d.submit("Answer", ws.path());
     let status = d.wait_for_state(&task, "waiting", Duration::from_secs(30));
     let resume_at = status["resume_at"].as_str().unwrap().to_string();
-    let events = d.logged_events(&task);
+    let events = events_with(&d, &task, "usage_limit_wait");
     let wait = of_kind(&events, "usage_limit_wait");
     assert_eq!(wait.len(), 1, "{kind}: {events:#?}");
     assert_eq!(
@@ -292,7 +305,7 @@ async fn a_waiting_task_can_be_cancelled() {
     d.serve_with_env(&[(KEY_ENV, "test-key"), ("AGENTD_CLOCK", "manual")]);
     let task = d.submit("Answer", ws.path());
     let status = d.wait_for_state(&task, "waiting", Duration::from_secs(30));
-    let events = d.logged_events(&task);
+    let events = events_with(&d, &task, "usage_limit_wait");
     let wait = of_kind(&events, "usage_limit_wait");
     assert_eq!(wait.len(), 1, "{events:#?}");
     assert_eq!(wait[0]["capped"], true, "{:#}", wait[0]);

@@ -105,7 +105,13 @@ async fn an_unknown_model_is_counted_within_a_few_percent_once_usage_has_calibra
         .start()
         .await;
     let ws = workspace(14, 3_000);
-    let mut d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), MODEL, ""));
+    // The request mix calibrated here is the unpriced rule's (a learned cache compacts more often).
+    let config = team_config(&server.base_url(), MODEL, "").replacen(
+        "kind = \"openai\"\n",
+        "kind = \"openai\"\ncache = false\n",
+        1,
+    );
+    let mut d = TestDaemon::start(Path::new(BIN), &config);
     let task = d.submit("Have the coder read the documents", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(120));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
@@ -276,7 +282,8 @@ async fn anthropic_usage_with_cache_reads_calibrates_the_count_the_same_way() {
         .await;
     let ws = workspace(8, 2_000);
     let config = format!(
-        "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_ENV}\"\n\n\
+        // No compaction priced early: what is compared is the calibration of every request.
+        "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_ENV}\"\ncache = false\n\n\
          [team.lead]\nprovider = \"claude\"\nmodel = \"claude-sonnet-4-5\"\n\n\
          [team.coder]\nprovider = \"claude\"\nmodel = \"claude-sonnet-4-5\"\n",
         server.base_url()
@@ -543,7 +550,11 @@ async fn with_a_declared_cache_answered_documents_leave_for_the_archive_and_the_
         let server = sixteen_k_reader(false).await;
         let ws = workspace(12, 1_500);
         let config = team_config(&server.base_url(), MODEL, "");
-        let config = if cache { with_prompt_cache(&config, 0.1, 1024) } else { config };
+        let config = match cache {
+            true => with_prompt_cache(&config, 0.1, 1024),
+            // The server reports its cache: `false` keeps it from being learned.
+            false => config.replacen("kind = \"openai\"\n", "kind = \"openai\"\ncache = false\n", 1),
+        };
         let d = TestDaemon::start(Path::new(BIN), &config);
         let task = d.submit("Have the coder read", ws.path());
         let events = d.events_until_end(&task, Duration::from_secs(120));
@@ -566,15 +577,23 @@ async fn with_a_declared_cache_answered_documents_leave_for_the_archive_and_the_
             .iter()
             .map(|e| e["next_trigger_tokens"].as_u64())
             .collect();
-        let role_trigger = started[0];
+        // The role's own trigger, as its first request was fitted to it (nothing priced yet).
+        let role_trigger = of_kind(&events, "request_sent")
+            .iter()
+            .find(|e| e["role"] == "coder")
+            .and_then(|e| e["trigger_tokens"].as_u64())
+            .unwrap();
         if !cache {
             kept_without_cache = rebuilt.iter().map(reads_kept).max().unwrap();
             assert!(priced.iter().all(Option::is_none), "no cache, no priced trigger: {priced:?}");
             assert!(started.iter().all(|&t| t == role_trigger), "{started:?}");
             continue;
         }
-        // With a cache each compaction prices the next: reads of 1,500 tokens from a small landing
-        // are cheaper compacted before the role's trigger, never below the 8,192-token destination.
+        // With a cache the first cycle is priced from the role's first request: the first compaction
+        // comes before the role's trigger too.
+        assert!(started[0] < role_trigger, "the first cycle priced: {started:?} of {role_trigger}");
+        // Each compaction prices the next: reads of 1,500 tokens from a small landing are cheaper
+        // compacted before the role's trigger, never below the 8,192-token destination.
         for (i, next) in priced.iter().enumerate() {
             let next = next.expect("a priced compaction names the next trigger");
             assert!((8_192..role_trigger).contains(&next), "{next} of {role_trigger}");
@@ -612,4 +631,60 @@ async fn with_a_declared_cache_answered_documents_leave_for_the_archive_and_the_
     }
     // Below the 8,192-token destination there is room for two reads besides the checkpoint's reserve.
     assert!(kept_without_cache > 1, "without a cache, the recent reads that fit stay verbatim");
+}
+
+/// The server reports what its prompt cache served; nothing is declared. The first report of cached
+/// tokens teaches agentd the cache (`cache_learned`, once, persisted), compactions are priced by it
+/// from then on, a restarted daemon knows it without a second `cache_learned`, and `cache = false`
+/// keeps the unpriced rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_the_usage_reports_show_is_learned_once_kept_across_a_restart_and_off_with_cache_false() {
+    let server = sixteen_k_reader(false).await;
+    let ws = workspace(12, 2_500);
+    let mut d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), MODEL, ""));
+    let task = d.submit("Have the coder read", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    let learned = of_kind(&events, "cache_learned");
+    assert_eq!(learned.len(), 1, "learned once: {learned:#?}");
+    assert_eq!(
+        (learned[0]["read_factor"].as_f64(), learned[0]["source"].as_str()),
+        (Some(0.1), Some("default"))
+    );
+    assert!(learned[0]["min_tokens"].as_u64().unwrap() >= 1024, "{}", learned[0]);
+    let finished = of_kind(&events, "compaction_finished");
+    assert!(
+        !finished.is_empty() && finished.iter().all(|c| c["next_trigger_tokens"].is_u64()),
+        "priced: {finished:#?}"
+    );
+    let gauge = d.client().call("context.get", json!({"task_id": task, "role": "coder"})).unwrap();
+    assert_eq!(gauge["prompt_cache"]["source"], "learned", "{gauge}");
+    let shown = String::from_utf8_lossy(&d.cli(&["context", &task, "--role", "coder"]).stdout).to_string();
+    assert!(shown.contains("cache        learned"), "{shown}");
+
+    // A restarted daemon knows it: priced from its first compaction, no second `cache_learned`.
+    assert_eq!(d.stop(), Some(0));
+    d.serve();
+    let again = d.submit("Have the coder read again", ws.path());
+    let events = d.events_until_end(&again, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    assert!(of_kind(&events, "cache_learned").is_empty(), "known already");
+    assert!(of_kind(&events, "compaction_finished").iter().all(|c| c["next_trigger_tokens"].is_u64()));
+
+    // `cache = false`: nothing learned, nothing priced.
+    let off = team_config(&server.base_url(), MODEL, "").replacen(
+        "kind = \"openai\"\n",
+        "kind = \"openai\"\ncache = false\n",
+        1,
+    );
+    let d = TestDaemon::start(Path::new(BIN), &off);
+    let task = d.submit("Have the coder read", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    assert!(of_kind(&events, "cache_learned").is_empty());
+    let finished = of_kind(&events, "compaction_finished");
+    assert!(
+        !finished.is_empty() && finished.iter().all(|c| c.get("next_trigger_tokens").is_none()),
+        "{finished:#?}"
+    );
 }

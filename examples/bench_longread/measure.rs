@@ -4,7 +4,7 @@
 
 use crate::common::{group, team_config, Daemon, Result};
 use crate::notes::workspace;
-use crate::scenarios::Scenario;
+use crate::scenarios::{Cache, Scenario};
 use crate::team::{kind_of, responder, Coder, Kind};
 use crate::{CACHE_PRICE, FAILING_LINE, MODEL, OBJECTIVE, QUIET, SKIP_RESPONSES, TASK};
 use agentd_test_support::daemon::with_prompt_cache;
@@ -66,8 +66,12 @@ pub fn run_scenario(bin: &Path, rt: &tokio::runtime::Runtime, s: &Scenario) -> R
         .map_err(|e| format!("cannot create a temporary workspace: {e}"))?;
     let sizes = workspace(ws.path(), s)?;
     let config = team_config(&server.base_url(), MODEL, "");
-    // The provider declares the server's prompt cache as the scripted server runs it.
-    let config = if s.priced { with_prompt_cache(&config, CACHE_PRICE, MIN_CACHED_PREFIX) } else { config };
+    // Declared as the scripted server runs it; learned from its usage reports; or turned off.
+    let config = match s.cache {
+        Cache::Declared => with_prompt_cache(&config, CACHE_PRICE, MIN_CACHED_PREFIX),
+        Cache::Learned => config,
+        Cache::None => config.replacen("kind = \"openai\"\n", "kind = \"openai\"\ncache = false\n", 1),
+    };
     let daemon = Daemon::start(bin, &config)?;
     let started = Instant::now();
     let task = daemon.submit(TASK, ws.path())?;

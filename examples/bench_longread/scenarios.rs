@@ -24,23 +24,45 @@ pub const SHAPES: [Shape; 4] = [
     Shape { files: 12, file_tokens: 9_000, window: 65_536 },
 ];
 
-/// One run: a shape, a counting mode, and whether the provider declares its prompt cache (the
-/// compaction then prices where it lands) or not (today's rule: as many recent rounds as fit).
+/// How the provider's prompt cache is known in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cache {
+    /// `cache = false`: none, today's rule (as many recent rounds as fit).
+    None,
+    /// Learned from the server's usage reports (its cached tokens), nothing declared.
+    Learned,
+    /// Declared (`cache = { read_factor, min_tokens }`) as the scripted server runs it.
+    Declared,
+}
+
+impl Cache {
+    /// Its word in a scenario's name.
+    pub fn word(self) -> &'static str {
+        match self {
+            Cache::None => "none",
+            Cache::Learned => "learned",
+            Cache::Declared => "declared",
+        }
+    }
+}
+
+/// One run: a shape, a counting mode, and how the provider's prompt cache is known (declared or
+/// learned, the compaction then prices where it lands; none: as many recent rounds as fit).
 pub struct Scenario {
     pub name: String,
     pub files: usize,
     pub file_tokens: u64,
     pub window: u64,
     pub endpoint: bool,
-    pub priced: bool,
+    pub cache: Cache,
 }
 
-/// Every shape in both counting modes, each without and with the cache declared.
+/// Every shape in both counting modes, each with the cache none, learned and declared.
 pub fn scenarios() -> Vec<Scenario> {
     let mut out = Vec::new();
     for shape in &SHAPES {
         for endpoint in [false, true] {
-            for priced in [false, true] {
+            for cache in [Cache::None, Cache::Learned, Cache::Declared] {
                 out.push(Scenario {
                     name: format!(
                         "{:>4.1}% {}×{} @{}K, {}, {}",
@@ -49,13 +71,13 @@ pub fn scenarios() -> Vec<Scenario> {
                         shape.file_tokens / 100 * 100,
                         shape.window / 1024,
                         if endpoint { "/tokenize" } else { "estimate" },
-                        if priced { "priced" } else { "today" }
+                        cache.word()
                     ),
                     files: shape.files,
                     file_tokens: shape.file_tokens,
                     window: shape.window,
                     endpoint,
-                    priced,
+                    cache,
                 });
             }
         }

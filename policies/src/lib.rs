@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod budget;
+pub mod cache;
 pub mod calibration;
 pub mod changes;
 pub mod compaction;

@@ -124,6 +124,38 @@ setting! {
     } => JobStatus, "job/{name}"
 }
 
+setting! {
+    /// What a server/model's usage reports taught of its prompt cache (see [`crate::cache`]).
+    LearnedPromptCache {
+        /// The provider's base URL.
+        server: &'a str,
+        /// The model's name.
+        model: &'a str
+    } => Option<crate::cache::Learned>, "prompt_cache/{server}/{model}"
+}
+
+setting! {
+    /// Where a task role's next compaction comes, as its provider's prompt cache priced it: kept so a
+    /// restarted daemon, or the node that takes the task over, goes on with it.
+    PricedTrigger {
+        /// The id of the task the role works in.
+        task_id: &'a str,
+        /// The role.
+        role: &'a Role
+    } => Option<Priced>, "priced_trigger/{task_id}/{role}"
+}
+
+/// The value of [`PricedTrigger`]: the trigger, and the server/model it was priced for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Priced {
+    /// The provider's base URL.
+    pub server: String,
+    /// The model's name.
+    pub model: String,
+    /// The trigger, in tokens.
+    pub at: agentd_protocol::Tokens,
+}
+
 /// The value of [`LastThinkingCleanup`]: the checkpoint a cleanup wrote, how much it removed, when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThinkingLatch {
@@ -151,6 +183,8 @@ mod tests {
         let latch = LastThinkingCleanup { task_id: "t", role: &coder };
         assert_eq!(latch.key().as_str(), "thinking_latch/t/coder");
         assert_eq!(JobRuns { name: "v" }.key().as_str(), "job/v");
+        assert_eq!(LearnedPromptCache { server: "s", model: "m" }.key().as_str(), "prompt_cache/s/m");
+        assert_eq!(PricedTrigger { task_id: "t", role: &coder }.key().as_str(), "priced_trigger/t/coder");
     }
 
     #[test]

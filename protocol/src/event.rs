@@ -463,6 +463,29 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         interrupted: bool,
     },
+    /// A server's usage report said it served part of a prompt from its cache, and no cache is declared
+    /// for its provider: from now on this server/model's compactions are priced as if it were
+    /// (persisted, like a learned window).
+    CacheLearned as "cache_learned" {
+        /// The provider's base URL.
+        server: String,
+        /// The model.
+        model: String,
+        /// What a cached prompt token costs relative to an uncached one.
+        read_factor: f64,
+        /// The shortest prefix it caches, in tokens: the smallest seen cached, at least 1,024.
+        min_tokens: Tokens,
+        /// Where `read_factor` comes from: `prices` (the model's `cached_input / input`) or `default`.
+        source: String,
+    },
+    /// A learned prompt cache stopped showing in the usage reports (8 prompts in a row above its minimum
+    /// with nothing served from the cache): its compactions go back to the unpriced rule.
+    CacheForgotten as "cache_forgotten" {
+        /// The provider's base URL.
+        server: String,
+        /// The model.
+        model: String,
+    },
     /// A checkpoint of the workspace around a writing call could not be taken (a file that could not
     /// be read, the store refusing): the call ran, and its change is not recorded — `agentd diff` and
     /// `agentd revert` do not know it.
@@ -860,6 +883,14 @@ mod tests {
                 change: Box::default(),
             },
             EventKind::CheckpointFailed { call_id: "c".into(), error: "e".into() },
+            EventKind::CacheLearned {
+                server: "http://s".into(),
+                model: "m".into(),
+                read_factor: 0.1,
+                min_tokens: Tokens(1024),
+                source: "default".into(),
+            },
+            EventKind::CacheForgotten { server: "http://s".into(), model: "m".into() },
             EventKind::FinishRejected { reason: "r".into() },
             EventKind::TaskFinished { summary: "s".into() },
             EventKind::TaskFailed { error: "e".into() },

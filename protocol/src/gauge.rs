@@ -52,6 +52,21 @@ pub struct Gauge {
     /// The window less the request's size, in tokens: the room left for the answer and for the history to
     /// grow.
     pub free_tokens: Tokens,
+    /// The prompt cache the role's compactions are priced with, when its server has one: declared, or
+    /// learned from its usage reports (`cache_learned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<GaugeCache>,
+}
+
+/// The prompt cache a role's compactions are priced with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GaugeCache {
+    /// What a cached prompt token costs relative to an uncached one.
+    pub read_factor: f64,
+    /// The shortest prefix it caches, in tokens.
+    pub min_tokens: Tokens,
+    /// `declared` (`[providers.NAME] cache`, or the kind's own) or `learned` (from usage reports).
+    pub source: String,
 }
 
 /// A measured request's tokens by what they are, each counted by the role's measure and scaled so that the

@@ -275,4 +275,9 @@ pub trait Model: Send + Sync {
     fn prompt_cache(&self) -> Option<PromptCache> {
         None
     }
+    /// Whether the server's prompt cache may be learned from its usage reports when none is declared
+    /// (`cache = false` says no).
+    fn learns_prompt_cache(&self) -> bool {
+        true
+    }
 }

@@ -117,6 +117,12 @@ pub fn event_line(e: &Event) -> String {
             let forced = if forced.is_empty() { String::new() } else { format!(", overwriting {}", forced.join(", ")) };
             format!("reverted {what}: {} file(s) put back{forced}", change.files.len())
         }
+        K::CacheLearned { server, model, read_factor, min_tokens, source } => format!(
+            "prompt cache learned for {model} at {server}: a cached token costs {read_factor:.2} ({source}), prefixes of {min_tokens}+ tokens; compactions are priced by it"
+        ),
+        K::CacheForgotten { server, model } => {
+            format!("prompt cache of {model} at {server} no longer seen: compactions go back to the unpriced rule")
+        }
         K::CheckpointFailed { call_id, error } => {
             format!("checkpoint failed ({call_id}): {}; this change is not recorded", one_line(error, 100))
         }

@@ -275,7 +275,16 @@ async fn model_checks(config: &Config) -> Vec<Check> {
                 _ => "estimated: the counting endpoint did not answer".to_string(),
             },
         };
-        checks.push(Check::new("model", name, Verdict::Ok, format!("{at}: {window}; {counted}")));
+        let cache = match (client.prompt_cache(), client.learns_prompt_cache()) {
+            (Some(c), _) => format!(
+                "prompt cache declared (a cached token at {:.2}, prefixes of {}+ tokens)",
+                c.read_factor, c.min_tokens
+            ),
+            (None, true) => "prompt cache learned from its usage reports once they show one                              (`agentd context` says when it is)"
+                .to_string(),
+            (None, false) => "no prompt cache (cache = false): compactions unpriced".to_string(),
+        };
+        checks.push(Check::new("model", name, Verdict::Ok, format!("{at}: {window}; {counted}; {cache}")));
     }
     checks
 }

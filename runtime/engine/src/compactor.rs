@@ -91,6 +91,9 @@ pub struct Job<'a> {
     pub sent_prefix: Option<SentPrefix>,
     /// The role's window, trigger and destination.
     pub thresholds: Thresholds,
+    /// The role's server's prompt cache, declared or learned: the rebuilt request then lands where the
+    /// coming turns cost least.
+    pub cache: Option<agentd_protocol::model::PromptCache>,
     /// The coder's working files (the files it wrote or edited, as they are now); empty for other roles.
     pub working_files: Vec<WorkingFile>,
     /// Where evidence goes when the database cannot take it: the workspace's evidence folder.
@@ -183,9 +186,7 @@ pub async fn compact(job: Job<'_>) -> Result<CompactedHistory, CompactError> {
         ),
         sent_prefix: job.sent_prefix,
         summariser_window: job.summariser.as_ref().map(|s| s.window),
-        // The role's provider's prompt cache, when it has one: the rebuilt request then lands where
-        // the coming turns cost least.
-        cache: job.client.prompt_cache(),
+        cache: job.cache,
     };
     let (mut machine, mut need) = Compaction::start(
         history,
@@ -434,6 +435,7 @@ mod tests {
                 before_estimated: count.total.estimated,
                 sent_prefix: None,
                 thresholds: Thresholds::new(Tokens(window), 80, Tokens::ZERO),
+                cache: agentd_protocol::Model::prompt_cache(&self.client),
                 working_files: Vec::new(),
                 fallback_dir: self.dir.path().join("fallback"),
                 retry,

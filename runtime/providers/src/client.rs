@@ -16,6 +16,8 @@ pub struct Client {
     format: Box<dyn Dispatch>,
     /// How the server's prompt cache bills a prefix: the format's own, or as declared.
     cache: Option<PromptCache>,
+    /// Whether its cache may be learned from its usage reports when none is declared.
+    learns_cache: bool,
     /// The chat requests that may be in flight at once (`[providers.NAME] max_concurrent`): one
     /// permit per request, taken before it is sent (and before its deadlines start), given back when
     /// its answer is in. A request beyond the bound waits for a permit; it never fails for want of one.
@@ -24,7 +26,7 @@ pub struct Client {
 
 impl Client {
     pub(crate) fn new<F: WireFormat>(format: F) -> Client {
-        Client { format: Box::new(format), cache: F::PROMPT_CACHE, permits: None }
+        Client { format: Box::new(format), cache: F::PROMPT_CACHE, learns_cache: true, permits: None }
     }
 
     /// The same client with at most `n` chat requests in flight at once (at least 1); the others wait
@@ -62,9 +64,22 @@ impl Client {
         self
     }
 
+    /// The same client with no prompt cache at all (`cache = false`): none priced, none learned, the
+    /// format's own default dropped too.
+    pub fn without_cache(mut self) -> Client {
+        self.cache = None;
+        self.learns_cache = false;
+        self
+    }
+
     /// How the server's prompt cache bills a prefix it has seen: declared, or its format's own.
     pub fn prompt_cache(&self) -> Option<PromptCache> {
         self.cache
+    }
+
+    /// Whether the server's cache may be learned from its usage reports when none is declared.
+    pub fn learns_prompt_cache(&self) -> bool {
+        self.learns_cache
     }
 
     /// The server's base URL: with the model name, the key windows are remembered under.
@@ -175,5 +190,9 @@ impl agentd_protocol::Model for Client {
 
     fn prompt_cache(&self) -> Option<PromptCache> {
         Client::prompt_cache(self)
+    }
+
+    fn learns_prompt_cache(&self) -> bool {
+        Client::learns_prompt_cache(self)
     }
 }

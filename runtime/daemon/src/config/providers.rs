@@ -6,7 +6,7 @@
 
 use super::error::ConfigError;
 use super::error::Invalid;
-use super::raw::{RawCache, RawProvider};
+use super::raw::{RawCache, RawCacheSetting, RawProvider};
 use agentd_protocol::{PromptCache, Tokens};
 use agentd_providers::{Client, Deadlines};
 use std::collections::BTreeMap;
@@ -29,8 +29,10 @@ pub struct ProviderConfig {
     /// never goes in the file, and its value is redacted from every tool result.
     pub api_key_env: Option<String>,
     /// How the server's prompt cache bills a prefix it has seen (`cache = { read_factor, min_tokens }`);
-    /// `None`: the kind's own (Anthropic's for `anthropic`), else none.
+    /// `None`: the kind's own (Anthropic's for `anthropic`), else learned from its usage reports.
     pub cache: Option<PromptCache>,
+    /// `cache = false`: no prompt cache at all, neither the kind's own nor one learned.
+    pub cache_off: bool,
     /// How many model requests may be in flight to this provider at once (`max_concurrent`, default
     /// [`DEFAULT_MAX_CONCURRENT`]): a team's parallel branches beyond it wait their turn, never fail.
     pub max_concurrent: usize,
@@ -47,10 +49,9 @@ impl ProviderConfig {
     /// A client of this provider's server, with `api_key` and the requests' `deadlines`, its prompt
     /// cache as declared.
     pub fn connect(&self, api_key: Option<String>, deadlines: Deadlines) -> Client {
-        self.kind
-            .connect(&self.base_url, api_key, deadlines)
-            .with_cache(self.cache)
-            .with_max_concurrent(self.max_concurrent)
+        let client = self.kind.connect(&self.base_url, api_key, deadlines).with_cache(self.cache);
+        let client = if self.cache_off { client.without_cache() } else { client };
+        client.with_max_concurrent(self.max_concurrent)
     }
 }
 
@@ -94,7 +95,18 @@ pub(super) fn providers(
                 format!("must be an http:// or https:// URL, got {:?}", p.base_url),
             ));
         }
-        let cache = p.cache.map(|c| cache(&name, c, invalid)).transpose()?;
+        let (cache, cache_off) = match p.cache {
+            None => (None, false),
+            Some(RawCacheSetting::Declared(c)) => (Some(cache(&name, c, invalid)?), false),
+            Some(RawCacheSetting::Off(false)) => (None, true),
+            Some(RawCacheSetting::Off(true)) => {
+                return Err(invalid(
+                    format!("providers.{name}.cache"),
+                    "`true` is what no `cache` key means (a cache learned from the usage reports); declare                      `{ read_factor, min_tokens }`, or `false` for none"
+                        .into(),
+                ))
+            }
+        };
         let max_concurrent = match p.max_concurrent {
             None => DEFAULT_MAX_CONCURRENT,
             Some(n) if (1..=MAX_CONCURRENT).contains(&n) => n as usize,
@@ -113,6 +125,7 @@ pub(super) fn providers(
                 base_url: p.base_url.trim_end_matches('/').to_string(),
                 api_key_env: p.api_key_env,
                 cache,
+                cache_off,
                 max_concurrent,
             },
         );
@@ -174,6 +187,14 @@ mod tests {
         let c = parse(&with("{ read_factor = 0.1 }")).unwrap();
         assert_eq!(c.providers["local"].cache.map(|c| c.min_tokens.0), Some(1024));
         assert_eq!(parse(DEFAULT_CONFIG).unwrap().providers["local"].cache, None);
+        let off = parse(&with("false")).unwrap();
+        assert!(
+            off.providers["local"].cache_off && off.providers["local"].cache.is_none(),
+            "false: none at all"
+        );
+        assert!(!parse(DEFAULT_CONFIG).unwrap().providers["local"].cache_off, "no key: learned");
+        let e = parse(&with("true")).unwrap_err().to_string();
+        assert!(e.contains("providers.local.cache") && e.contains("learned"), "{e}");
         for bad in ["{ read_factor = 1.5 }", "{ read_factor = -0.1 }", "{ read_factor = nan }"] {
             let e = parse(&with(bad)).unwrap_err().to_string();
             assert!(e.contains("providers.local.cache.read_factor"), "{bad}: {e}");

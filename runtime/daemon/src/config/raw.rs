@@ -157,7 +157,7 @@ pub(super) struct RawProvider {
     pub(super) kind: String,
     pub(super) base_url: String,
     pub(super) api_key_env: Option<String>,
-    pub(super) cache: Option<RawCache>,
+    pub(super) cache: Option<RawCacheSetting>,
     pub(super) max_concurrent: Option<i64>,
 }
 
@@ -167,6 +167,14 @@ pub(super) struct RawProvider {
 pub(super) struct RawCache {
     pub(super) read_factor: f64,
     pub(super) min_tokens: Option<u64>,
+}
+
+/// A provider's `cache`: declared (`{ read_factor, min_tokens }`) or `false` (none at all).
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawCacheSetting {
+    Off(bool),
+    Declared(RawCache),
 }
 
 /// `[team]`: the two fixed roles and the specialists, by name.

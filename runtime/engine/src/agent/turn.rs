@@ -332,7 +332,11 @@ impl Agent {
             role: self.role.clone(),
             usage: response.usage,
         })?;
-        if let Some((old, new)) = observed {
+        if let Some(news) = &observed.cache {
+            tracing::info!(?news, "prompt cache learned from a usage report");
+            self.emit(news.event())?;
+        }
+        if let Some((old, new)) = observed.window {
             let model = &turn.snapshot.model;
             tracing::warn!(%model, old = %old.tokens, new = %new.tokens, "window corrected from a usage report");
             self.emit(EventKind::WindowLearned {

@@ -14,18 +14,22 @@
 //! 4. `accept`: over the window, the request is refused; else it is remembered as the role's
 //!    pending request (what its usage report will be paired with) and handed back to be sent.
 
-use super::{Fitter, LastRequest, PricedTrigger, RoleKey, State};
+use super::{Fitter, LastRequest, Opening, RoleKey, State};
 use crate::blocks::{blocks, BlocksConfig, BlocksFor};
 use crate::clock::now_rfc3339;
 use crate::compactor::{compact, CompactError, CompactedHistory, Job, SummariserJob};
 use crate::counter::{prepare, Fingerprint, RequestCount, TokenCounter};
 use crate::meter::{Measurement, Meter};
-use crate::storage::StorageError;
+use crate::storage::{Settings, StorageError};
 use agentd_agents::workspace::Workspace;
-use agentd_policies::budget::{WORKING_FILES, WORKING_FILE_BYTES};
+use agentd_policies::budget::{summary_reserve, WORKING_FILES, WORKING_FILE_BYTES};
 use agentd_policies::calibration::Basis;
+use agentd_policies::compaction::price::{next_trigger, Outlook};
 use agentd_policies::compaction::{requested, NothingToCompact, SentPrefix, WorkingFile};
+use agentd_policies::settings::{Priced, PricedTrigger};
 use agentd_policies::Thresholds;
+use agentd_protocol::gauge::GaugeCache;
+use agentd_protocol::model::PromptCache;
 use agentd_protocol::task::EVIDENCE_FOLDER;
 use agentd_protocol::{ChatRequest, Model, Role};
 use agentd_protocol::{Count, EventKind, Tokens, Window};
@@ -159,6 +163,12 @@ struct Scale {
     /// The role's thresholds as its `compact_at` puts them: what a compaction aims at, and the
     /// latest it prices the next one at.
     unpriced: Thresholds,
+    /// The prompt cache compactions are priced with: declared, or learned from usage reports.
+    cache: Option<PromptCache>,
+    /// Whether a compaction of the role priced its trigger (else its first cycle is priced).
+    priced: bool,
+    /// Whether `cache` is declared (else learned).
+    declared: bool,
 }
 
 /// One measurement of the request: its fingerprint, the basis it was counted from (if it extended
@@ -174,6 +184,11 @@ impl State {
         let key = (msg.task_id.clone(), msg.role.clone());
         let mut scale = self.scale(&msg, &key).await?;
         let (mut measured, extended) = self.measure(&msg, &key, &scale);
+        if !scale.priced {
+            if let Some(at) = self.first_cycle(&key, &scale, &measured.measurement.count) {
+                scale.thresholds = scale.unpriced.priced(at);
+            }
+        }
         self.show(&msg, &scale, &measured.measurement.count);
         let mut compacted = None;
         let before = measured.measurement.count.total.tokens;
@@ -215,33 +230,69 @@ impl State {
         let meter = self.meter(&server, &model);
         let reserve = msg.client.output_reserve(&msg.request);
         let unpriced = Thresholds::new(window.tokens, msg.compact_at, reserve);
-        // The trigger the role's last compaction priced, while the provider still declares its
-        // cache and the role still talks to the same server and model.
-        let priced = self
-            .priced
-            .lock()
-            .get(key)
-            .cloned()
-            .filter(|p| msg.client.prompt_cache().is_some() && p.server == server && p.model == model);
-        let thresholds = priced.map_or(unpriced, |p| unpriced.priced(p.at));
-        Ok(Scale { server, model, counter, meter, window, thresholds, unpriced })
+        let cache = self.prompt_cache(msg.client.as_ref(), &server, &model);
+        // The trigger the role's last compaction priced, while its server still has a cache (declared
+        // or learned) and the role still talks to the same server and model.
+        let priced =
+            self.priced_trigger(key).filter(|p| cache.is_some() && p.server == server && p.model == model);
+        let thresholds = priced.as_ref().map_or(unpriced, |p| unpriced.priced(p.at));
+        let declared = msg.client.prompt_cache().is_some();
+        let priced = priced.is_some();
+        Ok(Scale { server, model, counter, meter, window, thresholds, unpriced, cache, priced, declared })
+    }
+
+    /// Where the role's last compaction priced the next one: in memory, else as persisted.
+    fn priced_trigger(&self, key: &RoleKey) -> Option<Priced> {
+        if let Some(known) = self.priced.lock().get(key) {
+            return known.clone();
+        }
+        let setting = PricedTrigger { task_id: &key.0, role: &key.1 };
+        let stored = self.storage.get(&setting).ok().flatten().flatten();
+        self.priced.lock().entry(key.clone()).or_insert(stored).clone()
+    }
+
+    /// Before the role's first compaction, with a prompt cache: its first request is the first
+    /// cycle's landing, growing as its requests have grown (from its second request on), and its
+    /// trigger is where that cycle is priced lowest ([`next_trigger`]), as a compaction prices the
+    /// next one.
+    fn first_cycle(&self, key: &RoleKey, scale: &Scale, count: &RequestCount) -> Option<Tokens> {
+        let cache = scale.cache?;
+        let now = count.total.tokens;
+        let opening = {
+            let mut openings = self.openings.lock();
+            let o = openings.entry(key.clone()).or_insert(Opening { first: now, last: now, requests: 0 });
+            o.requests += 1;
+            o.last = now;
+            *o
+        };
+        if opening.requests < 2 {
+            return None;
+        }
+        let growth = opening.last.saturating_sub(opening.first).0 / (opening.requests - 1);
+        let outlook = Outlook {
+            cache,
+            fixed: count.total.tokens.saturating_sub(count.messages.tokens),
+            floor: scale.unpriced.destination,
+            trigger: scale.unpriced.trigger,
+            growth: Tokens(growth.max(1)),
+            unseen: Tokens::ZERO,
+            summary: summary_reserve(scale.window.tokens),
+        };
+        Some(next_trigger(opening.first, &outlook))
     }
 
     /// Keeps where a compaction priced the role's next one (forgets it when it priced none), and
     /// the thresholds the request is fitted to from now on.
     fn price_next(&self, key: &RoleKey, scale: &Scale, next: Option<Tokens>) -> Thresholds {
-        let mut priced = self.priced.lock();
-        match next {
-            Some(at) => {
-                let (server, model) = (scale.server.clone(), scale.model.clone());
-                priced.insert(key.clone(), PricedTrigger { server, model, at });
-                scale.unpriced.priced(at)
-            }
-            None => {
-                priced.remove(key);
-                scale.unpriced
-            }
+        // Compacted: its first cycle is over.
+        self.openings.lock().remove(key);
+        let priced = next.map(|at| Priced { server: scale.server.clone(), model: scale.model.clone(), at });
+        let setting = PricedTrigger { task_id: &key.0, role: &key.1 };
+        if let Err(e) = self.storage.cache(&setting, &priced) {
+            tracing::warn!(error = %e, "could not keep the priced trigger");
         }
+        self.priced.lock().insert(key.clone(), priced);
+        next.map_or(scale.unpriced, |at| scale.unpriced.priced(at))
     }
 
     /// The request's raw count and fingerprint, calibrated; from the server's own figure when it
@@ -279,6 +330,11 @@ impl State {
             scale.thresholds,
             msg.compact_at,
             scale.thresholds.trigger < scale.unpriced.trigger,
+            scale.cache.map(|c| GaugeCache {
+                read_factor: c.read_factor,
+                min_tokens: c.min_tokens,
+                source: if scale.declared { "declared" } else { "learned" }.to_string(),
+            }),
         );
     }
 
@@ -357,6 +413,7 @@ impl State {
             before_estimated: count.total.estimated,
             sent_prefix,
             thresholds,
+            cache: scale.cache,
             working_files,
             fallback_dir: msg.workspace.root().join(EVIDENCE_FOLDER),
             retry: self.retry,
@@ -408,6 +465,7 @@ impl State {
         measured: Measured,
         compacted: Option<CompactedHistory>,
     ) -> Result<Fitted, FitError> {
+        let learns = msg.client.prompt_cache().is_none() && msg.client.learns_prompt_cache();
         let Scale { server, model, meter, window, thresholds, .. } = scale;
         let Measured { fingerprint, basis, measurement } = measured;
         if thresholds.over_window(measurement.count.total.tokens) {
@@ -430,6 +488,7 @@ impl State {
                 basis,
                 counted: measurement.count.total.tokens,
                 reported: None,
+                learns,
             },
         );
         let request = msg.request;

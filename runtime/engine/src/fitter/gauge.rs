@@ -11,7 +11,7 @@ use agentd_policies::Thresholds;
 use agentd_protocol::{ChatRequest, MessageKind, Role};
 use agentd_protocol::{Tokens, Window};
 
-use agentd_protocol::gauge::{Categories, Gauge};
+use agentd_protocol::gauge::{Categories, Gauge, GaugeCache};
 
 impl State {
     /// The gauge is the fitter's last measurement of a role: what `context` and `status` show.
@@ -27,6 +27,7 @@ impl State {
         thresholds: Thresholds,
         compact_at: u8,
         trigger_priced: bool,
+        prompt_cache: Option<GaugeCache>,
     ) {
         let gauge = Gauge {
             role: role.clone(),
@@ -44,6 +45,7 @@ impl State {
             trigger_priced,
             destination_tokens: thresholds.destination,
             free_tokens: window.tokens.saturating_sub(count.total.tokens),
+            prompt_cache,
         };
         // The gauge survives a restart: `status` and `context` show the last measurement until the
         // role measures again.

@@ -33,16 +33,18 @@ mod windows;
 
 pub use fit::{Fit, FitError, Fitted, Requested, RequestedDone};
 pub use gauge::GaugeOf;
-pub use usage::{Observe, Underestimated};
+pub use usage::{CacheNews, Observe, Observed, Underestimated};
 pub use windows::{Learn, WindowOf};
 
 use crate::counter::{Fingerprint, TokenCounter};
 use crate::meter::Meter;
 use crate::storage::{Settings, Storage, StorageError};
+use agentd_policies::cache::Learned;
 use agentd_policies::calibration::{Basis, Calibration};
 use agentd_policies::cost::Price;
 use agentd_policies::retry::RetryPolicy;
-use agentd_policies::settings::PairCalibration;
+use agentd_policies::settings::{LearnedPromptCache, PairCalibration, Priced};
+use agentd_protocol::model::PromptCache;
 use agentd_protocol::CountSource;
 use agentd_protocol::Role;
 use agentd_protocol::{Count, EventKind, Gauge, Tokens, Usage, Window};
@@ -69,6 +71,9 @@ struct LastRequest {
     counted: Tokens,
     /// The server's count, once its usage report came back.
     reported: Option<Tokens>,
+    /// Whether its usage report may teach the server's prompt cache (none is declared, and learning
+    /// is not turned off).
+    learns: bool,
 }
 
 type RoleKey = (String, Role);
@@ -86,18 +91,23 @@ struct State {
     pending: Mutex<HashMap<RoleKey, LastRequest>>,
     /// Per task and role: the last request the server answered.
     answered: Mutex<HashMap<RoleKey, LastRequest>>,
-    /// Per task and role: where its last compaction priced the next one, on which server/model.
-    priced: Mutex<HashMap<RoleKey, PricedTrigger>>,
+    /// Per task and role: where its last compaction priced the next one, on which server/model
+    /// (`None`: known to have none); persisted, so a restart or a takeover goes on with it.
+    priced: Mutex<HashMap<RoleKey, Option<Priced>>>,
+    /// Per server/model: what its usage reports taught of its prompt cache (`None`: nothing);
+    /// persisted like a learned window.
+    caches: Mutex<HashMap<(String, String), Option<Learned>>>,
+    /// Per task and role, until its first compaction: the size of its first request, of its last,
+    /// and how many it made — what its first cycle is priced from.
+    openings: Mutex<HashMap<RoleKey, Opening>>,
 }
 
-/// Where a role's last compaction, priced by its provider's prompt cache, put the next one
-/// (`compaction_finished`'s `next_trigger_tokens`). Kept in memory: after a restart the role's
-/// trigger holds until its next compaction prices one again.
-#[derive(Debug, Clone)]
-struct PricedTrigger {
-    server: String,
-    model: String,
-    at: Tokens,
+/// A role's requests before its first compaction.
+#[derive(Debug, Clone, Copy)]
+struct Opening {
+    first: Tokens,
+    last: Tokens,
+    requests: u64,
 }
 
 /// The in-memory key of a server/model pair (counters, calibrations).
@@ -144,6 +154,43 @@ impl State {
         out
     }
 
+    /// What the usage reports taught of a server/model's prompt cache: in memory, else as persisted.
+    fn learned_cache(&self, server: &str, model: &str) -> Option<Learned> {
+        let key = (server.to_string(), model.to_string());
+        if let Some(known) = self.caches.lock().get(&key) {
+            return known.clone();
+        }
+        let stored = self.storage.get(&LearnedPromptCache { server, model }).ok().flatten().flatten();
+        self.caches.lock().entry(key).or_insert(stored).clone()
+    }
+
+    /// Keeps what a server/model's cache is now known to be (`None`: forgotten).
+    fn keep_cache(&self, server: &str, model: &str, learned: Option<Learned>) -> Result<(), StorageError> {
+        self.storage.put(&LearnedPromptCache { server, model }, &learned)?;
+        self.caches.lock().insert((server.to_string(), model.to_string()), learned);
+        Ok(())
+    }
+
+    /// The prompt cache a request to `client`'s server for `model` is priced with: the declared one,
+    /// else (unless learning is off) the one its usage reports taught.
+    fn prompt_cache(
+        &self,
+        client: &dyn agentd_protocol::Model,
+        server: &str,
+        model: &str,
+    ) -> Option<PromptCache> {
+        if let Some(declared) = client.prompt_cache() {
+            return Some(declared);
+        }
+        client.learns_prompt_cache().then(|| self.learned_cache(server, model)).flatten().map(|l| l.cache())
+    }
+
+    /// The read factor `model`'s prices say, if they say one.
+    fn price_factor(&self, model: &str) -> Option<f64> {
+        let price = self.prices.get(model)?;
+        agentd_policies::cache::price_factor(price.input, price.cached_input)
+    }
+
     /// The measure of a server/model: its counter under its calibration as it stands.
     fn meter(&self, server: &str, model: &str) -> Meter {
         Meter::new(self.counter(server, model), self.calibration(server, model))
@@ -188,6 +235,8 @@ impl Fitter {
                 pending: Mutex::new(HashMap::new()),
                 answered: Mutex::new(HashMap::new()),
                 priced: Mutex::new(HashMap::new()),
+                caches: Mutex::new(HashMap::new()),
+                openings: Mutex::new(HashMap::new()),
             }),
         }
     }

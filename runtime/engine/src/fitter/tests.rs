@@ -52,7 +52,7 @@ async fn meter(rig: &Rig) -> Meter {
 async fn observe(rig: &Rig, task: &TaskCtx, role: &str, prompt_tokens: u64) -> Option<(Window, Window)> {
     let usage = Some(Usage::new(prompt_tokens, 20));
     let msg = Observe { task_id: task.task_id.clone(), role: Role::from(role), usage };
-    rig.engine.fitter().observe(msg).unwrap()
+    rig.engine.fitter().observe(msg).unwrap().window
 }
 
 fn long(words: usize) -> String {

@@ -8,7 +8,8 @@
 use super::Fitter;
 use crate::storage::Settings;
 use crate::storage::StorageError;
-use agentd_policies::calibration::{Observed, Raw};
+use agentd_policies::cache::{learn, Learned, Lesson};
+use agentd_policies::calibration::{Observed as Calibrated, Raw};
 use agentd_policies::settings::WindowBeforeClamp;
 use agentd_policies::usage::{correct_window, Correction, Expected};
 use agentd_protocol::CountSource;
@@ -17,8 +18,8 @@ use agentd_protocol::{Count, Tokens, Usage, Window, WindowSource};
 
 /// The server answered the request last fitted for a task's role (with its usage report, when it
 /// sent one). The report corrects the window when it shows a silent truncation, and otherwise teaches
-/// the server/model's calibration; the answered request becomes the basis of the next one. Returns
-/// the window correction, if any.
+/// the server/model's calibration, and its prompt cache when none is declared; the answered request
+/// becomes the basis of the next one. Returns what was learned that is said aloud.
 pub struct Observe {
     /// The task whose role's request was answered.
     pub task_id: String,
@@ -28,13 +29,78 @@ pub struct Observe {
     pub usage: Option<Usage>,
 }
 
+/// What a usage report taught that is said aloud (as events).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    /// The window it corrected: old and new.
+    pub window: Option<(Window, Window)>,
+    /// What it taught of the server's prompt cache.
+    pub cache: Option<CacheNews>,
+}
+
+/// A server/model's prompt cache learned, or forgotten.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CacheNews {
+    /// Learned now: `cache_learned`.
+    Learned {
+        /// The server's base URL.
+        server: String,
+        /// The model.
+        model: String,
+        /// What was learned.
+        learned: Learned,
+    },
+    /// No longer seen: `cache_forgotten`.
+    Forgotten {
+        /// The server's base URL.
+        server: String,
+        /// The model.
+        model: String,
+    },
+}
+
+impl CacheNews {
+    /// The event that says it.
+    pub fn event(&self) -> agentd_protocol::EventKind {
+        match self.clone() {
+            CacheNews::Learned { server, model, learned } => agentd_protocol::EventKind::CacheLearned {
+                server,
+                model,
+                read_factor: learned.read_factor,
+                min_tokens: Tokens(learned.min_tokens),
+                source: learned.source.as_str().to_string(),
+            },
+            CacheNews::Forgotten { server, model } => {
+                agentd_protocol::EventKind::CacheForgotten { server, model }
+            }
+        }
+    }
+}
+
 impl Fitter {
     /// Pairs a server's answer (and its usage report) with the request last fitted for the role: a
-    /// window correction, if the report shows one.
-    pub fn observe(&self, msg: Observe) -> Result<Option<(Window, Window)>, StorageError> {
+    /// window correction, if the report shows one, and its prompt cache learned or forgotten.
+    pub fn observe(&self, msg: Observe) -> Result<Observed, StorageError> {
         let state = &self.state;
         let key = (msg.task_id, msg.role);
-        let Some(mut last) = state.pending.lock().remove(&key) else { return Ok(None) };
+        let Some(mut last) = state.pending.lock().remove(&key) else { return Ok(Observed::default()) };
+        let mut news = None;
+        if let Some(usage) = msg.usage.filter(|_| last.learns) {
+            let (server, model) = (&last.server, &last.model);
+            let known = state.learned_cache(server, model);
+            match learn(known.as_ref(), &usage, state.price_factor(model)) {
+                Lesson::Nothing => {}
+                Lesson::Learned(learned) => {
+                    state.keep_cache(server, model, Some(learned.clone()))?;
+                    news = Some(CacheNews::Learned { server: server.clone(), model: model.clone(), learned });
+                }
+                Lesson::Kept(learned) => state.keep_cache(server, model, Some(learned))?,
+                Lesson::Forgotten => {
+                    state.keep_cache(server, model, None)?;
+                    news = Some(CacheNews::Forgotten { server: server.clone(), model: model.clone() });
+                }
+            }
+        }
         let (server, model) = (last.server.clone(), last.model.clone());
         let mut corrected = None;
         let raw = Raw { total: last.raw.tokens, fixed: last.raw_fixed };
@@ -75,7 +141,7 @@ impl Fitter {
                 let actual = Tokens(usage.prompt_tokens);
                 let observed =
                     state.update_calibration(&server, &model, |c| c.observe(raw, last.basis, actual));
-                if let Observed::Learned { error: Some(error) } = observed {
+                if let Calibrated::Learned { error: Some(error) } = observed {
                     tracing::debug!(
                         server = %server, model = %model, counted = %last.counted, reported = %actual,
                         error = format!("{:+.2}%", error * 100.0), "usage report"
@@ -85,7 +151,7 @@ impl Fitter {
             }
         }
         state.answered.lock().insert(key, last);
-        Ok(corrected)
+        Ok(Observed { window: corrected, cache: news })
     }
 }
 

@@ -226,6 +226,8 @@ function describe(e) {
     case "delegated": return `to ${e.to_role}: ${short(e.objective, 120)}${e.limit_tokens ? ` · budget ${num(e.limit_tokens)} tokens` : ""}${e.deadline ? ` · until ${time(e.deadline)}` : ""}`;
     case "files_changed": return `${e.tool === "delegate" ? "merge of call" : "call"} #${e.call_seq}${e.working_copy ? " in its working copy" : ""}${e.interrupted ? " (found after a stop)" : ""}: ${e.files.length} file(s) +${e.lines_added} -${e.lines_removed} · ${short(e.files.map(f => f.path).join(", "), 120)}`;
     case "reverted": return `${e.to_seq !== undefined ? `every change after #${e.to_seq}` : `call #${e.call_seq}`}: ${e.files.length} file(s) put back${e.forced && e.forced.length ? `, overwriting ${e.forced.join(", ")}` : ""}`;
+    case "cache_learned": return `${e.model} at ${e.server}: a cached token costs ${e.read_factor} (${e.source}), prefixes of ${num(e.min_tokens)}+ tokens`;
+    case "cache_forgotten": return `${e.model} at ${e.server}: no longer cached; compactions unpriced`;
     case "checkpoint_failed": return `${e.call_id}: ${short(e.error, 200)} — this change is not recorded`;
     case "delegation_returned": return `from ${e.from_role}: ${short(e.summary, 120)}`;
     case "finish_rejected": return e.reason;
@@ -422,7 +424,8 @@ function gaugeView(g) {
     h("div", { class: "muted" }, `${g.model} · window ${num(g.window)} (${g.window_source}) · counted by ${g.measured_by || g.count_source}`),
     est ? h("div", { class: "estimated" }, "~ estimated: counted by an estimate, not the model's tokenizer") : null,
     h("p", {}, stack),
-    h("div", { class: "muted" }, `trigger ${num(g.trigger_tokens)} (${g.compact_at}%) · destination ${num(g.destination_tokens)}`),
+    h("div", { class: "muted" }, `trigger ${num(g.trigger_tokens)} (${g.trigger_priced ? "priced by the prompt cache" : `${g.compact_at}%`}) · destination ${num(g.destination_tokens)}`),
+    g.prompt_cache ? h("div", { class: "muted", "data-cache": g.prompt_cache.source }, `prompt cache ${g.prompt_cache.source}: a cached token costs ${g.prompt_cache.read_factor}, prefixes of ${num(g.prompt_cache.min_tokens)}+ tokens`) : null,
     legend);
 }
 
