@@ -256,7 +256,6 @@ impl State {
     /// trigger is where that cycle is priced lowest ([`next_trigger`]), as a compaction prices the
     /// next one.
     fn first_cycle(&self, key: &RoleKey, scale: &Scale, count: &RequestCount) -> Option<Tokens> {
-        let cache = scale.cache?;
         let now = count.total.tokens;
         let opening = {
             let mut openings = self.openings.lock();
@@ -265,6 +264,8 @@ impl State {
             o.last = now;
             *o
         };
+        // Counted from the role's first request, even while its server's cache is not known yet.
+        let cache = scale.cache?;
         if opening.requests < 2 {
             return None;
         }
