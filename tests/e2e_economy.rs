@@ -688,3 +688,48 @@ async fn a_cache_the_usage_reports_show_is_learned_once_kept_across_a_restart_an
         "{finished:#?}"
     );
 }
+
+/// Where a compaction priced the next one is kept per task and role: after `kill -9` and a resume,
+/// the role's requests are fitted to the same trigger, not back to its `compact_at`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priced_trigger_survives_a_kill_9_and_the_resume_goes_on_with_it() {
+    let reader = responder(12, false);
+    let server = ScriptedServer::builder()
+        .model(MODEL)
+        .max_model_len(Some(16_384))
+        .window(16_384)
+        .report_usage(true)
+        .tokenize_endpoint(true)
+        // Slow enough to stop the daemon between two of the coder's requests.
+        .responder(move |body: &Value| delayed(Duration::from_millis(150), reader(body)))
+        .start()
+        .await;
+    let ws = workspace(12, 2_500);
+    let mut d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), MODEL, ""));
+    let task = d.submit("Have the coder read", ws.path());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !of_kind(&d.logged_events(&task), "compaction_finished")
+        .iter()
+        .any(|c| c["next_trigger_tokens"].is_u64())
+    {
+        assert!(std::time::Instant::now() < deadline, "no priced compaction: {}", d.serve_log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.kill9();
+    d.serve();
+    let before = d.logged_events(&task);
+    let priced =
+        of_kind(&before, "compaction_finished").last().unwrap()["next_trigger_tokens"].as_u64().unwrap();
+    let resumed_after = before.last().unwrap()["seq"].as_u64().unwrap();
+    let out = d.cli(&["resume", &task]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    let next = events
+        .iter()
+        .find(|e| {
+            e["seq"].as_u64().unwrap() > resumed_after && e["kind"] == "request_sent" && e["role"] == "coder"
+        })
+        .unwrap();
+    assert_eq!(next["trigger_tokens"].as_u64(), Some(priced), "{next}");
+}
