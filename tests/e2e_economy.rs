@@ -733,3 +733,38 @@ async fn a_priced_trigger_survives_a_kill_9_and_the_resume_goes_on_with_it() {
         .unwrap();
     assert_eq!(next["trigger_tokens"].as_u64(), Some(priced), "{next}");
 }
+
+/// A server whose cache stops serving is not priced on stale knowledge: after 8 usage reports in a
+/// row with nothing cached (prompts above the learned minimum) the cache is forgotten, said once, and
+/// the compactions after it keep the unpriced rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learned_cache_the_server_stops_serving_is_forgotten_and_compactions_go_unpriced() {
+    let server = sixteen_k_reader(false).await;
+    let ws = workspace(12, 2_500);
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), MODEL, ""));
+    let first = d.submit("Have the coder read", ws.path());
+    let events = d.events_until_end(&first, Duration::from_secs(120));
+    assert_eq!(of_kind(&events, "cache_learned").len(), 1, "{}", d.serve_log());
+    server.stop_caching();
+    let task = d.submit("Have the coder read again", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    let forgotten = of_kind(&events, "cache_forgotten");
+    assert_eq!(forgotten.len(), 1, "{events:#?}");
+    let at = forgotten[0]["seq"].as_u64().unwrap();
+    let missed = events
+        .iter()
+        .filter(|e| e["kind"] == "response_received" && e["seq"].as_u64().unwrap() < at)
+        .filter(|e| e["usage"]["prompt_tokens"].as_u64().unwrap_or(0) >= 1024)
+        .count();
+    // Misses the first task's last requests counted may carry over: at most 8 in this task.
+    assert!((1..=8).contains(&missed), "forgotten by the 8th miss in a row: {missed}");
+    let after: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "compaction_finished" && e["seq"].as_u64().unwrap() > at)
+        .collect();
+    assert!(!after.is_empty(), "the reads go on compacting after it");
+    assert!(after.iter().all(|c| c.get("next_trigger_tokens").is_none()), "unpriced: {after:#?}");
+    let gauge = d.client().call("context.get", json!({"task_id": task, "role": "coder"})).unwrap();
+    assert!(gauge.get("prompt_cache").is_none(), "{gauge}");
+}

@@ -62,8 +62,12 @@ pub struct DiffResult {
     pub changes: u64,
 }
 
-/// `task.revert`'s params: exactly one of `to` and `call`.
+/// `task.revert`'s params: exactly one of `to` and `call` (a `null` one is absent).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("oneOf" = [
+    {"required": ["to"], "properties": {"to": {"type": "integer"}}},
+    {"required": ["call"], "properties": {"call": {"type": "integer"}}}
+]))]
 pub struct RevertParams {
     /// The task's id; an unknown one is refused with -32001; a running one with -32003.
     pub task_id: String,

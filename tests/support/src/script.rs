@@ -232,6 +232,8 @@ pub(crate) struct State {
     inner: Mutex<Inner>,
     completions: AtomicU64,
     active: AtomicUsize,
+    /// Whether the prompt cache still serves prefixes (a server whose cache was turned off stops).
+    caching: std::sync::atomic::AtomicBool,
 }
 
 impl State {
@@ -248,6 +250,7 @@ impl State {
             }),
             completions: AtomicU64::new(0),
             active: AtomicUsize::new(0),
+            caching: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -274,7 +277,9 @@ impl State {
     /// cache and adds nothing to it).
     pub fn record_count(&self, parts: &Parts, prompt: Prompt, refused: bool) -> u64 {
         let mut inner = self.lock();
-        let cached = if refused { 0 } else { cache::cached_tokens(&prompt, parts, &inner.prompts) };
+        let caching = self.caching.load(Ordering::SeqCst);
+        let cached =
+            if refused || !caching { 0 } else { cache::cached_tokens(&prompt, parts, &inner.prompts) };
         inner.counted.push(parts.total());
         inner.cached.push(cached);
         if refused {
@@ -287,6 +292,11 @@ impl State {
 
     pub fn counted(&self) -> Vec<u64> {
         self.lock().counted.clone()
+    }
+
+    /// From now on the prompt cache serves nothing (and reports 0 cached tokens).
+    pub fn stop_caching(&self) {
+        self.caching.store(false, Ordering::SeqCst);
     }
 
     pub fn cached(&self) -> Vec<u64> {

@@ -78,11 +78,11 @@ impl From<ChangesError> for Refusal {
 
 /// The code of a diff or revert refused or failed (a storage failure aside).
 fn changes_code(e: &ChangesError) -> ErrorCode {
-    use agentd_policies::changes::PlanError;
     match e {
         ChangesError::Storage(s) => storage_code(s),
-        ChangesError::Target | ChangesError::Plan(PlanError::NoChange(_)) => ErrorCode::InvalidParams,
-        // Refused, nothing written: the files, the checkpoints or later changes are in the way.
+        ChangesError::Target => ErrorCode::InvalidParams,
+        // Refused, nothing written: no such change, or the files, the checkpoints or later changes
+        // are in the way.
         ChangesError::Plan(_) | ChangesError::ChangedSince(_) | ChangesError::NotKept(_) => {
             ErrorCode::NotAllowed
         }

@@ -90,6 +90,12 @@ impl ScriptedServer {
         self.state.cached()
     }
 
+    /// From now on the server's prompt cache serves nothing: every usage report says 0 cached
+    /// tokens, as a server whose cache was turned off (or lost) does.
+    pub fn stop_caching(&self) {
+        self.state.stop_caching();
+    }
+
     /// How many chat requests were refused as over the window.
     pub fn refused(&self) -> usize {
         self.state.refused()
