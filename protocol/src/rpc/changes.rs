@@ -65,18 +65,20 @@ pub struct DiffResult {
 /// `task.revert`'s params: exactly one of `to` and `call` (a `null` one is absent).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("oneOf" = [
-    {"required": ["to"], "properties": {"to": {"type": "integer"}}},
-    {"required": ["call"], "properties": {"call": {"type": "integer"}}}
+    {"required": ["to"], "properties": {"to": {"type": "integer", "minimum": 0, "maximum": u64::MAX}}},
+    {"required": ["call"], "properties": {"call": {"type": "integer", "minimum": 0, "maximum": u64::MAX}}}
 ]))]
 pub struct RevertParams {
     /// The task's id; an unknown one is refused with -32001; a running one with -32003.
     pub task_id: String,
     /// Put every file the task changed after event SEQ back as it was then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = u64::MAX))]
     pub to: Option<u64>,
     /// Take back the change of one call: the `seq` of its `tool_called` (or of a `reverted`, to
     /// revert a revert). Refused when a later change touched the same files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = u64::MAX))]
     pub call: Option<u64>,
     /// Overwrite files the user changed since the task last did (refused otherwise, naming them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
