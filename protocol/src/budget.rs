@@ -31,32 +31,41 @@ pub const MAX_BUDGET_USD: f64 = 1_000_000.0;
 /// A token figure as JSON Schema's `integer` reads one: a whole number, written `316292922` or
 /// `316292922.0` alike (a client that writes numbers as floats means the same budget).
 fn whole_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    struct Whole;
+    whole_number(d, "a whole number of tokens")
+}
+
+/// An optional whole number as JSON Schema's `integer` reads one (`45878` or `45878.0`), within
+/// u64; `what` names it in the error.
+pub(crate) fn whole_number<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    what: &'static str,
+) -> Result<Option<u64>, D::Error> {
+    struct Whole(&'static str);
     impl serde::de::Visitor<'_> for Whole {
         type Value = u64;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a whole number of tokens")
+            f.write_str(self.0)
         }
         fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<u64, E> {
             Ok(n)
         }
         fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<u64, E> {
-            u64::try_from(n).map_err(|_| E::custom(format!("expected a whole number of tokens, got {n}")))
+            u64::try_from(n).map_err(|_| E::custom(format!("expected {}, got {n}", self.0)))
         }
         fn visit_f64<E: serde::de::Error>(self, f: f64) -> Result<u64, E> {
             // Whole and within u64 (2^64 itself is not: the cast would saturate to it).
             if f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&f) {
                 Ok(f as u64)
             } else {
-                Err(E::custom(format!("expected a whole number of tokens, got {f}")))
+                Err(E::custom(format!("expected {}, got {f}", self.0)))
             }
         }
     }
-    struct Maybe;
+    struct Maybe(&'static str);
     impl<'de> serde::de::Visitor<'de> for Maybe {
         type Value = Option<u64>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a whole number of tokens, or null")
+            write!(f, "{}, or null", self.0)
         }
         fn visit_none<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
             Ok(None)
@@ -65,10 +74,10 @@ fn whole_tokens<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D
             Ok(None)
         }
         fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<u64>, D::Error> {
-            d.deserialize_any(Whole).map(Some)
+            d.deserialize_any(Whole(self.0)).map(Some)
         }
     }
-    d.deserialize_option(Maybe)
+    d.deserialize_option(Maybe(what))
 }
 
 /// Why a budget's figure was refused: which figure (`tokens`, `cost`) and why, in words that name

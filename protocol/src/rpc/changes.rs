@@ -72,17 +72,22 @@ pub struct RevertParams {
     /// The task's id; an unknown one is refused with -32001; a running one with -32003.
     pub task_id: String,
     /// Put every file the task changed after event SEQ back as it was then.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_seq")]
     #[schemars(range(max = u64::MAX))]
     pub to: Option<u64>,
     /// Take back the change of one call: the `seq` of its `tool_called` (or of a `reverted`, to
     /// revert a revert). Refused when a later change touched the same files.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_seq")]
     #[schemars(range(max = u64::MAX))]
     pub call: Option<u64>,
     /// Overwrite files the user changed since the task last did (refused otherwise, naming them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
+}
+
+/// An event's seq as JSON Schema's `integer` reads one: `45878` or `45878.0`.
+fn whole_seq<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    crate::budget::whole_number(d, "a seq (a whole number)")
 }
 
 /// `task.revert`'s result.
@@ -97,4 +102,21 @@ pub struct RevertResult {
     /// The files the user had changed that `force` overwrote.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forced: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_revert_reads_a_seq_written_as_a_whole_float_and_null_as_absent() {
+        let p: RevertParams =
+            serde_json::from_value(json!({"task_id": "t", "to": 45878.0, "call": null})).unwrap();
+        assert_eq!((p.to, p.call, p.force), (Some(45_878), None, false));
+        for bad in [json!(1.5), json!(-1), json!("7")] {
+            let e = serde_json::from_value::<RevertParams>(json!({"task_id": "t", "call": bad})).unwrap_err();
+            assert!(e.to_string().contains("a seq"), "{e}");
+        }
+    }
 }
