@@ -22,17 +22,11 @@ impl Agent {
 
     /// The checkpoint before `call`, when it can change files and checkpoints are on.
     pub(super) async fn checkpoint_before(&mut self, call: &Call) -> Result<Option<String>, TurnError> {
-        if !self.task.checkpoints.enabled() || !self.changes_files(&call.name) {
+        if !self.changes_files(&call.name) {
             return Ok(None);
         }
         let root = self.workspace().root().to_path_buf();
-        match self.checkpoint(root).await {
-            Ok(tree) => Ok(Some(tree)),
-            Err(e) => {
-                self.checkpoint_failed(&call.id, &e)?;
-                Ok(None)
-            }
-        }
+        self.checkpoint_at(root, &call.id).await
     }
 
     /// After `call` (its `tool_called` is event `call_seq`): the checkpoint after, and the call's
@@ -46,11 +40,7 @@ impl Agent {
         let Some(before) = before else { return Ok(()) };
         let root = self.workspace().root().to_path_buf();
         let role = self.role.clone();
-        match self.record_change(&before, root, &call.id, &call.name, call_seq, &role).await {
-            Ok(()) => Ok(()),
-            Err(Recording::Failed(e)) => self.checkpoint_failed(&call.id, &e),
-            Err(Recording::Storage(e)) => Err((*e).into()),
-        }
+        self.record_change(&before, root, &call.id, &call.name, call_seq, &role).await
     }
 
     /// The workspace's checkpoint before a branch's merge (when the branch has a copy to merge).
@@ -58,17 +48,8 @@ impl Agent {
         &mut self,
         call_id: &str,
     ) -> Result<Option<String>, TurnError> {
-        if !self.task.checkpoints.enabled() {
-            return Ok(None);
-        }
         let root = self.task.workspace.root().to_path_buf();
-        match self.checkpoint(root).await {
-            Ok(tree) => Ok(Some(tree)),
-            Err(e) => {
-                self.checkpoint_failed(call_id, &e)?;
-                Ok(None)
-            }
-        }
+        self.checkpoint_at(root, call_id).await
     }
 
     /// After a branch's merge: the workspace's change, recorded for `from` (the teammate) under the
@@ -82,10 +63,21 @@ impl Agent {
         let Some(before) = before else { return Ok(()) };
         let call_seq = self.call_seq(call_id)?;
         let root = self.task.workspace.root().to_path_buf();
-        match self.record_change(&before, root, call_id, &ToolName::Delegate, call_seq, from).await {
-            Ok(()) => Ok(()),
-            Err(Recording::Failed(e)) => self.checkpoint_failed(call_id, &e),
-            Err(Recording::Storage(e)) => Err((*e).into()),
+        self.record_change(&before, root, call_id, &ToolName::Delegate, call_seq, from).await
+    }
+
+    /// The checkpoint of `root` before a change for `call_id`, when checkpoints are on; one that
+    /// cannot be taken is `checkpoint_failed`, and the change goes unrecorded.
+    async fn checkpoint_at(&self, root: PathBuf, call_id: &str) -> Result<Option<String>, TurnError> {
+        if !self.task.checkpoints.enabled() {
+            return Ok(None);
+        }
+        match self.checkpoint(root).await {
+            Ok(tree) => Ok(Some(tree)),
+            Err(e) => {
+                self.checkpoint_failed(call_id, &e)?;
+                Ok(None)
+            }
         }
     }
 
@@ -95,7 +87,9 @@ impl Agent {
         Ok(take(checkpoints, storage, root).await?.tree)
     }
 
-    /// The checkpoint of `root` after a change, and the change since `before` recorded for `by`.
+    /// The checkpoint of `root` after a change, and the change since `before` recorded for `by`. A
+    /// checkpoint that cannot be taken or compared is `checkpoint_failed`; only the storage refusing
+    /// the event fails the turn, as any storage failure does.
     async fn record_change(
         &self,
         before: &str,
@@ -104,14 +98,18 @@ impl Agent {
         tool: &ToolName,
         call_seq: u64,
         by: &Role,
-    ) -> Result<(), Recording> {
+    ) -> Result<(), TurnError> {
         let in_copy = root != self.task.workspace.root();
-        let after = self.checkpoint(root.clone()).await.map_err(Recording::Failed)?;
-        if after == before {
-            return Ok(());
-        }
         let storage = self.task.engine.storage();
-        let change = change(storage.as_ref(), before, &after).map_err(Recording::Failed)?;
+        let taken = match self.checkpoint(root.clone()).await {
+            Ok(after) if after == before => return Ok(()),
+            Ok(after) => change(storage.as_ref(), before, &after),
+            Err(e) => Err(e),
+        };
+        let change = match taken {
+            Ok(change) => change,
+            Err(e) => return self.checkpoint_failed(call_id, &e),
+        };
         let kind = EventKind::FilesChanged {
             call_id: call_id.to_string(),
             tool: tool.clone(),
@@ -120,7 +118,7 @@ impl Agent {
             working_copy: in_copy.then(|| root.display().to_string()),
             interrupted: false,
         };
-        storage.emit(&self.task.task_id, by, kind).map_err(|e| Recording::Storage(Box::new(e)))?;
+        storage.emit(&self.task.task_id, by, kind)?;
         Ok(())
     }
 
@@ -143,11 +141,4 @@ impl Agent {
             })
             .map_or(0, |e| e.seq))
     }
-}
-
-/// Why a change could not be recorded: the checkpoint failed (said as `checkpoint_failed`), or the
-/// storage refused the event (which fails the turn, as any storage failure does).
-enum Recording {
-    Failed(Failure),
-    Storage(Box<crate::storage::StorageError>),
 }

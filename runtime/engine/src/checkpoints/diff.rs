@@ -21,10 +21,10 @@ pub fn diff(storage: &dyn Storage, params: &DiffParams) -> Result<DiffResult, Ch
     let steps: Vec<Step> = all_events(storage, &params.task_id)?
         .iter()
         .filter_map(step_of)
-        .filter(|s| match (&params.call, &params.role) {
-            (Some(call), _) => s.call_seq == *call,
-            (None, Some(role)) => s.role == *role,
-            (None, None) => !s.in_copy,
+        .filter(|s| match params.call {
+            Some(call) => s.call_seq == call,
+            // A working copy's changes are an agent's own; the workspace's reach it by their merge.
+            None => params.role.is_some() || !s.in_copy,
         })
         .filter(|s| params.role.as_ref().is_none_or(|r| s.role == *r))
         .filter(|s| params.since.is_none_or(|since| s.call_seq > since))
