@@ -311,6 +311,7 @@ fn sample_requests(model: &str) -> Vec<(&'static str, ChatRequest)> {
         tool_choice_none: false,
         max_tokens: None,
         thinking_budget: None,
+        cache_key: None,
     };
     let mut history = vec![Message::user("Summarise the depot ledger.")];
     for i in 0..6 {
@@ -357,6 +358,7 @@ fn growing_conversation(model: &str) -> Vec<ChatRequest> {
             tool_choice_none: false,
             max_tokens: None,
             thinking_budget: None,
+            cache_key: None,
         });
         messages.push(Message::assistant_text(format!("Recorded note {i}: Lyon to Oslo and Porto to Riga.")));
     }

@@ -42,6 +42,7 @@ pub fn measure(g: &mut Gen) -> Measured {
         tool_choice_none: false,
         max_tokens: None,
         thinking_budget: None,
+        cache_key: None,
     };
     let stats = HistoryStats::of(&req.messages);
 

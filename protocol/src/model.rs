@@ -38,6 +38,11 @@ pub struct ChatRequest {
     /// (`thinking: {type: enabled, budget_tokens}`, with `max_tokens` raised above it); the
     /// OpenAI wire has no such field and ignores it.
     pub thinking_budget: Option<u32>,
+    /// A key the server may route on so that requests sharing a prefix land on the same prompt
+    /// cache (OpenAI's `prompt_cache_key`): an agent's requests carry `{task}/{role}`, which stays
+    /// the same across restarts and takeovers. Sent by the formats whose servers read it; `None`
+    /// sends nothing.
+    pub cache_key: Option<String>,
 }
 
 /// A complete answer.

@@ -255,6 +255,7 @@ fn with_messages(role: &ChatRequest, messages: Vec<Message>) -> ChatRequest {
         tool_choice_none: role.tool_choice_none,
         max_tokens: role.max_tokens,
         thinking_budget: role.thinking_budget,
+        cache_key: role.cache_key.clone(),
     }
 }
 
@@ -274,6 +275,7 @@ fn summary_request(
         tool_choice_none: false,
         max_tokens,
         thinking_budget: None,
+        cache_key: None,
     }
 }
 
@@ -402,6 +404,7 @@ mod tests {
                 tool_choice_none: false,
                 max_tokens: None,
                 thinking_budget: None,
+                cache_key: None,
             };
             let objective = request.messages.first().map(Message::text).unwrap_or_default();
             Bench {

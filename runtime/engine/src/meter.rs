@@ -164,6 +164,7 @@ mod tests {
             tool_choice_none: false,
             max_tokens: None,
             thinking_budget: None,
+            cache_key: None,
         }
     }
 

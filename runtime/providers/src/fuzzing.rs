@@ -4,7 +4,7 @@
 //! with the `fuzzing` feature, which no release build enables.
 
 use crate::sse::drive_within;
-use crate::{anthropic, openai};
+use crate::{anthropic, openai, responses};
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError, RetryAfter, Speaker, MAX_PROVIDER_WAIT};
 use std::time::SystemTime;
 
@@ -27,6 +27,11 @@ pub fn assemble_anthropic_sse(bytes: &[u8], delivery: Delivery) -> Result<ChatRe
     block_on(drive_within(chunks(bytes, delivery), anthropic::stream::Assembler::default(), None))
 }
 
+/// `bytes` as an OpenAI Responses API SSE stream, through the real driver and assembler.
+pub fn assemble_responses_sse(bytes: &[u8], delivery: Delivery) -> Result<ChatResponse, ProviderError> {
+    block_on(drive_within(chunks(bytes, delivery), responses::stream::Assembler::default(), None))
+}
+
 /// `body` as a non-streamed OpenAI answer (a server that ignored `stream: true`).
 pub fn openai_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
     openai::stream::from_json_body(body)
@@ -35,6 +40,11 @@ pub fn openai_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
 /// `body` as a non-streamed Anthropic answer.
 pub fn anthropic_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
     anthropic::stream::from_json_body(body)
+}
+
+/// `body` as a non-streamed Responses API answer (the whole response object).
+pub fn responses_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
+    responses::stream::from_json_body(body)
 }
 
 type Chunk = Result<Vec<u8>, std::io::Error>;
@@ -73,6 +83,8 @@ pub enum Protocol {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// OpenAI's Responses API.
+    Responses,
 }
 
 /// `bytes` as a stream of `protocol`: an answer is well-formed (an assistant message with at least
@@ -84,6 +96,7 @@ pub fn check_sse(protocol: Protocol, bytes: &[u8]) -> Result<(), String> {
     let run = |delivery| match protocol {
         Protocol::OpenAi => assemble_openai_sse(bytes, delivery),
         Protocol::Anthropic => assemble_anthropic_sse(bytes, delivery),
+        Protocol::Responses => assemble_responses_sse(bytes, delivery),
     };
     let whole = run(Delivery::default());
     well_formed(&whole)?;
@@ -110,6 +123,7 @@ pub fn check_sse(protocol: Protocol, bytes: &[u8]) -> Result<(), String> {
         well_formed(&match protocol {
             Protocol::OpenAi => openai_json_body(text),
             Protocol::Anthropic => anthropic_json_body(text),
+            Protocol::Responses => responses_json_body(text),
         })?;
     }
     Ok(())

@@ -1,9 +1,9 @@
 //! Model providers: the wire formats agentd speaks to a model's server over HTTP, and the provider
 //! kinds a config may name ([`ProviderKind`], the one place they are parsed).
 //!
-//! Two wire formats, both always streaming: OpenAI chat completions (OpenAI, vLLM, llama.cpp,
-//! Ollama, LM Studio, DeepSeek …, see [`OpenAiClient`]) and Anthropic Messages (see
-//! [`AnthropicClient`]). Each implements the seam, `wire::WireFormat` (`wire.rs`), over the shared
+//! Three wire formats, all always streaming: OpenAI chat completions (OpenAI, vLLM, llama.cpp,
+//! Ollama, LM Studio, DeepSeek …, see [`OpenAiClient`]), OpenAI's Responses API (reasoning models,
+//! see [`ResponsesClient`]) and Anthropic Messages (see [`AnthropicClient`]). Each implements the seam, `wire::WireFormat` (`wire.rs`), over the shared
 //! HTTP client in `http.rs`; [`Client`] is the one type the daemon holds, and it implements
 //! `agentd_protocol::Model`, the trait the engine calls.
 //!
@@ -19,7 +19,9 @@ mod error;
 pub mod fuzzing;
 mod http;
 pub(crate) mod openai;
+mod optional;
 mod refusal;
+pub(crate) mod responses;
 pub(crate) mod sse;
 mod surface;
 mod wire;
@@ -33,6 +35,8 @@ pub use client::Client;
 pub use http::Deadlines;
 pub use openai::body::OpenAiBody;
 pub use openai::OpenAiClient;
+pub use responses::body::ResponsesBody;
+pub use responses::ResponsesClient;
 
 /// The provider kinds, as the config's `kind` names them, and the wire format each speaks. Each
 /// line makes a [`ProviderKind`] variant, the name [`ProviderKind::parse`] reads and the client
@@ -76,10 +80,12 @@ kinds! {
     "anthropic" => Anthropic(AnthropicClient),
     /// Ollama, through its OpenAI-compatible API.
     "ollama" => Ollama(OpenAiClient),
+    /// OpenAI's Responses API (`/responses`): reasoning models, their reasoning kept encrypted.
+    "openai-responses" => OpenAiResponses(ResponsesClient),
 }
 
 impl ProviderKind {
-    /// The kinds as an error message lists them: `"openai", "anthropic" or "ollama"`.
+    /// The kinds as an error message lists them: `"openai", "anthropic", "ollama" or "openai-responses"`.
     pub fn expected() -> String {
         let quoted: Vec<String> = ProviderKind::NAMES.iter().map(|n| format!("{n:?}")).collect();
         match quoted.split_last() {
@@ -97,7 +103,7 @@ mod tests {
 
     #[test]
     fn kinds_parse_by_name_and_connect_to_their_wire_format() {
-        assert_eq!(ProviderKind::NAMES, ["openai", "anthropic", "ollama"]);
+        assert_eq!(ProviderKind::NAMES, ["openai", "anthropic", "ollama", "openai-responses"]);
         for name in ProviderKind::NAMES {
             let kind = ProviderKind::parse(name).unwrap();
             let client = kind.connect("http://127.0.0.1:9/v1/", None, Deadlines::default());
@@ -107,7 +113,8 @@ mod tests {
         assert_eq!(ProviderKind::parse("ollama"), Some(ProviderKind::Ollama));
         assert_eq!(ProviderKind::parse("OpenAI"), None, "names are exact");
         assert_eq!(ProviderKind::parse("gemini"), None);
-        assert_eq!(ProviderKind::expected(), r#""openai", "anthropic" or "ollama""#);
+        assert_eq!(ProviderKind::parse("openai-responses"), Some(ProviderKind::OpenAiResponses));
+        assert_eq!(ProviderKind::expected(), r#""openai", "anthropic", "ollama" or "openai-responses""#);
         // The format is the kind's: Anthropic claims its default max_tokens, OpenAI nothing.
         let req = ChatRequest {
             model: "m".into(),
@@ -117,11 +124,13 @@ mod tests {
             tool_choice_none: false,
             max_tokens: None,
             thinking_budget: None,
+            cache_key: None,
         };
         let reserve =
             |kind: ProviderKind| kind.connect("http://h/v1", None, Deadlines::default()).output_reserve(&req);
         assert_eq!(reserve(ProviderKind::OpenAi), Tokens(0));
         assert_eq!(reserve(ProviderKind::Ollama), Tokens(0));
+        assert_eq!(reserve(ProviderKind::OpenAiResponses), Tokens(0));
         assert_eq!(
             reserve(ProviderKind::Anthropic),
             Tokens(u64::from(anthropic::limits::DEFAULT_MAX_TOKENS))

@@ -42,8 +42,14 @@ pub(crate) trait WireFormat: Send + Sync + Sized + 'static {
     fn http(&self) -> &Http;
     /// `request` with the format's key and version headers.
     fn authorize(&self, request: RequestBuilder) -> RequestBuilder;
-    /// The streamed request for `req`.
-    fn body<'a>(req: &'a ChatRequest) -> Self::Body<'a>;
+    /// The streamed request for `req`, with the optional fields this server has not refused.
+    fn body<'a>(&self, req: &'a ChatRequest) -> Self::Body<'a>;
+    /// Whether `error` is the server refusing an optional field the body carried (see
+    /// [`Optional`](crate::optional::Optional)): it is left out from now on, and the request is asked
+    /// once more without it. The format has none by default.
+    fn refused_optional(&self, _error: &ProviderError) -> bool {
+        false
+    }
     /// The same request without streaming, for a server that accepted the stream and then sent not
     /// one byte; `None` when the format asks nothing more, and an empty stream is an empty answer.
     fn unstreamed<'a>(_body: Self::Body<'a>) -> Option<Self::Body<'a>> {
@@ -85,8 +91,21 @@ async fn send_chat<F: WireFormat>(
     req: &ChatRequest,
     url: &str,
 ) -> Result<ChatResponse, ProviderError> {
+    match send_body(format, req, url).await {
+        // Refused for a field it may do without: asked once more, without it (the refusal came
+        // before any answer, so nothing is said twice).
+        Err(error) if format.refused_optional(&error) => send_body(format, req, url).await,
+        other => other,
+    }
+}
+
+async fn send_body<F: WireFormat>(
+    format: &F,
+    req: &ChatRequest,
+    url: &str,
+) -> Result<ChatResponse, ProviderError> {
     let http = format.http();
-    let body = F::body(req);
+    let body = format.body(req);
     let request = format.authorize(http.post(url)).header(ACCEPT, "text/event-stream").json(&body);
     let response = match send_streaming(request, url, F::classify_http).await? {
         Answer::Whole(text) => return F::from_json_body(&text),
@@ -157,6 +176,7 @@ mod tests {
             tool_choice_none: false,
             max_tokens: None,
             thinking_budget: None,
+            cache_key: None,
         }
     }
 
@@ -312,11 +332,11 @@ mod tests {
         for (reserve, body) in [
             (
                 OpenAiClient::output_reserve(&req),
-                serde_json::to_value(<OpenAiClient as WireFormat>::body(&req)).unwrap(),
+                serde_json::to_value(WireFormat::body(&client::<OpenAiClient>(None), &req)).unwrap(),
             ),
             (
                 AnthropicClient::output_reserve(&req),
-                serde_json::to_value(<AnthropicClient as WireFormat>::body(&req)).unwrap(),
+                serde_json::to_value(WireFormat::body(&client::<AnthropicClient>(None), &req)).unwrap(),
             ),
         ] {
             assert_eq!(body["max_tokens"], json!(reserve.0), "the reserve is the body's max_tokens");
@@ -328,22 +348,25 @@ mod tests {
         let req = request();
         let openai = client::<OpenAiClient>(None);
         assert_eq!(
-            <OpenAiClient as WireFormat>::body(&req),
+            WireFormat::body(&client::<OpenAiClient>(None), &req),
             openai.body(&req),
             "the seam's body is the client's"
         );
         let anthropic = client::<AnthropicClient>(None);
-        assert_eq!(<AnthropicClient as WireFormat>::body(&req), anthropic.body(&req));
-        let unstreamed =
-            serde_json::to_value(OpenAiClient::unstreamed(<OpenAiClient as WireFormat>::body(&req))).unwrap();
+        assert_eq!(WireFormat::body(&client::<AnthropicClient>(None), &req), anthropic.body(&req));
+        let unstreamed = serde_json::to_value(OpenAiClient::unstreamed(WireFormat::body(
+            &client::<OpenAiClient>(None),
+            &req,
+        )))
+        .unwrap();
         assert_eq!(unstreamed["stream"], json!(false));
         assert!(unstreamed.get("stream_options").is_none());
         assert_eq!(
             unstreamed["messages"],
-            serde_json::to_value(<OpenAiClient as WireFormat>::body(&req)).unwrap()["messages"]
+            serde_json::to_value(WireFormat::body(&client::<OpenAiClient>(None), &req)).unwrap()["messages"]
         );
         assert!(
-            AnthropicClient::unstreamed(<AnthropicClient as WireFormat>::body(&req)).is_none(),
+            AnthropicClient::unstreamed(WireFormat::body(&client::<AnthropicClient>(None), &req)).is_none(),
             "an empty stream is final"
         );
     }

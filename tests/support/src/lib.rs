@@ -49,6 +49,12 @@
 //!   own count, and `GET /v1/models/{id}` Anthropic's model object (with
 //!   `context_window` when `max_model_len` is set). The window and silent
 //!   truncation apply to both chat endpoints.
+//! - `POST /v1/responses` (OpenAI's Responses API) answers the same steps as
+//!   `response.*` SSE events (reasoning items carry `encrypted_content`: a
+//!   `thinking` chunk's signature), or one response object; its body is read
+//!   as the chat-completions body of the same conversation
+//!   ([`responses_as_chat`]) to be counted, cached and shown to a responder;
+//!   over the window it refuses in the Responses API's words (no number).
 //! - With [`ServerBuilder::report_usage`], every successful chat reply reports
 //!   usage like a real provider: the prompt as the server counted it, and the
 //!   part its prompt cache served (the longest message-level prefix shared
@@ -58,7 +64,7 @@
 //!   ([`ScriptedServer::requests`]); an exhausted script answers HTTP 500.
 //! - Malformed HTTP gets a 400; nothing a client sends can panic the server.
 //!
-//! Layout: `script` (steps and shared state), `openai` and `anthropic`
+//! Layout: `script` (steps and shared state), `openai`, `anthropic` and `responses`
 //! (step → wire rendering, pure), `count` (the server's token count) and
 //! `cache` (its prompt cache), `http` (hand-rolled HTTP/1.1 on tokio),
 //! `server` (handle and builder; routing, chat answers, faults and sending
@@ -78,6 +84,7 @@ pub mod nats;
 mod openai;
 pub mod pip;
 mod requests;
+mod responses;
 mod script;
 pub mod seeded;
 mod server;
@@ -94,6 +101,7 @@ pub use count::{count_request, tokens as count_text_tokens};
 pub use requests::{
     is_coder_request, is_lead_request, is_summary_request, offers_tool, SUMMARISER_SYSTEM_START,
 };
+pub use responses::as_chat as responses_as_chat;
 pub use script::{Chunk, Fault, RecordedRequest, Reply, Responder, Step};
 pub use server::{ScriptedServer, ServerBuilder};
 
@@ -103,6 +111,8 @@ pub const DEFAULT_MODEL: &str = "gpt-4o";
 pub const CHAT_PATH: &str = "/v1/chat/completions";
 /// Path of the model-list endpoint.
 pub const MODELS_PATH: &str = "/v1/models";
+/// Path of OpenAI's Responses API endpoint.
+pub const RESPONSES_PATH: &str = "/v1/responses";
 /// Path of Anthropic's Messages endpoint.
 pub const MESSAGES_PATH: &str = "/v1/messages";
 /// Path of Anthropic's token-counting endpoint.
@@ -267,5 +277,6 @@ pub fn chat_request(model: &str, messages: Vec<agentd_protocol::Message>) -> age
         tool_choice_none: false,
         max_tokens: Some(256),
         thinking_budget: None,
+        cache_key: None,
     }
 }

@@ -180,10 +180,11 @@ impl RecordedRequest {
         strip_query(&self.path)
     }
 
-    /// Whether this is a chat request: `POST /v1/chat/completions` or
-    /// Anthropic's `POST /v1/messages`.
+    /// Whether this is a chat request: `POST /v1/chat/completions`, Anthropic's `POST
+    /// /v1/messages` or the Responses API's `POST /v1/responses`.
     pub fn is_chat(&self) -> bool {
-        self.method == "POST" && matches!(self.path_only(), crate::CHAT_PATH | crate::MESSAGES_PATH)
+        self.method == "POST"
+            && matches!(self.path_only(), crate::CHAT_PATH | crate::MESSAGES_PATH | crate::RESPONSES_PATH)
     }
 }
 

@@ -155,6 +155,12 @@ impl Agent {
         Ok(Started::Run(Turn { snapshot, client, system, tools }))
     }
 
+    /// The key this agent's requests share for the server's prompt cache: `{task}/{role}`, the same
+    /// after a restart or a takeover, so the cache it filled is the one it reads.
+    fn cache_key(&self) -> String {
+        format!("{}/{}", self.task.task_id, self.name())
+    }
+
     /// The request the history makes now.
     fn request(&self, turn: &Turn) -> ChatRequest {
         ChatRequest {
@@ -165,6 +171,7 @@ impl Agent {
             tool_choice_none: false,
             max_tokens: turn.snapshot.max_output_tokens,
             thinking_budget: turn.snapshot.thinking_budget,
+            cache_key: Some(self.cache_key()),
         }
     }
 

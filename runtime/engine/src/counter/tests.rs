@@ -23,6 +23,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
         tool_choice_none: false,
         max_tokens: None,
         thinking_budget: None,
+        cache_key: None,
     }
 }
 

@@ -20,6 +20,7 @@ fn request(rig: &Rig, messages: Vec<Message>) -> ChatRequest {
         tool_choice_none: false,
         max_tokens: None,
         thinking_budget: None,
+        cache_key: None,
     }
 }
 

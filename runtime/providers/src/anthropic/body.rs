@@ -587,6 +587,7 @@ mod tests {
                     tool_choice_none,
                     max_tokens,
                     thinking_budget,
+                    cache_key: None,
                 });
             }
         }

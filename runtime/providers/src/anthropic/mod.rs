@@ -156,7 +156,7 @@ impl WireFormat for AnthropicClient {
         }
     }
 
-    fn body<'a>(req: &'a ChatRequest) -> AnthropicBody<'a> {
+    fn body<'a>(&self, req: &'a ChatRequest) -> AnthropicBody<'a> {
         AnthropicBody::chat(req)
     }
 
@@ -242,6 +242,7 @@ mod tests {
             tool_choice_none: false,
             max_tokens: None,
             thinking_budget: None,
+            cache_key: None,
         }
     }
 

@@ -10,7 +10,8 @@ use std::borrow::Cow;
 
 /// The JSON [`OpenAiClient::chat`](super::OpenAiClient::chat) POSTs: `model`, the messages (the
 /// system prompt first, when there is one), `stream` with `stream_options.include_usage`, the tools
-/// (and `tool_choice: "none"` to keep but forbid them), `max_tokens` when the request names one.
+/// (and `tool_choice: "none"` to keep but forbid them), `max_tokens` when the request names one,
+/// `prompt_cache_key` when the request has a cache key and the server has not refused the field.
 /// Extended thinking has no field here: the OpenAI wire ignores a thinking budget.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OpenAiBody<'a> {
@@ -26,6 +27,9 @@ pub struct OpenAiBody<'a> {
     pub(crate) tool_choice: Option<ToolChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) max_tokens: Option<u32>,
+    /// The request's cache key, so that requests sharing a prefix reach the same cache (OpenAI).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -145,7 +149,13 @@ impl<'a> OpenAiBody<'a> {
             tool_choice: (tools.is_some() && req.tool_choice_none).then_some(ToolChoice::None),
             tools,
             max_tokens: req.max_tokens,
+            prompt_cache_key: None,
         }
+    }
+
+    /// The same request with `prompt_cache_key`.
+    pub(crate) fn with_cache_key(self, key: &'a str) -> OpenAiBody<'a> {
+        OpenAiBody { prompt_cache_key: Some(key), ..self }
     }
 
     /// The same request without streaming (and so without `stream_options`).
@@ -488,6 +498,7 @@ mod tests {
                     tool_choice_none,
                     max_tokens,
                     thinking_budget,
+                    cache_key: None,
                 });
             }
         }

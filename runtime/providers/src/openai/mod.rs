@@ -8,6 +8,7 @@ pub(crate) mod stream;
 
 use crate::error::{self};
 use crate::http::{exchange, Http};
+use crate::optional::Optional;
 use crate::surface::client_surface;
 use crate::wire::{window_number, WireFormat};
 use agentd_protocol::Tokens;
@@ -28,6 +29,8 @@ pub struct OpenAiClient {
     tokenize_vllm_only: Arc<AtomicBool>,
     /// The server counts at llama-cpp-python's `/extras/tokenize/count` rather than `/tokenize`.
     tokenize_extras: Arc<AtomicBool>,
+    /// `prompt_cache_key`, sent with the request's cache key until the server refuses it.
+    cache_key: Optional,
 }
 
 client_surface! {
@@ -44,8 +47,13 @@ impl OpenAiClient {
     }
 
     /// What [`chat`](Self::chat) POSTs to `{base}/chat/completions`; its serialisation is the wire.
+    /// The request's cache key goes as `prompt_cache_key` unless this server refused that field.
     pub fn body<'a>(&self, req: &'a ChatRequest) -> OpenAiBody<'a> {
-        OpenAiBody::new(req)
+        let body = OpenAiBody::new(req);
+        match (&req.cache_key, self.cache_key.sent()) {
+            (Some(key), true) => body.with_cache_key(key),
+            _ => body,
+        }
     }
 
     /// Asks the server for `model`'s context window: `GET {base}/models` (`max_model_len`,
@@ -168,6 +176,7 @@ impl WireFormat for OpenAiClient {
             http,
             tokenize_vllm_only: Arc::new(AtomicBool::new(false)),
             tokenize_extras: Arc::new(AtomicBool::new(false)),
+            cache_key: Optional::new("prompt_cache_key", &[]),
         }
     }
 
@@ -182,8 +191,13 @@ impl WireFormat for OpenAiClient {
         }
     }
 
-    fn body<'a>(req: &'a ChatRequest) -> OpenAiBody<'a> {
-        OpenAiBody::new(req)
+    fn body<'a>(&self, req: &'a ChatRequest) -> OpenAiBody<'a> {
+        OpenAiClient::body(self, req)
+    }
+
+    /// A server that refuses `prompt_cache_key` (extra fields forbidden) is asked without it.
+    fn refused_optional(&self, error: &ProviderError) -> bool {
+        self.cache_key.refused_by(error)
     }
 
     fn unstreamed<'a>(body: Self::Body<'a>) -> Option<Self::Body<'a>> {
@@ -298,6 +312,7 @@ mod tests {
             tool_choice_none: false,
             max_tokens: None,
             thinking_budget: None,
+            cache_key: None,
         }
     }
 

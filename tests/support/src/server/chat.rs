@@ -10,6 +10,7 @@ use super::send::send_stream;
 use crate::anthropic;
 use crate::http::Conn;
 use crate::openai::{self, Frame};
+use crate::responses;
 use crate::script::{Config, Reply, State, Step, Usage};
 
 /// The wire protocol of a chat request.
@@ -19,15 +20,22 @@ pub(super) enum Protocol {
     OpenAi,
     /// `POST /v1/messages`.
     Anthropic,
+    /// `POST /v1/responses`.
+    Responses,
 }
 
 /// Answers a chat request (either protocol) from the script.
 pub(super) async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol: Protocol) {
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let parts = crate::count::Parts::of(body);
+    // A Responses body is counted, cached and answered as the chat body of its conversation.
+    let chat_body = match protocol {
+        Protocol::Responses => std::borrow::Cow::Owned(responses::as_chat(body)),
+        Protocol::OpenAi | Protocol::Anthropic => std::borrow::Cow::Borrowed(body),
+    };
+    let parts = crate::count::Parts::of(&chat_body);
     let counted = parts.total();
     let over = state.config.window.is_some_and(|w| counted > w);
-    let cached = state.record_count(&parts, crate::cache::Prompt::of(body), over);
+    let cached = state.record_count(&parts, crate::cache::Prompt::of(&chat_body), over);
     if let (true, Some(limit)) = (over, state.config.window) {
         let step = crate::context_length_exceeded(limit, counted);
         let Step::Fault(fault) = step else { return };
@@ -35,17 +43,19 @@ pub(super) async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol:
         let _ = fault_response(conn, &frame, &fault, stream, body, protocol).await;
         return;
     }
-    let Some(mut step) = state.next_step(body) else {
+    let Some(mut step) = state.next_step(&chat_body) else {
         let exhausted = match protocol {
-            Protocol::OpenAi => openai::script_exhausted(),
+            Protocol::OpenAi | Protocol::Responses => openai::script_exhausted(),
             Protocol::Anthropic => anthropic::script_exhausted(),
         };
         let _ = conn.send_json(500, &[], &exhausted).await;
         return;
     };
     let mut id = state.next_completion_id();
-    if protocol == Protocol::Anthropic {
-        id = id.replacen("chatcmpl-", "msg_scripted_", 1);
+    match protocol {
+        Protocol::Anthropic => id = id.replacen("chatcmpl-", "msg_scripted_", 1),
+        Protocol::Responses => id = id.replacen("chatcmpl-", "resp_scripted_", 1),
+        Protocol::OpenAi => {}
     }
     let frame = Frame { id: &id, model: &state.config.model };
     loop {
@@ -102,6 +112,12 @@ async fn respond(
             return conn.send_json(200, &[], &anthropic::message(frame, reply, usage)).await;
         }
         return send_stream(conn, anthropic::stream_events(frame, reply, usage)).await;
+    }
+    if protocol == Protocol::Responses {
+        if !stream {
+            return conn.send_json(200, &[], &responses::response(frame, reply, usage)).await;
+        }
+        return send_stream(conn, responses::stream_events(frame, reply, usage)).await;
     }
     if !stream {
         return conn.send_json(200, &[], &openai::completion(frame, reply, usage)).await;

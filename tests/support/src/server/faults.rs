@@ -1,5 +1,6 @@
 //! A scripted [`Fault`] on the wire, in the shapes of the protocol the request came in: OpenAI's
-//! error bodies and `Retry-After`, or Anthropic's `{"type":"error",…}` bodies, `retry-after` and
+//! error bodies and `Retry-After` (the Responses API's too, with its own refusal over the window
+//! and its own streams), or Anthropic's `{"type":"error",…}` bodies, `retry-after` and
 //! "prompt is too long"; and streams cut, empty or silent as each provider's would be.
 
 use serde_json::Value;
@@ -9,6 +10,7 @@ use super::send::{hang, html_body, keep_alive_only, send_events, send_half_json,
 use crate::anthropic;
 use crate::http::Conn;
 use crate::openai::{self, Frame};
+use crate::responses;
 use crate::script::{Fault, Reply};
 
 /// The status line keeps a sane status even for odd scripted ones.
@@ -28,8 +30,14 @@ pub(super) async fn fault_response(
     body: &Value,
     protocol: Protocol,
 ) -> std::io::Result<()> {
-    if protocol == Protocol::Anthropic {
-        return anthropic_fault(conn, frame, fault, stream).await;
+    match protocol {
+        Protocol::Anthropic => return anthropic_fault(conn, frame, fault, stream).await,
+        Protocol::Responses => {
+            if let Some(sent) = responses_fault(conn, frame, fault, stream).await {
+                return sent;
+            }
+        }
+        Protocol::OpenAi => {}
     }
     match fault {
         Fault::RateLimited { retry_after } => {
@@ -72,6 +80,35 @@ pub(super) async fn fault_response(
         Fault::KeepAliveOnly { every } => keep_alive_only(conn, stream, *every).await,
         Fault::HtmlBody => html_body(conn).await,
     }
+}
+
+/// A fault where the Responses API differs from chat completions: its refusal over the window
+/// (which states no number), and its streams cut or empty; `None` for a fault both answer alike (the
+/// same error bodies and headers).
+async fn responses_fault(
+    conn: &mut Conn,
+    frame: &Frame<'_>,
+    fault: &Fault,
+    stream: bool,
+) -> Option<std::io::Result<()>> {
+    Some(match fault {
+        Fault::ContextLengthExceeded { .. } => {
+            conn.send_json(400, &[], &responses::context_length_exceeded()).await
+        }
+        // No terminating chunk: the caller closes the connection.
+        Fault::CutStream(chunks) if stream => {
+            send_events(conn, responses::cut_stream_events(frame, chunks)).await
+        }
+        Fault::CutStream(chunks) => {
+            let reply = Reply { chunks: chunks.clone(), ..Reply::default() };
+            send_half_json(conn, &responses::response(frame, &reply, None)).await
+        }
+        Fault::EmptyStream if stream => send_stream(conn, responses::empty_stream_events(frame)).await,
+        Fault::EmptyStream | Fault::SilentStream if !stream => {
+            conn.send_json(200, &[], &responses::empty_response(frame)).await
+        }
+        _ => return None,
+    })
 }
 
 /// A fault in Anthropic's shapes: `{"type":"error","error":{…}}` bodies, `retry-after` on a 429, a

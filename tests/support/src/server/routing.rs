@@ -1,6 +1,6 @@
 //! The accept loop and request routing: one task per connection reads one request (bounded in
 //! time), records it, and answers it by method and path — the models list, the chat endpoints of
-//! both protocols, Anthropic's token count, and the optional `/tokenize`, `/api/show` and `/props`.
+//! the three protocols, Anthropic's token count, and the optional `/tokenize`, `/api/show` and `/props`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,8 @@ use crate::http::{Conn, ReadError, Request};
 use crate::openai;
 use crate::script::{strip_query, RecordedRequest, State};
 use crate::{
-    CHAT_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, MODELS_PATH, OLLAMA_SHOW_PATH, PROPS_PATH, TOKENIZE_PATH,
+    CHAT_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, MODELS_PATH, OLLAMA_SHOW_PATH, PROPS_PATH, RESPONSES_PATH,
+    TOKENIZE_PATH,
 };
 
 /// How long a client may take to send a complete request.
@@ -84,6 +85,13 @@ async fn route(conn: &mut Conn, state: &State, request: &Request, body: Option<V
             }
             _ => conn.send_json(400, &[], &openai::invalid_json()).await,
         },
+        ("POST", RESPONSES_PATH) => match body {
+            Some(body @ Value::Object(_)) => {
+                chat(conn, state, &body, Protocol::Responses).await;
+                Ok(())
+            }
+            _ => conn.send_json(400, &[], &openai::invalid_json()).await,
+        },
         ("POST", MESSAGES_PATH | COUNT_TOKENS_PATH)
             if !request.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("anthropic-version")) =>
         {
@@ -132,7 +140,7 @@ async fn route(conn: &mut Conn, state: &State, request: &Request, body: Option<V
                 serde_json::json!({"default_generation_settings": {"n_ctx": state.config.props_n_ctx}});
             conn.send_json(200, &[], &props).await
         }
-        (_, MODELS_PATH | CHAT_PATH) => {
+        (_, MODELS_PATH | CHAT_PATH | RESPONSES_PATH) => {
             conn.send_json(405, &[], &openai::method_not_allowed(method, path)).await
         }
         _ => conn.send_json(404, &[], &openai::not_found(method, path)).await,
