@@ -27,18 +27,6 @@ fn messages(body: &Value) -> &Vec<Value> {
     body["messages"].as_array().unwrap()
 }
 
-fn last_seq(d: &TestDaemon, task: &str) -> u64 {
-    d.logged_events(task).iter().filter_map(|e| e["seq"].as_u64()).max().unwrap_or(0)
-}
-
-/// Sends a follow-up and returns its events.
-fn follow_up(d: &TestDaemon, task: &str, text: &str) -> Vec<Value> {
-    let after = last_seq(d, task);
-    let r = d.client().call("task.message", json!({"task_id": task, "text": text})).unwrap();
-    assert_eq!(r["state"], "running");
-    d.events_after(task, after, Duration::from_secs(30))
-}
-
 const LONG: &str = "Let me think this through step by step, weighing the structure of the module, the callers of each function and the tests that cover them. ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,7 +52,7 @@ async fn idle_thinking_is_cleared_once_and_the_prefix_stays_stable() {
     assert!(reqs[1].to_string().contains("R1"), "thinking goes back through an active chain");
 
     advance(&d, 2 * HOUR_MS);
-    let events = follow_up(&d, &task, "Second request");
+    let events = d.follow_up(&task, "Second request");
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
     let cleared: Vec<&Value> = events.iter().filter(|e| e["kind"] == "thinking_cleared").collect();
     assert_eq!(cleared.len(), 1, "once: {events:#?}");
@@ -84,7 +72,7 @@ async fn idle_thinking_is_cleared_once_and_the_prefix_stays_stable() {
     // Through a restart the cleared block never returns, and no new cleanup happens within the hour.
     d.stop();
     d.serve_with_env(&[("AGENTD_CLOCK", "manual")]);
-    let events = follow_up(&d, &task, "Third request");
+    let events = d.follow_up(&task, "Third request");
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
     assert!(events.iter().all(|e| e["kind"] != "thinking_cleared"));
     let r6 = server.chat_requests().pop().unwrap();
@@ -109,7 +97,7 @@ async fn a_follow_up_within_the_threshold_keeps_all_thinking() {
     let task = d.submit("First", ws.path());
     d.events_until_end(&task, Duration::from_secs(20));
     advance(&d, HOUR_MS / 2);
-    let events = follow_up(&d, &task, "Second");
+    let events = d.follow_up(&task, "Second");
     assert!(events.iter().all(|e| e["kind"] != "thinking_cleared"));
     let last = server.chat_requests().pop().unwrap().to_string();
     assert!(last.contains("A1") && last.contains("A2"));
@@ -133,7 +121,7 @@ async fn a_cleanup_that_would_free_too_little_is_skipped_and_the_cache_kept() {
     let task = d.submit("First", ws.path());
     d.events_until_end(&task, Duration::from_secs(20));
     advance(&d, 2 * HOUR_MS);
-    let events = follow_up(&d, &task, "Second");
+    let events = d.follow_up(&task, "Second");
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}");
     assert!(events.iter().all(|e| e["kind"] != "thinking_cleared"), "{events:#?}");
     let reqs = server.chat_requests();

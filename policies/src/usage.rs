@@ -41,10 +41,13 @@ pub struct Expected {
 }
 
 impl Expected {
-    /// Counted by the model's own tokenizer: a report a few percent below is template noise, more is a cut (2
-    /// %, at least 32 tokens).
-    pub fn exact(count: Count) -> Expected {
-        Expected { count, tolerance: tolerance(count.tokens), processed_before: Tokens::ZERO }
+    /// Counted by the model's own tokenizer, with `framing` tokens of our approximation of the
+    /// server's template around the texts (set high, on the safe side): a report below by at most
+    /// the framing plus a few percent is template noise, more is a cut (2 %, at least 32 tokens,
+    /// plus the framing). A long chain of tool calls adds framing at every step, and a server that
+    /// frames them more cheaply is not cutting anything.
+    pub fn exact(count: Count, framing: Tokens) -> Expected {
+        Expected { count, tolerance: tolerance(count.tokens) + framing, processed_before: Tokens::ZERO }
     }
 
     /// Predicted by a confirmed calibration, whose confirmation allows errors up to 3 %: only a report more
@@ -120,10 +123,24 @@ mod tests {
         let c = correct_window(
             w(256_000, WindowSource::Assumed),
             None,
-            Expected::exact(Count::measured(6_000)),
+            Expected::exact(Count::measured(6_000), Tokens::ZERO),
             usage(2_000, 48),
         );
         assert_eq!(c, Correction::Clamp(w(2_048, WindowSource::Usage)));
+    }
+
+    #[test]
+    fn a_cheaper_framing_is_not_a_cut_but_more_than_it_is() {
+        // A chain of 40 tool calls counted with 640 tokens of framing: a server that frames them for
+        // less reports up to that much below without having cut anything.
+        let expected = || Expected::exact(Count::measured(10_000), Tokens(640));
+        let believed = w(256_000, WindowSource::Assumed);
+        assert_eq!(correct_window(believed, None, expected(), usage(9_200, 10)), Correction::None);
+        assert_eq!(
+            correct_window(believed, None, expected(), usage(9_000, 10)),
+            Correction::Clamp(w(9_010, WindowSource::Usage)),
+            "past the framing and the 2 %"
+        );
     }
 
     #[test]
@@ -151,7 +168,7 @@ mod tests {
         let c = correct_window(
             w(32_768, WindowSource::Declared),
             None,
-            Expected::exact(Count::measured(10_000)),
+            Expected::exact(Count::measured(10_000), Tokens::ZERO),
             usage(9_900, 10),
         );
         assert_eq!(c, Correction::None);
@@ -162,7 +179,7 @@ mod tests {
         let c = correct_window(
             w(256_000, WindowSource::Assumed),
             None,
-            Expected::exact(Count::estimated(6_000)),
+            Expected::exact(Count::estimated(6_000), Tokens::ZERO),
             usage(2_000, 48),
         );
         assert_eq!(c, Correction::None);
@@ -174,14 +191,14 @@ mod tests {
         let c = correct_window(
             w(2_048, WindowSource::Usage),
             Some(before),
-            Expected::exact(Count::measured(5_000)),
+            Expected::exact(Count::measured(5_000), Tokens::ZERO),
             usage(5_000, 10),
         );
         assert_eq!(c, Correction::Lift(before));
         let c = correct_window(
             w(2_048, WindowSource::Usage),
             None,
-            Expected::exact(Count::measured(5_000)),
+            Expected::exact(Count::measured(5_000), Tokens::ZERO),
             usage(5_000, 10),
         );
         assert_eq!(c, Correction::Lift(w(5_010, WindowSource::Usage)));
@@ -194,7 +211,7 @@ mod tests {
         let c = correct_window(w32, None, Expected::approximate(Count::measured(784)), usage(700, 10));
         assert_eq!(c, Correction::None);
         assert_eq!(
-            correct_window(w32, None, Expected::exact(Count::measured(784)), usage(700, 10)),
+            correct_window(w32, None, Expected::exact(Count::measured(784), Tokens::ZERO), usage(700, 10)),
             Correction::Clamp(w(710, WindowSource::Usage)),
             "the same report against an exact count is one"
         );
@@ -213,7 +230,7 @@ mod tests {
         let c = correct_window(
             w(8_192, WindowSource::Declared),
             None,
-            Expected::exact(Count::measured(9_000)),
+            Expected::exact(Count::measured(9_000), Tokens::ZERO),
             usage(9_000, 1),
         );
         assert_eq!(c, Correction::None);

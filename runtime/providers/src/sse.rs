@@ -107,6 +107,23 @@ pub(crate) fn anomaly(kind: AnomalyKind, message: String) -> ProviderError {
     ProviderError::StreamAnomaly { kind, message }
 }
 
+/// What one OpenAI-style `data:` payload is: nothing (blank), the `[DONE]` marker, or JSON.
+pub(crate) enum Data {
+    Blank,
+    Done,
+    Json(Value),
+}
+
+/// Reads one `data:` payload of an OpenAI-style stream (chat completions, the Responses API); a
+/// payload that is not JSON is a `Parse` anomaly naming `what` it should have been.
+pub(crate) fn read_data(what: &str, data: &str) -> Result<Data, ProviderError> {
+    match data.trim() {
+        "" => Ok(Data::Blank),
+        "[DONE]" => Ok(Data::Done),
+        data => parse_json(what, data).map(Data::Json),
+    }
+}
+
 /// `text` as JSON, or a `Parse` anomaly: "`what` is not valid JSON (…): " and the text's start.
 pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value, ProviderError> {
     serde_json::from_str(text).map_err(|e| {

@@ -12,7 +12,7 @@
 use super::http::{cancellable, send_streaming, send_whole, Answer, Http};
 use super::sse::{drive_within, stalled, Assemble};
 use agentd_protocol::{ChatRequest, ChatResponse, ProviderError, RetryAfter};
-use agentd_protocol::{PromptCache, Tokens};
+use agentd_protocol::{Message, Part, PromptCache, Tokens};
 use futures_util::StreamExt;
 use reqwest::header::ACCEPT;
 use reqwest::RequestBuilder;
@@ -142,6 +142,44 @@ async fn send_body<F: WireFormat>(
             drive_within(bytes, F::Assembler::default(), Some(idle)).await
         }
     }
+}
+
+/// A run of a message's text, or one of its images: what a user message says, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Piece<'a> {
+    /// Consecutive text parts, joined.
+    Text(String),
+    /// An image: its media type and base64 data.
+    Image { media_type: &'a str, data: &'a str },
+}
+
+impl Piece<'_> {
+    /// An image as a `data:` URL, as OpenAI's formats take it.
+    pub(crate) fn data_url(media_type: &str, data: &str) -> String {
+        format!("data:{media_type};base64,{data}")
+    }
+}
+
+/// A message's text runs and images in order (its other parts left out).
+pub(crate) fn pieces(message: &Message) -> Vec<Piece<'_>> {
+    let mut pieces = Vec::new();
+    let mut pending = String::new();
+    for part in &message.parts {
+        match part {
+            Part::Text { text } => pending.push_str(text),
+            Part::Image { media_type, data } => {
+                if !pending.is_empty() {
+                    pieces.push(Piece::Text(std::mem::take(&mut pending)));
+                }
+                pieces.push(Piece::Image { media_type, data });
+            }
+            _ => {}
+        }
+    }
+    if !pending.is_empty() {
+        pieces.push(Piece::Text(pending));
+    }
+    pieces
 }
 
 /// A declared window: a positive integer, given as a number (an integral float counts) or a string

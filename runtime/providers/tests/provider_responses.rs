@@ -136,7 +136,7 @@ async fn usage_reports_the_cached_part_of_the_input() {
         .await;
     let client = client(&server);
     let long = "A paragraph the cache will keep. ".repeat(300);
-    let mut req = request(server.model(), vec![Message::user(&long)]);
+    let mut req = request(server.model(), vec![Message::user(long.clone())]);
     let first = chat(&client, &req).await.unwrap().usage.unwrap();
     assert_eq!(first.cache_read_tokens, 0);
     assert_eq!(first.prompt_tokens, server.counted()[0]);
@@ -151,7 +151,7 @@ async fn usage_reports_the_cached_part_of_the_input() {
 #[tokio::test]
 async fn a_request_over_the_window_is_an_overflow_that_states_no_number() {
     let server = ScriptedServer::builder().window(200).script(vec![]).start().await;
-    let req = request(server.model(), vec![Message::user(&"too long ".repeat(300))]);
+    let req = request(server.model(), vec![Message::user("too long ".repeat(300))]);
     match chat(&client(&server), &req).await {
         Err(ProviderError::ContextOverflow { limit: None, message }) => {
             assert!(message.contains("exceeds the context window"), "{message}")

@@ -245,6 +245,20 @@ impl TestDaemon {
         }
     }
 
+    /// The seq of a task's last logged event (0 before any).
+    pub fn last_seq(&self, task_id: &str) -> u64 {
+        self.logged_events(task_id).iter().filter_map(|e| e["seq"].as_u64()).max().unwrap_or(0)
+    }
+
+    /// Sends a follow-up message to a finished task (`task.message`) and returns the events until it
+    /// ends again (within 30 s).
+    pub fn follow_up(&self, task_id: &str, text: &str) -> Vec<Value> {
+        let after = self.last_seq(task_id);
+        let r = self.client().call("task.message", json!({"task_id": task_id, "text": text})).unwrap();
+        assert_eq!(r["state"], "running", "{r}");
+        self.events_after(task_id, after, Duration::from_secs(30))
+    }
+
     /// Starts the daemon with extra environment variables (e.g. `AGENTD_CLOCK=manual`).
     pub fn serve_with_env(&mut self, env: &[(&str, &str)]) {
         self.set_env(env);

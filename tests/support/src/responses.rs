@@ -252,8 +252,8 @@ pub(crate) fn context_length_exceeded() -> Value {
 /// The chat-completions body of the same conversation: `instructions` as the system message, a
 /// `message` item as a message of its role (its texts joined), the reasoning, text and calls between
 /// two other messages as one assistant message (`reasoning_content` its summaries and encrypted
-/// content, `tool_calls` its calls), a `function_call_output` as a `tool` message; the tools and the
-/// `tool_choice` as they are. What the server counts, caches and shows a responder.
+/// content, `tool_calls` its calls), a `function_call_output` as a `tool` message; each tool wrapped
+/// in `function` as chat completions has it, `tool_choice` as it is. What the server counts, caches and shows a responder.
 pub fn as_chat(body: &Value) -> Value {
     let mut messages: Vec<Value> = Vec::new();
     if let Some(instructions) = body.get("instructions").and_then(Value::as_str).filter(|s| !s.is_empty()) {
@@ -296,7 +296,19 @@ pub fn as_chat(body: &Value) -> Value {
         }
     }
     let mut chat = json!({"model": body.get("model").cloned().unwrap_or(Value::Null), "messages": messages});
-    for key in ["tools", "tool_choice", "stream"] {
+    if let Some(tools) = body.get("tools").and_then(Value::as_array) {
+        // Chat completions wraps each flat Responses tool in `function`.
+        let wrapped: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                let mut function = t.clone();
+                function.as_object_mut().map(|f| f.remove("type"));
+                json!({"type": "function", "function": function})
+            })
+            .collect();
+        chat["tools"] = json!(wrapped);
+    }
+    for key in ["tool_choice", "stream"] {
         if let Some(value) = body.get(key) {
             chat[key] = value.clone();
         }
@@ -376,6 +388,10 @@ mod tests {
             ])
         );
         assert_eq!(chat["tool_choice"], "none");
+        assert_eq!(
+            chat["tools"],
+            json!([{"type": "function", "function": {"name": "read_file", "parameters": {}}}])
+        );
         assert!(crate::is_summary_request(&chat));
     }
 

@@ -7,7 +7,7 @@ pub const DEFAULT_CONFIG: &str = r#"# agentd configuration. The context window i
 # learns it from a refusal's stated limit and corrects it from usage reports.
 
 [providers.local]
-kind = "openai"                     # openai | ollama | anthropic (openai: vLLM, llama.cpp, Ollama …)
+kind = "openai"                     # openai | ollama | anthropic | openai-responses (openai: vLLM, llama.cpp …)
 base_url = "http://127.0.0.1:8000/v1"
 # api_key_env = "OPENAI_API_KEY"    # optional: the name of an environment variable holding the key
 # cache = { read_factor = 0.1, min_tokens = 1024 }   # optional: the server's prompt cache (a cached

@@ -23,6 +23,22 @@ pub(super) const REPLY_PRIMING: u64 = 3;
 /// An image, by OpenAI's high-detail rule for a typical 1024×1024 picture: 85 + 4 tiles × 170.
 const IMAGE_TOKENS: u64 = 765;
 
+/// The framing tokens a request's messages are counted with: every message's, tool call's and tool
+/// result's (the tool definitions' aside). This is the part of a count that is our approximation of
+/// the server's template, set on the safe side: a server's own count may fall short of ours by up
+/// to this much without having cut anything.
+pub fn framing(messages: &[Message]) -> agentd_protocol::Tokens {
+    let per_message = messages.iter().map(|m| {
+        let parts = m.parts.iter().map(|p| match p {
+            Part::ToolCall { .. } => TOOL_CALL_FRAMING,
+            Part::ToolResult { .. } => TOOL_RESULT_FRAMING,
+            _ => 0,
+        });
+        MESSAGE_FRAMING.saturating_add(parts.fold(0u64, u64::saturating_add))
+    });
+    agentd_protocol::Tokens(per_message.fold(0u64, u64::saturating_add))
+}
+
 /// A request's count, by category. `total = system + tools + messages + reply priming`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RequestCount {

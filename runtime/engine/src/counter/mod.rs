@@ -43,6 +43,6 @@ mod tokenizer;
 
 pub use endpoint::{prepare, prepare_text};
 pub use fingerprint::Fingerprint;
-pub use measure::RequestCount;
+pub use measure::{framing, RequestCount};
 pub use token_counter::TokenCounter;
 pub use tokenizer::{tokenizer_for, Tokenizer};

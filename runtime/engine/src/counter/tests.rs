@@ -341,3 +341,25 @@ fn hashing_is_fast_enough_for_a_large_history() {
     // Generous: unoptimised test builds are far slower than release.
     assert!(elapsed < std::time::Duration::from_millis(250), "{elapsed:?}");
 }
+
+#[test]
+fn the_framing_is_what_a_count_adds_around_the_texts() {
+    let call = Message::new(
+        Speaker::Assistant,
+        vec![
+            Part::Text { text: "reading".into() },
+            Part::ToolCall { id: "c1".into(), name: "read_file".into(), arguments: "{}".into() },
+            Part::ToolCall { id: "c2".into(), name: "read_file".into(), arguments: "{}".into() },
+        ],
+    );
+    let results = Message::new(
+        Speaker::Tool,
+        vec![
+            Part::ToolResult { call_id: "c1".into(), content: "a".into(), is_error: false },
+            Part::ToolResult { call_id: "c2".into(), content: "b".into(), is_error: false },
+        ],
+    );
+    assert_eq!(framing(&[]), Tokens(0));
+    assert_eq!(framing(&[Message::user("hi")]), Tokens(4));
+    assert_eq!(framing(&[Message::user("go"), call, results]), Tokens(4 + (4 + 16) + (4 + 8)));
+}

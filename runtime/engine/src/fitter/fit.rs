@@ -485,6 +485,7 @@ impl State {
                 fingerprint,
                 raw: measurement.raw,
                 raw_fixed: measurement.raw_fixed,
+                framing: crate::counter::framing(&msg.request.messages),
                 source: meter.source(),
                 basis,
                 counted: measurement.count.total.tokens,

@@ -63,6 +63,8 @@ struct LastRequest {
     raw: Count,
     /// The raw count of its fixed part (system prompt, tools, priming).
     raw_fixed: Tokens,
+    /// The framing its messages were counted with ([`framing`](crate::counter::framing)).
+    framing: Tokens,
     /// What made the raw count.
     source: CountSource,
     /// The basis it was counted from, if it extended an earlier reported request.

@@ -116,7 +116,7 @@ impl Fitter {
                     Some(best) if calibration.confirmed() => {
                         Expected::calibrated(Count::measured(best.ceil() as u64))
                     }
-                    _ if last.source == CountSource::Tiktoken => Expected::exact(last.raw),
+                    _ if last.source == CountSource::Tiktoken => Expected::exact(last.raw, last.framing),
                     _ => Expected::approximate(last.raw),
                 }
                 .after(calibration.largest_reported());

@@ -2,6 +2,7 @@
 //! `{base}/chat/completions`, and the small bodies of the window probe and the counting endpoints.
 //! A field that is `None` (or an empty list where the wire has none) is left out, not sent as null.
 
+use crate::wire::{pieces, Piece};
 use agentd_protocol::ChatRequest;
 use agentd_protocol::{Message, Part, Speaker};
 use serde::Serialize;
@@ -208,25 +209,15 @@ fn user_content(message: &Message) -> Option<UserContent<'_>> {
     if !has_image {
         return has_text.then(|| UserContent::Text(message.text()));
     }
-    let mut items = Vec::new();
-    let mut pending = String::new();
-    for part in &message.parts {
-        match part {
-            Part::Text { text } => pending.push_str(text),
-            Part::Image { media_type, data } => {
-                if !pending.is_empty() {
-                    items.push(ContentItem::Text { text: Cow::Owned(std::mem::take(&mut pending)) });
-                }
-                items.push(ContentItem::ImageUrl {
-                    image_url: ImageUrl { url: format!("data:{media_type};base64,{data}") },
-                });
+    let items = pieces(message)
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Text(text) => ContentItem::Text { text: Cow::Owned(text) },
+            Piece::Image { media_type, data } => {
+                ContentItem::ImageUrl { image_url: ImageUrl { url: Piece::data_url(media_type, data) } }
             }
-            _ => {}
-        }
-    }
-    if !pending.is_empty() {
-        items.push(ContentItem::Text { text: Cow::Owned(pending) });
-    }
+        })
+        .collect();
     Some(UserContent::Items(items))
 }
 

@@ -2,7 +2,7 @@
 //! a complete answer from a stream that went wrong.
 
 use super::refusals::classify_stream_error;
-use crate::sse::{anomaly, parse_json, Assemble, Flow};
+use crate::sse::{anomaly, parse_json, read_data, Assemble, Data, Flow};
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_protocol::{Message, Part, Speaker, Usage};
 use serde_json::Value;
@@ -134,16 +134,11 @@ impl Assembler {
 impl Assemble for Assembler {
     /// One SSE `data:` payload (the event name is not used).
     fn push(&mut self, _event: &str, data: &str) -> Result<Flow, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Flow::More);
+        match read_data("a stream chunk", data)? {
+            Data::Blank => Ok(Flow::More),
+            Data::Done => Ok(Flow::Done),
+            Data::Json(value) => self.push_chunk(&value, false).map(|()| Flow::More),
         }
-        if data == "[DONE]" {
-            return Ok(Flow::Done);
-        }
-        let value = parse_json("a stream chunk", data)?;
-        self.push_chunk(&value, false)?;
-        Ok(Flow::More)
     }
 
     /// The finish reason came: only the trailer (usage, `[DONE]`) can still be lost.

@@ -15,10 +15,11 @@
 //! to refer to, and OpenAI refuses a reasoning item it cannot find. The item ids the server gave
 //! are not sent either, for the same reason.
 
+use crate::openai::body::Function;
+use crate::wire::{pieces, Piece};
 use agentd_protocol::ChatRequest;
 use agentd_protocol::{Message, Part, Speaker};
 use serde::Serialize;
-use serde_json::Value;
 
 /// What the Responses API is asked to include besides the output: the reasoning, encrypted.
 pub(crate) const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
@@ -74,13 +75,13 @@ pub(crate) enum Summary<'a> {
     SummaryText { text: &'a str },
 }
 
-/// `{"type": "function", "name", "description", "parameters"}`: the Responses API's tools are flat.
+/// `{"type": "function", "name", "description", "parameters"}`: the Responses API's tools are chat
+/// completions' `function` laid flat.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename = "function")]
 pub(crate) struct WireTool<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) description: &'a str,
-    pub(crate) parameters: &'a Value,
+    #[serde(flatten)]
+    pub(crate) function: Function<'a>,
 }
 
 impl<'a> ResponsesBody<'a> {
@@ -94,7 +95,9 @@ impl<'a> ResponsesBody<'a> {
         let tools: Vec<WireTool<'a>> = req
             .tools
             .iter()
-            .map(|t| WireTool { name: &t.name, description: &t.description, parameters: &t.parameters })
+            .map(|t| WireTool {
+                function: Function { name: &t.name, description: &t.description, parameters: &t.parameters },
+            })
             .collect();
         ResponsesBody {
             model: &req.model,
@@ -162,24 +165,15 @@ fn assistant_items<'a>(message: &'a Message, out: &mut Vec<InputItem<'a>>) {
     }
 }
 
-/// A user message's text (its text parts as one) and images, in order.
+/// A user message's text runs and images, in order.
 fn user_content(message: &Message) -> Vec<Content> {
-    let mut content = Vec::new();
-    let mut pending = String::new();
-    for part in &message.parts {
-        match part {
-            Part::Text { text } => pending.push_str(text),
-            Part::Image { media_type, data } => {
-                if !pending.is_empty() {
-                    content.push(Content::InputText { text: std::mem::take(&mut pending) });
-                }
-                content.push(Content::InputImage { image_url: format!("data:{media_type};base64,{data}") });
+    pieces(message)
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Text(text) => Content::InputText { text },
+            Piece::Image { media_type, data } => {
+                Content::InputImage { image_url: Piece::data_url(media_type, data) }
             }
-            _ => {}
-        }
-    }
-    if !pending.is_empty() {
-        content.push(Content::InputText { text: pending });
-    }
-    content
+        })
+        .collect()
 }

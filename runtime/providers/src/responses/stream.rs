@@ -10,7 +10,7 @@
 //! item text, a `function_call` a tool call.
 
 use crate::openai::refusals::classify_stream_error;
-use crate::sse::{anomaly, parse_json, Assemble, Flow};
+use crate::sse::{anomaly, parse_json, read_data, Assemble, Data, Flow};
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
 use agentd_protocol::{Message, Part, Speaker, Usage};
 use serde_json::Value;
@@ -218,15 +218,11 @@ impl Assembler {
 
 impl Assemble for Assembler {
     fn push(&mut self, _event: &str, data: &str) -> Result<Flow, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Flow::More);
+        match read_data("a stream event", data)? {
+            Data::Blank => Ok(Flow::More),
+            Data::Done => Ok(Flow::Done),
+            Data::Json(value) => self.push_event(&value),
         }
-        if data == "[DONE]" {
-            return Ok(Flow::Done);
-        }
-        let value = parse_json("a stream event", data)?;
-        self.push_event(&value)
     }
 
     /// The response's end came: only what trails it can still be lost.
