@@ -27,12 +27,24 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 // client at all then, and the daemon cannot talk to any model.
 #[allow(clippy::expect_used)]
 fn http_client() -> reqwest::Client {
+    install_tls_provider();
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(READ_TIMEOUT)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .build()
         .expect("the HTTP client (TLS backend) could not be initialised")
+}
+
+/// Makes *ring* the process's TLS cryptography provider, if none is yet: the one provider in the
+/// dependency tree (async-nats uses it too; aws-lc-rs, reqwest's default, compiles C with cmake).
+/// Every HTTPS client of the process (a model's, an MCP server's) needs one before it connects;
+/// calling this again does nothing.
+pub fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may have installed one in between: either way there is one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
 }
 
 /// One server as every wire format talks to it: a pooled client, the API root (without a trailing

@@ -32,7 +32,7 @@ use wire::WireFormat;
 pub use anthropic::body::AnthropicBody;
 pub use anthropic::AnthropicClient;
 pub use client::Client;
-pub use http::Deadlines;
+pub use http::{install_tls_provider, Deadlines};
 pub use openai::body::OpenAiBody;
 pub use openai::OpenAiClient;
 pub use responses::body::ResponsesBody;

@@ -212,6 +212,30 @@ async fn an_unreachable_server_is_a_transport_error() {
     assert!(matches!(client.probe_window("m").await, Err(ProviderError::Transport { .. })));
 }
 
+/// An `https://` server is spoken to in TLS, through rustls with ring as its one provider (no
+/// provider is installed by hand: rustls takes the only one its features name). A server that
+/// answers a ClientHello with plain text is a transport error naming the failure, never a panic.
+#[tokio::test]
+async fn an_https_server_gets_a_tls_client_hello() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut first = [0u8; 3];
+        socket.read_exact(&mut first).await.unwrap();
+        let _ = socket.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\nthis is not TLS").await;
+        first
+    });
+    let client = OpenAiClient::new(&format!("https://127.0.0.1:{port}/v1"), Some("sk".into()));
+    match client.chat(&request("m", vec![Message::user("hi")]), &CancellationToken::new()).await {
+        Err(ProviderError::Transport { message, .. }) => assert!(!message.is_empty()),
+        other => panic!("{other:?}"),
+    }
+    // A TLS handshake record (0x16) of TLS 1.x (0x03 0x01): a ClientHello.
+    assert_eq!(server.await.unwrap(), [0x16, 0x03, 0x01]);
+}
+
 /// `max_concurrent` bounds the requests in flight: with a bound of 2 and four requests at once
 /// against a server that takes 300 ms an answer, the server's own log has them in two waves — never
 /// three in flight — and every one is answered (one beyond the bound waits, it never fails). The

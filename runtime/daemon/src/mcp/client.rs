@@ -440,6 +440,8 @@ async fn connect(
             }
         }
         McpTransport::Http { url, bearer_env } => {
+            // An https:// server needs the process's TLS provider before rmcp's client exists.
+            agentd_providers::install_tls_provider();
             let mut transport = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             if let Some(var) = bearer_env {
                 let token = std::env::var(var)
