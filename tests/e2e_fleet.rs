@@ -131,8 +131,14 @@ fn three_daemons_run_thirty_tasks_each_exactly_once_and_read_one_history() {
     assert_eq!(listed, tasks.iter().cloned().collect(), "every daemon lists the fleet's tasks");
     let http = rt.block_on(async {
         let url = format!("{}/api/v1/tasks/{}", daemons[2].http_base(), tasks[0]);
-        let response =
-            reqwest::Client::new().get(url).bearer_auth(daemons[2].http_token()).send().await.unwrap();
+        let response = agentd_test_support::http_client()
+            .build()
+            .unwrap()
+            .get(url)
+            .bearer_auth(daemons[2].http_token())
+            .send()
+            .await
+            .unwrap();
         (response.status().as_u16(), response.json::<Value>().await.unwrap())
     });
     assert_eq!((http.0, &http.1["state"]), (200, &json!("finished")), "{http:?}");

@@ -27,7 +27,7 @@ struct Api {
 
 impl Api {
     fn of(d: &TestDaemon) -> Api {
-        let http = reqwest::Client::builder()
+        let http = agentd_test_support::http_client()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .build()

@@ -224,6 +224,7 @@ mod tests {
 
     /// The headers `authorize` puts on a request.
     fn headers<F: WireFormat>(key: Option<&str>) -> Vec<(String, String)> {
+        crate::install_tls_provider();
         let request = client::<F>(key).authorize(reqwest::Client::new().post("http://127.0.0.1:9/v1/x"));
         let request = request.build().unwrap();
         let mut out: Vec<(String, String)> =

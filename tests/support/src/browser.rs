@@ -80,7 +80,7 @@ impl Browser {
             .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot start {CHROMEDRIVER}: {e}"))?;
-        let http = reqwest::Client::builder().no_proxy().build().map_err(|e| e.to_string())?;
+        let http = crate::http_client().no_proxy().build().map_err(|e| e.to_string())?;
         let base = format!("http://127.0.0.1:{port}");
         let mut browser =
             Browser { driver, port, base, session: String::new(), http, profile, log: log.clone() };

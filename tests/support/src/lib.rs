@@ -127,6 +127,16 @@ pub const OLLAMA_SHOW_PATH: &str = "/api/show";
 /// [`ServerBuilder::props_n_ctx`] is set.
 pub const PROPS_PATH: &str = "/props";
 
+/// A `reqwest` client builder for a test's own HTTP requests (the API, the WebDriver, the fleet's
+/// listeners): reqwest is built without a TLS provider of its own, and a client cannot exist before
+/// the process has one, so this installs ring first, as the daemon's `install_tls_provider` does.
+pub fn http_client() -> reqwest::ClientBuilder {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+}
+
 static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A successful streamed reply with the finish reason inferred
