@@ -103,3 +103,25 @@ impl ToolError {
         }
     }
 }
+
+/// The workspace refused one step of a merge or a restore (a symlink or a file on the path, a
+/// directory in a file's place, a failed write): what was being done, to which path, and why. Both
+/// a working copy's merge and a checkpoint's restore say it in these words.
+#[derive(Debug, Error)]
+#[error("cannot {op} {path} in the workspace: {source}")]
+pub struct WorkspaceRefusal {
+    /// What was being done ("write", "remove", "set the mode of", "read" …).
+    pub op: &'static str,
+    /// The path, relative to the workspace.
+    pub path: String,
+    /// The workspace's refusal.
+    #[source]
+    pub source: ToolError,
+}
+
+impl WorkspaceRefusal {
+    /// A closure turning the workspace's refusal of `op` on `path` into a [`WorkspaceRefusal`].
+    pub(crate) fn of<'a>(op: &'static str, path: &'a str) -> impl FnOnce(ToolError) -> WorkspaceRefusal + 'a {
+        move |source| WorkspaceRefusal { op, path: path.to_string(), source }
+    }
+}

@@ -1,7 +1,7 @@
 //! Why a checkpoint, a comparison or a restore failed ([`CheckpointError`]).
 
 use crate::copies::CopyError;
-use crate::error::ToolError;
+use crate::error::WorkspaceRefusal;
 
 /// Why a checkpoint could not be taken, compared or restored; `E` is the object store's error.
 #[derive(Debug, thiserror::Error)]
@@ -31,14 +31,6 @@ pub enum CheckpointError<E: std::error::Error + Send + Sync + 'static> {
         path: String,
     },
     /// The workspace refused a read or a write of a restore.
-    #[error("cannot {op} {path} in the workspace: {source}")]
-    Workspace {
-        /// What was being done.
-        op: &'static str,
-        /// The path, relative to the workspace.
-        path: String,
-        /// The workspace's refusal.
-        #[source]
-        source: ToolError,
-    },
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceRefusal),
 }

@@ -3,6 +3,7 @@
 use super::compare::object;
 use super::error::CheckpointError;
 use super::objects::{sha256_hex, Objects};
+use crate::error::WorkspaceRefusal;
 use crate::workspace::exact::Found;
 use crate::Workspace;
 use agentd_protocol::checkpoint::{FileState, REGULAR, SYMLINK};
@@ -15,11 +16,7 @@ pub fn current<E>(workspace: &Workspace, path: &str) -> Result<Option<FileState>
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    let found = workspace.found_exact(path).map_err(|source| CheckpointError::Workspace {
-        op: "read",
-        path: path.to_string(),
-        source,
-    })?;
+    let found = workspace.found_exact(path).map_err(WorkspaceRefusal::of("read", path))?;
     Ok(match found {
         Found::Missing => None,
         Found::File { mode, bytes, .. } => {
@@ -41,8 +38,10 @@ pub fn restore<O: Objects>(
     path: &str,
     target: Option<&FileState>,
 ) -> Result<(), CheckpointError<O::Error>> {
-    let refused =
-        |op: &'static str| move |source| CheckpointError::Workspace { op, path: path.to_string(), source };
+    let refused = |op: &'static str| {
+        let refusal = WorkspaceRefusal::of(op, path);
+        move |source| CheckpointError::Workspace(refusal(source))
+    };
     let Some(target) = target else {
         workspace.remove(path).map_err(refused("remove"))?;
         let mut dir = Path::new(path).parent();

@@ -1,6 +1,6 @@
 //! Why making, diffing or merging a working copy failed ([`CopyError`]).
 
-use crate::error::ToolError;
+use crate::error::WorkspaceRefusal;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -27,18 +27,9 @@ pub enum CopyError {
         /// The file, relative to the tree it is in.
         path: PathBuf,
     },
-    /// The workspace refused a read or a change of the merge (a symlink or a file on the path, a
-    /// directory in a file's place, a failed write); files merged before it stay merged.
-    #[error("cannot {op} {path} in the workspace: {source}")]
-    Workspace {
-        /// What was being done ("write", "remove", "set the mode of", "read").
-        op: &'static str,
-        /// The path, relative to the workspace.
-        path: String,
-        /// The workspace's refusal.
-        #[source]
-        source: ToolError,
-    },
+    /// The workspace refused a read or a change of the merge; files merged before it stay merged.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceRefusal),
 }
 
 impl CopyError {
@@ -52,10 +43,5 @@ impl CopyError {
     pub(crate) fn errno(op: &'static str, path: &Path) -> impl FnOnce(rustix::io::Errno) -> CopyError {
         let path = path.to_path_buf();
         move |e| CopyError::Io { op, path, source: e.into() }
-    }
-
-    /// A closure turning a workspace refusal of `op` on `path` into a [`CopyError::Workspace`].
-    pub(super) fn workspace<'a>(op: &'static str, path: &'a str) -> impl FnOnce(ToolError) -> CopyError + 'a {
-        move |source| CopyError::Workspace { op, path: path.to_string(), source }
     }
 }

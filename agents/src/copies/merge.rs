@@ -5,6 +5,7 @@ use super::error::CopyError;
 use super::patch::{Change, Patch};
 use super::unified::{is_text, REGULAR, SYMLINK, TYPE_MASK};
 use super::walk::{open_root, parts};
+use crate::error::WorkspaceRefusal;
 use crate::workspace::exact::{found_beneath, Found};
 use crate::workspace::Workspace;
 use rustix::fd::{AsFd, OwnedFd};
@@ -76,17 +77,17 @@ pub fn merge(base: &Path, copy: &Path, patch: &Patch, workspace: &Workspace) -> 
     for (path, action) in actions {
         match action {
             Action::Delete => {
-                workspace.remove(path).map_err(CopyError::workspace("remove", path))?;
+                workspace.remove(path).map_err(WorkspaceRefusal::of("remove", path))?;
                 remove_emptied_dirs(workspace, &copy_fd, path)?;
             }
             Action::Write { mode, bytes } => {
-                workspace.write_exact(path, &bytes, mode).map_err(CopyError::workspace("write", path))?
+                workspace.write_exact(path, &bytes, mode).map_err(WorkspaceRefusal::of("write", path))?
             }
             Action::Link(target) => workspace
                 .symlink_exact(path, &target)
-                .map_err(CopyError::workspace("make the symlink", path))?,
+                .map_err(WorkspaceRefusal::of("make the symlink", path))?,
             Action::Chmod(mode) => {
-                workspace.set_mode(path, mode).map_err(CopyError::workspace("set the mode of", path))?
+                workspace.set_mode(path, mode).map_err(WorkspaceRefusal::of("set the mode of", path))?
             }
         }
         merged.applied.push(path.to_string());
@@ -155,7 +156,7 @@ fn tree_state(root: &OwnedFd, dir: &Path, path: &str) -> Result<State, CopyError
 
 /// The path's state in the workspace, read beneath its root with no symlink crossed.
 fn workspace_state(workspace: &Workspace, path: &str) -> Result<State, CopyError> {
-    let found = workspace.found_exact(path).map_err(CopyError::workspace("read", path))?;
+    let found = workspace.found_exact(path).map_err(WorkspaceRefusal::of("read", path))?;
     Ok(match found {
         Found::Missing => State::Absent,
         Found::File { links, .. } if links > 1 => State::Other,
@@ -256,7 +257,7 @@ fn remove_emptied_dirs(workspace: &Workspace, copy: &OwnedFd, path: &str) -> Res
             break;
         }
         let rel = d.to_string_lossy();
-        if !workspace.remove_empty_dir(&rel).map_err(CopyError::workspace("remove the directory", &rel))? {
+        if !workspace.remove_empty_dir(&rel).map_err(WorkspaceRefusal::of("remove the directory", &rel))? {
             break;
         }
         dir = d.parent();
