@@ -55,12 +55,19 @@ pub(crate) trait WireFormat: Send + Sync + Sized + 'static {
     fn unstreamed<'a>(_body: Self::Body<'a>) -> Option<Self::Body<'a>> {
         None
     }
-    /// A non-2xx answer: its status, `Retry-After` and body, as the error the caller acts on.
-    fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError;
+    /// A non-2xx answer: its status, `Retry-After` and body, as the error the caller acts on. By
+    /// default the shapes any server's refusal takes (OpenAI's error bodies and the others
+    /// [`crate::error`] reads); a format with bodies of its own reads them first.
+    fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError {
+        crate::error::classify_http(status, retry_after, body)
+    }
     /// A server that ignored `stream: true` and answered in one JSON piece.
     fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError>;
-    /// The output room `req` claims inside the window: what its body says the answer may take.
-    fn output_reserve(req: &ChatRequest) -> Tokens;
+    /// The output room `req` claims inside the window: what its body says the answer may take. By
+    /// default the request's `max_tokens` as the body sends it, and none claimed when none is sent.
+    fn output_reserve(req: &ChatRequest) -> Tokens {
+        Tokens(u64::from(req.max_tokens.unwrap_or(0)))
+    }
     /// The window the server declares for `model`, if it declares one.
     fn probe_window(&self, model: &str)
         -> impl Future<Output = Result<Option<Tokens>, ProviderError>> + Send;
@@ -153,11 +160,9 @@ pub(crate) enum Piece<'a> {
     Image { media_type: &'a str, data: &'a str },
 }
 
-impl Piece<'_> {
-    /// An image as a `data:` URL, as OpenAI's formats take it.
-    pub(crate) fn data_url(media_type: &str, data: &str) -> String {
-        format!("data:{media_type};base64,{data}")
-    }
+/// An image as a `data:` URL, as OpenAI's formats take it.
+pub(crate) fn data_url(media_type: &str, data: &str) -> String {
+    format!("data:{media_type};base64,{data}")
 }
 
 /// A message's text runs and images in order (its other parts left out).

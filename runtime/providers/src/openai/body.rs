@@ -2,7 +2,7 @@
 //! `{base}/chat/completions`, and the small bodies of the window probe and the counting endpoints.
 //! A field that is `None` (or an empty list where the wire has none) is left out, not sent as null.
 
-use crate::wire::{pieces, Piece};
+use crate::wire::{data_url, pieces, Piece};
 use agentd_protocol::ChatRequest;
 use agentd_protocol::{Message, Part, Speaker};
 use serde::Serialize;
@@ -214,7 +214,7 @@ fn user_content(message: &Message) -> Option<UserContent<'_>> {
         .map(|piece| match piece {
             Piece::Text(text) => ContentItem::Text { text: Cow::Owned(text) },
             Piece::Image { media_type, data } => {
-                ContentItem::ImageUrl { image_url: ImageUrl { url: Piece::data_url(media_type, data) } }
+                ContentItem::ImageUrl { image_url: ImageUrl { url: data_url(media_type, data) } }
             }
         })
         .collect();

@@ -204,18 +204,8 @@ impl WireFormat for OpenAiClient {
         Some(body.unstreamed())
     }
 
-    /// Any server's refusal: OpenAI's error bodies are the shapes [`error`] reads.
-    fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError {
-        error::classify_http(status, retry_after, body)
-    }
-
     fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
         stream::from_json_body(body)
-    }
-
-    /// What `max_tokens` says; none sent claims no room.
-    fn output_reserve(req: &ChatRequest) -> Tokens {
-        Tokens(u64::from(req.max_tokens.unwrap_or(0)))
     }
 
     fn probe_window(

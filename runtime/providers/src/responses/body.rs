@@ -16,7 +16,7 @@
 //! are not sent either, for the same reason.
 
 use crate::openai::body::Function;
-use crate::wire::{pieces, Piece};
+use crate::wire::{data_url, pieces, Piece};
 use agentd_protocol::ChatRequest;
 use agentd_protocol::{Message, Part, Speaker};
 use serde::Serialize;
@@ -172,7 +172,7 @@ fn user_content(message: &Message) -> Vec<Content> {
         .map(|piece| match piece {
             Piece::Text(text) => Content::InputText { text },
             Piece::Image { media_type, data } => {
-                Content::InputImage { image_url: Piece::data_url(media_type, data) }
+                Content::InputImage { image_url: data_url(media_type, data) }
             }
         })
         .collect()

@@ -12,14 +12,13 @@
 pub(crate) mod body;
 pub(crate) mod stream;
 
-use crate::error;
 use crate::http::Http;
 use crate::optional::Optional;
 use crate::surface::client_surface;
 use crate::wire::WireFormat;
 use crate::OpenAiClient;
 use agentd_protocol::Tokens;
-use agentd_protocol::{ChatRequest, ChatResponse, ProviderError, RetryAfter};
+use agentd_protocol::{ChatRequest, ChatResponse, ProviderError};
 use body::ResponsesBody;
 use reqwest::RequestBuilder;
 use std::future::Future;
@@ -87,18 +86,8 @@ impl WireFormat for ResponsesClient {
         self.include.refused_by(error) || self.cache_key.refused_by(error)
     }
 
-    /// OpenAI's error bodies, as chat completions has them.
-    fn classify_http(status: u16, retry_after: Option<RetryAfter>, body: &str) -> ProviderError {
-        error::classify_http(status, retry_after, body)
-    }
-
     fn from_json_body(body: &str) -> Result<ChatResponse, ProviderError> {
         stream::from_json_body(body)
-    }
-
-    /// What `max_output_tokens` says; none sent claims no room.
-    fn output_reserve(req: &ChatRequest) -> Tokens {
-        Tokens(u64::from(req.max_tokens.unwrap_or(0)))
     }
 
     fn probe_window(

@@ -126,16 +126,14 @@ impl Assembler {
                 }
             }
             "response.output_text.delta" => {
-                if let Some(Item::Message { text }) =
-                    self.item(index(), || Item::Message { text: String::new() })
-                {
+                if let Item::Message { text } = self.item(index(), || Item::Message { text: String::new() }) {
                     text.push_str(delta());
                 }
             }
             "response.reasoning_summary_text.delta" => {
                 let part = event.get("summary_index").and_then(Value::as_u64).unwrap_or(0);
                 let empty = || Item::Reasoning { summary: Vec::new(), text: String::new(), encrypted: None };
-                if let Some(Item::Reasoning { summary, .. }) = self.item(index(), empty) {
+                if let Item::Reasoning { summary, .. } = self.item(index(), empty) {
                     let part = usize::try_from(part).unwrap_or(usize::MAX).min(summary.len());
                     if part == summary.len() {
                         summary.push(String::new());
@@ -147,14 +145,14 @@ impl Assembler {
             }
             "response.reasoning_text.delta" => {
                 let empty = || Item::Reasoning { summary: Vec::new(), text: String::new(), encrypted: None };
-                if let Some(Item::Reasoning { text, .. }) = self.item(index(), empty) {
+                if let Item::Reasoning { text, .. } = self.item(index(), empty) {
                     text.push_str(delta());
                 }
             }
             "response.function_call_arguments.delta" => {
                 let empty =
                     || Item::Call { id: String::new(), name: String::new(), arguments: String::new() };
-                if let Some(Item::Call { arguments, .. }) = self.item(index(), empty) {
+                if let Item::Call { arguments, .. } = self.item(index(), empty) {
                     arguments.push_str(delta());
                 }
             }
@@ -177,8 +175,8 @@ impl Assembler {
     }
 
     /// The item at `index`, made by `empty` when its `added` event was missed.
-    fn item(&mut self, index: u64, empty: impl FnOnce() -> Item) -> Option<&mut Item> {
-        Some(self.items.entry(index).or_insert_with(empty))
+    fn item(&mut self, index: u64, empty: impl FnOnce() -> Item) -> &mut Item {
+        self.items.entry(index).or_insert_with(empty)
     }
 
     /// A whole response object (`response.completed`'s, or an unstreamed answer): its status, its
