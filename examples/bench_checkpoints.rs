@@ -193,6 +193,7 @@ fn task(ws: &Path) -> TaskMeta {
         node: None,
         budget: None,
         resume_at: None,
+        ask: Vec::new(),
     }
 }
 

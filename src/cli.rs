@@ -285,6 +285,9 @@ pub enum Command {
     /// Serve MCP on stdin and stdout: tools with which another agent submits and follows tasks of
     /// the running daemon.
     Mcp,
+    /// Serve the Agent Client Protocol on stdin and stdout: an editor (Zed, a JetBrains IDE) starts,
+    /// follows and stops tasks of the running daemon, one task per editor session.
+    Acp,
 }
 
 // `agentd memory …`.
@@ -453,9 +456,9 @@ mod tests {
 
     #[test]
     fn every_command_that_prints_takes_json() {
-        // `serve` prints a log (see --log-format), `completions` a shell script, `mcp` speaks MCP's
-        // own JSON-RPC on stdout.
-        let exempt = ["serve", "completions", "mcp"];
+        // `serve` prints a log (see --log-format), `completions` a shell script, `mcp` and `acp`
+        // speak their protocols' own JSON-RPC on stdout.
+        let exempt = ["serve", "completions", "mcp", "acp"];
         let without: Vec<String> = commands()
             .into_iter()
             .filter(|(path, _)| !exempt.contains(&path.as_str()))

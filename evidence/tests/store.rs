@@ -37,6 +37,7 @@ fn meta(id: &str) -> TaskMeta {
         node: None,
         budget: None,
         resume_at: None,
+        ask: Vec::new(),
     }
 }
 

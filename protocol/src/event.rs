@@ -526,6 +526,26 @@ pub enum EventKind {
         /// failed``); the model gets the command's output as the `finish` call's error result.
         reason: String,
     },
+    /// A call of a tool the task's client asked to approve (`task.submit`'s `ask`) waits for its
+    /// answer (`task.permit`) before it runs. Follows the call's `tool_called`.
+    PermissionAsked as "permission_asked" {
+        /// The call, as in its `tool_called`.
+        call_id: String,
+        /// Its tool.
+        tool: ToolName,
+    },
+    /// The client answered a `permission_asked` (or nobody did in time): the call runs, or the model
+    /// reads a refusal as its error result.
+    PermissionAnswered as "permission_answered" {
+        /// The call.
+        call_id: String,
+        /// Whether it may run.
+        allowed: bool,
+        /// Why it may not, in words (`rejected by the user`, `no answer within 10 minutes`): the
+        /// error result the model reads. Absent when allowed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// The task ended well: the lead called `finish`. A terminal event.
     TaskFinished as "task_finished" {
         /// The lead's `finish` summary, which is also the task's `result`.
@@ -892,6 +912,8 @@ mod tests {
             },
             EventKind::CacheForgotten { server: "http://s".into(), model: "m".into() },
             EventKind::FinishRejected { reason: "r".into() },
+            EventKind::PermissionAsked { call_id: "c".into(), tool: ToolName::EditFile },
+            EventKind::PermissionAnswered { call_id: "c".into(), allowed: false, reason: Some("no".into()) },
             EventKind::TaskFinished { summary: "s".into() },
             EventKind::TaskFailed { error: "e".into() },
             EventKind::TaskCancelled {},

@@ -249,9 +249,7 @@ pub fn openapi_document() -> Value {
 
 /// The document as the committed `docs/openapi.json` holds it: pretty JSON with a final newline.
 pub fn openapi_text() -> String {
-    let mut text = serde_json::to_string_pretty(&openapi_document()).unwrap_or_default();
-    text.push('\n');
-    text
+    crate::schema::pretty_sorted(openapi_document())
 }
 
 #[cfg(test)]

@@ -58,7 +58,27 @@ pub fn protocol_schema() -> Schema {
 
 /// The schema as the committed file holds it: pretty JSON with a final newline.
 pub fn protocol_schema_text() -> String {
-    let mut text = serde_json::to_string_pretty(&protocol_schema()).unwrap_or_default();
+    pretty_sorted(serde_json::to_value(protocol_schema()).unwrap_or_default())
+}
+
+/// `value` as pretty JSON with every object's keys in sorted order, whatever the build: a
+/// dependency of the binary (the ACP crate) turns on serde_json's `preserve_order`, under which a
+/// map keeps the order keys were inserted in, so the committed documents are written sorted.
+pub fn pretty_sorted(value: serde_json::Value) -> String {
+    fn sorted(value: serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<_> = map.into_iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.into_iter().map(sorted).collect())
+            }
+            other => other,
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&sorted(value)).unwrap_or_default();
     text.push('\n');
     text
 }

@@ -103,4 +103,8 @@ pub struct TaskMeta {
     /// While `waiting`, or `paused` on a day's budget: when it goes on by itself, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_at: Option<String>,
+    /// The tools whose calls wait for the client's answer before they run (`task.submit`'s `ask`):
+    /// each such call is a `permission_asked` event, answered with `task.permit`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ask: Vec<crate::tool::ToolName>,
 }

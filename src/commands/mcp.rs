@@ -11,6 +11,16 @@ use agentd_daemon::mcp::server::{run_stdio, AgentdMcp};
 /// Serves MCP until stdin closes; a task submitted without a workspace runs in the directory this
 /// was started in.
 pub fn mcp(home: &Home) -> Result<u8, Failure> {
+    log_to_stderr();
+    let cwd = std::env::current_dir().map_err(|e| fail(exit::USAGE, format!("current directory: {e}")))?;
+    let server = AgentdMcp::new(home.socket(), cwd);
+    run_stdio(server).map_err(|e| fail(exit::FAILED, e.to_string()))?;
+    Ok(exit::OK)
+}
+
+/// The log of a command whose stdout is a protocol's channel: on stderr, warnings only unless
+/// `RUST_LOG` says otherwise.
+pub fn log_to_stderr() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -18,8 +28,4 @@ pub fn mcp(home: &Home) -> Result<u8, Failure> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cwd = std::env::current_dir().map_err(|e| fail(exit::USAGE, format!("current directory: {e}")))?;
-    let server = AgentdMcp::new(home.socket(), cwd);
-    run_stdio(server).map_err(|e| fail(exit::FAILED, e.to_string()))?;
-    Ok(exit::OK)
 }

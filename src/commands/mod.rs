@@ -1,10 +1,11 @@
 //! Running a parsed command line: [`run`] finds the home, then hands each command to its handler.
 //!
-//! Every command but `serve`, `mcp`, `init`, `doctor` and `completions` is a client of the daemon's socket:
+//! Every command but `serve`, `mcp`, `acp`, `init`, `doctor` and `completions` is a client of the daemon's socket:
 //! it connects (`connect`), sends one request (or a few, to page or to follow), and prints the answer with
 //! `crate::print`. A handler returns the exit code it ran to (`crate::exit`), or a `Failure` that
 //! carries one.
 
+mod acp;
 mod changes;
 mod connect;
 mod daemon;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Dashboard { json } => daemon::dashboard(&home, json),
         Command::Daemon { json } => daemon::status(&home, json),
         Command::Mcp => mcp::mcp(&home),
+        Command::Acp => acp::acp(&home),
         Command::Doctor { workspace, json } => doctor::doctor(&home, workspace, json),
         Command::Usage { since, by, json } => usage::usage(&home, since, by, json),
         Command::Submit { objective, workspace, team, budget_tokens, budget_cost, wait, json } => {

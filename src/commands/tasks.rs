@@ -40,7 +40,14 @@ pub fn submit(
     let workspace = std::fs::canonicalize(&workspace)
         .map_err(|e| fail(exit::USAGE, format!("workspace {}: {e}", workspace.display())))?;
     let mut client = connect(home)?;
-    let submit = SubmitParams { objective, workspace: workspace.display().to_string(), team, budget };
+    let submit = SubmitParams {
+        objective,
+        workspace: workspace.display().to_string(),
+        team,
+        budget,
+        task_id: None,
+        ask: Vec::new(),
+    };
     let submitted: Submitted = client.call::<method::TaskSubmit>(submit)?;
     if !wait {
         if json {

@@ -24,8 +24,9 @@ use super::inspect::{ContextParams, ContextResult, LogParams, LogResult};
 use super::memory::{NoteChanged, NoteDetail, NoteEditParams, NoteRef, UndoParams};
 use super::settings::{ProbeResult, RoleParams, SettingParams, SettingResult};
 use super::task::{
-    CompactParams, CompactResult, EventsParams, EventsResult, MessageParams, ResumeParams, StateResult,
-    SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,
+    CompactParams, CompactResult, EventsParams, EventsResult, MessageParams, PermitParams, PermitResult,
+    ResumeParams, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus,
+    TaskSummary,
 };
 use crate::evidence::{EvidenceMeta, Page};
 use crate::memory::{Note, NoteFilter};
@@ -268,6 +269,8 @@ methods! {
     TaskMessage "task.message" (MessageParams) -> StateResult
         { Post "/tasks/{task_id}/message", query: [], body: true,
           "A follow-up request for a task that has stopped" }
+    /// Answers a `permission_asked`: the call runs, or the model reads the refusal.
+    TaskPermit "task.permit" (PermitParams) -> PermitResult {}
     /// Compacts a role's history now (a stopped task) or before its next request (a running one),
     /// with an optional focus for the summariser.
     TaskCompact "task.compact" (CompactParams) -> CompactResult
@@ -400,7 +403,7 @@ mod tests {
             let schema = serde_json::to_value(schemars::schema_for!(Request)).unwrap();
             assert!(schema.to_string().contains(&format!("\"{}\"", m.name())), "{m}");
         }
-        assert_eq!(names.len(), 27);
+        assert_eq!(names.len(), 28);
         assert_eq!(Method::parse("task.explode"), None);
         let r = <method::TaskStatus as RpcMethod>::request(TaskRef { task_id: "t".into() });
         assert_eq!(r.method(), Method::TaskStatus);

@@ -38,6 +38,6 @@ pub use notification::{Notification, TaskEnd};
 pub use settings::{ProbeResult, RoleParams, Setting, SettingParams, SettingResult};
 pub use task::{
     spent, CompactParams, CompactResult, CompactionSpent, EventsParams, EventsResult, McpDown, MessageParams,
-    ResumeParams, RoleStatus, Spent, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed,
-    TaskRef, TaskStatus, TaskSummary, MAX_FOCUS_CHARS,
+    PermitParams, PermitResult, ResumeParams, RoleStatus, Spent, StateResult, SubmitParams, Submitted,
+    SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary, MAX_FOCUS_CHARS,
 };

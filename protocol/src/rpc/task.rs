@@ -30,6 +30,18 @@ pub struct SubmitParams {
     /// it would cross it, and the task is `paused`. Each figure above 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// The id the task is to have, when the client names it before the task exists (an editor's
+    /// session, `agentd acp`): a UUID, refused with -32602 when malformed or already a task's.
+    /// Absent: the daemon makes one (a UUID v7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "uuid"))]
+    pub task_id: Option<String>,
+    /// Tools whose calls wait for the client's answer before they run: each such call is a
+    /// `permission_asked` event, answered with `task.permit` (unanswered within 10 minutes, it is
+    /// refused). For a client that can ask its user, as `agentd acp` does with `[acp] ask`.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ask: Vec<crate::tool::ToolName>,
 }
 
 /// `task.resume`'s params.
@@ -59,6 +71,30 @@ pub struct MessageParams {
     /// The follow-up, taken by the lead as a new user message; not empty.
     #[schemars(length(min = 1), pattern(crate::text::NOT_BLANK))]
     pub text: String,
+}
+
+/// `task.permit`'s params: the answer to a `permission_asked`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PermitParams {
+    /// The running task; an unknown one is refused with -32001.
+    pub task_id: String,
+    /// The call waiting, as its `permission_asked` names it; one that waits for no answer (never
+    /// asked, answered already, or its wait over) is refused with -32003.
+    pub call_id: String,
+    /// Whether the call may run.
+    pub allow: bool,
+    /// Why not, for the model to read (default: `rejected by the user`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `task.permit`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PermitResult {
+    /// The call answered.
+    pub call_id: String,
+    /// What it was answered.
+    pub allowed: bool,
 }
 
 /// The longest focus a compaction takes, in characters: it goes into every summary request.

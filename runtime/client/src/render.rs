@@ -219,6 +219,13 @@ pub fn event_line(e: &Event) -> String {
             format!("MCP server {server} FAILED: {}{retry}", one_line(error, 300))
         }
         K::FinishRejected { reason } => format!("finish rejected: {reason}"),
+        K::PermissionAsked { call_id, tool } => {
+            format!("{} {call_id} waits for the client's approval", tool.as_str())
+        }
+        K::PermissionAnswered { call_id, allowed: true, .. } => format!("{call_id} approved"),
+        K::PermissionAnswered { call_id, reason, .. } => {
+            format!("{call_id} refused: {}", reason.as_deref().unwrap_or("no reason given"))
+        }
         K::TaskFinished { summary } => format!("task finished: {}", one_line(summary, 120)),
         K::TaskFailed { error } => format!("task failed: {error}"),
         K::TaskCancelled {} => "task cancelled".to_string(),

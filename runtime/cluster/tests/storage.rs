@@ -32,6 +32,7 @@ fn meta(id: &str) -> TaskMeta {
         node: None,
         budget: None,
         resume_at: None,
+        ask: Vec::new(),
     }
 }
 

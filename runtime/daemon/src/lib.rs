@@ -3,7 +3,7 @@
 //! What it owns: the daemon's life ([`daemon`]: home, lock, actor system, signals), task
 //! lifecycles ([`supervisor`], the one actor that owns them), cron jobs ([`scheduler`],
 //! [`schedule`]), the socket ([`socket`], [`rpc`], [`follow`]), the HTTP API and dashboard
-//! ([`http`]), MCP both ways ([`mcp`]), the configuration file ([`config`]), and the engine's storage
+//! ([`http`]), MCP both ways ([`mcp`]), an editor's agent over ACP ([`acp`]), the configuration file ([`config`]), and the engine's storage
 //! on sled ([`storage`], with [`bus`] publishing events and [`ends`] keeping the ends a full disk
 //! refused).
 //!
@@ -11,6 +11,7 @@
 //! `agentd-engine`'s, reached through its `Engine` and task runner — or know a provider's wire
 //! format (`agentd-providers`).
 
+pub mod acp;
 pub mod bus;
 pub mod config;
 pub mod daemon;

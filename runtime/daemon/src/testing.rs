@@ -69,6 +69,8 @@ impl Rig {
             workspace: self.workspace.path().display().to_string(),
             team: None,
             budget: None,
+            task_id: None,
+            ask: Vec::new(),
         }
     }
 
@@ -89,6 +91,7 @@ impl Rig {
             node: None,
             budget: None,
             resume_at: None,
+            ask: Vec::new(),
         };
         self.shared.storage.create_task(&meta).expect("the task record");
         RigTask { task_id }

@@ -139,6 +139,8 @@ pub struct TaskCtx {
     /// Compactions the user asked for while the task runs, by role: each made before the role's next
     /// request, or when the run ends if the role makes none.
     requested: Mutex<BTreeMap<Role, Requested>>,
+    /// The tools its client approves calls of, and the calls waiting for an answer.
+    pub permissions: crate::permissions::Permissions,
 }
 
 impl TaskCtx {
@@ -151,7 +153,8 @@ impl TaskCtx {
         engine: Arc<Engine>,
         servers: Arc<dyn ToolServers>,
     ) -> Result<TaskCtx, StorageError> {
-        let budget = engine.storage.task(&task_id)?.and_then(|m| m.budget);
+        let meta = engine.storage.task(&task_id)?;
+        let (budget, ask) = meta.map_or((None, Vec::new()), |m| (m.budget, m.ask));
         let (max_bytes, secrets) = (engine.team().checkpoint_bytes, engine.redactor().clone());
         let checkpoints = Arc::new(crate::checkpoints::Checkpoints::new(max_bytes, secrets));
         Ok(TaskCtx {
@@ -163,6 +166,7 @@ impl TaskCtx {
             budget,
             checkpoints,
             requested: Mutex::default(),
+            permissions: crate::permissions::Permissions::new(ask),
         })
     }
 

@@ -29,6 +29,7 @@ fn task(id: &str) -> TaskMeta {
         node: None,
         budget: None,
         resume_at: None,
+        ask: Vec::new(),
     }
 }
 

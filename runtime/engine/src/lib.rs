@@ -34,6 +34,7 @@ pub mod halt;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;
 pub mod meter;
+pub mod permissions;
 pub mod retry;
 pub mod spending;
 pub mod storage;

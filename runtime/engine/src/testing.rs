@@ -111,6 +111,7 @@ impl Rig {
             node: None,
             budget: None,
             resume_at: None,
+            ask: Vec::new(),
         });
         let workspace = Workspace::new(self.workspace.path()).expect("the workspace");
         let ctx = TaskCtx::new(task_id, workspace, cancel, self.engine.clone(), Arc::new(NoToolServers));

@@ -10,6 +10,7 @@
 //! the rest), so a file with several mistakes always reports the same first one. [`DEFAULT_CONFIG`]
 //! is the commented file `agentd init` writes.
 
+mod acp;
 mod blocks;
 mod budgets;
 mod cluster;
@@ -74,6 +75,8 @@ pub struct Config {
     pub mcp: BTreeMap<String, McpServerConfig>,
     /// `[cluster]`: this daemon as a node of a fleet on NATS JetStream; `None` runs it alone.
     pub cluster: Option<ClusterConfig>,
+    /// `[acp] ask`: the tools whose calls `agentd acp` has the editor's user approve first.
+    pub acp_ask: Vec<agentd_protocol::ToolName>,
 }
 
 impl Config {
@@ -164,6 +167,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let cluster = cluster::cluster(raw.cluster, invalid)?;
     let prices = prices::prices(raw.prices, invalid)?;
     let budgets = budgets::budgets(raw.budgets, invalid)?;
+    let acp_ask = acp::ask(raw.acp, invalid)?;
     secret_env.extend(cluster.iter().flat_map(|c| c.secret_env().cloned()));
     Ok(Config {
         path: path.to_path_buf(),
@@ -192,6 +196,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
         http_keep_alive,
         mcp,
         cluster,
+        acp_ask,
     })
 }
 

@@ -41,6 +41,16 @@ pub(super) struct RawConfig {
     pub(super) budgets: RawBudgets,
     #[serde(default)]
     pub(super) checkpoints: RawCheckpoints,
+    #[serde(default)]
+    pub(super) acp: RawAcp,
+}
+
+/// `[acp]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAcp {
+    #[serde(default)]
+    pub(super) ask: Vec<String>,
 }
 
 /// `[checkpoints]`.

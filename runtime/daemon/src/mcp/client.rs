@@ -333,7 +333,11 @@ impl Server {
                 let retry_in = state.retry_in();
                 Err(McpError::Stopped { server: self.name().into(), how, retry_in })
             }
-            Err(source) => Err(McpError::Request { server: self.name().into(), what: "tools/call", source }),
+            Err(source) => Err(McpError::Request {
+                server: self.name().into(),
+                what: "tools/call",
+                source: Box::new(source),
+            }),
         }
     }
 
@@ -461,7 +465,7 @@ async fn connect(
     let listed = service.peer().list_all_tools().await.map_err(|source| McpError::Request {
         server: server.clone(),
         what: "tools/list",
-        source,
+        source: Box::new(source),
     })?;
     let mut tools: Vec<ToolSpec> = Vec::new();
     for tool in listed {

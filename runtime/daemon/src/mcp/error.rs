@@ -62,9 +62,10 @@ pub enum McpError {
         server: String,
         /// The request (`tools/list`, `tools/call`).
         what: &'static str,
-        /// What the SDK reported.
+        /// What the SDK reported (boxed: it carries a JSON value, and the error travels in every
+        /// `Result` of a call).
         #[source]
-        source: rmcp::ServiceError,
+        source: Box<rmcp::ServiceError>,
     },
     /// The server went away during the call (a crash, an exit, a closed connection). Whether the
     /// call had an effect is unknown.

@@ -256,8 +256,14 @@ impl AgentdMcp {
 
     async fn submit(&self, args: SubmitArgs) -> Answer {
         let workspace = args.workspace.unwrap_or_else(|| self.default_workspace.display().to_string());
-        let params =
-            SubmitParams { objective: args.objective, workspace, team: args.team, budget: args.budget };
+        let params = SubmitParams {
+            objective: args.objective,
+            workspace,
+            team: args.team,
+            budget: args.budget,
+            task_id: None,
+            ask: Vec::new(),
+        };
         json_of(&self.ask::<method::TaskSubmit>(params).await?)
     }
 

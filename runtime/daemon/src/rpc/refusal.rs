@@ -32,9 +32,12 @@ impl From<SupervisorError> for Refusal {
             return Refusal(RpcError::new(code, e.to_string()));
         }
         let code = match &e {
-            E::EmptyObjective | E::EmptyText | E::UnknownTeam(_) | E::InvalidBudget(_) => {
-                ErrorCode::InvalidParams
-            }
+            E::EmptyObjective
+            | E::EmptyText
+            | E::UnknownTeam(_)
+            | E::InvalidBudget(_)
+            | E::InvalidTaskId(_)
+            | E::TaskIdTaken(_) => ErrorCode::InvalidParams,
             E::UnknownRole(_) => ErrorCode::UnknownRole,
             // A compaction the user asked for that cannot be made — nothing to compact, a history that
             // cannot shrink below its destination, a summary the model would not give, a budget or
@@ -54,6 +57,7 @@ impl From<SupervisorError> for Refusal {
             | E::StillActive { .. }
             | E::WasCancelled(_)
             | E::AlreadyEnded { .. }
+            | E::NoQuestion { .. }
             | E::EndNotRecorded { .. } => ErrorCode::NotAllowed,
             E::CancelTimedOut | E::Fleet(_) | E::Task(TaskError::NoLead) => ErrorCode::Internal,
             // Answered above, by the storage failure's kind.

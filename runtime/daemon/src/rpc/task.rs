@@ -3,20 +3,27 @@
 //! the store.
 
 use super::{Answer, Methods};
-use crate::supervisor::{Cancel, Compact, Followup, IsRunning, Resume, Revert, Submit};
+use crate::supervisor::{Cancel, Compact, Followup, IsRunning, Permit, Resume, Revert, Submit};
 use agentd_engine::fitter::GaugeOf;
 use agentd_protocol::rpc::{
     method, CompactParams, CompactResult, DiffParams, DiffResult, EventsParams, EventsResult, Handle,
-    MessageParams, NoParams, ResumeParams, RevertParams, RevertResult, RoleStatus, RpcError, StateResult,
-    SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef, TaskStatus, TaskSummary,
+    MessageParams, NoParams, PermitParams, PermitResult, ResumeParams, RevertParams, RevertResult,
+    RoleStatus, RpcError, StateResult, SubmitParams, Submitted, SubscribeParams, Subscribed, TaskRef,
+    TaskStatus, TaskSummary,
 };
 use agentd_protocol::{Role, TaskState};
 use std::collections::BTreeMap;
 
 impl Handle<method::TaskSubmit> for Methods {
     async fn handle(&self, p: SubmitParams) -> Answer<Submitted> {
-        let submit =
-            Submit { objective: p.objective, workspace: p.workspace, team: p.team, budget: p.budget };
+        let submit = Submit {
+            objective: p.objective,
+            workspace: p.workspace,
+            team: p.team,
+            budget: p.budget,
+            task_id: p.task_id,
+            ask: p.ask,
+        };
         let task_id = self.supervisor.send(submit).await??;
         Ok(Submitted { task_id })
     }
@@ -168,6 +175,22 @@ impl Handle<method::TaskResume> for Methods {
 impl Handle<method::TaskMessage> for Methods {
     async fn handle(&self, p: MessageParams) -> Answer<StateResult> {
         self.ask(Followup { task_id: p.task_id, text: p.text }).await
+    }
+}
+
+/// `task.permit`: the answer handed to the call that waits for it.
+impl Handle<method::TaskPermit> for Methods {
+    async fn handle(&self, p: PermitParams) -> Answer<PermitResult> {
+        let answer = match p.allow {
+            true => Ok(()),
+            false => Err(p
+                .reason
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| agentd_engine::permissions::REJECTED.to_string())),
+        };
+        let permit = Permit { task_id: p.task_id, call_id: p.call_id.clone(), answer };
+        self.supervisor.send(permit).await??;
+        Ok(PermitResult { call_id: p.call_id, allowed: p.allow })
     }
 }
 

@@ -25,6 +25,21 @@ pub enum SupervisorError {
     /// No task with this id is recorded. Holds the id.
     #[error("unknown task {0}")]
     UnknownTask(String),
+    /// `task.permit` for a call that waits for no answer here (never asked, answered already, its
+    /// wait over, or its task running on another node).
+    #[error("task {task_id} has no call {call_id} waiting for an answer (never asked, answered already, or its wait is over)")]
+    NoQuestion {
+        /// The task.
+        task_id: String,
+        /// The call named.
+        call_id: String,
+    },
+    /// `task.submit` named an id for the task that is no UUID. Holds the id given.
+    #[error("task_id {0:?} is not a UUID")]
+    InvalidTaskId(String),
+    /// `task.submit` named an id for the task that a task already has. Holds the id.
+    #[error("task_id {0} is already a task's")]
+    TaskIdTaken(String),
     /// The workspace is not an absolute path. Holds the path given.
     #[error("workspace must be an absolute path: {0}")]
     RelativeWorkspace(String),

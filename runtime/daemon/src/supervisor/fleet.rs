@@ -78,14 +78,14 @@ impl Runner for FleetRunner {
 
     /// `task.submit` in a fleet: recorded and queued; whichever node reaches the workspace runs it.
     fn place(&self, tasks: &mut Tasks, task: NewTask) -> Result<String, SupervisorError> {
-        let NewTask { objective, workspace, team, budget } = task;
+        let NewTask { objective, workspace, team, budget, task_id, ask } = task;
         // A workspace this node reaches is checked here, as on one machine; another is checked by
         // the node that takes the task.
         let workspace = match std::path::Path::new(&workspace).is_dir() {
             true => tasks.workspace(&workspace)?.root().display().to_string(),
             false => workspace,
         };
-        let task_id = tasks.record_new(&objective, workspace.clone(), team, budget)?;
+        let task_id = tasks.record_new(task_id, &objective, workspace.clone(), team, budget, ask)?;
         queue(&self.fleet, Job { task_id: task_id.clone(), workspace, start: Start::Fresh { objective } })?;
         Ok(task_id)
     }

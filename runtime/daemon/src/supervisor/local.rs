@@ -60,7 +60,8 @@ impl Runner for Local {
     fn place(&self, tasks: &mut Tasks, task: NewTask) -> Result<String, SupervisorError> {
         let workspace = tasks.workspace(&task.workspace)?;
         let root = workspace.root().display().to_string();
-        let task_id = tasks.record_new(&task.objective, root, task.team, task.budget)?;
+        let task_id =
+            tasks.record_new(task.task_id, &task.objective, root, task.team, task.budget, task.ask)?;
         tasks.start_task(task_id.clone(), workspace, Start::Fresh { objective: task.objective })?;
         Ok(task_id)
     }

@@ -5,7 +5,7 @@
 use super::error::SupervisorError;
 use actix::prelude::*;
 use agentd_protocol::rpc::CompactResult;
-use agentd_protocol::{Budget, Role, TaskState};
+use agentd_protocol::{Budget, Role, TaskState, ToolName};
 
 /// Start a task (`task.submit`); answers with its id, a UUID v7.
 #[derive(Message)]
@@ -19,6 +19,10 @@ pub struct Submit {
     pub team: Option<String>,
     /// The task's own budget.
     pub budget: Option<Budget>,
+    /// The id the client chose for it (a UUID), or none: the daemon makes one.
+    pub task_id: Option<String>,
+    /// The tools whose calls wait for the client's answer.
+    pub ask: Vec<ToolName>,
 }
 
 /// Cancel a task (`task.cancel`); answers with the state it ended in.
@@ -60,6 +64,18 @@ pub struct Followup {
     pub task_id: String,
     /// The follow-up, which the lead takes as a new user message; not empty.
     pub text: String,
+}
+
+/// The answer to a call waiting for its client's approval (`task.permit`).
+#[derive(Message)]
+#[rtype(result = "Result<(), SupervisorError>")]
+pub struct Permit {
+    /// The running task.
+    pub task_id: String,
+    /// The call waiting.
+    pub call_id: String,
+    /// It may run, or why not.
+    pub answer: agentd_engine::permissions::Answer,
 }
 
 /// A compaction the user asks for (`task.compact`): of a running task, scheduled before the role's next

@@ -24,7 +24,7 @@ mod tasks;
 
 pub use error::SupervisorError;
 pub use messages::{
-    Cancel, Compact, Followup, IsRunning, Resume, Revert, RunningCount, Shutdown, Submit, Wake,
+    Cancel, Compact, Followup, IsRunning, Permit, Resume, Revert, RunningCount, Shutdown, Submit, Wake,
 };
 
 use crate::shared::Shared;
@@ -131,11 +131,18 @@ impl Handler<Submit> for Supervisor {
         if let Some(b) = &msg.budget {
             check_budget(b)?;
         }
+        if let Some(id) = &msg.task_id {
+            if uuid::Uuid::parse_str(id).is_err() {
+                return Err(SupervisorError::InvalidTaskId(id.clone()));
+            }
+        }
         let task = NewTask {
             objective: msg.objective,
             workspace: msg.workspace,
             team: msg.team,
             budget: msg.budget,
+            task_id: msg.task_id,
+            ask: msg.ask,
         };
         self.runner.clone().place(&mut self.tasks, task)
     }
@@ -225,6 +232,25 @@ impl Supervisor {
         }
         let meta = self.tasks.stored(&msg.task_id, check)?;
         self.runner.clone().restart(&mut self.tasks, meta, Start::Resume)
+    }
+}
+
+impl Handler<Permit> for Supervisor {
+    type Result = Result<(), SupervisorError>;
+
+    /// Reaches the call through the task's context, where it runs here; a task that runs nowhere
+    /// here has no call waiting.
+    fn handle(&mut self, msg: Permit, _: &mut Context<Self>) -> Self::Result {
+        let waiting = self.tasks.running.get(&msg.task_id).and_then(|r| r.ctx.clone());
+        let no_question =
+            || SupervisorError::NoQuestion { task_id: msg.task_id.clone(), call_id: msg.call_id.clone() };
+        match waiting {
+            Some(ctx) => ctx.permissions.answer(&msg.call_id, msg.answer.clone()).map_err(|_| no_question()),
+            None if self.tasks.shared.storage.task(&msg.task_id)?.is_none() => {
+                Err(SupervisorError::UnknownTask(msg.task_id.clone()))
+            }
+            None => Err(no_question()),
+        }
     }
 }
 

@@ -40,6 +40,10 @@ pub(super) struct NewTask {
     pub(super) team: Option<String>,
     /// Its own budget, checked.
     pub(super) budget: Option<Budget>,
+    /// The id its client chose, checked to be a UUID (and, when recorded, no task's yet).
+    pub(super) task_id: Option<String>,
+    /// The tools whose calls wait for its client's answer.
+    pub(super) ask: Vec<agentd_protocol::ToolName>,
 }
 
 /// Work on a stopped task that writes its log, to run with the task held: a compaction of a history,

@@ -16,7 +16,7 @@ use agentd_engine::end::{close_unfinished_calls, record_end};
 use agentd_engine::storage::End;
 use agentd_engine::task::{launch, Start};
 use agentd_protocol::task::TaskMeta;
-use agentd_protocol::{Budget, EventKind, Role, TaskState};
+use agentd_protocol::{Budget, EventKind, Role, TaskState, ToolName};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -161,15 +161,24 @@ impl Tasks {
         Ok(workspace)
     }
 
-    /// Records a new task, `queued`, with its `task_started`; its id, a UUID v7.
+    /// Records a new task, `queued`, with its `task_started`; its id: the one its client chose (a
+    /// UUID no task has yet), else a new UUID v7.
     pub(super) fn record_new(
         &self,
+        chosen: Option<String>,
         objective: &str,
         workspace: String,
         team: Option<String>,
         budget: Option<Budget>,
+        ask: Vec<ToolName>,
     ) -> Result<String, SupervisorError> {
-        let task_id = uuid::Uuid::now_v7().to_string();
+        let task_id = match chosen {
+            Some(id) if self.shared.storage.task(&id)?.is_some() => {
+                return Err(SupervisorError::TaskIdTaken(id))
+            }
+            Some(id) => id,
+            None => uuid::Uuid::now_v7().to_string(),
+        };
         let now = now_rfc3339();
         let meta = TaskMeta {
             task_id: task_id.clone(),
@@ -184,6 +193,7 @@ impl Tasks {
             node: None,
             budget,
             resume_at: None,
+            ask,
         };
         self.shared.storage.create_task(&meta)?;
         self.shared.storage.emit(

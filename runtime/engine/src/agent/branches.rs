@@ -234,7 +234,14 @@ impl Agent {
                     Ok(()) => {
                         let before = self.checkpoint_before(call).await?;
                         let call_seq = self.begin_call(call, before.clone())?;
-                        let ran = self.call_tool(&turn.snapshot, &call.name, &call.arguments).await;
+                        let ran = match self.permitted(call).await {
+                            Ok(Ok(())) => self.call_tool(&turn.snapshot, &call.name, &call.arguments).await,
+                            Ok(Err(refused)) => super::tools::plain(super::tools::failure(format!(
+                                "{}: not run, {refused}",
+                                call.name.as_str()
+                            ))),
+                            Err(e) => Err(e),
+                        };
                         // Whatever the call did, even when it failed, is known before its result.
                         let checked = self.checkpoint_after(call, call_seq, before).await;
                         match checked.and(ran) {

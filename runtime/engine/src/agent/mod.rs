@@ -26,6 +26,7 @@ mod handoff;
 mod limited;
 pub mod limits;
 mod memory;
+mod permission;
 mod refusals;
 mod results;
 mod resumed;

@@ -502,7 +502,7 @@ mod tests {
         ToolSchema {
             name: name.into(),
             description: format!("{name} things"),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            parameters: json!({"properties": {"path": {"type": "string"}}, "type": "object"}),
         }
     }
 

@@ -399,7 +399,7 @@ mod tests {
         ToolSchema {
             name: name.into(),
             description: format!("{name} things"),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            parameters: json!({"properties": {"path": {"type": "string"}}, "required": ["path"], "type": "object"}),
         }
     }
 
