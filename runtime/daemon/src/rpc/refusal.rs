@@ -37,6 +37,7 @@ impl From<SupervisorError> for Refusal {
             | E::UnknownTeam(_)
             | E::InvalidBudget(_)
             | E::InvalidTaskId(_)
+            | E::UnaskableTool(_)
             | E::TaskIdTaken(_) => ErrorCode::InvalidParams,
             E::UnknownRole(_) => ErrorCode::UnknownRole,
             // A compaction the user asked for that cannot be made — nothing to compact, a history that

@@ -34,6 +34,9 @@ pub enum SupervisorError {
         /// The call named.
         call_id: String,
     },
+    /// `task.submit`'s `ask` names a tool no call could be of, or the team's own step. Holds it.
+    #[error("ask: {0:?} is no tool whose calls can be approved (a workspace tool, remember, read_evidence or mcp__SERVER__TOOL)")]
+    UnaskableTool(String),
     /// `task.submit` named an id for the task that is no UUID. Holds the id given.
     #[error("task_id {0:?} is not a UUID")]
     InvalidTaskId(String),

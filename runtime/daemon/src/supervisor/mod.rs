@@ -34,7 +34,7 @@ use agentd_engine::fitter::Requested;
 use agentd_engine::task::{compact_stopped, Start};
 use agentd_protocol::rpc::CompactResult;
 use agentd_protocol::task::TaskMeta;
-use agentd_protocol::TaskState;
+use agentd_protocol::{TaskState, ToolName};
 use reach::{OnTasks, Reach, Room};
 use runner::{Done, NewTask, Runner};
 use std::path::Path;
@@ -135,6 +135,11 @@ impl Handler<Submit> for Supervisor {
             if uuid::Uuid::parse_str(id).is_err() {
                 return Err(SupervisorError::InvalidTaskId(id.clone()));
             }
+        }
+        if let Some(tool) =
+            msg.ask.iter().find(|t| matches!(t, ToolName::Other(_) | ToolName::Delegate | ToolName::Finish))
+        {
+            return Err(SupervisorError::UnaskableTool(tool.as_str().to_string()));
         }
         let task = NewTask {
             objective: msg.objective,

@@ -55,7 +55,17 @@ async fn bad_submissions_are_refused_with_what_was_wrong_and_nothing_is_stored()
     assert!(matches!(refused(root).await, SupervisorError::RefusedWorkspace { .. }));
     let team = Submit { team: Some("other".into()), ..rig.submit("x") };
     assert!(matches!(refused(team).await, SupervisorError::UnknownTeam(t) if t == "other"));
+    let id = Submit { task_id: Some("not-a-uuid".into()), ..rig.submit("x") };
+    assert!(matches!(refused(id).await, SupervisorError::InvalidTaskId(i) if i == "not-a-uuid"));
+    let ask = Submit { ask: vec![agentd_protocol::ToolName::parse("teleport")], ..rig.submit("x") };
+    assert!(matches!(refused(ask).await, SupervisorError::UnaskableTool(t) if t == "teleport"));
     assert!(rig.shared.storage.tasks().unwrap().is_empty(), "a refused task is not stored");
+    // A chosen id is the task's; the same id again is refused.
+    let chosen = "0190aaaa-0000-7000-8000-000000000001";
+    let first = Submit { task_id: Some(chosen.into()), ..rig.submit("x") };
+    assert_eq!(supervisor.send(first).await.unwrap().unwrap(), chosen);
+    let again = Submit { task_id: Some(chosen.into()), ..rig.submit("x") };
+    assert!(matches!(refused(again).await, SupervisorError::TaskIdTaken(i) if i == chosen));
 }
 
 #[actix::test]
