@@ -700,3 +700,85 @@ async fn a_request_the_server_cannot_parse_gets_the_apis_json_error_and_logs_no_
     assert!(!log.contains("ERROR"), "no error line for a client's malformed request: {log}");
     assert!(log.contains("refused a request the server cannot parse"), "logged at debug: {log}");
 }
+
+/// A scrape read back with a parser of the Prometheus text format that is not ours: each sample's
+/// value, summed over the samples of `metric` whose labels include `with`.
+fn sum(text: &str, metric: &str, with: &[(&str, &str)]) -> f64 {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == metric && with.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_prometheus_text_behind_the_token_and_match_the_tasks_status() {
+    let server = ScriptedServer::builder()
+        .max_model_len(Some(32_768))
+        .window(32_768)
+        .report_usage(true)
+        .script(vec![
+            sse(vec![tool_call("read_file", json!({"path": "a.txt"}))]),
+            sse(vec![tool_call("read_file", json!({"path": "missing.txt"}))]),
+            sse(vec![finish("read it")]),
+        ])
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", HTTP));
+    let api = Api::of(&d);
+    let task = d.submit("Read a.txt", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+
+    let refused = api.http.get(api.url("/metrics")).send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401, "behind the token");
+    let scraped = api.http.get(api.url("/metrics")).bearer_auth(&api.token).send().await.unwrap();
+    assert_eq!(scraped.status().as_u16(), 200);
+    let kind = scraped.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+    let text = scraped.text().await.unwrap();
+
+    // The counters say what the task's status says.
+    let status = d.client().call("task.status", json!({"task_id": task})).unwrap();
+    let spent = &status["spent"];
+    let prompt = sum(&text, "agentd_tokens_total", &[("kind", "prompt")]);
+    assert!(prompt > 0.0, "{text}");
+    assert_eq!(prompt, spent["prompt_tokens"].as_f64().unwrap(), "{text}\n{status}");
+    assert_eq!(
+        sum(&text, "agentd_tokens_total", &[("kind", "completion")]),
+        spent["completion_tokens"].as_f64().unwrap()
+    );
+    assert_eq!(
+        sum(&text, "agentd_tokens_total", &[("kind", "cached")]),
+        spent["cache_read_tokens"].as_f64().unwrap()
+    );
+    let answers = spent["requests"].as_f64().unwrap();
+    assert_eq!(
+        sum(&text, "agentd_responses_total", &[("model", "gpt-4o"), ("role", "lead")]),
+        answers,
+        "{text}"
+    );
+    assert_eq!(answers, 3.0);
+    assert_eq!(sum(&text, "agentd_requests_total", &[("role", "lead")]), 3.0, "{text}");
+    assert_eq!(sum(&text, "agentd_tool_calls_total", &[("tool", "read_file"), ("ok", "true")]), 1.0);
+    assert_eq!(sum(&text, "agentd_tool_calls_total", &[("tool", "read_file"), ("ok", "false")]), 1.0);
+    assert_eq!(sum(&text, "agentd_tasks", &[("state", "finished")]), 1.0);
+    assert_eq!(sum(&text, "agentd_tasks", &[("state", "running")]), 0.0);
+
+    // Public when the config says so.
+    let public = format!("{HTTP}metrics_public = true\n");
+    let open = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", &public));
+    let api = Api::of(&open);
+    let answer = api.http.get(api.url("/metrics")).send().await.unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert!(answer.text().await.unwrap().contains("agentd_tasks{state=\"finished\"} 0"));
+}

@@ -24,6 +24,7 @@ pub mod follow;
 pub mod fuzzing;
 pub mod http;
 pub mod mcp;
+pub mod metrics;
 pub mod rpc;
 pub mod schedule;
 pub mod scheduler;

@@ -51,6 +51,8 @@ pub struct Shared {
     /// In a fleet: the tasks this node stopped because the fleet could not be written (no quorum),
     /// `waiting` until a node takes them again.
     pub stalls: Arc<crate::fleet::Stalls>,
+    /// The counters `GET /metrics` writes, fed by every event published.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Shared {
@@ -87,6 +89,8 @@ impl Shared {
         let engine = Engine::new(storage.clone(), config.team.clone(), models, redactor);
         let engine = Arc::new(engine.with_calendar(Arc::new(config.tz)));
         let scheduler = Scheduler::new(config.jobs.clone(), storage.clone(), home.clone()).start();
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        metrics.clone().follow(live.subscribe());
         Shared {
             home,
             storage,
@@ -98,6 +102,7 @@ impl Shared {
             ends,
             mcp: Default::default(),
             stalls: Default::default(),
+            metrics,
         }
     }
 

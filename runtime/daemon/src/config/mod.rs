@@ -71,6 +71,8 @@ pub struct Config {
     /// `[http] keep_alive`: how often an event stream with nothing to send writes a comment (15s
     /// unless set), so a client that went away is noticed and its connection closed.
     pub http_keep_alive: std::time::Duration,
+    /// `[http] metrics_public`: `GET /metrics` answers without the token (false unless set).
+    pub http_metrics_public: bool,
     /// `[mcp.servers.NAME]`, by name.
     pub mcp: BTreeMap<String, McpServerConfig>,
     /// `[cluster]`: this daemon as a node of a fleet on NATS JetStream; `None` runs it alone.
@@ -162,6 +164,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let sandbox = tools::sandbox_policy(raw.tools.sandbox.unwrap_or_default(), &providers, path, invalid)?;
     let http_listen = http::http_listen(&raw.http, invalid)?;
     let http_keep_alive = http::http_keep_alive(&raw.http, invalid)?;
+    let http_metrics_public = raw.http.metrics_public.unwrap_or(false);
     let blocks = blocks::blocks(raw.instructions, raw.memory, invalid)?;
     let mcp = mcp::mcp_servers(raw.mcp, &providers, &roles.all(), &mut secret_env, invalid)?;
     let cluster = cluster::cluster(raw.cluster, invalid)?;
@@ -194,6 +197,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
         tz: scheduler.tz,
         http_listen,
         http_keep_alive,
+        http_metrics_public,
         mcp,
         cluster,
         acp_ask,

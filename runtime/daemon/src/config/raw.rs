@@ -124,6 +124,7 @@ pub(super) struct RawMemory {
 pub(super) struct RawHttp {
     pub(super) listen: Option<String>,
     pub(super) keep_alive: Option<String>,
+    pub(super) metrics_public: Option<bool>,
 }
 
 /// `[mcp]`: its servers, by name.

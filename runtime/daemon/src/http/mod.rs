@@ -119,6 +119,7 @@ fn routes(cfg: &mut web::ServiceConfig) {
         cfg.service(resource);
     }
     cfg.route("/", web::get().to(index));
+    cfg.route("/metrics", web::get().to(metrics));
     cfg.route("/assets/{file:.*}", web::get().to(asset));
     cfg.default_service(web::to(not_found));
 }
@@ -457,6 +458,30 @@ async fn openapi() -> HttpResponse {
     // The same for the daemon's life: generated once.
     static DOCUMENT: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
     HttpResponse::Ok().json(DOCUMENT.get_or_init(agentd_protocol::openapi::openapi_document))
+}
+
+/// `GET /metrics`: the counters in the Prometheus text format, behind the token unless `[http]
+/// metrics_public` says otherwise.
+async fn metrics(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
+    let shared = api.methods.shared.clone();
+    if !shared.config.http_metrics_public {
+        if let Err(refused) = authorize(&req, &api) {
+            return refusal(&refused, false);
+        }
+    }
+    let read = tokio::task::spawn_blocking(move || {
+        shared.storage.tasks().map(|tasks| shared.metrics.render(&tasks))
+    });
+    match read.await {
+        Ok(Ok(text)) => HttpResponse::Ok()
+            .content_type(crate::metrics::CONTENT_TYPE)
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .body(text),
+        Ok(Err(e)) => {
+            error_response(RpcError::new(ErrorCode::Internal, format!("cannot read the tasks: {e}")))
+        }
+        Err(e) => error_response(RpcError::internal(e)),
+    }
 }
 
 /// The dashboard: `/?token=…` exchanges the token for the cookie and redirects to `/`, so the token
