@@ -11,9 +11,22 @@ use crate::print::{pretty, print_daemon};
 use crate::print::{raw, say};
 use agentd_daemon::config::{parse_listen, Config, DEFAULT_CONFIG};
 use agentd_daemon::daemon::{serve as run_daemon, DaemonError, Home, ServeOptions};
+use agentd_daemon::telemetry::{self, Telemetry};
 use agentd_protocol::rpc::method;
 use agentd_protocol::rpc::{DaemonStatus, NoParams};
 use std::io::Write;
+use tracing::Level;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+/// What the traces carry: the engine's spans and the daemon's task spans, whatever `RUST_LOG` says.
+fn span_targets() -> Targets {
+    Targets::new()
+        .with_target("agentd_engine::spans", Level::INFO)
+        .with_target("agentd_daemon::telemetry", Level::INFO)
+}
 
 /// `agentd init`: writes the default config, never over one that exists (then it says so and
 /// succeeds).
@@ -59,12 +72,33 @@ pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u
         filter = filter.add_directive(silenced);
     }
     let json = log_format == LogFormat::Json;
-    if json {
-        tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Traces, when a collector is named (`[telemetry] otlp_endpoint` or OTEL_EXPORTER_OTLP_ENDPOINT):
+    // the config is read for it here, before the log; a config that does not load is reported below.
+    let configured = Config::load(&home.config()).ok().and_then(|c| c.otlp_endpoint);
+    let endpoint = telemetry::endpoint(configured.as_deref(), |name| std::env::var(name).ok());
+    let service = std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.trim().is_empty());
+    let (telemetry, traces, refused) = match endpoint {
+        None => (None, None, None),
+        Some(url) => match Telemetry::start(&url, service.unwrap_or_else(|| "agentd".into())) {
+            Ok((t, layer)) => (Some(t), Some(layer.with_filter(span_targets())), None),
+            Err(e) => (None, None, Some(e)),
+        },
+    };
+    let log = if json {
+        tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).with_filter(filter).boxed()
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).boxed()
+    };
+    tracing_subscriber::registry().with(traces).with(log).init();
+    match (&telemetry, refused) {
+        (Some(t), _) => tracing::info!(endpoint = %t.endpoint, "traces are exported over OTLP"),
+        (None, Some(e)) => tracing::error!(error = %e, "traces are not exported"),
+        (None, None) => {}
     }
     let outcome = serve_in(home, json, &options);
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
     match outcome {
         // With JSON logs every line of stderr is JSON: the failure is a log record too.
         Err(mut f) if json => {

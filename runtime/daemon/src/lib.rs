@@ -33,5 +33,6 @@ pub mod socket;
 pub mod starting;
 pub mod storage;
 pub mod supervisor;
+pub mod telemetry;
 #[cfg(test)]
 mod testing;

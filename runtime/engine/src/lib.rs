@@ -36,6 +36,7 @@ pub mod memory;
 pub mod meter;
 pub mod permissions;
 pub mod retry;
+pub mod spans;
 pub mod spending;
 pub mod storage;
 pub mod task;

@@ -18,6 +18,7 @@ use agentd_protocol::{CheckpointKind, EventKind, Message, Record, Role, Speaker,
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// How a task starts: fresh with its objective, or resumed from its log. It is also what a fleet's
 /// queued job asks of the node that takes it (`agentd_cluster::queue::Job`), flattened into the job:
@@ -143,6 +144,7 @@ pub fn launch(
     })?;
     let running = ctx.clone();
     let (servers, ended_storage, ended_id) = (ctx.servers.clone(), storage.clone(), task_id.clone());
+    // The run goes on in the span its starter opened (the daemon's `task`): every turn's nests in it.
     let run = tokio::spawn(async move {
         // A writing call a stop cut short: its change is found and recorded before anything runs.
         let (checkpoints, root) = (ctx.checkpoints.clone(), ctx.workspace.root().to_path_buf());
@@ -174,7 +176,8 @@ pub fn launch(
             remove_copies(&ctx.engine, &task_id);
         }
         state
-    });
+    }
+    .in_current_span());
     tokio::spawn(async move {
         let state = match run.await {
             Ok(state) => state,

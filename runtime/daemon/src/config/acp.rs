@@ -60,4 +60,16 @@ mod tests {
         let own = parse(&format!("{DEFAULT_CONFIG}\n[acp]\nask = [\"finish\"]\n")).unwrap_err().to_string();
         assert!(own.contains("acp.ask") && own.contains("finish"), "{own}");
     }
+
+    #[test]
+    fn a_collector_is_named_by_its_url() {
+        let ok =
+            parse(&format!("{DEFAULT_CONFIG}\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n"))
+                .unwrap();
+        assert_eq!(ok.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+        let bad = parse(&format!("{DEFAULT_CONFIG}\n[telemetry]\notlp_endpoint = \"127.0.0.1:4318\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("telemetry.otlp_endpoint") && bad.contains("http://"), "{bad}");
+    }
 }

@@ -79,6 +79,8 @@ pub struct Config {
     pub cluster: Option<ClusterConfig>,
     /// `[acp] ask`: the tools whose calls `agentd acp` has the editor's user approve first.
     pub acp_ask: Vec<agentd_protocol::ToolName>,
+    /// `[telemetry] otlp_endpoint`: the OTLP/HTTP collector traces go to (its base URL).
+    pub otlp_endpoint: Option<String>,
 }
 
 impl Config {
@@ -171,6 +173,15 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let prices = prices::prices(raw.prices, invalid)?;
     let budgets = budgets::budgets(raw.budgets, invalid)?;
     let acp_ask = acp::ask(raw.acp, invalid)?;
+    let otlp_endpoint = match raw.telemetry.otlp_endpoint {
+        Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+            return Err(invalid(
+                "telemetry.otlp_endpoint".into(),
+                format!("expected the collector's http:// or https:// URL (such as \"http://127.0.0.1:4318\"), got {url:?}"),
+            ))
+        }
+        other => other,
+    };
     secret_env.extend(cluster.iter().flat_map(|c| c.secret_env().cloned()));
     Ok(Config {
         path: path.to_path_buf(),
@@ -201,6 +212,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
         mcp,
         cluster,
         acp_ask,
+        otlp_endpoint,
     })
 }
 

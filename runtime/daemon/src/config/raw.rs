@@ -43,6 +43,15 @@ pub(super) struct RawConfig {
     pub(super) checkpoints: RawCheckpoints,
     #[serde(default)]
     pub(super) acp: RawAcp,
+    #[serde(default)]
+    pub(super) telemetry: RawTelemetry,
+}
+
+/// `[telemetry]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub(super) otlp_endpoint: Option<String>,
 }
 
 /// `[acp]`.

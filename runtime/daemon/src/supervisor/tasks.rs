@@ -66,7 +66,10 @@ impl Tasks {
         let (tx, rx) = watch::channel(None);
         let servers = self.shared.tool_servers(&task_id, workspace.root());
         let engine = self.shared.engine.clone();
-        let ctx = launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx)?;
+        // The run goes on in the task's span (its trace, when traces are exported).
+        let span = crate::telemetry::task_span(&task_id);
+        let ctx =
+            span.in_scope(|| launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx))?;
         self.wake_when_stopped(&task_id, rx.clone());
         self.running.insert(task_id, Running { cancel, done: rx, ctx: Some(ctx) });
         Ok(())

@@ -28,7 +28,7 @@
 use super::limits::{Asked, Limit};
 use super::resumed::{Resumed, Started};
 use super::tools::{failure, CallOutcome, DelegateArgs};
-use super::turn::{calls_of, Call, Turn};
+use super::turn::{calls_of, Call, Ran, Turn};
 use super::working_copy::{Copy, Merge};
 use super::Agent;
 use crate::error::TurnError;
@@ -37,6 +37,7 @@ use agentd_agents::tools::ToolOutcome;
 use agentd_protocol::{EventKind, Message, Role, Tokens, ToolName, TurnSettings};
 use std::collections::VecDeque;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// What a `delegate` call of an answer does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +200,30 @@ impl Running {
 }
 
 impl Agent {
+    /// One call run here, not on a branch: checkpointed around, asked about first when the task's
+    /// client approves calls of its tool, and its result logged.
+    async fn run_call(
+        &mut self,
+        turn: &Turn,
+        fitted: &Fitted,
+        carried: Tokens,
+        call: &Call,
+    ) -> Result<Ran, TurnError> {
+        let before = self.checkpoint_before(call).await?;
+        let call_seq = self.begin_call(call, before.clone())?;
+        let ran = match self.permitted(call).await {
+            Ok(Ok(())) => self.call_tool(&turn.snapshot, &call.name, &call.arguments).await,
+            Ok(Err(refused)) => {
+                super::tools::plain(failure(format!("{}: not run, {refused}", call.name.as_str())))
+            }
+            Err(e) => Err(e),
+        };
+        // Whatever the call did, even when it failed, is known before its result.
+        let checked = self.checkpoint_after(call, call_seq, before).await;
+        let result = checked.and(ran)?;
+        self.end_call(turn, fitted, carried, call, result).await
+    }
+
     /// Runs the calls of an answer (already logged) in order — its `delegate` calls at once, each on a
     /// branch of its own (see [`super::branches`]) — and logs their results in call order; the
     /// `finish` summary when one was accepted.
@@ -232,29 +257,13 @@ impl Agent {
                     .await
                 {
                     Ok(()) => {
-                        let before = self.checkpoint_before(call).await?;
-                        let call_seq = self.begin_call(call, before.clone())?;
-                        let ran = match self.permitted(call).await {
-                            Ok(Ok(())) => self.call_tool(&turn.snapshot, &call.name, &call.arguments).await,
-                            Ok(Err(refused)) => super::tools::plain(super::tools::failure(format!(
-                                "{}: not run, {refused}",
-                                call.name.as_str()
-                            ))),
-                            Err(e) => Err(e),
-                        };
-                        // Whatever the call did, even when it failed, is known before its result.
-                        let checked = self.checkpoint_after(call, call_seq, before).await;
-                        match checked.and(ran) {
-                            Ok(result) => {
-                                self.end_call(turn, fitted, carried, call, result).await.map(|ran| {
-                                    carried += ran.tokens;
-                                    if ran.finished.is_some() {
-                                        finished = ran.finished;
-                                    }
-                                })
+                        let span = crate::spans::tool(call.name.as_str(), &call.id);
+                        self.run_call(turn, fitted, carried, call).instrument(span).await.map(|ran| {
+                            carried += ran.tokens;
+                            if ran.finished.is_some() {
+                                finished = ran.finished;
                             }
-                            Err(e) => Err(e),
-                        }
+                        })
                     }
                     Err(e) => Err(e),
                 },
@@ -358,7 +367,9 @@ impl Agent {
         inherited.extend(self.receipts.iter().cloned());
         let place = copy.map(|c| c.workspace().clone());
         let limit = limit.is_set().then_some(limit);
-        Ok(Work::Running(tokio::spawn(target.run_turn_within(input, inherited, place, limit))))
+        Ok(Work::Running(tokio::spawn(
+            target.run_turn_within(input, inherited, place, limit).in_current_span(),
+        )))
     }
 
     /// Settles the `n` oldest branches, in call order: each is waited for even when one before it

@@ -52,6 +52,7 @@ use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
+use tracing::Instrument;
 
 /// A turn may take at most this many model round-trips before it is failed as a runaway loop.
 pub const MAX_STEPS_PER_TURN: usize = 400;
@@ -115,14 +116,17 @@ impl Member {
         let agent = self.agent.clone();
         Box::pin(async move {
             // Its own tokio task: a panic in a turn is a failed turn, not a dead runner.
-            let handle = tokio::spawn(async move {
-                let mut agent = agent.lock().await;
-                agent.inherited = inherited;
-                agent.place = place;
-                let from = agent.receipts.len();
-                agent.limit = limit.map(|l| limits::Limit { from, ..l });
-                agent.run_turn(input).await
-            });
+            let handle = tokio::spawn(
+                async move {
+                    let mut agent = agent.lock().await;
+                    agent.inherited = inherited;
+                    agent.place = place;
+                    let from = agent.receipts.len();
+                    agent.limit = limit.map(|l| limits::Limit { from, ..l });
+                    agent.run_turn(input).await
+                }
+                .in_current_span(),
+            );
             match handle.await {
                 Ok(result) => result,
                 Err(e) => Err(TurnError::Stopped(e)),

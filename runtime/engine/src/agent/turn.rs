@@ -38,6 +38,7 @@ use agentd_protocol::{CheckpointKind, MessageKind, Role, ToolName};
 use agentd_protocol::{EventKind, Message, Part, Record, Speaker, TaskState, Tokens};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// What stays fixed for a whole turn: its settings and what every request of it carries.
 pub(super) struct Turn {
@@ -72,6 +73,11 @@ pub(super) fn tool_specs(role: &Role, tools: &[ToolName]) -> Result<Vec<ToolSche
 
 impl Agent {
     pub(super) async fn run_turn(&mut self, input: Option<String>) -> TurnResult {
+        let span = crate::spans::turn(&self.task.task_id, self.name());
+        self.turn_steps(input).instrument(span).await
+    }
+
+    async fn turn_steps(&mut self, input: Option<String>) -> TurnResult {
         let turn = match self.start(input).await? {
             Started::Over(summary) => return Ok(summary),
             Started::Run(turn) => turn,
@@ -83,9 +89,18 @@ impl Agent {
             }
             let (fitted, admitted) = self.fit(&turn).await?;
             self.within_limit(fitted.count.total.tokens)?;
-            let response = match self.send(&turn, &fitted.request).await {
+            let measured = fitted.meter.measured();
+            let span = crate::spans::request(
+                &turn.snapshot.model,
+                turn.client.server(),
+                fitted.window.tokens.0,
+                fitted.count.total.tokens.0,
+                measured.source.as_str(),
+            );
+            let response = match self.send(&turn, &fitted.request).instrument(span.clone()).await {
                 Ok(r) => r,
                 Err(TurnError::Provider(ProviderError::ContextOverflow { limit, message })) => {
+                    span.record("agentd.refused", true);
                     let calibrated = fitted.meter.calibration().is_calibrated();
                     let sent = fitted.count.total.tokens;
                     let Some(lesson) = refusals.lesson(limit, fitted.window.tokens, sent, calibrated) else {
@@ -98,6 +113,9 @@ impl Agent {
             };
             // A later refusal in this turn may teach a new limit again.
             refusals = Refusals::default();
+            if let Some(u) = &response.usage {
+                crate::spans::answered(&span, u.prompt_tokens, u.completion_tokens, u.cache_read_tokens);
+            }
             self.record_usage(&turn, &response).await?;
             self.spent_on(response.usage, fitted.count.total.tokens);
             // Its usage is in the log now (`response_received`): no longer in flight.
@@ -418,6 +436,12 @@ impl Agent {
         parts.extend(images);
         self.persist(Message::new(Speaker::Tool, parts))?;
         self.receipt(receipt(name.clone(), arguments, &result.outcome, bounded.evidence_id.clone()))?;
+        // The call's span, when it runs in one (`crate::spans::tool`).
+        let span = tracing::Span::current();
+        span.record("agentd.ok", result.outcome.ok);
+        if let Some(id) = &bounded.evidence_id {
+            span.record("agentd.evidence_id", id.as_str());
+        }
         self.emit(EventKind::ToolFinished {
             tool: name.clone(),
             call_id: id.clone(),
@@ -467,6 +491,7 @@ impl Pause for TurnPause<'_> {
         let agent = self.agent;
         let (error, attempt, delay_ms) = (retry.error, retry.attempt, retry.delay_ms());
         tracing::info!(role = agent.name(), %error, attempt, delay_ms, "retry scheduled");
+        tracing::Span::current().record("agentd.retries", attempt);
         agent.emit(EventKind::RetryScheduled {
             reason: retry.reason().to_string(),
             attempt,

@@ -35,6 +35,7 @@ use agentd_protocol::{ChatRequest, Model, Role};
 use agentd_protocol::{Count, EventKind, Tokens, Window};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// Why a request may not be sent.
 #[derive(Debug, thiserror::Error)]
@@ -204,9 +205,14 @@ impl State {
                 Some((r, aim)) => (*aim, r.focus.clone()),
                 None => (scale.unpriced, None),
             };
+            let span = crate::spans::compaction(count.total.tokens.0);
             let (done, rebuilt) = self
                 .compact_history(&mut msg, &scale, aim, focus.as_deref(), extended.as_ref(), count)
+                .instrument(span.clone())
                 .await?;
+            span.record("agentd.tokens_after", rebuilt.measurement.count.total.tokens.0);
+            span.record("agentd.batches", done.batches);
+            span.record("agentd.archive_id", done.archive_id.as_str());
             scale.thresholds = self.price_next(&key, &scale, done.next_trigger);
             measured = rebuilt;
             compacted = Some(done);
