@@ -412,12 +412,7 @@ fn daemon_error(e: ClientError) -> AcpError {
 /// Serves ACP on stdin and stdout until the editor closes it, on a runtime of its own: what
 /// `agentd acp` runs.
 pub fn run_stdio(agent: AgentdAcp) -> Result<(), ServeError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(ServeError::Runtime)?;
-    runtime.block_on(serve(agent))
+    crate::mcp::server::stdio_runtime().map_err(ServeError::Runtime)?.block_on(serve(agent))
 }
 
 /// Serves ACP on stdin and stdout until the editor closes it.

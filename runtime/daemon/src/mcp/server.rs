@@ -82,12 +82,13 @@ impl AgentdMcp {
 /// Serves MCP on stdin and stdout until the client closes the session, on a runtime of its own:
 /// what `agentd mcp` runs.
 pub fn run_stdio(server: AgentdMcp) -> Result<(), ServeError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(ServeError::Runtime)?;
-    runtime.block_on(serve_stdio(server))
+    stdio_runtime().map_err(ServeError::Runtime)?.block_on(serve_stdio(server))
+}
+
+/// The runtime a protocol served on stdin and stdout runs on (`agentd mcp`, `agentd acp`): two
+/// workers, for the protocol's loop and the socket requests beside it.
+pub fn stdio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
 }
 
 /// Serves MCP on stdin and stdout until the client closes the session.
