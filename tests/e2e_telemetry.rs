@@ -232,3 +232,63 @@ async fn a_teams_run_is_one_trace_of_task_turn_request_tool_and_compaction_spans
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_include_content_the_spans_carry_the_words_redacted() {
+    const SECRET: &str = "s3cret-value-of-the-e2e-telemetry-test";
+    let (url, got) = collector().await;
+    let server = ScriptedServer::builder()
+        .report_usage(true)
+        .script(vec![
+            sse(vec![
+                text("Reading the notes."),
+                tool_call("read_file", json!({"path": "notes.txt", "why": SECRET})),
+            ]),
+            sse(vec![finish("read them")]),
+        ])
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), format!("hello from the notes {SECRET}\n")).unwrap();
+    let extra = format!("[telemetry]\notlp_endpoint = \"{url}\"\ninclude_content = true\n[secrets]\nenv = [\"E2E_TRACE_SECRET\"]\n");
+    let mut d = TestDaemon::prepare(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", &extra));
+    d.set_env(&[("OTEL_BSP_SCHEDULE_DELAY", "200"), ("E2E_TRACE_SECRET", SECRET)]);
+    d.serve();
+    let task = d.submit("Read the notes", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    d.stop();
+    let bodies = got.lock().unwrap().clone();
+    let mut spans: Vec<Span> = Vec::new();
+    for (_, body) in &bodies {
+        assert!(!String::from_utf8_lossy(body).contains(SECRET), "a secret was exported");
+        let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+        spans.extend(request.resource_spans.into_iter().flat_map(|r| r.scope_spans).flat_map(|s| s.spans));
+    }
+    let read = spans
+        .iter()
+        .map(attributes)
+        .find(|a| a.get("agentd.tool").map(String::as_str) == Some("read_file"))
+        .unwrap();
+    assert!(
+        read["agentd.arguments"].contains("notes.txt")
+            && read["agentd.arguments"].contains("[redacted: E2E_TRACE_SECRET]"),
+        "{read:?}"
+    );
+    assert!(read["agentd.result"].contains("hello from the notes"), "{read:?}");
+    let first = spans
+        .iter()
+        .filter(|s| s.name == "request")
+        .map(attributes)
+        .find(|a| a.contains_key("gen_ai.completion"));
+    let first = first.expect("a request with its answer");
+    assert!(
+        spans
+            .iter()
+            .filter(|s| s.name == "request")
+            .map(attributes)
+            .any(|a| a["gen_ai.completion"] == "Reading the notes."),
+        "{first:?}"
+    );
+    assert!(first["gen_ai.prompt"].len() <= 4096);
+}

@@ -6,7 +6,8 @@
 //! a `task` span opened here when a task's run starts. A task's trace id *is* its id (a UUID is 128
 //! bits, as a trace id): every run of a task — a resume, a follow-up, a fleet node taking it over —
 //! lands in the same trace, and a delegation's turn nests in the lead's `delegate` call. Spans carry
-//! sizes, names, ids and outcomes; never a prompt, a tool's arguments or its result.
+//! sizes, names, ids and outcomes; a prompt, a tool's arguments or its result only with `[telemetry]
+//! include_content = true`, redacted (`agentd_engine::spans::content`).
 
 use opentelemetry::trace::{
     SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, TracerProvider,

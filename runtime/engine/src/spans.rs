@@ -4,7 +4,9 @@
 //! `turn`, each model `request`, each `tool` call and each `compaction` (a delegated teammate's turn
 //! inside the lead's `delegate` call, so a delegation nests where it was made).
 //!
-//! No span carries a prompt, a tool's arguments or its result: sizes, names, ids and outcomes only.
+//! No span carries a prompt, a tool's arguments or its result — sizes, names, ids and outcomes only —
+//! unless the user asked for them (`[telemetry] include_content`, `TeamConfig::trace_content`): then
+//! [`content`] records them, redacted as every tool result is, and cut to [`CONTENT_BYTES`].
 
 use tracing::field::Empty;
 use tracing::Span;
@@ -28,7 +30,23 @@ pub fn request(model: &str, server: &str, window: u64, tokens: u64, source: &str
         agentd.cached_tokens = Empty,
         agentd.retries = Empty,
         agentd.refused = Empty,
+        gen_ai.prompt = Empty,
+        gen_ai.completion = Empty,
     )
+}
+
+/// The most of one text a span carries when content is traced, in bytes.
+pub const CONTENT_BYTES: usize = 4096;
+
+/// Records `text` as `field` of `span`, secrets redacted and cut to [`CONTENT_BYTES`] at a
+/// character's edge: only called when the user asked for content in traces.
+pub fn content(span: &Span, field: &'static str, text: &str, redactor: &agentd_policies::redact::Redactor) {
+    let text = redactor.redact(text);
+    let mut end = text.len().min(CONTENT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    span.record(field, &text[..end]);
 }
 
 /// Records a request's usage on its span.
@@ -40,7 +58,15 @@ pub fn answered(span: &Span, prompt: u64, completion: u64, cached: u64) {
 
 /// One tool call; whether it succeeded, and the evidence holding its result, recorded at its end.
 pub fn tool(name: &str, call_id: &str) -> Span {
-    tracing::info_span!("tool", agentd.tool = %name, agentd.call_id = %call_id, agentd.ok = Empty, agentd.evidence_id = Empty)
+    tracing::info_span!(
+        "tool",
+        agentd.tool = %name,
+        agentd.call_id = %call_id,
+        agentd.ok = Empty,
+        agentd.evidence_id = Empty,
+        agentd.arguments = Empty,
+        agentd.result = Empty,
+    )
 }
 
 /// One compaction; its outcome recorded at its end.

@@ -102,6 +102,9 @@ pub struct TeamConfig {
     /// `[checkpoints] max_bytes`: the file bytes one task's workspace checkpoints keep (past it a file
     /// is recorded by its sha256 alone); 0 turns checkpoints off.
     pub checkpoint_bytes: u64,
+    /// `[telemetry] include_content`: the traces carry a request's newest message and its answer, a
+    /// call's arguments and result — bounded and redacted. Off by default: sizes and ids only.
+    pub trace_content: bool,
 }
 
 impl TeamConfig {

@@ -66,6 +66,7 @@ pub fn team(model: &str) -> TeamConfig {
         budgets: Default::default(),
         copies: std::env::temp_dir().join("agentd-test-copies"),
         checkpoint_bytes: crate::checkpoints::DEFAULT_MAX_BYTES,
+        trace_content: false,
         stall: Default::default(),
     }
 }

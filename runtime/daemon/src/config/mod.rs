@@ -200,6 +200,7 @@ fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
             budgets,
             copies,
             checkpoint_bytes,
+            trace_content: raw.telemetry.include_content.unwrap_or(false),
             stall: roles.stall,
         },
         deadlines,

@@ -52,6 +52,7 @@ pub(super) struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTelemetry {
     pub(super) otlp_endpoint: Option<String>,
+    pub(super) include_content: Option<bool>,
 }
 
 /// `[acp]`.

@@ -116,6 +116,12 @@ impl Agent {
             if let Some(u) = &response.usage {
                 crate::spans::answered(&span, u.prompt_tokens, u.completion_tokens, u.cache_read_tokens);
             }
+            if self.task.engine.team().trace_content {
+                let redactor = self.task.engine.redactor();
+                let newest = fitted.request.messages.last().map(Message::text).unwrap_or_default();
+                crate::spans::content(&span, "gen_ai.prompt", &newest, redactor);
+                crate::spans::content(&span, "gen_ai.completion", &response.message.text(), redactor);
+            }
             self.record_usage(&turn, &response).await?;
             self.spent_on(response.usage, fitted.count.total.tokens);
             // Its usage is in the log now (`response_received`): no longer in flight.
@@ -441,6 +447,11 @@ impl Agent {
         span.record("agentd.ok", result.outcome.ok);
         if let Some(id) = &bounded.evidence_id {
             span.record("agentd.evidence_id", id.as_str());
+        }
+        if self.task.engine.team().trace_content {
+            let redactor = self.task.engine.redactor();
+            crate::spans::content(&span, "agentd.arguments", arguments, redactor);
+            crate::spans::content(&span, "agentd.result", &bounded.content, redactor);
         }
         self.emit(EventKind::ToolFinished {
             tool: name.clone(),
