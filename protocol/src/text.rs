@@ -12,6 +12,22 @@ pub const NOT_BLANK: &str =
 /// A JSON Schema `pattern` for an absolute path (what `Path::is_absolute` accepts on Unix).
 pub const ABSOLUTE_PATH: &str = "^/";
 
+/// A JSON Schema `pattern` for a UUID as the daemon takes one from a client: 36 characters, hex
+/// digits in groups of 8-4-4-4-12 joined by `-` (what [`is_uuid`] accepts).
+pub const UUID: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
+/// Whether `text` is a UUID in its hyphenated form, as [`UUID`] says.
+pub fn is_uuid(text: &str) -> bool {
+    let groups: Vec<&str> = text.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// A JSON Schema for a tool whose calls a client may approve (`task.submit`'s `ask`): a built-in
+/// workspace tool, `remember`, `read_evidence`, or an MCP server's `mcp__SERVER__TOOL` — the names the
+/// daemon takes there (a server without `__` and not ending with `_`; at most 64 bytes).
+pub const ASKABLE_TOOL_PATTERN: &str = "^(read_file|list_dir|search|write_file|edit_file|run_command|read_evidence|remember|mcp__[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*__[A-Za-z0-9_-]+)$";
+
 /// What [`truncate_chars`] ends a text it cut with.
 pub const ELLIPSIS: char = '…';
 
@@ -56,6 +72,39 @@ pub fn truncate_bytes(text: &mut String, max_bytes: usize) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_uuid_is_its_hyphenated_form_only() {
+        assert!(is_uuid("0190aaaa-0000-7000-8000-000000000001"));
+        assert!(is_uuid("0190AAAA-0000-7000-8000-00000000000F"));
+        for not in [
+            "",
+            "0190aaaa00007000800000000000000a",
+            "0190aaaa-0000-7000-8000-00000000000",
+            "{0190aaaa-0000-7000-8000-000000000001}",
+            "0190aaaa-0000-7000-8000-00000000000g",
+        ] {
+            assert!(!is_uuid(not), "{not:?}");
+        }
+    }
+
+    #[test]
+    fn the_askable_pattern_names_tools_a_call_can_be_of() {
+        use crate::tool::ToolName;
+        // Names the pattern matches (by hand: no regex engine in this crate) parse to a tool a call
+        // can be of; the team's own steps and unknown names are outside it.
+        for name in ["edit_file", "run_command", "remember", "mcp__git__commit", "mcp__my-srv_x__a__b"] {
+            let tool = ToolName::parse(name);
+            assert!(!matches!(tool, ToolName::Other(_) | ToolName::Delegate | ToolName::Finish), "{name}");
+        }
+        for name in ["delegate", "finish", "teleport"] {
+            assert!(
+                !ASKABLE_TOOL_PATTERN.contains(&format!("|{name}|"))
+                    && !ASKABLE_TOOL_PATTERN.contains(&format!("({name}|")),
+                "{name}"
+            );
+        }
+    }
     use super::*;
     use proptest::prelude::*;
 

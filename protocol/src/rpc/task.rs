@@ -31,16 +31,18 @@ pub struct SubmitParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
     /// The id the task is to have, when the client names it before the task exists (an editor's
-    /// session, `agentd acp`): a UUID, refused with -32602 when malformed or already a task's.
+    /// session, `agentd acp`): a hyphenated UUID, refused with -32602 when malformed and -32003
+    /// when already a task's.
     /// Absent: the daemon makes one (a UUID v7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("format" = "uuid"))]
+    #[schemars(extend("format" = "uuid"), pattern(crate::text::UUID))]
     pub task_id: Option<String>,
     /// Tools whose calls wait for the client's answer before they run: each such call is a
     /// `permission_asked` event, answered with `task.permit` (unanswered within 10 minutes, it is
     /// refused). For a client that can ask its user, as `agentd acp` does with `[acp] ask`.
     /// Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("items" = {"type": "string", "pattern": crate::text::ASKABLE_TOOL_PATTERN, "maxLength": 64}))]
     pub ask: Vec<crate::tool::ToolName>,
 }
 

@@ -37,8 +37,7 @@ impl From<SupervisorError> for Refusal {
             | E::UnknownTeam(_)
             | E::InvalidBudget(_)
             | E::InvalidTaskId(_)
-            | E::UnaskableTool(_)
-            | E::TaskIdTaken(_) => ErrorCode::InvalidParams,
+            | E::UnaskableTool(_) => ErrorCode::InvalidParams,
             E::UnknownRole(_) => ErrorCode::UnknownRole,
             // A compaction the user asked for that cannot be made — nothing to compact, a history that
             // cannot shrink below its destination, a summary the model would not give, a budget or
@@ -59,6 +58,7 @@ impl From<SupervisorError> for Refusal {
             | E::WasCancelled(_)
             | E::AlreadyEnded { .. }
             | E::NoQuestion { .. }
+            | E::TaskIdTaken(_)
             | E::EndNotRecorded { .. } => ErrorCode::NotAllowed,
             E::CancelTimedOut | E::Fleet(_) | E::Task(TaskError::NoLead) => ErrorCode::Internal,
             // Answered above, by the storage failure's kind.

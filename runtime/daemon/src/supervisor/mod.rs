@@ -132,7 +132,7 @@ impl Handler<Submit> for Supervisor {
             check_budget(b)?;
         }
         if let Some(id) = &msg.task_id {
-            if uuid::Uuid::parse_str(id).is_err() {
+            if !agentd_protocol::text::is_uuid(id) {
                 return Err(SupervisorError::InvalidTaskId(id.clone()));
             }
         }
