@@ -9,7 +9,7 @@ use crate::cli::LogFormat;
 use crate::exit::{self, fail, Failure};
 use crate::print::{pretty, print_daemon};
 use crate::print::{raw, say};
-use agentd_daemon::config::{parse_listen, Config, DEFAULT_CONFIG};
+use agentd_daemon::config::{parse_listen, Config, ConfigError, DEFAULT_CONFIG};
 use agentd_daemon::daemon::{serve as run_daemon, DaemonError, Home, ServeOptions};
 use agentd_daemon::telemetry::{self, Telemetry};
 use agentd_protocol::rpc::method;
@@ -72,10 +72,12 @@ pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u
         filter = filter.add_directive(silenced);
     }
     let json = log_format == LogFormat::Json;
-    // Traces, when a collector is named (`[telemetry] otlp_endpoint` or OTEL_EXPORTER_OTLP_ENDPOINT):
-    // the config is read for it here, before the log; a config that does not load is reported below.
-    let configured = Config::load(&home.config()).ok().and_then(|c| c.otlp_endpoint);
-    let endpoint = telemetry::endpoint(configured.as_deref(), |name| std::env::var(name).ok());
+    // The config is read once, here, before the log: its collector, if it names one, is where the
+    // log's traces go; a config that does not load is reported once the log is set up (`serve_in`).
+    let path = home.config();
+    let loaded = path.exists().then(|| Config::load(&path));
+    let configured = loaded.as_ref().and_then(|l| l.as_ref().ok()).and_then(|c| c.otlp_endpoint.as_deref());
+    let endpoint = telemetry::endpoint(configured, |name| std::env::var(name).ok());
     let service = std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.trim().is_empty());
     let (telemetry, traces, refused) = match endpoint {
         None => (None, None, None),
@@ -95,7 +97,7 @@ pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u
         (None, Some(e)) => tracing::error!(error = %e, "traces are not exported"),
         (None, None) => {}
     }
-    let outcome = serve_in(home, json, &options);
+    let outcome = serve_in(home, loaded, json, &options);
     if let Some(t) = telemetry {
         t.shutdown();
     }
@@ -112,11 +114,16 @@ pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u
 
 /// The daemon's run, after the log is set up: the config is checked first, so a bad one is
 /// [`exit::USAGE`] naming the key.
-fn serve_in(home: &Home, json: bool, options: &ServeOptions) -> Result<u8, Failure> {
-    // Check the config before anything else, so a bad one is exit code 2 with the key named.
-    let config = home.config();
-    if config.exists() {
-        let loaded = Config::load(&config).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+fn serve_in(
+    home: &Home,
+    loaded: Option<Result<Config, ConfigError>>,
+    json: bool,
+    options: &ServeOptions,
+) -> Result<u8, Failure> {
+    // Check the config (as `serve` read it) before anything else, so a bad one is exit code 2 with
+    // the key named.
+    if let Some(loaded) = loaded {
+        let loaded = loaded.map_err(|e| fail(exit::USAGE, e.to_string()))?;
         loaded.check_keys(|name| std::env::var_os(name)).map_err(|e| fail(exit::USAGE, e.to_string()))?;
     }
     let ready = move |socket: &std::path::Path| {

@@ -42,11 +42,7 @@ pub const CONTENT_BYTES: usize = 4096;
 /// character's edge: only called when the user asked for content in traces.
 pub fn content(span: &Span, field: &'static str, text: &str, redactor: &agentd_policies::redact::Redactor) {
     let text = redactor.redact(text);
-    let mut end = text.len().min(CONTENT_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    span.record(field, &text[..end]);
+    span.record(field, &text[..agentd_protocol::text::floor_boundary(&text, CONTENT_BYTES)]);
 }
 
 /// Records a request's usage on its span.

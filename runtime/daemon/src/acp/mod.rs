@@ -149,26 +149,29 @@ impl AgentdAcp {
         };
         let workspace = PathBuf::from(&status.workspace);
         let mut replay = Replay::new(&workspace, true);
-        let shown = self.replay(&task_id, &mut replay, 0, cx, &request.session_id).await?;
+        let shown = self.replay(&task_id, &mut replay, 0, Some((cx, &request.session_id))).await?;
         self.sessions.lock().insert(task_id, Session { workspace, submitted: true, shown });
         Ok(())
     }
 
-    /// Shows every record after `after` through `replay`, to the log's end; the last one shown.
+    /// Reads every record after `after` through `replay`, to the log's end, showing the updates to
+    /// `to` (none: read past, unshown); the last record read.
     async fn replay(
         &self,
         task_id: &str,
         replay: &mut Replay,
         mut after: u64,
-        cx: &ConnectionTo<AcpClient>,
-        session: &SessionId,
+        to: Option<(&ConnectionTo<AcpClient>, &SessionId)>,
     ) -> Result<u64, AcpError> {
         loop {
             let page = self.page(task_id, after).await.map_err(daemon_error)?;
             let Some(last) = page.last().map(|e| e.seq) else { return Ok(after) };
             for entry in &page {
-                for update in replay.record(&entry.record) {
-                    notify(cx, session, update)?;
+                let updates = replay.record(&entry.record);
+                if let Some((cx, session)) = to {
+                    for update in updates {
+                        notify(cx, session, update)?;
+                    }
                 }
                 if replay.turn().stop.is_some() {
                     replay.next_turn();
@@ -211,7 +214,7 @@ impl AgentdAcp {
         let asked = if session.submitted {
             // What happened since this process last looked (another client's follow-up, a resume)
             // is not this turn's: read past it, unshown.
-            after = self.replay_silently(&task_id, after).await?;
+            after = self.replay(&task_id, &mut Replay::new(&session.workspace, false), after, None).await?;
             self.ask::<method::TaskMessage>(MessageParams { task_id: task_id.clone(), text })
                 .await
                 .map(|_| ())
@@ -244,16 +247,6 @@ impl AgentdAcp {
         let state =
             self.ask::<method::TaskStatus>(TaskRef { task_id: task_id.clone() }).await.ok().map(|s| s.state);
         Ok(answer(stop, &task_id, state, &replay.next_turn()))
-    }
-
-    async fn replay_silently(&self, task_id: &str, mut after: u64) -> Result<u64, AcpError> {
-        loop {
-            let page = self.page(task_id, after).await.map_err(daemon_error)?;
-            match page.last() {
-                Some(last) => after = last.seq,
-                None => return Ok(after),
-            }
-        }
     }
 
     /// Shows the task's new records until one ends the turn, or the task stops without one.

@@ -342,19 +342,14 @@ fn bounded(content: &str) -> String {
     if content.len() <= RESULT_BYTES {
         return content.to_string();
     }
-    let mut end = RESULT_BYTES;
-    while !content.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = agentd_protocol::text::floor_boundary(content, RESULT_BYTES);
     format!("{}\n… ({} bytes more in the task's log)", &content[..end], content.len() - end)
 }
 
 fn first_line(s: &str) -> String {
     let line = s.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    match line.char_indices().nth(PLAN_CHARS) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line.to_string(),
-    }
+    // At most PLAN_CHARS characters of the line, then the ellipsis.
+    agentd_protocol::text::truncate_chars(line, PLAN_CHARS + 1)
 }
 
 #[cfg(test)]
