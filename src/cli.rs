@@ -62,7 +62,7 @@ pub enum Command {
     },
     /// Submit a task; prints its id.
     Submit {
-        /// What the team should do, in words.
+        /// What the team should do, in words; `-` reads it from stdin.
         objective: String,
         /// The task's workspace (default: the current directory).
         #[arg(long, value_name = "DIR")]
@@ -132,7 +132,7 @@ pub enum Command {
     Message {
         /// The task's id.
         task: String,
-        /// The follow-up request, in words.
+        /// The follow-up request, in words; `-` reads it from stdin.
         text: String,
         /// Stream the events until the task stops again.
         #[arg(long)]
@@ -252,6 +252,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Read agentd.toml again (as SIGHUP does), validated whole, and apply it from every task's next
+    /// turn; prints each key that changed. An invalid file changes nothing (exit 2, naming the key).
+    Reload {
+        /// Print {"path", "changes": [{"key", "before"?, "after"?, "applies"}]} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// What the tasks spent, from the providers' usage reports: requests, prompt tokens (and how many
     /// the prompt cache served), completion tokens, cost at [prices], compactions apart.
     Usage {
@@ -265,14 +272,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check the setup before a long task: the config, each role's provider (window, how tokens are
-    /// counted, the API key), each MCP server started as a task would start it, the sandbox on this
+    /// Check the setup before a long task: the config, each provider (its base_url must answer as
+    /// its kind's API), each role's model (window, how tokens are counted, the API key, a one-token
+    /// request), each MCP server started as a task would start it, the sandbox on this
     /// kernel, the home, its disk and the daemon. Exit 0 when all hold, 1 naming what fails.
     Doctor {
         /// The workspace MCP servers are started in, as a task there would (default: the current
         /// directory).
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// Skip the one-token request each role's model must answer (each costs a few prompt
+        /// tokens and one answer token, billed as any request).
+        #[arg(long)]
+        no_probe: bool,
         /// Print the findings as JSON: {"ok", "home", "checks": [{"area", "name", "verdict", "detail", "fix"?}]}.
         #[arg(long)]
         json: bool,

@@ -49,12 +49,21 @@ impl From<ClientError> for Failure {
                     | ErrorCode::InvalidParams
                     | ErrorCode::BadWorkspace
                     | ErrorCode::RefusedWorkspace
+                    | ErrorCode::InvalidConfig
                     | ErrorCode::UnknownRole,
                 ),
             ) => USAGE,
             _ => FAILED,
         };
-        fail(code, e.to_string())
+        let hint = match e.error_code() {
+            Some(ErrorCode::UnknownTask) => {
+                "; `agentd tasks` lists them (the first 6 or more characters of an id will do)"
+            }
+            Some(ErrorCode::UnknownEvidence) => "; `agentd evidence list` lists it",
+            Some(ErrorCode::UnknownNote) => "; `agentd memory list` lists them",
+            _ => "",
+        };
+        fail(code, format!("{e}{hint}"))
     }
 }
 

@@ -44,6 +44,13 @@ pub fn to_a_terminal() -> bool {
     std::io::stdout().is_terminal()
 }
 
+/// Whether what goes to stderr may be coloured: only when it is a terminal, and `NO_COLOR` is not
+/// set to anything (<https://no-color.org>). `serve 2>file` writes plain text.
+pub fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Writes `bytes` to stdout as they are, flushed (`evidence read`'s pages), as [`line`] does.
 pub fn bytes(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
@@ -99,6 +106,46 @@ pub fn spent_of(spent: &agentd_protocol::Amount, budget: Option<&agentd_protocol
         (None, None) => String::new(),
     };
     format!("{tokens}{cost}")
+}
+
+/// `agentd reload`: each key that changed, with its values and when it applies.
+pub fn print_reload(r: &agentd_protocol::rpc::ReloadResult) {
+    if r.changes.is_empty() {
+        say!("{}: read again; nothing changed", r.path);
+        return;
+    }
+    say!(
+        "{}: read again; {} changed",
+        r.path,
+        if r.changes.len() == 1 { "1 key".to_string() } else { format!("{} keys", r.changes.len()) }
+    );
+    for c in &r.changes {
+        let when = match c.applies {
+            agentd_protocol::rpc::ConfigApplies::Now => "from the next turn",
+            agentd_protocol::rpc::ConfigApplies::NextStart => "at the daemon's next start",
+        };
+        let before = c.before.as_deref().unwrap_or("(unset)");
+        let after = c.after.as_deref().unwrap_or("(unset)");
+        say!("  {}: {before} → {after} ({when})", c.key);
+    }
+}
+
+/// `agentd tasks`' header, over the columns of [`print_task_line`]; then `no tasks` when there are
+/// none.
+pub fn print_task_header(empty: bool) {
+    say!("{:<36}  {:<13} {:<20}  {:<24} OBJECTIVE", "ID", "STATE", "CREATED", "SPENT");
+    if empty {
+        say!("no tasks");
+    }
+}
+
+/// `agentd evidence list`'s header, over the columns of [`print_evidence_line`]; then `no evidence`
+/// when there is none.
+pub fn print_evidence_header(empty: bool) {
+    say!("{:<39}  {:>16}  {:<8} {:<12} DETAIL", "ID", "SIZE", "ROLE", "TOOL");
+    if empty {
+        say!("no evidence");
+    }
 }
 
 /// `agentd tasks`: one task on one line (id, state, when created, spent against its budget, the
@@ -210,6 +257,19 @@ pub fn print_daemon(r: &DaemonStatus) {
             spent_of(&r.today.spent, r.today.budget.as_ref()),
             r.today.next_day_at
         );
+    }
+    if !r.config.path.is_empty() {
+        let differs =
+            if r.config.differs { " — the file has changed since: `agentd reload` applies it" } else { "" };
+        say!("config       {} (read {}){differs}", r.config.path, r.config.read_at);
+    }
+    for p in &r.providers {
+        let verdict = match p.ok {
+            None => "not asked yet",
+            Some(true) => "ok",
+            Some(false) => "UNREACHABLE",
+        };
+        say!("provider     {} ({} {}): {verdict}: {}", p.name, p.kind, p.base_url, p.detail);
     }
     for m in &r.mcp {
         let last = match &m.last_start {

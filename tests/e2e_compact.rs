@@ -1,7 +1,8 @@
 //! End-to-end: a compaction on request (`agentd compact`), through the real daemon and a scripted model.
 //! Of a stopped task it is made at once, the focus given to the summariser, with the same events,
 //! archive and checkpoint as an automatic one; of a running task it is made before the role's next
-//! request; with nothing to compact it is refused, and nothing is written.
+//! request; with nothing to compact, or no candidate small enough, it is refused: one
+//! `compaction_refused` event, and nothing else is written (no archive, no checkpoint).
 
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -116,7 +117,14 @@ async fn a_task_with_nothing_to_compact_is_refused_and_nothing_is_written() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nothing to compact"), "{err}");
-    assert_eq!(d.logged_events(&task).len(), before, "no event, no checkpoint");
+    // One event says so; no checkpoint, no archive.
+    let logged = d.logged_events(&task);
+    assert_eq!(logged.len(), before + 1, "{logged:?}");
+    let refused = logged.last().unwrap();
+    assert_eq!(refused["kind"], "compaction_refused");
+    assert!(refused["reason"].as_str().unwrap().contains("nothing to compact"), "{refused}");
+    let log = d.client().call("log.get", json!({"task_id": task})).unwrap();
+    assert!(!log.to_string().contains("\"subtype\":\"compaction\""), "no checkpoint");
     assert_eq!(server.chat_requests().len(), 1, "no summary request");
 }
 
@@ -174,12 +182,33 @@ async fn a_compaction_that_cannot_be_made_is_refused_with_its_reason() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(server.chat_requests().len(), asked, "no summary request for a refused focus");
 
+    let evidence_before = d.cli(&["evidence", "list", "--task", &task]);
     let e = d.client().call("task.compact", json!({"task_id": task})).unwrap_err();
     assert_eq!(e.code, -32003, "a refusal, not an internal error: {e}");
     assert!(e.message.contains("destination"), "with its reason: {e}");
     let out = d.cli(&["compact", &task]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("destination"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("compaction refused") && err.contains("destination"), "{err}");
+    assert!(err.contains("nothing was written") && !err.contains("failed"), "{err}");
+    // Nothing written: the evidence list as it was, no checkpoint; one event for each refusal.
+    let evidence_after = d.cli(&["evidence", "list", "--task", &task]);
+    assert!(evidence_after.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&evidence_after.stdout),
+        String::from_utf8_lossy(&evidence_before.stdout),
+        "no archive of a refused compaction"
+    );
+    let logged = d.logged_events(&task);
+    assert!(
+        of_kind(&logged, "compaction_finished").is_empty()
+            && of_kind(&logged, "compaction_failed").is_empty()
+    );
+    assert_eq!(of_kind(&logged, "compaction_refused").len(), 2, "one a refusal");
+    let log = d.client().call("log.get", json!({"task_id": task})).unwrap();
+    assert!(!log.to_string().contains("\"subtype\":\"compaction\""), "no checkpoint");
+    let text = String::from_utf8_lossy(&d.cli(&["log", &task]).stdout).to_string();
+    assert!(text.contains("compaction refused") && !text.contains("failed: compaction failed"), "{text}");
     let state = d.client().call("task.status", json!({"task_id": task})).unwrap();
     assert_eq!(state["state"], "finished", "the task is as it was");
 }

@@ -348,7 +348,7 @@ async fn a_server_that_cannot_start_is_visible_everywhere_and_the_task_finishes(
     );
     // `agentd doctor` fails, naming the server, the error and the key.
     let out = d
-        .command(&["doctor", "--workspace", ws.path().to_str().unwrap()])
+        .command(&["doctor", "--no-probe", "--workspace", ws.path().to_str().unwrap()])
         .env("AGENTD_E2E_PROVIDER_KEY", KEY)
         .output()
         .unwrap();
@@ -429,7 +429,7 @@ async fn a_server_installed_in_a_venv_in_the_home_starts_under_the_default_sandb
         "{status:#}"
     );
     // `agentd doctor` starts both the same way, reads the provider, and finds nothing failing.
-    let out = d.cli(&["doctor", "--workspace", ws.path().to_str().unwrap(), "--json"]);
+    let out = d.cli(&["doctor", "--no-probe", "--workspace", ws.path().to_str().unwrap(), "--json"]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{report:#}");
     let check = |area: &str, name: &str| {

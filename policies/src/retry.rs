@@ -25,8 +25,9 @@ pub enum Failure {
 
 impl Failure {
     /// The failure the retry policy weighs, when waiting and resending may help: a rate limit (with
-    /// the server's `Retry-After`), a server error, or a stream anomaly. A connection that broke or
-    /// was refused is retried like a server error, but not a cancelled call. `None`: give up.
+    /// the server's `Retry-After`), a server error, or a stream anomaly. A connection that broke is
+    /// retried like a server error; one refused (nothing listens there) and a cancelled call are
+    /// not. `None`: give up.
     pub fn of(error: &ProviderError) -> Option<Failure> {
         match error {
             ProviderError::RateLimited { retry_after, .. } => {
@@ -40,6 +41,7 @@ impl Failure {
             ProviderError::ContextOverflow { .. }
             | ProviderError::Rejected { .. }
             | ProviderError::QuotaExhausted { .. }
+            | ProviderError::ConnectionRefused { .. }
             | ProviderError::Cancelled { .. } => None,
         }
     }
@@ -216,7 +218,8 @@ mod tests {
         assert_eq!(Failure::of(&rate_limited(None)), Some(Failure::RateLimit { retry_after_ms: None }));
         let server = ProviderError::Server { status: 503, message: "m".into() };
         assert_eq!(Failure::of(&server), Some(Failure::ServerError));
-        assert_eq!(Failure::of(&transport("connection refused")), Some(Failure::ServerError));
+        assert_eq!(Failure::of(&transport("connection reset by peer")), Some(Failure::ServerError));
+        assert_eq!(Failure::of(&ProviderError::ConnectionRefused { url: "u".into() }), None);
         // A transport error that merely says "cancelled" is still a transport error: only the
         // variant means the caller cancelled.
         assert_eq!(Failure::of(&transport("cancelled")), Some(Failure::ServerError));

@@ -266,6 +266,13 @@ pub enum EventKind {
         /// Why, in words, with the numbers (for instance a summary request that would not fit the window).
         reason: String,
     },
+    /// A compaction the user asked for (`agentd compact`, `task.compact`) was refused: nothing to
+    /// compact, or no rebuilt request small enough. Nothing was written — no archive, no
+    /// checkpoint — and the history is as it was; the task goes on (or stays stopped) as before.
+    CompactionRefused as "compaction_refused" {
+        /// Why, in plain words, with the numbers.
+        reason: String,
+    },
     /// A model request failed in a way worth retrying; the task is `waiting_retry` until the wait ends.
     RetryScheduled as "retry_scheduled" {
         /// The kind of failure: `rate_limit` (429), `overloaded` (529, Anthropic's `overloaded_error`),
@@ -831,6 +838,7 @@ mod tests {
                 next_trigger_tokens: Some(t),
             },
             EventKind::CompactionFailed { reason: "r".into() },
+            EventKind::CompactionRefused { reason: "r".into() },
             EventKind::RetryScheduled {
                 reason: "rate_limit".into(),
                 attempt: 1,

@@ -46,6 +46,7 @@ pub fn status_of(code: ErrorCode) -> u16 {
         | ErrorCode::UnknownNote
         | ErrorCode::UnknownRole => 404,
         ErrorCode::NotAllowed => 409,
+        ErrorCode::InvalidConfig => 422,
         ErrorCode::Internal => 500,
     }
 }

@@ -203,7 +203,15 @@ pub enum ProviderError {
         /// What the provider said: its error object's message, else the body (`HTTP 503 with an empty body`).
         message: String,
     },
-    /// No answer at all: connection refused, DNS, TLS, timeout.
+    /// Nothing listens at the server's address: the connection was refused. Never resent — a
+    /// server that is not running, or a `base_url` with the wrong port, does not come back by
+    /// waiting; the task fails at once saying so, where a retry schedule would take minutes.
+    #[error("connection refused: is the server at {url} running? (`agentd doctor` checks each provider)")]
+    ConnectionRefused {
+        /// The URL the request went to.
+        url: String,
+    },
+    /// No answer at all: DNS, TLS, timeout, a connection reset.
     #[error("cannot reach the provider at {url}: {message}")]
     Transport {
         /// The URL the request went to.

@@ -13,7 +13,7 @@ use agentd_daemon::config::{parse_listen, Config, ConfigError, DEFAULT_CONFIG};
 use agentd_daemon::daemon::{serve as run_daemon, DaemonError, Home, ServeOptions};
 use agentd_daemon::telemetry::{self, Telemetry};
 use agentd_protocol::rpc::method;
-use agentd_protocol::rpc::{DaemonStatus, NoParams};
+use agentd_protocol::rpc::{DaemonStatus, NoParams, ReloadResult};
 use std::io::Write;
 use tracing::Level;
 use tracing_subscriber::filter::Targets;
@@ -89,7 +89,12 @@ pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u
     let log = if json {
         tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).with_filter(filter).boxed()
     } else {
-        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter).boxed()
+        let ansi = crate::print::colour_on_stderr();
+        tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed()
     };
     tracing_subscriber::registry().with(traces).with(log).init();
     match (&telemetry, refused) {
@@ -173,6 +178,31 @@ pub fn dashboard(home: &Home, json: bool) -> Result<u8, Failure> {
         say!("{url}");
     }
     Ok(exit::OK)
+}
+
+/// `agentd reload`: the daemon reads agentd.toml again; what changed.
+pub fn reload(home: &Home, json: bool) -> Result<u8, Failure> {
+    let r: ReloadResult = connect(home)?.call::<method::DaemonReload>(NoParams {})?;
+    if json {
+        raw!("{}", pretty(&r));
+    } else {
+        crate::print::print_reload(&r);
+    }
+    Ok(exit::OK)
+}
+
+/// A warning on stderr when agentd.toml on disk is not what the daemon runs (said by `status` and
+/// `resume`, where a user who edited the file expects it applied). Quiet when the daemon cannot
+/// say.
+pub fn warn_if_config_changed(client: &mut agentd_client::Client) {
+    if let Ok(status) = client.call::<method::DaemonStatus>(NoParams {}) {
+        if status.config.differs {
+            crate::print::warn(&format!(
+                "agentd: {} has changed since the daemon read it ({}); it still runs the old one: `agentd reload` applies it",
+                status.config.path, status.config.read_at
+            ));
+        }
+    }
 }
 
 /// `agentd daemon`: the status, and a warning on stderr while the daemon's storage is failing.

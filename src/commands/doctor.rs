@@ -9,7 +9,7 @@ use agentd_daemon::doctor::{run_blocking, Verdict};
 use std::path::PathBuf;
 
 /// Checks the setup of `home`; MCP servers start in `workspace` (default: the current directory).
-pub fn doctor(home: &Home, workspace: Option<PathBuf>, json: bool) -> Result<u8, Failure> {
+pub fn doctor(home: &Home, workspace: Option<PathBuf>, probe: bool, json: bool) -> Result<u8, Failure> {
     let workspace = match workspace {
         Some(dir) => dir,
         None => std::env::current_dir().map_err(|e| fail(exit::USAGE, format!("current directory: {e}")))?,
@@ -17,7 +17,8 @@ pub fn doctor(home: &Home, workspace: Option<PathBuf>, json: bool) -> Result<u8,
     let workspace = workspace
         .canonicalize()
         .map_err(|e| fail(exit::USAGE, format!("--workspace {}: {e}", workspace.display())))?;
-    let report = run_blocking(home, &workspace).map_err(|e| fail(exit::FAILED, format!("doctor: {e}")))?;
+    let report =
+        run_blocking(home, &workspace, probe).map_err(|e| fail(exit::FAILED, format!("doctor: {e}")))?;
     if json {
         raw!("{}", pretty(&report));
     } else {

@@ -22,6 +22,7 @@ pub fn evidence(home: &Home, command: EvidenceCommand) -> Result<u8, Failure> {
             if json {
                 raw!("{}", pretty(&list));
             } else {
+                crate::print::print_evidence_header(list.is_empty());
                 list.iter().for_each(print_evidence_line);
             }
         }

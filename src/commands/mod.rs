@@ -39,9 +39,10 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Serve { log_format, http } => daemon::serve(&home, log_format, http.as_deref()),
         Command::Dashboard { json } => daemon::dashboard(&home, json),
         Command::Daemon { json } => daemon::status(&home, json),
+        Command::Reload { json } => daemon::reload(&home, json),
         Command::Mcp => mcp::mcp(&home),
         Command::Acp => acp::acp(&home),
-        Command::Doctor { workspace, json } => doctor::doctor(&home, workspace, json),
+        Command::Doctor { workspace, no_probe, json } => doctor::doctor(&home, workspace, !no_probe, json),
         Command::Usage { since, by, json } => usage::usage(&home, since, by, json),
         Command::Submit { objective, workspace, team, budget_tokens, budget_cost, wait, json } => {
             let budget = tasks::budget(budget_tokens, budget_cost);

@@ -16,6 +16,7 @@ use agentd_protocol::rpc::{
     SubmitParams, Submitted, TaskRef, TaskStatus, TaskSummary,
 };
 use agentd_protocol::Budget;
+use agentd_protocol::ErrorCode;
 use agentd_protocol::Role;
 use std::path::PathBuf;
 
@@ -39,6 +40,7 @@ pub fn submit(
     };
     let workspace = std::fs::canonicalize(&workspace)
         .map_err(|e| fail(exit::USAGE, format!("workspace {}: {e}", workspace.display())))?;
+    let objective = words_or_stdin(objective, "objective")?;
     let mut client = connect(home)?;
     let submit = SubmitParams {
         objective,
@@ -69,6 +71,7 @@ pub fn list(home: &Home, json: bool) -> Result<u8, Failure> {
     if json {
         raw!("{}", pretty(&tasks));
     } else {
+        crate::print::print_task_header(tasks.is_empty());
         tasks.iter().for_each(print_task_line);
     }
     Ok(exit::OK)
@@ -76,7 +79,9 @@ pub fn list(home: &Home, json: bool) -> Result<u8, Failure> {
 
 /// `agentd status TASK`.
 pub fn status(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
-    let status: TaskStatus = connect(home)?.call::<method::TaskStatus>(TaskRef { task_id: task })?;
+    let mut client = connect(home)?;
+    let status: TaskStatus = client.call::<method::TaskStatus>(TaskRef { task_id: task })?;
+    super::daemon::warn_if_config_changed(&mut client);
     if json {
         raw!("{}", pretty(&status));
     } else {
@@ -85,11 +90,45 @@ pub fn status(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-/// `agentd cancel TASK`.
+/// `agentd cancel TASK`: a task that has already ended is left as it is, exit 0, saying so (as
+/// `docker stop` of a stopped container): what the user wanted, a task that does not run, holds.
 pub fn cancel(home: &Home, task: String, json: bool) -> Result<u8, Failure> {
-    let r: StateResult = connect(home)?.call::<method::TaskCancel>(TaskRef { task_id: task })?;
-    print_state(&r, json);
+    let mut client = connect(home)?;
+    let refused = match client.call::<method::TaskCancel>(TaskRef { task_id: task.clone() }) {
+        Ok(r) => {
+            print_state(&r, json);
+            return Ok(exit::OK);
+        }
+        Err(e) if e.error_code() == Some(ErrorCode::NotAllowed) => e,
+        Err(e) => return Err(e.into()),
+    };
+    // Refused for its state: ended already (said, exit 0), or something else (the refusal).
+    let status: TaskStatus = client.call::<method::TaskStatus>(TaskRef { task_id: task })?;
+    if !status.state.is_terminal() {
+        return Err(refused.into());
+    }
+    if json {
+        raw!("{}", pretty(&StateResult { state: status.state }));
+    } else {
+        say!("{}: task {} had already ended; nothing to cancel", status.state, status.task_id);
+    }
     Ok(exit::OK)
+}
+
+/// The objective or follow-up as typed, or read from stdin when it is `-` (`echo "Fix it" | agentd
+/// submit -`): to its end, trailing whitespace dropped; empty is refused naming where it came from.
+pub fn words_or_stdin(text: String, what: &str) -> Result<String, Failure> {
+    if text != "-" {
+        return Ok(text);
+    }
+    let mut read = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut read)
+        .map_err(|e| fail(exit::USAGE, format!("{what} `-`: cannot read it from stdin: {e}")))?;
+    let read = read.trim_end().to_string();
+    if read.trim().is_empty() {
+        return Err(fail(exit::USAGE, format!("{what} `-`: stdin was empty; type the {what} or pipe it in")));
+    }
+    Ok(read)
 }
 
 /// `--budget-tokens` and `--budget-cost` as a budget, when either is given (the daemon checks the
@@ -101,13 +140,16 @@ pub fn budget(tokens: Option<u64>, cost: Option<f64>) -> Option<Budget> {
 /// `agentd resume TASK [--budget-tokens N] [--budget-cost USD]`.
 pub fn resume(home: &Home, task: String, budget: Option<Budget>, json: bool) -> Result<u8, Failure> {
     let params = ResumeParams { task_id: task, budget };
-    let r: StateResult = connect(home)?.call::<method::TaskResume>(params)?;
+    let mut client = connect(home)?;
+    super::daemon::warn_if_config_changed(&mut client);
+    let r: StateResult = client.call::<method::TaskResume>(params)?;
     print_state(&r, json);
     Ok(exit::OK)
 }
 
 /// `agentd message TASK TEXT`: with `--wait`, follows only the follow-up's own events.
 pub fn message(home: &Home, task: String, text: String, wait: bool, json: bool) -> Result<u8, Failure> {
+    let text = words_or_stdin(text, "text")?;
     let mut client = connect(home)?;
     let r: StateResult = client.call::<method::TaskMessage>(MessageParams { task_id: task.clone(), text })?;
     if !wait {

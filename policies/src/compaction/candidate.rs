@@ -16,10 +16,11 @@ pub const CHECKPOINT_HEADER: &str = "[checkpoint]";
 pub const FILES_HEADER: &str = "[working files]";
 /// What the objective is prefixed with when it is re-inserted.
 pub const OBJECTIVE_PREFIX: &str = "Objective: ";
-/// The archive reference the plan budgets for before the real one is known (an evidence id is a
-/// sha256 in hex).
+/// The archive reference the plan budgets for, and a candidate is judged with, before the real
+/// one is known: longer than an evidence id (`ev-` and a UUID) and of as varied digits, so that no
+/// tokenizer counts it as cheaper than the id that replaces it.
 pub(super) const ARCHIVE_REF_PLACEHOLDER: &str =
-    "0000000000000000000000000000000000000000000000000000000000000000";
+    "ev-9f3a1c7e-5b2d-4e8f-9a6c-0d1b7e3f5a92-c4e6b8d0f2a4c6e8b0d2f4a6c8e0b2d4";
 
 /// A file the coder is working on, with its current text.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,11 +17,14 @@
 //!    server took it. Failing that (nothing sent yet, or it would not fit), the current history
 //!    itself when its count is measured and fits; failing that, and for what later retries remove,
 //!    token-sized batches are folded into the summary so far in requests of their own.
-//! 4. Archive everything that leaves, whole.
-//! 5. Assemble the candidate, count it in full, judge it; retry with one round fewer, or fail.
+//! 4. Assemble the candidate, count it in full, judge it; retry with one round fewer, or fail —
+//!    having written nothing.
+//! 5. Archive everything that leaves the accepted candidate, whole, and count it again with the
+//!    archive's real reference.
 
 use super::candidate::{
     assemble, judge, objective_message, plan, Checkpoint, Plan, PlanInput, Pricing, Verdict, WorkingFile,
+    ARCHIVE_REF_PLACEHOLDER,
 };
 use super::price::next_trigger;
 use crate::budget::{objective_bytes_for_summary, Thresholds, FOLD_REQUEST_PERCENT, IN_PLACE_PERCENT};
@@ -365,13 +368,7 @@ impl<'a> Compaction<'a> {
             }
             return self.fold_from(self.folded_upto, measure);
         }
-        match &self.archive {
-            Some((upto, _)) if *upto == keep_from => self.judge(measure),
-            _ => {
-                self.stage = Stage::Archiving { upto: keep_from };
-                Need::Archive { upto: keep_from }
-            }
-        }
+        self.judge(measure)
     }
 
     /// The first summary, continuing a request, when one fits: the one last sent (cached), else the
@@ -437,13 +434,19 @@ impl<'a> Compaction<'a> {
         Need::Fold { prompt, max_tokens: reserve }
     }
 
-    /// Assembles the candidate, counts it in full and judges it.
+    /// Assembles the candidate, counts it in full and judges it. Until what leaves is archived, the
+    /// candidate names the archive by [`ARCHIVE_REF_PLACEHOLDER`] (no shorter than an evidence id):
+    /// only a candidate accepted so is archived, then assembled with the real reference and judged
+    /// again — so a refused compaction has written nothing.
     fn judge(&mut self, measure: &dyn Measure) -> Need {
         let Some(plan) = self.plan.clone() else { return Need::Failed("compaction: no plan".into()) };
-        let archive_ref = self.archive.as_ref().map(|(_, r)| r.clone()).unwrap_or_default();
+        let archived = match &self.archive {
+            Some((upto, reference)) if *upto == plan.keep_from_message => Some(reference.clone()),
+            _ => None,
+        };
         let checkpoint = Checkpoint {
             summary: self.summary.clone().unwrap_or_default(),
-            archive_ref: Some(archive_ref.clone()),
+            archive_ref: Some(archived.clone().unwrap_or_else(|| ARCHIVE_REF_PLACEHOLDER.to_string())),
             batches: self.folds,
         };
         let count = |m: &Message| measure.message(m);
@@ -452,10 +455,14 @@ impl<'a> Compaction<'a> {
         let tokens = self.setup.fixed + measure.history(&assembled);
         let t = self.setup.thresholds;
         match judge(tokens, self.setup.before, t.destination, t.trigger, plan.kept_rounds) {
+            Verdict::Accept if archived.is_none() => {
+                self.stage = Stage::Archiving { upto: plan.keep_from_message };
+                Need::Archive { upto: plan.keep_from_message }
+            }
             Verdict::Accept => Need::Done(Box::new(Compacted {
                 history: assembled,
                 plan,
-                archive_ref,
+                archive_ref: archived.unwrap_or_default(),
                 batches: self.folds,
                 tokens,
                 in_place: self.in_place,

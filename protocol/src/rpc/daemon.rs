@@ -108,6 +108,76 @@ pub struct DaemonStatus {
     /// day's budget (`[budgets] day_tokens` / `day_cost`).
     #[serde(default)]
     pub today: DaySpending,
+    /// The configuration the daemon runs, and whether the file on disk still says the same.
+    #[serde(default)]
+    pub config: ConfigStatus,
+    /// Each configured provider (`[providers.NAME]`), in name order, as the daemon found it at its
+    /// start (or its last reload): whether its `base_url` answers as its kind's API.
+    #[serde(default)]
+    pub providers: Vec<ProviderStatus>,
+}
+
+/// The configuration the daemon runs, in `daemon.status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigStatus {
+    /// The file, `<home>/agentd.toml`.
+    pub path: String,
+    /// When the daemon read it (its start, or the last `agentd reload`), RFC 3339.
+    pub read_at: String,
+    /// True when the file on disk no longer says what the daemon runs: `agentd reload` applies it.
+    pub differs: bool,
+}
+
+/// A provider as the daemon found it, in `daemon.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProviderStatus {
+    /// Its name (`[providers.NAME]`).
+    pub name: String,
+    /// Its kind (`openai`, `anthropic`, `ollama`, `openai-responses`).
+    pub kind: String,
+    /// Its `base_url`.
+    pub base_url: String,
+    /// Whether `GET {base_url}/models` answered as the kind's API; absent while it is being asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// What answered, in words (the models listed, or what was wrong).
+    pub detail: String,
+}
+
+/// When a change to `agentd.toml` takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigApplies {
+    /// From the next turn of every task (a running turn keeps the settings it started with), and
+    /// for every task started later.
+    Now,
+    /// At the daemon's next start: `[http]`, `[cluster]`, `[scheduler]` and `[telemetry]` set up
+    /// what is made once.
+    NextStart,
+}
+
+/// One key of `agentd.toml` that a reload found changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigChange {
+    /// The key, dotted (`providers.local.base_url`).
+    pub key: String,
+    /// Its value before, as TOML writes it; absent when the key is new.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Its value now; absent when the key was removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// When it takes effect.
+    pub applies: ConfigApplies,
+}
+
+/// `daemon.reload`'s answer: the file read, and what changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReloadResult {
+    /// The file, `<home>/agentd.toml`.
+    pub path: String,
+    /// Each key whose value changed, in key order; empty when nothing did.
+    pub changes: Vec<ConfigChange>,
 }
 
 /// A day's spending, in `daemon.status`.

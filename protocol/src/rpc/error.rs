@@ -38,11 +38,14 @@ pub enum ErrorCode {
     /// -32007: the workspace is a directory agentd will not work in (`/`, a system directory, its
     /// own home): refused, whoever asks.
     RefusedWorkspace,
+    /// -32008: `agentd.toml` as it is on disk does not load (`daemon.reload`): the message names the
+    /// file, the key and why; the daemon goes on with what it runs.
+    InvalidConfig,
 }
 
 impl ErrorCode {
     /// Every code, in the order of their numbers' meaning (JSON-RPC's, then agentd's).
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -55,6 +58,7 @@ impl ErrorCode {
         ErrorCode::UnknownNote,
         ErrorCode::UnknownRole,
         ErrorCode::RefusedWorkspace,
+        ErrorCode::InvalidConfig,
     ];
 
     /// What the code means, in a few words (the HTTP API's documentation of its statuses).
@@ -76,6 +80,7 @@ impl ErrorCode {
             ErrorCode::RefusedWorkspace => {
                 "a workspace agentd will not work in (`/`, a system directory, its home)"
             }
+            ErrorCode::InvalidConfig => "agentd.toml does not load (file, key and why); nothing changed",
         }
     }
 
@@ -94,6 +99,7 @@ impl ErrorCode {
             ErrorCode::UnknownNote => -32005,
             ErrorCode::UnknownRole => -32006,
             ErrorCode::RefusedWorkspace => -32007,
+            ErrorCode::InvalidConfig => -32008,
         }
     }
 

@@ -18,7 +18,7 @@
 //! document and the route table name it.
 
 use super::changes::{DiffParams, DiffResult, RevertParams, RevertResult};
-use super::daemon::{ClockParams, ClockResult, DaemonStatus};
+use super::daemon::{ClockParams, ClockResult, DaemonStatus, ReloadResult};
 use super::evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyResult};
 use super::inspect::{ContextParams, ContextResult, LogParams, LogResult};
 use super::memory::{NoteChanged, NoteDetail, NoteEditParams, NoteRef, UndoParams};
@@ -341,6 +341,10 @@ methods! {
     DaemonStatus "daemon.status" (NoParams) -> DaemonStatus
         { Get "/daemon", query: [], body: false,
           "The daemon's version, uptime, jobs, storage and HTTP address" }
+    /// Reads `agentd.toml` again and applies it to later turns: what changed, or why nothing did.
+    DaemonReload "daemon.reload" (NoParams) -> ReloadResult
+        { Post "/daemon/reload", query: [], body: false,
+          "Read agentd.toml again, validated whole, and apply it to later turns; says what changed" }
     /// Moves a manual clock forward (tests).
     ClockAdvance "clock.advance" (ClockParams) -> ClockResult {}
 }
@@ -403,7 +407,7 @@ mod tests {
             let schema = serde_json::to_value(schemars::schema_for!(Request)).unwrap();
             assert!(schema.to_string().contains(&format!("\"{}\"", m.name())), "{m}");
         }
-        assert_eq!(names.len(), 28);
+        assert_eq!(names.len(), 29);
         assert_eq!(Method::parse("task.explode"), None);
         let r = <method::TaskStatus as RpcMethod>::request(TaskRef { task_id: "t".into() });
         assert_eq!(r.method(), Method::TaskStatus);

@@ -26,8 +26,9 @@ mod task;
 
 pub use changes::{DiffFile, DiffParams, DiffResult, RevertParams, RevertResult};
 pub use daemon::{
-    ClockParams, ClockResult, ClusterStatus, DaemonStatus, DaySpending, HttpServing, JobAction, JobStatus,
-    McpServerStatus, McpStart, NodeStatus, StorageStatus, StreamStatus,
+    ClockParams, ClockResult, ClusterStatus, ConfigApplies, ConfigChange, ConfigStatus, DaemonStatus,
+    DaySpending, HttpServing, JobAction, JobStatus, McpServerStatus, McpStart, NodeStatus, ProviderStatus,
+    ReloadResult, StorageStatus, StreamStatus,
 };
 pub use error::{ErrorCode, RpcError};
 pub use evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyResult};

@@ -210,6 +210,7 @@ pub fn event_line(e: &Event) -> String {
             next_trigger_tokens.map(|t| format!("; next compaction past {t} tokens (priced by the cache)")).unwrap_or_default()
         ),
         K::CompactionFailed { reason } => format!("compaction failed: {reason}"),
+        K::CompactionRefused { reason } => format!("compaction refused, nothing written: {reason}"),
         K::McpServerStarted { server, tools } => format!("MCP server {server} started: {tools} tools"),
         K::McpServerFailed { server, error, will_retry_in_ms } => {
             let retry = match will_retry_in_ms {

@@ -270,6 +270,8 @@ pub fn serve(
         if recovered > 0 {
             tracing::info!(recovered, "tasks left running by a previous daemon are now interrupted");
         }
+        report_interrupted(&shared);
+        tokio::spawn(crate::reload::check_providers(shared.clone()));
         let supervisor = supervisor.start();
         let listener = match bound {
             // A fleet's node: the socket that answered while it joined, with whoever waits on it.
@@ -306,7 +308,7 @@ pub fn serve(
         tokio::spawn(storage_checks(shared.clone(), stop.clone()));
         tracing::info!(socket = %socket_path.display(), "agentd is serving");
         ready(&socket_path);
-        wait_for_signal().await;
+        wait_for_signal(&shared).await;
         tracing::info!("stopping: no new connections; running tasks become interrupted");
         stop.cancel();
         if let Some(web) = web {
@@ -347,17 +349,45 @@ async fn storage_checks(shared: Arc<Shared>, stop: CancellationToken) {
     }
 }
 
-async fn wait_for_signal() {
+async fn wait_for_signal(shared: &Arc<Shared>) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
     else {
         tracing::error!("cannot install signal handlers; waiting for ctrl-c");
         let _ = tokio::signal::ctrl_c().await;
         return;
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            // SIGHUP: `agentd.toml` read again, as `agentd reload` does.
+            _ = hup.recv() => match shared.reload(|var| std::env::var(var).ok()) {
+                Ok(_) => {
+                    tokio::spawn(crate::reload::check_providers(shared.clone()));
+                }
+                Err(e) => tracing::error!(error = %e, "SIGHUP: agentd.toml not applied; the daemon goes on with what it runs"),
+            },
+        }
+    }
+}
+
+/// Says, at the start, which tasks wait to be resumed — interrupted by the previous daemon's
+/// stop or crash — each with the command that resumes it.
+fn report_interrupted(shared: &Shared) {
+    let tasks = match shared.storage.tasks() {
+        Ok(tasks) => tasks,
+        Err(e) => return tracing::error!(error = %e, "cannot list the tasks to say which were interrupted"),
+    };
+    for t in tasks.iter().filter(|t| t.state == agentd_protocol::TaskState::Interrupted) {
+        let objective = agentd_protocol::text::truncate_chars(t.objective.lines().next().unwrap_or(""), 60);
+        tracing::warn!(
+            task = %t.task_id,
+            objective = %objective,
+            resume = %format!("agentd resume {}", t.task_id),
+            "interrupted: it goes on with the command given"
+        );
     }
 }
 

@@ -2,22 +2,28 @@
 //! that says what holds, or what fails and which key or command changes it.
 //!
 //! The checks run in the doctor's own process, as the daemon would run the same things: the config
-//! is loaded by the daemon's loader; each role's provider is asked for the role's model's window and
-//! whether it counts tokens; each MCP server is started by a task's own client, under the sandbox a
+//! is loaded by the daemon's loader; each provider must answer `GET {base_url}/models` as its kind's
+//! API does (a 404, an HTML page, a refused connection or a TLS error fails naming
+//! `providers.NAME.base_url`); each role's provider is asked for the role's model's window and
+//! whether it counts tokens, and the model must answer a one-token request (unless `--no-probe`); each MCP server is started by a task's own client, under the sandbox a
 //! task in the given workspace would use, and its tools listed; the kernel is asked what the sandbox
 //! can enforce. The home, its free space and the daemon's socket close the list. Nothing is written
 //! but an MCP launcher's cache.
 
-use crate::config::{Config, McpTransport};
+use crate::config::{Config, McpTransport, ProviderConfig};
 use crate::daemon::Home;
 use crate::mcp::{McpError, McpHealth, TaskServers};
 use agentd_agents::tools::sandbox;
 use agentd_agents::tools::SandboxMode;
 use agentd_engine::counter::{tokenizer_for, Tokenizer};
+use agentd_protocol::{ChatRequest, Message};
+use agentd_providers::{Client, ProviderKind};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// How long a provider may take to answer one question.
 const PROVIDER_TIMEOUT: Duration = Duration::from_secs(15);
@@ -53,6 +59,9 @@ pub struct Check {
     /// What to change when it fails or is degraded: a key of `agentd.toml` or a command.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// A provider's models, as it listed them (for the model checks that follow, not reported).
+    #[serde(skip)]
+    listed: Option<Vec<String>>,
 }
 
 impl Check {
@@ -62,7 +71,7 @@ impl Check {
         verdict: Verdict,
         detail: impl Into<String>,
     ) -> Check {
-        Check { area, name: name.into(), verdict, detail: detail.into(), fix: None }
+        Check { area, name: name.into(), verdict, detail: detail.into(), fix: None, listed: None }
     }
 
     fn fix(mut self, fix: impl Into<String>) -> Check {
@@ -90,13 +99,14 @@ impl Report {
 }
 
 /// [`run`] on a runtime of its own, for a caller that has none (the `agentd doctor` command).
-pub fn run_blocking(home: &Home, workspace: &Path) -> std::io::Result<Report> {
+pub fn run_blocking(home: &Home, workspace: &Path, probe: bool) -> std::io::Result<Report> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    Ok(runtime.block_on(run(home, workspace)))
+    Ok(runtime.block_on(run(home, workspace, probe)))
 }
 
-/// Checks the setup of `home`, starting MCP servers as a task in `workspace` would.
-pub async fn run(home: &Home, workspace: &Path) -> Report {
+/// Checks the setup of `home`, starting MCP servers as a task in `workspace` would; with `probe`,
+/// each role's model answers a one-token request.
+pub async fn run(home: &Home, workspace: &Path, probe: bool) -> Report {
     let mut checks = Vec::new();
     let config = match Config::load(&home.config()) {
         Ok(config) => {
@@ -130,7 +140,7 @@ pub async fn run(home: &Home, workspace: &Path) -> Report {
                 ),
             );
         }
-        checks.extend(model_checks(config).await);
+        checks.extend(model_checks(config, probe).await);
         checks.extend(mcp_checks(config, workspace).await);
         checks.extend(sandbox_checks(config));
     }
@@ -227,22 +237,63 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     }
 }
 
-/// Each role's model on its provider: the server answers, the window it declares, how its tokens
-/// are counted.
-async fn model_checks(config: &Config) -> Vec<Check> {
+/// A provider's line: whether its server answers as its kind's API
+/// ([`crate::provider_health::reach`]), its failure naming the key to change.
+async fn provider_check(p: &ProviderConfig, client: &Client) -> Check {
+    let reach = crate::provider_health::reach(p, client).await;
+    let verdict = if reach.ok { Verdict::Ok } else { Verdict::Fail };
+    let mut check = Check::new("provider", p.name.clone(), verdict, reach.detail);
+    check.fix = reach.fix;
+    check.listed = reach.listed;
+    check
+}
+
+/// Whether `model` is among the models a server lists (Ollama's `NAME` is its `NAME:latest`).
+fn is_listed(model: &str, listed: &[String]) -> bool {
+    listed.iter().any(|m| m == model || m.strip_suffix(":latest") == Some(model))
+}
+
+/// Each provider's API ([`provider_check`]), then each role's model on it: the window it declares,
+/// how its tokens are counted, its prompt cache, and — with `probe` — one request of a single
+/// answer token, which must succeed.
+async fn model_checks(config: &Config, probe: bool) -> Vec<Check> {
     let mut checks = Vec::new();
+    let mut answering: BTreeMap<&str, (Client, Option<Vec<String>>)> = BTreeMap::new();
+    for (name, p) in &config.providers {
+        let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
+        let client = p.connect(key, config.deadlines);
+        let mut check = provider_check(p, &client).await;
+        if check.verdict == Verdict::Ok {
+            answering.insert(name.as_str(), (client, check.listed.take()));
+        }
+        checks.push(check);
+    }
     for role in config.team.roles() {
         let Some(rc) = config.team.role(&role) else { continue };
         let Some(p) = config.providers.get(&rc.provider) else { continue };
-        let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
+        let name = role.name().to_string();
+        let Some((client, listed)) = answering.get(p.name.as_str()) else {
+            checks.push(
+                Check::new(
+                    "model",
+                    name,
+                    Verdict::Fail,
+                    format!(
+                        "{} on {}: not checked, the provider does not answer as its API",
+                        rc.model, p.name
+                    ),
+                )
+                .fix(format!("providers.{}.base_url", p.name)),
+            );
+            continue;
+        };
         // Which key was checked, by its variable's name (never its value).
+        let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
         let keyed = match (&p.api_key_env, &key) {
             (Some(var), Some(_)) => format!("API key from ${var}"),
             (Some(var), None) => format!("API key ${var} NOT set"),
             (None, _) => "no API key (providers.NAME.api_key_env unset)".replace("NAME", &p.name),
         };
-        let client = p.connect(key, config.deadlines);
-        let name = role.name().to_string();
         let at = format!("{} on {} ({}, {keyed})", rc.model, p.name, p.base_url);
         let window = match within(client.probe_window(&rc.model)).await {
             None => {
@@ -280,13 +331,60 @@ async fn model_checks(config: &Config) -> Vec<Check> {
                 "prompt cache declared (a cached token at {:.2}, prefixes of {}+ tokens)",
                 c.read_factor, c.min_tokens
             ),
-            (None, true) => "prompt cache learned from its usage reports once they show one                              (`agentd context` says when it is)"
+            (None, true) => "prompt cache learned from its usage reports once they show one \
+                             (`agentd context` says when it is)"
                 .to_string(),
             (None, false) => "no prompt cache (cache = false): compactions unpriced".to_string(),
         };
-        checks.push(Check::new("model", name, Verdict::Ok, format!("{at}: {window}; {counted}; {cache}")));
+        let mut detail = format!("{at}: {window}; {counted}; {cache}");
+        let mut verdict = Verdict::Ok;
+        let mut fix = None;
+        if probe {
+            match within(client.chat(&probe_request(&rc.model, p.kind), &CancellationToken::new())).await {
+                Some(Ok(answer)) => {
+                    let used = answer
+                        .usage
+                        .map(|u| format!(" ({} prompt tokens)", u.prompt_tokens))
+                        .unwrap_or_default();
+                    detail.push_str(&format!("; a one-token request answered{used}"));
+                }
+                Some(Err(e)) => {
+                    (verdict, fix) = (
+                        Verdict::Fail,
+                        Some(format!("team.{name}.model, or providers.{}.base_url / api_key_env", p.name)),
+                    );
+                    detail = format!("{at}: a one-token request failed: {e}");
+                }
+                None => {
+                    (verdict, fix) = (Verdict::Fail, Some(format!("providers.{}.base_url", p.name)));
+                    detail = format!("{at}: a one-token request got no answer within 15 s");
+                }
+            }
+        } else if listed.as_ref().is_some_and(|l| !l.is_empty() && !is_listed(&rc.model, l)) {
+            verdict = Verdict::Warn;
+            detail.push_str(&format!("; {} is not among the models the server lists", rc.model));
+            fix = Some(format!("team.{name}.model"));
+        }
+        let mut check = Check::new("model", name, verdict, detail);
+        check.fix = fix;
+        checks.push(check);
     }
     checks
+}
+
+/// The probe: a one-word question with room for a single answer token (16 on the Responses API,
+/// its least), no tools, no thinking — a few prompt tokens billed per role.
+fn probe_request(model: &str, kind: ProviderKind) -> ChatRequest {
+    ChatRequest {
+        model: model.to_string(),
+        system: "You are being checked by agentd doctor.".to_string(),
+        messages: vec![Message::user("Reply with OK.")],
+        tools: Vec::new(),
+        tool_choice_none: false,
+        max_tokens: Some(kind.least_max_tokens()),
+        thinking_budget: None,
+        cache_key: None,
+    }
 }
 
 /// `answer`, or `None` past [`PROVIDER_TIMEOUT`] on the daemon's clock.

@@ -25,6 +25,8 @@ pub mod fuzzing;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod provider_health;
+pub mod reload;
 pub mod rpc;
 pub mod schedule;
 pub mod scheduler;

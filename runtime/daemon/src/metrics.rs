@@ -220,6 +220,9 @@ impl Metrics {
             EventKind::CompactionFailed { .. } => {
                 self.compactions.get_or_create(&RoleOutcome { role, outcome: "failed" }).inc();
             }
+            EventKind::CompactionRefused { .. } => {
+                self.compactions.get_or_create(&RoleOutcome { role, outcome: "refused" }).inc();
+            }
             EventKind::WindowLearned { source, .. } => {
                 self.windows.get_or_create(&Source { source: source.as_str().into() }).inc();
             }

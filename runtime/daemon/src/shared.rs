@@ -13,6 +13,7 @@ use agentd_engine::tool_servers::ToolServers;
 use agentd_evidence::Store;
 use agentd_policies::redact::Redactor;
 use agentd_protocol::{Event, Model};
+use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,8 +39,11 @@ pub struct Shared {
     pub live: broadcast::Sender<Event>,
     /// The fleet this daemon is a node of (`[cluster]`), if any.
     pub fleet: Option<Arc<Fleet>>,
-    /// The daemon's configuration.
-    pub config: Arc<Config>,
+    /// The configuration the daemon runs, the text it was read from and when: replaced whole by a
+    /// reload ([`Shared::config`] reads it).
+    loaded: RwLock<Arc<Loaded>>,
+    /// How each provider answered at the start or the last reload.
+    pub providers: Arc<crate::provider_health::ProviderHealth>,
     /// The team engine every task runs on.
     pub engine: Arc<Engine>,
     /// The scheduler that runs the cron jobs.
@@ -77,15 +81,8 @@ impl Shared {
                 (fleet.storage.clone(), Some(fleet))
             }
         };
-        let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
-        for (name, p) in &config.providers {
-            let key = p.api_key_env.as_deref().and_then(&env);
-            models.insert(name.clone(), Arc::new(p.connect(key, config.deadlines)));
-        }
-        // Provider keys and configured secrets, by variable name: redacted from every tool result.
-        let secret_names =
-            config.providers.values().filter_map(|p| p.api_key_env.clone()).chain(config.secret_env.clone());
-        let redactor = Redactor::new(secret_names.filter_map(|name| env(&name).map(|value| (name, value))));
+        let models = models_of(&config, &env, None);
+        let redactor = redactor_of(&config, &env);
         let engine = Engine::new(storage.clone(), config.team.clone(), models, redactor);
         let engine = Arc::new(engine.with_calendar(Arc::new(config.tz)));
         let scheduler = Scheduler::new(config.jobs.clone(), storage.clone(), home.clone()).start();
@@ -96,7 +93,8 @@ impl Shared {
             storage,
             live,
             fleet,
-            config,
+            loaded: RwLock::new(Arc::new(Loaded::of(config))),
+            providers: Default::default(),
             engine,
             scheduler,
             ends,
@@ -108,6 +106,71 @@ impl Shared {
 
     /// The tool servers of task `task_id` in `workspace`: the configured MCP servers, none started yet.
     pub fn tool_servers(&self, task_id: &str, workspace: &Path) -> Arc<dyn ToolServers> {
-        Arc::new(crate::mcp::TaskServers::new(&self.config, task_id, workspace, self.mcp.clone()))
+        Arc::new(crate::mcp::TaskServers::new(&self.config(), task_id, workspace, self.mcp.clone()))
     }
+
+    /// The configuration the daemon runs now.
+    pub fn config(&self) -> Arc<Config> {
+        self.loaded.read().config.clone()
+    }
+
+    /// The configuration the daemon runs, with its text and when it was read.
+    pub fn loaded(&self) -> Arc<Loaded> {
+        self.loaded.read().clone()
+    }
+
+    /// Puts a configuration read anew in place (`crate::reload`).
+    pub(crate) fn set_loaded(&self, loaded: Loaded) {
+        *self.loaded.write() = Arc::new(loaded);
+    }
+}
+
+/// A configuration as the daemon read it.
+pub struct Loaded {
+    /// The configuration.
+    pub config: Arc<Config>,
+    /// The file's text it was read from (what `daemon.status` compares the file with).
+    pub text: String,
+    /// When it was read, RFC 3339.
+    pub read_at: String,
+}
+
+impl Loaded {
+    /// `config` as read now, its text read from its file (empty when it cannot be read).
+    pub fn of(config: Arc<Config>) -> Loaded {
+        let text = std::fs::read_to_string(&config.path).unwrap_or_default();
+        Loaded { config, text, read_at: agentd_engine::clock::now_rfc3339() }
+    }
+}
+
+/// A client per configured provider, by name, each with its key from `env`; a provider configured
+/// as it was in `reuse` keeps its client there (what it learned of its server, its requests in
+/// flight).
+pub fn models_of(
+    config: &Config,
+    env: &impl Fn(&str) -> Option<String>,
+    reuse: Option<(&Config, &agentd_engine::context::Configured)>,
+) -> HashMap<String, Arc<dyn Model>> {
+    let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
+    for (name, p) in &config.providers {
+        let kept = reuse
+            .filter(|(before, _)| {
+                before.providers.get(name) == Some(p) && before.deadlines == config.deadlines
+            })
+            .and_then(|(_, configured)| configured.models.get(name).cloned());
+        let model = kept.unwrap_or_else(|| {
+            let key = p.api_key_env.as_deref().and_then(env);
+            Arc::new(p.connect(key, config.deadlines))
+        });
+        models.insert(name.clone(), model);
+    }
+    models
+}
+
+/// The redactor of the providers' keys and the configured secrets, by variable name, their values
+/// read by `env`: redacted from every tool result.
+pub fn redactor_of(config: &Config, env: &impl Fn(&str) -> Option<String>) -> Redactor {
+    let secret_names =
+        config.providers.values().filter_map(|p| p.api_key_env.clone()).chain(config.secret_env.clone());
+    Redactor::new(secret_names.filter_map(|name| env(&name).map(|value| (name, value))))
 }

@@ -122,7 +122,13 @@ async fn connection(stream: UnixStream, methods: Arc<Methods>, stop: Cancellatio
 
 async fn handle_line(text: &[u8], methods: &Arc<Methods>, out: &mpsc::Sender<String>) {
     let (id, request) = match decode_request(text) {
-        Ok(request) => request,
+        Ok((id, request)) => match methods.full_task_id(request) {
+            Ok(request) => (id, request),
+            Err(e) => {
+                let _ = out.send(error_response(id, &e)).await;
+                return;
+            }
+        },
         Err((id, e)) => {
             let _ = out.send(error_response(id, &e)).await;
             return;

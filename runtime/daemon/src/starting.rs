@@ -117,6 +117,11 @@ impl Answers {
             cluster,
             mcp: Vec::new(),
             today: DaySpending::default(),
+            config: agentd_protocol::rpc::ConfigStatus {
+                path: self.config.path.display().to_string(),
+                ..Default::default()
+            },
+            providers: Vec::new(),
         }
     }
 

@@ -15,7 +15,7 @@ use agentd_policies::budget::DEFAULT_COMPACT_AT;
 use agentd_policies::redact::Redactor;
 use agentd_policies::settings::{CompactAt, CompactAtOn};
 use agentd_protocol::{Budget, Model, Role, TaskState, ToolName, TurnSettings};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,13 +24,40 @@ use tokio_util::sync::CancellationToken;
 /// What every task of one engine shares, set up once by the daemon: where everything is kept, the
 /// fitter every request passes through, the team's settings, a model per configured provider and
 /// the redactor of secrets. Its parts are reached through methods, each by what needs it.
+///
+/// The configured parts (team, models, redactor) are swapped whole by [`Engine::reconfigure`]
+/// (`agentd reload`): what reads them holds the set it read — a turn's settings snapshot, a task's
+/// checkpoint limits — and the next read gets the new one.
 pub struct Engine {
     storage: Arc<dyn Storage>,
     fitter: Fitter,
-    team: TeamConfig,
-    models: HashMap<String, Arc<dyn Model>>,
-    redactor: Redactor,
+    configured: RwLock<Arc<Configured>>,
     ledger: Arc<Ledger>,
+}
+
+/// The engine's parts that come from the configuration, as one set.
+pub struct Configured {
+    /// The team's settings.
+    pub team: TeamConfig,
+    /// A model per configured provider, by the provider's name.
+    pub models: HashMap<String, Arc<dyn Model>>,
+    /// The redactor of the providers' keys and the configured secrets.
+    pub redactor: Redactor,
+}
+
+/// One part of the [`Configured`] set read at one moment: it stays that set's, whatever a reload
+/// swaps in meanwhile.
+pub struct Read<T: 'static> {
+    set: Arc<Configured>,
+    part: fn(&Configured) -> &T,
+}
+
+impl<T> std::ops::Deref for Read<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        (self.part)(&self.set)
+    }
 }
 
 impl Engine {
@@ -44,12 +71,25 @@ impl Engine {
     ) -> Engine {
         let fitter = Fitter::new(storage.clone(), team.retry, team.prices.clone());
         let ledger = Arc::new(Ledger::new(Arc::new(UtcDays)));
-        Engine { storage, fitter, team, models, redactor, ledger }
+        let configured = RwLock::new(Arc::new(Configured { team, models, redactor }));
+        Engine { storage, fitter, configured, ledger }
     }
 
     /// This engine, its budgets' days read by `calendar` (`[scheduler] tz`) rather than in UTC.
     pub fn with_calendar(self, calendar: Arc<dyn Calendar>) -> Engine {
         Engine { ledger: Arc::new(Ledger::new(calendar)), ..self }
+    }
+
+    /// Puts a new configured set in place: every later read (a turn starting, a task's run, the
+    /// fitter's next retry schedule and prices) gets it; what holds the old one keeps it.
+    pub fn reconfigure(&self, configured: Configured) {
+        self.fitter.set_policies(configured.team.retry, configured.team.prices.clone());
+        *self.configured.write() = Arc::new(configured);
+    }
+
+    /// The configured set as it is now.
+    pub fn configured(&self) -> Arc<Configured> {
+        self.configured.read().clone()
     }
 
     /// What the tasks spent, by task and by day: what the budgets are held against.
@@ -60,12 +100,13 @@ impl Engine {
     /// The budgets' check of `role`'s requests in `task_id`, whose own budget is `budget` (its
     /// record's, read when its run began: it changes only while the task is stopped).
     pub fn gate(&self, task_id: &str, role: &Role, budget: Option<Budget>) -> Gate {
+        let team = self.team();
         Gate {
             storage: self.storage.clone(),
             ledger: self.ledger.clone(),
-            prices: self.team.prices.clone(),
-            task_budget: self.team.budgets.for_task(budget),
-            day_budget: self.team.budgets.day,
+            prices: team.prices.clone(),
+            task_budget: team.budgets.for_task(budget),
+            day_budget: team.budgets.day,
             task_id: task_id.to_string(),
             role: role.clone(),
         }
@@ -81,19 +122,19 @@ impl Engine {
         &self.fitter
     }
 
-    /// The team's settings.
-    pub fn team(&self) -> &TeamConfig {
-        &self.team
+    /// The team's settings, as configured now.
+    pub fn team(&self) -> Read<TeamConfig> {
+        Read { set: self.configured(), part: |c| &c.team }
     }
 
     /// The model of the provider named `provider`, if one is configured.
     pub fn model(&self, provider: &str) -> Option<Arc<dyn Model>> {
-        self.models.get(provider).cloned()
+        self.configured.read().models.get(provider).cloned()
     }
 
     /// The redactor of the providers' keys and the configured secrets.
-    pub fn redactor(&self) -> &Redactor {
-        &self.redactor
+    pub fn redactor(&self) -> Read<Redactor> {
+        Read { set: self.configured(), part: |c| &c.redactor }
     }
 }
 
@@ -112,7 +153,7 @@ pub fn effective_compact_at(
     if let Some(v) = set.filter(|v| (1..=100).contains(v)) {
         return Ok(v as u8);
     }
-    Ok(engine.team.role(role).and_then(|r| r.compact_at).unwrap_or(DEFAULT_COMPACT_AT))
+    Ok(engine.team().role(role).and_then(|r| r.compact_at).unwrap_or(DEFAULT_COMPACT_AT))
 }
 
 /// One task's context, shared by its agents: its id, its workspace, its cancellation, its tool
@@ -188,7 +229,7 @@ impl TaskCtx {
 
     /// Who the lead may delegate to: the coder and the configured specialists.
     pub fn delegates(&self) -> Vec<Role> {
-        self.engine.team.roles().filter(|r| *r != Role::Lead).collect()
+        self.engine.team().roles().filter(|r| *r != Role::Lead).collect()
     }
 
     /// The model of the provider named `provider`, or a [`TurnError::UnknownProvider`] naming it when none is
@@ -200,7 +241,8 @@ impl TaskCtx {
     /// The system prompt of `role` in this task: the role's own, the workspace, the teammates the lead may
     /// delegate to, and the configuration's `prompt`.
     pub fn system_prompt(&self, role: &Role, workspace: &Workspace) -> String {
-        let custom = self.engine.team.role(role).and_then(|r| r.prompt.as_deref());
+        let team = self.engine.team();
+        let custom = team.role(role).and_then(|r| r.prompt.as_deref());
         let delegates = if *role == Role::Lead { self.delegates() } else { Vec::new() };
         let mut prompt = agentd_agents::prompts::system_prompt(role, custom, workspace.root(), &delegates);
         if *role == Role::Lead {
@@ -214,7 +256,7 @@ impl TaskCtx {
     fn parallel_note(&self, delegates: &[Role]) -> String {
         let several: Vec<String> = delegates
             .iter()
-            .filter_map(|r| self.engine.team.role(r).map(|c| (r, c.instances())))
+            .filter_map(|r| self.engine.team().role(r).map(|c| (r, c.instances())))
             .filter(|(_, n)| *n > 1)
             .map(|(r, n)| format!("{r} up to {n} ({r}, {})", r.instance(2)))
             .collect();
@@ -244,13 +286,13 @@ impl TaskCtx {
 
     /// The settings a turn of `role` starts with.
     pub fn snapshot(&self, role: &Role) -> Result<TurnSettings, TurnError> {
-        let team = &self.engine.team;
+        let team = self.engine.team();
         let rc = team.role(role).ok_or_else(|| TurnError::UnknownRole(role.clone()))?;
         let server = self.model(&rc.provider)?.server().to_string();
         let compact_at = effective_compact_at(&self.engine, role, &server, &rc.model)?;
         let mut tools = rc.tools.clone().unwrap_or_else(|| default_tools(role));
         // With memory turned off, `remember` is not offered at all (it would only be refused).
-        if !self.engine.team.blocks.memory {
+        if !self.engine.team().blocks.memory {
             tools.retain(|t| *t != ToolName::Remember);
         }
         // Every role can end its turn, whatever its `tools` list: one without `finish` would call it

@@ -234,19 +234,13 @@ pub fn panic_words(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The compactions asked for during the run that no later request made: made now, before the end
-/// is recorded. One refused for want of anything to compact says so (`compaction_failed`); a
-/// failed one has said so already.
+/// is recorded. A refused or failed one has said so already (`compaction_refused`,
+/// `compaction_failed`).
 async fn compact_requested(ctx: &TaskCtx, members: &Team) {
     for (role, requested) in ctx.take_all_requested() {
         let Some(member) = members.member(&role) else { continue };
         match member.compact(requested).await {
-            Ok(_) => {}
-            Err(TurnError::Fit(FitError::NothingToCompact(why))) => {
-                let refused = EventKind::CompactionFailed { reason: why.to_string() };
-                if let Err(e) = ctx.engine.storage().emit(&ctx.task_id, &role, refused) {
-                    tracing::error!(task = %ctx.task_id, error = %e, "could not record a refused compaction");
-                }
-            }
+            Ok(_) | Err(TurnError::Fit(FitError::NothingToCompact(_) | FitError::Refused(_))) => {}
             Err(e) => {
                 tracing::warn!(task = %ctx.task_id, role = role.name(), error = %e, "the requested compaction failed")
             }

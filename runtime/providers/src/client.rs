@@ -1,6 +1,7 @@
 //! The provider a role talks to, whatever its wire format: [`Client`], the one type the rest of the
 //! runtime holds, calling its format's [`WireFormat`] through a boxed, object-safe view of it.
 
+use super::api_check::{Listed, NotTheApi};
 use super::wire::{self, WireFormat};
 use agentd_protocol::{ChatRequest, ChatResponse, ProviderError};
 use agentd_protocol::{PromptCache, Tokens};
@@ -113,6 +114,12 @@ impl Client {
     pub async fn count_text(&self, model: &str, text: &str) -> Result<Option<u64>, ProviderError> {
         self.format.count_text(model, text).await
     }
+
+    /// Whether the server is the API its kind speaks: `GET {base}/models` lists models
+    /// ([`crate::api_check`]); else why not, naming what answered.
+    pub async fn list_models(&self) -> Result<Listed, NotTheApi> {
+        self.format.list_models().await
+    }
 }
 
 /// [`WireFormat`] as a trait object: its calls with their futures boxed.
@@ -130,6 +137,7 @@ trait Dispatch: Send + Sync {
         model: &'a str,
         text: &'a str,
     ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>>;
+    fn list_models(&self) -> BoxFuture<'_, Result<Listed, NotTheApi>>;
 }
 
 impl<F: WireFormat> Dispatch for F {
@@ -159,6 +167,10 @@ impl<F: WireFormat> Dispatch for F {
         text: &'a str,
     ) -> BoxFuture<'a, Result<Option<u64>, ProviderError>> {
         Box::pin(WireFormat::count_text(self, model, text))
+    }
+
+    fn list_models(&self) -> BoxFuture<'_, Result<Listed, NotTheApi>> {
+        Box::pin(crate::api_check::list_models(self.http(), |r| self.authorize(r)))
     }
 }
 

@@ -102,7 +102,25 @@ impl Http {
 
 /// A request to `url` that got no answer (connection refused, DNS, TLS, timeout, a broken read).
 pub(crate) fn transport(url: &str, e: &reqwest::Error) -> ProviderError {
+    if refused(e) {
+        return ProviderError::ConnectionRefused { url: url.to_string() };
+    }
     ProviderError::Transport { url: url.to_string(), message: error_chain(e) }
+}
+
+/// Whether the connection was refused: nothing listens at the address (an I/O error of that kind
+/// somewhere in the error's causes).
+fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// How long a model request may take: `total` from sending to the last event, `idle` between two

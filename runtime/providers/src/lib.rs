@@ -12,6 +12,7 @@
 //! the engine never links an HTTP client. A refusal's stated window is read here (`refusal`).
 
 pub(crate) mod anthropic;
+pub mod api_check;
 mod client;
 mod error;
 #[cfg(feature = "fuzzing")]
@@ -52,6 +53,8 @@ macro_rules! kinds {
         impl ProviderKind {
             /// Every kind's name, as the config spells it.
             pub const NAMES: &'static [&'static str] = &[$($name),+];
+            /// Every kind, in the order of [`Self::NAMES`].
+            pub const ALL: &'static [ProviderKind] = &[$(ProviderKind::$variant),+];
 
             /// The kind the config names `name`, if there is one.
             pub fn parse(name: &str) -> Option<ProviderKind> {
@@ -85,6 +88,21 @@ kinds! {
 }
 
 impl ProviderKind {
+    /// The kind's name, as the config spells it.
+    pub fn name(self) -> &'static str {
+        let i = ProviderKind::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        ProviderKind::NAMES.get(i).copied().unwrap_or("")
+    }
+
+    /// The least `max_tokens` a request of this kind may ask: 16 on OpenAI's Responses API (its
+    /// `max_output_tokens` minimum), 1 elsewhere.
+    pub fn least_max_tokens(self) -> u32 {
+        match self {
+            ProviderKind::OpenAiResponses => 16,
+            _ => 1,
+        }
+    }
+
     /// The kinds as an error message lists them: `"openai", "anthropic", "ollama" or "openai-responses"`.
     pub fn expected() -> String {
         let quoted: Vec<String> = ProviderKind::NAMES.iter().map(|n| format!("{n:?}")).collect();

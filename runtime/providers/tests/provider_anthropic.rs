@@ -319,17 +319,22 @@ async fn probe_reads_the_model_object() {
     assert_eq!(AnthropicClient::new(&plain.base_url(), None).probe_window(MODEL).await.unwrap(), None);
 }
 
+/// Nothing listens at the port: the connection is refused, an error of its own (never resent).
 #[tokio::test]
-async fn an_unreachable_server_is_a_transport_error() {
+async fn a_refused_connection_is_its_own_error_naming_the_url() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let base = format!("http://127.0.0.1:{port}/v1");
     let client = AnthropicClient::new(&base, None);
     match client.chat(&request(MODEL, vec![Message::user("hi")]), &CancellationToken::new()).await {
-        Err(ProviderError::Transport { url, message }) => {
-            assert_eq!(url, format!("{base}/messages"));
-            assert!(!message.is_empty());
+        Err(e @ ProviderError::ConnectionRefused { .. }) => {
+            let url = format!("{base}/messages");
+            assert_eq!(e, ProviderError::ConnectionRefused { url: url.clone() });
+            assert!(
+                e.to_string().starts_with(&format!("connection refused: is the server at {url} running?")),
+                "{e}"
+            );
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(client.probe_window(MODEL).await, Err(ProviderError::Transport { .. })));
+    assert!(matches!(client.probe_window(MODEL).await, Err(ProviderError::ConnectionRefused { .. })));
 }

@@ -196,20 +196,25 @@ async fn probe_reads_max_model_len_or_finds_nothing() {
     assert_eq!(client.probe_window(server.model()).await.unwrap(), None);
 }
 
+/// Nothing listens at the port: the connection is refused, an error of its own (never resent).
 #[tokio::test]
-async fn an_unreachable_server_is_a_transport_error() {
+async fn a_refused_connection_is_its_own_error_naming_the_url() {
     // Bind and drop a listener to get a port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let base = format!("http://127.0.0.1:{port}/v1");
     let client = OpenAiClient::new(&base, None);
     match client.chat(&request("m", vec![Message::user("hi")]), &CancellationToken::new()).await {
-        Err(ProviderError::Transport { url, message }) => {
-            assert_eq!(url, format!("{base}/chat/completions"));
-            assert!(!message.is_empty());
+        Err(e @ ProviderError::ConnectionRefused { .. }) => {
+            let url = format!("{base}/chat/completions");
+            assert_eq!(e, ProviderError::ConnectionRefused { url: url.clone() });
+            assert!(
+                e.to_string().starts_with(&format!("connection refused: is the server at {url} running?")),
+                "{e}"
+            );
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(client.probe_window("m").await, Err(ProviderError::Transport { .. })));
+    assert!(matches!(client.probe_window("m").await, Err(ProviderError::ConnectionRefused { .. })));
 }
 
 /// An `https://` server is spoken to in TLS, through rustls with ring as its one provider (no

@@ -249,6 +249,9 @@ impl Replay {
             EventKind::CompactionFailed { reason } => {
                 one(message(format!("\n[agentd] {role}'s compaction failed: {reason}\n")))
             }
+            EventKind::CompactionRefused { reason } => {
+                one(message(format!("\n[agentd] {role}'s compaction refused, nothing written: {reason}\n")))
+            }
             EventKind::WindowLearned { old_window, new_window, source } => one(message(format!(
                 "\n[agentd] {role}'s model window learned ({}): {old_window} → {new_window} tokens\n",
                 source.as_str()

@@ -13,6 +13,7 @@
 mod acp;
 mod blocks;
 mod budgets;
+mod changes;
 mod cluster;
 mod default;
 mod error;
@@ -28,6 +29,7 @@ mod secrets;
 mod team;
 mod tools;
 
+pub use changes::changes;
 pub use cluster::ClusterConfig;
 pub use default::DEFAULT_CONFIG;
 pub use error::ConfigError;
@@ -128,9 +130,15 @@ impl Config {
 
     /// Reads and validates the configuration file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::read(path).map(|(config, _)| config)
+    }
+
+    /// Reads and validates the configuration file at `path`: the configuration and the text it
+    /// was read from (what a reload compares with).
+    pub fn read(path: &Path) -> Result<(Config, String), ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        Config::parse(&text, path)
+        Config::parse(&text, path).map(|config| (config, text))
     }
 
     /// Parses and validates `text` as a configuration; `path` is only named in errors (and its directory is

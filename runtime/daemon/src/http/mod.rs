@@ -298,6 +298,15 @@ pub fn decode_route(route: &Route, path: &[String], query: &str, body: &[u8]) ->
 }
 
 impl Api {
+    /// The request with its task id made whole when it is a unique prefix (`rpc::task_ids`), on the
+    /// daemon's runtime.
+    async fn full_task_id(&self, request: Request) -> Result<Request, RpcError> {
+        let methods = self.methods.clone();
+        self.runtime.spawn(async move { methods.full_task_id(request) }).await.unwrap_or_else(|e| {
+            Err(RpcError::internal(format!("the request's task ended before it answered: {e}")))
+        })
+    }
+
     /// Runs a method on the daemon's runtime.
     async fn call(&self, request: Request) -> Result<Value, RpcError> {
         let methods = self.methods.clone();
@@ -327,6 +336,10 @@ async fn call(
     let path: Vec<String> =
         route.path_params().map(|name| req.match_info().get(name).unwrap_or_default().to_string()).collect();
     let request = match decode_route(route, &path, req.query_string(), &body) {
+        Ok(request) => api.full_task_id(request).await,
+        Err(e) => Err(e),
+    };
+    let request = match request {
         Ok(request) => request,
         Err(e) => return error_response(e),
     };
@@ -383,7 +396,7 @@ async fn events(api: &Api, req: &HttpRequest, request: Request) -> HttpResponse 
     }
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let methods = api.methods.clone();
-    let every = methods.shared.config.http_keep_alive;
+    let every = methods.shared.config().http_keep_alive;
     let _ = tx.try_send(Bytes::from(format!(": agentd follows task {task_id} after event {after}\n\n")));
     api.runtime.spawn(async move {
         let (closer, beat) = (tx.clone(), tx.clone());
@@ -464,7 +477,7 @@ async fn openapi() -> HttpResponse {
 /// metrics_public` says otherwise.
 async fn metrics(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
     let shared = api.methods.shared.clone();
-    if !shared.config.http_metrics_public {
+    if !shared.config().http_metrics_public {
         if let Err(refused) = authorize(&req, &api) {
             return refusal(&refused, false);
         }

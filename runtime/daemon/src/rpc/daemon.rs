@@ -5,7 +5,8 @@ use super::{Answer, Methods};
 use crate::scheduler::Jobs;
 use crate::supervisor::RunningCount;
 use agentd_protocol::rpc::{
-    method, ClockParams, ClockResult, DaemonStatus, DaySpending, Handle, HttpServing, NoParams, StorageStatus,
+    method, ClockParams, ClockResult, DaemonStatus, DaySpending, Handle, HttpServing, NoParams, ReloadResult,
+    StorageStatus,
 };
 use agentd_protocol::{ErrorCode, RpcError};
 
@@ -27,7 +28,7 @@ impl Handle<method::DaemonStatus> for Methods {
             tasks_running: running as u64,
             jobs,
             clock: agentd_engine::clock::now_rfc3339(),
-            tz: self.shared.config.tz.describe(agentd_engine::clock::clock().now()),
+            tz: self.shared.config().tz.describe(agentd_engine::clock::clock().now()),
             storage: StorageStatus {
                 ok: health.ok,
                 error: health.error,
@@ -39,9 +40,21 @@ impl Handle<method::DaemonStatus> for Methods {
                 Some(fleet) => Some(crate::fleet::status(fleet).await),
                 None => None,
             },
-            mcp: self.shared.mcp.servers(&self.shared.config),
+            mcp: self.shared.mcp.servers(&self.shared.config()),
             today: self.today()?,
+            config: self.shared.config_status(),
+            providers: self.shared.providers.of(&self.shared.config()),
         })
+    }
+}
+
+impl Handle<method::DaemonReload> for Methods {
+    async fn handle(&self, _: NoParams) -> Answer<ReloadResult> {
+        let reloaded = self.shared.reload(|var| std::env::var(var).ok());
+        let result = reloaded.map_err(|e| RpcError::new(ErrorCode::InvalidConfig, e.to_string()))?;
+        // The providers are asked again, as at the start.
+        tokio::spawn(crate::reload::check_providers(self.shared.clone()));
+        Ok(result)
     }
 }
 

@@ -12,6 +12,7 @@ mod memory;
 mod refusal;
 mod settings;
 mod task;
+mod task_ids;
 
 pub use refusal::Refusal;
 
@@ -147,8 +148,8 @@ impl Methods {
     }
 
     /// The role's configuration, or -32005.
-    fn known_role(&self, role: &Role) -> Answer<&agentd_engine::team::RoleConfig> {
-        self.shared.config.team.role(role).ok_or_else(|| {
+    fn known_role(&self, role: &Role) -> Answer<agentd_engine::team::RoleConfig> {
+        self.shared.config().team.role(role).cloned().ok_or_else(|| {
             Refusal(RpcError::new(ErrorCode::UnknownRole, format!("no role {:?} in the team", role.name())))
         })
     }

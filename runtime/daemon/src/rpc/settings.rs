@@ -50,7 +50,7 @@ impl Handle<method::ModelsProbe> for Methods {
 impl Methods {
     fn settings(&self, set: bool, p: SettingParams) -> Answer<SettingResult> {
         let rc = self.known_role(&p.role)?;
-        let server = &self.shared.config.provider_of(rc).base_url;
+        let server = &self.shared.config().provider_of(&rc).base_url.clone();
         let role = &p.role;
         match p.key {
             Setting::CompactAt => {

@@ -83,7 +83,7 @@ impl Handle<method::TaskStatus> for Methods {
         };
         let stall = stall.filter(|s| meta.state == TaskState::Running && meta.node == s.meta.node);
         let mut roles = BTreeMap::new();
-        for role in self.shared.config.team.agents() {
+        for role in self.shared.config().team.agents() {
             let gauge = self
                 .shared
                 .engine

@@ -171,7 +171,7 @@ fn live_holder_elsewhere(fleet: &Fleet, lease: Option<LeaseRecord>) -> Option<St
 
 /// Writes this node's heartbeat every third of a lease, until `stop`; then removes it.
 async fn beat(supervisor: Reach, shared: Arc<Shared>, fleet: Arc<Fleet>, stop: CancellationToken) {
-    let Some(cluster) = shared.config.cluster.clone() else { return };
+    let Some(cluster) = shared.config().cluster.clone() else { return };
     let (period, clock) = (fleet.lease() / 3, clock());
     loop {
         let running = supervisor.running_count.send(RunningCount).await.unwrap_or(0) as u64;

@@ -400,7 +400,8 @@ impl Handler<Revert> for Supervisor {
         let params = msg.params;
         let work = async move {
             let reverted = tokio::task::spawn_blocking(move || {
-                let limits = (engine.team().checkpoint_bytes, engine.redactor());
+                let redactor = engine.redactor();
+                let limits = (engine.team().checkpoint_bytes, &*redactor);
                 agentd_engine::checkpoints::revert(engine.storage().as_ref(), limits, &workspace, &params)
             })
             .await;
@@ -443,7 +444,7 @@ impl Handler<Room> for Supervisor {
 
     fn handle(&mut self, _: Room, _: &mut Context<Self>) -> bool {
         self.tasks.reap();
-        let max = self.tasks.shared.config.cluster.as_ref().map_or(0, |c| c.max_tasks);
+        let max = self.tasks.shared.config().cluster.as_ref().map_or(0, |c| c.max_tasks);
         self.accepting && self.running_count() < max
     }
 }

@@ -95,7 +95,8 @@ enum Pulled {
 /// What to do with a job this node pulled: hand it back when the workspace is not here or another
 /// node's lease runs; drop it when its task has ended; else take the lease and start the task.
 async fn take(node: &Node, taken: Taken) -> Pulled {
-    let Some(cluster) = node.shared.config.cluster.as_ref() else { return Pulled::Handled };
+    let config = node.shared.config();
+    let Some(cluster) = config.cluster.as_ref() else { return Pulled::Handled };
     let task_id = taken.job.task_id.clone();
     if !reaches(cluster, &taken.job.workspace) {
         tracing::debug!(task = %task_id, workspace = %taken.job.workspace, "this node does not reach the workspace of a queued task; handed back");

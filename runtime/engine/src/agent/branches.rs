@@ -284,7 +284,7 @@ impl Agent {
     /// The plan of each call of an answer (see [`plan`]).
     pub(super) fn plan(&self, snapshot: &TurnSettings, calls: &[Call]) -> Vec<Option<Plan>> {
         let delegating = snapshot.tools.contains(&ToolName::Delegate);
-        plan(calls, delegating, &self.role, self.task.engine.team())
+        plan(calls, delegating, &self.role, &self.task.engine.team())
     }
 
     /// Starts a `delegate` call's branch: `tool_called`, then [`Agent::start_planned`].

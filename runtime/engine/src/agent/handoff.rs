@@ -29,7 +29,8 @@ impl Agent {
     pub(super) async fn handoff(&self, to: &Role, objective: &str) -> Result<Handoff, TurnError> {
         let mut receipts = self.inherited.clone();
         receipts.extend(self.receipts.iter().cloned());
-        let rc = self.task.engine.team().role(to).ok_or_else(|| TurnError::UnknownRole(to.clone()))?;
+        let team = self.task.engine.team();
+        let rc = team.role(to).ok_or_else(|| TurnError::UnknownRole(to.clone()))?;
         let client = self.task.model(&rc.provider)?;
         let server = client.server().to_string();
         let fitter = &self.task.engine.fitter();

@@ -119,8 +119,8 @@ impl Agent {
             if self.task.engine.team().trace_content {
                 let redactor = self.task.engine.redactor();
                 let newest = fitted.request.messages.last().map(Message::text).unwrap_or_default();
-                crate::spans::content(&span, "gen_ai.prompt", &newest, redactor);
-                crate::spans::content(&span, "gen_ai.completion", &response.message.text(), redactor);
+                crate::spans::content(&span, "gen_ai.prompt", &newest, &redactor);
+                crate::spans::content(&span, "gen_ai.completion", &response.message.text(), &redactor);
             }
             self.record_usage(&turn, &response).await?;
             self.spent_on(response.usage, fitted.count.total.tokens);
@@ -209,11 +209,9 @@ impl Agent {
         let fitted = match self.fit_request(turn, requested).await {
             // A compaction the user asked for never costs the turn: refused or failed (said so in
             // an event), the request is fitted as it would have been.
-            Err(TurnError::Fit(FitError::NothingToCompact(e))) if asked => {
-                self.emit(EventKind::CompactionFailed { reason: e.to_string() })?;
-                self.fit_request(turn, None).await?
-            }
-            Err(TurnError::Fit(FitError::Compaction(_))) if asked => self.fit_request(turn, None).await?,
+            Err(TurnError::Fit(
+                FitError::NothingToCompact(_) | FitError::Refused(_) | FitError::Compaction(_),
+            )) if asked => self.fit_request(turn, None).await?,
             other => other?,
         };
         // Counted before it is sent: a request that would cross a budget is not.
@@ -450,8 +448,8 @@ impl Agent {
         }
         if self.task.engine.team().trace_content {
             let redactor = self.task.engine.redactor();
-            crate::spans::content(&span, "agentd.arguments", arguments, redactor);
-            crate::spans::content(&span, "agentd.result", &bounded.content, redactor);
+            crate::spans::content(&span, "agentd.arguments", arguments, &redactor);
+            crate::spans::content(&span, "agentd.result", &bounded.content, &redactor);
         }
         self.emit(EventKind::ToolFinished {
             tool: name.clone(),

@@ -56,8 +56,12 @@ pub enum FitError {
         model: String,
     },
     /// The compaction failed (`compaction_failed` was emitted); holds its reason.
-    #[error("{0}")]
+    #[error("compaction failed: {0}")]
     Compaction(String),
+    /// A compaction asked for made no candidate small enough (`compaction_refused` was emitted;
+    /// nothing was written); holds its reason.
+    #[error("compaction refused: {0}; nothing was written, the history is as it was")]
+    Refused(String),
     /// The task was cancelled while the fitter compacted.
     #[error("cancelled")]
     Cancelled,
@@ -121,6 +125,16 @@ pub struct Fit {
     /// The budgets' check every summary request passes; `None`: no check (a stopped task compacted
     /// on request).
     pub gate: Option<crate::spending::Gate>,
+}
+
+/// Where a compaction aims, and whether the user asked for it (then its failure is a refusal).
+struct Aim<'a> {
+    /// The thresholds it is aimed at: the role's, or lower when asked for.
+    thresholds: Thresholds,
+    /// What the summariser is to keep in particular (`--focus`).
+    focus: Option<&'a str>,
+    /// Asked for by the user, not made by the trigger.
+    asked: bool,
 }
 
 /// A compaction the user asked for.
@@ -196,18 +210,25 @@ impl State {
         // Asked for: aimed lower than the trigger's compaction, refused before any event when nothing
         // can leave.
         let requested = match msg.requested.take() {
-            Some(r) => Some((r, requested(scale.unpriced, before, &msg.request.messages)?)),
+            Some(r) => match requested(scale.unpriced, before, &msg.request.messages) {
+                Ok(aim) => Some((r, aim)),
+                Err(nothing) => {
+                    let refused = EventKind::CompactionRefused { reason: nothing.to_string() };
+                    self.emit(&msg.task_id, &msg.role, refused)?;
+                    return Err(FitError::NothingToCompact(nothing));
+                }
+            },
             None => None,
         };
         if requested.is_some() || scale.thresholds.crosses_trigger(before) {
             let count = measured.measurement.count;
-            let (aim, focus) = match &requested {
-                Some((r, aim)) => (*aim, r.focus.clone()),
-                None => (scale.unpriced, None),
+            let aim = match &requested {
+                Some((r, aim)) => Aim { thresholds: *aim, focus: r.focus.as_deref(), asked: true },
+                None => Aim { thresholds: scale.unpriced, focus: None, asked: false },
             };
             let span = crate::spans::compaction(count.total.tokens.0);
             let (done, rebuilt) = self
-                .compact_history(&mut msg, &scale, aim, focus.as_deref(), extended.as_ref(), count)
+                .compact_history(&mut msg, &scale, aim, extended.as_ref(), count)
                 .instrument(span.clone())
                 .await?;
             span.record("agentd.tokens_after", rebuilt.measurement.count.total.tokens.0);
@@ -351,11 +372,11 @@ impl State {
         &self,
         msg: &mut Fit,
         scale: &Scale,
-        thresholds: Thresholds,
-        focus: Option<&str>,
+        aim: Aim<'_>,
         extended: Option<&LastRequest>,
         count: RequestCount,
     ) -> Result<(CompactedHistory, Measured), FitError> {
+        let Aim { thresholds, focus, asked } = aim;
         let (window, meter) = (scale.window, &scale.meter);
         let before = count.total.tokens;
         self.emit(
@@ -423,7 +444,7 @@ impl State {
             cache: scale.cache,
             working_files,
             fallback_dir: msg.workspace.root().join(EVIDENCE_FOLDER),
-            retry: self.retry,
+            retry: self.retry(),
             cancel: &msg.cancel,
             gate: msg.gate.clone(),
             at: now_rfc3339(),
@@ -433,8 +454,17 @@ impl State {
             Ok(done) => done,
             Err(CompactError::Cancelled) => return Err(FitError::Cancelled),
             Err(CompactError::Halted(h)) => return Err(FitError::Halted(h)),
+            // Asked for and not made: refused, having written nothing (the machine archives only
+            // what it accepts), the history as it was.
+            Err(CompactError::Failed(reason)) if asked => {
+                self.emit(&msg.task_id, &msg.role, EventKind::CompactionRefused { reason: reason.clone() })?;
+                return Err(FitError::Refused(reason));
+            }
             Err(e) => {
-                let reason = e.to_string();
+                let reason = match e {
+                    CompactError::Failed(reason) => reason,
+                    e => e.to_string(),
+                };
                 self.emit(&msg.task_id, &msg.role, EventKind::CompactionFailed { reason: reason.clone() })?;
                 return Err(FitError::Compaction(reason));
             }

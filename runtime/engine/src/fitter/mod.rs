@@ -48,7 +48,7 @@ use agentd_protocol::model::PromptCache;
 use agentd_protocol::CountSource;
 use agentd_protocol::Role;
 use agentd_protocol::{Count, EventKind, Gauge, Tokens, Usage, Window};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -82,9 +82,9 @@ type RoleKey = (String, Role);
 
 struct State {
     storage: Arc<dyn Storage>,
-    retry: RetryPolicy,
-    /// Each model's prices, for the cost of a response or a compaction.
-    prices: Arc<BTreeMap<String, Price>>,
+    /// How summary requests are retried, and each model's prices (for the cost of a response or a
+    /// compaction): the configuration's, replaced by a reload.
+    policies: RwLock<(RetryPolicy, Arc<BTreeMap<String, Price>>)>,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
     calibrations: Mutex<HashMap<String, Calibration>>,
     windows: Mutex<HashMap<(String, String), Window>>,
@@ -189,7 +189,8 @@ impl State {
 
     /// The read factor `model`'s prices say, if they say one.
     fn price_factor(&self, model: &str) -> Option<f64> {
-        let price = self.prices.get(model)?;
+        let prices = self.prices();
+        let price = prices.get(model)?;
         agentd_policies::cache::price_factor(price.input, price.cached_input)
     }
 
@@ -200,7 +201,17 @@ impl State {
 
     /// What `usage` of `model` cost, when the model has prices and the server reported usage.
     fn cost(&self, model: &str, usage: Option<Usage>) -> Option<f64> {
-        agentd_policies::cost::priced(&self.prices, model, &usage?)
+        agentd_policies::cost::priced(&self.prices(), model, &usage?)
+    }
+
+    /// The summary requests' retry schedules, as configured now.
+    fn retry(&self) -> RetryPolicy {
+        self.policies.read().0
+    }
+
+    /// Each model's prices, as configured now.
+    fn prices(&self) -> Arc<BTreeMap<String, Price>> {
+        self.policies.read().1.clone()
     }
 
     /// Emits a compaction event of a task's role into the store.
@@ -218,6 +229,11 @@ pub struct Fitter {
 }
 
 impl Fitter {
+    /// From now on, summary requests are retried by `retry` and priced by `prices` (a reload).
+    pub fn set_policies(&self, retry: RetryPolicy, prices: Arc<BTreeMap<String, Price>>) {
+        *self.state.policies.write() = (retry, prices);
+    }
+
     /// A fitter that keeps windows, calibrations and gauges in `storage`, emits compaction events there,
     /// retries summary requests by `retry` and prices them by `prices`.
     pub fn new(
@@ -228,8 +244,7 @@ impl Fitter {
         Fitter {
             state: Arc::new(State {
                 storage,
-                retry,
-                prices,
+                policies: RwLock::new((retry, prices)),
                 counters: Mutex::new(HashMap::new()),
                 calibrations: Mutex::new(HashMap::new()),
                 windows: Mutex::new(HashMap::new()),
