@@ -4,7 +4,7 @@
 //! A doc comment on a command, argument or flag below is its `--help` text, so every one has one
 //! (the tests at the end hold that), and every command that prints takes `--json`.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 // The whole command line: `agentd [--home DIR] COMMAND`. (Plain comments on these types: a doc
@@ -24,6 +24,17 @@ pub struct Cli {
     pub home: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The command line as clap reads it, every command's `--help` with its EXAMPLES.
+pub fn command() -> clap::Command {
+    crate::examples::with_examples(Cli::command())
+}
+
+/// Parses the process's arguments (exiting with clap's usage error or help, as `Cli::parse` does).
+pub fn parse() -> Cli {
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// How `serve` writes its log (to stderr).
@@ -207,13 +218,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The transcript: messages, checkpoints and events.
+    /// The transcript: messages, checkpoints and events, numbered as events are (the SEQ that
+    /// `diff --since` and `revert --to` take); through a pager on a terminal.
     Log {
         /// The task's id.
         task: String,
         /// Only this role's records: lead, coder or a specialist's name.
         #[arg(long)]
         role: Option<String>,
+        /// Every record whole: messages and tool results are cut to a line without it.
+        #[arg(long)]
+        full: bool,
+        /// Never through a pager ($AGENTD_PAGER, else $PAGER, else less), even on a terminal.
+        #[arg(long)]
+        no_pager: bool,
         /// Print one record per line as JSON.
         #[arg(long, visible_alias = "jsonl")]
         json: bool,
@@ -293,6 +311,14 @@ pub enum Command {
     Completions {
         /// The shell: bash, zsh or fish (elvish and powershell work too).
         shell: clap_complete::Shell,
+    },
+    /// Print the ids of the daemon's tasks, evidence or memory notes, one a line: what shell
+    /// completion offers (`agentd completions`).
+    #[command(name = "__ids", hide = true)]
+    Ids {
+        /// Which ids.
+        #[arg(value_enum)]
+        kind: IdKind,
     },
     /// Serve MCP on stdin and stdout: tools with which another agent submits and follows tasks of
     /// the running daemon.
@@ -440,7 +466,22 @@ mod tests {
 
     #[test]
     fn the_command_line_is_well_formed() {
-        Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_has_examples_in_its_help() {
+        let mut all = Vec::new();
+        leaves(&command(), String::new(), &mut all);
+        let without: Vec<String> = all
+            .into_iter()
+            .filter(|(_, sub)| !sub.is_hide_set())
+            .filter(|(_, sub)| {
+                !sub.get_after_help().is_some_and(|h| h.to_string().starts_with("EXAMPLES:\n  "))
+            })
+            .map(|(path, _)| path)
+            .collect();
+        assert!(without.is_empty(), "no EXAMPLES: {without:?}");
     }
 
     #[test]
@@ -468,9 +509,9 @@ mod tests {
 
     #[test]
     fn every_command_that_prints_takes_json() {
-        // `serve` prints a log (see --log-format), `completions` a shell script, `mcp` and `acp`
-        // speak their protocols' own JSON-RPC on stdout.
-        let exempt = ["serve", "completions", "mcp", "acp"];
+        // `serve` prints a log (see --log-format), `completions` a shell script (and `__ids` the
+        // ids it completes), `mcp` and `acp` speak their protocols' own JSON-RPC on stdout.
+        let exempt = ["serve", "completions", "mcp", "acp", "__ids"];
         let without: Vec<String> = commands()
             .into_iter()
             .filter(|(path, _)| !exempt.contains(&path.as_str()))
@@ -480,6 +521,17 @@ mod tests {
         assert!(without.is_empty(), "no --json: {without:?}");
         assert!(commands().len() > 15, "the walk found the commands");
     }
+}
+
+/// Which ids `agentd __ids` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdKind {
+    /// Tasks' ids.
+    Task,
+    /// Evidence ids.
+    Evidence,
+    /// Memory notes' ids.
+    Note,
 }
 
 /// How `agentd usage` groups what was spent.

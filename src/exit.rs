@@ -20,6 +20,8 @@ pub const USAGE: u8 = 2;
 pub const UNREACHABLE: u8 = 3;
 /// No such task or evidence: the id names nothing the daemon knows.
 pub const NOT_FOUND: u8 = 4;
+/// Interrupted by Ctrl-C (128 + SIGINT, the shell's convention): the command stopped, not the task.
+pub const INTERRUPTED: u8 = 130;
 
 /// A failure and the exit code it maps to (one of this module's constants).
 #[derive(Debug)]
@@ -63,11 +65,54 @@ impl From<ClientError> for Failure {
             Some(ErrorCode::UnknownNote) => "; `agentd memory list` lists them",
             _ => "",
         };
-        fail(code, format!("{e}{hint}"))
+        fail(code, format!("{}{hint}", in_the_flags_typed(&e.to_string())))
     }
+}
+
+/// The protocol's parameter names in a refusal (``param `focus` ``, `budget.tokens`), as the
+/// command line spells them (`--focus`, `--budget-tokens`): the message names what the user typed.
+fn in_the_flags_typed(message: &str) -> String {
+    const NAMES: [(&str, &str); 16] = [
+        ("param `budget.tokens`", "`--budget-tokens`"),
+        ("param `budget.cost`", "`--budget-cost`"),
+        ("budget.tokens", "--budget-tokens"),
+        ("budget.cost", "--budget-cost"),
+        ("param `focus`", "`--focus`"),
+        ("param `role`", "`--role`"),
+        ("param `workspace`", "`--workspace`"),
+        ("param `since`", "`--since`"),
+        ("param `call`", "`--call`"),
+        ("param `to`", "`--to`"),
+        ("param `offset`", "`--offset`"),
+        ("param `limit`", "`--limit`"),
+        ("param `value`", "VALUE"),
+        ("param `objective`", "OBJECTIVE"),
+        ("param `text`", "TEXT"),
+        ("param `task_id`", "TASK"),
+    ];
+    NAMES.iter().fold(message.to_string(), |text, (param, flag)| text.replace(param, flag))
 }
 
 /// A failure with exit code `code` (one of this module's constants) and `message`.
 pub fn fail(code: u8, message: impl Into<String>) -> Failure {
     Failure { code, message: message.into(), logged: false }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_the_flag_the_user_typed() {
+        assert_eq!(
+            in_the_flags_typed("budget.tokens 100 is not above what task t spent (500 tokens)"),
+            "--budget-tokens 100 is not above what task t spent (500 tokens)"
+        );
+        assert_eq!(
+            in_the_flags_typed("param `focus`: at most 2000 characters"),
+            "`--focus`: at most 2000 characters"
+        );
+        assert_eq!(in_the_flags_typed("param `value`: expected 1 to 100"), "VALUE: expected 1 to 100");
+        assert_eq!(in_the_flags_typed("unknown task t"), "unknown task t");
+    }
 }

@@ -5,17 +5,18 @@
 //! - [`commands`]: what each command does.
 //! - [`print`]: how the answers read, in words or as JSON.
 //! - [`exit`]: the exit codes, and a failure with its code and message.
+//! - [`examples`]: the EXAMPLES section of each command's `--help`.
 
 mod cli;
 mod commands;
+mod examples;
 mod exit;
 mod print;
 
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::parse();
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {

@@ -26,15 +26,57 @@ macro_rules! raw {
 }
 pub(crate) use raw;
 
-/// Writes `text` and a newline to stdout, flushed: the one writer of the CLI's output. A reader
-/// that went away (`agentd log TASK | head -1`) is the end of the output: the program exits 0,
-/// quietly; another write error is said on stderr, exit 1.
+/// Writes `text` and a newline to stdout — or to the pager, while one runs ([`start_pager`]) —,
+/// flushed: the one writer of the CLI's output. A reader that went away (`agentd log TASK | head
+/// -1`, a pager quit early) is the end of the output: the program exits 0, quietly; another write
+/// error is said on stderr, exit 1.
 pub fn line(text: &str) {
+    if let Some(pager) = PAGER.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+        if let Some(input) = pager.stdin.as_mut() {
+            let written = input.write_all(text.as_bytes()).and_then(|()| input.write_all(b"\n"));
+            if let Err(e) = written {
+                closed(e);
+            }
+            return;
+        }
+    }
     let mut out = std::io::stdout().lock();
     let written =
         out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
     if let Err(e) = written {
         closed(e);
+    }
+}
+
+/// The pager the output goes through, while one runs.
+static PAGER: std::sync::Mutex<Option<std::process::Child>> = std::sync::Mutex::new(None);
+
+/// Sends what follows through a pager, as `git log` does: `$AGENTD_PAGER`, else `$PAGER`, else
+/// `less` (with `LESS=FRX` unless `LESS` is set: it quits when the text fits the screen and keeps
+/// it shown); run by `sh -c`, so it may carry arguments. An empty one, or one that does not start,
+/// leaves the output on stdout. Only for a terminal: the caller checks [`to_a_terminal`].
+pub fn start_pager() {
+    let chosen =
+        std::env::var("AGENTD_PAGER").or_else(|_| std::env::var("PAGER")).unwrap_or_else(|_| "less".into());
+    if chosen.trim().is_empty() || chosen.trim() == "cat" {
+        return;
+    }
+    let mut command = std::process::Command::new("sh");
+    command.arg("-c").arg(&chosen).stdin(std::process::Stdio::piped());
+    if std::env::var_os("LESS").is_none() {
+        command.env("LESS", "FRX");
+    }
+    if let Ok(child) = command.spawn() {
+        *PAGER.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(child);
+    }
+}
+
+/// Ends the output to the pager and waits for the reader to quit it.
+pub fn finish_pager() {
+    let pager = PAGER.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    if let Some(mut child) = pager {
+        drop(child.stdin.take());
+        let _ = child.wait();
     }
 }
 
@@ -458,9 +500,19 @@ pub fn print_gauge(g: &Gauge) {
     }
 }
 
-/// `agentd log`: one record of the transcript on one line.
-pub fn print_record(entry: &LogEntry) {
-    let seq = entry.seq;
+/// `agentd log`: one record a line, in one numbering — the events' (`diff --since`, `revert --to`
+/// and `watch` use it): an event is `SEQ  ROLE  what`, any other record (a message, a checkpoint,
+/// the turn's settings, a receipt) sits under it in the same columns without a number of its own.
+/// A message is cut to a line unless `full`, which prints each whole, its lines indented. Returns
+/// whether anything was cut.
+pub fn print_record(entry: &LogEntry, full: bool) -> bool {
+    let cut = |text: &str, max: usize| if full { text.to_string() } else { one_line(text, max) };
+    let mut was_cut = false;
+    let shown = |what: String| {
+        // An unnumbered record: blank where an event has its seq, indented as its lines go on.
+        let text = what.replace('\n', &format!("\n{:>4}  {:<8} ", "", ""));
+        say!("{:>4}  {text}", "");
+    };
     match &entry.record {
         Record::Event { event } => say!("{}", event_line(event)),
         Record::Message { role, message } => {
@@ -475,19 +527,29 @@ pub fn print_record(entry: &LogEntry) {
                     Part::Image { media_type, .. } => format!("(image {media_type})"),
                 })
                 .collect();
-            say!("#{seq} {role} {}: {}", message.role.as_str(), one_line(&parts.join(" | "), 200));
+            let joined = parts.join(if full { "\n" } else { " | " });
+            let text = cut(&joined, 200);
+            was_cut = text != joined;
+            shown(format!("{:<8} {}: {text}", role.name(), message.role.as_str()));
         }
         Record::Checkpoint { role, subtype, history, .. } => {
-            say!("#{seq} {role} checkpoint ({}): {} messages", subtype.as_str(), history.len())
+            shown(format!("{:<8} checkpoint ({}): {} messages", role.name(), subtype.as_str(), history.len()))
         }
-        Record::Settings { role, settings } => {
-            say!("#{seq} {role} settings {}", serde_json::to_string(settings).unwrap_or_default())
+        Record::Settings { role, settings } => shown(format!(
+            "{:<8} settings {}",
+            role.name(),
+            serde_json::to_string(settings).unwrap_or_default()
+        )),
+        Record::Receipt { role, receipt } => {
+            let arguments = cut(&receipt.arguments, 60);
+            was_cut = arguments != receipt.arguments;
+            shown(format!(
+                "{:<8} receipt: {} {arguments} → {}",
+                role.name(),
+                receipt.tool,
+                if receipt.ok { "ok" } else { "failed" }
+            ))
         }
-        Record::Receipt { role, receipt } => say!(
-            "#{seq} {role} receipt: {} {} → {}",
-            receipt.tool,
-            one_line(&receipt.arguments, 60),
-            if receipt.ok { "ok" } else { "failed" }
-        ),
     }
+    was_cut
 }

@@ -311,3 +311,126 @@ async fn task_ids_are_taken_by_prefix_and_the_conventions_hold() {
     let log = d.serve_log();
     assert!(log.contains(&format!("agentd resume {running}")), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_help_completion_ctrl_c_and_errors_speak_as_the_user_typed() {
+    // A tool result longer than a line, then a slow answer to interrupt.
+    let long = "the parser splits on commas and keeps quoted fields whole; ".repeat(8);
+    let server = ScriptedServer::builder()
+        .report_usage(true)
+        .script(vec![
+            sse(vec![tool_call("read_file", json!({"path": "notes.txt"}))]),
+            sse(vec![finish("read the notes")]),
+            delayed(Duration::from_secs(30), sse(vec![finish("late")])),
+        ])
+        .start()
+        .await;
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), &long).unwrap();
+    let task = d.submit("Read the notes", ws.path());
+    d.events_until_end(&task, Duration::from_secs(30));
+
+    // `log`: one numbering (the events'), records cut to a line unless --full.
+    let out = d.cli(&["log", &task]);
+    let text = stdout(&out);
+    assert!(!text.contains('#'), "one numbering: {text}");
+    let result = text.lines().find(|l| l.contains("result ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(result.starts_with("      lead     tool: result ") && result.ends_with('…'), "{result}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("1  lead     task started")), "{text}");
+    assert!(stderr(&out).contains(&format!("`agentd log {task} --full`")), "{}", stderr(&out));
+    let full = stdout(&d.cli(&["log", &task, "--full"]));
+    assert!(full.contains(long.trim_end()), "{full}");
+    // A pager on a terminal (script gives the command one): $AGENTD_PAGER reads the log.
+    let paged = d.home().join("paged.txt");
+    let line = format!("{BIN} --home {} log {task}", d.home().display());
+    let ran = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("AGENTD_PAGER", format!("cat > {}", paged.display()))
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert!(std::fs::read_to_string(&paged).unwrap().contains("task started"));
+    std::fs::remove_file(&paged).unwrap();
+    let line = format!("{BIN} --home {} log {task} --no-pager", d.home().display());
+    let ran = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("AGENTD_PAGER", format!("cat > {}", paged.display()))
+        .output()
+        .unwrap();
+    assert!(ran.status.success() && !paged.exists(), "--no-pager writes to the terminal");
+
+    // A refusal names the flag typed, not the protocol's parameter.
+    let out = d.cli(&["resume", &task[..8], "--budget-tokens", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--budget-tokens 1 is not above") && !stderr(&out).contains("budget.tokens")
+    );
+
+    // Every command's --help has its EXAMPLES.
+    for command in [&["submit", "--help"][..], &["evidence", "read", "--help"], &["reload", "--help"]] {
+        let help = stdout(&d.cli(command));
+        assert!(help.contains("EXAMPLES:\n  "), "{command:?}: {help}");
+    }
+    assert!(stdout(&d.cli(&["submit", "--help"])).contains("agentd submit -"));
+
+    // Bash completes task ids from the daemon.
+    let script = d.home().join("agentd.bash");
+    std::fs::write(&script, d.cli(&["completions", "bash"]).stdout).unwrap();
+    let home = d.home().display().to_string();
+    let complete = |words: &str, index: usize| {
+        let code = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={index}; _agentd_ids; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display()
+        );
+        let out = std::process::Command::new("bash").args(["-c", &code]).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let offered = complete(&format!("{BIN} --home {home} status {}", &task[..4]), 4);
+    assert_eq!(offered.trim(), task, "{offered}");
+    let offered = complete(&format!("{BIN} --home {home} evidence list --task ''"), 6);
+    assert!(offered.contains(&task), "{offered}");
+
+    // Ctrl-C on `watch` leaves the task running, saying how to follow it again or stop it.
+    let running = d.submit("Take your time", ws.path());
+    let asked = server.wait_for_requests(3, Duration::from_secs(10)).await;
+    assert!(asked, "{:#?}\n{}", d.logged_events(&running), d.serve_log());
+    let watch =
+        d.command(&["watch", &running]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = watch.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let out = watch.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains(&format!("agentd watch {running}"))
+            && said.contains(&format!("agentd cancel {running}")),
+        "{said}"
+    );
+    let status = d.client().call("task.status", json!({"task_id": running})).unwrap();
+    assert_eq!(status["state"], "running", "the task runs on");
+}
+
+#[test]
+fn a_toml_error_shows_the_line_a_caret_and_the_key_meant() {
+    let config = team_config("http://127.0.0.1:9/v1", "gpt-4o", "").replace(
+        "model = \"gpt-4o\"\n\n[team.coder]",
+        "model = \"gpt-4o\"\ncompact_atx = 70\n\n[team.coder]",
+    );
+    let d = TestDaemon::prepare(Path::new(BIN), &config);
+    let out = d.cli(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert!(said.contains("agentd.toml:\nTOML parse error at line"), "{said}");
+    assert!(said.contains("| compact_atx = 70\n") && said.contains('^'), "{said}");
+    assert!(said.contains("did you mean `compact_at`?"), "{said}");
+    let config = team_config("http://127.0.0.1:9/v1", "gpt-4o", "").replace(
+        "model = \"gpt-4o\"\n\n[team.coder]",
+        "model = \"gpt-4o\"\ncompact_at = \"80%\"\n\n[team.coder]",
+    );
+    std::fs::write(d.home().join("agentd.toml"), config).unwrap();
+    let said = stderr(&d.cli(&["serve"]));
+    assert!(said.contains("expected a whole number") && !said.contains("i64"), "{said}");
+}

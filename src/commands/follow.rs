@@ -38,6 +38,7 @@ pub fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool)
         task_id: task_id.to_string(),
         after_seq: Some(after),
     })?;
+    on_ctrl_c(task_id);
     loop {
         // An end in the history that was later resumed or followed up is not the end: the daemon
         // marks the real one (`task.end`) after the terminal event that nothing follows.
@@ -61,5 +62,25 @@ pub fn follow_from(client: &mut Client, task_id: &str, json: bool, latest: bool)
         } else {
             say!("{}", event_line(&event));
         }
+    }
+}
+
+/// Ctrl-C while following leaves the task running (the daemon runs it, not this command): said on
+/// stderr with the commands that follow it again or stop it, exit 130 (interrupted), as `docker
+/// logs -f` and `gh run watch` leave their runs.
+fn on_ctrl_c(task_id: &str) {
+    let said = format!(
+        "\nagentd: stopped following task {task_id}; it runs on. `agentd watch {task_id}` follows it \
+         again, `agentd cancel {task_id}` stops it."
+    );
+    let waiting = std::thread::Builder::new().name("ctrl-c".into()).spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        if runtime.block_on(tokio::signal::ctrl_c()).is_ok() {
+            crate::print::warn(&said);
+            std::process::exit(i32::from(exit::INTERRUPTED));
+        }
+    });
+    if let Err(e) = waiting {
+        tracing::debug!(error = %e, "no Ctrl-C handler: an interrupt ends the command plainly");
     }
 }

@@ -7,6 +7,7 @@
 
 mod acp;
 mod changes;
+mod completion;
 mod connect;
 mod daemon;
 mod doctor;
@@ -21,16 +22,12 @@ mod usage;
 use crate::cli::{Cli, Command, ModelsCommand};
 use crate::exit::{self, fail, Failure};
 use agentd_daemon::daemon::Home;
-use clap::CommandFactory;
 use std::path::PathBuf;
 
 /// Runs `cli`'s command to its exit code.
 pub fn run(cli: Cli) -> Result<u8, Failure> {
     if let Command::Completions { shell } = cli.command {
-        let mut script = Vec::new();
-        clap_complete::generate(shell, &mut Cli::command(), "agentd", &mut script);
-        crate::print::bytes(&script);
-        return Ok(exit::OK);
+        return completion::script(shell);
     }
     let home = home_of(cli.home)?;
     match cli.command {
@@ -40,6 +37,7 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Dashboard { json } => daemon::dashboard(&home, json),
         Command::Daemon { json } => daemon::status(&home, json),
         Command::Reload { json } => daemon::reload(&home, json),
+        Command::Ids { kind } => completion::ids(&home, kind),
         Command::Mcp => mcp::mcp(&home),
         Command::Acp => acp::acp(&home),
         Command::Doctor { workspace, no_probe, json } => doctor::doctor(&home, workspace, !no_probe, json),
@@ -56,7 +54,9 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             tasks::resume(&home, task, tasks::budget(budget_tokens, budget_cost), json)
         }
         Command::Message { task, text, wait, json } => tasks::message(&home, task, text, wait, json),
-        Command::Log { task, role, json } => tasks::log(&home, task, role, json),
+        Command::Log { task, role, full, no_pager, json } => {
+            tasks::log(&home, tasks::LogArgs { task, role, full, no_pager, json })
+        }
         Command::Compact { task, role, focus, json } => tasks::compact(&home, task, role, focus, json),
         Command::Diff { task, since, role, call, stat, json } => {
             changes::diff(&home, changes::DiffArgs { task, since, role, call, stat, json })

@@ -182,10 +182,14 @@ pub fn compact(
     Ok(exit::OK)
 }
 
-/// `agentd log TASK`: the whole transcript, fetched a page at a time until a page comes back empty.
-pub fn log(home: &Home, task: String, role: Option<String>, json: bool) -> Result<u8, Failure> {
+/// `agentd log TASK`: the whole transcript, fetched a page at a time until a page comes back empty;
+/// through a pager on a terminal (not with `--json` or `--no-pager`).
+pub fn log(home: &Home, args: LogArgs) -> Result<u8, Failure> {
+    let LogArgs { task, role, full, no_pager, json } = args;
     let mut client = connect(home)?;
     let mut after = 0u64;
+    let mut cut = false;
+    let mut paging = false;
     loop {
         let params = LogParams {
             task_id: task.clone(),
@@ -197,14 +201,38 @@ pub fn log(home: &Home, task: String, role: Option<String>, json: bool) -> Resul
         if page.records.is_empty() {
             break;
         }
+        if !paging && !json && !no_pager && crate::print::to_a_terminal() {
+            crate::print::start_pager();
+            paging = true;
+        }
         for r in &page.records {
             after = after.max(r.seq);
             if json {
                 raw!("{}", serde_json::to_string(r).unwrap_or_default());
             } else {
-                print_record(r);
+                cut |= print_record(r, full);
             }
         }
     }
+    crate::print::finish_pager();
+    if cut {
+        crate::print::warn(&format!(
+            "(long records were cut to a line: `agentd log {task} --full` shows them whole)"
+        ));
+    }
     Ok(exit::OK)
+}
+
+/// What `agentd log` was asked.
+pub struct LogArgs {
+    /// The task.
+    pub task: String,
+    /// Only this role's records.
+    pub role: Option<String>,
+    /// Every record whole.
+    pub full: bool,
+    /// Never through a pager.
+    pub no_pager: bool,
+    /// One JSON record a line.
+    pub json: bool,
 }

@@ -144,10 +144,8 @@ impl Config {
     /// Parses and validates `text` as a configuration; `path` is only named in errors (and its directory is
     /// the home the sandbox keeps out of commands' reach).
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string().trim_end().replace('\n', " | "),
-        })?;
+        let raw: RawConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: error::toml_message(&e) })?;
         validate(raw, path)
     }
 }
