@@ -140,7 +140,8 @@ async fn task_budget_on(kind: &str) {
     let low = d.cli(&["resume", &task, "--budget-tokens", &spent.to_string()]);
     let says = String::from_utf8_lossy(&low.stderr).to_string();
     assert_eq!(low.status.code(), Some(2), "{kind}: a refused parameter is a usage error: {says}");
-    assert!(says.contains("budget.tokens") && says.contains(&spent.to_string()), "{says}");
+    // Named as the flag typed.
+    assert!(says.contains("--budget-tokens") && says.contains(&spent.to_string()), "{says}");
     assert_eq!(d.client().call("task.status", json!({"task_id": task})).unwrap()["state"], "paused");
     // A real one lets it finish.
     let out = d.cli(&["resume", &task, "--budget-tokens", "1000000"]);

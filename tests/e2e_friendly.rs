@@ -343,21 +343,19 @@ async fn the_log_help_completion_ctrl_c_and_errors_speak_as_the_user_typed() {
     assert!(full.contains(long.trim_end()), "{full}");
     // A pager on a terminal (script gives the command one): $AGENTD_PAGER reads the log.
     let paged = d.home().join("paged.txt");
-    let line = format!("{BIN} --home {} log {task}", d.home().display());
-    let ran = std::process::Command::new("script")
-        .args(["-qec", &line, "/dev/null"])
-        .env("AGENTD_PAGER", format!("cat > {}", paged.display()))
-        .output()
-        .unwrap();
+    let on_a_terminal = |args: &str| {
+        let line = format!("{BIN} --home {} log {task}{args}", d.home().display());
+        std::process::Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .env("AGENTD_PAGER", format!("cat > {}", paged.display()))
+            .output()
+            .unwrap()
+    };
+    let ran = on_a_terminal("");
     assert!(ran.status.success(), "{}", stderr(&ran));
     assert!(std::fs::read_to_string(&paged).unwrap().contains("task started"));
     std::fs::remove_file(&paged).unwrap();
-    let line = format!("{BIN} --home {} log {task} --no-pager", d.home().display());
-    let ran = std::process::Command::new("script")
-        .args(["-qec", &line, "/dev/null"])
-        .env("AGENTD_PAGER", format!("cat > {}", paged.display()))
-        .output()
-        .unwrap();
+    let ran = on_a_terminal(" --no-pager");
     assert!(ran.status.success() && !paged.exists(), "--no-pager writes to the terminal");
 
     // A refusal names the flag typed, not the protocol's parameter.
