@@ -29,7 +29,9 @@ pub fn doctor(home: &Home, workspace: Option<PathBuf>, probe: bool, json: bool) 
                 Verdict::Warn => "warn",
                 Verdict::Fail => "FAIL",
             };
-            say!("  {verdict:<5} {:<8} {}: {}", c.area, c.name, c.detail);
+            // A detail of several lines (a TOML error's caret) goes on under its finding.
+            let detail = c.detail.replace('\n', &format!("\n{:17}", ""));
+            say!("  {verdict:<5} {:<8} {}: {detail}", c.area, c.name);
             if let Some(fix) = &c.fix {
                 say!("        {:<8} → {fix}", "");
             }

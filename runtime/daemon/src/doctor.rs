@@ -124,8 +124,13 @@ pub async fn run(home: &Home, workspace: &Path, probe: bool) -> Report {
             Some(config)
         }
         Err(e) => {
+            // The finding is named by the file: the error need not say it again.
+            let path = home.config().display().to_string();
+            let said = e.to_string();
+            let detail =
+                said.strip_prefix(&format!("{path}:")).map_or(said.as_str(), str::trim_start).to_string();
             checks.push(
-                Check::new("config", home.config().display().to_string(), Verdict::Fail, e.to_string())
+                Check::new("config", path, Verdict::Fail, detail)
                     .fix("`agentd init` writes a commented default; fix the key the error names"),
             );
             None

@@ -46,10 +46,14 @@ pub async fn reach(p: &ProviderConfig, client: &Client) -> Reach {
             format!("{}: {e}", p.base_url),
             format!("providers.{}.api_key_env: the key is refused", p.name),
         ),
+        Some(Err(NotTheApi::Provider(ProviderError::ConnectionRefused { url }))) => failed(
+            format!("GET {url}: connection refused, nothing listens there"),
+            format!("start the server, or fix providers.{}.base_url = {:?}", p.name, p.base_url),
+        ),
         Some(Err(e)) => failed(
             e.to_string(),
             format!(
-                "providers.{}.base_url = {:?} is not a {} API, or its server is not running",
+                "providers.{}.base_url = {:?}: not the {} API there, or its server is not running",
                 p.name,
                 p.base_url,
                 p.kind.name()
