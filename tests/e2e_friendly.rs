@@ -50,6 +50,21 @@ fn html_server() -> String {
     format!("http://127.0.0.1:{port}/v1")
 }
 
+/// Whether zsh and fish are here to run their completion scripts; when `AGENTD_REQUIRE_SHELLS` is set
+/// (CI, after installing them) their absence is a failure, else a skip said on stderr.
+fn shells_here() -> bool {
+    let here = |shell: &str| std::process::Command::new(shell).arg("--version").output().is_ok();
+    let found = here("zsh") && here("fish");
+    if !found {
+        assert!(
+            std::env::var_os("AGENTD_REQUIRE_SHELLS").is_none(),
+            "zsh or fish is missing, and AGENTD_REQUIRE_SHELLS is set"
+        );
+        eprintln!("SKIPPED: the zsh and fish completion scripts (zsh or fish is not installed)");
+    }
+    found
+}
+
 fn check<'a>(report: &'a Value, area: &str, name: &str) -> &'a Value {
     report["checks"]
         .as_array()
@@ -386,6 +401,34 @@ async fn the_log_help_completion_ctrl_c_and_errors_speak_as_the_user_typed() {
     assert_eq!(offered.trim(), task, "{offered}");
     let offered = complete(&format!("{BIN} --home {home} evidence list --task ''"), 6);
     assert!(offered.contains(&task), "{offered}");
+    // Zsh and fish, where they are installed (CI installs them and sets AGENTD_REQUIRE_SHELLS).
+    if shells_here() {
+        // Zsh: the id arguments of clap's specs call `_agentd_ids`, run here with `compadd` shown.
+        let script = d.home().join("_agentd");
+        std::fs::write(&script, d.cli(&["completions", "zsh"]).stdout).unwrap();
+        let code = format!(
+            "autoload -U compinit; compinit -u -D; source {}; compadd() {{ print -l -- ${{(P)${{@[-1]}}}} }}; \
+             words=({BIN} --home {home} status {}); _agentd_ids task",
+            script.display(),
+            &task[..4]
+        );
+        let out = std::process::Command::new("zsh").args(["-f", "-c", &code]).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).lines().any(|l| l == task), "{}", stdout(&out));
+        // Fish completes the command line as a user's TAB would.
+        let script = d.home().join("agentd.fish");
+        std::fs::write(&script, d.cli(&["completions", "fish"]).stdout).unwrap();
+        let bin_dir = Path::new(BIN).parent().unwrap().display().to_string();
+        let code =
+            format!("source {}; complete -C 'agentd --home {home} status {}'", script.display(), &task[..4]);
+        let out = std::process::Command::new("fish")
+            .args(["--no-config", "-c", &code])
+            .env("PATH", format!("{bin_dir}:{}", std::env::var("PATH").unwrap_or_default()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).lines().any(|l| l.trim() == task), "{}", stdout(&out));
+    }
 
     // Ctrl-C on `watch` leaves the task running, saying how to follow it again or stop it.
     let running = d.submit("Take your time", ws.path());

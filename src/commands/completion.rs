@@ -131,15 +131,24 @@ _agentd_ids() {
     out
 }
 
-/// Fish: the ids as the values of the commands and flags that take them.
+/// Fish: the ids as the values of the commands and flags that take them, from the daemon of the
+/// home typed (`--home`).
 fn fish_ids() -> String {
     format!(
         r#"
-# Task, evidence and note ids from the running daemon (`agentd __ids`).
-complete -c agentd -n '__fish_seen_subcommand_from {TASK_COMMANDS}' -f -a '(agentd __ids task 2>/dev/null)'
-complete -c agentd -n '__fish_seen_subcommand_from evidence; and __fish_seen_subcommand_from show read' -f -a '(agentd __ids evidence 2>/dev/null)'
-complete -c agentd -n '__fish_seen_subcommand_from memory; and __fish_seen_subcommand_from show edit delete undo' -f -a '(agentd __ids note 2>/dev/null)'
-complete -c agentd -l task -f -a '(agentd __ids task 2>/dev/null)'
+# Task, evidence and note ids from the running daemon (`agentd __ids`), of the home typed.
+function __agentd_ids
+    set -l words (commandline -opc)
+    set -l home
+    if set -l i (contains -i -- --home $words)
+        set home --home $words[(math $i + 1)]
+    end
+    $words[1] $home __ids $argv 2>/dev/null
+end
+complete -c agentd -n '__fish_seen_subcommand_from {TASK_COMMANDS}' -f -a '(__agentd_ids task)'
+complete -c agentd -n '__fish_seen_subcommand_from evidence; and __fish_seen_subcommand_from show read' -f -a '(__agentd_ids evidence)'
+complete -c agentd -n '__fish_seen_subcommand_from memory; and __fish_seen_subcommand_from show edit delete undo' -f -a '(__agentd_ids note)'
+complete -c agentd -l task -f -a '(__agentd_ids task)'
 "#
     )
 }
