@@ -156,6 +156,16 @@ pub enum ConfigApplies {
     NextStart,
 }
 
+impl ConfigApplies {
+    /// The name on the wire: `now` or `next_start`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigApplies::Now => "now",
+            ConfigApplies::NextStart => "next_start",
+        }
+    }
+}
+
 /// One key of `agentd.toml` that a reload found changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ConfigChange {

@@ -35,7 +35,7 @@ impl Shared {
         });
         for change in &changes {
             tracing::info!(key = %change.key, before = change.before.as_deref().unwrap_or("(unset)"),
-                after = change.after.as_deref().unwrap_or("(unset)"), applies = ?change.applies, "config changed");
+                after = change.after.as_deref().unwrap_or("(unset)"), applies = change.applies.as_str(), "config changed");
         }
         tracing::info!(path = %path.display(), changed = changes.len(), "agentd.toml read again");
         Ok(ReloadResult { path: path.display().to_string(), changes })

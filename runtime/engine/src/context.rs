@@ -177,6 +177,9 @@ pub struct TaskCtx {
     /// The run's workspace checkpoints (`crate::checkpoints`): what its snapshotter knows, and the
     /// byte budget.
     pub checkpoints: Arc<crate::checkpoints::Checkpoints>,
+    /// Where the run's working copies are made (`[tools] copies` when it began: a reload meanwhile
+    /// does not move the copies of branches in flight).
+    pub copies: std::path::PathBuf,
     /// Compactions the user asked for while the task runs, by role: each made before the role's next
     /// request, or when the run ends if the role makes none.
     requested: Mutex<BTreeMap<Role, Requested>>,
@@ -198,6 +201,7 @@ impl TaskCtx {
         let (budget, ask) = meta.map_or((None, Vec::new()), |m| (m.budget, m.ask));
         let (max_bytes, secrets) = (engine.team().checkpoint_bytes, engine.redactor().clone());
         let checkpoints = Arc::new(crate::checkpoints::Checkpoints::new(max_bytes, secrets));
+        let copies = engine.team().copies.clone();
         Ok(TaskCtx {
             task_id,
             workspace,
@@ -206,6 +210,7 @@ impl TaskCtx {
             servers,
             budget,
             checkpoints,
+            copies,
             requested: Mutex::default(),
             permissions: crate::permissions::Permissions::new(ask),
         })

@@ -173,7 +173,7 @@ pub fn launch(
         // A finished or cancelled task's branches are over; a failed, waiting or interrupted one's
         // copies stay for the resume that continues them.
         if matches!(state, TaskState::Finished | TaskState::Cancelled) {
-            remove_copies(&ctx.engine, &task_id);
+            remove_copies(&ctx.copies, &task_id);
         }
         state
     }
@@ -282,8 +282,8 @@ pub async fn compact_stopped(
 
 /// Removes the task's working copies once its run is over: every branch has been settled (its
 /// changes merged and archived) or the task ended without them (their patches are not wanted).
-fn remove_copies(engine: &Engine, task_id: &str) {
-    let folder = engine.team().copies.join(task_id);
+fn remove_copies(copies: &std::path::Path, task_id: &str) {
+    let folder = copies.join(task_id);
     if folder.exists() {
         if let Err(e) = agentd_agents::copies::remove_copy(&folder) {
             tracing::warn!(task = %task_id, folder = %folder.display(), error = %e, "working copies could not be removed");

@@ -117,7 +117,7 @@ impl Agent {
     /// Makes the working copy of the branch answering `call_id`: the base, then the copy worked in,
     /// each from the workspace as it stands. Why it could not be made, in words, otherwise.
     pub(super) fn working_copy(&self, call_id: &str, instance: &Role) -> Result<Copy, String> {
-        let folder = folder_of(&self.task.engine.team().copies, &self.task.task_id, call_id);
+        let folder = folder_of(&self.task.copies, &self.task.task_id, call_id);
         if folder.exists() {
             std::fs::remove_dir_all(&folder).map_err(|e| {
                 format!("a stale working copy at {} could not be cleared: {e}", folder.display())
@@ -137,7 +137,7 @@ impl Agent {
 
     /// The working copy a resumed branch had, opened again; why not, in words.
     pub(super) fn reopen_copy(&self, call_id: &str, work: &Path) -> Result<Copy, String> {
-        let folder = folder_of(&self.task.engine.team().copies, &self.task.task_id, call_id);
+        let folder = folder_of(&self.task.copies, &self.task.task_id, call_id);
         let base = folder.join("base");
         if !base.is_dir() || !work.is_dir() {
             return Err(format!("its working copy {} is not on this machine any more", work.display()));
