@@ -15,8 +15,48 @@ use agentd_protocol::EvidenceMeta;
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-/// The commands whose first argument is a task's id.
-const TASK_COMMANDS: &str = "status watch cancel resume message compact diff revert context log";
+/// The commands whose first argument is an id of `kind`, each as its path (`["evidence", "show"]`),
+/// read from the command line's own definition: a task's id is an argument named `task`; an
+/// evidence id or a note's, the `id` of a subcommand of `evidence` or `memory`.
+fn taking(kind: IdKind) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    walk(&Cli::command(), &mut Vec::new(), &mut |path, cmd| {
+        let first = cmd.get_positionals().next().map(|a| a.get_id().as_str());
+        let takes = matches!(
+            (kind, path.first().map(String::as_str), first),
+            (IdKind::Task, _, Some("task"))
+                | (IdKind::Evidence, Some("evidence"), Some("id"))
+                | (IdKind::Note, Some("memory"), Some("id"))
+        );
+        if takes {
+            out.push(path.to_vec());
+        }
+    });
+    out
+}
+
+/// Every long flag that takes a value, of any command but `--home` (`--role`, `--focus` …): what a
+/// completion passes over with its value when it reads the words typed.
+fn value_flags() -> Vec<String> {
+    let mut flags = std::collections::BTreeSet::new();
+    walk(&Cli::command(), &mut Vec::new(), &mut |_, cmd| {
+        let taking_values = cmd.get_arguments().filter(|a| a.get_action().takes_values());
+        flags.extend(
+            taking_values.filter_map(|a| a.get_long()).filter(|l| *l != "home").map(|l| format!("--{l}")),
+        );
+    });
+    flags.into_iter().collect()
+}
+
+/// Calls `f` with every command at any depth and its path.
+fn walk(cmd: &clap::Command, path: &mut Vec<String>, f: &mut dyn FnMut(&[String], &clap::Command)) {
+    f(path, cmd);
+    for sub in cmd.get_subcommands() {
+        path.push(sub.get_name().to_string());
+        walk(sub, path, f);
+        path.pop();
+    }
+}
 
 /// `agentd completions SHELL`.
 pub fn script(shell: Shell) -> Result<u8, Failure> {
@@ -60,7 +100,11 @@ pub fn ids(home: &Home, kind: IdKind) -> Result<u8, Failure> {
 /// argument, `--task`'s value) from the daemon of the home typed (`--home`), and leaves the rest
 /// to clap's.
 fn bash_ids() -> String {
-    let tasks = TASK_COMMANDS.split(' ').map(|c| format!("\"{c} 1\"")).collect::<Vec<_>>().join("|");
+    let patterns =
+        |kind| taking(kind).iter().map(|p| format!("\"{}\"", p.join(" "))).collect::<Vec<_>>().join("|");
+    let (tasks, evidence, notes) =
+        (patterns(IdKind::Task), patterns(IdKind::Evidence), patterns(IdKind::Note));
+    let flags = value_flags().join("|");
     format!(
         r#"
 # Task, evidence and note ids from the running daemon (`agentd __ids`).
@@ -72,15 +116,15 @@ _agentd_ids() {{
         w="${{COMP_WORDS[i]}}"
         case "$w" in
             --home) home=(--home "${{COMP_WORDS[i+1]}}"); ((i++)) ;;
-            --role|--focus|--since|--call|--to|--workspace|--team|--budget-tokens|--budget-cost|--offset|--limit|--task|--by|--http|--log-format) ((i++)) ;;
+            {flags}) ((i++)) ;;
             -*) ;;
             *) words+=("$w") ;;
         esac
     done
-    case "${{words[0]}} ${{#words[@]}}" in
+    case "${{words[*]}}" in
         {tasks}) kind=task ;;
-        "evidence 2") [[ "${{words[1]}}" == show || "${{words[1]}}" == read ]] && kind=evidence ;;
-        "memory 2") [[ "${{words[1]}}" =~ ^(show|edit|delete|undo)$ ]] && kind=note ;;
+        {evidence}) kind=evidence ;;
+        {notes}) kind=note ;;
     esac
     [[ "$prev" == "--task" ]] && kind=task
     if [[ -n "$kind" && "$cur" != -* ]]; then
@@ -134,7 +178,7 @@ _agentd_ids() {
 /// Fish: the ids as the values of the commands and flags that take them, from the daemon of the
 /// home typed (`--home`).
 fn fish_ids() -> String {
-    format!(
+    let mut out = String::from(
         r#"
 # Task, evidence and note ids from the running daemon (`agentd __ids`), of the home typed.
 function __agentd_ids
@@ -145,10 +189,25 @@ function __agentd_ids
     end
     $words[1] $home __ids $argv 2>/dev/null
 end
-complete -c agentd -n '__fish_seen_subcommand_from {TASK_COMMANDS}' -f -a '(__agentd_ids task)'
-complete -c agentd -n '__fish_seen_subcommand_from evidence; and __fish_seen_subcommand_from show read' -f -a '(__agentd_ids evidence)'
-complete -c agentd -n '__fish_seen_subcommand_from memory; and __fish_seen_subcommand_from show edit delete undo' -f -a '(__agentd_ids note)'
-complete -c agentd -l task -f -a '(__agentd_ids task)'
-"#
-    )
+"#,
+    );
+    for (kind, name) in [(IdKind::Task, "task"), (IdKind::Evidence, "evidence"), (IdKind::Note, "note")] {
+        // The commands by their parent (none for a top-level one), each group one condition.
+        let mut groups: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for path in taking(kind) {
+            let (last, parents) = path.split_last().map_or((String::new(), &[][..]), |(l, p)| (l.clone(), p));
+            groups.entry(parents.join(" ")).or_default().push(last);
+        }
+        for (parent, commands) in groups {
+            let seen = format!("__fish_seen_subcommand_from {}", commands.join(" "));
+            let condition = if parent.is_empty() {
+                seen
+            } else {
+                format!("__fish_seen_subcommand_from {parent}; and {seen}")
+            };
+            out.push_str(&format!("complete -c agentd -n '{condition}' -f -a '(__agentd_ids {name})'\n"));
+        }
+    }
+    out.push_str("complete -c agentd -l task -f -a '(__agentd_ids task)'\n");
+    out
 }

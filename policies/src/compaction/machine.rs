@@ -293,7 +293,7 @@ impl<'a> Compaction<'a> {
                     self.folds += 1;
                     self.in_place = true;
                     self.folded_upto = covers;
-                    self.summarise_or_archive(measure)
+                    self.summarise_or_judge(measure)
                 }
                 // No summary in place: fold batches instead.
                 None => self.fold_from(self.folded_upto, measure),
@@ -315,7 +315,7 @@ impl<'a> Compaction<'a> {
                     }
                     None => {
                         self.folded_upto = covers;
-                        self.summarise_or_archive(measure)
+                        self.summarise_or_judge(measure)
                     }
                 }
             }
@@ -333,7 +333,7 @@ impl<'a> Compaction<'a> {
     fn replan(&mut self, measure: &dyn Measure) -> Need {
         let count = |m: &Message| measure.message(m);
         self.plan = Some(plan(&self.input(&count)));
-        self.summarise_or_archive(measure)
+        self.summarise_or_judge(measure)
     }
 
     /// The plan's input as it stands (the current round limit).
@@ -357,8 +357,9 @@ impl<'a> Compaction<'a> {
         self.plan.as_ref().map_or(0, |p| p.keep_from_message)
     }
 
-    /// Summarises what newly leaves the request, else archives it.
-    fn summarise_or_archive(&mut self, measure: &dyn Measure) -> Need {
+    /// Summarises what newly leaves the request, else judges the candidate (which archives it once
+    /// accepted).
+    fn summarise_or_judge(&mut self, measure: &dyn Measure) -> Need {
         let keep_from = self.keep_from();
         if keep_from > self.folded_upto {
             if self.folded_upto == 0 {
@@ -411,7 +412,7 @@ impl<'a> Compaction<'a> {
         let Some(first) = queue.pop_front() else {
             // Nothing to say about what leaves (no text at all): it is archived all the same.
             self.folded_upto = keep_from;
-            return self.summarise_or_archive(measure);
+            return self.summarise_or_judge(measure);
         };
         let need = self.fold_need(&first, measure);
         self.stage = Stage::Folding { queue, covers: keep_from };

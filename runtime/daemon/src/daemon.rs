@@ -363,11 +363,8 @@ async fn wait_for_signal(shared: &Arc<Shared>) {
             _ = term.recv() => return,
             _ = int.recv() => return,
             // SIGHUP: `agentd.toml` read again, as `agentd reload` does.
-            _ = hup.recv() => match shared.reload(|var| std::env::var(var).ok()) {
-                Ok(_) => {
-                    tokio::spawn(crate::reload::check_providers(shared.clone()));
-                }
-                Err(e) => tracing::error!(error = %e, "SIGHUP: agentd.toml not applied; the daemon goes on with what it runs"),
+            _ = hup.recv() => if let Err(e) = shared.reload_and_check() {
+                tracing::error!(error = %e, "SIGHUP: agentd.toml not applied; the daemon goes on with what it runs");
             },
         }
     }
@@ -381,7 +378,7 @@ fn report_interrupted(shared: &Shared) {
         Err(e) => return tracing::error!(error = %e, "cannot list the tasks to say which were interrupted"),
     };
     for t in tasks.iter().filter(|t| t.state == agentd_protocol::TaskState::Interrupted) {
-        let objective = agentd_protocol::text::truncate_chars(t.objective.lines().next().unwrap_or(""), 60);
+        let objective = agentd_client::render::one_line(&t.objective, 60);
         tracing::warn!(
             task = %t.task_id,
             objective = %objective,

@@ -13,6 +13,7 @@
 use crate::config::{Config, McpTransport, ProviderConfig};
 use crate::daemon::Home;
 use crate::mcp::{McpError, McpHealth, TaskServers};
+use crate::provider_health::{reach, within, Reach};
 use agentd_agents::tools::sandbox;
 use agentd_agents::tools::SandboxMode;
 use agentd_engine::counter::{tokenizer_for, Tokenizer};
@@ -22,11 +23,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// How long a provider may take to answer one question.
-const PROVIDER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Below this much free space in the home, a long task may fill the disk.
 const LOW_DISK: u64 = 1 << 30;
@@ -59,9 +56,6 @@ pub struct Check {
     /// What to change when it fails or is degraded: a key of `agentd.toml` or a command.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
-    /// A provider's models, as it listed them (for the model checks that follow, not reported).
-    #[serde(skip)]
-    listed: Option<Vec<String>>,
 }
 
 impl Check {
@@ -71,7 +65,7 @@ impl Check {
         verdict: Verdict,
         detail: impl Into<String>,
     ) -> Check {
-        Check { area, name: name.into(), verdict, detail: detail.into(), fix: None, listed: None }
+        Check { area, name: name.into(), verdict, detail: detail.into(), fix: None }
     }
 
     fn fix(mut self, fix: impl Into<String>) -> Check {
@@ -242,14 +236,11 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     }
 }
 
-/// A provider's line: whether its server answers as its kind's API
-/// ([`crate::provider_health::reach`]), its failure naming the key to change.
-async fn provider_check(p: &ProviderConfig, client: &Client) -> Check {
-    let reach = crate::provider_health::reach(p, client).await;
+/// A provider's line: what [`reach`] found, its failure naming the key to change.
+fn provider_line(p: &ProviderConfig, reach: Reach) -> Check {
     let verdict = if reach.ok { Verdict::Ok } else { Verdict::Fail };
     let mut check = Check::new("provider", p.name.clone(), verdict, reach.detail);
     check.fix = reach.fix;
-    check.listed = reach.listed;
     check
 }
 
@@ -258,20 +249,19 @@ fn is_listed(model: &str, listed: &[String]) -> bool {
     listed.iter().any(|m| m == model || m.strip_suffix(":latest") == Some(model))
 }
 
-/// Each provider's API ([`provider_check`]), then each role's model on it: the window it declares,
+/// Each provider's API ([`reach`]), then each role's model on it: the window it declares,
 /// how its tokens are counted, its prompt cache, and — with `probe` — one request of a single
 /// answer token, which must succeed.
 async fn model_checks(config: &Config, probe: bool) -> Vec<Check> {
     let mut checks = Vec::new();
     let mut answering: BTreeMap<&str, (Client, Option<Vec<String>>)> = BTreeMap::new();
     for (name, p) in &config.providers {
-        let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
-        let client = p.connect(key, config.deadlines);
-        let mut check = provider_check(p, &client).await;
-        if check.verdict == Verdict::Ok {
-            answering.insert(name.as_str(), (client, check.listed.take()));
+        let client = p.connect(p.api_key(env_var), config.deadlines);
+        let mut found = reach(p, &client).await;
+        if found.ok {
+            answering.insert(name.as_str(), (client, found.listed.take()));
         }
-        checks.push(check);
+        checks.push(provider_line(p, found));
     }
     for role in config.team.roles() {
         let Some(rc) = config.team.role(&role) else { continue };
@@ -293,8 +283,7 @@ async fn model_checks(config: &Config, probe: bool) -> Vec<Check> {
             continue;
         };
         // Which key was checked, by its variable's name (never its value).
-        let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
-        let keyed = match (&p.api_key_env, &key) {
+        let keyed = match (&p.api_key_env, p.api_key(env_var)) {
             (Some(var), Some(_)) => format!("API key from ${var}"),
             (Some(var), None) => format!("API key ${var} NOT set"),
             (None, _) => "no API key (providers.NAME.api_key_env unset)".replace("NAME", &p.name),
@@ -392,13 +381,9 @@ fn probe_request(model: &str, kind: ProviderKind) -> ChatRequest {
     }
 }
 
-/// `answer`, or `None` past [`PROVIDER_TIMEOUT`] on the daemon's clock.
-async fn within<T>(answer: impl std::future::Future<Output = T>) -> Option<T> {
-    let clock = agentd_engine::clock::clock();
-    tokio::select! {
-        answer = answer => Some(answer),
-        _ = clock.sleep(PROVIDER_TIMEOUT) => None,
-    }
+/// The daemon's environment variable `name`, as the doctor reads a provider's key.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// Each MCP server, started as a task in `workspace` starts it, with its tools listed.

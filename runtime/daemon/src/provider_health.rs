@@ -11,8 +11,17 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// How long a provider may take to answer.
-const TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a provider may take to answer one question (the doctor's and `serve`'s).
+pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `answer`, or `None` past [`PROVIDER_TIMEOUT`] on the daemon's clock.
+pub async fn within<T>(answer: impl std::future::Future<Output = T>) -> Option<T> {
+    let clock = agentd_engine::clock::clock();
+    tokio::select! {
+        answer = answer => Some(answer),
+        _ = clock.sleep(PROVIDER_TIMEOUT) => None,
+    }
+}
 
 /// What asking a provider found.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,15 +40,10 @@ pub struct Reach {
 /// ([`agentd_providers::api_check`]); a failure names `providers.NAME.base_url` (or `api_key_env`
 /// for a refused key) and what answered. `agentd doctor`'s line and `serve`'s check alike.
 pub async fn reach(p: &ProviderConfig, client: &Client) -> Reach {
-    let clock = agentd_engine::clock::clock();
-    let answer = tokio::select! {
-        answer = client.list_models() => Some(answer),
-        _ = clock.sleep(TIMEOUT) => None,
-    };
     let failed = |detail: String, fix: String| Reach { ok: false, detail, fix: Some(fix), listed: None };
-    match answer {
+    match within(client.list_models()).await {
         None => failed(
-            format!("{}: no answer within {} s", p.base_url, TIMEOUT.as_secs()),
+            format!("{}: no answer within {} s", p.base_url, PROVIDER_TIMEOUT.as_secs()),
             format!("providers.{}.base_url, or start the server", p.name),
         ),
         Some(Err(NotTheApi::Provider(e @ ProviderError::Rejected { status: 401 | 403, .. }))) => failed(

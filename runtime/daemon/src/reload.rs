@@ -41,6 +41,14 @@ impl Shared {
         Ok(ReloadResult { path: path.display().to_string(), changes })
     }
 
+    /// [`Shared::reload`] with the daemon's own environment, then each provider asked again (as at
+    /// the start): what `daemon.reload` and SIGHUP both do.
+    pub fn reload_and_check(self: &Arc<Self>) -> Result<ReloadResult, ConfigError> {
+        let reloaded = self.reload(|var| std::env::var(var).ok())?;
+        tokio::spawn(check_providers(self.clone()));
+        Ok(reloaded)
+    }
+
     /// The configuration the daemon runs, and whether the file still says so.
     pub fn config_status(&self) -> ConfigStatus {
         let loaded = self.loaded();
@@ -59,8 +67,7 @@ impl Shared {
 pub async fn check_providers(shared: Arc<Shared>) {
     let config = shared.config();
     for p in config.providers.values() {
-        let key = p.api_key_env.as_deref().and_then(|v| std::env::var(v).ok()).filter(|k| !k.is_empty());
-        let client = p.connect(key, config.deadlines);
+        let client = p.connect(p.api_key(|var| std::env::var(var).ok()), config.deadlines);
         let check = crate::provider_health::reach(p, &client).await;
         let ok = check.ok;
         if !ok {

@@ -158,10 +158,7 @@ pub fn models_of(
                 before.providers.get(name) == Some(p) && before.deadlines == config.deadlines
             })
             .and_then(|(_, configured)| configured.models.get(name).cloned());
-        let model = kept.unwrap_or_else(|| {
-            let key = p.api_key_env.as_deref().and_then(env);
-            Arc::new(p.connect(key, config.deadlines))
-        });
+        let model = kept.unwrap_or_else(|| Arc::new(p.connect(p.api_key(env), config.deadlines)));
         models.insert(name.clone(), model);
     }
     models

@@ -53,6 +53,12 @@ impl ProviderConfig {
         let client = if self.cache_off { client.without_cache() } else { client };
         client.with_max_concurrent(self.max_concurrent)
     }
+
+    /// The API key `api_key_env` names, as `env` reads it (`std::env::var` for the daemon and the
+    /// doctor); none when unset or empty.
+    pub fn api_key(&self, env: impl Fn(&str) -> Option<String>) -> Option<String> {
+        self.api_key_env.as_deref().and_then(env).filter(|k| !k.is_empty())
+    }
 }
 
 /// The shortest prefix a prompt cache keeps when `min_tokens` is not given: Anthropic's and OpenAI's.

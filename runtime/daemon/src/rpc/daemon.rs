@@ -22,13 +22,14 @@ impl Handle<method::DaemonStatus> for Methods {
         .await
         .map_err(RpcError::internal)?;
         let health = self.shared.storage.health();
+        let config = self.shared.config();
         Ok(DaemonStatus {
             version: env!("CARGO_PKG_VERSION").to_string(),
             uptime_s: self.started.elapsed().as_secs(),
             tasks_running: running as u64,
             jobs,
             clock: agentd_engine::clock::now_rfc3339(),
-            tz: self.shared.config().tz.describe(agentd_engine::clock::clock().now()),
+            tz: config.tz.describe(agentd_engine::clock::clock().now()),
             storage: StorageStatus {
                 ok: health.ok,
                 error: health.error,
@@ -40,21 +41,18 @@ impl Handle<method::DaemonStatus> for Methods {
                 Some(fleet) => Some(crate::fleet::status(fleet).await),
                 None => None,
             },
-            mcp: self.shared.mcp.servers(&self.shared.config()),
+            mcp: self.shared.mcp.servers(&config),
             today: self.today()?,
             config: self.shared.config_status(),
-            providers: self.shared.providers.of(&self.shared.config()),
+            providers: self.shared.providers.of(&config),
         })
     }
 }
 
 impl Handle<method::DaemonReload> for Methods {
     async fn handle(&self, _: NoParams) -> Answer<ReloadResult> {
-        let reloaded = self.shared.reload(|var| std::env::var(var).ok());
-        let result = reloaded.map_err(|e| RpcError::new(ErrorCode::InvalidConfig, e.to_string()))?;
-        // The providers are asked again, as at the start.
-        tokio::spawn(crate::reload::check_providers(self.shared.clone()));
-        Ok(result)
+        let reloaded = self.shared.reload_and_check();
+        Ok(reloaded.map_err(|e| RpcError::new(ErrorCode::InvalidConfig, e.to_string()))?)
     }
 }
 

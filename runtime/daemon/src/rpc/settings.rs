@@ -50,7 +50,8 @@ impl Handle<method::ModelsProbe> for Methods {
 impl Methods {
     fn settings(&self, set: bool, p: SettingParams) -> Answer<SettingResult> {
         let rc = self.known_role(&p.role)?;
-        let server = &self.shared.config().provider_of(&rc).base_url.clone();
+        let config = self.shared.config();
+        let server = config.provider_of(&rc).base_url.as_str();
         let role = &p.role;
         match p.key {
             Setting::CompactAt => {
@@ -72,7 +73,7 @@ impl Methods {
                     role: role.clone(),
                     key: p.key,
                     value,
-                    server: server.clone(),
+                    server: server.to_string(),
                     model: rc.model.clone(),
                 })
             }

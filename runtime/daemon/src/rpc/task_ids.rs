@@ -87,8 +87,7 @@ fn ambiguous(typed: &str, ids: &[&str], tasks: &[TaskMeta]) -> RpcError {
         .iter()
         .filter_map(|id| tasks.iter().find(|t| t.task_id == *id))
         .map(|t| {
-            let objective =
-                agentd_protocol::text::truncate_chars(t.objective.lines().next().unwrap_or(""), 60);
+            let objective = agentd_client::render::one_line(&t.objective, 60);
             format!("  {}  {:<13} {objective}", t.task_id, t.state.as_str())
         })
         .collect();
