@@ -14,9 +14,13 @@ use agentd_protocol::task::TaskMeta;
 use agentd_protocol::{Request, RpcError};
 use serde_json::Value;
 
-/// The fewest characters a prefix may have: short enough to type, long enough that two of a
-/// few thousand random UUIDs rarely share one.
+/// The fewest characters a prefix may have. Task ids are UUID v7, which begin with the time they
+/// were made: tasks made within minutes of each other share their first 8 characters, and the
+/// refusal of an ambiguous prefix lists them, so the user sees how much more to type.
 pub const MIN_PREFIX: usize = 6;
+
+/// How many of the tasks an ambiguous prefix begins its refusal lists (the rest are counted).
+const LISTED: usize = 20;
 
 /// What a typed id stands for among the known ones.
 #[derive(Debug, PartialEq, Eq)]
@@ -81,16 +85,21 @@ impl Methods {
     }
 }
 
-/// The refusal of an ambiguous prefix: the tasks it begins, one a line.
+/// The refusal of an ambiguous prefix: the tasks it begins, one a line, the first [`LISTED`] of
+/// them (a prefix of the time part may begin thousands).
 fn ambiguous(typed: &str, ids: &[&str], tasks: &[TaskMeta]) -> RpcError {
-    let lines: Vec<String> = ids
+    let mut lines: Vec<String> = ids
         .iter()
+        .take(LISTED)
         .filter_map(|id| tasks.iter().find(|t| t.task_id == *id))
         .map(|t| {
             let objective = agentd_client::render::one_line(&t.objective, 60);
             format!("  {}  {:<13} {objective}", t.task_id, t.state.as_str())
         })
         .collect();
+    if ids.len() > LISTED {
+        lines.push(format!("  … and {} more", ids.len() - LISTED));
+    }
     RpcError::invalid_params(format!(
         "task id `{typed}` is ambiguous: it begins {} tasks; type more of it:\n{}",
         ids.len(),
@@ -118,6 +127,15 @@ mod tests {
         assert_eq!(resolve(IDS[1], IDS), Resolution::AsTyped);
         assert_eq!(resolve("01a24", IDS), Resolution::AsTyped, "five characters are too few");
         assert_eq!(resolve("ffffff", IDS), Resolution::AsTyped, "no task: the method says so");
+    }
+
+    #[test]
+    fn an_ambiguous_prefix_lists_twenty_tasks_and_counts_the_rest() {
+        let ids: Vec<String> = (0..25).map(|n| format!("01a2430d-0000-7000-8000-{n:012}")).collect();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let e = ambiguous("01a2430d", &refs, &[]);
+        assert!(e.message.starts_with("task id `01a2430d` is ambiguous: it begins 25 tasks"), "{e}");
+        assert!(e.message.ends_with("\n  … and 5 more"), "{e}");
     }
 
     proptest! {
