@@ -116,7 +116,7 @@ pub fn launch(
                 state.changed_files,
                 state.last_answer_at,
                 ctx.clone(),
-                members.clone(),
+                Arc::downgrade(&members),
             ),
         );
     }
@@ -268,6 +268,8 @@ pub async fn compact_stopped(
     let (history, _) = repair(&storage.history(&task_id, &role)?);
     let state = role_states(storage.as_ref(), &task_id)?.remove(&role).unwrap_or_default();
     let ctx = TaskCtx::new(task_id, workspace, cancel, engine, Arc::new(NoToolServers))?;
+    // A compaction delegates to nobody: the team is empty, held for as long as the compaction runs.
+    let team = Arc::new(Team::default());
     let member = Member::new(
         role,
         history,
@@ -275,7 +277,7 @@ pub async fn compact_stopped(
         state.changed_files,
         state.last_answer_at,
         Arc::new(ctx),
-        Arc::new(Team::default()),
+        Arc::downgrade(&team),
     );
     member.compact(requested).await
 }

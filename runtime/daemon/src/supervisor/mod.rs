@@ -246,7 +246,7 @@ impl Handler<Permit> for Supervisor {
     /// Reaches the call through the task's context, where it runs here; a task that runs nowhere
     /// here has no call waiting.
     fn handle(&mut self, msg: Permit, _: &mut Context<Self>) -> Self::Result {
-        let waiting = self.tasks.running.get(&msg.task_id).and_then(|r| r.ctx.clone());
+        let waiting = self.tasks.running.get(&msg.task_id).and_then(|r| r.ctx.as_ref()?.upgrade());
         let no_question =
             || SupervisorError::NoQuestion { task_id: msg.task_id.clone(), call_id: msg.call_id.clone() };
         match waiting {
@@ -304,17 +304,20 @@ impl Handler<Compact> for Supervisor {
         }
         self.tasks.reap();
         if let Some(running) = self.tasks.running.get(&msg.task_id) {
-            // A runner that recorded its task's end is winding down: once it is done, the task is
-            // compacted as the stopped task it is, not scheduled for a request that never comes.
+            // A runner that recorded its task's end (or let its context go) is winding down: once
+            // it is done, the task is compacted as the stopped task it is, not scheduled for a
+            // request that never comes.
+            let live = running.ctx.as_ref().and_then(std::sync::Weak::upgrade);
             let ended = running.ctx.is_some()
-                && self
-                    .tasks
-                    .shared
-                    .storage
-                    .task(&msg.task_id)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|m| !m.state.is_active());
+                && (live.is_none()
+                    || self
+                        .tasks
+                        .shared
+                        .storage
+                        .task(&msg.task_id)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|m| !m.state.is_active()));
             if ended {
                 let (mut done, me) = (running.done.clone(), actor.address());
                 return Box::pin(async move {
@@ -327,7 +330,7 @@ impl Handler<Compact> for Supervisor {
                         .map_err(|_| SupervisorError::ShuttingDown)?
                 });
             }
-            return match &running.ctx {
+            return match live {
                 Some(ctx) => {
                     ctx.request_compaction(role.clone(), requested);
                     let scheduled = CompactResult {

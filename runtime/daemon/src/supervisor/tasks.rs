@@ -19,7 +19,7 @@ use agentd_protocol::task::TaskMeta;
 use agentd_protocol::{Budget, EventKind, Role, TaskState, ToolName};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -30,8 +30,10 @@ pub(super) struct Running {
     pub(super) cancel: CancellationToken,
     /// The state the run ended in, once it has handed the task back.
     pub(super) done: watch::Receiver<Option<TaskState>>,
-    /// The running task's context (`None` while a stopped task's history is being compacted).
-    pub(super) ctx: Option<Arc<TaskCtx>>,
+    /// The running task's context (`None` while a stopped task's history is being compacted). Weak:
+    /// the run holds it, and an ended run's context — its workspace's descriptor, its team's
+    /// histories — goes when the run does, not when the supervisor next forgets ended runs.
+    pub(super) ctx: Option<Weak<TaskCtx>>,
 }
 
 /// The supervisor's tasks: the daemon's parts, what runs here, and the stop of its timers.
@@ -71,7 +73,7 @@ impl Tasks {
         let ctx =
             span.in_scope(|| launch(engine, task_id.clone(), workspace, start, cancel.clone(), servers, tx))?;
         self.wake_when_stopped(&task_id, rx.clone());
-        self.running.insert(task_id, Running { cancel, done: rx, ctx: Some(ctx) });
+        self.running.insert(task_id, Running { cancel, done: rx, ctx: Some(Arc::downgrade(&ctx)) });
         Ok(())
     }
 

@@ -343,7 +343,7 @@ impl Agent {
         limit: Limit,
         fresh: bool,
     ) -> Result<Work, TurnError> {
-        let Some(target) = self.team.member_or_join(instance) else {
+        let Some(target) = self.team.upgrade().and_then(|team| team.member_or_join(instance)) else {
             return Ok(Work::Ready(failure(format!("no team member {:?}", instance.name()))));
         };
         let input = if fresh {

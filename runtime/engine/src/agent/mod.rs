@@ -50,7 +50,7 @@ use agentd_protocol::{EventKind, Message, Part, Record, Speaker, Tokens};
 use agentd_protocol::{MessageKind, Role, ToolName, TurnSettings};
 use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::SystemTime;
 use tracing::Instrument;
 
@@ -73,7 +73,10 @@ pub struct Member {
 
 impl Member {
     /// The member of `role`, resuming with its history, receipts, changed files and the time it
-    /// last answered (all read back from the task's log).
+    /// last answered (all read back from the task's log). It sees its `team` without keeping it: the
+    /// team holds its members, and the run that formed it holds the team, so when the run ends every
+    /// agent goes with it — histories, the task's context, the descriptors of its workspace and
+    /// working copies.
     pub fn new(
         role: Role,
         history: Vec<Message>,
@@ -81,7 +84,7 @@ impl Member {
         changed_files: Vec<String>,
         last_answer_at: Option<SystemTime>,
         task: Arc<TaskCtx>,
-        team: Arc<Team>,
+        team: Weak<Team>,
     ) -> Member {
         let agent = Agent::new(role, history, receipts, changed_files, last_answer_at, task, team);
         Member { agent: Arc::new(tokio::sync::Mutex::new(agent)) }
@@ -123,7 +126,10 @@ impl Member {
                     agent.place = place;
                     let from = agent.receipts.len();
                     agent.limit = limit.map(|l| limits::Limit { from, ..l });
-                    agent.run_turn(input).await
+                    let result = agent.run_turn(input).await;
+                    // The working copy is the turn's: its descriptor goes when the turn ends.
+                    agent.place = None;
+                    result
                 }
                 .in_current_span(),
             );
@@ -182,7 +188,8 @@ impl Team {
         task.engine.team().role(role)?;
         let mut members = self.members.lock();
         let member = members.entry(role.clone()).or_insert_with(|| {
-            Member::new(role.clone(), Vec::new(), Vec::new(), Vec::new(), None, task.clone(), self.clone())
+            let team = Arc::downgrade(self);
+            Member::new(role.clone(), Vec::new(), Vec::new(), Vec::new(), None, task.clone(), team)
         });
         Some(member.clone())
     }
@@ -192,8 +199,8 @@ struct Agent {
     role: Role,
     history: Vec<Message>,
     task: Arc<TaskCtx>,
-    /// The task's team: the teammates this agent may delegate to.
-    team: Arc<Team>,
+    /// The task's team: the teammates this agent may delegate to. Weak: the team holds this agent.
+    team: Weak<Team>,
     /// The objective of the current turn (the task's, or the delegation's).
     objective: Option<String>,
     /// The last request's thresholds, size and measure: what a result or an evidence page is kept
@@ -235,7 +242,7 @@ impl Agent {
         changed_files: Vec<String>,
         last_answer_at: Option<SystemTime>,
         task: Arc<TaskCtx>,
-        team: Arc<Team>,
+        team: Weak<Team>,
     ) -> Agent {
         Agent {
             role,
@@ -347,7 +354,15 @@ mod tests {
         let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
         let task = rig.task("Fix it");
         let agent = |history: Vec<Message>| {
-            Agent::new(Role::Lead, history, Vec::new(), Vec::new(), None, task.clone(), Arc::default())
+            Agent::new(
+                Role::Lead,
+                history,
+                Vec::new(),
+                Vec::new(),
+                None,
+                task.clone(),
+                std::sync::Weak::new(),
+            )
         };
         // A final answer without a tool call.
         let answered = agent(vec![Message::user("Fix it"), Message::assistant_text("fixed")]);
@@ -380,8 +395,15 @@ mod tests {
             Message::assistant_text("looking"),
             Message::user("[checkpoint: what was done]").with_kind(MessageKind::Checkpoint),
         ];
-        let mut agent =
-            Agent::new(Role::Lead, history, Vec::new(), Vec::new(), None, rig.task("x"), Arc::default());
+        let mut agent = Agent::new(
+            Role::Lead,
+            history,
+            Vec::new(),
+            Vec::new(),
+            None,
+            rig.task("x"),
+            std::sync::Weak::new(),
+        );
         assert_eq!(agent.objective(), "Fix the adder", "a checkpoint is not an objective");
         agent.objective = Some("Now add tests".into());
         assert_eq!(agent.objective(), "Now add tests");
@@ -391,8 +413,15 @@ mod tests {
     async fn messages_and_receipts_are_logged_before_they_are_kept() {
         let rig = Rig::start(ScriptedServer::start(vec![]).await).await;
         let task = rig.task("Fix it");
-        let mut agent =
-            Agent::new(Role::Coder, Vec::new(), Vec::new(), Vec::new(), None, task.clone(), Arc::default());
+        let mut agent = Agent::new(
+            Role::Coder,
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            None,
+            task.clone(),
+            std::sync::Weak::new(),
+        );
         agent.persist(Message::user("Fix it")).unwrap();
         let outcome = agentd_agents::tools::ToolOutcome::ok("1 line");
         let read =

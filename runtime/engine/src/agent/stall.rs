@@ -85,7 +85,7 @@ mod tests {
     use crate::testing::Rig;
     use agentd_protocol::Role;
     use agentd_test_support::ScriptedServer;
-    use std::sync::Arc;
+    use std::sync::Weak;
 
     fn make(id: &str) -> Message {
         Message::new(
@@ -115,8 +115,15 @@ mod tests {
             ));
         }
         let fresh = |history: Vec<Message>| {
-            let mut agent =
-                Agent::new(Role::Coder, history, Vec::new(), Vec::new(), None, task.clone(), Arc::default());
+            let mut agent = Agent::new(
+                Role::Coder,
+                history,
+                Vec::new(),
+                Vec::new(),
+                None,
+                task.clone(),
+                std::sync::Weak::new(),
+            );
             agent.watch_from_history();
             agent
         };

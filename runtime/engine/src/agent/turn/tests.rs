@@ -20,7 +20,7 @@ fn objective(text: &str) -> Message {
 }
 
 fn agent(role: Role, history: Vec<Message>, task: &Arc<TaskCtx>) -> Agent {
-    Agent::new(role, history, Vec::new(), Vec::new(), None, task.clone(), Arc::default())
+    Agent::new(role, history, Vec::new(), Vec::new(), None, task.clone(), std::sync::Weak::new())
 }
 
 fn of_kind<'a>(events: &'a [Event], kind: &str) -> Vec<&'a EventKind> {
