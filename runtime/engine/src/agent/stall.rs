@@ -122,7 +122,7 @@ mod tests {
                 Vec::new(),
                 None,
                 task.clone(),
-                std::sync::Weak::new(),
+                Weak::new(),
             );
             agent.watch_from_history();
             agent
