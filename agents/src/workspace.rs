@@ -578,11 +578,23 @@ fn errno(rel: &str, e: Errno) -> ToolError {
 
 /// The normal components of `rel`, after refusing empty, absolute and `..` paths.
 fn components(rel: &str) -> Result<Vec<OsString>, ToolError> {
+    components_of(rel, Path::new(rel))
+}
+
+/// The components of a path a checkpoint, a diff or a working copy's patch named: its text decoded to
+/// the name's own bytes first (`agentd_protocol::path_name`), so a name that is not UTF-8 is the file
+/// it was recorded from.
+pub(crate) fn exact_components(rel: &str) -> Result<Vec<OsString>, ToolError> {
+    let bytes = agentd_protocol::path_name::decode(rel);
+    components_of(rel, Path::new(OsStr::from_bytes(&bytes)))
+}
+
+fn components_of(rel: &str, path: &Path) -> Result<Vec<OsString>, ToolError> {
     if rel.is_empty() {
         return Err(ToolError::EmptyPath);
     }
     let mut parts = Vec::new();
-    for component in Path::new(rel).components() {
+    for component in path.components() {
         match component {
             Component::Prefix(_) | Component::RootDir => return Err(ToolError::Absolute(rel.to_string())),
             Component::ParentDir => return Err(ToolError::Escapes(rel.to_string())),

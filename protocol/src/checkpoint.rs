@@ -16,12 +16,47 @@ pub const REGULAR: u32 = 0o100000;
 pub const SYMLINK: u32 = 0o120000;
 /// The type bits of a mode.
 pub const TYPE_MASK: u32 = 0o170000;
+/// A FIFO's mode (a named pipe): recorded by name, never held.
+pub const FIFO: u32 = 0o010000;
+/// A character device's mode: recorded by name, never held.
+pub const CHAR_DEVICE: u32 = 0o020000;
+/// A block device's mode: recorded by name, never held.
+pub const BLOCK_DEVICE: u32 = 0o060000;
+/// A Unix socket's mode: recorded by name, never held.
+pub const SOCKET: u32 = 0o140000;
 
-/// One file as a checkpoint recorded it.
+/// What a special file is, in words (`a FIFO`), from its mode's type bits; `None` for a regular file,
+/// a symlink or a directory.
+pub fn special_kind(mode: u32) -> Option<&'static str> {
+    match mode & TYPE_MASK {
+        FIFO => Some("a FIFO"),
+        CHAR_DEVICE => Some("a character device"),
+        BLOCK_DEVICE => Some("a block device"),
+        SOCKET => Some("a socket"),
+        _ => None,
+    }
+}
+
+/// A path a checkpoint or a working copy could not hold — a FIFO, a socket, a device, a file past a
+/// size — or a revert could not put back, and why, in words. Said wherever it applies (`agentd
+/// diff`, a revert's result, a delegation's events and result), never passed over in silence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NotHeld {
+    /// The path, relative to the workspace (or the working copy).
+    pub path: String,
+    /// Why, in words: `a FIFO`, `a socket`, `a character device`, `a block device`, `over the
+    /// 256 MiB a working copy carries (1.2 GiB)`, `it has 2 other hard links, which keep the
+    /// changed content`…
+    pub why: String,
+}
+
+/// One file as a checkpoint recorded it. Its path (in a [`FileDelta`], a diff or a revert) is the text
+/// of its name's bytes (`crate::path_name`): a name that is not UTF-8 is recorded too.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct FileState {
     /// Its mode as git writes it: `0o100000 | perm` for a regular file (`0o100644`, `0o100755`),
-    /// `0o120000` for a symlink.
+    /// `0o120000` for a symlink; for a special file ([`special_kind`]: a FIFO, a socket, a device),
+    /// its type bits alone, its bytes never held (`unkept`).
     pub mode: u32,
     /// The sha256 of its bytes (a symlink's: of its target), lowercase hex.
     pub sha256: String,
@@ -40,6 +75,11 @@ impl FileState {
     /// Whether it is a symlink.
     pub fn is_symlink(&self) -> bool {
         self.mode & TYPE_MASK == SYMLINK
+    }
+
+    /// What it is when it is a special file (a FIFO, a socket, a device), in words.
+    pub fn special(&self) -> Option<&'static str> {
+        special_kind(self.mode)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Events: what happened to a task, persisted before it is published, numbered from 1 per task.
 //! The wire shape is flat: `{seq, task_id, role, at, kind, ...fields}`.
 
-use crate::checkpoint::Change;
+use crate::checkpoint::{Change, NotHeld};
 use crate::memory::MemoryScope;
 use crate::role::Role;
 use crate::tokens::{Measured, Tokens};
@@ -416,6 +416,10 @@ pub enum EventKind {
         /// delegation_deadline`, from when it started); past it, the same.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deadline: Option<String>,
+        /// What the workspace holds that its working copy does not — FIFOs, sockets, devices, files
+        /// over the size a copy carries — and why; the teammate is told in its handoff.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_copied: Vec<NotHeld>,
     },
     /// A delegated teammate finished; its summary goes back to the caller as the `delegate` call's result.
     DelegationReturned as "delegation_returned" {
@@ -447,6 +451,30 @@ pub enum EventKind {
         /// version kept as evidence, the lead told in the call's result.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         conflicts: Vec<PatchConflict>,
+        /// What its working copy holds that its patch could not carry back — a FIFO, a socket or a
+        /// device it made, a file it wrote over the size a copy carries — and why; the lead is told in
+        /// the call's result.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_carried: Vec<NotHeld>,
+    },
+    /// A branch's changes are about to be merged into the workspace: the workspace's checkpoint
+    /// before the merge, recorded before a file is written, so a merge a crash cuts short is still
+    /// recorded whole: at the resume, what the workspace holds then against this checkpoint is the
+    /// merge's `files_changed` (marked `interrupted`), and the merge repeated records the rest.
+    MergeStarted as "merge_started" {
+        /// The `delegate` call whose branch is merged (the event's role is the teammate's).
+        call_id: String,
+        /// The `seq` of that call's `tool_called`: what the merge's `files_changed` names.
+        call_seq: u64,
+        /// The workspace's checkpoint before the merge.
+        checkpoint: String,
+    },
+    /// Files of the workspace that have other hard links (maybe outside it), found as the task
+    /// started: a command writing one in place writes the others too, and a revert puts back the
+    /// workspace's name only.
+    LinkedFiles as "linked_files" {
+        /// Each file, and how many other links it has, in words.
+        files: Vec<NotHeld>,
     },
     /// A writing call changed files (the event's role made it): its checkpoints before and after, and
     /// each file that differs. Follows the call's `tool_called`, before its `tool_finished` — or, for a
@@ -514,6 +542,9 @@ pub enum EventKind {
         /// Set when files the user had changed since were overwritten (`--force`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         forced: Vec<String>,
+        /// What it did not put back, and why (a special file; the other hard links of a file).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_restored: Vec<NotHeld>,
         /// The checkpoints and the files.
         #[serde(flatten)]
         change: Box<Change>,
@@ -691,6 +722,7 @@ impl EventKind {
             lines_added: 0,
             lines_removed: 0,
             conflicts: Vec::new(),
+            not_carried: Vec::new(),
         }
     }
 
@@ -879,6 +911,7 @@ mod tests {
                 measured_by: None,
                 limit_tokens: Some(5_000),
                 deadline: Some("2026-01-01T00:00:00.000Z".into()),
+                not_copied: vec![NotHeld { path: "run/app.sock".into(), why: "a socket".into() }],
             },
             EventKind::returned(Role::Coder, "s"),
             EventKind::AgentStalled { why: "w".into(), calls: 3 },
@@ -908,9 +941,14 @@ mod tests {
                 to_seq: Some(3),
                 call_seq: None,
                 forced: vec!["x".into()],
+                not_restored: vec![NotHeld { path: "p".into(), why: "a FIFO".into() }],
                 change: Box::default(),
             },
             EventKind::CheckpointFailed { call_id: "c".into(), error: "e".into() },
+            EventKind::MergeStarted { call_id: "d1".into(), call_seq: 7, checkpoint: "0".repeat(64) },
+            EventKind::LinkedFiles {
+                files: vec![NotHeld { path: "notes.txt".into(), why: "1 other hard link".into() }],
+            },
             EventKind::CacheLearned {
                 server: "http://s".into(),
                 model: "m".into(),

@@ -21,6 +21,7 @@ pub mod memory;
 pub mod message;
 pub mod model;
 pub mod openapi;
+pub mod path_name;
 pub mod record;
 pub mod role;
 pub mod route;
@@ -33,7 +34,7 @@ pub mod tool;
 pub mod window;
 
 pub use budget::{Amount, Budget, BudgetScope};
-pub use checkpoint::{FileDelta, FileState};
+pub use checkpoint::{FileDelta, FileState, NotHeld};
 pub use event::{Event, EventKind, OpenBranch, PatchConflict, Stalled, Usage};
 pub use evidence::{EvidenceMeta, NewEvidence, Page, Producer, Source, Stored, Unit};
 pub use gauge::{Categories, Gauge};

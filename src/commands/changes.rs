@@ -58,6 +58,9 @@ pub fn diff(home: &Home, args: DiffArgs) -> Result<u8, Failure> {
             say!("{line}");
         }
     }
+    for n in &r.not_held {
+        say!("not held  {} ({})", n.path, n.why);
+    }
     say!(
         "{} file(s) changed, +{} -{}, over {} recorded change(s)",
         r.files.len(),
@@ -84,7 +87,7 @@ pub fn revert(
         raw!("{}", pretty(&r));
         return Ok(exit::OK);
     }
-    if r.files.is_empty() {
+    if r.files.is_empty() && r.not_restored.is_empty() {
         say!("nothing to put back");
         return Ok(exit::OK);
     }
@@ -98,6 +101,9 @@ pub fn revert(
     }
     if !r.forced.is_empty() {
         say!("overwrote your changes to {}", r.forced.join(", "));
+    }
+    for n in &r.not_restored {
+        say!("NOT put back  {}: {}", n.path, n.why);
     }
     say!(
         "reverted {} file(s), recorded as event {} (agentd revert TASK --call {} takes it back)",

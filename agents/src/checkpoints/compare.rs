@@ -143,6 +143,15 @@ fn section<O: Objects>(
     delta: &FileDelta,
     out: &mut String,
 ) -> Result<Lines, CheckpointError<O::Error>> {
+    let special = [&delta.before, &delta.after].into_iter().flatten().find_map(FileState::special);
+    if let Some(what) = special {
+        let path = &delta.path;
+        out.push_str(&format!(
+            "diff --git a/{path} b/{path}\n{} {what}: a checkpoint records its name, not its content\n",
+            delta.change()
+        ));
+        return Ok(Lines { added: 0, removed: 0, binary: true });
+    }
     let unkept = [&delta.before, &delta.after].iter().any(|s| s.as_ref().is_some_and(|s| s.unkept));
     if unkept {
         let path = &delta.path;

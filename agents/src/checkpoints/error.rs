@@ -30,6 +30,15 @@ pub enum CheckpointError<E: std::error::Error + Send + Sync + 'static> {
         /// The file.
         path: String,
     },
+    /// A special file (a FIFO, a socket, a device): a checkpoint names it, never holds it, so it
+    /// cannot be put back.
+    #[error("{path}: it was {what}; a checkpoint records its name, not the thing itself")]
+    Special {
+        /// The file.
+        path: String,
+        /// What it was, in words (`a FIFO`).
+        what: &'static str,
+    },
     /// The workspace refused a read or a write of a restore.
     #[error(transparent)]
     Workspace(#[from] WorkspaceRefusal),

@@ -27,12 +27,17 @@
 //!
 //! # Which files
 //!
-//! The files the `search` tool and a working copy see (the walk of [`crate::copies`]): each
+//! The files the `search` tool sees (the walk of [`crate::copies`] in its `Seen` scope): each
 //! directory's `.gitignore`, `.ignore` and `.rgignore` honoured, `.git` and the evidence folder out,
-//! symlinks recorded as symlinks and never followed. A file whose name is not UTF-8 is passed over (a
-//! diff names files as text). Bytes are kept up to a budget (`[checkpoints] max_bytes` a task); past
-//! it a file is recorded by its sha256 alone, marked [`FileState::unkept`]: it can be compared, not
-//! restored, and a revert that would need it says so.
+//! symlinks recorded as symlinks and never followed. A name that is not UTF-8 is recorded as the
+//! text of its bytes (`agentd_protocol::path_name`) and put back byte for byte. A FIFO, a socket or
+//! a device is recorded by its name and kind alone (its entry's mode is its type, its content never
+//! held): a diff names it, a revert removes one the task made and says it cannot make one again.
+//! Bytes are kept up to a budget (`[checkpoints] max_bytes` a task); past it a file is recorded by
+//! its sha256 alone, marked [`FileState::unkept`]: it can be compared, not restored, and a revert
+//! that would need it says so. A file with other hard links is listed ([`Snapshot::linked`],
+//! [`survey`]): a command writing it writes the other names too, and a restore puts back this name
+//! only.
 //!
 //! # Comparing and restoring
 //!
@@ -47,6 +52,7 @@ mod error;
 mod objects;
 mod restore;
 mod snapshot;
+mod survey;
 pub mod tree;
 
 #[cfg(test)]
@@ -54,6 +60,7 @@ mod tests;
 
 pub use compare::{compare, lines_changed, unified, Lines};
 pub use error::CheckpointError;
-pub use objects::{sha256_hex, Objects};
-pub use restore::{current, restore};
+pub use objects::{no_content, sha256_hex, Objects};
+pub use restore::{current, links, restore};
 pub use snapshot::{Snapshot, Snapshotter};
+pub use survey::{other_links, survey, Survey};

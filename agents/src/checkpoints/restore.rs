@@ -2,7 +2,7 @@
 
 use super::compare::object;
 use super::error::CheckpointError;
-use super::objects::{sha256_hex, Objects};
+use super::objects::{no_content, sha256_hex, Objects};
 use crate::error::WorkspaceRefusal;
 use crate::workspace::exact::Found;
 use crate::Workspace;
@@ -10,8 +10,8 @@ use agentd_protocol::checkpoint::{FileState, REGULAR, SYMLINK};
 use std::path::Path;
 
 /// What stands at `path` in the workspace now, as a checkpoint would record it: `None` for nothing
-/// there; a directory or a special file in its place is `Some` with mode 0 (no checkpoint has it, so
-/// it is never the same as a recorded state).
+/// there; a special file as a checkpoint names one (its type, no content); a directory in its place
+/// is `Some` with mode 0 (no checkpoint has it, so it is never the same as a recorded state).
 pub fn current<E>(workspace: &Workspace, path: &str) -> Result<Option<FileState>, CheckpointError<E>>
 where
     E: std::error::Error + Send + Sync + 'static,
@@ -25,12 +25,14 @@ where
         Found::Symlink(target) => {
             Some(FileState { mode: SYMLINK, sha256: sha256_hex(&target), unkept: false })
         }
+        Found::Special(mode) => Some(FileState { mode, sha256: no_content(), unkept: true }),
         Found::Dir | Found::Blocked(_) => Some(FileState { mode: 0, sha256: String::new(), unkept: false }),
     })
 }
 
 /// Puts `path` back as `target` says: its bytes and mode from the object store, or removed (and its
-/// directories, while they are empty) for `None`. Every write crosses no symlink: a symlink standing
+/// directories, while they are empty) for `None` (a special file included). A special file as
+/// `target` cannot be made again: [`CheckpointError::Special`]. Every write crosses no symlink: a symlink standing
 /// at the path is replaced, never written through.
 pub fn restore<O: Objects>(
     workspace: &Workspace,
@@ -56,6 +58,9 @@ pub fn restore<O: Objects>(
         }
         return Ok(());
     };
+    if let Some(what) = target.special() {
+        return Err(CheckpointError::Special { path: path.to_string(), what });
+    }
     if target.unkept {
         return Err(CheckpointError::NotKept { path: path.to_string() });
     }
@@ -65,4 +70,13 @@ pub fn restore<O: Objects>(
     } else {
         workspace.write_exact(path, &bytes, target.mode & 0o7777).map_err(refused("write"))
     }
+}
+
+/// How many hard links the regular file at `path` has now (0: nothing there; 1: one name, or not a
+/// regular file). More than one: a restore puts back this name, and the others keep what they hold.
+pub fn links<E>(workspace: &Workspace, path: &str) -> Result<u64, CheckpointError<E>>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    workspace.links_exact(path).map_err(|e| WorkspaceRefusal::of("look at", path)(e).into())
 }

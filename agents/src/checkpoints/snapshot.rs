@@ -3,7 +3,7 @@
 use super::error::CheckpointError;
 use super::objects::{hex, Objects};
 use super::tree::{encode, Entry, DIR};
-use crate::copies::walk::{open_root, walk, At, Visitor};
+use crate::copies::walk::{open_root, path_text, walk, At, Scope, Visitor};
 use crate::copies::CopyError;
 use agentd_protocol::checkpoint::{FileState, REGULAR, SYMLINK};
 use rustix::fd::OwnedFd;
@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// A file's `stat` identity: while it is unchanged, so are the file's bytes (a write changes the
@@ -45,7 +46,9 @@ impl Stamp {
 /// and stores nothing the store already holds.
 #[derive(Debug, Default)]
 pub struct Snapshotter {
-    known: HashMap<PathBuf, (Stamp, FileState)>,
+    /// Each file hashed: its stamp, its state, and how many names it has (a new link changes the
+    /// status-change time, so the stamp holds the count too).
+    known: HashMap<PathBuf, (Stamp, FileState, u64)>,
     stored: HashSet<String>,
     /// Bytes of file content stored so far (objects the store did not hold).
     kept_bytes: u64,
@@ -66,6 +69,12 @@ pub struct Snapshot {
     pub stored_bytes: u64,
     /// Files whose bytes were not kept (the budget was reached, or they hold a secret).
     pub unkept: Vec<String>,
+    /// Regular files with more than one hard link, and how many links each has: another name (maybe
+    /// outside the workspace) shares their bytes, so a command writing them in place changes that one
+    /// too, and a revert puts back this name only.
+    pub linked: Vec<(String, u64)>,
+    /// FIFOs, sockets and devices: recorded by name and kind, their content never held.
+    pub specials: Vec<(String, &'static str)>,
 }
 
 impl Snapshotter {
@@ -107,15 +116,17 @@ impl Snapshotter {
                 stored: 0,
                 stored_bytes: 0,
                 unkept: Vec::new(),
+                linked: Vec::new(),
+                specials: Vec::new(),
             },
         };
-        let walked = walk(root, &root_fd, &mut taker);
+        let walked = walk(root, &root_fd, Scope::Seen, &mut taker);
         if let Some(e) = taker.failed.take() {
             return Err(e);
         }
         walked?;
         let top = taker.levels.pop().unwrap_or_default();
-        let tree = taker.put_listing(&top)?;
+        let tree = taker.put_listing(top)?;
         let mut snapshot = taker.snapshot;
         snapshot.tree = tree;
         objects.sync().map_err(CheckpointError::Store)?;
@@ -159,8 +170,12 @@ impl<O: Objects> Taker<'_, O> {
     }
 
     /// Stores a directory's listing; its name.
-    fn put_listing(&mut self, entries: &[Entry]) -> Result<String, CheckpointError<O::Error>> {
-        let bytes = encode(entries);
+    /// Sorted by name as text first: the walk goes in the order of the names' bytes, which a name
+    /// that is not UTF-8 (escaped in its text) may not keep, and a comparison reads listings in text
+    /// order.
+    fn put_listing(&mut self, mut entries: Vec<Entry>) -> Result<String, CheckpointError<O::Error>> {
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let bytes = encode(&entries);
         let id = super::objects::sha256_hex(&bytes);
         self.put(&id, &bytes)?;
         Ok(id)
@@ -175,6 +190,13 @@ impl<O: Objects> Taker<'_, O> {
     fn add(&mut self, name: String, state: FileState) {
         if let Some(level) = self.levels.last_mut() {
             level.push(Entry { name, state });
+        }
+    }
+
+    /// A file with `links` names: listed when there are others.
+    fn note_links(&mut self, rel: &Path, links: u64) {
+        if links > 1 {
+            self.snapshot.linked.push((path_text(rel), links));
         }
     }
 
@@ -193,11 +215,17 @@ impl<O: Objects> Taker<'_, O> {
             return Ok(None);
         }
         let stamp = Stamp::of(&stat);
-        if let Some((known, state)) = self.me.known.get(&abs) {
+        if let Some((known, state, links)) = self.me.known.get(&abs) {
             if *known == stamp {
-                return Ok(Some(state.clone()));
+                let (state, links) = (state.clone(), *links);
+                self.note_links(at.rel, links);
+                return Ok(Some(state));
             }
         }
+        // `st_nlink` is `u64` on x86_64 and narrower elsewhere.
+        #[allow(clippy::useless_conversion)]
+        let links = u64::from(stat.st_nlink);
+        self.note_links(at.rel, links);
         let size = u64::try_from(stat.st_size).unwrap_or(0);
         let keep = self.me.kept_bytes.saturating_add(size) <= self.max_bytes;
         let mut file = File::from(fd);
@@ -208,9 +236,9 @@ impl<O: Objects> Taker<'_, O> {
             file.read_to_end(&mut self.buf).map_err(CopyError::io("read", &abs))?;
             let sha256 = super::objects::sha256_hex(&self.buf);
             if (self.withheld)(&self.buf) {
-                self.snapshot.unkept.push(at.rel.to_string_lossy().into_owned());
+                self.snapshot.unkept.push(path_text(at.rel));
                 let state = FileState { mode, sha256, unkept: true };
-                self.me.known.insert(abs, (stamp, state.clone()));
+                self.me.known.insert(abs, (stamp, state.clone(), links));
                 return Ok(Some(state));
             }
             let bytes = std::mem::take(&mut self.buf);
@@ -240,42 +268,39 @@ impl<O: Objects> Taker<'_, O> {
                 Err(e) => return Err(self.fail(CheckpointError::Store(e))),
             };
             if !stored {
-                self.snapshot.unkept.push(at.rel.to_string_lossy().into_owned());
+                self.snapshot.unkept.push(path_text(at.rel));
             }
             FileState { mode, sha256, unkept: !stored }
         };
-        self.me.known.insert(abs, (stamp, state.clone()));
+        self.me.known.insert(abs, (stamp, state.clone(), links));
         Ok(Some(state))
     }
 }
 
-/// An entry's name as text; `None` (passed over) when it is not UTF-8.
-fn text_name(at: &At<'_>) -> Option<String> {
-    at.name.to_str().map(str::to_string)
+/// An entry's name as text, whatever its bytes (`agentd_protocol::path_name`).
+fn text_name(at: &At<'_>) -> String {
+    agentd_protocol::path_name::encode(at.name.as_bytes())
 }
 
 impl<O: Objects> Visitor for Taker<'_, O> {
-    fn entered(&mut self, at: &At<'_>, _: &OwnedFd) -> Result<bool, CopyError> {
-        if text_name(at).is_none() {
-            return Ok(false);
-        }
+    fn entered(&mut self, _: &At<'_>, _: &OwnedFd) -> Result<bool, CopyError> {
         self.levels.push(Vec::new());
         Ok(true)
     }
 
     fn left(&mut self, rel: &Path) -> Result<(), CopyError> {
         let entries = self.levels.pop().unwrap_or_default();
-        let id = match self.put_listing(&entries) {
+        let id = match self.put_listing(entries) {
             Ok(id) => id,
             Err(e) => return Err(self.fail(e)),
         };
-        let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let name = agentd_protocol::path_name::encode(rel.file_name().unwrap_or_default().as_bytes());
         self.add(name, FileState { mode: DIR, sha256: id, unkept: false });
         Ok(())
     }
 
     fn file(&mut self, at: &At<'_>) -> Result<(), CopyError> {
-        let Some(name) = text_name(at) else { return Ok(()) };
+        let name = text_name(at);
         let Some(state) = self.file_state(at)? else { return Ok(()) };
         self.snapshot.files += 1;
         self.add(name, state);
@@ -283,7 +308,7 @@ impl<O: Objects> Visitor for Taker<'_, O> {
     }
 
     fn symlink(&mut self, at: &At<'_>) -> Result<(), CopyError> {
-        let Some(name) = text_name(at) else { return Ok(()) };
+        let name = text_name(at);
         let target = match rfs::readlinkat(at.parent, at.name, Vec::new()) {
             Ok(target) => target.into_bytes(),
             Err(Errno::NOENT | Errno::INVAL) => return Ok(()),
@@ -295,6 +320,14 @@ impl<O: Objects> Visitor for Taker<'_, O> {
         }
         self.snapshot.files += 1;
         self.add(name, FileState { mode: SYMLINK, sha256, unkept: false });
+        Ok(())
+    }
+
+    fn special(&mut self, at: &At<'_>, mode: u32) -> Result<(), CopyError> {
+        let kind = agentd_protocol::checkpoint::special_kind(mode).unwrap_or("a special file");
+        self.snapshot.specials.push((path_text(at.rel), kind));
+        self.snapshot.files += 1;
+        self.add(text_name(at), FileState { mode, sha256: super::objects::no_content(), unkept: true });
         Ok(())
     }
 }

@@ -178,3 +178,97 @@ fn a_file_holding_a_secret_is_recorded_by_its_hash_alone_never_stored() {
     let files = compare(&store, None, &taken.tree).unwrap();
     assert!(files.iter().any(|f| f.path == "deploy.env" && f.after.as_ref().is_some_and(|s| s.unkept)));
 }
+
+#[test]
+fn a_name_that_is_not_utf8_is_recorded_and_put_back_byte_for_byte() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let name = OsStr::from_bytes(b"r\xe9sum\xe9.txt");
+    let sub = OsStr::from_bytes(b"d\xff");
+    fs::write(root.join("plain.txt"), "plain\n").unwrap();
+    let store = Memory::default();
+    let mut snap = Snapshotter::new();
+    let first = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
+    // A command makes a file and a directory whose names are Latin-1, and a name that sorts
+    // differently as bytes and as text beside them.
+    fs::write(root.join(name), "old bytes\n").unwrap();
+    fs::create_dir(root.join(sub)).unwrap();
+    fs::write(root.join(sub).join(name), "deep\n").unwrap();
+    fs::write(root.join("\u{e9}.txt"), "text\n").unwrap();
+    let second = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
+    assert_eq!(second.files, 4, "{second:?}");
+    let deltas = compare(&store, Some(&first.tree), &second.tree).unwrap();
+    let mut paths: Vec<String> = deltas.iter().map(|d| d.path.clone()).collect();
+    paths.sort();
+    let mut expected = vec![
+        agentd_protocol::path_name::encode(b"d\xff/r\xe9sum\xe9.txt"),
+        agentd_protocol::path_name::encode(b"r\xe9sum\xe9.txt"),
+        "\u{e9}.txt".to_string(),
+    ];
+    expected.sort();
+    assert_eq!(paths, expected);
+    // Put back: each file the command made is removed, by its own bytes.
+    let workspace = Workspace::new(root).unwrap();
+    for delta in &deltas {
+        assert_eq!(current::<std::io::Error>(&workspace, &delta.path).unwrap(), delta.after.clone());
+        restore(&workspace, &store, &delta.path, delta.before.as_ref()).unwrap();
+    }
+    assert!(!root.join(name).exists() && !root.join(sub).exists());
+    // And one changed is put back as it was, name and bytes.
+    fs::write(root.join(name), "old bytes\n").unwrap();
+    let third = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
+    fs::write(root.join(name), "new bytes\n").unwrap();
+    let fourth = snap.snapshot(root, &store, u64::MAX, &|_| false).unwrap();
+    let deltas = compare(&store, Some(&third.tree), &fourth.tree).unwrap();
+    assert_eq!(deltas.len(), 1);
+    restore(&workspace, &store, &deltas[0].path, deltas[0].before.as_ref()).unwrap();
+    assert_eq!(fs::read_to_string(root.join(name)).unwrap(), "old bytes\n");
+}
+
+#[test]
+fn special_files_are_named_never_held_and_hard_links_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    fs::create_dir(&root).unwrap();
+    fs::write(root.join("a.txt"), "a\n").unwrap();
+    // A file of the workspace with a second name outside it.
+    fs::write(root.join("shared.txt"), "shared\n").unwrap();
+    fs::hard_link(root.join("shared.txt"), dir.path().join("outside.txt")).unwrap();
+    let store = Memory::default();
+    let mut snap = Snapshotter::new();
+    let first = snap.snapshot(&root, &store, u64::MAX, &|_| false).unwrap();
+    assert_eq!(first.linked, [("shared.txt".to_string(), 2)]);
+    let surveyed = survey(&root).unwrap();
+    assert_eq!(surveyed.linked.iter().map(|l| l.path.as_str()).collect::<Vec<_>>(), ["shared.txt"]);
+    assert!(surveyed.linked[0].why.starts_with("1 other hard link"), "{:?}", surveyed.linked);
+
+    let status = std::process::Command::new("mkfifo").arg(root.join("pipe")).status().unwrap();
+    assert!(status.success());
+    let _socket = std::os::unix::net::UnixListener::bind(root.join("app.sock")).unwrap();
+    let second = snap.snapshot(&root, &store, u64::MAX, &|_| false).unwrap();
+    let specials: Vec<(&str, &str)> = second.specials.iter().map(|(p, k)| (p.as_str(), *k)).collect();
+    assert_eq!(specials, [("app.sock", "a socket"), ("pipe", "a FIFO")]);
+    let deltas = compare(&store, Some(&first.tree), &second.tree).unwrap();
+    let changes: Vec<(&str, &str, Option<&str>)> = deltas
+        .iter()
+        .map(|d| (d.path.as_str(), d.change(), d.after.as_ref().and_then(|a| a.special())))
+        .collect();
+    assert_eq!(changes, [("app.sock", "added", Some("a socket")), ("pipe", "added", Some("a FIFO"))]);
+    let (diff, counts) = unified(&store, &deltas).unwrap();
+    assert!(diff.contains("diff --git a/pipe b/pipe\nadded a FIFO: a checkpoint records its name"), "{diff}");
+    assert!(counts.iter().all(|c| c.binary));
+    // What stands there now is what was recorded; putting back "absent" removes it; putting one
+    // back is refused, naming what it was.
+    let workspace = Workspace::new(&root).unwrap();
+    let pipe = deltas.iter().find(|d| d.path == "pipe").unwrap();
+    assert_eq!(current::<std::io::Error>(&workspace, "pipe").unwrap(), pipe.after.clone());
+    restore(&workspace, &store, "pipe", None).unwrap();
+    assert!(!root.join("pipe").exists());
+    let e = restore(&workspace, &store, "pipe", pipe.after.as_ref()).unwrap_err();
+    assert!(e.to_string().contains("it was a FIFO"), "{e}");
+    assert_eq!(links::<std::io::Error>(&workspace, "shared.txt").unwrap(), 2);
+    assert_eq!(links::<std::io::Error>(&workspace, "a.txt").unwrap(), 1);
+    assert_eq!(links::<std::io::Error>(&workspace, "missing").unwrap(), 0);
+}

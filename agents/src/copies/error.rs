@@ -19,14 +19,6 @@ pub enum CopyError {
         #[source]
         source: io::Error,
     },
-    /// A changed file's name is not UTF-8: a patch names its files as text, so it cannot carry it.
-    #[error("cannot {op} {}: its name is not UTF-8, and a patch names files as text", path.display())]
-    NotUtf8 {
-        /// What was being done.
-        op: &'static str,
-        /// The file, relative to the tree it is in.
-        path: PathBuf,
-    },
     /// The workspace refused a read or a change of the merge; files merged before it stay merged.
     #[error(transparent)]
     Workspace(#[from] WorkspaceRefusal),

@@ -1,34 +1,51 @@
 //! [`make_copy`]: a working copy of a tree, made file by file beside it.
 
 use super::error::CopyError;
-use super::walk::{open_root, walk, At, Visitor};
+use super::walk::{open_root, path_text, walk, At, Scope, Visitor};
 use crate::workspace::open_entry;
+use agentd_protocol::checkpoint::{special_kind, NotHeld};
 use rustix::fd::OwnedFd;
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// What [`make_copy`] copied.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The largest file a working copy carries: 256 MiB. A bigger one is neither copied into a branch's
+/// copy nor brought back from it — it is named instead (in [`Made::left_out`] and
+/// [`Patch::left_out`](super::Patch)), to the branch and to the lead. A copy's patch holds the
+/// files it changed in memory and archives them as a diff; past this size that would cost more than
+/// the file is worth to a branch (datasets, disk images, model weights are read in the workspace).
+pub const MAX_COPIED_FILE: u64 = 256 << 20;
+
+/// What [`make_copy`] copied, and what it could not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Made {
     /// Regular files and symlinks copied.
     pub files: u64,
     /// Bytes of the regular files copied.
     pub bytes: u64,
+    /// What stands in the tree and is not in the copy: FIFOs, sockets, devices, files over
+    /// [`MAX_COPIED_FILE`] — each path (as `agentd_protocol::path_name` writes it) and why.
+    pub left_out: Vec<NotHeld>,
 }
 
-/// Copies the files of `from` as the `search` tool sees them into `to`, which must not exist (it is
-/// created, parents included): the tree's own `.gitignore`/`.ignore`/`.rgignore` rules honoured (no
-/// global git excludes, no ignore file above `from`), hidden files included, `.git` and the evidence
-/// folder ([`agentd_protocol::task::EVIDENCE_FOLDER`]) left out.
+/// Why a file over [`MAX_COPIED_FILE`] is left out, in words.
+pub(crate) fn too_large(bytes: u64) -> String {
+    format!("{bytes} bytes, over the {} MiB a working copy carries", MAX_COPIED_FILE >> 20)
+}
+
+/// Copies the whole tree `from` into `to`, which must not exist (it is created, parents included):
+/// every file, what git ignores included (a branch needs the `.env`, the `node_modules` and the build
+/// outputs the workspace has), hidden ones too; `.git` and the evidence folder
+/// ([`agentd_protocol::task::EVIDENCE_FOLDER`]) left out. A name that is not UTF-8 is copied as it is.
 ///
 /// Never follows a symlink: a symlink is copied as a symlink (the same target text), and every entry
 /// is opened relative to its directory's descriptor with `O_NOFOLLOW`. A regular file keeps its
 /// permission bits; its bytes are copied by `std::io::copy` between the two open files, which on Linux
 /// is the `copy_file_range` path `std::fs::copy` takes (the filesystem shares extents where it can:
 /// a reflink on btrfs or XFS). Directories keep their permission bits (set once their entries are
-/// copied), empty ones included. Fifos, sockets and devices are skipped.
+/// copied), empty ones included. FIFOs, sockets, devices and files over [`MAX_COPIED_FILE`] are not
+/// copied: they are named in [`Made::left_out`].
 ///
 /// On failure, whatever was made of `to` is removed again.
 pub fn make_copy(from: &Path, to: &Path) -> Result<Made, CopyError> {
@@ -45,7 +62,7 @@ pub fn make_copy(from: &Path, to: &Path) -> Result<Made, CopyError> {
         #[allow(clippy::useless_conversion)]
         let root = (u64::from(root.st_dev), u64::from(root.st_ino));
         let mut copier = Copier { to, root, dirs: vec![(dst, root_mode)], made: Made::default() };
-        walk(from, &src, &mut copier)?;
+        walk(from, &src, Scope::Whole, &mut copier)?;
         copier.left(Path::new(""))?;
         Ok(copier.made)
     })();
@@ -151,6 +168,11 @@ impl Visitor for Copier<'_> {
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
             return Ok(());
         }
+        let size = u64::try_from(stat.st_size).unwrap_or(0);
+        if size > MAX_COPIED_FILE {
+            self.made.left_out.push(NotHeld { path: path_text(at.rel), why: too_large(size) });
+            return Ok(());
+        }
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let out = rfs::openat(self.here(at.rel)?, at.name, flags, Mode::from_raw_mode(0o600))
             .map_err(CopyError::errno("create", &dst))?;
@@ -173,6 +195,12 @@ impl Visitor for Copier<'_> {
         rfs::symlinkat(target.as_c_str(), self.here(at.rel)?, at.name)
             .map_err(CopyError::errno("create the symlink", &dst))?;
         self.made.files += 1;
+        Ok(())
+    }
+
+    fn special(&mut self, at: &At<'_>, mode: u32) -> Result<(), CopyError> {
+        let why = special_kind(mode).unwrap_or("a special file").to_string();
+        self.made.left_out.push(NotHeld { path: path_text(at.rel), why });
         Ok(())
     }
 }

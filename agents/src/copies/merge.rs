@@ -4,7 +4,7 @@ use super::conflict::{diff_hunks, merge_hunks, Conflict, ConflictHunk, ConflictK
 use super::error::CopyError;
 use super::patch::{Change, Patch};
 use super::unified::{is_text, REGULAR, SYMLINK, TYPE_MASK};
-use super::walk::{open_root, parts};
+use super::walk::{open_root, text_parts};
 use crate::error::WorkspaceRefusal;
 use crate::workspace::exact::{found_beneath, Found};
 use crate::workspace::Workspace;
@@ -145,12 +145,12 @@ enum Action {
 /// The path's state in a base or a copy: a directory, or anything but a file or a symlink, there is
 /// no file.
 fn tree_state(root: &OwnedFd, dir: &Path, path: &str) -> Result<State, CopyError> {
-    let found = found_beneath(root.as_fd(), &parts(Path::new(path)))
-        .map_err(CopyError::io("read", &dir.join(path)))?;
+    let found =
+        found_beneath(root.as_fd(), &text_parts(path)).map_err(CopyError::io("read", &dir.join(path)))?;
     Ok(match found {
         Found::File { mode, bytes, .. } => State::Present { mode: REGULAR | mode, bytes },
         Found::Symlink(target) => State::Present { mode: SYMLINK, bytes: target },
-        Found::Missing | Found::Dir | Found::Blocked(_) => State::Absent,
+        Found::Missing | Found::Dir | Found::Special(_) | Found::Blocked(_) => State::Absent,
     })
 }
 
@@ -162,7 +162,7 @@ fn workspace_state(workspace: &Workspace, path: &str) -> Result<State, CopyError
         Found::File { links, .. } if links > 1 => State::Other,
         Found::File { mode, bytes, .. } => State::Present { mode: REGULAR | mode, bytes },
         Found::Symlink(target) => State::Present { mode: SYMLINK, bytes: target },
-        Found::Dir | Found::Blocked(_) => State::Other,
+        Found::Dir | Found::Special(_) | Found::Blocked(_) => State::Other,
     })
 }
 
@@ -252,7 +252,8 @@ fn take(w: &State, to: State) -> Action {
 fn remove_emptied_dirs(workspace: &Workspace, copy: &OwnedFd, path: &str) -> Result<(), CopyError> {
     let mut dir = Path::new(path).parent();
     while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
-        let in_copy = found_beneath(copy.as_fd(), &parts(d)).map_err(CopyError::io("look at", d))?;
+        let in_copy = found_beneath(copy.as_fd(), &text_parts(&d.to_string_lossy()))
+            .map_err(CopyError::io("look at", d))?;
         if in_copy == Found::Dir {
             break;
         }

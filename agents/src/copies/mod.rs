@@ -32,19 +32,27 @@
 //!
 //! # Which files
 //!
-//! A copy holds the files the `search` tool sees, hidden ones included: each directory's `.gitignore`,
-//! `.ignore` and `.rgignore` are honoured (no global git excludes, nothing above the workspace), so
-//! a `target/` or `node_modules/` is neither copied nor, when a build in the copy makes one, a
-//! change. `.git` stays out (a copy is not a checkout: the writer's commits would have nowhere to
-//! go), and so does the evidence folder ([`agentd_protocol::task::EVIDENCE_FOLDER`]). Directories are
-//! copied, empty ones included, but are not changes of their own.
+//! A copy holds what the workspace holds, what git ignores included: the `.env`, the `node_modules`,
+//! the build outputs a branch's build and tests need are there, and whatever the branch writes — at
+//! an ignored path too — comes back in its patch, as it would for a writer alone in the workspace.
+//! `.git` stays out (a copy is not a checkout: the writer's commits would have nowhere to go), and so
+//! does the evidence folder ([`agentd_protocol::task::EVIDENCE_FOLDER`]). Directories are copied,
+//! empty ones included, but are not changes of their own. A name that is not UTF-8 is copied and
+//! carried back byte for byte (named by `agentd_protocol::path_name`'s text).
+//!
+//! What a copy cannot carry is named, never passed over: a FIFO, a socket or a device (in the
+//! workspace: [`Made::left_out`], said to the branch; made by the branch: [`Patch::left_out`], said to
+//! the lead), and a file over [`MAX_COPIED_FILE`] either way.
 //!
 //! # Cost
 //!
 //! A file is copied with `copy_file_range`, which on btrfs or XFS shares the extents (a reflink: no
-//! data is written) and elsewhere copies in the kernel. `changes` reads both trees' directories and
-//! compares only files whose size and mode match byte by byte, stopping at the first difference.
-//! `examples/bench_copies.rs` measures all of it against `git worktree add`.
+//! data is written) and elsewhere copies in the kernel. A branch's copy is made twice (the base it
+//! started from, and the copy it works in), so on a filesystem without reflinks it costs twice the
+//! workspace's bytes, ignored ones included — a large `node_modules` or `target/` with them.
+//! `changes` reads both trees' directories and compares only files whose size and mode match byte by
+//! byte, stopping at the first difference. `examples/bench_copies.rs` measures all of it against `git
+//! worktree add`.
 //!
 //! # Symlinks and confinement
 //!
@@ -69,6 +77,6 @@ mod tests;
 
 pub use conflict::{Conflict, ConflictHunk, ConflictKind};
 pub use error::CopyError;
-pub use make::{make_copy, remove_copy, Made};
+pub use make::{make_copy, remove_copy, Made, MAX_COPIED_FILE};
 pub use merge::{merge, Merged};
 pub use patch::{changes, Change, FileChange, Patch};

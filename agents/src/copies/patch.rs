@@ -1,10 +1,12 @@
 //! [`changes`]: what a working copy changed against its base, as a [`Patch`].
 
 use super::error::CopyError;
+use super::make::{too_large, MAX_COPIED_FILE};
 use super::unified::{file_section, Side, REGULAR, SYMLINK, TYPE_MASK};
-use super::walk::{open_root, parts, walk, At, Visitor};
+use super::walk::{open_root, parts, path_text, walk, At, Scope, Visitor};
 use crate::workspace::exact::{found_beneath, Found};
 use crate::workspace::walk_open;
+use agentd_protocol::checkpoint::{special_kind, NotHeld};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
@@ -25,12 +27,17 @@ pub struct Patch {
     pub lines_added: u64,
     /// Lines removed, over all files.
     pub lines_removed: u64,
+    /// What the copy holds that the patch does not carry: a FIFO, a socket or a device it made, a file
+    /// it wrote over [`MAX_COPIED_FILE`](super::MAX_COPIED_FILE) — each path and why. The workspace
+    /// keeps what it had there; the lead is told.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<NotHeld>,
 }
 
 impl Patch {
-    /// Whether the copy changed nothing.
+    /// Whether the copy changed nothing (and left nothing out).
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
+        self.files.is_empty() && self.left_out.is_empty()
     }
 }
 
@@ -92,16 +99,31 @@ pub enum Change {
 }
 
 /// What `copy` changed against `base` (both made by [`make_copy`](super::make_copy); the copy then
-/// worked in by tools and commands). Both trees are walked with the rules of `make_copy`, each under
-/// its own ignore files, so an ignored build output is no change; a path one tree's walk takes is
-/// looked up in the other even where that one ignores it. Nothing is followed: a symlink is a file
-/// whose content is its target. Directories are not changes: an empty one added or removed is not in
-/// the patch.
+/// worked in by tools and commands). Both trees are walked whole, as `make_copy` copies them: every
+/// path of the copy, what git ignores included (a build output the branch wrote is a change like any
+/// other), `.git` and the evidence folder left out. Nothing is followed: a symlink is a file whose
+/// content is its target. Directories are not changes: an empty one added or removed is not in the
+/// patch. A path is named by the text of its bytes (`agentd_protocol::path_name`), so a name that is
+/// not UTF-8 is carried too. What cannot be carried — a FIFO, a socket or a device the copy holds, a
+/// file it wrote over [`MAX_COPIED_FILE`](super::MAX_COPIED_FILE) — is in [`Patch::left_out`].
 pub fn changes(base: &Path, copy: &Path) -> Result<Patch, CopyError> {
     let base_tree = Tree::open(base)?;
     let copy_tree = Tree::open(copy)?;
-    let olds = base_tree.listing()?;
-    let news = copy_tree.listing()?;
+    let (olds, _) = base_tree.listing()?;
+    let (mut news, specials) = copy_tree.listing()?;
+    let mut left_out: Vec<NotHeld> = specials
+        .into_iter()
+        .map(|(rel, why)| NotHeld { path: path_text(&rel), why: why.to_string() })
+        .collect();
+    news.retain(|rel, meta| match meta {
+        Meta::File { size, .. } if *size > MAX_COPIED_FILE => {
+            left_out.push(NotHeld { path: path_text(rel), why: too_large(*size) });
+            false
+        }
+        _ => true,
+    });
+    left_out.sort_by(|a, b| a.path.cmp(&b.path));
+    let large = |rel: &PathBuf| left_out.iter().any(|l| l.path == path_text(rel));
     let paths: BTreeSet<&PathBuf> = olds.keys().chain(news.keys()).collect();
     let mut added = Vec::new();
     let mut deleted = Vec::new();
@@ -114,20 +136,24 @@ pub fn changes(base: &Path, copy: &Path) -> Result<Patch, CopyError> {
         };
         let new = match news.get(rel) {
             Some(meta) => Some(meta.clone()),
+            // Left out (too large to carry): not a deletion either.
+            None if large(rel) => continue,
             None => copy_tree.look(rel)?,
         };
         match (old, new) {
             (None, None) => {}
-            (None, Some(new)) => added.push((text_path(rel)?, copy_tree.load(rel, &new)?)),
-            (Some(old), None) => deleted.push((text_path(rel)?, base_tree.load(rel, &old)?)),
+            (None, Some(new)) => added.push((path_text(rel), copy_tree.load(rel, &new)?)),
+            (Some(old), None) => deleted.push((path_text(rel), base_tree.load(rel, &old)?)),
             (Some(old), Some(new)) => {
                 if !same(&base_tree, &copy_tree, rel, &old, &new, &mut buffers)? {
-                    modified.push((text_path(rel)?, base_tree.load(rel, &old)?, copy_tree.load(rel, &new)?));
+                    modified.push((path_text(rel), base_tree.load(rel, &old)?, copy_tree.load(rel, &new)?));
                 }
             }
         }
     }
-    Ok(assemble(added, deleted, modified))
+    let mut patch = assemble(added, deleted, modified);
+    patch.left_out = left_out;
+    Ok(patch)
 }
 
 /// A file of a tree as its walk saw it.
@@ -138,6 +164,11 @@ enum Meta {
     /// A symlink: its target.
     Link(Vec<u8>),
 }
+
+/// A tree's files by path.
+type Files = BTreeMap<PathBuf, Meta>;
+/// A tree's special files (FIFOs, sockets, devices), each with what it is in words.
+type Specials = Vec<(PathBuf, &'static str)>;
 
 /// A file's mode and content, loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,11 +194,11 @@ impl<'a> Tree<'a> {
         Ok(Tree { root, fd: open_root(root)? })
     }
 
-    /// Every file the walk takes, by path.
-    fn listing(&self) -> Result<BTreeMap<PathBuf, Meta>, CopyError> {
-        let mut lister = Lister { root: self.root, files: BTreeMap::new() };
-        walk(self.root, &self.fd, &mut lister)?;
-        Ok(lister.files)
+    /// Every file the walk takes, by path; and the special files, with what each is.
+    fn listing(&self) -> Result<(Files, Specials), CopyError> {
+        let mut lister = Lister { root: self.root, files: BTreeMap::new(), specials: Vec::new() };
+        walk(self.root, &self.fd, Scope::Whole, &mut lister)?;
+        Ok((lister.files, lister.specials))
     }
 
     /// The file at `rel`, which the walk did not take (ignored here, or absent): found no-follow.
@@ -178,7 +209,7 @@ impl<'a> Tree<'a> {
         Ok(match found {
             Found::File { mode, bytes, .. } => Some(Meta::File { perm: mode, size: bytes.len() as u64 }),
             Found::Symlink(target) => Some(Meta::Link(target)),
-            Found::Missing | Found::Dir | Found::Blocked(_) => None,
+            Found::Missing | Found::Dir | Found::Special(_) | Found::Blocked(_) => None,
         })
     }
 
@@ -277,7 +308,8 @@ fn read_full(file: &mut fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
 /// Collects what a tree's walk takes.
 struct Lister<'a> {
     root: &'a Path,
-    files: BTreeMap<PathBuf, Meta>,
+    files: Files,
+    specials: Specials,
 }
 
 impl Visitor for Lister<'_> {
@@ -312,13 +344,11 @@ impl Visitor for Lister<'_> {
             Err(e) => Err(CopyError::errno("read the symlink", &self.root.join(at.rel))(e)),
         }
     }
-}
 
-/// A changed file's path as text.
-fn text_path(rel: &Path) -> Result<String, CopyError> {
-    rel.to_str()
-        .map(str::to_string)
-        .ok_or_else(|| CopyError::NotUtf8 { op: "name the changed file", path: rel.to_path_buf() })
+    fn special(&mut self, at: &At<'_>, mode: u32) -> Result<(), CopyError> {
+        self.specials.push((at.rel.to_path_buf(), special_kind(mode).unwrap_or("a special file")));
+        Ok(())
+    }
 }
 
 /// One file of the patch before it is written: its path, its base side (with the base's path,
@@ -352,7 +382,13 @@ fn assemble(
         entries.push(Entry { path: path.clone(), old: Some((path, old)), new: Some(new) });
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut patch = Patch { files: Vec::new(), unified: String::new(), lines_added: 0, lines_removed: 0 };
+    let mut patch = Patch {
+        files: Vec::new(),
+        unified: String::new(),
+        lines_added: 0,
+        lines_removed: 0,
+        left_out: Vec::new(),
+    };
     for Entry { path, old, new } in entries {
         let old_path = old.as_ref().map_or(path.as_str(), |(p, _)| p.as_str()).to_string();
         let old = old.map(|(_, blob)| blob);

@@ -97,7 +97,7 @@ fn base_and_copy(ws: &Path) -> (tempfile::TempDir, std::path::PathBuf, std::path
 }
 
 #[test]
-fn make_copy_takes_what_search_sees() {
+fn make_copy_takes_the_whole_tree_what_git_ignores_included() {
     let ws = sample();
     let out = tempfile::tempdir().unwrap();
     let to = out.path().join("deep/parents/copy");
@@ -112,6 +112,7 @@ fn make_copy_takes_what_search_sees() {
             ".env",
             ".gitignore",
             "README.md",
+            "build.log",
             "empty",
             "empty/inner",
             "main-link",
@@ -121,12 +122,16 @@ fn make_copy_takes_what_search_sees() {
             "src/main.rs",
             "sub",
             "sub/.ignore",
-            "sub/kept.rs"
+            "sub/generated.rs",
+            "sub/kept.rs",
+            "target",
+            "target/debug",
+            "target/debug/app",
         ]
     );
-    // Ignored (target/, *.log, sub/generated.rs), .git and the evidence folder are left out.
-    assert!(!to.join("target").exists() && !to.join(".git").exists());
-    assert!(!to.join(".agentd-evidence").exists() && !to.join("build.log").exists());
+    // What git ignores is in (target/, *.log, sub/generated.rs); .git and the evidence folder are not.
+    assert!(!to.join(".git").exists() && !to.join(".agentd-evidence").exists());
+    assert_eq!(read(&to, "target/debug/app"), "binary output");
     // The symlink is a symlink with the same target; the exec bit is kept; content is the same.
     assert_eq!(fs::read_link(to.join("main-link")).unwrap(), Path::new("src/main.rs"));
     assert!(fs::symlink_metadata(to.join("main-link")).unwrap().file_type().is_symlink());
@@ -138,19 +143,23 @@ fn make_copy_takes_what_search_sees() {
         ".env",
         ".gitignore",
         "README.md",
+        "build.log",
         "run.sh",
         "src/lib.rs",
         "src/main.rs",
         "sub/.ignore",
+        "sub/generated.rs",
         "sub/kept.rs",
+        "target/debug/app",
     ];
     assert_eq!(made.files, regular.len() as u64 + 1, "the regular files and the one symlink");
     let bytes = regular.iter().map(|f| fs::metadata(ws.path().join(f)).unwrap().len()).sum::<u64>();
     assert_eq!(made.bytes, bytes);
+    assert_eq!(made.left_out, []);
 }
 
 #[test]
-fn make_copy_refuses_an_existing_destination_and_skips_special_files() {
+fn make_copy_refuses_an_existing_destination_and_names_special_files() {
     let ws = sample();
     let out = tempfile::tempdir().unwrap();
     fs::create_dir(out.path().join("there")).unwrap();
@@ -159,10 +168,11 @@ fn make_copy_refuses_an_existing_destination_and_skips_special_files() {
     assert!(matches!(&e, CopyError::Io { op: "create the copy's directory", .. }), "{e}");
     assert!(e.to_string().contains("there"), "{e}");
     assert!(out.path().join("there/mine").exists(), "nothing of the existing directory is removed");
-    // A fifo is skipped (and opening it would not hang: it is never opened).
+    // A fifo is left out, and said (opening it would not hang: it is never opened).
     sh(ws.path(), "mkfifo pipe");
-    make_copy(ws.path(), &out.path().join("c")).unwrap();
+    let made = make_copy(ws.path(), &out.path().join("c")).unwrap();
     assert!(!out.path().join("c/pipe").exists());
+    assert_eq!(made.left_out, [agentd_protocol::NotHeld { path: "pipe".into(), why: "a FIFO".into() }]);
     // A read-only directory keeps its mode, and its files are in.
     write(ws.path(), "ro/file", "r\n");
     chmod(ws.path(), "ro", 0o555);
@@ -216,7 +226,8 @@ fn changes_reports_every_kind_with_its_lines() {
     fs::remove_dir(copy.join("old")).unwrap();
     // chmod +x.
     chmod(&copy, "src/lib.rs", 0o755);
-    // A command creates one file and deletes another; a build output it makes is ignored.
+    // A command creates one file and deletes another; a build output it makes (which git ignores)
+    // is a change like any other.
     sh(&copy, "printf 'made\\nby sh\\n' > made.txt && rm gone.txt && mkdir -p target && echo x > target/out");
 
     let patch = changes(&base, &copy).unwrap();
@@ -234,10 +245,11 @@ fn changes_reports_every_kind_with_its_lines() {
             ("src/lib.rs", &Change::Mode { old_mode: 0o100644, new_mode: 0o100755 }, 0, 0),
             ("src/main.rs", &Change::Modified { old_mode: 0o100644, new_mode: 0o100644 }, 1, 1),
             ("src/new.rs", &Change::Added { mode: 0o100644 }, 2, 0),
+            ("target/out", &Change::Added { mode: 0o100644 }, 1, 0),
         ]
     );
     assert!(patch.files.iter().all(|f| !f.binary));
-    assert_eq!((patch.lines_added, patch.lines_removed), (8, 6));
+    assert_eq!((patch.lines_added, patch.lines_removed), (9, 6));
     let unified = &patch.unified;
     for expected in [
         "diff --git a/README.md b/README.md\ndeleted file mode 100644\n--- a/README.md\n+++ /dev/null\n@@ -1,3 +0,0 @@\n",
@@ -287,13 +299,93 @@ fn changes_tells_symlinks_binaries_and_missing_newlines() {
 }
 
 #[test]
-fn changes_looks_past_each_trees_own_ignore_rules() {
+fn ignore_files_change_nothing_of_what_a_patch_carries() {
     let ws = sample();
     let (_dir, base, copy) = base_and_copy(ws.path());
-    // The copy starts ignoring a file it still has, unchanged: no change.
-    write(&copy, ".gitignore", "target/\n*.log\nREADME.md\n");
+    // The copy starts ignoring a file it still has, unchanged: no change; one it changes: a change.
+    write(&copy, ".gitignore", "target/\n*.log\nREADME.md\nrun.sh\n");
+    write(&copy, "run.sh", "#!/bin/sh\necho changed\n");
     let patch = changes(&base, &copy).unwrap();
-    assert_eq!(patch.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), [".gitignore"]);
+    assert_eq!(patch.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), [".gitignore", "run.sh"]);
+}
+
+#[test]
+fn what_branches_write_at_ignored_paths_lands_in_the_workspace() {
+    // The reproduction: `.gitignore` = `build/ *.log .env`; two writers at once.
+    let team =
+        Team::new(&[(".gitignore", "build/\n*.log\n.env\n"), (".env", "TOKEN=x\n"), ("a.txt", "a\n")], 2);
+    // Each copy holds what the workspace holds, what git ignores included.
+    for copy in &team.copies {
+        assert_eq!(read(copy, ".env"), "TOKEN=x\n");
+    }
+    sh(
+        &team.copies[0],
+        "mkdir -p build; echo generated > build/out.bin; echo log > debug.log; echo new > kept.txt",
+    );
+    write(&team.copies[1], "build/report.txt", "report\n");
+    let first = team.merge(0);
+    assert_eq!(first.applied, ["build/out.bin", "debug.log", "kept.txt"]);
+    let second = team.merge(1);
+    assert_eq!(second.applied, ["build/report.txt"]);
+    assert!(first.conflicts.is_empty() && second.conflicts.is_empty());
+    assert_eq!(read(team.root(), "build/out.bin"), "generated\n");
+    assert_eq!(read(team.root(), "debug.log"), "log\n");
+    assert_eq!(read(team.root(), "kept.txt"), "new\n");
+    assert_eq!(read(team.root(), "build/report.txt"), "report\n");
+    assert_eq!(read(team.root(), ".env"), "TOKEN=x\n");
+}
+
+#[test]
+fn what_a_copy_cannot_carry_is_named_never_passed_over() {
+    let team = Team::new(&[("a.txt", "a\n")], 1);
+    let copy = &team.copies[0];
+    sh(copy, "mkfifo pipe");
+    let _socket = std::os::unix::net::UnixListener::bind(copy.join("app.sock")).unwrap();
+    // A sparse file past what a copy carries: never read, never carried.
+    let big = fs::File::create(copy.join("huge.img")).unwrap();
+    big.set_len(MAX_COPIED_FILE + 1).unwrap();
+    write(copy, "small.txt", "carried\n");
+    let patch = changes(&team.base, copy).unwrap();
+    assert_eq!(patch.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["small.txt"]);
+    let left: Vec<(&str, &str)> = patch.left_out.iter().map(|l| (l.path.as_str(), l.why.as_str())).collect();
+    assert_eq!(
+        left,
+        [
+            ("app.sock", "a socket"),
+            ("huge.img", "268435457 bytes, over the 256 MiB a working copy carries"),
+            ("pipe", "a FIFO"),
+        ]
+    );
+    let merged = merge(&team.base, copy, &patch, &team.ws).unwrap();
+    assert_eq!(merged.applied, ["small.txt"]);
+    assert!(!team.root().join("pipe").exists() && !team.root().join("huge.img").exists());
+    // A copy of a workspace holding such things names them too, and is made without them.
+    let out = tempfile::tempdir().unwrap();
+    let made = make_copy(copy, &out.path().join("again")).unwrap();
+    let left: Vec<&str> = made.left_out.iter().map(|l| l.path.as_str()).collect();
+    assert_eq!(left, ["app.sock", "huge.img", "pipe"]);
+}
+
+#[test]
+fn a_name_that_is_not_utf8_is_carried_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    let team = Team::new(&[("a.txt", "a\n")], 1);
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9 \xff.txt");
+    fs::create_dir_all(team.copies[0].join(std::ffi::OsStr::from_bytes(b"dir\x80"))).unwrap();
+    fs::write(team.copies[0].join(name), "latin-1\n").unwrap();
+    fs::write(team.copies[0].join(std::ffi::OsStr::from_bytes(b"dir\x80")).join(name), "deep\n").unwrap();
+    let patch = changes(&team.base, &team.copies[0]).unwrap();
+    let paths: Vec<&str> = patch.files.iter().map(|f| f.path.as_str()).collect();
+    let expected = [
+        agentd_protocol::path_name::encode(b"caf\xe9 \xff.txt"),
+        agentd_protocol::path_name::encode(b"dir\x80/caf\xe9 \xff.txt"),
+    ];
+    assert_eq!(paths, expected);
+    let merged = team.merge(0);
+    assert_eq!(merged.applied.len(), 2, "{merged:?}");
+    assert_eq!(fs::read_to_string(team.root().join(name)).unwrap(), "latin-1\n");
+    let deep = team.root().join(std::ffi::OsStr::from_bytes(b"dir\x80")).join(name);
+    assert_eq!(fs::read_to_string(deep).unwrap(), "deep\n");
 }
 
 /// The unified diff of `base` → `copy`, applied by `git apply` to a repository holding the base's

@@ -9,7 +9,7 @@
 //! descriptor: a file is replaced by `renameat` (so a symlink there is replaced, never written
 //! through), removed by `unlinkat`, its mode set on a no-follow descriptor of it.
 
-use super::{components, errno, walk_open, Workspace, RACE_RETRIES};
+use super::{errno, exact_components, walk_open, Workspace, RACE_RETRIES};
 use crate::error::ToolError;
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
@@ -38,8 +38,10 @@ pub(crate) enum Found {
     Symlink(Vec<u8>),
     /// A directory.
     Dir,
-    /// Something no file can be read from or merged over, in words: a special file, a file or a
-    /// symlink where a directory of the path should be.
+    /// A FIFO, a socket or a device: its mode's type bits (`agentd_protocol::checkpoint::FIFO`…).
+    Special(u32),
+    /// Something no file can be read from or merged over, in words: a file or a symlink where a
+    /// directory of the path should be, or a file that changed while it was read.
     Blocked(&'static str),
 }
 
@@ -114,14 +116,14 @@ fn found_in(parent: &OwnedFd, name: &OsStr) -> io::Result<Found> {
             let links = u64::from(stat.st_nlink);
             Ok(Found::File { mode: stat.st_mode & 0o7777, links, bytes })
         }
-        _ => Ok(Found::Blocked("it is a special file (a fifo, socket or device)")),
+        _ => Ok(Found::Special(stat.st_mode & agentd_protocol::checkpoint::TYPE_MASK)),
     }
 }
 
 impl Workspace {
     /// What stands at `rel` in the workspace, with no symlink crossed or followed.
     pub(crate) fn found_exact(&self, rel: &str) -> Result<Found, ToolError> {
-        let parts = components(rel)?;
+        let parts = exact_components(rel)?;
         let Some((name, dirs)) = parts.split_last() else { return Ok(Found::Dir) };
         match self.open_parts(dirs, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()) {
             Ok(parent) => found_in(&parent, name),
@@ -165,6 +167,26 @@ impl Workspace {
             return Err(io(e));
         }
         rfs::fsync(&parent).map_err(io)
+    }
+
+    /// How many names the regular file at exactly `rel` has (its hard links), looked at with no
+    /// symlink crossed: 0 when nothing is there, 1 for anything but a regular file.
+    pub(crate) fn links_exact(&self, rel: &str) -> Result<u64, ToolError> {
+        let (parent, name) = match self.exact_parent(rel, false) {
+            Ok(opened) => opened,
+            Err(ToolError::NotFound(_)) => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        match rfs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            // `st_nlink` is `u64` on x86_64 and narrower elsewhere.
+            #[allow(clippy::useless_conversion)]
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                Ok(u64::from(st.st_nlink))
+            }
+            Ok(_) => Ok(1),
+            Err(Errno::NOENT) => Ok(0),
+            Err(e) => Err(errno(rel, e)),
+        }
     }
 
     /// Removes the file or symlink at exactly `rel` (`unlinkat` in its parent), crossing no symlink;
@@ -241,7 +263,7 @@ impl Workspace {
     /// The parent directory of exactly `rel`, opened with no symlink crossed (made first, one
     /// no-follow component at a time, when `make` and it is missing), and `rel`'s last component.
     fn exact_parent(&self, rel: &str, make: bool) -> Result<(OwnedFd, OsString), ToolError> {
-        let parts = components(rel)?;
+        let parts = exact_components(rel)?;
         let Some((name, dirs)) = parts.split_last() else {
             return Err(ToolError::Failed(format!("{rel} is the workspace root")));
         };

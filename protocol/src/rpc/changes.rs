@@ -1,7 +1,7 @@
 //! `task.diff` and `task.revert`: what a task changed in its workspace, and taking it back. Both read
 //! the task's `files_changed` and `reverted` events (see [`crate::checkpoint`]).
 
-use crate::checkpoint::FileDelta;
+use crate::checkpoint::{FileDelta, NotHeld};
 use crate::role::Role;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -60,6 +60,10 @@ pub struct DiffResult {
     pub unified: String,
     /// How many recorded changes (calls, merges, reverts) the diff spans.
     pub changes: u64,
+    /// The files of the diff a checkpoint names but does not hold — FIFOs, sockets, devices — and
+    /// what each is: a revert can remove one the task made, never make one again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_held: Vec<NotHeld>,
 }
 
 /// `task.revert`'s params: exactly one of `to` and `call` (a `null` one is absent).
@@ -102,6 +106,11 @@ pub struct RevertResult {
     /// The files the user had changed that `force` overwrote.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forced: Vec<String>,
+    /// What the revert did not put back, and why: a special file (a FIFO, a socket, a device) a
+    /// checkpoint names but cannot make again; the other hard links of a file put back (this name is
+    /// restored, the others keep what the task wrote through them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_restored: Vec<NotHeld>,
 }
 
 #[cfg(test)]

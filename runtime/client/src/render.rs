@@ -53,6 +53,15 @@ pub fn amount_text(a: &agentd_protocol::Amount) -> String {
     }
 }
 
+/// Paths not held and why, as part of a line: the first five, then how many more.
+pub fn not_held_text(not_held: &[agentd_protocol::NotHeld]) -> String {
+    let mut parts: Vec<String> = not_held.iter().take(5).map(|n| format!("{} ({})", n.path, n.why)).collect();
+    if not_held.len() > 5 {
+        parts.push(format!("and {} more", not_held.len() - 5));
+    }
+    parts.join(", ")
+}
+
 /// One event as a line: `seq  role  what happened`.
 pub fn event_line(e: &Event) -> String {
     use EventKind as K;
@@ -108,15 +117,24 @@ pub fn event_line(e: &Event) -> String {
                 change.lines_removed
             )
         }
-        K::Reverted { to_seq, call_seq, forced, change } => {
+        K::Reverted { to_seq, call_seq, forced, not_restored, change } => {
             let what = match (to_seq, call_seq) {
                 (Some(to), _) => format!("every change after {to}"),
                 (_, Some(call)) => format!("call {call}"),
                 _ => "changes".to_string(),
             };
             let forced = if forced.is_empty() { String::new() } else { format!(", overwriting {}", forced.join(", ")) };
-            format!("reverted {what}: {} file(s) put back{forced}", change.files.len())
+            let not = if not_restored.is_empty() {
+                String::new()
+            } else {
+                format!("; NOT put back: {}", not_held_text(not_restored))
+            };
+            format!("reverted {what}: {} file(s) put back{forced}{not}", change.files.len())
         }
+        K::MergeStarted { call_id, call_seq, .. } => {
+            format!("merging the working copy of call {call_seq} ({call_id}) into the workspace")
+        }
+        K::LinkedFiles { files } => format!("workspace files with other hard links: {}", not_held_text(files)),
         K::CacheLearned { server, model, read_factor, min_tokens, source } => format!(
             "prompt cache learned for {model} at {server}: a cached token costs {read_factor:.2} ({source}), prefixes of {min_tokens}+ tokens; compactions are priced by it"
         ),
@@ -134,9 +152,14 @@ pub fn event_line(e: &Event) -> String {
             };
             format!("← {tool} {}{size}", if *ok { "ok" } else { "failed" })
         }
-        K::Delegated { to_role, objective, working_copy, .. } => {
+        K::Delegated { to_role, objective, working_copy, not_copied, .. } => {
             let copy = if working_copy.is_some() { " (in a working copy)" } else { "" };
-            format!("delegated to {to_role}{copy}: {}", one_line(objective, 90))
+            let not = if not_copied.is_empty() {
+                String::new()
+            } else {
+                format!(" [not in its copy: {}]", not_held_text(not_copied))
+            };
+            format!("delegated to {to_role}{copy}: {}{not}", one_line(objective, 90))
         }
         K::AgentStalled { why, .. } => format!("stalled: it {}; told once, stopped if it keeps on", one_line(why, 100)),
         K::MemorySaved { id, note, scope } => {
@@ -151,9 +174,15 @@ pub fn event_line(e: &Event) -> String {
             lines_added,
             lines_removed,
             conflicts,
+            not_carried,
             ..
         } => {
             let verb = if *failed { "failed" } else { "returned" };
+            let not = if not_carried.is_empty() {
+                String::new()
+            } else {
+                format!(" [not carried back: {}]", not_held_text(not_carried))
+            };
             let patch = match patch_evidence_id {
                 Some(id) => format!(
                     " [patch {id}: {files_changed} file(s), +{lines_added} -{lines_removed}{}]",
@@ -167,7 +196,7 @@ pub fn event_line(e: &Event) -> String {
                 ),
                 None => String::new(),
             };
-            format!("{from_role} {verb}: {}{patch}", one_line(summary, 90))
+            format!("{from_role} {verb}: {}{patch}{not}", one_line(summary, 90))
         }
         K::RetryScheduled { reason, attempt, max_attempts, delay_ms } => {
             format!("retry {attempt}/{max_attempts} in {delay_ms} ms ({reason})")

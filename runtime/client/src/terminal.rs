@@ -2,11 +2,14 @@
 //! character there is a command to the terminal, not text — ESC starts a sequence that can clear the
 //! screen, retitle the window or write the clipboard (OSC 52), C1 controls do the same in one byte,
 //! a carriage return rewrites the line already shown, and the bidirectional overrides reorder what is
-//! read ("Trojan source"). [`safe`] writes each as its escape (`\u{1b}`); lines and tabs stay.
+//! read ("Trojan source"). [`safe`] writes each as its escape (`\u{1b}`); lines and tabs stay. A
+//! byte of a file name that is not UTF-8 (carried as one character of a private range,
+//! `agentd_protocol::path_name`) is shown as `\xNN`, as git and `ls` show one.
 //!
 //! The CLI's words for a person all pass through it; `--json` output does not (JSON escapes what it
 //! must, and is for programs).
 
+use agentd_protocol::path_name;
 use std::borrow::Cow;
 
 /// Whether `c` would act on a terminal rather than show: C0 controls but newline and tab, DEL, C1
@@ -28,14 +31,18 @@ pub fn is_unsafe(c: char) -> bool {
 /// assert_eq!(safe("ok\n\tfine"), "ok\n\tfine");
 /// assert_eq!(safe("\u{1b}]52;c;aGk=\u{7}"), "\\u{1b}]52;c;aGk=\\u{7}");
 /// assert_eq!(safe("a\rb\u{9b}2J"), "a\\u{d}b\\u{9b}2J");
+/// // A file name with the byte 0xE9, which is not UTF-8 on its own:
+/// assert_eq!(safe(&agentd_protocol::path_name::encode(b"caf\xe9")), "caf\\xe9");
 /// ```
 pub fn safe(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_unsafe) {
+    if !text.chars().any(|c| is_unsafe(c) || path_name::is_escape(c)) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        if is_unsafe(c) {
+        if let Some(byte) = path_name::escaped_byte(c) {
+            out.push_str(&format!("\\x{byte:02x}"));
+        } else if is_unsafe(c) {
             out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
         } else {
             out.push(c);

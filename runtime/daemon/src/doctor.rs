@@ -45,7 +45,8 @@ pub enum Verdict {
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
-    /// What was checked: `config`, `home`, `disk`, `daemon`, `provider`, `model`, `mcp`, `sandbox`.
+    /// What was checked: `config`, `home`, `disk`, `daemon`, `provider`, `model`, `mcp`, `workspace`,
+    /// `sandbox`.
     pub area: &'static str,
     /// Which one: a provider's, role's or server's name, or the area's own.
     pub name: String,
@@ -141,6 +142,7 @@ pub async fn run(home: &Home, workspace: &Path, probe: bool) -> Report {
         }
         checks.extend(model_checks(config, probe).await);
         checks.extend(mcp_checks(config, workspace).await);
+        checks.push(workspace_check(workspace));
         checks.extend(sandbox_checks(config));
     }
     let ok = !checks.iter().any(|c| c.verdict == Verdict::Fail);
@@ -384,6 +386,51 @@ fn probe_request(model: &str, kind: ProviderKind) -> ChatRequest {
 /// The daemon's environment variable `name`, as the doctor reads a provider's key.
 fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
+}
+
+/// What the workspace holds that checkpoints cannot fully stand for: files with other hard links (a
+/// command writing one writes the others; a revert puts back this name only) — a warning — and
+/// special files, named by checkpoints but never held.
+fn workspace_check(workspace: &Path) -> Check {
+    let name = workspace.display().to_string();
+    let survey = match agentd_agents::checkpoints::survey(workspace) {
+        Ok(survey) => survey,
+        Err(e) => return Check::new("workspace", name, Verdict::Warn, format!("could not be walked: {e}")),
+    };
+    let listed = |found: &[agentd_protocol::NotHeld]| {
+        let mut names: Vec<String> = found.iter().take(5).map(|n| n.path.clone()).collect();
+        if found.len() > 5 {
+            names.push(format!("and {} more", found.len() - 5));
+        }
+        names.join(", ")
+    };
+    let specials = match survey.specials.len() {
+        0 => String::new(),
+        n => format!(
+            "; {} (FIFOs, sockets, devices: checkpoints name them, never hold them): {}",
+            counted(n, "special file"),
+            listed(&survey.specials)
+        ),
+    };
+    if survey.linked.is_empty() {
+        return Check::new(
+            "workspace",
+            name,
+            Verdict::Ok,
+            format!("no file with other hard links{specials}"),
+        );
+    }
+    Check::new(
+        "workspace",
+        name,
+        Verdict::Warn,
+        format!(
+            "{} with other hard links: {} — a command writing one writes its other names too (maybe outside the workspace), and `agentd revert` puts back this name only{specials}",
+            counted(survey.linked.len(), "file"),
+            listed(&survey.linked)
+        ),
+    )
+    .fix("to keep the team from writing through a link, give the file a copy of its own: cp FILE FILE.tmp && mv FILE.tmp FILE")
 }
 
 /// Each MCP server, started as a task in `workspace` starts it, with its tools listed.

@@ -129,6 +129,8 @@ pub fn launch(
         true => None,
         false => Some(resumed_branches(storage.as_ref(), &task_id, pending)?),
     };
+    // A new objective or message: the workspace's hard-linked files are said before anything runs.
+    let survey = matches!(start, Start::Fresh { .. } | Start::Followup { .. });
     let input = match start {
         Start::Fresh { objective } => Some(objective),
         // A task acknowledged but stopped before its lead wrote anything starts over from its
@@ -146,6 +148,9 @@ pub fn launch(
     let (servers, ended_storage, ended_id) = (ctx.servers.clone(), storage.clone(), task_id.clone());
     // The run goes on in the span its starter opened (the daemon's `task`): every turn's nests in it.
     let run = tokio::spawn(async move {
+        if survey {
+            tell_linked_files(storage.clone(), &task_id, ctx.workspace.root().to_path_buf()).await;
+        }
         // A writing call a stop cut short: its change is found and recorded before anything runs.
         let (checkpoints, root) = (ctx.checkpoints.clone(), ctx.workspace.root().to_path_buf());
         if let Err(e) = crate::checkpoints::reconcile(storage.clone(), checkpoints, &task_id, root).await {
@@ -192,6 +197,30 @@ pub fn launch(
         let _ = done.send(Some(state));
     });
     Ok(running)
+}
+
+/// Says, as `linked_files`, which files of the workspace have other hard links: a command writing one
+/// in place writes the others too, and a revert puts back the workspace's name only. A workspace
+/// that cannot be walked is said in the log; the task goes on.
+async fn tell_linked_files(storage: Arc<dyn Storage>, task_id: &str, root: std::path::PathBuf) {
+    let surveyed = tokio::task::spawn_blocking(move || agentd_agents::checkpoints::survey(&root)).await;
+    match surveyed {
+        Ok(Ok(survey)) if !survey.linked.is_empty() => {
+            tracing::warn!(task = %task_id, files = survey.linked.len(), "workspace files with other hard links");
+            if let Err(e) =
+                storage.emit(task_id, &Role::Lead, EventKind::LinkedFiles { files: survey.linked })
+            {
+                tracing::warn!(task = %task_id, error = %e, "linked_files could not be recorded");
+            }
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(task = %task_id, error = %e, "the workspace's hard links could not be surveyed")
+        }
+        Err(e) => {
+            tracing::warn!(task = %task_id, error = %e, "the workspace's hard links could not be surveyed")
+        }
+    }
 }
 
 /// Records the end of a task whose runner stopped without recording one (it panicked, or was

@@ -348,6 +348,7 @@ impl Agent {
         };
         let input = if fresh {
             let handoff = self.handoff(instance, objective).await?;
+            let not_copied = copy.map(|c| c.left_out().to_vec()).unwrap_or_default();
             self.emit(EventKind::Delegated {
                 to_role: instance.clone(),
                 call_id: Some(call_id.to_string()),
@@ -358,8 +359,16 @@ impl Agent {
                 measured_by: Some(handoff.measured_by),
                 limit_tokens: limit.tokens,
                 deadline: limit.deadline_text(),
+                not_copied: not_copied.clone(),
             })?;
-            Some(handoff.text)
+            let mut text = handoff.text;
+            if !not_copied.is_empty() {
+                text.push_str(&format!(
+                    "\n\n[working copy: you work in a copy of the workspace; these paths of the workspace are not in it: {}]",
+                    super::working_copy::listed(&not_copied)
+                ));
+            }
+            Some(text)
         } else {
             None
         };
@@ -421,12 +430,12 @@ impl Agent {
         let mut outcome = ended?;
         let merged = match &copy {
             Some(copy) => {
+                let from = instance.clone().unwrap_or(Role::Lead);
                 let before = match outcome.ok {
-                    true => self.checkpoint_merge_before(&call.id).await?,
+                    true => self.checkpoint_merge_before(&call.id, &from).await?,
                     false => None,
                 };
                 let merged = self.merge_back(&call.id, instance.as_ref(), copy, outcome.ok)?;
-                let from = instance.clone().unwrap_or(Role::Lead);
                 self.checkpoint_merge_after(&call.id, &from, before).await?;
                 Some(merged)
             }
@@ -553,6 +562,7 @@ fn returned_event(from: Role, call_id: &str, outcome: &ToolOutcome, merged: Opti
         lines_added,
         lines_removed,
         conflicts,
+        not_carried,
         ..
     } = &mut event
     {
@@ -564,6 +574,7 @@ fn returned_event(from: Role, call_id: &str, outcome: &ToolOutcome, merged: Opti
             *lines_added = merge.lines_added;
             *lines_removed = merge.lines_removed;
             *conflicts = merge.conflicts.clone();
+            *not_carried = merge.not_carried.clone();
         }
     }
     event

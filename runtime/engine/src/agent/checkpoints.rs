@@ -14,6 +14,12 @@ use crate::error::TurnError;
 use agentd_protocol::{EventKind, Role, ToolName};
 use std::path::PathBuf;
 
+/// The workspace's checkpoint before a merge, and the `seq` of the `delegate` call it merges.
+pub(super) struct MergeBefore {
+    tree: String,
+    call_seq: u64,
+}
+
 impl Agent {
     /// Whether a call of `name` can change files.
     fn changes_files(&self, name: &ToolName) -> bool {
@@ -43,13 +49,21 @@ impl Agent {
         self.record_change(&before, root, &call.id, &call.name, call_seq, &role).await
     }
 
-    /// The workspace's checkpoint before a branch's merge (when the branch has a copy to merge).
+    /// The workspace's checkpoint before a branch's merge (when the branch has a copy to merge),
+    /// recorded as `merge_started` for `from` (the teammate) before a file is written: a merge a crash
+    /// cuts short is then recorded at the resume (`crate::checkpoints::reconcile`), whatever it wrote.
     pub(super) async fn checkpoint_merge_before(
         &mut self,
         call_id: &str,
-    ) -> Result<Option<String>, TurnError> {
+        from: &Role,
+    ) -> Result<Option<MergeBefore>, TurnError> {
         let root = self.task.workspace.root().to_path_buf();
-        self.checkpoint_at(root, call_id).await
+        let Some(tree) = self.checkpoint_at(root, call_id).await? else { return Ok(None) };
+        let call_seq = self.call_seq(call_id)?;
+        let started =
+            EventKind::MergeStarted { call_id: call_id.to_string(), call_seq, checkpoint: tree.clone() };
+        self.task.engine.storage().emit(&self.task.task_id, from, started)?;
+        Ok(Some(MergeBefore { tree, call_seq }))
     }
 
     /// After a branch's merge: the workspace's change, recorded for `from` (the teammate) under the
@@ -58,12 +72,11 @@ impl Agent {
         &mut self,
         call_id: &str,
         from: &Role,
-        before: Option<String>,
+        before: Option<MergeBefore>,
     ) -> Result<(), TurnError> {
-        let Some(before) = before else { return Ok(()) };
-        let call_seq = self.call_seq(call_id)?;
+        let Some(MergeBefore { tree, call_seq }) = before else { return Ok(()) };
         let root = self.task.workspace.root().to_path_buf();
-        self.record_change(&before, root, call_id, &ToolName::Delegate, call_seq, from).await
+        self.record_change(&tree, root, call_id, &ToolName::Delegate, call_seq, from).await
     }
 
     /// The checkpoint of `root` before a change for `call_id`, when checkpoints are on; one that

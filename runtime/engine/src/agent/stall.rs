@@ -115,15 +115,8 @@ mod tests {
             ));
         }
         let fresh = |history: Vec<Message>| {
-            let mut agent = Agent::new(
-                Role::Coder,
-                history,
-                Vec::new(),
-                Vec::new(),
-                None,
-                task.clone(),
-                Weak::new(),
-            );
+            let mut agent =
+                Agent::new(Role::Coder, history, Vec::new(), Vec::new(), None, task.clone(), Weak::new());
             agent.watch_from_history();
             agent
         };

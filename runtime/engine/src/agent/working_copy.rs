@@ -21,7 +21,7 @@ use crate::error::TurnError;
 use agentd_agents::copies::{self, Conflict};
 use agentd_agents::workspace::Workspace;
 use agentd_protocol::task::EVIDENCE_FOLDER;
-use agentd_protocol::{NewEvidence, PatchConflict, Producer, Role, Source, Stored};
+use agentd_protocol::{NewEvidence, NotHeld, PatchConflict, Producer, Role, Source, Stored};
 use std::path::{Path, PathBuf};
 
 /// A branch's working copy: the workspace as the delegation found it (`base`) and the copy it works
@@ -31,6 +31,10 @@ pub(super) struct Copy {
     folder: PathBuf,
     base: PathBuf,
     work: Workspace,
+    /// What the workspace held that the copy does not (FIFOs, sockets, devices, files too large to
+    /// carry): said in `delegated` and in the teammate's handoff. Empty for a copy reopened at a resume
+    /// (it was said when the copy was made).
+    left_out: Vec<NotHeld>,
 }
 
 impl Copy {
@@ -42,6 +46,11 @@ impl Copy {
     /// Where the copy the branch works in is.
     pub(super) fn work_path(&self) -> &Path {
         self.work.root()
+    }
+
+    /// What the workspace held that the copy does not.
+    pub(super) fn left_out(&self) -> &[NotHeld] {
+        &self.left_out
     }
 
     /// Removes the copy and its base (once its changes are merged and archived). A copy that cannot
@@ -67,6 +76,9 @@ pub(super) struct Merge {
     /// Why its changes could not be read or merged, when they could not (a disk error): the copy is
     /// then kept, and the lead told where.
     pub not_merged: Option<String>,
+    /// What the copy held that its patch could not carry back (FIFOs, sockets, devices, files too
+    /// large), and why.
+    pub not_carried: Vec<NotHeld>,
     /// The conflicts, told in full for the lead.
     told: Vec<String>,
 }
@@ -74,6 +86,18 @@ pub(super) struct Merge {
 impl Merge {
     /// What the lead reads after the teammate's summary.
     pub(super) fn told(&self) -> String {
+        let mut out = self.told_changes();
+        if !self.not_carried.is_empty() {
+            out.push_str(&format!(
+                "\n[working copy: not carried back, the workspace keeps what it had there: {}]",
+                listed(&self.not_carried)
+            ));
+        }
+        out
+    }
+
+    /// What the lead reads of the changes themselves.
+    fn told_changes(&self) -> String {
         if let Some(why) = &self.not_merged {
             return format!("\n\n[working copy: its changes were NOT merged: {why}]");
         }
@@ -103,6 +127,15 @@ impl Merge {
     }
 }
 
+/// Paths not held, and why, as one line a model reads: the first twenty, then how many more.
+pub(super) fn listed(not_held: &[NotHeld]) -> String {
+    let mut out: Vec<String> = not_held.iter().take(20).map(|n| format!("{} ({})", n.path, n.why)).collect();
+    if not_held.len() > 20 {
+        out.push(format!("and {} more", not_held.len() - 20));
+    }
+    out.join(", ")
+}
+
 /// The folder of one branch's copy: `<copies>/<task>/<call id>`.
 fn folder_of(copies: &Path, task_id: &str, call_id: &str) -> PathBuf {
     // A call id is the model's word: only its safe characters make the folder's name.
@@ -125,14 +158,17 @@ impl Agent {
         }
         let (base, work) = (folder.join("base"), folder.join("work"));
         let made = copies::make_copy(self.task.workspace.root(), &base)
-            .and_then(|_| copies::make_copy(&base, &work));
-        if let Err(e) = made {
-            let _ = std::fs::remove_dir_all(&folder);
-            return Err(format!("its working copy could not be made in {}: {e}", folder.display()));
-        }
+            .and_then(|made| copies::make_copy(&base, &work).map(|_| made));
+        let made = match made {
+            Ok(made) => made,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&folder);
+                return Err(format!("its working copy could not be made in {}: {e}", folder.display()));
+            }
+        };
         let work = Workspace::new(&work).map_err(|e| format!("its working copy could not be opened: {e}"))?;
-        tracing::info!(task = %self.task.task_id, %instance, copy = %work.root().display(), "working copy made");
-        Ok(Copy { folder, base, work })
+        tracing::info!(task = %self.task.task_id, %instance, copy = %work.root().display(), files = made.files, bytes = made.bytes, left_out = made.left_out.len(), "working copy made");
+        Ok(Copy { folder, base, work, left_out: made.left_out })
     }
 
     /// The working copy a resumed branch had, opened again; why not, in words.
@@ -143,7 +179,7 @@ impl Agent {
             return Err(format!("its working copy {} is not on this machine any more", work.display()));
         }
         let work = Workspace::new(work).map_err(|e| format!("its working copy could not be opened: {e}"))?;
-        Ok(Copy { folder, base, work })
+        Ok(Copy { folder, base, work, left_out: Vec::new() })
     }
 
     /// Brings a settled branch's changes back: its patch archived, then (unless its turn failed)
@@ -164,8 +200,9 @@ impl Agent {
             Ok(patch) => patch,
             Err(e) => return Ok(kept(format!("its changes could not be read: {e}"))),
         };
-        if patch.is_empty() {
-            return Ok(Merge { applied: apply, ..Merge::default() });
+        let not_carried = patch.left_out.clone();
+        if patch.files.is_empty() {
+            return Ok(Merge { applied: apply, not_carried, ..Merge::default() });
         }
         // No secret reaches the archive: the patch as the lead may read it.
         let shown = self.task.engine.redactor().redact(&patch.unified);
@@ -177,6 +214,7 @@ impl Agent {
             lines_added: patch.lines_added,
             lines_removed: patch.lines_removed,
             applied: apply,
+            not_carried,
             ..Merge::default()
         };
         if !apply {
@@ -188,6 +226,7 @@ impl Agent {
                 let id = merge.evidence_id.clone().unwrap_or_default();
                 return Ok(Merge {
                     evidence_id: merge.evidence_id,
+                    not_carried: merge.not_carried,
                     ..kept(format!("the merge failed ({e}); the patch is evidence {id}"))
                 });
             }

@@ -7,6 +7,7 @@ use crate::storage::Storage;
 use agentd_agents::checkpoints as cp;
 use agentd_policies::changes::{compose, Step};
 use agentd_protocol::rpc::{DiffFile, DiffParams, DiffResult};
+use agentd_protocol::NotHeld;
 
 /// The files the task's recorded changes (those `params` picks) changed, each from its state before
 /// the first of them to its state after the last, with the unified diff unless `stat`.
@@ -44,7 +45,18 @@ pub fn diff(storage: &dyn Storage, params: &DiffParams) -> Result<DiffResult, Ch
             seqs: c.seqs,
         })
         .collect();
+    let not_held = files
+        .iter()
+        .filter_map(|f| {
+            let special = [&f.delta.before, &f.delta.after].into_iter().flatten().find_map(|s| s.special());
+            special.map(|what| NotHeld {
+                path: f.delta.path.clone(),
+                why: format!("{what}: a checkpoint records its name, not its content"),
+            })
+        })
+        .collect();
     Ok(DiffResult {
+        not_held,
         task_id: params.task_id.clone(),
         lines_added: files.iter().map(|f| f.lines_added).sum(),
         lines_removed: files.iter().map(|f| f.lines_removed).sum(),

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A writing call whose change is not recorded: its `tool_called` named a checkpoint, and it never
-/// finished (or a stop cut it), with no `files_changed` of its own.
+/// finished (or a stop cut it), with no `files_changed` of its own; or a branch's merge whose
+/// `merge_started` has no `files_changed` after it.
 struct Cut {
     seq: u64,
     role: Role,
@@ -18,12 +19,17 @@ struct Cut {
     call_id: String,
     checkpoint: String,
     finished: bool,
+    /// A merge: it wrote into the workspace, whatever copy its branch has.
+    merge: bool,
 }
 
 /// Records the change of each writing call a stop cut short (`kill -9` between the call and its
 /// checkpoint after): its checkpoint before compared with its tree now — the workspace, or the
-/// working copy of a branch still open — as a `files_changed` marked `interrupted`. So after a
-/// resume `agentd diff` and `agentd revert` agree with the files on disk. How many were recorded.
+/// working copy of a branch still open — as a `files_changed` marked `interrupted`. A branch's merge
+/// cut short (its `merge_started` with no `files_changed` after) is recorded the same way, against
+/// the workspace: what it wrote before the stop is in the record, and the merge repeated by the
+/// resume records the rest. So after a resume `agentd diff` and `agentd revert` agree with the files
+/// on disk. How many were recorded.
 pub async fn reconcile(
     storage: Arc<dyn Storage>,
     checkpoints: Arc<Checkpoints>,
@@ -44,9 +50,20 @@ pub async fn reconcile(
                 call_id: call_id.clone(),
                 checkpoint: checkpoint.clone(),
                 finished: false,
+                merge: false,
+            }),
+            EventKind::MergeStarted { call_id, call_seq, checkpoint } => cuts.push(Cut {
+                seq: *call_seq,
+                role: e.role.clone(),
+                tool: ToolName::Delegate,
+                call_id: call_id.clone(),
+                checkpoint: checkpoint.clone(),
+                finished: false,
+                merge: true,
             }),
             EventKind::ToolFinished { call_id, interrupted: false, .. } => {
-                let found = cuts.iter_mut().rev().find(|c| c.call_id == *call_id && c.role == e.role);
+                let found =
+                    cuts.iter_mut().rev().find(|c| !c.merge && c.call_id == *call_id && c.role == e.role);
                 if let Some(cut) = found {
                     cut.finished = true;
                 }
@@ -59,7 +76,10 @@ pub async fn reconcile(
     let branches = open_branches(&events);
     let mut recorded = 0;
     for cut in cuts {
-        let copy = branches.iter().find(|b| b.role == cut.role).and_then(|b| b.working_copy.clone());
+        let copy = match cut.merge {
+            true => None,
+            false => branches.iter().find(|b| b.role == cut.role).and_then(|b| b.working_copy.clone()),
+        };
         let root = copy.clone().map_or_else(|| workspace.clone(), PathBuf::from);
         if !root.is_dir() {
             continue;

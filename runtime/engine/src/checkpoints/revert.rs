@@ -9,6 +9,7 @@ use agentd_agents::Workspace;
 use agentd_policies::changes::{plan, same, Restore, Step, Target};
 use agentd_policies::redact::Redactor;
 use agentd_protocol::rpc::{RevertParams, RevertResult};
+use agentd_protocol::NotHeld;
 use agentd_protocol::{EventKind, Message, MessageKind, Record, Role};
 
 /// Puts back what `params` names — every file changed after call `to`, or the change of call
@@ -17,7 +18,9 @@ use agentd_protocol::{EventKind, Message, MessageKind, Record, Role};
 /// agent whose work it took back.
 ///
 /// Refused, with nothing written, when a file is not as the task last left it (the user changed it
-/// since; `force` overwrites it) or its bytes were not kept. The task must be stopped: the caller
+/// since; `force` overwrites it) or its bytes were not kept. What it cannot put back is said in its
+/// result and its event (`not_restored`): a special file (a FIFO, a socket, a device) the task took
+/// away — one it made is removed — and the other hard links of a file it puts back. The task must be stopped: the caller
 /// holds it. `max_bytes` and `secrets`: the task's `[checkpoints] max_bytes`, and the secrets no
 /// checkpoint keeps.
 pub fn revert(
@@ -33,10 +36,30 @@ pub fn revert(
         _ => return Err(ChangesError::Target),
     };
     let steps: Vec<Step> = all_events(storage, task_id)?.iter().filter_map(step_of).collect();
-    let restores = plan(&steps, target)?;
-    if restores.is_empty() {
-        return Ok(RevertResult { task_id: task_id.clone(), seq: 0, files: Vec::new(), forced: Vec::new() });
+    let planned = plan(&steps, target)?;
+    if planned.is_empty() {
+        return Ok(RevertResult {
+            task_id: task_id.clone(),
+            seq: 0,
+            files: Vec::new(),
+            forced: Vec::new(),
+            not_restored: Vec::new(),
+        });
     }
+    // A special file (a FIFO, a socket, a device) is named by a checkpoint, never held: one the task
+    // made is removed, one it took away cannot be made again, and is said.
+    let (specials, restores): (Vec<Restore>, Vec<Restore>) =
+        planned.into_iter().partition(|r| r.target.as_ref().is_some_and(|t| t.special().is_some()));
+    let mut not_restored: Vec<NotHeld> = specials
+        .iter()
+        .map(|r| {
+            let what = r.target.as_ref().and_then(|t| t.special()).unwrap_or("a special file");
+            NotHeld {
+                path: r.path.clone(),
+                why: format!("it was {what}: a checkpoint records its name, not the thing itself"),
+            }
+        })
+        .collect();
     let unkept: Vec<String> = restores
         .iter()
         .filter(|r| r.target.as_ref().is_some_and(|t| t.unkept))
@@ -55,6 +78,20 @@ pub fn revert(
     if !changed.is_empty() && !params.force {
         return Err(ChangesError::ChangedSince(changed));
     }
+    // A file with other hard links (maybe outside the workspace) is put back under this name only:
+    // the others keep what the task wrote through them, and the user is told which.
+    for r in &restores {
+        let links = cp::links::<crate::storage::StorageError>(workspace, &r.path)?;
+        if links > 1 {
+            let others = links - 1;
+            not_restored.push(NotHeld {
+                path: r.path.clone(),
+                why: format!(
+                    "it has {others} other hard link(s): this name is put back, the other {others} keep what the task wrote through them"
+                ),
+            });
+        }
+    }
     // Its own checkpoints: kept even when a task's are off (`max_bytes` 0), so it can be undone.
     let checkpoints = Checkpoints::new(max_bytes.max(1), secrets.clone());
     let before = checkpoints.take_blocking(storage, workspace.root())?;
@@ -63,14 +100,21 @@ pub fn revert(
     let change = change(storage, &before.tree, &after.tree)?;
     let files = change.files.clone();
     let (to_seq, call_seq) = (params.to, params.call);
+    not_restored.sort_by(|a, b| a.path.cmp(&b.path));
     let event = storage.emit(
         task_id,
         &Role::Lead,
-        EventKind::Reverted { to_seq, call_seq, forced: changed.clone(), change: Box::new(change) },
+        EventKind::Reverted {
+            to_seq,
+            call_seq,
+            forced: changed.clone(),
+            not_restored: not_restored.clone(),
+            change: Box::new(change),
+        },
     )?;
-    tell(storage, task_id, &steps, target, &files)?;
+    tell(storage, task_id, &steps, target, &files, &not_restored)?;
     put_back?;
-    Ok(RevertResult { task_id: task_id.clone(), seq: event.seq, files, forced: changed })
+    Ok(RevertResult { task_id: task_id.clone(), seq: event.seq, files, forced: changed, not_restored })
 }
 
 /// Puts each file back, removals first (a file may give way to a directory, or the reverse).
@@ -94,6 +138,7 @@ fn tell(
     steps: &[Step],
     target: Target,
     files: &[agentd_protocol::FileDelta],
+    not_restored: &[NotHeld],
 ) -> Result<(), ChangesError> {
     let what = match target {
         Target::To(seq) => format!("every change the team made to the workspace after call {seq}"),
@@ -106,10 +151,16 @@ fn tell(
     if more > 0 {
         listed.push_str(&format!(" and {more} more"));
     }
-    let text = format!(
+    let mut text = format!(
         "[agentd] The user reverted {what}: {listed} are back as they were before it. \
          Take this into account; do not redo that work unless the user asks for it."
     );
+    for n in not_restored.iter().take(20) {
+        text.push_str(&format!(" Not put back: {} ({}).", n.path, n.why));
+    }
+    if not_restored.len() > 20 {
+        text.push_str(&format!(" And {} more not put back.", not_restored.len() - 20));
+    }
     let mut roles = vec![Role::Lead];
     for s in steps.iter().filter(|s| match target {
         Target::To(seq) => s.call_seq > seq,

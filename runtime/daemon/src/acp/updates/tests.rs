@@ -107,6 +107,7 @@ fn delegations_are_plan_entries_and_finish_is_no_call() {
         measured_by: None,
         limit_tokens: None,
         deadline: None,
+        not_copied: Vec::new(),
     };
     let plan = json(&replay.record(&event(Role::Lead, delegated)));
     assert_eq!(plan[0]["sessionUpdate"], "plan");
@@ -122,6 +123,7 @@ fn delegations_are_plan_entries_and_finish_is_no_call() {
         lines_added: 0,
         lines_removed: 0,
         conflicts: Vec::new(),
+        not_carried: Vec::new(),
     };
     let plan = json(&replay.record(&event(Role::Lead, returned)));
     assert_eq!(plan[0]["entries"][0]["status"], "completed");
