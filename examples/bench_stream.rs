@@ -9,7 +9,9 @@
 //! file in one piece sends it; the provider client (`agentd_providers::Client`, the daemon's own)
 //! reads and assembles the answer. For each size (1, 8 and 40 MB unless given): the time to read
 //! the stream's bytes alone (the HTTP client counting them, as curl would), and the time the client
-//! takes to read the same answer into a tool call, checked whole. Then a Responses API stream whose
+//! takes to read the same answer into a tool call, checked whole — the event written at once, and
+//! written 16 KiB at a time as a server flushing as it goes does (more, smaller pieces reach the
+//! reader: a reader that scans its buffer again for each piece shows it most there). Then a Responses API stream whose
 //! reasoning item carries 10 MB of text (its `output_item.done` and `response.completed` events
 //! each carry the whole item). The idle and request deadlines are set far out, so a slow reader is
 //! timed rather than cut.
@@ -48,29 +50,46 @@ fn run() -> Result<()> {
     let sizes = if sizes.is_empty() { vec![1, 8, 40] } else { sizes };
     let rt = runtime()?;
     rt.block_on(async {
-        println!("one SSE event carrying a tool call's arguments (chat completions):");
-        println!("{:>8}  {:>12}  {:>12}  {:>12}", "MB", "event bytes", "raw read", "client read");
+        install_tls_provider();
+        let raw = reqwest::Client::new();
+        println!("one SSE event carrying a tool call's arguments (chat completions), read by the client:");
+        println!(
+            "{:>6}  {:>11}  {:>9}  {:>16}  {:>16}",
+            "MB", "event bytes", "raw read", "written at once", "in 16 KiB writes"
+        );
         for n in sizes {
             let content = text_of(n * 1_000_000);
-            let call = || sse(vec![tool_call_whole("write_file", json!({"path": "big.txt", "content": content}))]);
-            let server = ScriptedServer::start(vec![call(), call()]).await;
-            let (bytes, raw) = raw_read(&server.base_url()).await?;
+            let call =
+                || sse(vec![tool_call_whole("write_file", json!({"path": "big.txt", "content": content}))]);
+            let server =
+                ScriptedServer::start(vec![call(), call(), trickled(16 * 1024, Duration::ZERO, call())])
+                    .await;
+            let (bytes, raw_read) = raw_read(&raw, &server.base_url()).await?;
             let client = ProviderKind::OpenAi.connect(&server.base_url(), None, far());
-            let started = Instant::now();
-            let answer = Model::chat(&client, &request()).await.map_err(|e| e.to_string())?;
-            let read = started.elapsed();
-            let arguments = match answer.message.parts.first() {
-                Some(Part::ToolCall { arguments, .. }) => arguments.clone(),
-                other => return Err(format!("not the tool call: {other:?}")),
-            };
-            let sent: serde_json::Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
-            if sent["content"].as_str() != Some(content.as_str()) {
-                return Err(format!("{n} MB: the arguments read are not the ones sent"));
+            let mut reads = Vec::new();
+            for _ in 0..2 {
+                let started = Instant::now();
+                let answer = Model::chat(&client, &request()).await.map_err(|e| e.to_string())?;
+                reads.push(started.elapsed());
+                let arguments = match answer.message.parts.first() {
+                    Some(Part::ToolCall { arguments, .. }) => arguments.clone(),
+                    other => return Err(format!("not the tool call: {other:?}")),
+                };
+                let sent: serde_json::Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
+                if sent["content"].as_str() != Some(content.as_str()) {
+                    return Err(format!("{n} MB: the arguments read are not the ones sent"));
+                }
             }
-            println!("{n:>8}  {:>10.1}MB  {:>10.2} s  {:>10.2} s", mb(bytes), raw.as_secs_f64(), read.as_secs_f64());
+            println!(
+                "{n:>6}  {:>9.1}MB  {:>7.2} s  {:>14.2} s  {:>14.2} s",
+                mb(bytes),
+                raw_read.as_secs_f64(),
+                reads[0].as_secs_f64(),
+                reads[1].as_secs_f64()
+            );
         }
 
-        println!("\na Responses API stream with a 10 MB reasoning item:");
+        println!("\na Responses API stream with a 10 MB reasoning item, read by the client:");
         let thought = text_of(10_000_000);
         let server = ScriptedServer::start(vec![sse(vec![reasoning(&thought), finish("done")])]).await;
         let client = ProviderKind::OpenAiResponses.connect(&server.base_url(), None, far());
@@ -84,7 +103,7 @@ fn run() -> Result<()> {
         if thinking != Some(thought.len()) {
             return Err(format!("the reasoning read is {thinking:?} bytes, {} were sent", thought.len()));
         }
-        println!("{:>8}  {:>10.2} s", 10, read.as_secs_f64());
+        println!("{:>6}  {:>7.2} s", 10, read.as_secs_f64());
         Ok(())
     })
 }
@@ -105,11 +124,11 @@ fn text_of(len: usize) -> String {
 
 /// The chat stream's bytes read and counted, nothing parsed (what curl does): their number and the
 /// time taken.
-async fn raw_read(base_url: &str) -> Result<(usize, Duration)> {
-    install_tls_provider();
-    let body = json!({"model": DEFAULT_MODEL, "stream": true, "messages": [{"role": "user", "content": "write"}]});
+async fn raw_read(client: &reqwest::Client, base_url: &str) -> Result<(usize, Duration)> {
+    let body =
+        json!({"model": DEFAULT_MODEL, "stream": true, "messages": [{"role": "user", "content": "write"}]});
     let started = Instant::now();
-    let response = reqwest::Client::new()
+    let response = client
         .post(format!("{base_url}/chat/completions"))
         .json(&body)
         .send()

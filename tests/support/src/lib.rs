@@ -195,7 +195,12 @@ pub fn tool_call_with_id(id: &str, name: &str, args: Value) -> Chunk {
 /// event of several megabytes, as a model that writes a big file in one piece sends it.
 pub fn tool_call_whole(name: &str, args: Value) -> Chunk {
     let n = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
-    Chunk::ToolCall { id: format!("call_{n}"), name: name.to_string(), arguments: args.to_string(), whole: true }
+    Chunk::ToolCall {
+        id: format!("call_{n}"),
+        name: name.to_string(),
+        arguments: args.to_string(),
+        whole: true,
+    }
 }
 
 /// A tool call whose arguments text is sent verbatim (e.g. malformed JSON

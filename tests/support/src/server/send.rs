@@ -35,12 +35,13 @@ pub(super) struct Pace {
 }
 
 /// A whole SSE stream of `events`, written as `pace` says, whatever the events' bounds: an event
-/// arrives in parts, the pause falling inside it. The client hanging up ends it.
+/// arrives in parts, the pause falling inside it (no pause at all when it is zero). The client
+/// hanging up ends it.
 pub(super) async fn send_trickled(conn: &mut Conn, events: Vec<String>, pace: Pace) -> std::io::Result<()> {
     start_sse(conn).await?;
     let all = events.concat();
     for (n, piece) in all.as_bytes().chunks(pace.bytes.max(1)).enumerate() {
-        if n > 0 {
+        if n > 0 && !pace.every.is_zero() {
             tokio::select! {
                 _ = tokio::time::sleep(pace.every) => {}
                 _ = conn.wait_for_disconnect() => return Ok(()),
