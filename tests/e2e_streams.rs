@@ -64,9 +64,9 @@ async fn a_tool_call_of_several_megabytes_in_one_event_is_read_and_run() {
     let task = d.submit("Write big.txt", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(120));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+    assert!(of_kind(&events, "retry_scheduled").is_empty(), "read at the first try: {}", d.serve_log());
     let written = std::fs::read_to_string(ws.path().join("big.txt")).unwrap();
     assert!(written == content, "big.txt holds {} bytes, the model wrote {}", written.len(), content.len());
-    assert!(of_kind(&events, "retry_scheduled").is_empty(), "read at the first try");
     assert_eq!(server.chat_requests().len(), 4);
 }
 
