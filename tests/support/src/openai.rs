@@ -304,6 +304,21 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_call_streams_its_arguments_in_one_event() {
+        let frame = Frame { id: "c", model: "m" };
+        let arguments = "{\"content\": \"a long file\"}";
+        let whole =
+            Chunk::ToolCall { id: "t".into(), name: "n".into(), arguments: arguments.into(), whole: true };
+        let deltas = delta_chunks(&frame, &[whole]);
+        let pieces: Vec<&str> = deltas
+            .iter()
+            .filter_map(|d| d.pointer("/choices/0/delta/tool_calls/0/function/arguments")?.as_str())
+            .filter(|a| !a.is_empty())
+            .collect();
+        assert_eq!(pieces, [arguments]);
+    }
+
+    #[test]
     fn context_length_split_uses_max_tokens() {
         let body = context_length_exceeded(100, 150, &json!({"max_tokens": 30}));
         let msg = body["error"]["message"].as_str().unwrap();
