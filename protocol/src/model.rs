@@ -73,8 +73,8 @@ pub enum AnomalyKind {
     Parse,
     /// A 2xx answer that is not the protocol at all (an HTML page from a proxy or a portal).
     NotProtocol,
-    /// No event within the idle deadline (comments and keep-alives are not progress), or the whole
-    /// answer not within the request deadline.
+    /// No part of an event within the idle deadline (comments and keep-alives are not progress),
+    /// or the whole answer not within the request deadline.
     Stalled,
     /// One event of the stream was bigger than agentd reads (64 MiB): the same request would be
     /// answered the same, so it is not resent.
