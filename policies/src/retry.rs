@@ -1,7 +1,7 @@
 //! Retry schedules: which provider failures are retried, how often, and after how long. Pure: the
 //! scheduler executes the waits and the runtime classifies the failures.
 
-use agentd_protocol::ProviderError;
+use agentd_protocol::{AnomalyKind, ProviderError};
 use serde::{Deserialize, Serialize};
 
 /// A failure the runtime may retry, as classified from a provider error.
@@ -26,8 +26,9 @@ pub enum Failure {
 impl Failure {
     /// The failure the retry policy weighs, when waiting and resending may help: a rate limit (with
     /// the server's `Retry-After`), a server error, or a stream anomaly. A connection that broke is
-    /// retried like a server error; one refused (nothing listens there) and a cancelled call are
-    /// not. `None`: give up.
+    /// retried like a server error; one refused (nothing listens there), a cancelled call and a
+    /// stream event too large to read (the same request would bring the same answer) are not.
+    /// `None`: give up.
     pub fn of(error: &ProviderError) -> Option<Failure> {
         match error {
             ProviderError::RateLimited { retry_after, .. } => {
@@ -37,6 +38,7 @@ impl Failure {
                 Some(Failure::Overloaded { retry_after_ms: retry_after.map(|r| r.millis()) })
             }
             ProviderError::Server { .. } | ProviderError::Transport { .. } => Some(Failure::ServerError),
+            ProviderError::StreamAnomaly { kind: AnomalyKind::TooLarge, .. } => None,
             ProviderError::StreamAnomaly { .. } => Some(Failure::StreamAnomaly),
             ProviderError::ContextOverflow { .. }
             | ProviderError::Rejected { .. }
@@ -228,6 +230,9 @@ mod tests {
         assert_eq!(Failure::of(&cancelled), None);
         let anomaly = ProviderError::StreamAnomaly { kind: AnomalyKind::Cut, message: "m".into() };
         assert_eq!(Failure::of(&anomaly), Some(Failure::StreamAnomaly));
+        // An event too big to read comes back as big: resending is no cure.
+        let too_large = ProviderError::StreamAnomaly { kind: AnomalyKind::TooLarge, message: "m".into() };
+        assert_eq!(Failure::of(&too_large), None);
         let overflow = ProviderError::ContextOverflow { limit: None, message: "m".into() };
         assert_eq!(Failure::of(&overflow), None);
         assert_eq!(Failure::of(&ProviderError::Rejected { status: 401, message: "m".into() }), None);

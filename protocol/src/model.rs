@@ -69,13 +69,16 @@ pub enum AnomalyKind {
     Empty,
     /// The connection failed in the middle of the stream.
     Cut,
-    /// A data line was not valid JSON (or the stream was not valid SSE/UTF-8).
+    /// A data line was not valid JSON (or an event's bytes were not UTF-8).
     Parse,
     /// A 2xx answer that is not the protocol at all (an HTML page from a proxy or a portal).
     NotProtocol,
-    /// No event within the idle deadline (comments and keep-alives are not progress), or the whole
-    /// answer not within the request deadline.
+    /// No part of an event within the idle deadline (comments and keep-alives are not progress),
+    /// or the whole answer not within the request deadline.
     Stalled,
+    /// One event of the stream was bigger than agentd reads (64 MiB): the same request would be
+    /// answered the same, so it is not resent.
+    TooLarge,
 }
 
 impl AnomalyKind {
@@ -88,6 +91,7 @@ impl AnomalyKind {
             AnomalyKind::Parse => "parse",
             AnomalyKind::NotProtocol => "not_protocol",
             AnomalyKind::Stalled => "stalled",
+            AnomalyKind::TooLarge => "too_large",
         }
     }
 }

@@ -124,11 +124,12 @@ fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// How long a model request may take: `total` from sending to the last event, `idle` between two
-/// events of its stream (SSE comments and keep-alives are not events: a server that only sends
-/// those is stalled).
+/// pieces of its stream that bring part of an event (SSE comments and keep-alives are none: a
+/// server that only sends those is stalled; see `sse`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadlines {
-    /// The longest a stream may go without an event (`requests.idle_timeout`, default 60 s).
+    /// The longest a stream may go without bringing any part of an event (`requests.idle_timeout`,
+    /// default 60 s).
     pub idle: Duration,
     /// The longest a whole request may take, from sending to its last event (`requests.timeout`, default 10
     /// min).

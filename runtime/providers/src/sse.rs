@@ -1,14 +1,24 @@
-//! Driving a server-sent-events byte stream through an answer's assembler, for both wire
-//! protocols: the stream's own failures (a connection cut, bytes that are not UTF-8 or not SSE)
-//! become [`ProviderError::StreamAnomaly`]s; what the events mean is the assembler's business.
+//! Driving a server-sent-events byte stream through an answer's assembler, for every wire format:
+//! the bytes are read into events by [`reader`] (in time linear in the bytes, one event at most
+//! [`MAX_EVENT_BYTES`]), and the stream's own failures — a connection cut, an event that is not
+//! UTF-8 or too large, a stream that stalls — become [`ProviderError::StreamAnomaly`]s; what the
+//! events mean is the assembler's business.
+//!
+//! The idle deadline (`requests.idle_timeout`) is the longest the stream may go without bringing a
+//! part of an event ([`Progress::Made`]): any byte of a `data:` or `event:` line restarts it, so a
+//! big event arriving slowly is read to its end, while comments (keep-alives), blank lines and
+//! ignored fields do not, so a server that sends only those is stalled.
+
+mod reader;
 
 use super::error::truncate_chars;
 use super::http::error_chain;
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
+use reader::{Progress, ReadError, Reader, MAX_EVENT_BYTES};
 use serde_json::Value;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Whether an assembler wants more events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,21 +38,9 @@ pub(crate) trait Assemble {
 }
 
 /// Reads an SSE byte stream until `asm` is done or the stream ends, and assembles the answer. A
-/// connection cut is a `Cut` anomaly unless the answer was already complete; a stream that is not
-/// UTF-8 or not SSE is a `Parse` anomaly.
-#[cfg(test)]
-pub(crate) async fn drive<S, B, E, A>(bytes: S, asm: A) -> Result<ChatResponse, ProviderError>
-where
-    S: Stream<Item = Result<B, E>>,
-    B: AsRef<[u8]>,
-    E: std::error::Error + 'static,
-    A: Assemble,
-{
-    drive_within(bytes, asm, None).await
-}
-
-/// [`drive`], with an idle deadline: no event within `idle` (comments and keep-alive lines are not
-/// events) is a `Stalled` anomaly.
+/// connection cut is a `Cut` anomaly unless the answer was already complete; an event whose bytes
+/// are not UTF-8 is a `Parse` anomaly, one over [`MAX_EVENT_BYTES`] a `TooLarge` one; with `idle`,
+/// no part of an event for that long is a `Stalled` one.
 pub(crate) async fn drive_within<S, B, E, A>(
     bytes: S,
     mut asm: A,
@@ -54,24 +52,21 @@ where
     E: std::error::Error + 'static,
     A: Assemble,
 {
-    let events = bytes.eventsource();
-    futures_util::pin_mut!(events);
+    futures_util::pin_mut!(bytes);
+    let mut reader = Reader::new(MAX_EVENT_BYTES);
+    let mut events = Vec::new();
+    let mut deadline = idle.map(|idle| Instant::now() + idle);
     loop {
-        let next = match idle {
-            None => events.next().await,
-            Some(idle) => match tokio::time::timeout(idle, events.next()).await {
-                Ok(next) => next,
-                Err(_) => return Err(stalled(idle)),
-            },
-        };
-        let Some(event) = next else { break };
-        match event {
-            Ok(event) => {
-                if asm.push(&event.event, &event.data)? == Flow::Done {
-                    break;
-                }
+        let next = match (idle, deadline) {
+            (Some(idle), Some(deadline)) => {
+                tokio::time::timeout_at(deadline, bytes.next()).await.map_err(|_| stalled(idle))?
             }
-            Err(EventStreamError::Transport(e)) => {
+            _ => bytes.next().await,
+        };
+        let Some(piece) = next else { break };
+        let piece = match piece {
+            Ok(piece) => piece,
+            Err(e) => {
                 let message = error_chain(&e);
                 if asm.complete() {
                     tracing::warn!(error = %message, "stream cut after the answer was complete; keeping it");
@@ -79,26 +74,44 @@ where
                 }
                 return Err(anomaly(AnomalyKind::Cut, format!("the stream broke off: {message}")));
             }
-            Err(EventStreamError::Utf8(e)) => {
-                return Err(anomaly(AnomalyKind::Parse, format!("the stream is not valid UTF-8: {e}")));
+        };
+        let read = reader.feed(piece.as_ref(), &mut events);
+        // The events before a bad one are the answer's, wherever the pieces happened to split.
+        for event in events.drain(..) {
+            if asm.push(&event.name, &event.data)? == Flow::Done {
+                return asm.finish();
             }
-            Err(EventStreamError::Parser(e)) => {
-                return Err(anomaly(
-                    AnomalyKind::Parse,
-                    format!("the stream is not valid server-sent events: {e}"),
-                ));
-            }
+        }
+        if read.map_err(unreadable)? == Progress::Made {
+            deadline = idle.map(|idle| Instant::now() + idle);
         }
     }
     asm.finish()
 }
 
-/// No event within the idle deadline.
+/// A stream the reader gave up on, as the anomaly it is.
+fn unreadable(error: ReadError) -> ProviderError {
+    match error {
+        ReadError::NotUtf8 { what, source } => {
+            anomaly(AnomalyKind::Parse, format!("the stream is not valid UTF-8: an event's {what} ({source})"))
+        }
+        ReadError::TooLarge { cap, size } => anomaly(
+            AnomalyKind::TooLarge,
+            format!(
+                "one event of the stream passed {} MiB, the most agentd reads of one event \
+                 ({size} bytes of it had come); the same request would be answered the same, so it is not sent again",
+                cap / (1024 * 1024)
+            ),
+        ),
+    }
+}
+
+/// No part of an event within the idle deadline.
 pub(crate) fn stalled(idle: Duration) -> ProviderError {
     anomaly(
         AnomalyKind::Stalled,
         format!(
-            "the stream sent no event for {idle:?} (requests.idle_timeout; SSE comments and keep-alives do not count)"
+            "the stream sent no event for {idle:?}, nor any part of one (requests.idle_timeout; SSE comments and keep-alives do not count)"
         ),
     )
 }
@@ -131,6 +144,18 @@ pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value, ProviderError>
     })
 }
 
+/// Reads an SSE byte stream with no idle deadline: [`drive_within`] for the assemblers' tests.
+#[cfg(test)]
+pub(crate) async fn drive<S, B, E, A>(bytes: S, asm: A) -> Result<ChatResponse, ProviderError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: std::error::Error + 'static,
+    A: Assemble,
+{
+    drive_within(bytes, asm, None).await
+}
+
 /// What the assemblers' tests share.
 #[cfg(test)]
 pub(crate) mod testing {
@@ -160,3 +185,6 @@ pub(crate) mod testing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

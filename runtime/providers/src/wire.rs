@@ -82,7 +82,8 @@ pub(crate) trait WireFormat: Send + Sync + Sized + 'static {
 
 /// Sends `req` to `format`'s chat endpoint, streaming, and assembles the answer. Cancelling
 /// `cancel` drops the call at once ([`ProviderError::Cancelled`]); the whole call is bounded by the
-/// request deadline and each wait for an event by the idle deadline (a `Stalled` anomaly).
+/// request deadline, and each wait for the next part of an event by the idle deadline (a `Stalled`
+/// anomaly).
 pub(crate) async fn chat<F: WireFormat>(
     format: &F,
     req: &ChatRequest,

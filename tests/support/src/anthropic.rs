@@ -12,7 +12,7 @@
 
 use serde_json::{json, Value};
 
-use crate::openai::{split_arguments, Frame};
+use crate::openai::{argument_pieces, split_arguments, Frame};
 use crate::script::{Chunk, Reply, Usage};
 
 /// One content block of a reply, grouped from the chunks.
@@ -29,6 +29,8 @@ enum Block {
         id: String,
         name: String,
         arguments: String,
+        /// Its `input_json_delta`s: one, not split.
+        whole: bool,
     },
 }
 
@@ -49,9 +51,12 @@ fn blocks(chunks: &[Chunk]) -> Vec<Block> {
                 signature: Some(signature.clone()),
             }),
             (Chunk::RedactedThinking(data), _) => out.push(Block::Redacted(data.clone())),
-            (Chunk::ToolCall { id, name, arguments }, _) => {
-                out.push(Block::ToolUse { id: id.clone(), name: name.clone(), arguments: arguments.clone() })
-            }
+            (Chunk::ToolCall { id, name, arguments, whole }, _) => out.push(Block::ToolUse {
+                id: id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+                whole: *whole,
+            }),
         }
     }
     out
@@ -137,10 +142,10 @@ fn block_events(index: usize, block: &Block, close: bool) -> Vec<String> {
             out.push(delta(json!({"type": "signature_delta", "signature": signature})));
         }
         Block::Redacted(data) => out.push(start(json!({"type": "redacted_thinking", "data": data}))),
-        Block::ToolUse { id, name, arguments } => {
+        Block::ToolUse { id, name, arguments, whole } => {
             out.push(start(json!({"type": "tool_use", "id": id, "name": name, "input": {}})));
             out.push(delta(json!({"type": "input_json_delta", "partial_json": ""})));
-            for p in split_arguments(arguments) {
+            for p in argument_pieces(arguments, *whole) {
                 out.push(delta(json!({"type": "input_json_delta", "partial_json": p})));
             }
         }
@@ -198,7 +203,7 @@ pub(crate) fn message(frame: &Frame<'_>, reply: &Reply, usage: Option<Usage>) ->
                 json!({"type": "thinking", "thinking": text, "signature": signature})
             }
             Block::Redacted(data) => json!({"type": "redacted_thinking", "data": data}),
-            Block::ToolUse { id, name, arguments } => {
+            Block::ToolUse { id, name, arguments, .. } => {
                 let input = serde_json::from_str::<Value>(&arguments).unwrap_or_else(|_| json!({}));
                 json!({"type": "tool_use", "id": id, "name": name, "input": input})
             }
@@ -326,7 +331,7 @@ mod tests {
             Chunk::RedactedThinking("enc".into()),
             Chunk::Text("x".into()),
             Chunk::Text("y".into()),
-            Chunk::ToolCall { id: "t".into(), name: "n".into(), arguments: "{}".into() },
+            Chunk::ToolCall { id: "t".into(), name: "n".into(), arguments: "{}".into(), whole: false },
         ];
         let b = blocks(&chunks);
         assert_eq!(b.len(), 5);
@@ -352,6 +357,7 @@ mod tests {
                     id: "toolu_1".into(),
                     name: "finish".into(),
                     arguments: r#"{"summary":"s"}"#.into(),
+                    whole: false,
                 },
             ],
             finish_reason: None,

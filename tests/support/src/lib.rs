@@ -36,9 +36,11 @@
 //! - `POST /v1/chat/completions` pops the next step (or asks the
 //!   [responder](ServerBuilder::responder) when the queue is empty) and
 //!   answers it as SSE when the body has `"stream": true`, else as one JSON
-//!   completion. Tool-call arguments are always split across several deltas
-//!   so clients are exercised on reassembly. Faults ([`Fault`]) simulate
-//!   rate limits, 5xx, cut and empty streams, context overflow and hangs.
+//!   completion. Tool-call arguments are split across several deltas so
+//!   clients are exercised on reassembly (unless scripted whole:
+//!   [`tool_call_whole`], one event however long). Faults ([`Fault`])
+//!   simulate rate limits, 5xx, cut and empty streams, context overflow and
+//!   hangs; [`trickled`] writes a reply's stream a few bytes at a time.
 //! - `POST /v1/messages` (Anthropic Messages; needs an `anthropic-version`
 //!   header) answers the same steps in Anthropic's wire format: SSE events
 //!   with `text`, `thinking` (+ `signature_delta`), `redacted_thinking` and
@@ -185,14 +187,32 @@ pub fn tool_call(name: &str, args: Value) -> Chunk {
 
 /// A tool call with an explicit id.
 pub fn tool_call_with_id(id: &str, name: &str, args: Value) -> Chunk {
-    Chunk::ToolCall { id: id.to_string(), name: name.to_string(), arguments: args.to_string() }
+    Chunk::ToolCall { id: id.to_string(), name: name.to_string(), arguments: args.to_string(), whole: false }
+}
+
+/// A tool call whose arguments stream in one delta, so in one SSE event however long (every other
+/// tool call's are split across several); fresh unique id. A call of several megabytes is one
+/// event of several megabytes, as a model that writes a big file in one piece sends it.
+pub fn tool_call_whole(name: &str, args: Value) -> Chunk {
+    let n = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
+    Chunk::ToolCall {
+        id: format!("call_{n}"),
+        name: name.to_string(),
+        arguments: args.to_string(),
+        whole: true,
+    }
 }
 
 /// A tool call whose arguments text is sent verbatim (e.g. malformed JSON
 /// to exercise argument repair); fresh unique id.
 pub fn tool_call_raw(name: &str, raw_arguments: &str) -> Chunk {
     let n = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
-    Chunk::ToolCall { id: format!("call_{n}"), name: name.to_string(), arguments: raw_arguments.to_string() }
+    Chunk::ToolCall {
+        id: format!("call_{n}"),
+        name: name.to_string(),
+        arguments: raw_arguments.to_string(),
+        whole: false,
+    }
 }
 
 /// `tool_call("finish", {"summary": summary})`.
@@ -271,6 +291,12 @@ pub fn html_body() -> Step {
 /// Waits `delay` before answering with `step`.
 pub fn delayed(delay: Duration, step: Step) -> Step {
     Step::Delayed(delay, Box::new(step))
+}
+
+/// Answers with `step`, its stream written `bytes` at a time with `every` between two writes (see
+/// [`Step::Trickled`]).
+pub fn trickled(bytes: usize, every: Duration, step: Step) -> Step {
+    Step::Trickled { bytes, every, step: Box::new(step) }
 }
 
 /// A terse system prompt, one `read_file` tool and at most 256 output tokens.

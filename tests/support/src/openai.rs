@@ -41,8 +41,19 @@ pub(crate) fn split_arguments(arguments: &str) -> Vec<String> {
     (0..parts).map(|i| chars[n * i / parts..n * (i + 1) / parts].iter().collect()).collect()
 }
 
+/// A tool call's arguments as its deltas carry them: split (see
+/// [`split_arguments`]), or in one piece when the call is scripted `whole`.
+pub(crate) fn argument_pieces(arguments: &str, whole: bool) -> Vec<String> {
+    if whole {
+        vec![arguments.to_string()]
+    } else {
+        split_arguments(arguments)
+    }
+}
+
 /// The content deltas of a stream: an initial `role` delta, then one delta
-/// per text/reasoning chunk and 1 + ≥2 deltas per tool call. No finish.
+/// per text/reasoning chunk and 1 + ≥2 deltas per tool call (1 + 1 for a
+/// `whole` one). No finish.
 pub(crate) fn delta_chunks(frame: &Frame<'_>, chunks: &[Chunk]) -> Vec<Value> {
     let mut out = vec![chunk(frame, json!({"role": "assistant", "content": ""}), None)];
     let mut tool_index = 0usize;
@@ -53,7 +64,7 @@ pub(crate) fn delta_chunks(frame: &Frame<'_>, chunks: &[Chunk]) -> Vec<Value> {
                 out.push(chunk(frame, json!({ "reasoning_content": text }), None))
             }
             Chunk::RedactedThinking(_) => {}
-            Chunk::ToolCall { id, name, arguments } => {
+            Chunk::ToolCall { id, name, arguments, whole } => {
                 out.push(chunk(
                     frame,
                     json!({ "tool_calls": [{
@@ -64,7 +75,7 @@ pub(crate) fn delta_chunks(frame: &Frame<'_>, chunks: &[Chunk]) -> Vec<Value> {
                     }]}),
                     None,
                 ));
-                for piece in split_arguments(arguments) {
+                for piece in argument_pieces(arguments, *whole) {
                     out.push(chunk(
                         frame,
                         json!({ "tool_calls": [{
@@ -131,7 +142,7 @@ fn message(chunks: &[Chunk]) -> Value {
                 reasoning.get_or_insert_with(String::new).push_str(t)
             }
             Chunk::RedactedThinking(_) => {}
-            Chunk::ToolCall { id, name, arguments } => tool_calls.push(json!({
+            Chunk::ToolCall { id, name, arguments, .. } => tool_calls.push(json!({
                 "id": id,
                 "type": "function",
                 "function": { "name": name, "arguments": arguments },
@@ -290,6 +301,21 @@ mod tests {
             assert_eq!(parts.concat(), s);
         }
         assert_eq!(split_arguments("{\"a\":1}").len(), 3);
+    }
+
+    #[test]
+    fn a_whole_call_streams_its_arguments_in_one_event() {
+        let frame = Frame { id: "c", model: "m" };
+        let arguments = "{\"content\": \"a long file\"}";
+        let whole =
+            Chunk::ToolCall { id: "t".into(), name: "n".into(), arguments: arguments.into(), whole: true };
+        let deltas = delta_chunks(&frame, &[whole]);
+        let pieces: Vec<&str> = deltas
+            .iter()
+            .filter_map(|d| d.pointer("/choices/0/delta/tool_calls/0/function/arguments")?.as_str())
+            .filter(|a| !a.is_empty())
+            .collect();
+        assert_eq!(pieces, [arguments]);
     }
 
     #[test]

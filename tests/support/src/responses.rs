@@ -14,7 +14,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::anthropic::signature_of;
-use crate::openai::{split_arguments, Frame};
+use crate::openai::{argument_pieces, split_arguments, Frame};
 use crate::script::{Chunk, Reply, Usage};
 
 /// One output item of a reply, grouped from the chunks.
@@ -30,6 +30,8 @@ enum Item {
         id: String,
         name: String,
         arguments: String,
+        /// Its arguments in one delta, not split.
+        whole: bool,
     },
 }
 
@@ -51,9 +53,12 @@ fn items(chunks: &[Chunk]) -> Vec<Item> {
             (Chunk::RedactedThinking(data), _) => {
                 out.push(Item::Reasoning { summary: Vec::new(), encrypted: Some(data.clone()) })
             }
-            (Chunk::ToolCall { id, name, arguments }, _) => {
-                out.push(Item::Call { id: id.clone(), name: name.clone(), arguments: arguments.clone() })
-            }
+            (Chunk::ToolCall { id, name, arguments, whole }, _) => out.push(Item::Call {
+                id: id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+                whole: *whole,
+            }),
         }
     }
     out
@@ -84,7 +89,7 @@ impl Item {
                     "encrypted_content": encrypted.clone().unwrap_or_else(|| signature_of(&text)),
                 })
             }
-            Item::Call { id, name, arguments } => json!({
+            Item::Call { id, name, arguments, .. } => json!({
                 "id": format!("fc_{}_{index}", frame.id),
                 "type": "function_call",
                 "status": "completed",
@@ -124,7 +129,7 @@ impl Item {
                 .into_iter()
                 .map(|d| json!({"type": "response.reasoning_summary_text.delta", "output_index": index, "summary_index": 0, "delta": d}))
                 .collect(),
-            Item::Call { arguments, .. } => split_arguments(arguments)
+            Item::Call { arguments, whole, .. } => argument_pieces(arguments, *whole)
                 .into_iter()
                 .map(|d| json!({"type": "response.function_call_arguments.delta", "output_index": index, "delta": d}))
                 .collect(),
@@ -406,6 +411,7 @@ mod tests {
                     id: "c1".into(),
                     name: "read_file".into(),
                     arguments: "{\"path\":\"a\"}".into(),
+                    whole: false,
                 },
             ],
             ..Reply::default()

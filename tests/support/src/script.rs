@@ -26,6 +26,18 @@ pub enum Step {
     /// Wait for the given duration (before anything is written), then
     /// answer with the inner step.
     Delayed(Duration, Box<Step>),
+    /// Answer with the inner step, the stream's bytes written `bytes` at a
+    /// time, one write every `every`: a slow server whose events arrive in
+    /// parts. Only a streamed reply is paced; a fault or a JSON body goes out
+    /// as it would.
+    Trickled {
+        /// The bytes of each write.
+        bytes: usize,
+        /// The pause between two writes.
+        every: Duration,
+        /// What is answered.
+        step: Box<Step>,
+    },
 }
 
 /// A successful model reply.
@@ -93,7 +105,7 @@ pub enum Chunk {
     /// OpenAI endpoint).
     RedactedThinking(String),
     /// A function tool call. `arguments` is the raw JSON text sent on the
-    /// wire (split across several deltas when streamed).
+    /// wire (split across several deltas when streamed, unless `whole`).
     ToolCall {
         /// The call's id.
         id: String,
@@ -101,6 +113,9 @@ pub enum Chunk {
         name: String,
         /// The raw arguments text.
         arguments: String,
+        /// Streamed in one delta, so in one SSE event however long (a model
+        /// that writes a big file in one piece), rather than split.
+        whole: bool,
     },
 }
 

@@ -54,7 +54,7 @@ max_instances = 3                   # coders one task may run at once (coder, co
 # env = ["GITHUB_TOKEN"]  # variables whose values are redacted from every tool result (provider keys always are)
 
 # [requests]
-# idle_timeout = "60s"    # a stream with no event for this long is cut (comments/keep-alives are not events)
+# idle_timeout = "60s"    # a stream with no part of an event for this long is cut (keep-alives are none)
 # timeout = "10m"         # a whole model request, from sending to the last event
 
 # The dashboard and HTTP API (off unless listen is set, or `agentd serve --http ADDR`). Every request

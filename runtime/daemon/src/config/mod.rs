@@ -59,7 +59,7 @@ pub struct Config {
     /// The team's settings: the roles, the command timeout, the sandbox, retries, the idle
     /// thinking cleanup.
     pub team: TeamConfig,
-    /// How long a model request may take, and how long its stream may go without an event.
+    /// How long a model request may take, and how long its stream may go without a part of an event.
     pub deadlines: Deadlines,
     /// Environment variables whose values are secrets: redacted from every tool result, like the
     /// providers' keys.

@@ -1,6 +1,6 @@
 //! `[requests]`: the deadlines of one model request. `timeout` bounds the whole request, from
-//! sending to the last event; `idle_timeout` cuts a stream that goes that long without an event
-//! (keep-alives are not events), so it may not be longer than `timeout`.
+//! sending to the last event; `idle_timeout` cuts a stream that goes that long without any part of
+//! an event (keep-alives are none), so it may not be longer than `timeout`.
 
 use super::error::ConfigError;
 use super::error::Invalid;

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::faults::fault_response;
-use super::send::send_stream;
+use super::send::{send_stream, send_trickled, Pace};
 use crate::anthropic;
 use crate::http::Conn;
 use crate::openai::{self, Frame};
@@ -58,6 +58,7 @@ pub(super) async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol:
         Protocol::OpenAi => {}
     }
     let frame = Frame { id: &id, model: &state.config.model };
+    let mut pace = None;
     loop {
         match step {
             Step::Delayed(delay, inner) => {
@@ -67,9 +68,13 @@ pub(super) async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol:
                     _ = conn.wait_for_disconnect() => return,
                 }
             }
+            Step::Trickled { bytes, every, step: inner } => {
+                pace = Some(Pace { bytes, every });
+                step = *inner;
+            }
             Step::Respond(reply) => {
                 let usage = usage_of(&state.config, &reply, counted, cached);
-                let _ = respond(conn, &frame, &reply, usage, stream, protocol).await;
+                let _ = respond(conn, &frame, &reply, usage, stream, protocol, pace).await;
                 return;
             }
             Step::Fault(fault) => {
@@ -106,21 +111,23 @@ async fn respond(
     usage: Option<Usage>,
     stream: bool,
     protocol: Protocol,
+    pace: Option<Pace>,
 ) -> std::io::Result<()> {
-    if protocol == Protocol::Anthropic {
-        if !stream {
-            return conn.send_json(200, &[], &anthropic::message(frame, reply, usage)).await;
-        }
-        return send_stream(conn, anthropic::stream_events(frame, reply, usage)).await;
-    }
-    if protocol == Protocol::Responses {
-        if !stream {
-            return conn.send_json(200, &[], &responses::response(frame, reply, usage)).await;
-        }
-        return send_stream(conn, responses::stream_events(frame, reply, usage)).await;
-    }
     if !stream {
-        return conn.send_json(200, &[], &openai::completion(frame, reply, usage)).await;
+        let body = match protocol {
+            Protocol::Anthropic => anthropic::message(frame, reply, usage),
+            Protocol::Responses => responses::response(frame, reply, usage),
+            Protocol::OpenAi => openai::completion(frame, reply, usage),
+        };
+        return conn.send_json(200, &[], &body).await;
     }
-    send_stream(conn, openai::stream_events(frame, reply, usage)).await
+    let events = match protocol {
+        Protocol::Anthropic => anthropic::stream_events(frame, reply, usage),
+        Protocol::Responses => responses::stream_events(frame, reply, usage),
+        Protocol::OpenAi => openai::stream_events(frame, reply, usage),
+    };
+    match pace {
+        None => send_stream(conn, events).await,
+        Some(pace) => send_trickled(conn, events, pace).await,
+    }
 }

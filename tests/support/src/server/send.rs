@@ -1,5 +1,5 @@
-//! How an answer goes out on the connection beyond a plain JSON body: SSE streams (whole, or left
-//! open), half a JSON body, a request accepted and never answered, keep-alive comments only, an HTML
+//! How an answer goes out on the connection beyond a plain JSON body: SSE streams (whole, left
+//! open, or trickled), half a JSON body, a request accepted and never answered, keep-alive comments only, an HTML
 //! page where JSON was expected.
 
 use std::time::Duration;
@@ -24,6 +24,31 @@ pub(super) async fn send_events(conn: &mut Conn, events: Vec<String>) -> std::io
 /// A whole SSE stream of `events`.
 pub(super) async fn send_stream(conn: &mut Conn, events: Vec<String>) -> std::io::Result<()> {
     send_events(conn, events).await?;
+    conn.end_chunked().await
+}
+
+/// How a trickled stream goes out: `bytes` at a time, `every` between two writes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pace {
+    pub bytes: usize,
+    pub every: Duration,
+}
+
+/// A whole SSE stream of `events`, written as `pace` says, whatever the events' bounds: an event
+/// arrives in parts, the pause falling inside it (no pause at all when it is zero). The client
+/// hanging up ends it.
+pub(super) async fn send_trickled(conn: &mut Conn, events: Vec<String>, pace: Pace) -> std::io::Result<()> {
+    start_sse(conn).await?;
+    let all = events.concat();
+    for (n, piece) in all.as_bytes().chunks(pace.bytes.max(1)).enumerate() {
+        if n > 0 && !pace.every.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(pace.every) => {}
+                _ = conn.wait_for_disconnect() => return Ok(()),
+            }
+        }
+        conn.send_chunk(piece).await?;
+    }
     conn.end_chunked().await
 }
 
