@@ -256,3 +256,96 @@ async fn checkpoints_see_names_that_are_not_utf8_fifos_and_hard_links_or_say_wha
     let log = run_ok(&d, &["log", &task, "--full"]);
     assert!(log.contains("NOT put back: linked.txt"), "{log}");
 }
+
+/// Regular files under `root`, recursively, as paths relative to it.
+fn files_under(root: &Path) -> Vec<String> {
+    fn visit(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                visit(root, &path, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    visit(root, root, &mut out);
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_cut_by_kill_9_is_recorded_whole_and_reverted_whole() {
+    // The reproduction: three branches each writing 4,000 files, the daemon killed in the
+    // middle of a merge, then resumed: `diff` must count every file on disk, and `revert` take back
+    // every one.
+    const FILES: usize = 4000;
+    let server = ScriptedServer::builder()
+        .responder(|body| match (part_of(body), results(body)) {
+            (Some(part), 0) => sse(vec![tool_call(
+                "run_command",
+                json!({"command": format!("mkdir {part} && cd {part} && for i in $(seq {FILES}); do echo $i > f$i.txt; done")}),
+            )]),
+            (Some(part), _) => sse(vec![finish(&format!("{part} written"))]),
+            (None, 0) => delegations(&["A", "B", "C"]),
+            (None, _) => sse(vec![finish("all written")]),
+        })
+        .start()
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("kept.txt"), "the user's\n").unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let mut d = TestDaemon::start(Path::new(BIN), &config(&server.base_url(), copies.path()));
+    let task = d.submit("Three parts of 4000 files", ws.path());
+    // Killed once a merge has put some of its files in place and not all of them (a merge stages
+    // every file under a temporary name first, then renames each into place).
+    let in_place = |part: &str| -> usize {
+        let names = std::fs::read_dir(ws.path().join(part)).into_iter().flatten().flatten();
+        names.filter(|e| !e.file_name().to_string_lossy().starts_with(".agentd-")).count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let caught = loop {
+        if let Some(part) = ["A", "B", "C"].into_iter().find(|p| (1..FILES).contains(&in_place(p))) {
+            d.kill9();
+            break part;
+        }
+        assert!(std::time::Instant::now() < deadline, "no merge was caught in the middle: {}", d.serve_log());
+    };
+    let at_kill = in_place(caught);
+    assert!((1..FILES).contains(&at_kill), "{caught}: {at_kill} files in place at the kill");
+    d.serve();
+    d.client().call("task.resume", json!({"task_id": task})).expect("resume");
+    let after = d.wait_for_state_not(&task, "running", Duration::from_secs(120));
+    assert_eq!(after["state"], "finished", "{after}\n{}", d.serve_log());
+    let on_disk: Vec<String> = files_under(ws.path()).into_iter().filter(|f| f != "kept.txt").collect();
+    let odd: Vec<&String> = on_disk.iter().filter(|f| !f.ends_with(".txt") || f.contains("agentd")).collect();
+    assert_eq!(on_disk.len(), 3 * FILES, "{odd:?}");
+
+    // The diff counts every file on disk that the task made.
+    let diff: Value = serde_json::from_str(&run_ok(&d, &["diff", &task, "--stat", "--json"])).unwrap();
+    let mut diffed: Vec<String> =
+        diff["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect();
+    diffed.sort();
+    assert_eq!(
+        diffed.len(),
+        on_disk.len(),
+        "diff counts {} of {} files on disk",
+        diffed.len(),
+        on_disk.len()
+    );
+    assert_eq!(diffed, on_disk);
+    let events = d.logged_events(&task);
+    let interrupted: Vec<&Value> =
+        events.iter().filter(|e| e["kind"] == "files_changed" && e["interrupted"] == true).collect();
+    assert_eq!(interrupted.len(), 1, "the merge cut short was recorded at the resume: {interrupted:#?}");
+    assert_eq!(interrupted[0]["tool"], "delegate");
+    assert!(interrupted[0]["files"].as_array().unwrap().len() >= at_kill);
+
+    // A revert to before the delegations leaves nothing the task made, and the user's file.
+    let first_call =
+        events.iter().find(|e| e["kind"] == "tool_called").and_then(|e| e["seq"].as_u64()).unwrap();
+    let out = run_ok(&d, &["revert", &task, "--to", &(first_call - 1).to_string()]);
+    assert!(out.contains(&format!("reverted {} file(s)", 3 * FILES)), "{out}");
+    assert_eq!(files_under(ws.path()), ["kept.txt"]);
+}

@@ -41,6 +41,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub(crate) mod exact;
+mod sweep;
+
+pub use sweep::sweep_stale_temps;
 
 /// Symlinks followed while resolving one path before it is refused as a loop (the kernel's limit).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -50,6 +53,21 @@ const RACE_RETRIES: usize = 3;
 const NEW_FILE_MODE: u32 = 0o644;
 /// The mode of a directory `write_file` creates (before the umask).
 const NEW_DIR_MODE: u32 = 0o755;
+
+/// Whether `name` is one of the temporary names this module writes under before a rename
+/// (`.agentd-write-PID-N.tmp`, `.agentd-link-PID-N.tmp`) by a process other than this one: what a run
+/// killed in the middle of a write leaves behind, swept at the resume that follows.
+pub fn is_stale_temp_name(name: &[u8]) -> bool {
+    let Some(rest) = name.strip_prefix(b".agentd-write-").or_else(|| name.strip_prefix(b".agentd-link-"))
+    else {
+        return false;
+    };
+    let Some(rest) = rest.strip_suffix(b".tmp") else { return false };
+    let mut parts = rest.split(|b| *b == b'-');
+    let (Some(pid), Some(n), None) = (parts.next(), parts.next(), parts.next()) else { return false };
+    let digits = |p: &[u8]| !p.is_empty() && p.iter().all(u8::is_ascii_digit);
+    digits(pid) && digits(n) && pid != std::process::id().to_string().as_bytes()
+}
 
 /// Set once `openat2` answered `ENOSYS`: every later open walks instead.
 static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
@@ -273,6 +291,20 @@ impl Workspace {
     /// Writes `content` to a fresh temporary file in `parent`, fsyncs it and renames it over `name`,
     /// then fsyncs `parent`. On failure the temporary file is removed and `name` is untouched.
     fn replace(&self, parent: &OwnedFd, name: &OsStr, content: &[u8], mode: u32) -> std::io::Result<()> {
+        let (temp, file) = self.write_temp(parent, content, mode)?;
+        let placed = file.sync_all().and_then(|()| Ok(rfs::renameat(parent, temp.as_str(), parent, name)?));
+        if let Err(e) = placed {
+            let _ = rfs::unlinkat(parent, temp.as_str(), AtFlags::empty());
+            return Err(e);
+        }
+        rfs::fsync(parent)?;
+        Ok(())
+    }
+
+    /// Writes `content` with permission bits `mode` to a fresh temporary file in `parent` (named
+    /// `.agentd-write-PID-N.tmp`, [`is_temp_name`]), not synced: its name and the open file. On
+    /// failure nothing is left.
+    fn write_temp(&self, parent: &OwnedFd, content: &[u8], mode: u32) -> std::io::Result<(String, fs::File)> {
         // A name left by a crashed run (or anyone else) is never reused: O_EXCL, then the next name.
         let mut attempt = 0;
         let (temp, fd) = loop {
@@ -293,19 +325,14 @@ impl Workspace {
             }
         };
         let mut file = fs::File::from(fd);
-        let written = (|| {
-            rfs::fchmod(&file, Mode::from_raw_mode(mode))?;
-            self.write_content(&mut file, content)?;
-            file.sync_all()?;
-            rfs::renameat(parent, temp.as_str(), parent, name)?;
-            Ok::<(), std::io::Error>(())
-        })();
+        let written = rfs::fchmod(&file, Mode::from_raw_mode(mode))
+            .map_err(std::io::Error::from)
+            .and_then(|()| self.write_content(&mut file, content));
         if let Err(e) = written {
             let _ = rfs::unlinkat(parent, temp.as_str(), AtFlags::empty());
             return Err(e);
         }
-        rfs::fsync(parent)?;
-        Ok(())
+        Ok((temp, file))
     }
 
     #[cfg(not(test))]

@@ -6,7 +6,7 @@ use super::patch::{Change, Patch};
 use super::unified::{is_text, REGULAR, SYMLINK, TYPE_MASK};
 use super::walk::{open_root, text_parts};
 use crate::error::WorkspaceRefusal;
-use crate::workspace::exact::{found_beneath, Found};
+use crate::workspace::exact::{found_beneath, Found, Staged};
 use crate::workspace::Workspace;
 use rustix::fd::{AsFd, OwnedFd};
 use serde::{Deserialize, Serialize};
@@ -36,7 +36,9 @@ pub struct Merged {
 ///   changed are conflicts of their kinds. A conflicting file is never touched.
 ///
 /// Every path is read and decided first, then the deletions are made (with the directories they
-/// leave empty that the copy no longer has), then the writes. All of them go beneath the workspace's
+/// leave empty that the copy no longer has), then the writes: each file staged beside its path under
+/// a temporary name, the filesystem synced once, each renamed into place, synced once more — two
+/// syncs for the whole merge, and a file in its place is always whole. All of them go beneath the workspace's
 /// root descriptor crossing no symlink: a symlink planted at a changed path is replaced, never
 /// written through, and a symlink on a directory of the path makes the path a conflict (or, planted
 /// between the read and the write, refuses the write). A written file takes the
@@ -74,26 +76,77 @@ pub fn merge(base: &Path, copy: &Path, patch: &Patch, workspace: &Workspace) -> 
     }
     // Deletions first: a file may give way to a directory of the same name, or the reverse.
     actions.sort_by_key(|(_, action)| !matches!(action, Action::Delete));
+    let mut staged = Vec::new();
+    let applied = apply(workspace, (copy, &copy_fd), actions, &mut merged.applied, &mut staged);
+    for (_, left) in &staged {
+        workspace.discard(left);
+    }
+    applied?;
+    merged.applied.sort();
+    Ok(merged)
+}
+
+/// Makes the merge's changes: the deletions, then every file and symlink staged beside its path, one
+/// sync, each renamed into place and each mode set, one more sync. So a merge of thousands of files
+/// costs two syncs, and a file in its place is always whole. What is applied is pushed on `applied`;
+/// what was staged and not renamed is left in `staged` for the caller to discard.
+fn apply<'p>(
+    workspace: &Workspace,
+    (copy, copy_fd): (&Path, &OwnedFd),
+    actions: Vec<(&'p str, Action)>,
+    applied: &mut Vec<String>,
+    staged: &mut Vec<(&'p str, Staged)>,
+) -> Result<(), CopyError> {
+    let mut chmods = Vec::new();
     for (path, action) in actions {
         match action {
             Action::Delete => {
-                workspace.remove(path).map_err(WorkspaceRefusal::of("remove", path))?;
-                remove_emptied_dirs(workspace, &copy_fd, path)?;
+                workspace.remove_unsynced(path).map_err(WorkspaceRefusal::of("remove", path))?;
+                remove_emptied_dirs(workspace, copy_fd, path)?;
+                applied.push(path.to_string());
             }
-            Action::Write { mode, bytes } => {
-                workspace.write_exact(path, &bytes, mode).map_err(WorkspaceRefusal::of("write", path))?
+            Action::Write { mode, content } => {
+                let bytes = match content {
+                    Content::Bytes(bytes) => bytes,
+                    Content::Copy => match tree_state(copy_fd, copy, path)? {
+                        State::Present { bytes, .. } => bytes,
+                        _ => {
+                            return Err(CopyError::Io {
+                                op: "read",
+                                path: copy.join(path),
+                                source: std::io::Error::other("it changed in the copy during the merge"),
+                            })
+                        }
+                    },
+                };
+                let file =
+                    workspace.stage_exact(path, &bytes, mode).map_err(WorkspaceRefusal::of("write", path))?;
+                staged.push((path, file));
             }
-            Action::Link(target) => workspace
-                .symlink_exact(path, &target)
-                .map_err(WorkspaceRefusal::of("make the symlink", path))?,
-            Action::Chmod(mode) => {
-                workspace.set_mode(path, mode).map_err(WorkspaceRefusal::of("set the mode of", path))?
+            Action::Link(target) => {
+                let link = workspace
+                    .stage_symlink_exact(path, &target)
+                    .map_err(WorkspaceRefusal::of("make the symlink", path))?;
+                staged.push((path, link));
             }
+            Action::Chmod(mode) => chmods.push((path, mode)),
         }
-        merged.applied.push(path.to_string());
     }
-    merged.applied.sort();
-    Ok(merged)
+    workspace.sync().map_err(WorkspaceRefusal::of("sync", "."))?;
+    let mut placing = std::mem::take(staged).into_iter();
+    while let Some((path, file)) = placing.next() {
+        if let Err(e) = workspace.commit(&file) {
+            staged.extend(placing);
+            return Err(WorkspaceRefusal::of("write", path)(e).into());
+        }
+        applied.push(path.to_string());
+    }
+    for (path, mode) in chmods {
+        workspace.set_mode(path, mode).map_err(WorkspaceRefusal::of("set the mode of", path))?;
+        applied.push(path.to_string());
+    }
+    workspace.sync().map_err(WorkspaceRefusal::of("sync", "."))?;
+    Ok(())
 }
 
 /// A path's state in one of the three trees. A symlink is `Present` with mode [`SYMLINK`] and its
@@ -137,9 +190,16 @@ enum Plan {
 /// A change to make in the workspace.
 enum Action {
     Delete,
-    Write { mode: u32, bytes: Vec<u8> },
+    Write { mode: u32, content: Content },
     Link(Vec<u8>),
     Chmod(u32),
+}
+
+/// What a file is written with: the copy's file, read again when it is written (so a merge holds no
+/// more than one such file in memory), or bytes the merge made.
+enum Content {
+    Copy,
+    Bytes(Vec<u8>),
 }
 
 /// The path's state in a base or a copy: a directory, or anything but a file or a symlink, there is
@@ -172,7 +232,7 @@ fn decide(b: State, w: State, c: State) -> Plan {
         return Plan::Already;
     }
     if w == b {
-        return Plan::Apply(take(&w, c));
+        return Plan::Apply(take(&w, c, true));
     }
     match (&b, &w, &c) {
         // Neither the base nor the copy has it: the copy has nothing to say.
@@ -199,16 +259,16 @@ fn decide(b: State, w: State, c: State) -> Plan {
             State::Present { mode: wm, bytes: wb },
             State::Present { mode: cm, bytes: cb },
         ) => {
-            let bytes = if wb == bb {
-                cb.clone()
+            let (bytes, copys) = if wb == bb {
+                (cb.clone(), true)
             } else if cb == bb || cb == wb {
-                wb.clone()
+                (wb.clone(), false)
             } else if let (Some(bt), Some(wt), Some(ct)) = (b.text(), w.text(), c.text()) {
                 let lines = TextMerge::from_lines(bt, wt, ct);
                 if lines.is_conflicted() {
                     return Plan::Conflict(ConflictKind::BothChanged, merge_hunks(&lines));
                 }
-                lines.to_string().into_bytes()
+                (lines.to_string().into_bytes(), false)
             } else if b.binary() || w.binary() || c.binary() {
                 return Plan::Conflict(ConflictKind::Binary, Vec::new());
             } else {
@@ -225,7 +285,7 @@ fn decide(b: State, w: State, c: State) -> Plan {
             if result == w {
                 Plan::Already
             } else {
-                Plan::Apply(take(&w, result))
+                Plan::Apply(take(&w, result, copys))
             }
         }
         // Unreachable after the arms above; a conflict, should it ever be reached.
@@ -233,8 +293,9 @@ fn decide(b: State, w: State, c: State) -> Plan {
     }
 }
 
-/// The action that makes the workspace's `w` into `to`.
-fn take(w: &State, to: State) -> Action {
+/// The action that makes the workspace's `w` into `to` (whose bytes are the copy's file's when
+/// `copys`).
+fn take(w: &State, to: State, copys: bool) -> Action {
     match to {
         State::Absent | State::Other => Action::Delete,
         State::Present { mode, bytes } if mode & TYPE_MASK == SYMLINK => Action::Link(bytes),
@@ -242,7 +303,10 @@ fn take(w: &State, to: State) -> Action {
             State::Present { mode: wm, bytes: wb } if wm & TYPE_MASK == REGULAR && *wb == bytes => {
                 Action::Chmod(mode & 0o7777)
             }
-            _ => Action::Write { mode: mode & 0o7777, bytes },
+            _ => {
+                let content = if copys { Content::Copy } else { Content::Bytes(bytes) };
+                Action::Write { mode: mode & 0o7777, content }
+            }
         },
     }
 }

@@ -20,6 +20,14 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;
 
+/// A file or symlink written beside its path under a temporary name, waiting to be renamed into
+/// place ([`Workspace::stage_exact`]).
+#[derive(Debug)]
+pub(crate) struct Staged {
+    rel: String,
+    temp: String,
+}
+
 /// What stands at one exact path (its last component's own kind: a symlink is not followed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Found {
@@ -145,28 +153,75 @@ impl Workspace {
     /// Makes `rel` a symlink to `target`, replacing whatever file or symlink stands there: the link is
     /// made under a temporary name in the same directory, renamed over `rel`, the directory fsynced.
     pub(crate) fn symlink_exact(&self, rel: &str, target: &[u8]) -> Result<(), ToolError> {
+        let staged = self.stage_symlink(rel, target)?;
+        self.commit(&staged)?;
+        let (parent, _) = self.exact_parent(rel, false)?;
+        rfs::fsync(&parent).map_err(|e| errno(rel, e))
+    }
+
+    /// A symlink to `target` made beside `rel` under a temporary name, not yet renamed into place.
+    fn stage_symlink(&self, rel: &str, target: &[u8]) -> Result<Staged, ToolError> {
         let (parent, name) = self.exact_parent(rel, true)?;
         refuse_dir(rel, &parent, &name)?;
-        let io = |e: Errno| ToolError::io(rel, &std::io::Error::from(e));
         let target = OsStr::from_bytes(target);
         let mut attempt = 0;
-        let temp = loop {
+        loop {
             let temp = format!(
                 ".agentd-link-{}-{}.tmp",
                 std::process::id(),
                 super::TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
             );
             match rfs::symlinkat(target, &parent, temp.as_str()) {
-                Ok(()) => break temp,
+                Ok(()) => return Ok(Staged { rel: rel.to_string(), temp }),
                 Err(Errno::EXIST) if attempt < 8 => attempt += 1,
-                Err(e) => return Err(io(e)),
+                Err(e) => return Err(errno(rel, e)),
             }
-        };
-        if let Err(e) = rfs::renameat(&parent, temp.as_str(), &parent, name.as_os_str()) {
-            let _ = rfs::unlinkat(&parent, temp.as_str(), AtFlags::empty());
-            return Err(io(e));
         }
-        rfs::fsync(&parent).map_err(io)
+    }
+
+    /// The file `content` (permission bits `mode`) written beside exactly `rel` under a temporary
+    /// name — its directories made, no symlink crossed — not synced and not yet renamed into place:
+    /// [`Workspace::commit`] does that, after one [`Workspace::sync`] for every file staged. A merge of
+    /// thousands of files so costs two syncs, not two per file, and a file renamed into place is still
+    /// always whole.
+    pub(crate) fn stage_exact(&self, rel: &str, content: &[u8], mode: u32) -> Result<Staged, ToolError> {
+        let (parent, name) = self.exact_parent(rel, true)?;
+        refuse_dir(rel, &parent, &name)?;
+        let (temp, _) = self.write_temp(&parent, content, mode).map_err(|e| ToolError::io(rel, &e))?;
+        Ok(Staged { rel: rel.to_string(), temp })
+    }
+
+    /// A symlink staged the same way as [`Workspace::stage_exact`] stages a file.
+    pub(crate) fn stage_symlink_exact(&self, rel: &str, target: &[u8]) -> Result<Staged, ToolError> {
+        self.stage_symlink(rel, target)
+    }
+
+    /// Renames a staged file or symlink over exactly its path (replacing a file or a symlink there,
+    /// never writing through one; a directory there is refused, and the staged file removed).
+    pub(crate) fn commit(&self, staged: &Staged) -> Result<(), ToolError> {
+        let rel = staged.rel.as_str();
+        let (parent, name) = self.exact_parent(rel, false)?;
+        let placed = refuse_dir(rel, &parent, &name).and_then(|()| {
+            rfs::renameat(&parent, staged.temp.as_str(), &parent, name.as_os_str()).map_err(|e| errno(rel, e))
+        });
+        if placed.is_err() {
+            let _ = rfs::unlinkat(&parent, staged.temp.as_str(), AtFlags::empty());
+        }
+        placed
+    }
+
+    /// Removes a staged file that will not be committed.
+    pub(crate) fn discard(&self, staged: &Staged) {
+        if let Ok((parent, _)) = self.exact_parent(&staged.rel, false) {
+            let _ = rfs::unlinkat(&parent, staged.temp.as_str(), AtFlags::empty());
+        }
+    }
+
+    /// Makes everything written in the workspace's filesystem durable (`syncfs`).
+    pub(crate) fn sync(&self) -> Result<(), ToolError> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let root = rfs::openat(&*self.dir, ".", flags, Mode::empty()).map_err(|e| errno(".", e))?;
+        rfs::syncfs(&root).map_err(|e| errno(".", e))
     }
 
     /// How many names the regular file at exactly `rel` has (its hard links), looked at with no
@@ -192,6 +247,15 @@ impl Workspace {
     /// Removes the file or symlink at exactly `rel` (`unlinkat` in its parent), crossing no symlink;
     /// then fsyncs the directory. A directory there is refused. Returns whether anything was removed.
     pub(crate) fn remove(&self, rel: &str) -> Result<bool, ToolError> {
+        self.remove_then(rel, true)
+    }
+
+    /// [`Workspace::remove`] without the fsync: for a merge, which syncs once when it is done.
+    pub(crate) fn remove_unsynced(&self, rel: &str) -> Result<bool, ToolError> {
+        self.remove_then(rel, false)
+    }
+
+    fn remove_then(&self, rel: &str, sync: bool) -> Result<bool, ToolError> {
         let (parent, name) = match self.exact_parent(rel, false) {
             Ok(opened) => opened,
             Err(ToolError::NotFound(_)) => return Ok(false),
@@ -203,7 +267,9 @@ impl Workspace {
             Err(Errno::NOENT) => return Ok(false),
             Err(e) => return Err(errno(rel, e)),
         }
-        rfs::fsync(&parent).map_err(|e| errno(rel, e))?;
+        if sync {
+            rfs::fsync(&parent).map_err(|e| errno(rel, e))?;
+        }
         Ok(true)
     }
 
