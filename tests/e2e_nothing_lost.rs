@@ -131,7 +131,7 @@ async fn what_two_coders_write_at_ignored_paths_lands_and_what_cannot_be_carried
     // The branch read what its copy lacks in its handoff; the lead read what was not carried back.
     let handoff = server.chat_requests().into_iter().find(|b| part_of(b).as_deref() == Some("A")).unwrap();
     assert!(opening(&handoff).contains("not in it: app.sock (a socket)"), "{}", opening(&handoff));
-    let lead_last = server.chat_requests().into_iter().filter(|b| part_of(b).is_none()).last().unwrap();
+    let lead_last = server.chat_requests().into_iter().rfind(|b| part_of(b).is_none()).unwrap();
     let told = tool_results(&lead_last).join("\n");
     assert!(told.contains("not carried back") && told.contains("made.fifo (a FIFO)"), "{told}");
     assert!(!told.contains("no changes"), "{told}");
