@@ -41,9 +41,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub(crate) mod exact;
-mod sweep;
-
-pub use sweep::sweep_stale_temps;
 
 /// Symlinks followed while resolving one path before it is refused as a loop (the kernel's limit).
 const MAX_SYMLINK_HOPS: usize = 40;

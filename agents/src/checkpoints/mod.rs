@@ -53,6 +53,7 @@ mod objects;
 mod restore;
 mod snapshot;
 mod survey;
+mod sweep;
 pub mod tree;
 
 #[cfg(test)]
@@ -64,3 +65,4 @@ pub use objects::{no_content, sha256_hex, Objects};
 pub use restore::{current, links, restore};
 pub use snapshot::{Snapshot, Snapshotter};
 pub use survey::{other_links, survey, Survey};
+pub use sweep::sweep_stale_temps;

@@ -88,7 +88,7 @@ pub async fn reconcile(
     roots.dedup();
     for root in roots.into_iter().filter(|r| r.is_dir()) {
         let swept =
-            tokio::task::spawn_blocking(move || agentd_agents::workspace::sweep_stale_temps(&root)).await;
+            tokio::task::spawn_blocking(move || agentd_agents::checkpoints::sweep_stale_temps(&root)).await;
         match swept {
             Ok(Ok(removed)) if !removed.is_empty() => {
                 tracing::info!(task = %task_id, files = ?removed, "temporary files of a write cut short removed")

@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Removes, under `root` (what git ignores included), every file or symlink named as a temporary
-/// file of another process's write ([`super::is_stale_temp_name`]); the paths removed.
+/// file of another process's write ([`crate::workspace::is_stale_temp_name`]); the paths removed.
 pub fn sweep_stale_temps(root: &Path) -> Result<Vec<String>, CopyError> {
     let fd = open_root(root)?;
     let mut sweeper = Sweeper { root, removed: Vec::new() };
@@ -28,7 +28,7 @@ struct Sweeper<'a> {
 
 impl Sweeper<'_> {
     fn sweep(&mut self, at: &At<'_>) -> Result<(), CopyError> {
-        if !super::is_stale_temp_name(at.name.as_bytes()) {
+        if !crate::workspace::is_stale_temp_name(at.name.as_bytes()) {
             return Ok(());
         }
         match rfs::unlinkat(at.parent, at.name, AtFlags::empty()) {
