@@ -79,4 +79,4 @@ pub use conflict::{Conflict, ConflictHunk, ConflictKind};
 pub use error::CopyError;
 pub use make::{make_copy, remove_copy, Made, MAX_COPIED_FILE};
 pub use merge::{merge, Merged};
-pub use patch::{changes, Change, FileChange, Patch};
+pub use patch::{changes, Change, FileChange, Patch, MAX_PATCH_TEXT};

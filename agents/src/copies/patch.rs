@@ -125,9 +125,11 @@ pub fn changes(base: &Path, copy: &Path) -> Result<Patch, CopyError> {
     left_out.sort_by(|a, b| a.path.cmp(&b.path));
     let large = |rel: &PathBuf| left_out.iter().any(|l| l.path == path_text(rel));
     let paths: BTreeSet<&PathBuf> = olds.keys().chain(news.keys()).collect();
-    let mut added = Vec::new();
-    let mut deleted = Vec::new();
-    let mut modified = Vec::new();
+    // First what changed, by metadata and a comparison that stops at the first difference; the
+    // bytes are loaded afterwards, one file at a time, as each section of the diff is written.
+    let mut added: Vec<(PathBuf, Meta)> = Vec::new();
+    let mut deleted: Vec<Option<(PathBuf, Meta)>> = Vec::new();
+    let mut entries: Vec<Entry> = Vec::new();
     let mut buffers = Buffers::default();
     for rel in paths {
         let old = match olds.get(rel) {
@@ -142,16 +144,38 @@ pub fn changes(base: &Path, copy: &Path) -> Result<Patch, CopyError> {
         };
         match (old, new) {
             (None, None) => {}
-            (None, Some(new)) => added.push((path_text(rel), copy_tree.load(rel, &new)?)),
-            (Some(old), None) => deleted.push((path_text(rel), base_tree.load(rel, &old)?)),
+            (None, Some(new)) => added.push((rel.clone(), new)),
+            (Some(old), None) => deleted.push(Some((rel.clone(), old))),
             (Some(old), Some(new)) => {
-                if !same(&base_tree, &copy_tree, rel, &old, &new, &mut buffers)? {
-                    modified.push((path_text(rel), base_tree.load(rel, &old)?, copy_tree.load(rel, &new)?));
+                if !same(&base_tree, rel, &old, &copy_tree, rel, &new, &mut buffers)? {
+                    entries.push(Entry { path: rel.clone(), old: Some((rel.clone(), old)), new: Some(new) });
                 }
             }
         }
     }
-    let mut patch = assemble(added, deleted, modified);
+    // An added file with the bytes, kind and mode of a deleted one (not empty) is a rename of it.
+    for (rel, meta) in added {
+        let mut twin = None;
+        for slot in deleted.iter_mut() {
+            let Some((from, old)) = slot.as_ref() else { continue };
+            let candidate = match (old, &meta) {
+                (Meta::File { perm: p1, size: s1 }, Meta::File { perm: p2, size: s2 }) => {
+                    p1 == p2 && s1 == s2 && *s1 > 0
+                }
+                (Meta::Link(t1), Meta::Link(t2)) => t1 == t2,
+                _ => false,
+            };
+            if candidate && same(&base_tree, from, old, &copy_tree, &rel, &meta, &mut buffers)? {
+                twin = slot.take();
+                break;
+            }
+        }
+        entries.push(Entry { path: rel, old: twin, new: Some(meta) });
+    }
+    for (rel, meta) in deleted.into_iter().flatten() {
+        entries.push(Entry { path: rel.clone(), old: Some((rel, meta)), new: None });
+    }
+    let mut patch = assemble(&base_tree, &copy_tree, entries)?;
     patch.left_out = left_out;
     Ok(patch)
 }
@@ -257,13 +281,15 @@ impl Default for Buffers {
 /// Bytes of each file read at a time while two are compared.
 const COMPARE_CHUNK: usize = 64 << 10;
 
-/// Whether the file at `rel` is the same in both trees: kind, mode and bytes (compared as they are
-/// read, stopping at the first difference).
+/// Whether the file at `old_rel` in `base` (seen as `old`) and the one at `new_rel` in `copy` (seen
+/// as `new`) are the same: kind, mode and bytes (compared as they are read, stopping at the first
+/// difference).
 fn same(
     base: &Tree<'_>,
-    copy: &Tree<'_>,
-    rel: &Path,
+    old_rel: &Path,
     old: &Meta,
+    copy: &Tree<'_>,
+    new_rel: &Path,
     new: &Meta,
     buffers: &mut Buffers,
 ) -> Result<bool, CopyError> {
@@ -272,12 +298,11 @@ fn same(
             if p1 != p2 || s1 != s2 {
                 return Ok(false);
             }
-            let read = |tree: &Tree<'_>| CopyError::io("read", &tree.root.join(rel));
-            let (mut a, mut b) = (base.open_file(rel)?, copy.open_file(rel)?);
+            let (mut a, mut b) = (base.open_file(old_rel)?, copy.open_file(new_rel)?);
             let [abuf, bbuf] = &mut buffers.0;
             loop {
-                let n = read_full(&mut a, abuf).map_err(|e| read(base)(e))?;
-                let m = read_full(&mut b, bbuf).map_err(|e| read(copy)(e))?;
+                let n = read_full(&mut a, abuf).map_err(CopyError::io("read", &base.root.join(old_rel)))?;
+                let m = read_full(&mut b, bbuf).map_err(CopyError::io("read", &copy.root.join(new_rel)))?;
                 if abuf[..n] != bbuf[..m] {
                     return Ok(false);
                 }
@@ -351,36 +376,23 @@ impl Visitor for Lister<'_> {
     }
 }
 
-/// One file of the patch before it is written: its path, its base side (with the base's path,
-/// another for a rename) and its copy side.
+/// One file of the patch before it is written: its path in the copy, its base side (with the base's
+/// path, another for a rename) and its copy side, as the walks saw them.
 struct Entry {
-    path: String,
-    old: Option<(String, Blob)>,
-    new: Option<Blob>,
+    path: PathBuf,
+    old: Option<(PathBuf, Meta)>,
+    new: Option<Meta>,
 }
 
-/// The patch of the added, deleted and modified files: an added file with the bytes, kind and mode
-/// of a deleted one (not empty) is a rename of it.
-fn assemble(
-    added: Vec<(String, Blob)>,
-    deleted: Vec<(String, Blob)>,
-    modified: Vec<(String, Blob, Blob)>,
-) -> Patch {
-    let mut deleted: Vec<Option<(String, Blob)>> = deleted.into_iter().map(Some).collect();
-    let mut entries: Vec<Entry> = Vec::new();
-    for (path, blob) in added {
-        let twin = deleted
-            .iter_mut()
-            .find(|d| d.as_ref().is_some_and(|(_, old)| !old.bytes.is_empty() && *old == blob))
-            .and_then(Option::take);
-        entries.push(Entry { path, old: twin, new: Some(blob) });
-    }
-    for (path, blob) in deleted.into_iter().flatten() {
-        entries.push(Entry { path: path.clone(), old: Some((path, blob)), new: None });
-    }
-    for (path, old, new) in modified {
-        entries.push(Entry { path: path.clone(), old: Some((path, old)), new: Some(new) });
-    }
+/// The most text of a patch's unified diff: 64 MiB. Past it, a file's section says its lines are not
+/// shown (the file is in the patch and merged all the same, and its lines counted): a branch that ran
+/// `npm install` changes tens of thousands of files, and its patch's text is archived and redacted in
+/// memory.
+pub const MAX_PATCH_TEXT: usize = 64 << 20;
+
+/// The patch of `entries`, in path order: each file's bytes loaded from its tree when its section is
+/// written, and let go before the next.
+fn assemble(base: &Tree<'_>, copy: &Tree<'_>, mut entries: Vec<Entry>) -> Result<Patch, CopyError> {
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let mut patch = Patch {
         files: Vec::new(),
@@ -389,16 +401,30 @@ fn assemble(
         lines_removed: 0,
         left_out: Vec::new(),
     };
+    let mut scratch = String::new();
     for Entry { path, old, new } in entries {
+        let old = match old {
+            Some((from, meta)) => Some((path_text(&from), base.load(&from, &meta)?)),
+            None => None,
+        };
+        let new = match new {
+            Some(meta) => Some(copy.load(&path, &meta)?),
+            None => None,
+        };
+        let path = path_text(&path);
         let old_path = old.as_ref().map_or(path.as_str(), |(p, _)| p.as_str()).to_string();
         let old = old.map(|(_, blob)| blob);
-        let counted = file_section(
-            &mut patch.unified,
-            &old_path,
-            &path,
-            old.as_ref().map(Blob::side),
-            new.as_ref().map(Blob::side),
-        );
+        let shown = patch.unified.len() < MAX_PATCH_TEXT;
+        let out = if shown { &mut patch.unified } else { &mut scratch };
+        let counted =
+            file_section(out, &old_path, &path, old.as_ref().map(Blob::side), new.as_ref().map(Blob::side));
+        if !shown {
+            scratch.clear();
+            patch.unified.push_str(&format!(
+                "diff --git a/{old_path} b/{path}\n(not shown: the patch's text passed {} MiB; the file is carried all the same)\n",
+                MAX_PATCH_TEXT >> 20
+            ));
+        }
         let change = match (old, new) {
             (Some(_), Some(n)) if old_path != path => Change::Renamed { from: old_path, mode: n.mode },
             (Some(o), Some(n)) if o.bytes == n.bytes && o.mode & TYPE_MASK == n.mode & TYPE_MASK => {
@@ -419,5 +445,5 @@ fn assemble(
             lines_removed: counted.removed,
         });
     }
-    patch
+    Ok(patch)
 }

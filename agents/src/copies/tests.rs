@@ -367,6 +367,24 @@ fn what_a_copy_cannot_carry_is_named_never_passed_over() {
 }
 
 #[test]
+fn past_the_patch_texts_bound_a_file_is_carried_and_counted_its_lines_not_shown() {
+    let team = Team::new(&[("keep.txt", "k\n")], 1);
+    let line = "x".repeat(1023) + "\n";
+    write(&team.copies[0], "a-big.txt", &line.repeat(MAX_PATCH_TEXT / 1024 + 16));
+    write(&team.copies[0], "b-small.txt", "one\ntwo\n");
+    let patch = changes(&team.base, &team.copies[0]).unwrap();
+    let files: Vec<(&str, u64)> = patch.files.iter().map(|f| (f.path.as_str(), f.lines_added)).collect();
+    assert_eq!(files, [("a-big.txt", (MAX_PATCH_TEXT / 1024 + 16) as u64), ("b-small.txt", 2)]);
+    assert!(patch.unified.ends_with(
+        "diff --git a/b-small.txt b/b-small.txt\n(not shown: the patch's text passed 64 MiB; the file is carried all the same)\n"
+    ));
+    assert!(patch.unified.len() < MAX_PATCH_TEXT + (1 << 20));
+    let merged = team.merge(0);
+    assert_eq!(merged.applied, ["a-big.txt", "b-small.txt"]);
+    assert_eq!(read(team.root(), "b-small.txt"), "one\ntwo\n");
+}
+
+#[test]
 fn a_name_that_is_not_utf8_is_carried_byte_for_byte() {
     use std::os::unix::ffi::OsStrExt;
     let team = Team::new(&[("a.txt", "a\n")], 1);
