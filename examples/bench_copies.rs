@@ -6,8 +6,10 @@
 //!
 //! A workspace of 10,000 files and about 200 MB (8,000 small text files of 1–7 KB, 1,900 of 20–60 KB,
 //! 100 of 0.5–1.3 MB, in 100 directories of 10 subdirectories) is written to a temporary directory
-//! twice: once as a plain directory, once as a git repository (`git init`, `git add -A`, `git commit`).
-//! For each:
+//! three times: as a plain directory, as a git repository (`git init`, `git add -A`, `git commit`),
+//! and as a plain directory with 10,000 more files and 50 MB that git ignores (`node_modules/`, 5 KB
+//! each: 20,001 files, 250 MB in all) — a copy holds those too, and what the branch writes there (100
+//! build outputs) comes back in its patch. For each:
 //!
 //! 1. `make_copy` of the workspace, twice: the base and the writer's copy (agentd_agents::copies).
 //! 2. For the git one, the comparison the design asked about: `git worktree add --detach` of the
@@ -35,6 +37,28 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const EDITS: usize = 10;
+/// Build outputs the branch writes where git ignores them, in the third workspace.
+const OUTPUTS: usize = 100;
+/// Files and bytes of `node_modules/` in the third workspace: 10,000 of 5 KB.
+const IGNORED_FILES: usize = 10_000;
+const IGNORED_BYTES: usize = 5 * 1024;
+
+/// `node_modules/` of `IGNORED_FILES` files in 100 packages, ignored by the workspace's `.gitignore`;
+/// its files and bytes.
+fn add_ignored(ws: &Path) -> Result<(usize, usize), String> {
+    let mut gitignore = fs::read_to_string(ws.join(".gitignore")).map_err(|e| e.to_string())?;
+    gitignore.push_str("node_modules/\n");
+    fs::write(ws.join(".gitignore"), gitignore).map_err(|e| e.to_string())?;
+    for i in 0..IGNORED_FILES {
+        let dir = ws.join(format!("node_modules/pkg{:03}", i % 100));
+        if i < 100 {
+            fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        }
+        let body = format!("module.exports = {i};\n").repeat(IGNORED_BYTES / 24 + 1);
+        fs::write(dir.join(format!("m{i}.js")), &body[..IGNORED_BYTES]).map_err(|e| e.to_string())?;
+    }
+    Ok((IGNORED_FILES, IGNORED_FILES * IGNORED_BYTES))
+}
 
 fn main() {
     if let Err(e) = run() {
@@ -51,7 +75,7 @@ fn run() -> Result<(), String> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|e| format!("unknown ({e})"));
-    println!("bench_copies: working copies of a 10,000-file workspace");
+    println!("bench_copies: working copies of a 10,000-file workspace (and of 20,001 files, 50 MB of them ignored)");
     println!("temporary directory {} on a {fs_type} filesystem", tmp.path().display());
     println!(
         "(reflink: {})\n",
@@ -61,13 +85,26 @@ fn run() -> Result<(), String> {
             "not on this filesystem, copy_file_range copies the bytes in the kernel"
         }
     );
-    for git in [false, true] {
-        let root = tmp.path().join(if git { "git" } else { "plain" });
+    for (git, ignored) in [(false, false), (true, false), (false, true)] {
+        let root = tmp.path().join(match (git, ignored) {
+            (true, _) => "git",
+            (_, true) => "ignored",
+            _ => "plain",
+        });
         let ws = root.join("workspace");
         let started = Instant::now();
-        let (files, bytes) = build_workspace(&ws)?;
+        let (mut files, mut bytes) = build_workspace(&ws)?;
+        if ignored {
+            let (more, more_bytes) = add_ignored(&ws)?;
+            files += more;
+            bytes += more_bytes;
+        }
         let built = started.elapsed();
-        let label = if git { "git repository" } else { "plain directory" };
+        let label = match (git, ignored) {
+            (true, _) => "git repository",
+            (_, true) => "plain directory with node_modules/ git ignores",
+            _ => "plain directory",
+        };
         println!("== {label}: {} files, {:.1} MB, written in {}", group(files as u64), mb(bytes), ms(built));
         if git {
             let t = Instant::now();
@@ -78,14 +115,15 @@ fn run() -> Result<(), String> {
         }
         // The workspace's pages written back first, so that no measured step pays for them.
         let _ = Command::new("sync").status();
-        measure(&root, &ws, git)?;
+        measure(&root, &ws, git, ignored)?;
         println!();
     }
     Ok(())
 }
 
-/// Copies, edits, diffs, merges and removes, printing each time.
-fn measure(root: &Path, ws: &Path, git: bool) -> Result<(), String> {
+/// Copies, edits, diffs, merges and removes, printing each time; with `ignored`, the edits include
+/// build outputs written where git ignores them.
+fn measure(root: &Path, ws: &Path, git: bool, ignored: bool) -> Result<(), String> {
     let base = root.join("base");
     let copy = root.join("copy");
     let (t, made) = timed(|| make_copy(ws, &base));
@@ -104,7 +142,15 @@ fn measure(root: &Path, ws: &Path, git: bool) -> Result<(), String> {
         r?;
         row("git worktree remove --force", t);
     }
-    let edited = edit(&copy)?;
+    let mut edited = edit(&copy)?;
+    if ignored {
+        let out = copy.join("target");
+        fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+        for i in 0..OUTPUTS {
+            fs::write(out.join(format!("out{i}.o")), vec![i as u8; 4096]).map_err(|e| e.to_string())?;
+        }
+        edited += OUTPUTS;
+    }
     let (t, patch) = timed(|| changes(&base, &copy));
     let patch = patch.map_err(|e| e.to_string())?;
     row(
