@@ -23,9 +23,11 @@ pub const FIGURE_CHARS: usize = 40;
 pub struct Usage {
     /// The tokens the server says it processed for the prompt. OpenAI-style servers report `prompt_tokens`;
     /// for Anthropic it is `input_tokens` plus `cache_read_input_tokens` plus `cache_creation_input_tokens`,
-    /// so cached prefixes count too. This is the figure the calibration learns from.
+    /// so cached prefixes count too. This is the figure the calibration learns from (when believed;
+    /// refused, it is our count of the request).
     pub prompt_tokens: u64,
-    /// The tokens the server says it generated for the answer, thinking included.
+    /// The tokens the server says it generated for the answer, thinking included (refused: our count
+    /// of the answer).
     pub completion_tokens: u64,
     /// Of `prompt_tokens`, those the provider's prompt cache served (OpenAI
     /// `prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`); 0 when it reports none.
