@@ -19,13 +19,21 @@ pub struct Price {
     pub output: f64,
 }
 
-/// The cost of one response's `usage` at `price`, in USD.
+/// The cost of one response's `usage` at `price`, in USD: always finite (at most `f64::MAX`), so no
+/// sum of costs is ever infinite or not a number.
 pub fn cost(usage: &Usage, price: &Price) -> f64 {
     let per_token = |per_million: f64| per_million / 1_000_000.0;
-    usage.uncached_input() as f64 * per_token(price.input)
+    let total = usage.uncached_input() as f64 * per_token(price.input)
         + usage.cache_read_tokens as f64 * per_token(price.cached_input.unwrap_or(price.input))
         + usage.cache_write_tokens as f64 * per_token(price.cache_write.unwrap_or(price.input))
-        + usage.completion_tokens as f64 * per_token(price.output)
+        + usage.completion_tokens as f64 * per_token(price.output);
+    // An infinity is the largest finite amount; a NaN (an infinite price times nothing) counts as
+    // the most, never as free.
+    if total.is_nan() {
+        f64::MAX
+    } else {
+        total.clamp(f64::MIN, f64::MAX)
+    }
 }
 
 /// The cost of `usage` of `model` at its prices in `prices` (`[prices."MODEL"]`, by model name);

@@ -19,6 +19,7 @@ pub mod memory;
 pub mod observations;
 pub mod redact;
 pub mod repair;
+pub mod reported;
 pub mod retry;
 pub mod rounds;
 pub mod settings;

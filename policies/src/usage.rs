@@ -3,8 +3,8 @@
 //! real window is smaller, so clamp it. A server that processed more than a clamped window allows
 //! proves the clamp false: lift it.
 
-use agentd_protocol::event::Usage;
 use agentd_protocol::tokens::{Count, Tokens};
+use agentd_protocol::usage::Usage;
 use agentd_protocol::window::{Window, WindowSource};
 
 /// What a usage report says about the window believed, as [`correct_window`] decides it.
@@ -99,7 +99,7 @@ pub fn correct_window(
         }
     }
     if window.source == WindowSource::Usage && processed > window.tokens {
-        let lifted = Tokens(usage.prompt_tokens + usage.completion_tokens);
+        let lifted = Tokens(usage.prompt_tokens.saturating_add(usage.completion_tokens));
         let restored = before_clamp.filter(|b| b.tokens > lifted);
         return Correction::Lift(restored.unwrap_or(Window { tokens: lifted, source: WindowSource::Usage }));
     }

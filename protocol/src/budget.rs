@@ -160,10 +160,17 @@ impl Amount {
     pub fn plus(self, other: Amount) -> Amount {
         let cost = match (self.cost, other.cost) {
             (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            (a, b) => Some(cost_sum(a.unwrap_or(0.0), b.unwrap_or(0.0))),
         };
         Amount { tokens: self.tokens.saturating_add(other.tokens), cost }
     }
+}
+
+/// Two costs in USD summed, and the sum finite: a cost that is not a finite amount of 0 or more
+/// counts as nothing, and the sum stops at `f64::MAX`.
+pub fn cost_sum(a: f64, b: f64) -> f64 {
+    let finite = |c: f64| if c.is_finite() && c >= 0.0 { c } else { 0.0 };
+    (finite(a) + finite(b)).min(f64::MAX)
 }
 
 /// Which ceiling a task reached.

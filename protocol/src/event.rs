@@ -6,6 +6,7 @@ use crate::memory::MemoryScope;
 use crate::role::Role;
 use crate::tokens::{Measured, Tokens};
 use crate::tool::ToolName;
+use crate::usage::{RawUsage, Usage};
 use crate::window::WindowSource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -43,37 +44,6 @@ pub struct PatchConflict {
     /// The evidence item holding the teammate's version of the file whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_id: Option<String>,
-}
-
-/// Token usage reported by a provider for one response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-pub struct Usage {
-    /// The tokens the server says it processed for the prompt. OpenAI-style servers report `prompt_tokens`;
-    /// for Anthropic it is `input_tokens` plus `cache_read_input_tokens` plus `cache_creation_input_tokens`,
-    /// so cached prefixes count too. This is the figure the calibration learns from.
-    pub prompt_tokens: u64,
-    /// The tokens the server says it generated for the answer, thinking included.
-    pub completion_tokens: u64,
-    /// Of `prompt_tokens`, those the provider's prompt cache served (OpenAI
-    /// `prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`); 0 when it reports none.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_read_tokens: u64,
-    /// Of `prompt_tokens`, those written to the provider's prompt cache (Anthropic
-    /// `cache_creation_input_tokens`); 0 when it reports none.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_write_tokens: u64,
-}
-
-impl Usage {
-    /// A report of `prompt` and `completion` tokens with no cache figures.
-    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Usage {
-        Usage { prompt_tokens, completion_tokens, ..Usage::default() }
-    }
-
-    /// The prompt tokens neither read from nor written to the cache.
-    pub fn uncached_input(&self) -> u64 {
-        self.prompt_tokens.saturating_sub(self.cache_read_tokens).saturating_sub(self.cache_write_tokens)
-    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -158,8 +128,8 @@ pub enum EventKind {
         /// Anthropic's stop reasons are mapped (`end_turn` → `stop`, `tool_use` → `tool_calls`, `max_tokens`
         /// → `length`).
         finish_reason: String,
-        /// The server's token usage for this answer; absent when the server sent none, or sent one agentd
-        /// does not trust (a null or negative figure).
+        /// The server's token usage for this answer; absent when the server sent none. When agentd refused
+        /// the report (`usage_refused` just before), the figures it counts instead.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
         /// The model that answered, as the role's settings name it.
@@ -169,6 +139,26 @@ pub enum EventKind {
         /// prices or usage.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+    },
+    /// A provider's usage report was not believed: a figure that is no count (negative, a fraction,
+    /// `NaN`, a string, past 2^64 − 1, missing), a prompt far above what was sent and above the
+    /// window, an answer longer than the request allowed, cached tokens above the prompt. The answer
+    /// is kept; the report teaches no window, calibration or prompt cache, is priced at none of its
+    /// refused figures, and what was sent is counted instead: the `usage` of the `response_received`
+    /// that follows (for a compaction's summary request, its share of `summary_usage`).
+    UsageRefused as "usage_refused" {
+        /// The report as the server said it: each figure's key and text.
+        reported: RawUsage,
+        /// Why, one line per refused figure, with the numbers.
+        reasons: Vec<String>,
+        /// Our count of the request as it was sent, in tokens.
+        sent_tokens: Tokens,
+        /// What is counted instead: the report's believable figures, and our count (of the request,
+        /// of the answer) in place of each refused one; a cache figure not believed counts 0.
+        counted: Usage,
+        /// Set when the report came with a compaction's summary request.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        summary: bool,
     },
     /// A model's tool call starts running. Every `tool_called` is followed by its `tool_finished` before the
     /// task's terminal event.
@@ -849,6 +839,13 @@ mod tests {
                 usage: None,
                 model: Some("m".into()),
                 cost_usd: Some(0.5),
+            },
+            EventKind::UsageRefused {
+                reported: RawUsage::default(),
+                reasons: vec!["r".into()],
+                sent_tokens: t,
+                counted: Usage::new(1, 1),
+                summary: true,
             },
             EventKind::ToolCalled { tool: ToolName::ReadFile, call_id: "c".into(), checkpoint: None },
             EventKind::tool_ended(&ToolName::ReadFile, "c", true, false),

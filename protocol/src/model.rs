@@ -7,10 +7,10 @@
 //! `agentd-engine` (the turn loop and the fitter) calls it without depending on any HTTP client.
 //! Nothing here does IO: the trait only names the calls, and its futures are plain boxed futures.
 
-use crate::event::Usage;
 use crate::message::Message;
 use crate::tokens::Tokens;
 use crate::tool::ToolSchema;
+use crate::usage::RawUsage;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -54,10 +54,9 @@ pub struct ChatResponse {
     /// Why the model stopped, in OpenAI's words (`stop`, `tool_calls`, `length`, …); Anthropic's stop reasons
     /// are mapped to them.
     pub finish_reason: String,
-    /// The provider's own count, when it reported a well-formed one. `prompt_tokens` is everything
-    /// the model processed, cached or not (Anthropic: input + cache read + cache creation), with the
-    /// cached parts beside it.
-    pub usage: Option<Usage>,
+    /// The provider's usage report as it said it, when it sent one: every figure kept, none
+    /// believed yet (the engine judges it against the request with `agentd_policies::reported`).
+    pub usage: Option<RawUsage>,
 }
 
 /// What went wrong with a stream that was accepted by the server.

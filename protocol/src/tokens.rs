@@ -19,7 +19,8 @@ impl Tokens {
 
     /// `percent` % of this many tokens, rounded down.
     pub fn percent(self, percent: u8) -> Tokens {
-        Tokens(self.0 * u64::from(percent) / 100)
+        let share = u128::from(self.0) * u128::from(percent) / 100;
+        Tokens(u64::try_from(share).unwrap_or(u64::MAX))
     }
 
     /// This many tokens less `other`, never below zero.
@@ -28,16 +29,17 @@ impl Tokens {
     }
 }
 
+/// Sums saturate, as differences stop at zero: no figure a server reports wraps a count.
 impl Add for Tokens {
     type Output = Tokens;
     fn add(self, rhs: Tokens) -> Tokens {
-        Tokens(self.0 + rhs.0)
+        Tokens(self.0.saturating_add(rhs.0))
     }
 }
 
 impl AddAssign for Tokens {
     fn add_assign(&mut self, rhs: Tokens) {
-        self.0 += rhs.0;
+        *self = *self + rhs;
     }
 }
 
@@ -50,7 +52,7 @@ impl Sub for Tokens {
 
 impl std::iter::Sum for Tokens {
     fn sum<I: Iterator<Item = Tokens>>(iter: I) -> Tokens {
-        Tokens(iter.map(|t| t.0).sum())
+        iter.fold(Tokens::ZERO, |sum, t| sum + t)
     }
 }
 

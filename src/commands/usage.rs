@@ -105,24 +105,11 @@ fn since_instant(since: &str) -> Result<String, Failure> {
     Ok(humantime::format_rfc3339_millis(at).to_string())
 }
 
-/// The sum of several rows.
+/// The sum of several rows, saturating.
 fn sum(rows: &[&Spent]) -> Spent {
     let mut total = Spent::default();
-    let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-    };
     for s in rows {
-        total.requests += s.requests;
-        total.prompt_tokens += s.prompt_tokens;
-        total.cache_read_tokens += s.cache_read_tokens;
-        total.cache_write_tokens += s.cache_write_tokens;
-        total.completion_tokens += s.completion_tokens;
-        total.cost_usd = add(total.cost_usd, s.cost_usd);
-        total.compaction.compactions += s.compaction.compactions;
-        total.compaction.requests += s.compaction.requests;
-        total.compaction.tokens += s.compaction.tokens;
-        total.compaction.cost_usd = add(total.compaction.cost_usd, s.compaction.cost_usd);
+        total.add(s);
     }
     total
 }

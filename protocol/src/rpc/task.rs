@@ -2,11 +2,12 @@
 //! stopping, resuming and following one up, and reading its events — by subscription
 //! (`task.subscribe`, then notifications) or by polling (`task.events`).
 
-use crate::budget::{Amount, Budget};
-use crate::event::{Event, EventKind, Usage};
+use crate::budget::{cost_sum, Amount, Budget};
+use crate::event::{Event, EventKind};
 use crate::role::Role;
 use crate::task::TaskState;
 use crate::tokens::{CountSource, Standing, Tokens};
+use crate::usage::Usage;
 use crate::window::WindowSource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -289,7 +290,25 @@ pub struct TaskStatus {
 impl Spent {
     /// Tokens and cost, as a budget counts them: prompt (cached or not) and completion tokens.
     pub fn amount(&self) -> Amount {
-        Amount { tokens: self.prompt_tokens + self.completion_tokens, cost: self.cost_usd }
+        Amount { tokens: self.prompt_tokens.saturating_add(self.completion_tokens), cost: self.cost_usd }
+    }
+
+    /// `other` added to this, every figure saturating and every cost finite.
+    pub fn add(&mut self, other: &Spent) {
+        let usage = Usage {
+            prompt_tokens: other.prompt_tokens,
+            completion_tokens: other.completion_tokens,
+            cache_read_tokens: other.cache_read_tokens,
+            cache_write_tokens: other.cache_write_tokens,
+        };
+        add_usage(self, &usage, other.requests, other.cost_usd);
+        let (mine, theirs) = (&mut self.compaction, &other.compaction);
+        mine.compactions = mine.compactions.saturating_add(theirs.compactions);
+        mine.requests = mine.requests.saturating_add(theirs.requests);
+        mine.tokens = mine.tokens.saturating_add(theirs.tokens);
+        if let Some(c) = theirs.cost_usd {
+            add_cost(&mut mine.cost_usd, c);
+        }
     }
 }
 
@@ -331,10 +350,11 @@ pub fn spent<'e>(events: impl IntoIterator<Item = &'e Event>) -> (Spent, BTreeMa
                     s.compaction.requests += u64::from(*batches);
                     if let Some(u) = summary_usage {
                         add_usage(s, u, u64::from(*batches), *cost_usd);
-                        s.compaction.tokens += u.prompt_tokens + u.completion_tokens;
+                        let tokens = u.prompt_tokens.saturating_add(u.completion_tokens);
+                        s.compaction.tokens = s.compaction.tokens.saturating_add(tokens);
                     }
                     if let Some(c) = cost_usd {
-                        *s.compaction.cost_usd.get_or_insert(0.0) += c;
+                        add_cost(&mut s.compaction.cost_usd, *c);
                     }
                 }
                 _ => {}
@@ -345,15 +365,22 @@ pub fn spent<'e>(events: impl IntoIterator<Item = &'e Event>) -> (Spent, BTreeMa
     (total, by_role)
 }
 
+/// Every figure saturates: no log, however absurd a usage it holds, wraps a total.
 fn add_usage(s: &mut Spent, u: &Usage, requests: u64, cost: Option<f64>) {
-    s.requests += requests;
-    s.prompt_tokens += u.prompt_tokens;
-    s.cache_read_tokens += u.cache_read_tokens;
-    s.cache_write_tokens += u.cache_write_tokens;
-    s.completion_tokens += u.completion_tokens;
+    s.requests = s.requests.saturating_add(requests);
+    s.prompt_tokens = s.prompt_tokens.saturating_add(u.prompt_tokens);
+    s.cache_read_tokens = s.cache_read_tokens.saturating_add(u.cache_read_tokens);
+    s.cache_write_tokens = s.cache_write_tokens.saturating_add(u.cache_write_tokens);
+    s.completion_tokens = s.completion_tokens.saturating_add(u.completion_tokens);
     if let Some(c) = cost {
-        *s.cost_usd.get_or_insert(0.0) += c;
+        add_cost(&mut s.cost_usd, c);
     }
+}
+
+/// `cost` added to `sum`, which stays finite ([`cost_sum`]).
+fn add_cost(sum: &mut Option<f64>, cost: f64) {
+    let total = sum.get_or_insert(0.0);
+    *total = cost_sum(*total, cost);
 }
 
 /// What compactions spent: their summary requests.
@@ -473,5 +500,26 @@ mod tests {
         assert_eq!(by_role[&Role::Coder].requests, 3);
         assert_eq!(by_role[&Role::Coder].compaction.cost_usd, Some(0.005));
         assert_eq!(by_role.len(), 2);
+    }
+
+    /// A log holding 2,000 + 2^64 − 1 prompt tokens (written before reports were judged) shows the
+    /// most a total can hold, never 2,099 wrapped; a cost past counting stays finite.
+    #[test]
+    fn totals_saturate_and_costs_stay_finite() {
+        let response = |p, cost| EventKind::ResponseReceived {
+            finish_reason: "stop".into(),
+            usage: Some(Usage::new(p, p)),
+            model: None,
+            cost_usd: Some(cost),
+        };
+        let events =
+            [event(Role::Lead, response(2_000, 1.0)), event(Role::Lead, response(u64::MAX, f64::MAX))];
+        let (mut total, _) = spent(&events);
+        assert_eq!((total.prompt_tokens, total.completion_tokens), (u64::MAX, u64::MAX));
+        assert_eq!(total.amount().tokens, u64::MAX);
+        let once = total.clone();
+        total.add(&once);
+        assert_eq!((total.requests, total.prompt_tokens), (4, u64::MAX));
+        assert!(total.cost_usd.is_some_and(f64::is_finite), "{total:?}");
     }
 }

@@ -100,6 +100,15 @@ pub fn event_line(e: &Event) -> String {
             let cost = cost_usd.map(|c| format!(", {}", usd(c))).unwrap_or_default();
             format!("response: {finish_reason}{usage}{cost}")
         }
+        K::UsageRefused { reasons, counted, summary, .. } => {
+            let of = if *summary { "a summary request's" } else { "the answer's" };
+            format!(
+                "{of} usage report refused: {}; counted instead: prompt {} / completion {} tokens",
+                one_line(&reasons.join("; "), 300),
+                counted.prompt_tokens,
+                counted.completion_tokens
+            )
+        }
         K::ToolCalled { tool, call_id, .. } => format!("→ {tool} ({call_id})"),
         K::FilesChanged { call_seq, change, working_copy, interrupted, tool, .. } => {
             let mut files: Vec<String> =
@@ -276,6 +285,28 @@ pub fn event_line(e: &Event) -> String {
 mod tests {
     use super::*;
     use agentd_protocol::{Measured, Role, Tokens, WindowSource};
+
+    #[test]
+    fn a_refused_usage_report_names_why_and_what_is_counted_instead() {
+        let e = Event {
+            seq: 9,
+            task_id: "t".into(),
+            role: Role::Coder,
+            at: String::new(),
+            kind: EventKind::UsageRefused {
+                reported: agentd_protocol::RawUsage::default(),
+                reasons: vec!["`prompt_tokens` is NaN, not a count of tokens".into()],
+                sent_tokens: Tokens(1_712),
+                counted: agentd_protocol::Usage::new(1_712, 40),
+                summary: false,
+            },
+        };
+        assert_eq!(
+            event_line(&e),
+            "   9  coder    the answer's usage report refused: `prompt_tokens` is NaN, not a count of \
+             tokens; counted instead: prompt 1712 / completion 40 tokens"
+        );
+    }
 
     #[test]
     fn a_request_line_names_its_share_of_the_window_and_its_measure() {

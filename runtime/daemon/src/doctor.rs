@@ -338,10 +338,13 @@ async fn model_checks(config: &Config, probe: bool) -> Vec<Check> {
         if probe {
             match within(client.chat(&probe_request(&rc.model, p.kind), &CancellationToken::new())).await {
                 Some(Ok(answer)) => {
-                    let used = answer
-                        .usage
-                        .map(|u| format!(" ({} prompt tokens)", u.prompt_tokens))
-                        .unwrap_or_default();
+                    let used = match answer.usage.and_then(|u| u.prompt) {
+                        Some(f) => match f.count() {
+                            Some(n) => format!(" ({n} prompt tokens)"),
+                            None => format!(" (its usage report's `{}` is {}, not a count)", f.key, f.said),
+                        },
+                        None => String::new(),
+                    };
                     detail.push_str(&format!("; a one-token request answered{used}"));
                 }
                 Some(Err(e)) => {

@@ -22,15 +22,16 @@
 //! | `agentd_permission_refusals_total` | — | `permission_answered` with `allowed: false` |
 //! | `agentd_fleet_takeovers_total` | — | `task_resumed` on another node (with `after`) |
 
-use agentd_protocol::event::{Event, EventKind, Usage};
+use agentd_protocol::event::{Event, EventKind};
 use agentd_protocol::task::TaskMeta;
+use agentd_protocol::usage::Usage;
 use agentd_protocol::TaskState;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
@@ -87,6 +88,7 @@ pub struct Metrics {
     retries: Family<Reason, Counter>,
     waits: Family<Reason, Counter>,
     budgets: Family<Scope, Counter>,
+    usage_refused: Family<RoleOf, Counter>,
     tools: Family<ToolOk, Counter>,
     mcp: Family<Server, Counter>,
     refusals: Counter,
@@ -171,6 +173,12 @@ impl Metrics {
                 Family::default()
             ),
             budgets: registered!(r, "budget_pauses", "Tasks paused at a budget, by scope", Family::default()),
+            usage_refused: registered!(
+                r,
+                "usage_reports_refused",
+                "Providers' usage reports not believed (what was sent counted instead), by role",
+                Family::default()
+            ),
             tools: registered!(
                 r,
                 "tool_calls",
@@ -232,6 +240,9 @@ impl Metrics {
             EventKind::UsageLimitWait { reason, .. } => {
                 self.waits.get_or_create(&Reason { reason: reason.clone() }).inc();
             }
+            EventKind::UsageRefused { .. } => {
+                self.usage_refused.get_or_create(&RoleOf { role }).inc();
+            }
             EventKind::BudgetReached { scope, .. } => {
                 self.budgets.get_or_create(&Scope { scope: scope.as_str().into() }).inc();
             }
@@ -260,7 +271,11 @@ impl Metrics {
                 ("completion", u.completion_tokens),
             ] {
                 let labels = TokenKind { model: model.to_string(), role: role.to_string(), kind };
-                self.tokens.get_or_create(&labels).inc_by(n);
+                // Saturating: a counter that wrapped would read as a reset to a scraper.
+                let counter = self.tokens.get_or_create(&labels);
+                let _ = counter.inner().fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
+                    Some(total.saturating_add(n))
+                });
             }
         }
         if let Some(c) = cost.filter(|c| c.is_finite() && *c > 0.0) {

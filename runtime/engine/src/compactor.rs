@@ -8,6 +8,7 @@
 
 use crate::halt::Halt;
 use crate::meter::Meter;
+use crate::reported::{refused_event, verdict, Request};
 use crate::retry::{ask, with_retries, OnTheClock, RetryError};
 use crate::spending::{Admitted, Gate, GateError};
 use crate::storage::Storage;
@@ -289,10 +290,11 @@ async fn summarise(
     held: &mut Admitted,
 ) -> Result<String, CompactError> {
     let client = job.summariser.as_ref().map_or(job.client, |s| s.client);
+    let meter = job.summariser.as_ref().map_or(job.meter, |s| s.meter);
+    let window = job.summariser.as_ref().map_or(job.thresholds.window, |s| s.window);
+    let input = meter.count_request(request, None).count.total.tokens;
     let mut admitted = Admitted::none();
     if let Some(gate) = &job.gate {
-        let meter = job.summariser.as_ref().map_or(job.meter, |s| s.meter);
-        let input = meter.count_request(request, None).count.total.tokens;
         admitted = gate.admit(&request.model, input, request.max_tokens).map_err(|e| match e {
             GateError::Halt(h) => CompactError::Halted(h),
             GateError::Storage(e) => CompactError::Failed(format!("cannot read what the task spent: {e}")),
@@ -306,16 +308,24 @@ async fn summarise(
             RetryError::Provider(e) => CompactError::Provider(e),
             RetryError::Pause(halt) => CompactError::Halted(halt),
         })?;
-    if let (Some(u), Some(gate)) = (response.usage, &job.gate) {
+    // Judged as a turn's answer is: refused, said so, and what was sent counted instead.
+    let asked = Request { model: &request.model, max_output: request.max_tokens, sent: input, window, meter };
+    let judged = verdict(&asked, &response);
+    if let Some(refused) = judged.as_ref().and_then(|j| refused_event(&response, j, input, true)) {
+        let stored = job.storage.emit(job.task_id, job.role, refused);
+        stored.map_err(|e| CompactError::Failed(format!("cannot record a refused usage report: {e}")))?;
+    }
+    let usage = judged.map(|j| j.counted);
+    if let (Some(u), Some(gate)) = (usage, &job.gate) {
         admitted.settle(gate.amount(&request.model, &u));
     }
     held.join(admitted);
-    if let Some(u) = response.usage {
+    if let Some(u) = usage {
         let sum = spent.get_or_insert_with(Usage::default);
-        sum.prompt_tokens += u.prompt_tokens;
-        sum.completion_tokens += u.completion_tokens;
-        sum.cache_read_tokens += u.cache_read_tokens;
-        sum.cache_write_tokens += u.cache_write_tokens;
+        sum.prompt_tokens = sum.prompt_tokens.saturating_add(u.prompt_tokens);
+        sum.completion_tokens = sum.completion_tokens.saturating_add(u.completion_tokens);
+        sum.cache_read_tokens = sum.cache_read_tokens.saturating_add(u.cache_read_tokens);
+        sum.cache_write_tokens = sum.cache_write_tokens.saturating_add(u.cache_write_tokens);
     }
     Ok(response.message.text().trim().to_string())
 }

@@ -4,7 +4,7 @@
 //!
 //! What it owns: one [`agent::Member`] per role per task and its turns ([`agent`], [`error`]), what a
 //! task's parts share ([`context`]), a task's run from start to recorded end ([`task`], [`end`]), the one measurer of every request ([`fitter`], [`meter`],
-//! [`counter`]), compaction's IO ([`compactor`]), the one retry loop ([`retry`]), the daemon's
+//! [`counter`]), a usage report judged before anything learns from it ([`reported`]), compaction's IO ([`compactor`]), the one retry loop ([`retry`]), the daemon's
 //! clock ([`clock`]) and the team's settings ([`team`]).
 //!
 //! What it must not do: know how anything is stored, served or transported. It reaches
@@ -35,6 +35,7 @@ pub mod halt;
 pub mod memory;
 pub mod meter;
 pub mod permissions;
+pub mod reported;
 pub mod retry;
 pub mod spans;
 pub mod spending;

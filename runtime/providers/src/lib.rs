@@ -19,6 +19,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
+mod non_finite;
 pub(crate) mod openai;
 mod optional;
 mod refusal;

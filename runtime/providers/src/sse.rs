@@ -13,6 +13,7 @@ mod reader;
 
 use super::error::truncate_chars;
 use super::http::error_chain;
+use super::non_finite;
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
 use futures_util::{Stream, StreamExt};
 use reader::{Progress, ReadError, Reader, MAX_EVENT_BYTES};
@@ -138,9 +139,16 @@ pub(crate) fn read_data(what: &str, data: &str) -> Result<Data, ProviderError> {
 }
 
 /// `text` as JSON, or a `Parse` anomaly: "`what` is not valid JSON (…): " and the text's start.
+/// Python's bare `NaN`, `Infinity` and `-Infinity` read as strings ([`non_finite`]): a figure that
+/// is not finite spoils that figure, never the answer.
 pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value, ProviderError> {
-    serde_json::from_str(text).map_err(|e| {
-        anomaly(AnomalyKind::Parse, format!("{what} is not valid JSON ({e}): {}", truncate_chars(text, 200)))
+    serde_json::from_str(text).or_else(|e| {
+        non_finite::quoted(text).and_then(|quoted| serde_json::from_str(&quoted).ok()).ok_or_else(|| {
+            anomaly(
+                AnomalyKind::Parse,
+                format!("{what} is not valid JSON ({e}): {}", truncate_chars(text, 200)),
+            )
+        })
     })
 }
 

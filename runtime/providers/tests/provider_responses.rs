@@ -137,12 +137,12 @@ async fn usage_reports_the_cached_part_of_the_input() {
     let client = client(&server);
     let long = "A paragraph the cache will keep. ".repeat(300);
     let mut req = request(server.model(), vec![Message::user(long.clone())]);
-    let first = chat(&client, &req).await.unwrap().usage.unwrap();
+    let first = chat(&client, &req).await.unwrap().usage.and_then(|u| u.counts()).unwrap();
     assert_eq!(first.cache_read_tokens, 0);
     assert_eq!(first.prompt_tokens, server.counted()[0]);
     req.messages.push(Message::assistant_text("one"));
     req.messages.push(Message::user("and again"));
-    let second = chat(&client, &req).await.unwrap().usage.unwrap();
+    let second = chat(&client, &req).await.unwrap().usage.and_then(|u| u.counts()).unwrap();
     assert_eq!(second.cache_read_tokens, server.cached()[1]);
     assert!(second.cache_read_tokens > 1024, "{second:?}");
     assert_eq!(second.prompt_tokens, server.counted()[1]);

@@ -13,7 +13,7 @@
 use serde_json::{json, Value};
 
 use crate::openai::{argument_pieces, split_arguments, Frame};
-use crate::script::{Chunk, Reply, Usage};
+use crate::script::{Chunk, Reply, Usage, RAW_USAGE};
 
 /// One content block of a reply, grouped from the chunks.
 #[derive(Debug, PartialEq)]
@@ -90,6 +90,9 @@ pub(crate) fn stop_reason(reply: &Reply) -> String {
 /// Anthropic's `usage` object: `input_tokens` is the uncached rest of the prompt,
 /// `cache_read_input_tokens` what the cache served (nothing is reported as written to it).
 fn usage_json(usage: Usage, output_tokens: u64) -> Value {
+    if usage.raw {
+        return json!(RAW_USAGE);
+    }
     let cached = usage.cached.unwrap_or(0).min(usage.prompt);
     json!({
         "input_tokens": usage.prompt - cached,
@@ -168,7 +171,8 @@ pub(crate) fn stream_events(frame: &Frame<'_>, reply: &Reply, usage: Option<Usag
         "delta": {"stop_reason": stop_reason(reply), "stop_sequence": null},
     });
     if let Some(usage) = usage {
-        delta["usage"] = json!({"output_tokens": usage.completion});
+        delta["usage"] =
+            if usage.raw { json!(RAW_USAGE) } else { json!({"output_tokens": usage.completion}) };
     }
     events.push(event("message_delta", &delta));
     events.push(event("message_stop", &json!({"type": "message_stop"})));
@@ -362,6 +366,7 @@ mod tests {
             ],
             finish_reason: None,
             usage: Some((100, 7)),
+            raw_usage: None,
         };
         let p = payloads(&stream_events(&FRAME, &reply, Usage::scripted(&reply)));
         let kinds: Vec<&str> = p.iter().map(|v| v["type"].as_str().unwrap()).collect();
@@ -401,6 +406,7 @@ mod tests {
             chunks: vec![Chunk::Reasoning("r".into()), Chunk::Text("a".into()), Chunk::Text("b".into())],
             finish_reason: Some("length".into()),
             usage: None,
+            raw_usage: None,
         };
         let body = message(&FRAME, &reply, Usage::scripted(&reply));
         assert_eq!(body["content"][0]["signature"], signature_of("r"));

@@ -144,17 +144,24 @@ static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
 /// A successful streamed reply with the finish reason inferred
 /// (`"tool_calls"` if any tool call, else `"stop"`) and no usage.
 pub fn sse(chunks: Vec<Chunk>) -> Step {
-    Step::Respond(Reply { chunks, finish_reason: None, usage: None })
+    Step::Respond(Reply { chunks, ..Reply::default() })
 }
 
 /// Like [`sse`], plus a usage chunk with these token counts.
 pub fn sse_with_usage(chunks: Vec<Chunk>, prompt: u64, completion: u64) -> Step {
-    Step::Respond(Reply { chunks, finish_reason: None, usage: Some((prompt, completion)) })
+    Step::Respond(Reply { chunks, usage: Some((prompt, completion)), ..Reply::default() })
+}
+
+/// Like [`sse`], with this usage object sent verbatim in the wire format's place for it
+/// ([`Reply::raw_usage`]): `{"prompt_tokens": NaN, "completion_tokens": 4}`, whatever a server
+/// might say.
+pub fn sse_with_raw_usage(chunks: Vec<Chunk>, raw_usage: &str) -> Step {
+    Step::Respond(Reply { chunks, raw_usage: Some(raw_usage.to_string()), ..Reply::default() })
 }
 
 /// A successful reply with an explicit finish reason (e.g. `"length"`).
 pub fn sse_with_finish(chunks: Vec<Chunk>, finish_reason: &str) -> Step {
-    Step::Respond(Reply { chunks, finish_reason: Some(finish_reason.to_string()), usage: None })
+    Step::Respond(Reply { chunks, finish_reason: Some(finish_reason.to_string()), ..Reply::default() })
 }
 
 /// Visible assistant text.

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::script::{Chunk, Reply, Usage};
+use crate::script::{Chunk, Reply, Usage, RAW_USAGE};
 
 /// Identity shared by every chunk of one completion.
 pub(crate) struct Frame<'a> {
@@ -94,10 +94,13 @@ pub(crate) fn delta_chunks(frame: &Frame<'_>, chunks: &[Chunk]) -> Vec<Value> {
 
 /// OpenAI's `usage` object; a cache figure goes in `prompt_tokens_details.cached_tokens`.
 fn usage_json(usage: Usage) -> Value {
+    if usage.raw {
+        return json!(RAW_USAGE);
+    }
     let mut body = json!({
         "prompt_tokens": usage.prompt,
         "completion_tokens": usage.completion,
-        "total_tokens": usage.prompt + usage.completion,
+        "total_tokens": usage.prompt.saturating_add(usage.completion),
     });
     if let Some(cached) = usage.cached {
         body["prompt_tokens_details"] = json!({ "cached_tokens": cached });
@@ -334,6 +337,7 @@ mod tests {
             chunks: vec![Chunk::Reasoning("think".into()), Chunk::Text("a".into()), Chunk::Text("b".into())],
             finish_reason: None,
             usage: None,
+            raw_usage: None,
         };
         let body = completion(&Frame { id: "x", model: "m" }, &reply, Usage::scripted(&reply));
         let msg = &body["choices"][0]["message"];
@@ -342,5 +346,28 @@ mod tests {
         assert!(msg.get("tool_calls").is_none());
         assert!(body.get("usage").is_none());
         assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    }
+
+    #[test]
+    fn a_raw_usage_goes_on_the_wire_verbatim() {
+        let raw = r#"{"prompt_tokens": NaN, "completion_tokens": 18446744073709551616}"#;
+        let reply = Reply {
+            chunks: vec![Chunk::Text("a".into())],
+            usage: Some((10, 1)),
+            raw_usage: Some(raw.into()),
+            ..Reply::default()
+        };
+        let frame = Frame { id: "x", model: "m" };
+        let events: Vec<String> = stream_events(&frame, &reply, Usage::scripted(&reply))
+            .into_iter()
+            .map(|e| crate::script::with_raw_usage(e, &reply))
+            .collect();
+        let usage_chunk = &events[events.len() - 2];
+        assert!(usage_chunk.contains(&format!("\"usage\":{raw}")), "{usage_chunk}");
+        let body = crate::script::with_raw_usage(
+            completion(&frame, &reply, Usage::scripted(&reply)).to_string(),
+            &reply,
+        );
+        assert!(body.contains(raw) && !body.contains(crate::script::RAW_USAGE), "{body}");
     }
 }

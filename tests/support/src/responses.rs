@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use crate::anthropic::signature_of;
 use crate::openai::{argument_pieces, split_arguments, Frame};
-use crate::script::{Chunk, Reply, Usage};
+use crate::script::{Chunk, Reply, Usage, RAW_USAGE};
 
 /// One output item of a reply, grouped from the chunks.
 #[derive(Debug, PartialEq)]
@@ -145,12 +145,15 @@ fn event(payload: &Value) -> String {
 /// The Responses API's `usage`: `input_tokens` is the whole prompt, `cached_tokens` the part the
 /// cache served.
 fn usage_json(usage: Usage) -> Value {
+    if usage.raw {
+        return json!(RAW_USAGE);
+    }
     json!({
         "input_tokens": usage.prompt,
         "input_tokens_details": {"cached_tokens": usage.cached.unwrap_or(0).min(usage.prompt)},
         "output_tokens": usage.completion,
         "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.prompt + usage.completion,
+        "total_tokens": usage.prompt.saturating_add(usage.completion),
     })
 }
 
@@ -416,8 +419,11 @@ mod tests {
             ],
             ..Reply::default()
         };
-        let events =
-            stream_events(&frame, &reply, Some(Usage { prompt: 2000, completion: 9, cached: Some(1500) }));
+        let events = stream_events(
+            &frame,
+            &reply,
+            Some(Usage { prompt: 2000, completion: 9, cached: Some(1500), raw: false }),
+        );
         let last = events.last().unwrap();
         assert!(last.starts_with("event: response.completed\n"), "{last}");
         let data: Value =

@@ -51,6 +51,11 @@ pub struct Reply {
     /// `(prompt_tokens, completion_tokens)`; when `Some`, a usage chunk is
     /// streamed (and `usage` is set in non-stream replies).
     pub usage: Option<(u64, u64)>,
+    /// The usage object's JSON text, sent verbatim wherever the wire format puts a usage object
+    /// (OpenAI's usage chunk, the Responses API's `response.usage`, Anthropic's `message_start` and
+    /// `message_delta`): it may be what no JSON encoder writes (`NaN`, a number past 2^64 − 1).
+    /// When set it is the reply's usage, whatever `usage` or `report_usage` say.
+    pub raw_usage: Option<String>,
 }
 
 impl Reply {
@@ -75,12 +80,30 @@ pub(crate) struct Usage {
     pub completion: u64,
     /// Of `prompt`, the tokens read from the prompt cache; `None`: no cache figure on the wire.
     pub cached: Option<u64>,
+    /// The reply's [`Reply::raw_usage`] goes where the usage object goes: the renderers put
+    /// [`RAW_USAGE`] there, which the sender replaces with the raw text.
+    pub raw: bool,
 }
+
+/// What a renderer writes where a raw usage object goes (a JSON string), replaced by the raw text
+/// before the answer is sent ([`with_raw_usage`]).
+pub(crate) const RAW_USAGE: &str = "@@scripted-raw-usage@@";
 
 impl Usage {
     /// The usage the reply scripts, if any (no cache figure).
     pub fn scripted(reply: &Reply) -> Option<Usage> {
-        reply.usage.map(|(prompt, completion)| Usage { prompt, completion, cached: None })
+        if reply.raw_usage.is_some() {
+            return Some(Usage { prompt: 0, completion: 0, cached: None, raw: true });
+        }
+        reply.usage.map(|(prompt, completion)| Usage { prompt, completion, cached: None, raw: false })
+    }
+}
+
+/// `text` as rendered, with the reply's raw usage text where the renderer marked it.
+pub(crate) fn with_raw_usage(text: String, reply: &Reply) -> String {
+    match &reply.raw_usage {
+        Some(raw) => text.replace(&format!("\"{RAW_USAGE}\""), raw),
+        None => text,
     }
 }
 

@@ -24,9 +24,10 @@ use agent_client_protocol::v1::schema::{
     ToolCallUpdateFields, ToolKind,
 };
 use agentd_policies::args::{arguments_object, Args};
-use agentd_protocol::event::{EventKind, Usage};
+use agentd_protocol::event::EventKind;
 use agentd_protocol::message::{Part, Speaker};
 use agentd_protocol::record::Record;
+use agentd_protocol::usage::Usage;
 use agentd_protocol::{Role, ToolName};
 use serde_json::Value;
 use std::collections::HashMap;

@@ -112,3 +112,32 @@ fn events_are_counted_by_their_labels_and_tasks_by_state() {
     assert_eq!(at("agentd_tasks{state=paused}"), 0.0, "every state is written");
     assert_eq!(at("agentd_permission_refusals_total{}"), 0.0);
 }
+
+/// 2,000 prompt tokens and then 2^64 − 1 (a log written before reports were judged) leave the
+/// counter at its most, never wrapped to 1,999 (a scraper would read that as a reset); a refused
+/// report is counted by role.
+#[test]
+fn token_counters_saturate_and_refused_reports_are_counted() {
+    let m = Metrics::new();
+    let answered = |prompt| EventKind::ResponseReceived {
+        finish_reason: "stop".into(),
+        usage: Some(Usage::new(prompt, 1)),
+        model: Some("m".into()),
+        cost_usd: None,
+    };
+    m.observe(&event("coder", answered(2_000)));
+    m.observe(&event("coder", answered(u64::MAX)));
+    m.observe(&event(
+        "coder",
+        EventKind::UsageRefused {
+            reported: agentd_protocol::RawUsage::default(),
+            reasons: vec!["r".into()],
+            sent_tokens: agentd_protocol::Tokens(1_712),
+            counted: Usage::new(1_712, 1),
+            summary: false,
+        },
+    ));
+    let got = scraped(&m.render(&[]));
+    assert_eq!(got["agentd_tokens_total{kind=prompt,model=m,role=coder}"], u64::MAX as f64);
+    assert_eq!(got["agentd_usage_reports_refused_total{role=coder}"], 1.0);
+}

@@ -12,8 +12,9 @@
 //! 4. On a context-overflow refusal, [`Refusals::lesson`] decides what it teaches and
 //!    [`learn`](Agent::learn) teaches the fitter (a stated window, or a calibration that counted too
 //!    low), and the step is measured again.
-//! 5. [`record_usage`](Agent::record_usage): the answer's usage report calibrates the count (or
-//!    corrects the window), `response_received`.
+//! 5. [`record_usage`](Agent::record_usage): the answer's usage report, judged against what was
+//!    sent ([`crate::reported`]; refused: `usage_refused`, and our count stands in), calibrates the
+//!    count (or corrects the window), `response_received`.
 //! 6. [`run_tools`](Agent::run_tools): the answer is logged, each call it makes is run and its
 //!    result logged (sized by [`super::results`]) with a receipt and `tool_finished`.
 //!
@@ -26,16 +27,18 @@ use super::{Agent, LastFit, MAX_STEPS_PER_TURN};
 use crate::clock::clock;
 use crate::error::{TurnError, TurnResult};
 use crate::fitter::{Fit, FitError, Fitted, Learn, Observe, Requested, RequestedDone, Underestimated};
+use crate::reported::{refused_event, verdict, Request};
 use crate::retry::{ask, wait, with_retries, Pause, Scheduled, WaitOut, Waited};
 use crate::spending::{Admitted, Gate};
 use crate::tool_servers::RoleTools;
 use agentd_agents::receipts::receipt;
 use agentd_agents::tools as agent_tools;
+use agentd_policies::reported::Judged;
 use agentd_protocol::ToolSchema;
 use agentd_protocol::TurnSettings;
 use agentd_protocol::{ChatRequest, ChatResponse, Model, ProviderError};
 use agentd_protocol::{CheckpointKind, MessageKind, Role, ToolName};
-use agentd_protocol::{EventKind, Message, Part, Record, Speaker, TaskState, Tokens};
+use agentd_protocol::{EventKind, Message, Part, Record, Speaker, TaskState, Tokens, Usage};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -113,7 +116,8 @@ impl Agent {
             };
             // A later refusal in this turn may teach a new limit again.
             refusals = Refusals::default();
-            if let Some(u) = &response.usage {
+            let usage = self.record_usage(&turn, &response).await?;
+            if let Some(u) = &usage {
                 crate::spans::answered(&span, u.prompt_tokens, u.completion_tokens, u.cache_read_tokens);
             }
             if self.task.engine.team().trace_content {
@@ -122,8 +126,7 @@ impl Agent {
                 crate::spans::content(&span, "gen_ai.prompt", &newest, &redactor);
                 crate::spans::content(&span, "gen_ai.completion", &response.message.text(), &redactor);
             }
-            self.record_usage(&turn, &response).await?;
-            self.spent_on(response.usage, fitted.count.total.tokens);
+            self.spent_on(usage, fitted.count.total.tokens);
             // Its usage is in the log now (`response_received`): no longer in flight.
             drop(admitted);
             let message = response.message;
@@ -349,17 +352,21 @@ impl Agent {
         Ok(())
     }
 
-    /// The server took the request: its usage report calibrates the count (or corrects the window,
-    /// `window_learned`), and it is the basis of the next request; `response_received`.
+    /// The server took the request last fitted: its usage report is judged against it (refused:
+    /// `usage_refused`), and when believed calibrates the count (or corrects the window,
+    /// `window_learned`) and is the basis of the next request; `response_received`, with what is
+    /// counted (our count in place of a refused figure) and priced. The usage counted.
     pub(super) async fn record_usage(
         &mut self,
         turn: &Turn,
         response: &ChatResponse,
-    ) -> Result<(), TurnError> {
+    ) -> Result<Option<Usage>, TurnError> {
+        let judged = self.judge_usage(turn, response)?;
+        let judged = judged.as_ref();
         let observed = self.task.engine.fitter().observe(Observe {
             task_id: self.task.task_id.clone(),
             role: self.role.clone(),
-            usage: response.usage,
+            usage: judged.and_then(|j| j.believed),
         })?;
         if let Some(news) = &observed.cache {
             tracing::info!(?news, "prompt cache learned from a usage report");
@@ -375,14 +382,33 @@ impl Agent {
             })?;
         }
         let model = &turn.snapshot.model;
+        let counted = judged.map(|j| j.counted);
         self.emit(EventKind::ResponseReceived {
             finish_reason: response.finish_reason.clone(),
-            usage: response.usage,
+            usage: counted,
             model: Some(model.clone()),
-            cost_usd: self.task.engine.fitter().cost(model, response.usage),
+            cost_usd: self.task.engine.fitter().cost(model, counted),
         })?;
         self.last_answer_at = Some(clock().now());
-        Ok(())
+        Ok(counted)
+    }
+
+    /// The verdict on `response`'s usage report, against the request last fitted; a refusal said
+    /// as `usage_refused`.
+    fn judge_usage(&self, turn: &Turn, response: &ChatResponse) -> Result<Option<Judged>, TurnError> {
+        let Some(fit) = &self.last_fit else { return Ok(None) };
+        let request = Request {
+            model: &turn.snapshot.model,
+            max_output: turn.snapshot.max_output_tokens,
+            sent: fit.tokens,
+            window: fit.thresholds.window,
+            meter: &fit.meter,
+        };
+        let judged = verdict(&request, response);
+        if let Some(refused) = judged.as_ref().and_then(|j| refused_event(response, j, fit.tokens, false)) {
+            self.emit(refused)?;
+        }
+        Ok(judged)
     }
 
     /// A call begins: `tool_called` (naming the checkpoint taken before it, if one was), and a file it

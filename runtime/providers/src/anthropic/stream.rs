@@ -8,7 +8,7 @@
 use super::refusals::classify_anthropic_error;
 use crate::sse::{anomaly, parse_json, Assemble, Flow};
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
-use agentd_protocol::{Message, Part, Speaker, Usage};
+use agentd_protocol::{Figure, Message, Part, RawUsage, Speaker};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -58,12 +58,8 @@ pub(crate) struct Assembler {
     /// By the provider's `index`.
     blocks: BTreeMap<u64, Block>,
     stop_reason: Option<String>,
-    input_tokens: Option<u64>,
-    cache_read: Option<u64>,
-    cache_creation: Option<u64>,
-    output_tokens: Option<u64>,
-    /// A usage figure that was present but null or negative: the usage is not trusted.
-    bad_usage: bool,
+    /// The usage figures said so far, as said (judged later, against the request).
+    usage: Option<RawUsage>,
     events: usize,
 }
 
@@ -121,25 +117,24 @@ impl Assembler {
     }
 
     /// A usage object (`message_start.message.usage`, `message_delta.usage`): each figure present
-    /// replaces the one known so far; a null or negative figure spoils the usage.
+    /// replaces the one said so far, except a `null` cache figure (the cache not involved in this
+    /// event) over a known one. `input_tokens` is the uncached rest of the prompt: the cache figures
+    /// are apart from it.
     fn push_usage(&mut self, usage: &Value) {
+        if !usage.is_object() {
+            return;
+        }
+        let raw = self.usage.get_or_insert_with(|| RawUsage { cache_apart: true, ..RawUsage::default() });
         for (key, slot) in [
-            ("input_tokens", &mut self.input_tokens),
-            ("cache_read_input_tokens", &mut self.cache_read),
-            ("cache_creation_input_tokens", &mut self.cache_creation),
-            ("output_tokens", &mut self.output_tokens),
+            ("input_tokens", &mut raw.prompt),
+            ("cache_read_input_tokens", &mut raw.cache_read),
+            ("cache_creation_input_tokens", &mut raw.cache_write),
+            ("output_tokens", &mut raw.completion),
         ] {
             match usage.get(key) {
                 None => {}
-                Some(v) => match v.as_u64() {
-                    Some(n) => *slot = Some(n),
-                    None => {
-                        // The cache figures are null when the prompt cache was not involved.
-                        if !(v.is_null() && key.starts_with("cache_")) {
-                            self.bad_usage = true;
-                        }
-                    }
-                },
+                Some(v) if v.is_null() && key.starts_with("cache_") && slot.is_some() => {}
+                Some(v) => *slot = Some(Figure::of(key, v)),
             }
         }
     }
@@ -256,22 +251,10 @@ impl Assemble for Assembler {
             parts.push(Part::Text { text });
         }
         parts.extend(calls);
-        let usage = match (self.bad_usage, self.input_tokens, self.output_tokens) {
-            (false, Some(input), Some(output)) => {
-                let (read, write) = (self.cache_read.unwrap_or(0), self.cache_creation.unwrap_or(0));
-                Some(Usage {
-                    prompt_tokens: input + read + write,
-                    completion_tokens: output,
-                    cache_read_tokens: read,
-                    cache_write_tokens: write,
-                })
-            }
-            _ => None,
-        };
         Ok(ChatResponse {
             message: Message::new(Speaker::Assistant, parts),
             finish_reason: finish_reason(&stop_reason),
-            usage,
+            usage: self.usage,
         })
     }
 }
@@ -296,7 +279,7 @@ mod tests {
     use super::*;
     use crate::sse::drive;
     use crate::sse::testing::{cut, kind, reset, Chunk};
-    use agentd_protocol::Tokens;
+    use agentd_protocol::{Tokens, Usage};
     use futures_util::{stream, Stream};
 
     fn ev(name: &str, json: &str) -> String {
@@ -375,7 +358,7 @@ mod tests {
         let r = assemble(stream::iter(cut(bytes, cuts))).await.unwrap();
         assert_eq!(r.message, Message::assistant_text("Hello ✓"));
         assert_eq!(r.finish_reason, "stop");
-        assert_eq!(r.usage, Some(Usage::new(25, 15)));
+        assert_eq!(r.usage.and_then(|u| u.counts()), Some(Usage::new(25, 15)));
     }
 
     #[tokio::test]
@@ -457,7 +440,7 @@ mod tests {
             ]
         );
         assert_eq!(r.finish_reason, "tool_calls");
-        let u = r.usage.unwrap();
+        let u = r.usage.and_then(|u| u.counts()).unwrap();
         assert_eq!((u.prompt_tokens, u.completion_tokens), (3512, 77));
         assert_eq!((u.cache_read_tokens, u.cache_write_tokens, u.uncached_input()), (3000, 500, 12));
     }
@@ -487,15 +470,16 @@ mod tests {
         );
         let text = [block_start(0, r#"{"type":"text","text":"hi"}"#), message_delta("end_turn", 2), stop()];
         let r = run(&[vec![no_cache], text.to_vec()].concat()).await.unwrap();
-        assert_eq!(r.usage, Some(Usage::new(9, 2)));
+        assert_eq!(r.usage.and_then(|u| u.counts()), Some(Usage::new(9, 2)));
         let negative = ev(
             "message_start",
             r#"{"type":"message_start","message":{"usage":{"input_tokens":-4,"output_tokens":1}}}"#,
         );
-        let r = run(&[vec![negative], text.to_vec()].concat()).await.unwrap();
-        assert_eq!(r.usage, None);
-        let r = run(&text).await.unwrap();
-        assert_eq!(r.usage, None, "no input figure, no usage");
+        // Kept as said, never a failed answer: the engine's judge refuses it by name.
+        let raw = run(&[vec![negative], text.to_vec()].concat()).await.unwrap().usage.unwrap();
+        assert_eq!((raw.prompt.as_ref().map(|f| f.said.as_str()), raw.counts()), (Some("-4"), None));
+        let raw = run(&text).await.unwrap().usage.unwrap();
+        assert_eq!((raw.counts(), raw.prompt), (None, None), "no input figure, no counts");
     }
 
     #[tokio::test]
@@ -614,7 +598,10 @@ mod tests {
             ]
         );
         assert_eq!(r.finish_reason, "tool_calls");
-        assert_eq!(r.usage, Some(Usage { cache_read_tokens: 2, ..Usage::new(11, 4) }));
+        assert_eq!(
+            r.usage.and_then(|u| u.counts()),
+            Some(Usage { cache_read_tokens: 2, ..Usage::new(11, 4) })
+        );
         assert_eq!(kind(from_json_body("<html>")), AnomalyKind::Parse);
         assert!(matches!(
             from_json_body(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),

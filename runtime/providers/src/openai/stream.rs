@@ -4,7 +4,7 @@
 use super::refusals::classify_stream_error;
 use crate::sse::{anomaly, parse_json, read_data, Assemble, Data, Flow};
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
-use agentd_protocol::{Message, Part, Speaker, Usage};
+use agentd_protocol::{Figure, Message, Part, RawUsage, Speaker};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -34,7 +34,7 @@ pub(crate) struct Assembler {
     /// The index the last tool-call delta went to, for servers that omit `index`.
     last_tool_index: Option<u64>,
     finish_reason: Option<String>,
-    usage: Option<Usage>,
+    usage: Option<RawUsage>,
     chunks: usize,
 }
 
@@ -46,10 +46,8 @@ impl Assembler {
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
             return Err(classify_stream_error(error));
         }
-        if let Some(usage) = chunk.get("usage") {
-            if let Some(u) = parse_usage(usage) {
-                self.usage = Some(u);
-            }
+        if let Some(u) = chunk.get("usage").and_then(parse_usage) {
+            self.usage = Some(u);
         }
         let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
             return Ok(());
@@ -196,38 +194,44 @@ impl Assemble for Assembler {
     }
 }
 
-/// A usage object counts only when both numbers are present and non-negative integers: a null or
-/// negative count is not zero, it is no count. The cached part of the prompt is
-/// `prompt_tokens_details.cached_tokens` (OpenAI, vLLM), never more than the prompt.
-fn parse_usage(usage: &Value) -> Option<Usage> {
-    let prompt_tokens = usage.get("prompt_tokens")?.as_u64()?;
-    let completion_tokens = usage.get("completion_tokens")?.as_u64()?;
-    let cached = usage.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64).unwrap_or(0);
-    Some(Usage {
-        cache_read_tokens: cached.min(prompt_tokens),
-        ..Usage::new(prompt_tokens, completion_tokens)
+/// A usage object, each figure kept as said (judged later, against the request): `prompt_tokens`,
+/// `completion_tokens`, and the prompt's cached part, `prompt_tokens_details.cached_tokens` (OpenAI,
+/// vLLM). `null` or anything but an object is no report.
+fn parse_usage(usage: &Value) -> Option<RawUsage> {
+    usage.as_object()?;
+    let figure = |key: &str, pointer: &str| usage.pointer(pointer).map(|v| Figure::of(key, v));
+    Some(RawUsage {
+        prompt: figure("prompt_tokens", "/prompt_tokens"),
+        completion: figure("completion_tokens", "/completion_tokens"),
+        cache_read: figure("prompt_tokens_details.cached_tokens", "/prompt_tokens_details/cached_tokens"),
+        cache_write: None,
+        cache_apart: false,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentd_protocol::Usage;
 
     #[test]
-    fn the_cached_part_of_the_prompt_is_read_and_never_exceeds_it() {
-        let u = parse_usage(&serde_json::json!({"prompt_tokens": 100, "completion_tokens": 7,
+    fn the_cached_part_of_the_prompt_is_read_as_said() {
+        let counts = |v: serde_json::Value| parse_usage(&v).and_then(|u| u.counts());
+        let u = counts(serde_json::json!({"prompt_tokens": 100, "completion_tokens": 7,
             "prompt_tokens_details": {"cached_tokens": 64}}))
         .unwrap();
         assert_eq!(
             (u.prompt_tokens, u.cache_read_tokens, u.cache_write_tokens, u.uncached_input()),
             (100, 64, 0, 36)
         );
-        let u = parse_usage(&serde_json::json!({"prompt_tokens": 10, "completion_tokens": 1,
+        // More cached than the prompt is said as it was: the engine's judge refuses it.
+        let u = counts(serde_json::json!({"prompt_tokens": 10, "completion_tokens": 1,
             "prompt_tokens_details": {"cached_tokens": 64}}))
         .unwrap();
-        assert_eq!(u.cache_read_tokens, 10);
-        let u = parse_usage(&serde_json::json!({"prompt_tokens": 10, "completion_tokens": 1})).unwrap();
+        assert_eq!(u.cache_read_tokens, 64);
+        let u = counts(serde_json::json!({"prompt_tokens": 10, "completion_tokens": 1})).unwrap();
         assert_eq!(u, Usage::new(10, 1));
+        assert_eq!(parse_usage(&serde_json::Value::Null), None, "null is no report");
     }
     use crate::sse::drive;
     use crate::sse::testing::{cut, kind, reset, Chunk};
@@ -307,7 +311,7 @@ mod tests {
             ]
         );
         assert_eq!(r.finish_reason, "tool_calls");
-        assert_eq!(r.usage, Some(Usage::new(120, 30)));
+        assert_eq!(r.usage.and_then(|u| u.counts()), Some(Usage::new(120, 30)));
     }
 
     #[tokio::test]
@@ -358,16 +362,34 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(r.finish_reason, "length");
-        assert_eq!(r.usage, Some(Usage::new(5, 1)));
+        assert_eq!(r.usage.and_then(|u| u.counts()), Some(Usage::new(5, 1)));
     }
 
     #[tokio::test]
-    async fn null_or_negative_usage_is_no_usage() {
+    async fn null_negative_or_non_finite_usage_is_kept_as_said_and_the_answer_stands() {
         let r = run(&[
             &data(r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#),
             &data(r#"{"choices":[],"usage":{"prompt_tokens":null,"completion_tokens":1}}"#),
             &data(r#"{"choices":[],"usage":{"prompt_tokens":-3,"completion_tokens":1}}"#),
         ])
+        .await
+        .unwrap();
+        let raw = r.usage.unwrap();
+        assert_eq!((raw.prompt.as_ref().map(|f| f.said.as_str()), raw.counts()), (Some("-3"), None));
+        // Python's json writes NaN: the chunk still parses, the figure is said as NaN.
+        let r = run(&[
+            &data(r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#),
+            &data(r#"{"choices":[],"usage":{"prompt_tokens":NaN,"completion_tokens":1,"total_tokens":NaN}}"#),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(r.message.text(), "hi");
+        let prompt = r.usage.unwrap().prompt.unwrap();
+        assert_eq!((prompt.key.as_str(), prompt.said.as_str()), ("prompt_tokens", "NaN"));
+        // A usage of null is no report.
+        let r = run(&[&data(
+            r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}],"usage":null}"#,
+        )])
         .await
         .unwrap();
         assert_eq!(r.usage, None);
@@ -468,7 +490,7 @@ mod tests {
         let r = from_json_body(body).unwrap();
         assert_eq!(r.message.parts.len(), 3);
         assert_eq!(r.message.tool_calls().next(), Some(("t1", "finish", r#"{"summary":"s"}"#)));
-        assert_eq!(r.usage, Some(Usage::new(9, 4)));
+        assert_eq!(r.usage.and_then(|u| u.counts()), Some(Usage::new(9, 4)));
         assert_eq!(kind(from_json_body("<html>")), AnomalyKind::Parse);
     }
 }

@@ -12,7 +12,7 @@
 use crate::openai::refusals::classify_stream_error;
 use crate::sse::{anomaly, parse_json, read_data, Assemble, Data, Flow};
 use agentd_protocol::{AnomalyKind, ChatResponse, ProviderError};
-use agentd_protocol::{Message, Part, Speaker, Usage};
+use agentd_protocol::{Figure, Message, Part, RawUsage, Speaker};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -109,7 +109,7 @@ pub(crate) struct Assembler {
     /// By the server's `output_index`.
     items: BTreeMap<u64, Item>,
     finish_reason: Option<String>,
-    usage: Option<Usage>,
+    usage: Option<RawUsage>,
     events: usize,
 }
 
@@ -269,11 +269,17 @@ impl Assemble for Assembler {
     }
 }
 
-/// A usage object counts only when both numbers are present and non-negative integers. The cached
-/// part of the input is `input_tokens_details.cached_tokens`, never more than the input.
-fn parse_usage(usage: &Value) -> Option<Usage> {
-    let input = usage.get("input_tokens")?.as_u64()?;
-    let output = usage.get("output_tokens")?.as_u64()?;
-    let cached = usage.pointer("/input_tokens_details/cached_tokens").and_then(Value::as_u64).unwrap_or(0);
-    Some(Usage { cache_read_tokens: cached.min(input), ..Usage::new(input, output) })
+/// A usage object, each figure kept as said (judged later, against the request): `input_tokens`
+/// (the whole prompt), `output_tokens`, and the input's cached part,
+/// `input_tokens_details.cached_tokens`. `null` or anything but an object is no report.
+fn parse_usage(usage: &Value) -> Option<RawUsage> {
+    usage.as_object()?;
+    let figure = |key: &str, pointer: &str| usage.pointer(pointer).map(|v| Figure::of(key, v));
+    Some(RawUsage {
+        prompt: figure("input_tokens", "/input_tokens"),
+        completion: figure("output_tokens", "/output_tokens"),
+        cache_read: figure("input_tokens_details.cached_tokens", "/input_tokens_details/cached_tokens"),
+        cache_write: None,
+        cache_apart: false,
+    })
 }

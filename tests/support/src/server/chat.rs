@@ -11,7 +11,7 @@ use crate::anthropic;
 use crate::http::Conn;
 use crate::openai::{self, Frame};
 use crate::responses;
-use crate::script::{Config, Reply, State, Step, Usage};
+use crate::script::{with_raw_usage, Config, Reply, State, Step, Usage};
 
 /// The wire protocol of a chat request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,16 +90,19 @@ pub(super) async fn chat(conn: &mut Conn, state: &State, body: &Value, protocol:
 /// tokens); under silent truncation, the prompt as cut (the truth a usage report tells).
 fn usage_of(config: &Config, reply: &Reply, counted: u64, cached: u64) -> Option<Usage> {
     let mut usage = Usage::scripted(reply);
+    if reply.raw_usage.is_some() {
+        return usage;
+    }
     if config.report_usage {
         let completion = reply
             .usage
             .map_or_else(|| crate::count::reply_tokens(&reply.chunks), |(_, completion)| completion);
-        usage = Some(Usage { prompt: counted, completion, cached: Some(cached) });
+        usage = Some(Usage { prompt: counted, completion, cached: Some(cached), raw: false });
     }
     if let Some(cut) = config.silent_truncation_at {
         let prompt = counted.min(cut);
         let cached = usage.and_then(|u| u.cached).map(|c| c.min(prompt));
-        usage = Some(Usage { prompt, completion: usage.map_or(8, |u| u.completion), cached });
+        usage = Some(Usage { prompt, completion: usage.map_or(8, |u| u.completion), cached, raw: false });
     }
     usage
 }
@@ -113,21 +116,25 @@ async fn respond(
     protocol: Protocol,
     pace: Option<Pace>,
 ) -> std::io::Result<()> {
-    if !stream {
-        let body = match protocol {
-            Protocol::Anthropic => anthropic::message(frame, reply, usage),
-            Protocol::Responses => responses::response(frame, reply, usage),
-            Protocol::OpenAi => openai::completion(frame, reply, usage),
-        };
-        return conn.send_json(200, &[], &body).await;
-    }
-    let events = match protocol {
-        Protocol::Anthropic => anthropic::stream_events(frame, reply, usage),
-        Protocol::Responses => responses::stream_events(frame, reply, usage),
-        Protocol::OpenAi => openai::stream_events(frame, reply, usage),
+    let (body, events) = match (protocol, stream) {
+        (Protocol::Anthropic, false) => (Some(anthropic::message(frame, reply, usage)), Vec::new()),
+        (Protocol::Anthropic, true) => (None, anthropic::stream_events(frame, reply, usage)),
+        (Protocol::Responses, false) => (Some(responses::response(frame, reply, usage)), Vec::new()),
+        (Protocol::Responses, true) => (None, responses::stream_events(frame, reply, usage)),
+        (Protocol::OpenAi, false) => (Some(openai::completion(frame, reply, usage)), Vec::new()),
+        (Protocol::OpenAi, true) => (None, openai::stream_events(frame, reply, usage)),
     };
-    match pace {
-        None => send_stream(conn, events).await,
-        Some(pace) => send_trickled(conn, events, pace).await,
+    match body {
+        Some(body) => {
+            let text = with_raw_usage(body.to_string(), reply);
+            conn.send_response(200, "application/json", &[], text.as_bytes()).await
+        }
+        None => {
+            let events = events.into_iter().map(|e| with_raw_usage(e, reply)).collect();
+            match pace {
+                None => send_stream(conn, events).await,
+                Some(pace) => send_trickled(conn, events, pace).await,
+            }
+        }
     }
 }
