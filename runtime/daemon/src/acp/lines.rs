@@ -57,26 +57,30 @@ fn quoted(bytes: &[u8], utf8: Option<&str>) -> Value {
     json!({ "line": line, "line_bytes": bytes.len(), "cut_bytes": bytes.len() - cut })
 }
 
-/// What a whole line (read in full, at most [`MAX_LINE`] bytes) is; `None`: a blank line.
-fn judge(bytes: &[u8]) -> Option<Line> {
-    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+/// What a whole line (read in full, at most [`MAX_LINE`] bytes) is; `None`: a blank line. A line
+/// that is JSON is handed on as it was read, not copied.
+fn judge(mut bytes: Vec<u8>) -> Option<Line> {
+    if bytes.last() == Some(&b'\r') {
+        bytes.pop();
+    }
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
-    let text = match std::str::from_utf8(bytes) {
+    let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => {
-            let message = format!("Parse error: the line is not valid UTF-8 (at byte {})", e.valid_up_to());
-            return Some(Line::Refused(error(-32700, message, quoted(bytes, None))));
+            let at = e.utf8_error().valid_up_to();
+            let message = format!("Parse error: the line is not valid UTF-8 (at byte {at})");
+            return Some(Line::Refused(error(-32700, message, quoted(e.as_bytes(), None))));
         }
     };
-    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
-        Ok(_) => Some(Line::Json(text.to_string())),
+    match serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+        Ok(_) => Some(Line::Json(text)),
         // serde_json's words for a syntax error say what and where, and never quote the input.
         Err(e) => Some(Line::Refused(error(
             -32700,
             format!("Parse error: the line is not JSON ({e})"),
-            quoted(bytes, Some(text)),
+            quoted(text.as_bytes(), Some(&text)),
         ))),
     }
 }
@@ -120,7 +124,7 @@ pub fn next_line(input: &mut impl BufRead, max: usize) -> std::io::Result<Option
             let data = json!({ "max_bytes": max, "line_bytes": total });
             return Ok(Some(Line::Refused(error(-32600, message, data))));
         }
-        if let Some(judged) = judge(&line) {
+        if let Some(judged) = judge(line) {
             return Ok(Some(judged));
         }
     }

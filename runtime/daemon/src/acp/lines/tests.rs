@@ -123,7 +123,7 @@ proptest! {
                     format!("request line over {max} bytes: {} bytes were read and dropped", line.len()),
                     json!({ "max_bytes": max, "line_bytes": line.len() }),
                 ))),
-                false => judge(line),
+                false => judge(line.clone()),
             })
             .collect();
         let mut reader = BufReader::with_capacity(capacity, Cursor::new(input));
