@@ -305,6 +305,15 @@ pub fn print_daemon(r: &DaemonStatus) {
             if r.config.differs { " — the file has changed since: `agentd reload` applies it" } else { "" };
         say!("config       {} (read {}){differs}", r.config.path, r.config.read_at);
     }
+    if let Some(t) = &r.telemetry {
+        let failed = match (&t.last_error, &t.last_error_at) {
+            (Some(error), Some(at)) => {
+                format!(", {} FAILED (the last at {at}: {error}) — their spans are lost", t.exports_failed)
+            }
+            _ => String::new(),
+        };
+        say!("telemetry    traces to {}: {} batches exported{failed}", t.endpoint, t.exports_ok);
+    }
     for p in &r.providers {
         let verdict = match p.ok {
             None => "not asked yet",

@@ -4,7 +4,9 @@
 //! prompt that runs the team to its end (the lead's reasoning and text, the coder's calls with
 //! their kinds and files, a compaction, the delegation as a plan), a follow-up, a call the user
 //! rejects (`[acp] ask`) that the coder reads as a refusal, a prompt cancelled while the model
-//! thinks; then another editor loads the session and gets its history replayed.
+//! thinks; then another editor loads the session and gets its history replayed. And an editor
+//! writing raw lines — not UTF-8, not JSON and 50 MB long, over 64 MiB, a 50 MB prompt — is
+//! answered each time and `agentd acp` goes on.
 
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -18,6 +20,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentd");
 /// The SDK the editor is written with, pinned.
@@ -252,4 +255,144 @@ async fn an_editor_runs_follows_cancels_and_reloads_a_team_over_acp() {
     assert_eq!(replayed, READS + 1, "the reads and the edit");
     let unknown = &seen["load_unknown"];
     assert_eq!(unknown["code"], -32002, "{unknown}");
+}
+
+/// `agentd acp` driven line by line, as an editor writes them: what it answers on stdout, read on a
+/// thread of its own.
+struct RawEditor {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    answers: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawEditor {
+    fn start(d: &TestDaemon) -> RawEditor {
+        let mut child = d
+            .command(&["acp"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let value =
+                    serde_json::from_str(&line).unwrap_or_else(|e| json!({"unreadable": e.to_string()}));
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        RawEditor { child, stdin, answers }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string().as_bytes(),
+        );
+    }
+
+    /// The next message that is no `session/update`, and the updates before it.
+    fn next(&self) -> (Value, Vec<Value>) {
+        let mut updates = Vec::new();
+        loop {
+            let message =
+                self.answers.recv_timeout(Duration::from_secs(60)).expect("an answer from agentd acp");
+            if message["method"] == "session/update" {
+                updates.push(message["params"]["update"].clone());
+            } else {
+                return (message, updates);
+            }
+        }
+    }
+}
+
+/// The reproductions, with the real binary: a line of invalid UTF-8 killed `agentd acp` (now
+/// -32700 and it goes on, as for malformed JSON); a 50 MB malformed line was echoed whole in the
+/// error's data (now its first KiB, saying how much was cut); a 50 MB prompt was -32603 (now the
+/// documented refusal: stop reason `refusal`, naming the daemon's limit); a line over 64 MiB is not
+/// held (-32600) and the editor goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_lines_are_answered_and_agentd_acp_goes_on() {
+    let server = ScriptedServer::builder().script(vec![]).start().await;
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let ws = workspace();
+    let mut editor = RawEditor::start(&d);
+    editor.request(1, "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    assert_eq!(editor.next().0["result"]["protocolVersion"], 1);
+
+    // Invalid UTF-8 inside an otherwise well-formed request.
+    editor.send(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":{\"x\":\"\xff\xfe\"}}");
+    let (answer, _) = editor.next();
+    assert_eq!(
+        (answer["id"].clone(), answer["error"]["code"].as_i64()),
+        (Value::Null, Some(-32700)),
+        "{answer}"
+    );
+    assert!(answer["error"]["message"].as_str().unwrap().contains("not valid UTF-8"), "{answer}");
+
+    // 50 MB that is not JSON: quoted cut.
+    let mut malformed = b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"session/prompt\",\"params\":".to_vec();
+    malformed.resize(50_000_000, b'x');
+    editor.send(&malformed);
+    let (answer, _) = editor.next();
+    assert_eq!(
+        answer["error"]["code"],
+        -32700,
+        "{}",
+        &answer.to_string()[..answer.to_string().len().min(500)]
+    );
+    let data = &answer["error"]["data"];
+    assert_eq!(data["line"].as_str().unwrap().len(), 1024);
+    assert_eq!(
+        (data["line_bytes"].as_u64(), data["cut_bytes"].as_u64()),
+        (Some(50_000_000), Some(50_000_000 - 1024))
+    );
+    assert!(answer.to_string().len() < 4096, "the answer is small: {} bytes", answer.to_string().len());
+
+    // Over 64 MiB: not held, answered, and the line after it is read.
+    editor.send(&vec![b' '; 64 * 1024 * 1024 + 10]);
+    let (answer, _) = editor.next();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["error"]["data"]["line_bytes"], 64 * 1024 * 1024 + 10);
+
+    // A 50 MB prompt: the daemon's refusal, naming its limit, as the prompt's answer.
+    editor.request(4, "session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let session = editor.next().0["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = "y".repeat(50_000_000);
+    editor.request(
+        5,
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}),
+    );
+    let (answer, updates) = editor.next();
+    assert_eq!(answer["id"], 5);
+    assert_eq!(answer["result"]["stopReason"], "refusal", "{answer}");
+    let said: String = updates.iter().filter_map(|u| u["content"]["text"].as_str()).collect();
+    assert!(
+        said.contains("[agentd] refused: the prompt is too long") && said.contains("8388608 bytes"),
+        "{said}"
+    );
+    assert!(server.chat_requests().is_empty(), "nothing reached a model");
+    let status = d.client().call("task.status", json!({"task_id": session}));
+    assert!(status.is_err(), "no task was made: {status:?}");
+
+    // Still serving; closing stdin ends it cleanly.
+    editor.request(6, "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    assert_eq!(editor.next().0["id"], 6);
+    drop(editor.stdin);
+    let exit = editor.child.wait().unwrap();
+    assert!(exit.success(), "{exit}");
 }

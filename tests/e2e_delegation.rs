@@ -81,7 +81,12 @@ fn a_specialist_with_an_unknown_tool_is_a_config_error_naming_the_key() {
     assert!(err.contains("team.specialists.reviewer.tools") && err.contains("teleport"), "{err}");
 }
 
+/// `[team.stall]` with its loop test off.
+const STALL_OFF: &str = "[team.stall]\nrepeats = 0\n";
+
 /// The lead lists the workspace `n` times, then delegates to the coder, which finishes at once.
+/// Listing the same two folders in turn is a loop the stall watch stops at its sixth call: the
+/// tests of it turn the watch's loop test off ([`STALL_OFF`]), as they are about the receipts.
 fn busy_lead(n: usize) -> Vec<Step> {
     let mut steps: Vec<Step> = (0..n)
         .map(|i| sse(vec![tool_call("list_dir", json!({"path": if i % 2 == 0 { "." } else { "src" }}))]))
@@ -97,7 +102,7 @@ async fn receipts_over_the_handoff_budget_are_archived_and_viewed_newest_first()
     let server = ScriptedServer::builder().max_model_len(Some(4_096)).script(busy_lead(30)).start().await;
     let ws = tempfile::tempdir().unwrap();
     sample_workspace(ws.path());
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", STALL_OFF));
     let task = d.submit("Look around, then have the coder fix add()", ws.path());
     let events = d.events_until_end(&task, Duration::from_secs(60));
     assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
@@ -132,7 +137,7 @@ async fn an_unwritable_receipts_archive_fails_the_handoff_loudly() {
     let server = ScriptedServer::builder().max_model_len(Some(4_096)).script(busy_lead(30)).start().await;
     let ws = tempfile::tempdir().unwrap();
     sample_workspace(ws.path());
-    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", STALL_OFF));
     // Neither the evidence folder nor the workspace's fallback folder can be created or written:
     // each is a plain file (this holds even for root, for whom permissions are no obstacle).
     let evidence = d.home().join("evidence");

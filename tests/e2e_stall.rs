@@ -1,5 +1,6 @@
-//! End-to-end: a teammate that goes in circles is told once and then stopped, and its caller reads
-//! why — never a silent loop, never a silent kill.
+//! End-to-end: a teammate that goes in circles — the same failing call, a loop of two reads, a
+//! different missing file each time — is told once and then stopped, and its caller reads why:
+//! never a silent loop, never a silent kill.
 
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -90,6 +91,78 @@ async fn a_coder_repeating_a_failing_call_is_told_once_then_stopped_and_the_lead
     // `watch` says it in words.
     let log = String::from_utf8_lossy(&d.cli(&["log", &task]).stdout).to_string();
     assert!(log.contains("stalled: it made the same call 3 times"), "{log}");
+}
+
+/// The lead delegates once and finishes when the delegation returns; the coder reads
+/// `path_of(n)` at its `n`th answer, up to 150 reads, whatever it is told.
+async fn reading_coder(path_of: fn(usize) -> String) -> ScriptedServer {
+    ScriptedServer::builder()
+        .responder(move |body: &Value| match lead_and_results(body) {
+            (true, 0) => sse(vec![delegate("coder", "Find the notes")]),
+            (true, _) => sse(vec![finish("the coder got nowhere; left for a person")]),
+            (false, n) if n < 150 => sse(vec![tool_call("read_file", json!({"path": path_of(n)}))]),
+            (false, _) => sse(vec![finish("gave up")]),
+        })
+        .start()
+        .await
+}
+
+/// The coder's reads before its `agent_stalled`, in all, and the event itself.
+fn reads_and_stall(events: &[Value]) -> (usize, usize, Value) {
+    let reads = |e: &&Value| e["kind"] == "tool_finished" && e["tool"] == "read_file";
+    let before = events.iter().take_while(|e| e["kind"] != "agent_stalled").filter(reads).count();
+    let all = events.iter().filter(reads).count();
+    let stalled: Vec<&Value> = events.iter().filter(|e| e["kind"] == "agent_stalled").collect();
+    assert_eq!(stalled.len(), 1, "said once: {events:#?}");
+    (before, all, stalled[0].clone())
+}
+
+/// The reproduction: a teammate reading a different missing file each time made 150 failing
+/// calls and was never `agent_stalled` (each error read as something new). A failed call is no
+/// progress: after `idle_requests` (30) answers it is told, and at the next its turn ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coder_reading_a_different_missing_file_each_time_is_stalled_then_stopped() {
+    let server = reading_coder(|n| format!("notes/missing_{n}.txt")).await;
+    let ws = tempfile::tempdir().unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let task = d.submit("Find the notes", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(120));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    let (before, all, stalled) = reads_and_stall(&events);
+    assert_eq!((before, all), (30, 31), "told after 30 failing reads, stopped at the 31st");
+    assert_eq!((stalled["role"].as_str(), stalled["calls"].as_u64()), (Some("coder"), Some(30)));
+    let why = stalled["why"].as_str().unwrap();
+    assert!(why.starts_with("answered 30 times in a row without getting anywhere"), "{why}");
+    assert!(events
+        .iter()
+        .filter(|e| e["kind"] == "tool_finished" && e["tool"] == "read_file")
+        .all(|e| e["ok"] == false));
+    let returned = events.iter().find(|e| e["kind"] == "delegation_returned").unwrap();
+    assert_eq!(returned["failed"], true, "{returned}");
+    assert!(returned["summary"].as_str().unwrap().contains("coder is going in circles"), "{returned}");
+}
+
+/// The reproduction: `A,B,A,B…` (two files read in turn, each reading the same) was caught
+/// only after 33 calls. A loop is caught once it has gone round `repeats` (3) times: at the sixth
+/// call, and the seventh ends the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coder_reading_two_files_in_turn_is_stalled_at_the_sixth_call() {
+    let server = reading_coder(|n| if n % 2 == 0 { "a.txt".into() } else { "b.txt".into() }).await;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "beta\n").unwrap();
+    let d = TestDaemon::start(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", ""));
+    let task = d.submit("Find the notes", ws.path());
+    let events = d.events_until_end(&task, Duration::from_secs(60));
+    assert_eq!(events.last().unwrap()["kind"], "task_finished", "{events:#?}\n{}", d.serve_log());
+    let (before, all, stalled) = reads_and_stall(&events);
+    assert_eq!((before, all), (6, 7), "told at the sixth read, stopped at the seventh");
+    assert_eq!((stalled["role"].as_str(), stalled["calls"].as_u64()), (Some("coder"), Some(6)));
+    let why = stalled["why"].as_str().unwrap();
+    assert!(why.contains("went round the same 2 calls 3 times"), "{why}");
+    assert!(why.contains("a.txt") && why.contains("b.txt"), "{why}");
+    let returned = events.iter().find(|e| e["kind"] == "delegation_returned").unwrap();
+    assert_eq!(returned["failed"], true, "{returned}");
 }
 
 /// The lead delegates with the call's own budget (`budget_tokens`) or, when `budget` is `None`, under

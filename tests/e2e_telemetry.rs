@@ -2,7 +2,9 @@
 //! run to a collector of the test's own on 127.0.0.1, which decodes each OTLP/HTTP request with the
 //! OpenTelemetry project's protobuf types (`opentelemetry-proto`, prost). The spans are there —
 //! task → turn → request → tool and compaction — with their attributes, in one trace whose id is the
-//! task's, the coder's turn under the lead's; and no prompt, argument or result is in any of it.
+//! task's, the coder's turn under the lead's; and no prompt, argument or result is in any of it. A
+//! collector that is not there, or answers 500, is counted in `/metrics` and `daemon.status`, said by
+//! `agentd daemon`, and logged once.
 
 // A test: a failed expectation panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -32,6 +34,11 @@ type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 /// A collector: every OTLP/HTTP request body it was sent, answered `200` with an empty export
 /// response. (The test's own HTTP/1.1 reading: one request after another on each connection.)
 async fn collector() -> (String, Received) {
+    collector_answering("200 OK").await
+}
+
+/// A collector answering every request with `status` (`200 OK`: an empty export response).
+async fn collector_answering(status: &'static str) -> (String, Received) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let got: Received = Arc::default();
@@ -71,7 +78,7 @@ async fn collector() -> (String, Received) {
                     buf.drain(..end + 4 + length);
                     let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
                     keep.lock().unwrap().push((path, body));
-                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    let answer = format!("HTTP/1.1 {status}\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
                     if conn.write_all(answer.as_bytes()).await.is_err() {
                         return;
                     }
@@ -291,4 +298,104 @@ async fn with_include_content_the_spans_carry_the_words_redacted() {
         "{first:?}"
     );
     assert!(first["gen_ai.prompt"].len() <= 4096);
+}
+
+/// What `daemon.status` says of the exports once its count `field` (`exports_ok`,
+/// `exports_failed`) is at least `n`.
+async fn exports_once(d: &TestDaemon, field: &str, n: u64) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = d.client().call("daemon.status", json!({})).unwrap();
+        if status["telemetry"][field].as_u64() >= Some(n) {
+            return status["telemetry"].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "{status}\n{}", d.serve_log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `GET /metrics` (public here) as text.
+async fn scrape(d: &TestDaemon) -> String {
+    let status = d.client().call("daemon.status", json!({})).unwrap();
+    let url = format!("http://{}/metrics", status["http"]["listen"].as_str().unwrap());
+    let http = agentd_test_support::http_client().no_proxy().build().unwrap();
+    http.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// The value of the sample named `name` in a scrape.
+fn sample(text: &str, name: &str) -> f64 {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let found =
+        scrape.samples.iter().find(|s| s.metric == name).unwrap_or_else(|| panic!("{name} in {text}"));
+    match found.value {
+        prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+        _ => f64::NAN,
+    }
+}
+
+/// The reproduction: a collector on a closed port, or answering 500, was silent. Now each
+/// failed batch is counted in `/metrics` and `daemon.status` (with the last error), `agentd daemon`
+/// says so, and the log says it once however many batches fail; a collector that takes them is
+/// counted too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_not_there_or_answers_500_is_counted_said_and_logged_once() {
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let (failing, sent) = collector_answering("500 Internal Server Error").await;
+    let (working, _) = collector().await;
+    for (url, fails) in [(closed, true), (failing, true), (working, false)] {
+        let server =
+            ScriptedServer::builder().responder(|_: &Value| sse(vec![finish("nothing to do")])).start().await;
+        let extra = format!(
+            "[telemetry]\notlp_endpoint = \"{url}\"\n[http]\nlisten = \"127.0.0.1:0\"\nmetrics_public = true\n"
+        );
+        let mut d = TestDaemon::prepare(Path::new(BIN), &team_config(&server.base_url(), "gpt-4o", &extra));
+        d.set_env(&[("OTEL_BSP_SCHEDULE_DELAY", "200")]);
+        d.serve();
+        let ws = tempfile::tempdir().unwrap();
+        // Two tasks, each exported after the other failed: two failed batches at least.
+        for (i, objective) in ["First", "Second"].iter().enumerate() {
+            let task = d.submit(objective, ws.path());
+            let events = d.events_until_end(&task, Duration::from_secs(60));
+            assert_eq!(events.last().unwrap()["kind"], "task_finished", "{}", d.serve_log());
+            let field = if fails { "exports_failed" } else { "exports_ok" };
+            exports_once(&d, field, i as u64 + 1).await;
+        }
+        let endpoint = format!("{url}/v1/traces");
+        let shown = String::from_utf8_lossy(&d.cli(&["daemon"]).stdout).to_string();
+        let metrics = scrape(&d).await;
+        let status = d.client().call("daemon.status", json!({})).unwrap()["telemetry"].clone();
+        assert_eq!(status["endpoint"], endpoint.as_str(), "{status}");
+        let log = d.serve_log();
+        let warned = log.matches("traces could not be exported to the OTLP collector").count();
+        if fails {
+            let failed = status["exports_failed"].as_u64().unwrap();
+            assert!(failed >= 2, "{status}");
+            assert_eq!(status["exports_ok"], 0, "{status}");
+            assert!(sample(&metrics, "agentd_otlp_export_failures_total") >= 2.0, "{metrics}");
+            assert_eq!(sample(&metrics, "agentd_otlp_exports_total"), 0.0, "{metrics}");
+            let error = status["last_error"].as_str().unwrap();
+            assert!(status["last_error_at"].is_string(), "{status}");
+            assert!(
+                shown.contains(&format!("telemetry    traces to {endpoint}: 0 batches exported, "))
+                    && shown.contains(" FAILED (the last at ")
+                    && shown.contains(error),
+                "{shown}"
+            );
+            assert_eq!(warned, 1, "said once, not per batch: {log}");
+            assert!(log.contains(&endpoint), "the log names the collector: {log}");
+        } else {
+            assert_eq!(status["exports_failed"], 0, "{status}");
+            assert!(sample(&metrics, "agentd_otlp_exports_total") >= 2.0, "{metrics}");
+            assert_eq!(sample(&metrics, "agentd_otlp_export_failures_total"), 0.0, "{metrics}");
+            assert!(
+                !shown.contains("FAILED") && shown.contains(&format!("telemetry    traces to {endpoint}: ")),
+                "{shown}"
+            );
+            assert_eq!(warned, 0, "{log}");
+        }
+    }
+    assert!(sent.lock().unwrap().len() >= 2, "the failing collector was sent the batches");
 }

@@ -1,32 +1,48 @@
 //! Agents that go in circles: a watch over one turn's answers that says when an agent is stalled.
 //!
-//! An agent is *stalled* when it makes the same tool call with the same arguments and gets the same
-//! result `repeats` times in a row (default 3), or answers `idle_requests` times in a row (default
-//! 30) with neither a tool result it has not seen before in the turn nor a successful write (a
-//! compaction makes every result new again: what the agent saw has left its request). The
-//! first time, it is told once, plainly (the runtime adds a notice to its next request and says
-//! `agent_stalled`); if it keeps on — the condition still holds at its next answer — its turn ends
-//! with a failure its caller reads. Progress (a new result, a write) forgives: it may stall again
-//! later, and is told again. A threshold of 0 turns that test off.
+//! The watch sees each answer's calls with their results, in order, and asks two questions:
+//!
+//! - **Is it going round a loop?** The last calls are a short loop — one call, or up to
+//!   [`MAX_PERIOD`] calls — made again and again, each with the same arguments and the same result,
+//!   `repeats` times in all (default 3): `A,A,A`, or `A,B,A,B,A,B`, caught at the answer that
+//!   completes the last round, whatever else the turn did before.
+//! - **Is it getting anywhere?** `idle_requests` answers in a row (default 30) with no *progress*.
+//!   Progress is a successful call whose result the agent had not seen in the turn, or a successful
+//!   call that changes things (`write_file`, `edit_file`, `run_command`, an MCP tool) made with
+//!   arguments and a result not seen before. A failed call is never progress, however new its error
+//!   reads: a teammate reading a different missing file each time gets nowhere. So is reading the
+//!   same text again, or writing the same file with the same content.
+//!
+//! An answer that made progress is never a stall, and forgives: the agent may stall again later, and
+//! is told again. The first time an answer is stalled, the agent is told once, plainly (the runtime
+//! adds a notice to its next request and says `agent_stalled`); if the condition still holds at its
+//! next answer, its turn ends with a failure its caller reads. A compaction starts the watch's
+//! memory afresh (what the agent saw has left its request: reading it again is not going in
+//! circles), but not its count of idle answers. A threshold of 0 turns its test off.
 //!
 //! The watch is a pure state machine over what the log holds (each answer's calls and their
-//! results), so a resumed turn replays its history into a fresh watch and is where it was.
+//! results), so a resumed turn replays its history into a fresh watch and is where it was. Its
+//! memory is bounded by [`MAX_PERIOD`] calls, plus one 64-bit hash per distinct result and call
+//! seen in the turn.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-/// Identical calls with identical results in a row that make an agent stalled, by default.
+/// Identical rounds in a row that make an agent stalled, by default.
 pub const DEFAULT_REPEATS: u32 = 3;
-/// Answers in a row with nothing new that make an agent stalled, by default: high enough that an
+/// Answers in a row with no progress that make an agent stalled, by default: high enough that an
 /// agent reading around a large workspace is not taken for one going in circles.
 pub const DEFAULT_IDLE_REQUESTS: u32 = 30;
+/// The longest loop the watch looks for, in calls: a loop of more calls is left to `idle_requests`.
+pub const MAX_PERIOD: usize = 8;
 
 /// When an agent counts as going in circles (`[team.stall]`); 0 turns a test off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StallPolicy {
-    /// The same call with the same result this many times in a row.
+    /// The same call, or the same loop of up to [`MAX_PERIOD`] calls, with the same results, this
+    /// many times in a row (0: off; 1 is read as 2, the least that is a repeat).
     pub repeats: u32,
-    /// This many answers in a row with no new tool result and no successful write.
+    /// This many answers in a row with no progress.
     pub idle_requests: u32,
 }
 
@@ -47,8 +63,10 @@ pub struct Seen<'a> {
     pub result: &'a str,
     /// Whether it succeeded.
     pub ok: bool,
-    /// Whether the tool changes the workspace (`write_file`, `edit_file`).
-    pub writes: bool,
+    /// Whether the tool may change something beyond the conversation (`write_file`, `edit_file`,
+    /// `run_command`, an MCP tool): then a new call that succeeds is progress even when its result
+    /// reads as another's did (`exit code: 0`).
+    pub acts: bool,
 }
 
 /// What an answer's calls make of the agent.
@@ -60,14 +78,14 @@ pub enum Verdict {
     Stalled {
         /// What it keeps doing, in words.
         why: String,
-        /// The repeats or idle answers counted.
+        /// The calls of the loop (its rounds × its length), or the answers with no progress.
         calls: u32,
     },
     /// Told already, and still at it: its turn ends.
     StillStalled {
         /// What it keeps doing, in words.
         why: String,
-        /// The repeats or idle answers counted.
+        /// The calls of the loop, or the answers with no progress.
         calls: u32,
     },
 }
@@ -76,10 +94,17 @@ pub enum Verdict {
 #[derive(Debug, Clone, Default)]
 pub struct Watch {
     policy: StallPolicy,
-    last: Option<u64>,
-    last_call: String,
-    repeats: u32,
-    seen: HashSet<u64>,
+    /// The last [`MAX_PERIOD`] calls, oldest first: each one's key (tool, arguments, result, outcome)
+    /// and how the agent is told of it.
+    recent: VecDeque<(u64, String)>,
+    /// For each loop length `p` (at `p - 1`): how many calls in a row have been the call `p` before
+    /// them. `runs[p - 1] + p` calls are then `p` calls made over and over.
+    runs: [u32; MAX_PERIOD],
+    /// The results seen in the turn (since its last compaction).
+    results: HashSet<u64>,
+    /// The calls seen in the turn (since its last compaction), by key.
+    calls: HashSet<u64>,
+    /// Answers in a row with no progress.
     idle: u32,
     told: bool,
 }
@@ -109,54 +134,91 @@ impl Watch {
         self.told = false;
     }
 
-    /// A compaction took what the agent saw out of its request: every result is new again.
+    /// A compaction took what the agent saw out of its request: every result is new again, and a
+    /// call made again is no round of a loop. The answers with no progress go on counting.
     pub fn compacted(&mut self) {
-        self.seen.clear();
+        self.results.clear();
+        self.calls.clear();
+        self.recent.clear();
+        self.runs = [0; MAX_PERIOD];
+    }
+
+    /// Takes one call in: the loops it continues or breaks, and whether it is progress.
+    fn call(&mut self, call: &Seen<'_>) -> bool {
+        let outcome = if call.ok { "ok" } else { "failed" };
+        let key = hash_of(&[call.tool, call.arguments, call.result, outcome]);
+        for (p, run) in (1..=MAX_PERIOD).zip(self.runs.iter_mut()) {
+            let before = self.recent.len().checked_sub(p).and_then(|at| self.recent.get(at));
+            *run = match before {
+                Some((k, _)) if *k == key => run.saturating_add(1),
+                _ => 0,
+            };
+        }
+        if self.recent.len() == MAX_PERIOD {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((key, shown(call.tool, call.arguments)));
+        let new_result = self.results.insert(hash_of(&[call.result]));
+        let new_call = self.calls.insert(key);
+        call.ok && (new_result || (call.acts && new_call))
+    }
+
+    /// The shortest loop the last calls go round `repeats` times: its length and its calls.
+    fn looping(&self) -> Option<(usize, u32)> {
+        if self.policy.repeats == 0 {
+            return None;
+        }
+        let rounds_after_the_first = self.policy.repeats.max(2) - 1;
+        (1..=MAX_PERIOD).zip(self.runs).find_map(|(p, run)| {
+            let p32 = p as u32;
+            (run >= p32.saturating_mul(rounds_after_the_first)).then(|| (p, run.saturating_add(p32)))
+        })
+    }
+
+    /// What the agent keeps doing, in words, when it is stalled.
+    fn stalled(&self) -> Option<(String, u32)> {
+        if let Some((p, calls)) = self.looping() {
+            let why = if p == 1 {
+                let last = self.recent.back().map_or("", |(_, shown)| shown.as_str());
+                format!("made the same call {calls} times in a row with the same result: {last}")
+            } else {
+                let round: Vec<&str> =
+                    self.recent.iter().skip(self.recent.len() - p).map(|(_, s)| s.as_str()).collect();
+                format!(
+                    "went round the same {p} calls {} times in a row, each with the same result: {}",
+                    calls / p as u32,
+                    round.join(" → ")
+                )
+            };
+            return Some((why, calls));
+        }
+        (self.policy.idle_requests > 0 && self.idle >= self.policy.idle_requests).then(|| {
+            (
+                format!(
+                    "answered {} times in a row without getting anywhere: no call succeeded with a result it \
+                     had not seen, and nothing new was changed (a failed call is no progress)",
+                    self.idle
+                ),
+                self.idle,
+            )
+        })
     }
 
     /// The calls of one answer, with their results, in order; what they make of the agent.
     pub fn answered(&mut self, calls: &[Seen<'_>]) -> Verdict {
         let mut progress = false;
         for call in calls {
-            let key = hash_of(&[call.tool, call.arguments, call.result]);
-            if self.last == Some(key) {
-                self.repeats = self.repeats.saturating_add(1);
-            } else {
-                self.last = Some(key);
-                self.repeats = 1;
-                self.last_call = shown(call.tool, call.arguments);
-            }
-            if self.seen.insert(hash_of(&[call.result])) || (call.writes && call.ok) {
-                progress = true;
-            }
+            // Every call is taken in, after progress as before it.
+            progress |= self.call(call);
         }
-        self.idle = if progress { 0 } else { self.idle.saturating_add(1) };
-        let stalled = if self.policy.repeats > 0 && self.repeats >= self.policy.repeats {
-            Some((
-                format!(
-                    "made the same call {} times in a row with the same result: {}",
-                    self.repeats, self.last_call
-                ),
-                self.repeats,
-            ))
-        } else if self.policy.idle_requests > 0 && self.idle >= self.policy.idle_requests {
-            Some((
-                format!(
-                    "answered {} times in a row with no tool result it had not seen and no change to the workspace",
-                    self.idle
-                ),
-                self.idle,
-            ))
-        } else {
-            None
-        };
-        match stalled {
-            None => {
-                if progress {
-                    self.told = false;
-                }
-                Verdict::Going
-            }
+        if progress {
+            self.idle = 0;
+            self.told = false;
+            return Verdict::Going;
+        }
+        self.idle = self.idle.saturating_add(1);
+        match self.stalled() {
+            None => Verdict::Going,
             Some((why, calls)) if self.told => Verdict::StillStalled { why, calls },
             Some((why, calls)) => {
                 self.told = true;
@@ -167,70 +229,4 @@ impl Watch {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(result: &str) -> Seen<'_> {
-        Seen { tool: "run_command", arguments: r#"{"command":"make"}"#, result, ok: false, writes: false }
-    }
-
-    #[test]
-    fn the_same_failing_call_three_times_stalls_then_ends_the_turn() {
-        let mut w = Watch::new(StallPolicy::default());
-        assert_eq!(w.answered(&[run("error 1")]), Verdict::Going);
-        assert_eq!(w.answered(&[run("error 1")]), Verdict::Going);
-        let Verdict::Stalled { why, calls } = w.answered(&[run("error 1")]) else { panic!() };
-        assert_eq!(calls, 3);
-        assert!(
-            why.contains("same call 3 times") && why.contains("run_command {\"command\":\"make\"}"),
-            "{why}"
-        );
-        assert!(matches!(w.answered(&[run("error 1")]), Verdict::StillStalled { calls: 4, .. }));
-    }
-
-    #[test]
-    fn progress_forgives_and_a_different_result_is_no_repeat() {
-        let mut w = Watch::new(StallPolicy::default());
-        for _ in 0..2 {
-            assert_eq!(w.answered(&[run("error 1")]), Verdict::Going);
-        }
-        assert_eq!(w.answered(&[run("error 2")]), Verdict::Going, "another result: counting starts again");
-        let write = Seen { tool: "write_file", arguments: "{}", result: "wrote", ok: true, writes: true };
-        assert!(matches!(w.answered(&[run("error 2")]), Verdict::Going));
-        assert!(matches!(w.answered(&[run("error 2")]), Verdict::Stalled { .. }));
-        // Told; then it writes something new: forgiven, and a later stall is told again.
-        assert_eq!(w.answered(&[write]), Verdict::Going);
-        for _ in 0..2 {
-            w.answered(&[run("error 3")]);
-        }
-        assert!(matches!(w.answered(&[run("error 3")]), Verdict::Stalled { .. }));
-    }
-
-    #[test]
-    fn answers_with_nothing_new_stall_and_zero_turns_the_tests_off() {
-        let policy = StallPolicy { repeats: 0, idle_requests: 3 };
-        let mut w = Watch::new(policy);
-        let read = |p: &'static str| Seen {
-            tool: "read_file",
-            arguments: p,
-            result: "same text",
-            ok: true,
-            writes: false,
-        };
-        assert_eq!(w.answered(&[read("a")]), Verdict::Going, "a new result is progress");
-        assert_eq!(w.answered(&[read("b")]), Verdict::Going);
-        assert_eq!(w.answered(&[read("c")]), Verdict::Going);
-        assert!(matches!(w.answered(&[read("d")]), Verdict::Stalled { calls: 3, .. }));
-        // A compaction makes what it saw new again.
-        let mut w = Watch::new(policy);
-        w.answered(&[read("a")]);
-        w.answered(&[read("b")]);
-        w.compacted();
-        assert_eq!(w.answered(&[read("c")]), Verdict::Going);
-        assert_eq!(w.answered(&[read("d")]), Verdict::Going, "idle counted from the compaction");
-        let mut off = Watch::new(StallPolicy { repeats: 0, idle_requests: 0 });
-        for _ in 0..50 {
-            assert_eq!(off.answered(&[run("error")]), Verdict::Going);
-        }
-    }
-}
+mod tests;

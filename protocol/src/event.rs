@@ -539,13 +539,14 @@ pub enum EventKind {
         #[serde(flatten)]
         change: Box<Change>,
     },
-    /// The agent (the event's role) is going in circles: the same call with the same result again and
-    /// again, or answers with nothing new (`[team.stall]`). Its next request tells it so, once; if it
-    /// keeps on, its turn ends with a failure its caller reads.
+    /// The agent (the event's role) is going in circles: the same call, or the same short loop of
+    /// calls, with the same results again and again, or answers that get nowhere — a failed call is
+    /// no progress (`[team.stall]`). Its next request tells it so, once; if it keeps on, its turn ends
+    /// with a failure its caller reads.
     AgentStalled as "agent_stalled" {
         /// What it keeps doing, in words.
         why: String,
-        /// The repeats (or answers with nothing new) counted.
+        /// The calls of the loop (its rounds × its length), or the answers with no progress.
         calls: u32,
     },
     /// A model called `finish` and agentd refused it; the model is told why and goes on.

@@ -64,7 +64,6 @@ pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u
         None => None,
         Some(text) => Some(parse_listen(text).map_err(|e| fail(exit::USAGE, format!("--http: {e}")))?),
     };
-    let options = ServeOptions { http };
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // actix-http's ERROR per unparseable request: the daemon logs those itself, at debug, rate-limited.
@@ -102,6 +101,7 @@ pub fn serve(home: &Home, log_format: LogFormat, http: Option<&str>) -> Result<u
         (None, Some(e)) => tracing::error!(error = %e, "traces are not exported"),
         (None, None) => {}
     }
+    let options = ServeOptions { http, exports: telemetry.as_ref().map(|t| t.exports.clone()) };
     let outcome = serve_in(home, loaded, json, &options);
     if let Some(t) = telemetry {
         t.shutdown();

@@ -115,6 +115,28 @@ pub struct DaemonStatus {
     /// start (or its last reload): whether its `base_url` answers as its kind's API.
     #[serde(default)]
     pub providers: Vec<ProviderStatus>,
+    /// Traces over OTLP (`[telemetry] otlp_endpoint`): where they go and how the exports fare;
+    /// absent when none are exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<TelemetryStatus>,
+}
+
+/// The exports of traces to an OTLP collector since the daemon started, in `daemon.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TelemetryStatus {
+    /// Where the traces go (the whole URL, `…/v1/traces`).
+    pub endpoint: String,
+    /// Batches of spans the collector took.
+    pub exports_ok: u64,
+    /// Batches that could not be exported: the collector unreachable, or refusing them (an HTTP
+    /// error); their spans are lost.
+    pub exports_failed: u64,
+    /// What the exporter said of the last failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When it failed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<String>,
 }
 
 /// The configuration the daemon runs, in `daemon.status`.

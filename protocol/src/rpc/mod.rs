@@ -28,7 +28,7 @@ pub use changes::{DiffFile, DiffParams, DiffResult, RevertParams, RevertResult};
 pub use daemon::{
     ClockParams, ClockResult, ClusterStatus, ConfigApplies, ConfigChange, ConfigStatus, DaemonStatus,
     DaySpending, HttpServing, JobAction, JobStatus, McpServerStatus, McpStart, NodeStatus, ProviderStatus,
-    ReloadResult, StorageStatus, StreamStatus,
+    ReloadResult, StorageStatus, StreamStatus, TelemetryStatus,
 };
 pub use error::{ErrorCode, RpcError};
 pub use evidence::{EvidenceListParams, EvidenceReadParams, EvidenceRef, VerifyResult};

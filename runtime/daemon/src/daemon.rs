@@ -146,10 +146,13 @@ pub enum DaemonError {
 }
 
 /// What `agentd serve`'s command line adds to the configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct ServeOptions {
     /// `--http ADDR`: serve the dashboard and API here, whatever `[http] listen` says.
     pub http: Option<SocketAddr>,
+    /// How the exports of traces fare, when this process exports them (made by
+    /// [`crate::telemetry::Telemetry::start`] before the daemon starts).
+    pub exports: Option<crate::telemetry::Exports>,
 }
 
 /// Takes the home's lock, exclusively and without waiting. Held for the daemon's life.
@@ -264,7 +267,9 @@ pub fn serve(
     let system = actix::System::with_tokio_rt(move || runtime);
     let outcome: Result<(), DaemonError> = system.block_on(async move {
         let home = std::fs::canonicalize(&home_dir).unwrap_or_else(|_| home_dir.clone());
-        let shared = Arc::new(Shared::start(home, backing, config.clone(), |var| std::env::var(var).ok()));
+        let exports = options.exports.clone().unwrap_or_default();
+        let shared =
+            Arc::new(Shared::start(home, backing, config.clone(), |var| std::env::var(var).ok(), exports));
         let supervisor = Supervisor::new(shared.clone());
         let recovered = supervisor.recover().map_err(|e| DaemonError::Runtime(e.to_string()))?;
         if recovered > 0 {

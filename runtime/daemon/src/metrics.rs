@@ -21,6 +21,8 @@
 //! | `agentd_mcp_server_failures_total` | `server` | `mcp_server_failed` |
 //! | `agentd_permission_refusals_total` | — | `permission_answered` with `allowed: false` |
 //! | `agentd_fleet_takeovers_total` | — | `task_resumed` on another node (with `after`) |
+//! | `agentd_otlp_exports_total` | — | batches of spans the OTLP collector took (`[telemetry]`; [`crate::telemetry::Exports`]) |
+//! | `agentd_otlp_export_failures_total` | — | batches that could not be exported: the collector unreachable or refusing them |
 
 use agentd_protocol::event::{Event, EventKind};
 use agentd_protocol::task::TaskMeta;
@@ -124,9 +126,21 @@ macro_rules! registered {
 }
 
 impl Metrics {
-    /// Every metric at zero.
+    /// Every metric at zero, no traces exported.
     pub fn new() -> Metrics {
+        Metrics::with_exports(&crate::telemetry::Exports::default())
+    }
+
+    /// Every metric at zero, and the counts of `exports` (0 while no traces are exported).
+    pub fn with_exports(exports: &crate::telemetry::Exports) -> Metrics {
         let mut r = Registry::with_prefix("agentd");
+        let (exported, failed) = exports.counters();
+        r.register("otlp_exports", "Batches of spans the OTLP collector took", exported);
+        r.register(
+            "otlp_export_failures",
+            "Batches of spans that could not be exported: the collector unreachable or refusing them",
+            failed,
+        );
         Metrics {
             tasks: registered!(
                 r,

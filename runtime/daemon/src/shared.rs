@@ -57,17 +57,21 @@ pub struct Shared {
     pub stalls: Arc<crate::fleet::Stalls>,
     /// The counters `GET /metrics` writes, fed by every event published.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// How the exports of traces fare (`[telemetry]`), for `daemon.status` and `/metrics`.
+    pub exports: crate::telemetry::Exports,
 }
 
 impl Shared {
     /// The daemon's parts over `backing`, for `config`, with the scheduler started on the running
     /// actix system. `env` reads the daemon's environment (the providers' keys and the secrets to
-    /// redact): `std::env::var` for the daemon, a map in tests.
+    /// redact): `std::env::var` for the daemon, a map in tests. `exports` counts the exports of
+    /// traces, when the daemon's process exports them (`Exports::default()`: it does not).
     pub fn start(
         home: PathBuf,
         backing: Backing,
         config: Arc<Config>,
         env: impl Fn(&str) -> Option<String>,
+        exports: crate::telemetry::Exports,
     ) -> Shared {
         let live = EventBus::channel();
         let ends = Arc::new(Ends::default());
@@ -86,7 +90,7 @@ impl Shared {
         let engine = Engine::new(storage.clone(), config.team.clone(), models, redactor);
         let engine = Arc::new(engine.with_calendar(Arc::new(config.tz)));
         let scheduler = Scheduler::new(config.jobs.clone(), storage.clone(), home.clone()).start();
-        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let metrics = Arc::new(crate::metrics::Metrics::with_exports(&exports));
         metrics.clone().follow(live.subscribe());
         Shared {
             home,
@@ -101,6 +105,7 @@ impl Shared {
             mcp: Default::default(),
             stalls: Default::default(),
             metrics,
+            exports,
         }
     }
 

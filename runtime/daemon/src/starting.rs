@@ -122,6 +122,7 @@ impl Answers {
                 ..Default::default()
             },
             providers: Vec::new(),
+            telemetry: None,
         }
     }
 

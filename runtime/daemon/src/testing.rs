@@ -40,8 +40,13 @@ impl Rig {
         let path = home.path().join("agentd.toml");
         let config = Arc::new(Config::parse(&text, &path).expect("the rig's configuration"));
         let store = Store::open(&home.path().join("db")).expect("a store");
-        let shared =
-            Arc::new(Shared::start(home.path().to_path_buf(), Backing::Sled(store), config, |_| None));
+        let shared = Arc::new(Shared::start(
+            home.path().to_path_buf(),
+            Backing::Sled(store),
+            config,
+            |_| None,
+            Default::default(),
+        ));
         Rig { server, shared, workspace, _home: home }
     }
 
@@ -58,7 +63,8 @@ impl Rig {
         let settings = config.cluster.clone().expect("the rig's [cluster]");
         let fleet = crate::fleet::connect(&settings, |_| None, |_| {}).expect("the rig joins the fleet");
         let backing = Backing::Fleet(Arc::new(fleet));
-        let shared = Arc::new(Shared::start(home.path().to_path_buf(), backing, config, |_| None));
+        let shared =
+            Arc::new(Shared::start(home.path().to_path_buf(), backing, config, |_| None, Default::default()));
         Rig { server, shared, workspace, _home: home }
     }
 

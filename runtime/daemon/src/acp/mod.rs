@@ -12,6 +12,9 @@
 //! | `session/cancel` | `task.cancel`; the prompt answers `cancelled` |
 //! | `session/load {sessionId}` | the task's whole log replayed as updates, the user's messages included |
 //!
+//! The editor's lines are read by [`lines`], not by the crate: each bounded, and one that is not
+//! UTF-8 or not JSON answered with a parse error while the connection goes on.
+//!
 //! With `[acp] ask = ["run_command", "edit_file", …]`, a call of one of those tools waits for the
 //! editor's user (`session/request_permission`: allow once or reject); a rejection is what the model
 //! reads as the call's error result (`task.submit`'s `ask`, answered with `task.permit`).
@@ -19,9 +22,11 @@
 //! A prompt's stop reason: `end_turn` when the task finished, failed (the message says so), was
 //! interrupted or waits for a usage limit; `cancelled`; `max_tokens` when a budget paused it;
 //! `refusal` when the daemon refused the prompt (a workspace refused, a task that cannot take a
-//! follow-up), its reason as the agent's message. The turn's token usage is the answer's `usage`
+//! follow-up, a prompt longer than one request to the daemon may be), its reason as the agent's
+//! message. The turn's token usage is the answer's `usage`
 //! and `_meta.agentd` (`task_id`, `state`, `usage`, `cost_usd`, `answers`).
 
+pub mod lines;
 pub mod updates;
 
 use agent_client_protocol::v1::schema::{
@@ -32,7 +37,7 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, StopReason, ToolCallUpdate, ToolCallUpdateFields, Usage,
 };
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::{Agent, Client as AcpClient, Error as AcpError, ErrorCode as AcpCode, Stdio};
+use agent_client_protocol::{Agent, Client as AcpClient, Error as AcpError, ErrorCode as AcpCode, Lines};
 use agentd_client::{Client, ClientError};
 use agentd_protocol::event::EventKind;
 use agentd_protocol::record::Record;
@@ -229,13 +234,16 @@ impl AgentdAcp {
             };
             self.ask::<method::TaskSubmit>(params).await.map(|_| ())
         };
-        match asked {
-            Ok(()) => {}
-            Err(ClientError::Rpc { message, .. }) => {
-                notify(cx, &session_id, updates::message(format!("[agentd] refused: {message}")))?;
-                return Ok(PromptResponse::new(StopReason::Refusal));
-            }
+        let refused = match asked {
+            Ok(()) => None,
+            Err(ClientError::Rpc { message, .. }) => Some(message),
+            // Over what the daemon takes in one request: refused here, before it is sent.
+            Err(e @ ClientError::RequestTooLong { .. }) => Some(format!("the prompt is too long: {e}")),
             Err(e) => return Err(daemon_error(e)),
+        };
+        if let Some(why) = refused {
+            notify(cx, &session_id, updates::message(format!("[agentd] refused: {why}")))?;
+            return Ok(PromptResponse::new(StopReason::Refusal));
         }
         if let Some(s) = self.sessions.lock().get_mut(&task_id) {
             s.submitted = true;
@@ -464,7 +472,8 @@ pub async fn serve(agent: AgentdAcp) -> Result<(), ServeError> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(Stdio::new())
+        // stdin read line by line, each bounded, before the crate sees it ([`lines`]).
+        .connect_to(Lines::new(lines::outgoing(), lines::incoming(std::io::stdin())))
         .await
         .map_err(|e| ServeError::Connection(e.to_string()))
 }

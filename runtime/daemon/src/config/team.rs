@@ -74,21 +74,22 @@ pub(super) fn roles(
 /// The most a stall threshold may say.
 const MAX_STALL: i64 = 10_000;
 
-/// `[team.stall] repeats, idle_requests`: counts from 0 (that test off) to [`MAX_STALL`].
+/// `[team.stall] repeats, idle_requests`: counts from 0 (that test off) to [`MAX_STALL`]; `repeats`
+/// is 0 or at least 2 (a call made once is no repeat).
 fn stall(raw: Option<RawStall>, invalid: Invalid) -> Result<StallPolicy, ConfigError> {
     let mut policy = StallPolicy::default();
     let Some(raw) = raw else { return Ok(policy) };
-    for (key, value, slot) in [
-        ("repeats", raw.repeats, &mut policy.repeats),
-        ("idle_requests", raw.idle_requests, &mut policy.idle_requests),
+    for (key, value, least, slot) in [
+        ("repeats", raw.repeats, 2, &mut policy.repeats),
+        ("idle_requests", raw.idle_requests, 1, &mut policy.idle_requests),
     ] {
         match value {
             None => {}
-            Some(v) if (0..=MAX_STALL).contains(&v) => *slot = v as u32,
+            Some(v) if v == 0 || (least..=MAX_STALL).contains(&v) => *slot = v as u32,
             Some(v) => {
                 return Err(invalid(
                     format!("team.stall.{key}"),
-                    format!("must be a count from 0 (off) to {MAX_STALL}, got {v}"),
+                    format!("must be 0 (off) or a count from {least} to {MAX_STALL}, got {v}"),
                 ))
             }
         }
@@ -339,6 +340,8 @@ mod tests {
         assert_eq!((c.team.stall.repeats, c.team.stall.idle_requests), (0, 30));
         let e = parse(&with("repeats = -1")).unwrap_err().to_string();
         assert!(e.contains("team.stall.repeats"), "{e}");
+        let e = parse(&with("repeats = 1")).unwrap_err().to_string();
+        assert!(e.contains("team.stall.repeats") && e.contains("0 (off) or a count from 2"), "{e}");
     }
 
     #[test]

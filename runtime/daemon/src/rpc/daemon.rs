@@ -45,6 +45,7 @@ impl Handle<method::DaemonStatus> for Methods {
             today: self.today()?,
             config: self.shared.config_status(),
             providers: self.shared.providers.of(&config),
+            telemetry: self.shared.exports.status(),
         })
     }
 }

@@ -26,8 +26,11 @@ fn seen_of(history: &[Message], at: usize) -> Vec<Seen<'_>> {
         .tool_calls()
         .filter_map(|(id, name, arguments)| {
             let (_, result, ok) = results.iter().find(|(call, _, _)| *call == id)?;
-            let writes = matches!(ToolName::parse(name), ToolName::WriteFile | ToolName::EditFile);
-            Some(Seen { tool: name, arguments, result, ok: *ok, writes })
+            let acts = matches!(
+                ToolName::parse(name),
+                ToolName::WriteFile | ToolName::EditFile | ToolName::RunCommand | ToolName::Mcp(_)
+            );
+            Some(Seen { tool: name, arguments, result, ok: *ok, acts })
         })
         .collect()
 }
