@@ -54,7 +54,7 @@ fn add_ignored(ws: &Path) -> Result<(usize, usize), String> {
         if i < 100 {
             fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         }
-        let body = format!("module.exports = {i};\n").repeat(IGNORED_BYTES / 24 + 1);
+        let body = format!("module.exports = {i};\n").repeat(IGNORED_BYTES / 16 + 1);
         fs::write(dir.join(format!("m{i}.js")), &body[..IGNORED_BYTES]).map_err(|e| e.to_string())?;
     }
     Ok((IGNORED_FILES, IGNORED_FILES * IGNORED_BYTES))
@@ -182,7 +182,7 @@ fn measure(root: &Path, ws: &Path, git: bool, ignored: bool) -> Result<(), Strin
 }
 
 fn row(label: &str, t: Duration) {
-    println!("  {label:<44}{:>12}", ms(t));
+    println!("  {label:<56}{:>12}", ms(t));
 }
 
 fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {

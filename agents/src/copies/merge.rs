@@ -86,10 +86,17 @@ pub fn merge(base: &Path, copy: &Path, patch: &Patch, workspace: &Workspace) -> 
     Ok(merged)
 }
 
-/// Makes the merge's changes: the deletions, then every file and symlink staged beside its path, one
-/// sync, each renamed into place and each mode set, one more sync. So a merge of thousands of files
-/// costs two syncs, and a file in its place is always whole. What is applied is pushed on `applied`;
-/// what was staged and not renamed is left in `staged` for the caller to discard.
+/// Up to this many files and symlinks, a merge fsyncs each staged file and then each directory it
+/// changed; past it, it syncs the filesystem twice instead (`syncfs` writes back everything dirty on
+/// the filesystem — the copy just made included — which costs more than a few fsyncs, and far less
+/// than thousands).
+const FSYNC_EACH_UP_TO: usize = 64;
+
+/// Makes the merge's changes: the deletions, then every file and symlink staged beside its path,
+/// made durable, each renamed into place and each mode set, made durable again — by an fsync each for
+/// a few files ([`FSYNC_EACH_UP_TO`]), by two `syncfs` for many. A file in its place is always whole.
+/// What is applied is pushed on `applied`; what was staged and not renamed is left in `staged` for the
+/// caller to discard.
 fn apply<'p>(
     workspace: &Workspace,
     (copy, copy_fd): (&Path, &OwnedFd),
@@ -98,6 +105,7 @@ fn apply<'p>(
     staged: &mut Vec<(&'p str, Staged)>,
 ) -> Result<(), CopyError> {
     let mut chmods = Vec::new();
+    let each = actions.len() <= FSYNC_EACH_UP_TO;
     for (path, action) in actions {
         match action {
             Action::Delete => {
@@ -119,8 +127,9 @@ fn apply<'p>(
                         }
                     },
                 };
-                let file =
-                    workspace.stage_exact(path, &bytes, mode).map_err(WorkspaceRefusal::of("write", path))?;
+                let file = workspace
+                    .stage_exact(path, &bytes, mode, each)
+                    .map_err(WorkspaceRefusal::of("write", path))?;
                 staged.push((path, file));
             }
             Action::Link(target) => {
@@ -132,7 +141,9 @@ fn apply<'p>(
             Action::Chmod(mode) => chmods.push((path, mode)),
         }
     }
-    workspace.sync().map_err(WorkspaceRefusal::of("sync", "."))?;
+    if !each {
+        workspace.sync().map_err(WorkspaceRefusal::of("sync", "."))?;
+    }
     let mut placing = std::mem::take(staged).into_iter();
     while let Some((path, file)) = placing.next() {
         if let Err(e) = workspace.commit(&file) {
@@ -145,7 +156,18 @@ fn apply<'p>(
         workspace.set_mode(path, mode).map_err(WorkspaceRefusal::of("set the mode of", path))?;
         applied.push(path.to_string());
     }
-    workspace.sync().map_err(WorkspaceRefusal::of("sync", "."))?;
+    if each {
+        // Each directory a rename or a removal changed, once (by one of the paths in it).
+        let mut dirs: Vec<(&str, &str)> =
+            applied.iter().map(|p| (p.rsplit_once('/').map_or("", |(dir, _)| dir), p.as_str())).collect();
+        dirs.sort_unstable();
+        dirs.dedup_by(|a, b| a.0 == b.0);
+        for (_, path) in dirs {
+            workspace.sync_parent(path).map_err(WorkspaceRefusal::of("sync the directory of", path))?;
+        }
+    } else {
+        workspace.sync().map_err(WorkspaceRefusal::of("sync", "."))?;
+    }
     Ok(())
 }
 

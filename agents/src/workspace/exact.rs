@@ -180,15 +180,37 @@ impl Workspace {
     }
 
     /// The file `content` (permission bits `mode`) written beside exactly `rel` under a temporary
-    /// name — its directories made, no symlink crossed — not synced and not yet renamed into place:
-    /// [`Workspace::commit`] does that, after one [`Workspace::sync`] for every file staged. A merge of
-    /// thousands of files so costs two syncs, not two per file, and a file renamed into place is still
-    /// always whole.
-    pub(crate) fn stage_exact(&self, rel: &str, content: &[u8], mode: u32) -> Result<Staged, ToolError> {
+    /// name — its directories made, no symlink crossed — and not yet renamed into place:
+    /// [`Workspace::commit`] does that. Synced now when `sync` (a few files: an fsync each is cheap);
+    /// otherwise the caller syncs the filesystem once for every file staged ([`Workspace::sync`])
+    /// before committing any — a merge of thousands of files so costs two syncs, not two per file.
+    /// Either way a file renamed into place is always whole.
+    pub(crate) fn stage_exact(
+        &self,
+        rel: &str,
+        content: &[u8],
+        mode: u32,
+        sync: bool,
+    ) -> Result<Staged, ToolError> {
         let (parent, name) = self.exact_parent(rel, true)?;
         refuse_dir(rel, &parent, &name)?;
-        let (temp, _) = self.write_temp(&parent, content, mode).map_err(|e| ToolError::io(rel, &e))?;
+        let (temp, file) = self.write_temp(&parent, content, mode).map_err(|e| ToolError::io(rel, &e))?;
+        if sync {
+            if let Err(e) = file.sync_all() {
+                let _ = rfs::unlinkat(&parent, temp.as_str(), AtFlags::empty());
+                return Err(ToolError::io(rel, &e));
+            }
+        }
         Ok(Staged { rel: rel.to_string(), temp })
+    }
+
+    /// Fsyncs the directory holding exactly `rel` (after a rename or a removal in it).
+    pub(crate) fn sync_parent(&self, rel: &str) -> Result<(), ToolError> {
+        match self.exact_parent(rel, false) {
+            Ok((parent, _)) => rfs::fsync(&parent).map_err(|e| errno(rel, e)),
+            Err(ToolError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// A symlink staged the same way as [`Workspace::stage_exact`] stages a file.
