@@ -4,7 +4,6 @@
 use crate::copies::walk::{open_root, path_text, walk, At, Scope, Visitor};
 use crate::copies::CopyError;
 use agentd_protocol::checkpoint::{special_kind, NotHeld};
-use rustix::fd::OwnedFd;
 use rustix::fs::{self as rfs, AtFlags, FileType};
 use std::path::Path;
 
@@ -43,14 +42,6 @@ struct Surveyor<'a> {
 }
 
 impl Visitor for Surveyor<'_> {
-    fn entered(&mut self, _: &At<'_>, _: &OwnedFd) -> Result<bool, CopyError> {
-        Ok(true)
-    }
-
-    fn left(&mut self, _: &Path) -> Result<(), CopyError> {
-        Ok(())
-    }
-
     fn file(&mut self, at: &At<'_>) -> Result<(), CopyError> {
         let stat = match rfs::statat(at.parent, at.name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,

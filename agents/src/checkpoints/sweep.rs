@@ -7,7 +7,6 @@
 
 use crate::copies::walk::{open_root, path_text, walk, At, Scope, Visitor};
 use crate::copies::CopyError;
-use rustix::fd::OwnedFd;
 use rustix::fs::{self as rfs, AtFlags};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -42,14 +41,6 @@ impl Sweeper<'_> {
 }
 
 impl Visitor for Sweeper<'_> {
-    fn entered(&mut self, _: &At<'_>, _: &OwnedFd) -> Result<bool, CopyError> {
-        Ok(true)
-    }
-
-    fn left(&mut self, _: &Path) -> Result<(), CopyError> {
-        Ok(())
-    }
-
     fn file(&mut self, at: &At<'_>) -> Result<(), CopyError> {
         self.sweep(at)
     }

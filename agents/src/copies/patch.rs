@@ -338,14 +338,6 @@ struct Lister<'a> {
 }
 
 impl Visitor for Lister<'_> {
-    fn entered(&mut self, _: &At<'_>, _: &OwnedFd) -> Result<bool, CopyError> {
-        Ok(true)
-    }
-
-    fn left(&mut self, _: &Path) -> Result<(), CopyError> {
-        Ok(())
-    }
-
     fn file(&mut self, at: &At<'_>) -> Result<(), CopyError> {
         let stat = match rfs::statat(at.parent, at.name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,

@@ -48,11 +48,15 @@ pub(crate) enum Scope {
 
 /// What the walk tells about the entries it takes, in sorted order, depth first.
 pub(crate) trait Visitor {
-    /// A directory, opened (read-only, no-follow). When this says yes its entries come next, then
-    /// [`Visitor::left`]; when no, the walk passes over it.
-    fn entered(&mut self, at: &At<'_>, dir: &OwnedFd) -> Result<bool, CopyError>;
+    /// A directory, opened (read-only, no-follow). When this says yes (as it does unless a visitor
+    /// says otherwise) its entries come next, then [`Visitor::left`]; when no, the walk passes over it.
+    fn entered(&mut self, _at: &At<'_>, _dir: &OwnedFd) -> Result<bool, CopyError> {
+        Ok(true)
+    }
     /// The directory at `rel`, entered before, has no more entries.
-    fn left(&mut self, rel: &Path) -> Result<(), CopyError>;
+    fn left(&mut self, _rel: &Path) -> Result<(), CopyError> {
+        Ok(())
+    }
     /// A regular file (as the directory listed it: the visitor opens it no-follow to be sure).
     fn file(&mut self, at: &At<'_>) -> Result<(), CopyError>;
     /// A symlink, not followed.
