@@ -51,12 +51,35 @@ const NEW_FILE_MODE: u32 = 0o644;
 /// The mode of a directory `write_file` creates (before the umask).
 const NEW_DIR_MODE: u32 = 0o755;
 
+/// What a temporary name ([`temp_name`]) is for: a file's write, or a symlink's.
+#[derive(Debug, Clone, Copy)]
+enum Temp {
+    Write,
+    Link,
+}
+
+impl Temp {
+    /// The name's prefix: `.agentd-write-`, `.agentd-link-`.
+    fn prefix(self) -> &'static str {
+        match self {
+            Temp::Write => ".agentd-write-",
+            Temp::Link => ".agentd-link-",
+        }
+    }
+}
+
+/// A fresh temporary name, `.agentd-write-PID-N.tmp` or `.agentd-link-PID-N.tmp`, written under before
+/// a rename puts it in place: unique within the process, the process named.
+fn temp_name(kind: Temp) -> String {
+    format!("{}{}-{}.tmp", kind.prefix(), std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
 /// Whether `name` is one of the temporary names this module writes under before a rename
-/// (`.agentd-write-PID-N.tmp`, `.agentd-link-PID-N.tmp`) by a process other than this one: what a run
-/// killed in the middle of a write leaves behind, swept at the resume that follows.
+/// ([`temp_name`]) by a process other than this one: what a run killed in the middle of a write
+/// leaves behind, swept at the resume that follows.
 pub fn is_stale_temp_name(name: &[u8]) -> bool {
-    let Some(rest) = name.strip_prefix(b".agentd-write-").or_else(|| name.strip_prefix(b".agentd-link-"))
-    else {
+    let mut prefixes = [Temp::Write, Temp::Link].into_iter().map(|kind| kind.prefix().as_bytes());
+    let Some(rest) = prefixes.find_map(|prefix| name.strip_prefix(prefix)) else {
         return false;
     };
     let Some(rest) = rest.strip_suffix(b".tmp") else { return false };
@@ -298,18 +321,13 @@ impl Workspace {
         Ok(())
     }
 
-    /// Writes `content` with permission bits `mode` to a fresh temporary file in `parent` (named
-    /// `.agentd-write-PID-N.tmp`, [`is_temp_name`]), not synced: its name and the open file. On
-    /// failure nothing is left.
+    /// Writes `content` with permission bits `mode` to a fresh temporary file in `parent` (named by
+    /// [`temp_name`]), not synced: its name and the open file. On failure nothing is left.
     fn write_temp(&self, parent: &OwnedFd, content: &[u8], mode: u32) -> std::io::Result<(String, fs::File)> {
         // A name left by a crashed run (or anyone else) is never reused: O_EXCL, then the next name.
         let mut attempt = 0;
         let (temp, fd) = loop {
-            let temp = format!(
-                ".agentd-write-{}-{}.tmp",
-                std::process::id(),
-                TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-            );
+            let temp = temp_name(Temp::Write);
             match rfs::openat(
                 parent,
                 temp.as_str(),

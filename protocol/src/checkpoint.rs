@@ -37,6 +37,13 @@ pub fn special_kind(mode: u32) -> Option<&'static str> {
     }
 }
 
+impl NotHeld {
+    /// The first `max` of `all` as one line, each `PATH (why)`, then how many more (`text::listed`).
+    pub fn listed(all: &[NotHeld], max: usize) -> String {
+        crate::text::listed(all, max, |n| format!("{} ({})", n.path, n.why))
+    }
+}
+
 /// A path a checkpoint or a working copy could not hold — a FIFO, a socket, a device, a file past a
 /// size — or a revert could not put back, and why, in words. Said wherever it applies (`agentd
 /// diff`, a revert's result, a delegation's events and result), never passed over in silence.

@@ -70,6 +70,22 @@ pub fn truncate_bytes(text: &mut String, max_bytes: usize) {
     text.truncate(cut);
 }
 
+/// The first `max` of `items` as one line, each as `show` writes it, joined by `, `, then `and N
+/// more` when there are more: a list a person or a model reads whole, however long it is.
+///
+/// ```
+/// use agentd_protocol::text::listed;
+/// assert_eq!(listed(&[1, 2, 3], 2, |n| n.to_string()), "1, 2, and 1 more");
+/// assert_eq!(listed(&[1, 2], 2, |n| n.to_string()), "1, 2");
+/// ```
+pub fn listed<T>(items: &[T], max: usize, show: impl Fn(&T) -> String) -> String {
+    let mut parts: Vec<String> = items.iter().take(max).map(show).collect();
+    if items.len() > max {
+        parts.push(format!("and {} more", items.len() - max));
+    }
+    parts.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -35,8 +35,8 @@
 //! held): a diff names it, a revert removes one the task made and says it cannot make one again.
 //! Bytes are kept up to a budget (`[checkpoints] max_bytes` a task); past it a file is recorded by
 //! its sha256 alone, marked [`FileState::unkept`]: it can be compared, not restored, and a revert
-//! that would need it says so. A file with other hard links is listed ([`Snapshot::linked`],
-//! [`survey`]): a command writing it writes the other names too, and a restore puts back this name
+//! that would need it says so. A file with other hard links is listed by [`survey`] (which reads
+//! nothing): a command writing it writes the other names too, and a restore puts back this name
 //! only.
 //!
 //! # Comparing and restoring
@@ -61,8 +61,8 @@ mod tests;
 
 pub use compare::{compare, lines_changed, unified, Lines};
 pub use error::CheckpointError;
-pub use objects::{no_content, sha256_hex, Objects};
-pub use restore::{current, links, restore};
+pub use objects::{sha256_hex, Objects};
+pub use restore::{current, restore, Current};
 pub use snapshot::{Snapshot, Snapshotter};
 pub use survey::{other_links, survey, Survey};
 pub use sweep::sweep_stale_temps;

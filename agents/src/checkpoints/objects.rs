@@ -36,6 +36,6 @@ pub(super) fn hex(bytes: &[u8]) -> String {
 
 /// The object a special file's entry names (a FIFO, a socket, a device): the empty object, whose
 /// bytes are never stored — the entry is marked unkept, its content being no bytes at all.
-pub fn no_content() -> String {
+pub(super) fn no_content() -> String {
     sha256_hex(b"")
 }

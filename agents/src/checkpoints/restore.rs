@@ -9,25 +9,38 @@ use crate::Workspace;
 use agentd_protocol::checkpoint::{FileState, REGULAR, SYMLINK};
 use std::path::Path;
 
-/// What stands at `path` in the workspace now, as a checkpoint would record it: `None` for nothing
-/// there; a special file as a checkpoint names one (its type, no content); a directory in its place
-/// is `Some` with mode 0 (no checkpoint has it, so it is never the same as a recorded state).
-pub fn current<E>(workspace: &Workspace, path: &str) -> Result<Option<FileState>, CheckpointError<E>>
+/// What stands at a path of the workspace now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Current {
+    /// As a checkpoint would record it: `None` for nothing there; a special file as a checkpoint
+    /// names one (its type, no content); a directory in its place is `Some` with mode 0 (no
+    /// checkpoint has it, so it is never the same as a recorded state).
+    pub state: Option<FileState>,
+    /// How many names a regular file there has (more than one: a restore puts back this name, the
+    /// others keep what they hold); 0 for nothing there, 1 for anything else.
+    pub links: u64,
+}
+
+/// What stands at `path` in the workspace now ([`Current`]).
+pub fn current<E>(workspace: &Workspace, path: &str) -> Result<Current, CheckpointError<E>>
 where
     E: std::error::Error + Send + Sync + 'static,
 {
     let found = workspace.found_exact(path).map_err(WorkspaceRefusal::of("read", path))?;
-    Ok(match found {
-        Found::Missing => None,
-        Found::File { mode, bytes, .. } => {
-            Some(FileState { mode: REGULAR | mode, sha256: sha256_hex(&bytes), unkept: false })
+    let (state, links) = match found {
+        Found::Missing => (None, 0),
+        Found::File { mode, bytes, links } => {
+            (Some(FileState { mode: REGULAR | mode, sha256: sha256_hex(&bytes), unkept: false }), links)
         }
         Found::Symlink(target) => {
-            Some(FileState { mode: SYMLINK, sha256: sha256_hex(&target), unkept: false })
+            (Some(FileState { mode: SYMLINK, sha256: sha256_hex(&target), unkept: false }), 1)
         }
-        Found::Special(mode) => Some(FileState { mode, sha256: no_content(), unkept: true }),
-        Found::Dir | Found::Blocked(_) => Some(FileState { mode: 0, sha256: String::new(), unkept: false }),
-    })
+        Found::Special(mode) => (Some(FileState { mode, sha256: no_content(), unkept: true }), 1),
+        Found::Dir | Found::Blocked(_) => {
+            (Some(FileState { mode: 0, sha256: String::new(), unkept: false }), 1)
+        }
+    };
+    Ok(Current { state, links })
 }
 
 /// Puts `path` back as `target` says: its bytes and mode from the object store, or removed (and its
@@ -70,13 +83,4 @@ pub fn restore<O: Objects>(
     } else {
         workspace.write_exact(path, &bytes, target.mode & 0o7777).map_err(refused("write"))
     }
-}
-
-/// How many hard links the regular file at `path` has now (0: nothing there; 1: one name, or not a
-/// regular file). More than one: a restore puts back this name, and the others keep what they hold.
-pub fn links<E>(workspace: &Workspace, path: &str) -> Result<u64, CheckpointError<E>>
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    workspace.links_exact(path).map_err(|e| WorkspaceRefusal::of("look at", path)(e).into())
 }

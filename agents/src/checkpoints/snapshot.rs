@@ -46,9 +46,7 @@ impl Stamp {
 /// and stores nothing the store already holds.
 #[derive(Debug, Default)]
 pub struct Snapshotter {
-    /// Each file hashed: its stamp, its state, and how many names it has (a new link changes the
-    /// status-change time, so the stamp holds the count too).
-    known: HashMap<PathBuf, (Stamp, FileState, u64)>,
+    known: HashMap<PathBuf, (Stamp, FileState)>,
     stored: HashSet<String>,
     /// Bytes of file content stored so far (objects the store did not hold).
     kept_bytes: u64,
@@ -69,12 +67,6 @@ pub struct Snapshot {
     pub stored_bytes: u64,
     /// Files whose bytes were not kept (the budget was reached, or they hold a secret).
     pub unkept: Vec<String>,
-    /// Regular files with more than one hard link, and how many links each has: another name (maybe
-    /// outside the workspace) shares their bytes, so a command writing them in place changes that one
-    /// too, and a revert puts back this name only.
-    pub linked: Vec<(String, u64)>,
-    /// FIFOs, sockets and devices: recorded by name and kind, their content never held.
-    pub specials: Vec<(String, &'static str)>,
 }
 
 impl Snapshotter {
@@ -116,8 +108,6 @@ impl Snapshotter {
                 stored: 0,
                 stored_bytes: 0,
                 unkept: Vec::new(),
-                linked: Vec::new(),
-                specials: Vec::new(),
             },
         };
         let walked = walk(root, &root_fd, Scope::Seen, &mut taker);
@@ -193,13 +183,6 @@ impl<O: Objects> Taker<'_, O> {
         }
     }
 
-    /// A file with `links` names: listed when there are others.
-    fn note_links(&mut self, rel: &Path, links: u64) {
-        if links > 1 {
-            self.snapshot.linked.push((path_text(rel), links));
-        }
-    }
-
     /// The regular file at `at`, hashed unless its stamp is known; its state.
     fn file_state(&mut self, at: &At<'_>) -> Result<Option<FileState>, CopyError> {
         let abs = self.root.join(at.rel);
@@ -215,17 +198,11 @@ impl<O: Objects> Taker<'_, O> {
             return Ok(None);
         }
         let stamp = Stamp::of(&stat);
-        if let Some((known, state, links)) = self.me.known.get(&abs) {
+        if let Some((known, state)) = self.me.known.get(&abs) {
             if *known == stamp {
-                let (state, links) = (state.clone(), *links);
-                self.note_links(at.rel, links);
-                return Ok(Some(state));
+                return Ok(Some(state.clone()));
             }
         }
-        // `st_nlink` is `u64` on x86_64 and narrower elsewhere.
-        #[allow(clippy::useless_conversion)]
-        let links = u64::from(stat.st_nlink);
-        self.note_links(at.rel, links);
         let size = u64::try_from(stat.st_size).unwrap_or(0);
         let keep = self.me.kept_bytes.saturating_add(size) <= self.max_bytes;
         let mut file = File::from(fd);
@@ -238,7 +215,7 @@ impl<O: Objects> Taker<'_, O> {
             if (self.withheld)(&self.buf) {
                 self.snapshot.unkept.push(path_text(at.rel));
                 let state = FileState { mode, sha256, unkept: true };
-                self.me.known.insert(abs, (stamp, state.clone(), links));
+                self.me.known.insert(abs, (stamp, state.clone()));
                 return Ok(Some(state));
             }
             let bytes = std::mem::take(&mut self.buf);
@@ -272,7 +249,7 @@ impl<O: Objects> Taker<'_, O> {
             }
             FileState { mode, sha256, unkept: !stored }
         };
-        self.me.known.insert(abs, (stamp, state.clone(), links));
+        self.me.known.insert(abs, (stamp, state.clone()));
         Ok(Some(state))
     }
 }
@@ -324,8 +301,6 @@ impl<O: Objects> Visitor for Taker<'_, O> {
     }
 
     fn special(&mut self, at: &At<'_>, mode: u32) -> Result<(), CopyError> {
-        let kind = agentd_protocol::checkpoint::special_kind(mode).unwrap_or("a special file");
-        self.snapshot.specials.push((path_text(at.rel), kind));
         self.snapshot.files += 1;
         self.add(text_name(at), FileState { mode, sha256: super::objects::no_content(), unkept: true });
         Ok(())

@@ -37,8 +37,8 @@ pub struct Merged {
 ///
 /// Every path is read and decided first, then the deletions are made (with the directories they
 /// leave empty that the copy no longer has), then the writes: each file staged beside its path under
-/// a temporary name, the filesystem synced once, each renamed into place, synced once more — two
-/// syncs for the whole merge, and a file in its place is always whole. All of them go beneath the workspace's
+/// a temporary name, made durable, renamed into place, made durable again (`apply`: an fsync each for a
+/// few files, two `syncfs` for many) — a file in its place is always whole. All of them go beneath the workspace's
 /// root descriptor crossing no symlink: a symlink planted at a changed path is replaced, never
 /// written through, and a symlink on a directory of the path makes the path a conflict (or, planted
 /// between the read and the write, refuses the write). A written file takes the

@@ -115,15 +115,16 @@ pub fn changes(base: &Path, copy: &Path) -> Result<Patch, CopyError> {
         .into_iter()
         .map(|(rel, why)| NotHeld { path: path_text(&rel), why: why.to_string() })
         .collect();
+    let mut large: BTreeSet<PathBuf> = BTreeSet::new();
     news.retain(|rel, meta| match meta {
         Meta::File { size, .. } if *size > MAX_COPIED_FILE => {
             left_out.push(NotHeld { path: path_text(rel), why: too_large(*size) });
+            large.insert(rel.clone());
             false
         }
         _ => true,
     });
     left_out.sort_by(|a, b| a.path.cmp(&b.path));
-    let large = |rel: &PathBuf| left_out.iter().any(|l| l.path == path_text(rel));
     let paths: BTreeSet<&PathBuf> = olds.keys().chain(news.keys()).collect();
     // First what changed, by metadata and a comparison that stops at the first difference; the
     // bytes are loaded afterwards, one file at a time, as each section of the diff is written.
@@ -139,7 +140,7 @@ pub fn changes(base: &Path, copy: &Path) -> Result<Patch, CopyError> {
         let new = match news.get(rel) {
             Some(meta) => Some(meta.clone()),
             // Left out (too large to carry): not a deletion either.
-            None if large(rel) => continue,
+            None if large.contains(rel) => continue,
             None => copy_tree.look(rel)?,
         };
         match (old, new) {

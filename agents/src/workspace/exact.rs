@@ -18,7 +18,6 @@ use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::Ordering;
 
 /// A file or symlink written beside its path under a temporary name, waiting to be renamed into
 /// place ([`Workspace::stage_exact`]).
@@ -153,24 +152,20 @@ impl Workspace {
     /// Makes `rel` a symlink to `target`, replacing whatever file or symlink stands there: the link is
     /// made under a temporary name in the same directory, renamed over `rel`, the directory fsynced.
     pub(crate) fn symlink_exact(&self, rel: &str, target: &[u8]) -> Result<(), ToolError> {
-        let staged = self.stage_symlink(rel, target)?;
+        let staged = self.stage_symlink_exact(rel, target)?;
         self.commit(&staged)?;
-        let (parent, _) = self.exact_parent(rel, false)?;
-        rfs::fsync(&parent).map_err(|e| errno(rel, e))
+        self.sync_parent(rel)
     }
 
-    /// A symlink to `target` made beside `rel` under a temporary name, not yet renamed into place.
-    fn stage_symlink(&self, rel: &str, target: &[u8]) -> Result<Staged, ToolError> {
+    /// A symlink to `target` made beside exactly `rel` under a temporary name, not yet renamed into
+    /// place: staged as [`Workspace::stage_exact`] stages a file (a symlink has no bytes to sync).
+    pub(crate) fn stage_symlink_exact(&self, rel: &str, target: &[u8]) -> Result<Staged, ToolError> {
         let (parent, name) = self.exact_parent(rel, true)?;
         refuse_dir(rel, &parent, &name)?;
         let target = OsStr::from_bytes(target);
         let mut attempt = 0;
         loop {
-            let temp = format!(
-                ".agentd-link-{}-{}.tmp",
-                std::process::id(),
-                super::TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-            );
+            let temp = super::temp_name(super::Temp::Link);
             match rfs::symlinkat(target, &parent, temp.as_str()) {
                 Ok(()) => return Ok(Staged { rel: rel.to_string(), temp }),
                 Err(Errno::EXIST) if attempt < 8 => attempt += 1,
@@ -213,11 +208,6 @@ impl Workspace {
         }
     }
 
-    /// A symlink staged the same way as [`Workspace::stage_exact`] stages a file.
-    pub(crate) fn stage_symlink_exact(&self, rel: &str, target: &[u8]) -> Result<Staged, ToolError> {
-        self.stage_symlink(rel, target)
-    }
-
     /// Renames a staged file or symlink over exactly its path (replacing a file or a symlink there,
     /// never writing through one; a directory there is refused, and the staged file removed).
     pub(crate) fn commit(&self, staged: &Staged) -> Result<(), ToolError> {
@@ -244,26 +234,6 @@ impl Workspace {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let root = rfs::openat(&*self.dir, ".", flags, Mode::empty()).map_err(|e| errno(".", e))?;
         rfs::syncfs(&root).map_err(|e| errno(".", e))
-    }
-
-    /// How many names the regular file at exactly `rel` has (its hard links), looked at with no
-    /// symlink crossed: 0 when nothing is there, 1 for anything but a regular file.
-    pub(crate) fn links_exact(&self, rel: &str) -> Result<u64, ToolError> {
-        let (parent, name) = match self.exact_parent(rel, false) {
-            Ok(opened) => opened,
-            Err(ToolError::NotFound(_)) => return Ok(0),
-            Err(e) => return Err(e),
-        };
-        match rfs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            // `st_nlink` is `u64` on x86_64 and narrower elsewhere.
-            #[allow(clippy::useless_conversion)]
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
-                Ok(u64::from(st.st_nlink))
-            }
-            Ok(_) => Ok(1),
-            Err(Errno::NOENT) => Ok(0),
-            Err(e) => Err(errno(rel, e)),
-        }
     }
 
     /// Removes the file or symlink at exactly `rel` (`unlinkat` in its parent), crossing no symlink;

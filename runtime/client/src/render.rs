@@ -54,12 +54,8 @@ pub fn amount_text(a: &agentd_protocol::Amount) -> String {
 }
 
 /// Paths not held and why, as part of a line: the first five, then how many more.
-pub fn not_held_text(not_held: &[agentd_protocol::NotHeld]) -> String {
-    let mut parts: Vec<String> = not_held.iter().take(5).map(|n| format!("{} ({})", n.path, n.why)).collect();
-    if not_held.len() > 5 {
-        parts.push(format!("and {} more", not_held.len() - 5));
-    }
-    parts.join(", ")
+fn not_held_text(not_held: &[agentd_protocol::NotHeld]) -> String {
+    agentd_protocol::NotHeld::listed(not_held, 5)
 }
 
 /// One event as a line: `seq  role  what happened`.

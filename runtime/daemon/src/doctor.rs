@@ -400,13 +400,8 @@ fn workspace_check(workspace: &Path) -> Check {
         Ok(survey) => survey,
         Err(e) => return Check::new("workspace", name, Verdict::Warn, format!("could not be walked: {e}")),
     };
-    let listed = |found: &[agentd_protocol::NotHeld]| {
-        let mut names: Vec<String> = found.iter().take(5).map(|n| n.path.clone()).collect();
-        if found.len() > 5 {
-            names.push(format!("and {} more", found.len() - 5));
-        }
-        names.join(", ")
-    };
+    let listed =
+        |found: &[agentd_protocol::NotHeld]| agentd_protocol::text::listed(found, 5, |n| n.path.clone());
     let specials = match survey.specials.len() {
         0 => String::new(),
         n => format!(

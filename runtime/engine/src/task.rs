@@ -204,8 +204,8 @@ pub fn launch(
 /// that cannot be walked is said in the log; the task goes on.
 async fn tell_linked_files(storage: Arc<dyn Storage>, task_id: &str, root: std::path::PathBuf) {
     let surveyed = tokio::task::spawn_blocking(move || agentd_agents::checkpoints::survey(&root)).await;
-    match surveyed {
-        Ok(Ok(survey)) if !survey.linked.is_empty() => {
+    match surveyed.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+        Ok(survey) if !survey.linked.is_empty() => {
             tracing::warn!(task = %task_id, files = survey.linked.len(), "workspace files with other hard links");
             if let Err(e) =
                 storage.emit(task_id, &Role::Lead, EventKind::LinkedFiles { files: survey.linked })
@@ -213,10 +213,7 @@ async fn tell_linked_files(storage: Arc<dyn Storage>, task_id: &str, root: std::
                 tracing::warn!(task = %task_id, error = %e, "linked_files could not be recorded");
             }
         }
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            tracing::warn!(task = %task_id, error = %e, "the workspace's hard links could not be surveyed")
-        }
+        Ok(_) => {}
         Err(e) => {
             tracing::warn!(task = %task_id, error = %e, "the workspace's hard links could not be surveyed")
         }

@@ -365,7 +365,7 @@ impl Agent {
             if !not_copied.is_empty() {
                 text.push_str(&format!(
                     "\n\n[working copy: you work in a copy of the workspace; these paths of the workspace are not in it: {}]",
-                    super::working_copy::listed(&not_copied)
+                    agentd_protocol::NotHeld::listed(&not_copied, super::working_copy::NAMED)
                 ));
             }
             Some(text)

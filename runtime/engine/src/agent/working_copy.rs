@@ -90,7 +90,7 @@ impl Merge {
         if !self.not_carried.is_empty() {
             out.push_str(&format!(
                 "\n[working copy: not carried back, the workspace keeps what it had there: {}]",
-                listed(&self.not_carried)
+                NotHeld::listed(&self.not_carried, NAMED)
             ));
         }
         out
@@ -127,14 +127,8 @@ impl Merge {
     }
 }
 
-/// Paths not held, and why, as one line a model reads: the first twenty, then how many more.
-pub(super) fn listed(not_held: &[NotHeld]) -> String {
-    let mut out: Vec<String> = not_held.iter().take(20).map(|n| format!("{} ({})", n.path, n.why)).collect();
-    if not_held.len() > 20 {
-        out.push(format!("and {} more", not_held.len() - 20));
-    }
-    out.join(", ")
-}
+/// How many paths not held a model reads named, before how many more.
+pub(super) const NAMED: usize = 20;
 
 /// The folder of one branch's copy: `<copies>/<task>/<call id>`.
 fn folder_of(copies: &Path, task_id: &str, call_id: &str) -> PathBuf {

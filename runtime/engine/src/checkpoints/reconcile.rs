@@ -74,29 +74,26 @@ pub async fn reconcile(
     }
     cuts.retain(|c| !c.finished);
     let branches = open_branches(&events);
+    // Where a cut call wrote: the working copy of its agent's branch still open, else (and for a
+    // merge, always) the workspace.
+    let copy_of = |cut: &Cut| match cut.merge {
+        true => None,
+        false => branches.iter().find(|b| b.role == cut.role).and_then(|b| b.working_copy.clone()),
+    };
     // A write a stop cut short left its temporary file: swept before the change is read, so what the
     // record holds is what the task made.
-    let mut roots: Vec<PathBuf> = cuts
-        .iter()
-        .map(|cut| match cut.merge {
-            true => None,
-            false => branches.iter().find(|b| b.role == cut.role).and_then(|b| b.working_copy.clone()),
-        })
-        .map(|copy| copy.map_or_else(|| workspace.clone(), PathBuf::from))
-        .collect();
+    let mut roots: Vec<PathBuf> =
+        cuts.iter().map(|cut| copy_of(cut).map_or_else(|| workspace.clone(), PathBuf::from)).collect();
     roots.sort();
     roots.dedup();
     for root in roots.into_iter().filter(|r| r.is_dir()) {
         let swept =
             tokio::task::spawn_blocking(move || agentd_agents::checkpoints::sweep_stale_temps(&root)).await;
-        match swept {
-            Ok(Ok(removed)) if !removed.is_empty() => {
+        match swept.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+            Ok(removed) if !removed.is_empty() => {
                 tracing::info!(task = %task_id, files = ?removed, "temporary files of a write cut short removed")
             }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(task = %task_id, error = %e, "temporary files of a write cut short could not be swept")
-            }
+            Ok(_) => {}
             Err(e) => {
                 tracing::warn!(task = %task_id, error = %e, "temporary files of a write cut short could not be swept")
             }
@@ -104,10 +101,7 @@ pub async fn reconcile(
     }
     let mut recorded = 0;
     for cut in cuts {
-        let copy = match cut.merge {
-            true => None,
-            false => branches.iter().find(|b| b.role == cut.role).and_then(|b| b.working_copy.clone()),
-        };
+        let copy = copy_of(&cut);
         let root = copy.clone().map_or_else(|| workspace.clone(), PathBuf::from);
         if !root.is_dir() {
             continue;

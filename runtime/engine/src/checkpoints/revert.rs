@@ -69,10 +69,14 @@ pub fn revert(
         return Err(ChangesError::NotKept(unkept));
     }
     let mut changed = Vec::new();
+    let mut linked = Vec::new();
     for r in &restores {
         let now = cp::current::<crate::storage::StorageError>(workspace, &r.path)?;
-        if !same(now.as_ref(), r.expected.as_ref()) {
+        if !same(now.state.as_ref(), r.expected.as_ref()) {
             changed.push(r.path.clone());
+        }
+        if now.links > 1 {
+            linked.push((r, now.links));
         }
     }
     if !changed.is_empty() && !params.force {
@@ -80,17 +84,14 @@ pub fn revert(
     }
     // A file with other hard links (maybe outside the workspace) is put back under this name only:
     // the others keep what the task wrote through them, and the user is told which.
-    for r in &restores {
-        let links = cp::links::<crate::storage::StorageError>(workspace, &r.path)?;
-        if links > 1 {
-            let others = links - 1;
-            not_restored.push(NotHeld {
-                path: r.path.clone(),
-                why: format!(
-                    "it has {others} other hard link(s): this name is put back, the other {others} keep what the task wrote through them"
-                ),
-            });
-        }
+    for (r, links) in linked {
+        let others = links - 1;
+        not_restored.push(NotHeld {
+            path: r.path.clone(),
+            why: format!(
+                "it has {others} other hard link(s): this name is put back, the other {others} keep what the task wrote through them"
+            ),
+        });
     }
     // Its own checkpoints: kept even when a task's are off (`max_bytes` 0), so it can be undone.
     let checkpoints = Checkpoints::new(max_bytes.max(1), secrets.clone());
@@ -155,11 +156,8 @@ fn tell(
         "[agentd] The user reverted {what}: {listed} are back as they were before it. \
          Take this into account; do not redo that work unless the user asks for it."
     );
-    for n in not_restored.iter().take(20) {
-        text.push_str(&format!(" Not put back: {} ({}).", n.path, n.why));
-    }
-    if not_restored.len() > 20 {
-        text.push_str(&format!(" And {} more not put back.", not_restored.len() - 20));
+    if !not_restored.is_empty() {
+        text.push_str(&format!(" Not put back: {}.", NotHeld::listed(not_restored, 20)));
     }
     let mut roles = vec![Role::Lead];
     for s in steps.iter().filter(|s| match target {
